@@ -1,0 +1,3 @@
+# The CLI's own commands (others live with the module they drive).
+fl_module(cli SOURCES engine/cli/version.c)
+target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")

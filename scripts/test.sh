@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what is missing, builds
+# (warnings are errors), runs ctest, then the same tests under ASan+UBSan, then
+# the libFuzzer targets for a bounded time. Exit status 0 only when all pass.
+#   FL_FUZZ_SECONDS   seconds per fuzz target (default 60)
+#   FL_JOBS           parallel build/test jobs (default: nproc)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=${FL_JOBS:-$(nproc)}
+fuzz_seconds=${FL_FUZZ_SECONDS:-60}
+
+scripts/install-deps.sh
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "release build (-Werror)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+
+step "tests (release)"
+ctest --test-dir build -j "$jobs" --output-on-failure --timeout 900
+
+step "sanitizer build (address,undefined)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_WERROR=ON \
+      -DFAULTLINE_SANITIZE=address,undefined -DFAULTLINE_CUDA=OFF -DFAULTLINE_BPF=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+
+step "tests (address,undefined)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan -j "$jobs" --output-on-failure --timeout 1800 -LE nosanitize
+
+step "fuzz targets (${fuzz_seconds}s each)"
+CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_FUZZ=ON \
+      -DFAULTLINE_CUDA=OFF -DFAULTLINE_BPF=OFF >/dev/null
+cmake --build build-fuzz -j "$jobs" --target fuzz-targets
+for target in build-fuzz/fuzz-*; do
+  [ -x "$target" ] || continue
+  name=$(basename "$target")
+  corpus="$root/tests/fuzz/corpus/${name#fuzz-}"
+  work=$(mktemp -d)
+  echo "$name: corpus $corpus"
+  "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+            "$work" "$corpus" 2>&1 | tail -n 3
+  rm -rf "$work"
+done
+
+step "all tests passed"
