@@ -106,4 +106,11 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char
 
 const char *gguf_vtype_name(enum gguf_vtype t);
 
+/* Extensions. */
+uint64_t gguf_header_size(const struct gguf_file *f);  /* bytes up to the end of the tensor infos */
+uint64_t gguf_kv_offset(const struct gguf_file *f, int64_t i); /* where entry i starts, for messages */
+/* gguf_get_int's conversion applied to a value already at hand (an array
+ * element, say): 0, -EINVAL for a non-integer, -ERANGE for a u64 > INT64_MAX. */
+int gguf_value_int(const struct gguf_value *v, int64_t *out);
+
 #endif

@@ -120,4 +120,24 @@ fl_f16 fl_f32_to_f16(float f);     /* round to nearest even, as ggml */
 float fl_bf16_to_f32(fl_bf16 h);
 fl_bf16 fl_f32_to_bf16(float f);   /* round to nearest even, as ggml */
 
+/* Replaces type's vec_dot kernel (the CPU dispatcher calls this from
+ * fl_types_init); NULL restores vec_dot_ref. Ignored for unknown types and
+ * for types without a kernel (Q8_1, Q8_K). */
+void fl_type_set_vec_dot(uint32_t type, fl_vec_dot_fn fn);
+
+/* The activation quantizer for a vec_dot_type, as llama.cpp's x86 CPU backend
+ * runs it (its type_traits_cpu from_float), which is what decides llama.cpp's
+ * expert routing. For Q8_0 and Q8_1 that is its AVX path: id = 127/amax and
+ * round-half-to-even, which differs in rare ties/last-ulp cases from
+ * from_float (ggml's reference quantizer, id = 1/d, round half away from
+ * zero, what GGUF writers use). For every other type it is from_float. */
+fl_from_float_fn fl_type_from_float_act(uint32_t type);
+
+/* The 4-bit lookup tables (IQ4_NL/IQ4_XS; MXFP4 as doubled E2M1 values)
+ * and MXFP4's block scale: 2^(e-128), i.e. half of E8M0, to undo the
+ * doubling. */
+extern const int8_t fl_iq4nl_values[16];
+extern const int8_t fl_mxfp4_values[16];
+float fl_e8m0_half_to_f32(uint8_t e);
+
 #endif

@@ -5,8 +5,20 @@
 #define FL_CLI_COMMANDS_H
 
 int cli_version(int argc, char **argv);
+int cli_inspect(int argc, char **argv);
+int cli_gen(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_compare(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 
 #define FL_CLI_COMMANDS \
-    { "version", cli_version, "print the version and the CPU features in use" },
+    { "version", cli_version, "print the version and the CPU features in use" }, \
+    { "inspect", cli_inspect, "show a GGUF file's architecture, tensors and MoE layout" }, \
+    { "gen", cli_gen, "write a synthetic MoE model (any size) that llama.cpp also loads" }, \
+    { "eval", cli_eval, "write logits/routing files as llama.cpp's reference runs" }, \
+    { "compare", cli_compare, "compare two logits (and routing) files" }, \
+    { "run", cli_run, "generate text from a prompt" }, \
+    { "bench", cli_bench, "measure prompt and generation speed (llama-bench's table)" },
 
 #endif

@@ -1,0 +1,12 @@
+# CPU kernels: SIMD dispatch, thread pool, matrix multiplication.
+fl_module(cpu
+  SOURCES engine/cpu/dispatch.c engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c
+          engine/cpu/threadpool.c engine/cpu/matmul.c
+  DEPS types)
+
+fl_test(test-cpu-kernels SOURCES tests/test-cpu-kernels.c MODULES cpu TIMEOUT 120)
+fl_test(test-cpu-matmul SOURCES tests/test-cpu-matmul.c MODULES cpu TIMEOUT 120)
+fl_test(test-cpu-pool SOURCES tests/test-cpu-pool.c MODULES cpu TIMEOUT 60)
+
+# Micro-benchmark (not a test): GFLOP/s of fl_matmul per type, decode and prefill.
+fl_executable(bench-kernels SOURCES engine/cpu/bench-kernels.c MODULES cpu)

@@ -1,0 +1,16 @@
+# The CPU forward pass: model + ops + architectures (module `model`), the
+# session the CLI drives and the FLRF/FLRT files (module `engine`), and the
+# run/eval/bench/compare commands (module `cli-engine`).
+fl_module(model
+  SOURCES engine/model.c engine/arch.c engine/arch-llama.c engine/arch-qwen3moe.c
+          engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
+  DEPS gguf types cpu arch2) # arch2: the deepseek2/gpt-oss entries of the registry
+
+fl_module(engine SOURCES engine/session.c engine/flref.c DEPS model tokenizer)
+
+fl_module(cli-engine
+  SOURCES engine/cli/engine-args.c engine/cli/eval.c engine/cli/compare.c engine/cli/run.c
+          engine/cli/bench.c
+  DEPS engine sampler chat cpu)
+
+fl_test(test-reference SOURCES tests/test-reference.c MODULES cli-engine TIMEOUT 300)

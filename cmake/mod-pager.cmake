@@ -1,0 +1,14 @@
+# The pager: the GGUF file as one region, experts faulted in with
+# userfaultfd + io_uring under a RAM budget (docs/pager.md).
+fl_module(pager
+  SOURCES pager/pager.c pager/region.c pager/io.c pager/fault.c pager/residency.c pager/stats.c
+  DEPS gguf types moelayout
+  LIBS PkgConfig::URING)
+target_include_directories(fl_pager PRIVATE ${SDT_INCLUDE})
+
+fl_test(test-pager-bytes SOURCES tests/test-pager-bytes.c MODULES pager TIMEOUT 120)
+fl_test(test-pager-errors SOURCES tests/test-pager-errors.c MODULES pager TIMEOUT 120)
+fl_test(test-pager-pin SOURCES tests/test-pager-pin.c MODULES pager TIMEOUT 120)
+
+# Measures UFFDIO_COPY against memfd + UFFDIO_CONTINUE on real slices (docs/pager.md).
+fl_executable(pager-bench SOURCES pager/bench.c MODULES moelayout LIBS PkgConfig::URING)

@@ -1,0 +1,264 @@
+/* arch-deepseek2.c: DeepSeek-V2/V3-style MoE (llama.cpp arch "deepseek2").
+ *
+ * Blocks: RMSNorm -> multi-head latent attention (engine/mla.h, absorbed
+ * layout, YaRN rope on the rope part) -> residual -> RMSNorm -> FFN ->
+ * residual. The first leading_dense_block_count blocks have a dense SwiGLU
+ * FFN; the others a routed MoE (gating softmax or sigmoid, the optional
+ * exp_probs_b bias deciding the choice only, optional renormalisation and
+ * scale) plus shared experts (ffn_*_shexp) added to the routed output, as
+ * llama.cpp's src/models/deepseek2.cpp. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/arch.h"
+#include "engine/mla.h"
+#include "engine/ops.h"
+#include "engine/yarn.h"
+
+struct ds2_layer {
+    const struct eng_tensor *attn_norm, *ffn_norm;
+    struct mla_tensors mla;
+    const struct eng_tensor *gate, *up, *down;                /* dense blocks */
+    const struct eng_tensor *router, *sel_bias;               /* MoE blocks */
+    const struct eng_tensor *gate_exps, *up_exps, *down_exps;
+    const struct eng_tensor *gate_sh, *up_sh, *down_sh;
+};
+
+struct ds2 {
+    struct mla_dims d;
+    struct yarn_rope rope;
+    float kq_scale;
+    const struct eng_tensor *embd, *out_norm, *output;
+    struct ds2_layer *layers;
+};
+
+static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
+
+/* The MLA sizes: q/kv LoRA ranks and the MLA head lengths. */
+static int load_mla_dims(struct eng_model *m, struct mla_dims *d, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &m->hp;
+    int64_t q_lora = 0, kv_lora = 0, k_mla = 0, v_mla = 0;
+    int rc = eng_model_key_int(m, "attention.q_lora_rank", false, &q_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.kv_lora_rank", true, &kv_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.key_length_mla", true, &k_mla, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.value_length_mla", true, &v_mla, err);
+    if (rc)
+        return rc;
+    if (q_lora < 0 || q_lora > (1 << 16) || kv_lora < 1 || kv_lora > (1 << 16) ||
+        k_mla <= hp->n_rot || k_mla > (1 << 16) || v_mla < 1 || v_mla > (1 << 16) || hp->n_rot < 2)
+        return fl_err_set(err, -EINVAL,
+                          "%s: bad MLA sizes (q_lora_rank %lld, kv_lora_rank %lld, key_length_mla "
+                          "%lld, value_length_mla %lld, rope dims %lld)",
+                          fname(m), (long long)q_lora, (long long)kv_lora, (long long)k_mla,
+                          (long long)v_mla, (long long)hp->n_rot);
+    /* The MQA view the file advertises must be the latent cache. */
+    if (hp->n_head_kv != 1 || hp->n_embd_head_k != kv_lora + hp->n_rot ||
+        hp->n_embd_head_v != kv_lora)
+        return fl_err_set(err, -EINVAL,
+                          "%s: not an absorbed-MLA file (head_count_kv %lld, key_length %lld, "
+                          "value_length %lld; expected 1, %lld, %lld)",
+                          fname(m), (long long)hp->n_head_kv, (long long)hp->n_embd_head_k,
+                          (long long)hp->n_embd_head_v, (long long)(kv_lora + hp->n_rot),
+                          (long long)kv_lora);
+    *d = (struct mla_dims){
+        .n_embd = (int)hp->n_embd, .n_head = (int)hp->n_head, .q_lora = (int)q_lora,
+        .kv_lora = (int)kv_lora, .qk_nope = (int)(k_mla - hp->n_rot), .qk_rope = (int)hp->n_rot,
+        .v_head = (int)v_mla, .eps = hp->rms_eps,
+    };
+    return 0;
+}
+
+static const struct eng_tensor *need(const struct eng_model *m, int layer, const char *name,
+                                     int n_dims, int64_t a, int64_t b, int64_t c,
+                                     struct fl_err *err)
+{
+    const int64_t ne[3] = { a, b, c };
+    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
+}
+
+static int load_dense(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd, f = m->hp.n_ff;
+    if (f < 1)
+        return fl_err_set(err, -EINVAL, "%s: missing key %s.feed_forward_length", fname(m),
+                          m->hp.arch);
+    if (!(L->gate = need(m, il, "ffn_gate.weight", 2, e, f, 1, err)) ||
+        !(L->up = need(m, il, "ffn_up.weight", 2, e, f, 1, err)) ||
+        !(L->down = need(m, il, "ffn_down.weight", 2, f, e, 1, err)))
+        return -EINVAL;
+    return 0;
+}
+
+static int load_moe(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &m->hp;
+    const int64_t e = hp->n_embd, f = hp->n_ff_exp, n = hp->n_expert, fs = f * hp->n_expert_shared;
+    const int64_t nb[1] = { n };
+    if (n < 1 || hp->n_expert_used < 1 || f < 1 || hp->n_expert_shared < 1)
+        return fl_err_set(err, -EINVAL,
+                          "%s: MoE block %d needs expert_count, expert_used_count, "
+                          "expert_feed_forward_length and expert_shared_count",
+                          fname(m), il);
+    if (!(L->router = need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
+        !(L->gate_exps = need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
+        !(L->up_exps = need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
+        !(L->down_exps = need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
+        !(L->gate_sh = need(m, il, "ffn_gate_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->up_sh = need(m, il, "ffn_up_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->down_sh = need(m, il, "ffn_down_shexp.weight", 2, fs, e, 1, err)))
+        return -EINVAL;
+    L->sel_bias = eng_model_tensor(m, il, "exp_probs_b.bias", false, 1, nb, err);
+    if (L->sel_bias && L->sel_bias->type != FL_TYPE_F32)
+        return fl_err_set(err, -EINVAL, "%s: blk.%d.exp_probs_b.bias must be F32", fname(m), il);
+    return 0;
+}
+
+static int load_layer(const struct eng_model *m, const struct ds2 *a, int il,
+                      struct ds2_layer *L, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd;
+    if (!(L->attn_norm = need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
+        !(L->ffn_norm = need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
+        return -EINVAL;
+    int rc = mla_find_tensors(m, il, &a->d, &L->mla, err);
+    if (rc)
+        return rc;
+    return il < m->hp.n_layer_dense_lead ? load_dense(m, il, L, err) : load_moe(m, il, L, err);
+}
+
+static int load_rope(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    struct yarn_params yp;
+    float log_mul = 0.0f, temp_scale = 0.0f;
+    int rc = eng_model_key_float(m, "attention.temperature_scale", false, &temp_scale, err);
+    if (rc)
+        return rc;
+    if (temp_scale != 0.0f)
+        return fl_err_set(err, -EINVAL, "%s: attention temperature scaling is not supported",
+                          fname(m));
+    if ((rc = yarn_from_gguf(m->gguf, m->hp.arch, a->d.qk_rope, &yp, &log_mul, err)) < 0)
+        return rc;
+    if (yarn_rope_init(&a->rope, &yp) < 0)
+        return fl_err_set(err, -EINVAL, "%s: bad rope settings", fname(m));
+    a->kq_scale = yarn_deepseek2_kq_scale(&yp, log_mul, a->d.qk_nope + a->d.qk_rope);
+    return 0;
+}
+
+static void ds2_unload(struct eng_model *m)
+{
+    struct ds2 *a = m->arch_data;
+    if (a)
+        free(a->layers);
+    free(a);
+    m->arch_data = NULL;
+}
+
+static int load_globals(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd;
+    a->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
+    a->out_norm = need(m, -1, "output_norm.weight", 1, e, 1, 1, err);
+    if (!a->embd || !a->out_norm)
+        return -EINVAL;
+    /* Untied head when present, else the embedding (as llama.cpp). */
+    a->output = eng_model_tensor(m, -1, "output.weight", false, 0, NULL, err);
+    if (!a->output)
+        a->output = a->embd;
+    if (a->output->n_dims != 2 || a->output->ne[0] != e || a->output->ne[1] != m->hp.n_vocab)
+        return fl_err_set(err, -EINVAL, "%s: output.weight is not [%lld, %lld]", fname(m),
+                          (long long)e, (long long)m->hp.n_vocab);
+    return 0;
+}
+
+static int ds2_load(struct eng_model *m, struct fl_err *err)
+{
+    struct ds2 *a = calloc(1, sizeof(*a));
+    if (!a)
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    m->arch_data = a;
+    int rc = eng_model_load_common_hparams(m, err);
+    rc = rc ? rc : load_mla_dims(m, &a->d, err);
+    rc = rc ? rc : load_rope(m, a, err);
+    rc = rc ? rc : load_globals(m, a, err);
+    if (rc)
+        return rc;
+    if (m->hp.n_layer_dense_lead < 0 || m->hp.n_layer_dense_lead > m->hp.n_layer)
+        return fl_err_set(err, -EINVAL, "%s: leading_dense_block_count %lld is out of range",
+                          fname(m), (long long)m->hp.n_layer_dense_lead);
+    a->layers = calloc((size_t)m->hp.n_layer, sizeof(*a->layers));
+    if (!a->layers)
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    for (int il = 0; il < m->hp.n_layer && !rc; il++)
+        rc = load_layer(m, a, il, &a->layers[il], err);
+    /* The cache holds the latent + rope key only; V is read from it. */
+    rc = rc ? rc : eng_model_default_kv_dims(m, err);
+    for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
+        m->kv_k_dim[l] = mla_cache_row(&a->d);
+        m->kv_v_dim[l] = 0;
+    }
+    return rc;
+}
+
+/* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
+static int moe_block(struct eng_ctx *c, const struct ds2_layer *L, int il, const float *x,
+                     int n_tok, int pos0, float *out, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int64_t k = hp->n_expert_used, e = hp->n_embd;
+    float *logits = eng_scratch_f32(c, n_tok * hp->n_expert);
+    int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+    float *w = eng_scratch_f32(c, n_tok * k);
+    eng_matmul(c, L->router, -1, x, n_tok, logits);
+    const struct eng_route r = {
+        .n_expert = hp->n_expert, .k = k, .gating = hp->gating,
+        .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+        .sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL,
+    };
+    eng_moe_route(logits, n_tok, &r, ids, w);
+    const struct eng_moe moe = {
+        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
+    };
+    int rc = eng_moe_ffn(c, il, pos0, x, n_tok, ids, w, k, &moe, out, err);
+    if (rc)
+        return rc;
+    float *sh = eng_scratch_f32(c, n_tok * e);
+    eng_ffn(c, x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
+    eng_add(out, sh, n_tok * e);
+    return 0;
+}
+
+static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+{
+    const struct eng_model *m = c->m;
+    const struct ds2 *a = m->arch_data;
+    const int64_t e = m->hp.n_embd, n = b->n_tok;
+    float *x = eng_scratch_f32(c, n * e);
+    float *cur = eng_scratch_f32(c, n * e);
+    float *out = eng_scratch_f32(c, n * e);
+    int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
+    for (int il = 0; !rc && il < m->hp.n_layer; il++) {
+        const struct ds2_layer *L = &a->layers[il];
+        eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
+        mla_attention(c, il, &a->d, &L->mla, &a->rope, a->kq_scale, cur, b->n_tok, b->pos0, out);
+        eng_add(x, out, n * e);
+        eng_rmsnorm_rows(cur, x, L->ffn_norm, e, n, e, m->hp.rms_eps);
+        if (il < m->hp.n_layer_dense_lead)
+            eng_ffn(c, cur, n, L->gate, L->up, L->down, out);
+        else
+            rc = moe_block(c, L, il, cur, b->n_tok, b->pos0, out, err);
+        if (!rc)
+            eng_add(x, out, n * e);
+    }
+    if (!rc)
+        eng_output(c, x, b, a->out_norm, a->output, m->hp.rms_eps);
+    return rc;
+}
+
+const struct eng_arch eng_arch_deepseek2 = {
+    .name = "deepseek2",
+    .load = ds2_load,
+    .unload = ds2_unload,
+    .forward = ds2_forward,
+};

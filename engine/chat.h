@@ -1,0 +1,66 @@
+/* chat.h: renders a conversation into the prompt text a model was trained
+ * on, for the families faultline runs (llama.cpp's built-in templates in
+ * llama-chat.cpp, not a Jinja engine):
+ *
+ *   chatml        <|im_start|>role\ncontent<|im_end|>\n ... <|im_start|>assistant\n
+ *   llama2 / mistral   [INST] user [/INST]answer</s>...  (several variants)
+ *   llama3        <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
+ *   deepseek2     User: ...\n\nAssistant: ...<｜end▁of▁sentence｜>  ... Assistant:
+ *   deepseek3     <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
+ *   harmony       <|start|>role<|message|>content<|end|> ... <|start|>assistant
+ *
+ * The result contains special-token texts: tokenize it with parse_special
+ * (and add_special, so the file's BOS is added). */
+#ifndef FL_CHAT_H
+#define FL_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct gguf_file;
+
+enum fl_chat_format {
+    FL_CHAT_UNKNOWN = 0,
+    FL_CHAT_CHATML,
+    FL_CHAT_LLAMA2,           /* [INST] sys\nuser [/INST]answer</s> */
+    FL_CHAT_LLAMA2_SYS,       /* ... with <<SYS>>\n..\n<</SYS>>\n\n */
+    FL_CHAT_LLAMA2_SYS_BOS,   /* ... and <s> before each later [INST] */
+    FL_CHAT_LLAMA2_SYS_STRIP, /* ... with contents trimmed */
+    FL_CHAT_MISTRAL_V1,       /*  [INST] user [/INST] answer</s> */
+    FL_CHAT_MISTRAL_V3,       /* [INST] user[/INST] answer</s> */
+    FL_CHAT_MISTRAL_V3_TEKKEN,/* [INST]user[/INST]answer</s> */
+    FL_CHAT_MISTRAL_V7,       /* [SYSTEM_PROMPT] ..[/SYSTEM_PROMPT][INST] ..[/INST] */
+    FL_CHAT_LLAMA3,
+    FL_CHAT_DEEPSEEK2,
+    FL_CHAT_DEEPSEEK3,
+    FL_CHAT_HARMONY,          /* gpt-oss */
+};
+
+struct fl_chat_msg {
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content;
+};
+
+/* Names as llama.cpp's --chat-template spells them ("chatml", "llama2",
+ * "llama2-sys", "mistral-v7", "deepseek3", "gpt-oss", ...); "harmony" is
+ * accepted for gpt-oss. Unknown names give FL_CHAT_UNKNOWN. */
+enum fl_chat_format fl_chat_format_from_name(const char *name);
+const char *fl_chat_format_name(enum fl_chat_format fmt);
+
+/* Picks the format: markers in the Jinja template text (may be NULL) as
+ * llama.cpp sniffs them, else the architecture's family default (qwen* ->
+ * chatml, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
+ * harmony). FL_CHAT_UNKNOWN when neither says. */
+enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
+
+/* The same from a file's general.architecture and tokenizer.chat_template. */
+enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f);
+
+/* Renders n messages; with add_assistant the assistant's opening is
+ * appended (formats whose user turn already ends with it add nothing).
+ * *out is a malloc'd NUL-terminated string. Returns its length, -EINVAL
+ * for an unknown format or a message without role/content, -ENOMEM. */
+int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                  bool add_assistant, char **out);
+
+#endif

@@ -1,0 +1,110 @@
+/* engine-args.c: option parsing shared by run, eval and bench. */
+#include "engine/cli/engine-args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/tokenizer.h"
+
+bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "faultline %s: option %s needs a value\n", cmd, argv[*i]);
+        return false;
+    }
+    *out = argv[++*i];
+    return true;
+}
+
+bool eng_arg_int(const char *cmd, int argc, char **argv, int *i, long lo, long hi, int *out)
+{
+    const char *s;
+    if (!eng_arg_str(cmd, argc, argv, i, &s))
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "faultline %s: %s wants an integer in [%ld, %ld], not '%s'\n", cmd,
+                argv[*i - 1], lo, hi, s);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+bool eng_arg_float(const char *cmd, int argc, char **argv, int *i, double lo, double hi,
+                   float *out)
+{
+    const char *s;
+    if (!eng_arg_str(cmd, argc, argv, i, &s))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "faultline %s: %s wants a number in [%g, %g], not '%s'\n", cmd,
+                argv[*i - 1], lo, hi, s);
+        return false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+char *eng_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "faultline: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        fprintf(stderr, "faultline: %s: cannot read the file\n", path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t len,
+                        bool parse_special, int32_t **out)
+{
+    int n = fl_tokenize(tok, text, len, true, parse_special, NULL, 0);
+    if (n == -ENOSPC || n >= 0) {
+        int need = n >= 0 ? n : 0;
+        if (n == -ENOSPC) /* learn the size: some tokenizers say ENOSPC for max 0 */
+            need = (int)len + 8;
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1));
+        if (!ids)
+            return -ENOMEM;
+        n = fl_tokenize(tok, text, len, true, parse_special, ids, need);
+        if (n >= 0) {
+            *out = ids;
+            return n;
+        }
+        free(ids);
+    }
+    fprintf(stderr, "faultline: cannot tokenize the prompt: %s\n", strerror(-n));
+    return n;
+}

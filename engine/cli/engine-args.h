@@ -1,0 +1,29 @@
+/* engine-args.h: option parsing shared by run, eval and bench. Values are
+ * checked (numbers must parse completely and lie in range) and a bad option
+ * is one line on stderr. */
+#ifndef FL_CLI_ENGINE_ARGS_H
+#define FL_CLI_ENGINE_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses argv[*i + 1] as an integer in [lo, hi] into *out and advances *i.
+ * Returns false (message printed, naming cmd and the option) otherwise. */
+bool eng_arg_int(const char *cmd, int argc, char **argv, int *i, long lo, long hi, int *out);
+bool eng_arg_float(const char *cmd, int argc, char **argv, int *i, double lo, double hi,
+                   float *out);
+bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out);
+
+/* Reads a whole file (prompt files); NUL-terminated, *len without the NUL.
+ * NULL with a message on stderr on failure. */
+char *eng_read_file(const char *path, size_t *len);
+
+/* Tokenizes a prompt as llama.cpp's tools do (add_special, no special
+ * parsing). Returns the count and a malloc'ed array, or -errno with a
+ * message printed. */
+struct fl_tokenizer;
+int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t len,
+                        bool parse_special, int32_t **out);
+
+#endif

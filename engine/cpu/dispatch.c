@@ -1,0 +1,151 @@
+/* dispatch.c: CPU feature detection, the scalar kernel set, and installing
+ * the chosen level's kernels (fl_types_init). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/cpu/cpu-impl.h"
+#include "engine/cpu/cpu.h"
+
+static struct fl_cpu_kernels g_kernels;
+static enum fl_cpu_level g_level;
+static char g_features[256];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+void fl_cpu_quant_q8_0_scalar(const float *x, void *vy, int64_t n)
+{
+    struct fl_block_q8_0 *y = vy;
+    for (int64_t b = 0; b < n / FL_QK8_0; b++, x += FL_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < FL_QK8_0; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        y[b].d = fl_f32_to_f16(amax / 127.f);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        for (int j = 0; j < FL_QK8_0; j++) {
+            /* rintf: half to even under the default rounding mode, as cvtps2dq */
+            const float v = rintf(x[j] * id);
+            y[b].qs[j] = (int8_t)(v > 127.f ? 127 : v < -128.f ? -128 : v);
+        }
+    }
+}
+
+void fl_cpu_quant_q8_K_scalar(const float *x, void *vy, int64_t n)
+{
+    struct fl_block_q8_K *y = vy;
+    for (int64_t b = 0; b < n / FL_QK_K; b++, x += FL_QK_K) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < FL_QK_K; j++)
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        memset(&y[b], 0, sizeof(y[b]));
+        if (amax == 0.0f)
+            continue;
+        const float iscale = -127.f / max;
+        for (int j = 0; j < FL_QK_K; j++) {
+            const float v = rintf(iscale * x[j]);
+            y[b].qs[j] = (int8_t)(v > 127.f ? 127 : v);
+            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + y[b].qs[j]);
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+/* The portable set: no tile kernels (matmul then calls vec_dot per
+ * output), the types module's scalar vec_dots, the scalar quantizers. */
+void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->name = "scalar";
+    for (uint32_t t = 0; t < FL_TYPE_COUNT; t++) {
+        const struct fl_type_traits *tr = fl_type_traits(t);
+        k->vec_dot[t] = tr ? tr->vec_dot_ref : NULL;
+        k->tile_r[t] = k->tile_c[t] = 1;
+    }
+    k->quant[FL_TYPE_Q8_0] = fl_cpu_quant_q8_0_scalar;
+    k->quant[FL_TYPE_Q8_K] = fl_cpu_quant_q8_K_scalar;
+}
+
+static enum fl_cpu_level detect_level(void)
+{
+    __builtin_cpu_init();
+    enum fl_cpu_level lv = FL_CPU_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        lv = FL_CPU_AVX2;
+    if (lv == FL_CPU_AVX2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        lv = FL_CPU_AVX512;
+    /* FL_CPU_FEATURES only lowers the level; an unknown value is ignored
+     * (fl_cpu_features() shows what is in use). */
+    const char *cap = getenv("FL_CPU_FEATURES");
+    if (cap && strcasecmp(cap, "scalar") == 0)
+        lv = FL_CPU_SCALAR;
+    else if (cap && strcasecmp(cap, "avx2") == 0 && lv > FL_CPU_AVX2)
+        lv = FL_CPU_AVX2;
+    return lv;
+}
+
+void fl_cpu_kernels_for(enum fl_cpu_level level, struct fl_cpu_kernels *k)
+{
+    fl_cpu_kernels_scalar(k);
+    if (level >= FL_CPU_AVX2)
+        fl_cpu_kernels_avx2(k);
+    if (level >= FL_CPU_AVX512)
+        fl_cpu_kernels_avx512(k);
+}
+
+static void describe(void)
+{
+    static const char *const names[] = { "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                                         "avx512vl", "avx512vnni", "avx512bf16" };
+    const int has[] = { __builtin_cpu_supports("avx2"), __builtin_cpu_supports("fma"),
+                        __builtin_cpu_supports("f16c"), __builtin_cpu_supports("avx512f"),
+                        __builtin_cpu_supports("avx512bw"), __builtin_cpu_supports("avx512vl"),
+                        __builtin_cpu_supports("avx512vnni"),
+                        __builtin_cpu_supports("avx512bf16") };
+    size_t off = (size_t)snprintf(g_features, sizeof(g_features), "%s (cpu:", g_kernels.name);
+    for (size_t i = 0; i < sizeof(has) / sizeof(has[0]) && off < sizeof(g_features); i++)
+        if (has[i])
+            off += (size_t)snprintf(g_features + off, sizeof(g_features) - off, " %s", names[i]);
+    if (off < sizeof(g_features))
+        snprintf(g_features + off, sizeof(g_features) - off, ")");
+}
+
+void fl_types_init(void)
+{
+    g_level = detect_level();
+    fl_cpu_kernels_for(g_level, &g_kernels);
+    for (uint32_t t = 0; t < FL_TYPE_COUNT; t++)
+        if (fl_type_traits(t))
+            fl_type_set_vec_dot(t, g_kernels.vec_dot[t]);
+    describe();
+}
+
+static void init_once(void)
+{
+    fl_types_init();
+}
+
+const struct fl_cpu_kernels *fl_cpu_kernels(void)
+{
+    pthread_once(&g_once, init_once);
+    return &g_kernels;
+}
+
+enum fl_cpu_level fl_cpu_level(void)
+{
+    pthread_once(&g_once, init_once);
+    return g_level;
+}
+
+const char *fl_cpu_features(void)
+{
+    pthread_once(&g_once, init_once);
+    return g_features;
+}

@@ -1,0 +1,249 @@
+/* matmul.c: activation quantization and the blocked, threaded matmul.
+ *
+ * The output [tokens x rows] is cut into units of (row block x token block);
+ * threads take units from a shared counter. Inside a unit, register tiles of
+ * tile_r rows x tile_c tokens go to the ISA's tile kernel, which loads each
+ * weight block once for tile_c tokens. Unit and tile boundaries only decide
+ * which outputs share loads; every output is computed by the same sequence,
+ * so y does not depend on the thread count (see matmul.h). */
+#include "engine/cpu/matmul.h"
+
+#include <errno.h>
+
+#include "engine/cpu/cpu-impl.h"
+#include "engine/cpu/threadpool.h"
+
+/* Token block: the activation rows one unit sweeps (64 rows of a 4096-wide
+ * Q8 input are ~280 KB: they stay in L2 while the unit's weight rows are
+ * streamed past them once). */
+#define FL_MM_TOKEN_BLOCK 64
+/* Units per thread to aim for, so threads slowed by page faults or other
+ * load even out. */
+#define FL_MM_UNITS_PER_THREAD 8
+/* Below this many input values, quantizing on one thread is cheaper than
+ * waking the pool. */
+#define FL_MM_QUANT_SERIAL 8192
+
+int fl_act_type(uint32_t w_type)
+{
+    const struct fl_type_traits *t = fl_type_traits(w_type);
+    if (!t || !t->vec_dot_ref)
+        return -1;
+    return (int)t->vec_dot_type;
+}
+
+static int check_row_len(uint32_t type, int64_t n)
+{
+    const struct fl_type_traits *t = fl_type_traits(type);
+    if (!t || n <= 0 || n > INT32_MAX || n % t->blck_size != 0)
+        return -EINVAL;
+    return 0;
+}
+
+size_t fl_matmul_scratch_size(uint32_t w_type, int64_t n_in, int64_t n_tok)
+{
+    const int at = fl_act_type(w_type);
+    if (at < 0 || at == FL_TYPE_F32 || n_tok <= 0 || check_row_len((uint32_t)at, n_in) < 0)
+        return 0;
+    return (size_t)n_tok * fl_row_size((uint32_t)at, n_in);
+}
+
+/* --- activation quantization ---------------------------------------------- */
+
+struct quant_job {
+    fl_act_quant_fn fn;
+    const float *x;
+    int64_t ldx, n_tok, nb;  /* nb: blocks per row */
+    int blck;
+    size_t blk_bytes, stride;
+    char *dst;
+};
+
+/* Thread ith quantizes a contiguous range of the n_tok * nb blocks, so a
+ * single long row is split too. */
+static void quant_run(void *arg, int ith, int nth)
+{
+    const struct quant_job *j = arg;
+    int64_t u0, u1;
+    fl_split_range(j->n_tok * j->nb, ith, nth, &u0, &u1);
+    while (u0 < u1) {
+        const int64_t t = u0 / j->nb, b0 = u0 % j->nb;
+        const int64_t b1 = (u1 - t * j->nb) < j->nb ? u1 - t * j->nb : j->nb;
+        j->fn(j->x + t * j->ldx + b0 * j->blck, j->dst + (size_t)t * j->stride + (size_t)b0 * j->blk_bytes,
+              (b1 - b0) * j->blck);
+        u0 = t * j->nb + b1;
+    }
+}
+
+int fl_quantize_act(struct fl_pool *pool, uint32_t w_type, const float *x, int64_t n_in,
+                    int64_t n_tok, int64_t ldx, void *scratch, struct fl_qact *out)
+{
+    const int at = fl_act_type(w_type);
+    if (at < 0 || check_row_len(w_type, n_in) < 0 || n_tok < 0 || ldx < n_in)
+        return -EINVAL;
+    out->type = (uint32_t)at;
+    out->n_in = n_in;
+    out->n_tok = n_tok;
+    if (at == FL_TYPE_F32) {
+        out->data = x;
+        out->row_stride = (size_t)ldx * sizeof(float);
+        return 0;
+    }
+    const struct fl_type_traits *t = fl_type_traits((uint32_t)at);
+    const struct fl_cpu_kernels *k = fl_cpu_kernels();
+    struct quant_job j = {
+        .fn = k->quant[at] ? k->quant[at] : t->from_float,
+        .x = x, .ldx = ldx, .n_tok = n_tok, .nb = n_in / t->blck_size,
+        .blck = t->blck_size, .blk_bytes = t->type_size,
+        .stride = fl_row_size((uint32_t)at, n_in), .dst = scratch,
+    };
+    if (!j.fn)
+        return -EINVAL;
+    out->data = scratch;
+    out->row_stride = j.stride;
+    if (n_tok * n_in < FL_MM_QUANT_SERIAL)
+        quant_run(&j, 0, 1);
+    else
+        fl_pool_run(pool, quant_run, &j);
+    return 0;
+}
+
+/* --- the matmul ------------------------------------------------------------ */
+
+struct mm_job {
+    fl_tile_fn tile;
+    fl_vec_dot_fn vec_dot;
+    int tr, tc;
+    const char *w;
+    size_t ws;
+    int n_in;
+    int64_t n_out;
+    const struct fl_qact *xq;
+    const int32_t *rows, *out_rows;
+    int64_t n_rows;
+    float *y;
+    int64_t ldy;
+    int64_t row_block, n_row_blocks, n_units;
+    struct fl_chunks units;
+};
+
+static void mm_tile(const struct mm_job *j, int64_t r0, int nr, int64_t t0, int nc)
+{
+    const void *xs[FL_TILE_MAX_C];
+    float *ys[FL_TILE_MAX_C];
+    for (int c = 0; c < nc; c++) {
+        const int64_t t = t0 + c;
+        const int64_t src = j->rows ? j->rows[t] : t;
+        const int64_t dst = j->out_rows ? j->out_rows[t] : t;
+        xs[c] = (const char *)j->xq->data + (size_t)src * j->xq->row_stride;
+        ys[c] = j->y + dst * j->ldy + r0;
+    }
+    const char *w = j->w + (size_t)r0 * j->ws;
+    if (j->tile) {
+        j->tile(j->n_in, nr, w, j->ws, nc, xs, ys);
+        return;
+    }
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < nr; r++)
+            j->vec_dot(j->n_in, &ys[c][r], w + (size_t)r * j->ws, xs[c]);
+}
+
+/* One unit: rows [r0, r1) x tokens [t0, t1), row tiles outermost so a
+ * tile's weight rows stay in L1 while the unit's tokens pass by. */
+static void mm_unit(const struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1)
+{
+    for (int64_t r = r0; r < r1; r += j->tr) {
+        const int nr = (int)(r1 - r < j->tr ? r1 - r : j->tr);
+        for (int64_t t = t0; t < t1; t += j->tc)
+            mm_tile(j, r, nr, t, (int)(t1 - t < j->tc ? t1 - t : j->tc));
+    }
+}
+
+static void mm_run(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct mm_job *j = arg;
+    int64_t u0, u1;
+    while (fl_chunks_next(&j->units, &u0, &u1)) {
+        for (int64_t u = u0; u < u1; u++) {
+            /* consecutive units share a token block, whose activations
+             * then stay in cache */
+            const int64_t tb = u / j->n_row_blocks, rb = u % j->n_row_blocks;
+            const int64_t r0 = rb * j->row_block;
+            const int64_t r1 = r0 + j->row_block < j->n_out ? r0 + j->row_block : j->n_out;
+            const int64_t t0 = tb * FL_MM_TOKEN_BLOCK;
+            const int64_t t1 = t0 + FL_MM_TOKEN_BLOCK < j->n_rows ? t0 + FL_MM_TOKEN_BLOCK : j->n_rows;
+            mm_unit(j, r0, r1, t0, t1);
+        }
+    }
+}
+
+/* Row block: a multiple of the tile height giving each thread several
+ * units, but at least 16 rows so a unit amortizes its bookkeeping. */
+static int64_t pick_row_block(int64_t n_out, int64_t n_token_blocks, int nth, int tr)
+{
+    const int64_t want_units = (int64_t)nth * FL_MM_UNITS_PER_THREAD;
+    int64_t per = n_token_blocks >= want_units ? n_out : n_out * n_token_blocks / want_units;
+    if (per < 16)
+        per = 16;
+    per = (per + tr - 1) / tr * tr;
+    return per < n_out ? per : n_out;
+}
+
+int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
+                   const struct fl_qact *xq, const int32_t *rows, int64_t n_rows,
+                   float *y, int64_t ldy, const int32_t *out_rows)
+{
+    const int at = fl_act_type(w_type);
+    if (at < 0 || !xq || xq->type != (uint32_t)at || check_row_len(w_type, xq->n_in) < 0 ||
+        n_out < 0 || n_rows < 0 || ldy < n_out)
+        return -EINVAL;
+    for (int64_t i = 0; rows && i < n_rows; i++)
+        if (rows[i] < 0 || rows[i] >= xq->n_tok)
+            return -EINVAL;
+    if (!rows && n_rows > xq->n_tok)
+        return -EINVAL;
+    if (n_out == 0 || n_rows == 0)
+        return 0;
+    const struct fl_cpu_kernels *k = fl_cpu_kernels();
+    struct mm_job j = {
+        .tile = k->tile[w_type], .vec_dot = k->vec_dot[w_type],
+        .tr = k->tile_r[w_type], .tc = k->tile_c[w_type],
+        .w = w, .ws = fl_row_size(w_type, xq->n_in), .n_in = (int)xq->n_in,
+        .n_out = n_out, .xq = xq, .rows = rows, .out_rows = out_rows, .n_rows = n_rows,
+        .y = y, .ldy = ldy,
+    };
+    if (!j.tile && !j.vec_dot)
+        return -EINVAL;
+    if (!j.tile)
+        j.tr = j.tc = 1;
+    const int64_t n_tb = (n_rows + FL_MM_TOKEN_BLOCK - 1) / FL_MM_TOKEN_BLOCK;
+    j.row_block = pick_row_block(n_out, n_tb, fl_pool_size(pool), j.tr);
+    j.n_row_blocks = (n_out + j.row_block - 1) / j.row_block;
+    j.n_units = j.n_row_blocks * n_tb;
+    fl_chunks_init(&j.units, j.n_units, 1);
+    if (j.n_units == 1)
+        mm_run(&j, 0, 1);
+    else
+        fl_pool_run(pool, mm_run, &j);
+    return 0;
+}
+
+int fl_matmul_q(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
+                const struct fl_qact *xq, float *y, int64_t ldy)
+{
+    if (!xq)
+        return -EINVAL;
+    return fl_matmul_rows(pool, w, w_type, n_out, xq, NULL, xq->n_tok, y, ldy, NULL);
+}
+
+int fl_matmul(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_in, int64_t n_out,
+              const float *x, int64_t n_tok, float *y, void *scratch)
+{
+    struct fl_qact xq;
+    int rc = fl_quantize_act(pool, w_type, x, n_in, n_tok, n_in, scratch, &xq);
+    if (rc < 0)
+        return rc;
+    return fl_matmul_q(pool, w, w_type, n_out, &xq, y, n_out);
+}

@@ -1,0 +1,260 @@
+/* moe.c: expert routing and the mixture-of-experts FFN.
+ *
+ * Routing follows llama.cpp's build_moe_ffn: gating function, optional
+ * selection bias for the choice only, top-k by descending score, weights
+ * renormalised (sum clamped below at F16's smallest normal) and scaled.
+ * The expert FFN walks experts, not tokens: every token routed to expert e
+ * goes through e's matrices in one matmul, between acquire and release of
+ * that expert, so a paged expert is read once per layer and batch. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/matmul.h"
+#include "engine/ops.h"
+
+/* Indices of the k largest scores, descending; ties go to the lower id
+ * (a stable selection). k is small, so insertion into a sorted list. */
+static void top_k(const float *score, int64_t n, int64_t k, int32_t *ids)
+{
+    int64_t have = 0;
+    for (int64_t e = 0; e < n; e++) {
+        if (have == k && !(score[e] > score[ids[k - 1]]))
+            continue;
+        int64_t pos = have < k ? have : k - 1; /* when full, the last one drops out */
+        while (pos > 0 && score[ids[pos - 1]] < score[e]) {
+            ids[pos] = ids[pos - 1];
+            pos--;
+        }
+        ids[pos] = (int32_t)e;
+        if (have < k)
+            have++;
+    }
+}
+
+static void route_one(float *logits, const struct eng_route *r, float *sel, int32_t *ids,
+                      float *w)
+{
+    const int64_t n = r->n_expert, k = r->k;
+    if (r->gating == ENG_GATING_SOFTMAX)
+        eng_softmax(logits, n);
+    else if (r->gating == ENG_GATING_SIGMOID)
+        for (int64_t e = 0; e < n; e++)
+            logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+    const float *score = logits;
+    if (r->sel_bias) {
+        for (int64_t e = 0; e < n; e++)
+            sel[e] = logits[e] + r->sel_bias[e];
+        score = sel;
+    }
+    top_k(score, n, k, ids);
+    for (int64_t j = 0; j < k; j++)
+        w[j] = logits[ids[j]];
+    if (r->gating == ENG_GATING_SOFTMAX_WEIGHT)
+        eng_softmax(w, k);
+    if (r->norm) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < k; j++)
+            sum += (double)w[j];
+        float s = (float)sum;
+        if (!(s >= 6.103515625e-5f))
+            s = 6.103515625e-5f;
+        for (int64_t j = 0; j < k; j++)
+            w[j] = w[j] / s;
+    }
+    if (r->scale != 0.0f && r->scale != 1.0f)
+        for (int64_t j = 0; j < k; j++)
+            w[j] *= r->scale;
+}
+
+void eng_moe_route(float *logits, int64_t n_tok, const struct eng_route *r, int32_t *ids,
+                   float *weights)
+{
+    float *sel = malloc((size_t)r->n_expert * sizeof(float));
+    if (!sel)
+        abort();
+    for (int64_t t = 0; t < n_tok; t++)
+        route_one(logits + t * r->n_expert, r, sel, ids + t * r->k, weights + t * r->k);
+    free(sel);
+}
+
+/* Per-expert lists of the (token, slot) pairs routed to it. */
+struct expert_lists {
+    int64_t n_expert;
+    int32_t *count;  /* [n_expert] */
+    int32_t *start;  /* [n_expert + 1] offsets into tok/slot */
+    int32_t *tok;    /* token index for matmul_rows gathering */
+    int32_t *slot;   /* t*k + j: where the expert's output row lands */
+    int32_t *order;  /* experts in compute order */
+    int n_order;
+};
+
+static void build_lists(struct eng_ctx *c, const int32_t *ids, int64_t n_tok, int64_t k,
+                        int64_t n_expert, struct expert_lists *L)
+{
+    L->n_expert = n_expert;
+    L->count = eng_scratch(c, sizeof(int32_t) * (size_t)n_expert);
+    L->start = eng_scratch(c, sizeof(int32_t) * (size_t)(n_expert + 1));
+    L->tok = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+    L->slot = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+    L->order = eng_scratch(c, sizeof(int32_t) * (size_t)n_expert);
+    memset(L->count, 0, sizeof(int32_t) * (size_t)n_expert);
+    for (int64_t i = 0; i < n_tok * k; i++)
+        L->count[ids[i]]++;
+    L->start[0] = 0;
+    for (int64_t e = 0; e < n_expert; e++)
+        L->start[e + 1] = L->start[e] + L->count[e];
+    int32_t *fill = L->order; /* reused as a cursor before the order is built */
+    memcpy(fill, L->start, sizeof(int32_t) * (size_t)n_expert);
+    for (int64_t i = 0; i < n_tok * k; i++) {
+        const int32_t e = ids[i], at = fill[e]++;
+        L->tok[at] = (int32_t)(i / k);
+        L->slot[at] = (int32_t)i;
+    }
+    L->n_order = 0;
+    for (int64_t e = 0; e < n_expert; e++)
+        if (L->count[e])
+            L->order[L->n_order++] = (int32_t)e;
+}
+
+/* Resident experts first (they compute while the others are read). */
+static void order_resident_first(const struct eng_expert_source *src, int layer,
+                                 struct expert_lists *L)
+{
+    if (!src || !src->resident)
+        return;
+    int front = 0;
+    for (int i = 0; i < L->n_order; i++) {
+        if (src->resident(src->ctx, layer, L->order[i])) {
+            int32_t e = L->order[i];
+            memmove(L->order + front + 1, L->order + front, sizeof(int32_t) * (size_t)(i - front));
+            L->order[front++] = e;
+        }
+    }
+}
+
+static void add_bias_rows(float *y, int64_t ldy, const int32_t *rows, int64_t n,
+                          const struct eng_tensor *b, int expert)
+{
+    if (!b)
+        return;
+    const float *bv = (const float *)b->data + (int64_t)expert * b->ne[0];
+    for (int64_t i = 0; i < n; i++)
+        eng_add(y + (rows ? rows[i] : i) * ldy, bv, b->ne[0]);
+}
+
+static const uint8_t *expert_data(const struct eng_tensor *w, int e)
+{
+    return w->data + (size_t)e * (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
+}
+
+struct moe_state {
+    struct eng_ctx *c;
+    const struct eng_moe *e;
+    struct fl_qact xg, xu;
+    float *g, *u, *slots; /* g,u: [max rows][n_ff]; slots: [n_tok*k][n_embd] */
+    int32_t *iota;
+    void *dscratch;
+};
+
+static void run_expert(struct moe_state *s, int e, const int32_t *tok, const int32_t *slot,
+                       int64_t n)
+{
+    const struct eng_moe *m = s->e;
+    const int64_t n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
+    struct fl_pool *pool = s->c->pool;
+    fl_matmul_rows(pool, expert_data(m->gate, e), m->gate->type, n_ff, &s->xg, tok, n, s->g, n_ff, NULL);
+    fl_matmul_rows(pool, expert_data(m->up, e), m->up->type, n_ff, &s->xu, tok, n, s->u, n_ff, NULL);
+    add_bias_rows(s->g, n_ff, NULL, n, m->gate_b, e);
+    add_bias_rows(s->u, n_ff, NULL, n, m->up_b, e);
+    eng_act_fn act = m->act ? m->act : eng_act_swiglu;
+    for (int64_t i = 0; i < n; i++)
+        act(s->g + i * n_ff, s->u + i * n_ff, n_ff, m->act_arg);
+    struct fl_qact hq;
+    fl_quantize_act(pool, m->down->type, s->g, n_ff, n, n_ff, s->dscratch, &hq);
+    fl_matmul_rows(pool, expert_data(m->down, e), m->down->type, n_embd, &hq, s->iota, n, s->slots,
+                   n_embd, slot);
+    add_bias_rows(s->slots, n_embd, slot, n, m->down_b, e);
+}
+
+static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, int64_t k)
+{
+    struct eng_ctx *c = s->c;
+    const struct eng_moe *m = s->e;
+    const int64_t n_in = m->gate->ne[0], n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
+    const int64_t rows = n_tok; /* an expert sees each token at most once */
+    fl_quantize_act(c->pool, m->gate->type, x, n_in, n_tok, n_in,
+                    eng_scratch(c, fl_matmul_scratch_size(m->gate->type, n_in, n_tok) + 64), &s->xg);
+    if (fl_act_type(m->up->type) == fl_act_type(m->gate->type))
+        s->xu = s->xg;
+    else
+        fl_quantize_act(c->pool, m->up->type, x, n_in, n_tok, n_in,
+                        eng_scratch(c, fl_matmul_scratch_size(m->up->type, n_in, n_tok) + 64), &s->xu);
+    s->g = eng_scratch_f32(c, rows * n_ff);
+    s->u = eng_scratch_f32(c, rows * n_ff);
+    s->slots = eng_scratch_f32(c, n_tok * k * n_embd);
+    s->dscratch = eng_scratch(c, fl_matmul_scratch_size(m->down->type, n_ff, rows) + 64);
+    s->iota = eng_scratch(c, sizeof(int32_t) * (size_t)rows);
+    for (int64_t i = 0; i < rows; i++)
+        s->iota[i] = (int32_t)i;
+}
+
+static int run_experts(struct moe_state *s, int layer, const struct expert_lists *L,
+                       struct fl_err *err)
+{
+    const struct eng_expert_source *src = s->c->experts;
+    for (int i = 0; i < L->n_order; i++) {
+        const int e = L->order[i];
+        if (src) {
+            int rc = src->acquire(src->ctx, layer, e);
+            if (rc < 0)
+                return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s",
+                                  layer, e, strerror(-rc));
+        }
+        run_expert(s, e, L->tok + L->start[e], L->slot + L->start[e], L->count[e]);
+        if (src)
+            src->release(src->ctx, layer, e);
+    }
+    return 0;
+}
+
+int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
+                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
+                float *out, struct fl_err *err)
+{
+    const int64_t n_expert = e->gate->ne[2], n_embd = e->down->ne[1];
+    if (c->routing)
+        c->routing->record(c->routing->ctx, layer, pos0, (int)n_tok, (int)k, ids, weights);
+    struct expert_lists L;
+    build_lists(c, ids, n_tok, k, n_expert, &L);
+    const struct eng_expert_source *src = c->experts;
+    if (src && src->prefetch) {
+        int rc = src->prefetch(src->ctx, layer, L.order, L.n_order);
+        if (rc < 0)
+            return fl_err_set(err, rc, "layer %d: prefetching experts failed: %s", layer,
+                              strerror(-rc));
+    }
+    order_resident_first(src, layer, &L);
+    struct moe_state s = { .c = c, .e = e };
+    prepare_state(&s, x, n_tok, k);
+    int rc = run_experts(&s, layer, &L, err);
+    if (rc < 0)
+        return rc;
+    /* llama.cpp scales each slot's output by its weight, then adds the
+     * slots in order 0..k-1. */
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *o = out + t * n_embd;
+        for (int64_t j = 0; j < k; j++) {
+            const float w = weights[t * k + j];
+            const float *y = s.slots + (t * k + j) * n_embd;
+            if (j == 0)
+                for (int64_t d = 0; d < n_embd; d++)
+                    o[d] = y[d] * w;
+            else
+                for (int64_t d = 0; d < n_embd; d++)
+                    o[d] += y[d] * w;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* session.h: a model ready to run — the object the CLI drives.
+ *
+ * A session owns the parsed GGUF header, the weights region, the model, its
+ * F16 KV cache, the tokenizer, a thread pool and the scratch arena. Tokens
+ * are evaluated at positions n_past, n_past+1, ...; a batch longer than
+ * n_batch runs as several forward calls of at most n_batch tokens. */
+#ifndef FL_SESSION_H
+#define FL_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/fl-error.h"
+#include "engine/model.h"
+
+struct eng_session;
+struct fl_tokenizer;
+
+struct eng_session_params {
+    const char *model_path;
+    int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
+    int n_batch;    /* most tokens per forward call; 0: 512 */
+    int n_threads;  /* 0: physical cores */
+};
+
+/* Opens the model (errors name the file and the problem). */
+int eng_session_open(const struct eng_session_params *p, struct eng_session **out,
+                     struct fl_err *err);
+void eng_session_close(struct eng_session *s);
+
+const struct eng_model *eng_session_model(const struct eng_session *s);
+const struct fl_tokenizer *eng_session_tokenizer(const struct eng_session *s);
+const struct gguf_file *eng_session_gguf(const struct eng_session *s);
+int eng_session_n_ctx(const struct eng_session *s);
+int eng_session_n_past(const struct eng_session *s);
+int eng_session_n_threads(const struct eng_session *s);
+uint64_t eng_session_file_size(const struct eng_session *s);
+int64_t eng_session_n_params(const struct eng_session *s);
+void eng_session_reset(struct eng_session *s); /* forget the context: n_past = 0 */
+
+/* Where experts come from (NULL: resident) and who hears the routing (NULL:
+ * nobody). The pointed-to structs must outlive their use. */
+void eng_session_set_experts(struct eng_session *s, const struct eng_expert_source *src);
+void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sink *sink);
+
+/* Evaluates n tokens at n_past..n_past+n-1 and advances n_past. logits gets
+ * a row of n_vocab per token (all_logits) or the last token's row only.
+ * -ENOSPC when the tokens do not fit the context; -EINVAL for a bad id;
+ * the expert source's -errno. On error n_past is left unchanged. */
+int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool all_logits,
+                     float *logits, struct fl_err *err);
+
+#endif

@@ -1,0 +1,476 @@
+/* io.c: reads with io_uring (O_DIRECT where the file system allows it) into
+ * pinned staging slots, and their installation into the region: UFFDIO_COPY
+ * in uffd mode, a copy of the unit's exact bytes in explicit mode.
+ *
+ * One I/O thread owns the ring. Requesters queue units (residency.c) and
+ * kick an eventfd whose read is itself an SQE, so the thread has one place
+ * to sleep: io_uring_wait_cqe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/stat.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/gguf.h"
+#include "pager/internal.h"
+#include "pager/probes.h"
+
+#define RING_DEPTH 128
+#define SYNC_CHUNK (8ull << 20)
+#define SYNC_QD 8
+#define MAX_RETRIES 64
+#define EFD_TAG ((uint64_t)1)
+#define SLOT_BYTES (64ull << 20)   /* staging memory to aim for */
+
+static const char *tensor_name_at(const struct pager *p, uint64_t off)
+{
+    for (int64_t i = 0; i < gguf_n_tensors(p->g); i++) {
+        const struct gguf_tensor *t = gguf_tensor(p->g, i);
+        if (off >= t->offset && off < t->offset + t->nbytes)
+            return t->name;
+    }
+    return "(header)";
+}
+
+static int apply_hook(struct pager *p, uint64_t off, uint64_t len, int res)
+{
+    if (p->cfg.hooks.read_result)
+        return p->cfg.hooks.read_result(p->cfg.hooks.ctx, off, len, res);
+    return res;
+}
+
+int pg_io_open(struct pager *p, struct fl_err *err)
+{
+    p->fd = open(p->path, O_RDONLY | O_CLOEXEC);
+    if (p->fd < 0)
+        return fl_err_set(err, -errno, "%s: %s", p->path, strerror(errno));
+    struct stat st;
+    if (fstat(p->fd, &st) < 0)
+        return fl_err_set(err, -errno, "%s: %s", p->path, strerror(errno));
+    if ((uint64_t)st.st_size != p->file_size)
+        return fl_err_set(err, -EINVAL, "%s: file is %llu bytes, its header was parsed from %llu",
+                          p->path, (unsigned long long)st.st_size,
+                          (unsigned long long)p->file_size);
+    p->dfd = -1;
+    p->dio_align = 0;
+    if (p->cfg.direct == PAGER_DIRECT_OFF)
+        return 0;
+    struct statx sx;
+    uint64_t align = 4096; /* what O_DIRECT wants where statx cannot say */
+    if (statx(p->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+        (sx.stx_mask & STATX_DIOALIGN)) {
+        if (sx.stx_dio_offset_align == 0) { /* the file system has no O_DIRECT */
+            if (p->cfg.direct == PAGER_DIRECT_ON)
+                return fl_err_set(err, -EINVAL, "%s: file system does not support O_DIRECT", p->path);
+            return 0;
+        }
+        align = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
+                                                               : sx.stx_dio_mem_align;
+    }
+    p->dfd = open(p->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (p->dfd < 0) {
+        if (p->cfg.direct == PAGER_DIRECT_ON)
+            return fl_err_set(err, -errno, "%s: O_DIRECT: %s", p->path, strerror(errno));
+        return 0;
+    }
+    p->dio_align = align < p->page ? p->page : align;
+    p->direct = true;
+    return 0;
+}
+
+static void *slot_alloc(uint64_t size)
+{
+    uint64_t hs = (size + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+    void *m = mmap(NULL, hs, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) {
+        m = mmap(NULL, hs, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        madvise(m, hs, MADV_HUGEPAGE);
+    }
+    /* Pinned so that a staging buffer never faults or swaps mid-read; a
+     * failure (RLIMIT_MEMLOCK) only costs speed. */
+    (void)mlock(m, hs);
+    return m;
+}
+
+static int slots_init(struct pager *p)
+{
+    uint64_t size = p->max_unit_window;
+    int n = (int)(SLOT_BYTES / (size ? size : 1));
+    n = n < 2 ? 2 : n > 16 ? 16 : n;
+    p->slots = calloc((size_t)n, sizeof(*p->slots));
+    if (!p->slots)
+        return -ENOMEM;
+    p->n_slots = n;
+    for (int i = 0; i < n; i++) {
+        p->slots[i].buf = slot_alloc(size);
+        p->slots[i].size = size;
+        p->slots[i].reads = calloc(p->max_ranges, sizeof(struct pg_read));
+        if (!p->slots[i].buf || !p->slots[i].reads)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+void pg_io_close(struct pager *p)
+{
+    for (int i = 0; p->slots && i < p->n_slots; i++) {
+        if (p->slots[i].buf)
+            munmap(p->slots[i].buf, (p->slots[i].size + (2ull << 20) - 1) & ~((2ull << 20) - 1));
+        free(p->slots[i].reads);
+    }
+    free(p->slots);
+    p->slots = NULL;
+    if (p->ring_ok)
+        io_uring_queue_exit(&p->ring);
+    p->ring_ok = false;
+    if (p->io_efd >= 0)
+        close(p->io_efd);
+    if (p->dfd >= 0)
+        close(p->dfd);
+    if (p->fd >= 0)
+        close(p->fd);
+    p->io_efd = p->dfd = p->fd = -1;
+}
+
+/* --- synchronous reads (before the threads run, and for the bench) ------- */
+
+struct sync_rd { uint64_t off, len, done; uint8_t *dst; int fd; int retries; };
+
+static void sync_submit(struct pager *p, struct sync_rd *r)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+    io_uring_prep_read(sqe, r->fd, r->dst + r->done, (unsigned)(r->len - r->done),
+                       r->off + r->done);
+    io_uring_sqe_set_data(sqe, r);
+}
+
+/* Handles one completion: 1 = finished, 0 = resubmitted, <0 = error. */
+static int sync_complete(struct pager *p, struct sync_rd *r, int res)
+{
+    res = apply_hook(p, r->off + r->done, r->len - r->done, res);
+    uint64_t want = (r->off + r->len < p->file_size ? r->off + r->len : p->file_size) - r->off;
+    if (res == -EINTR || res == -EAGAIN) {
+        pg_inc(&p->st.reads_retried, 1);
+        if (++r->retries > MAX_RETRIES)
+            return res;
+    } else if (res < 0) {
+        return res;
+    } else if (res == 0 && r->done < want) {
+        return -ENODATA;
+    } else {
+        r->done += (uint64_t)res;
+        if (r->done >= want)
+            return 1;
+        pg_inc(&p->st.reads_retried, 1);
+        if (p->dio_align && r->done % p->dio_align)
+            r->fd = p->fd; /* an unaligned remainder goes through the page cache */
+    }
+    sync_submit(p, r);
+    return 0;
+}
+
+int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, struct fl_err *err)
+{
+    struct sync_rd rd[SYNC_QD];
+    for (int i = 0; i < SYNC_QD; i++)
+        rd[i].done = UINT64_MAX; /* free */
+    uint64_t next = off, end = off + len;
+    int inflight = 0, rc = 0;
+    bool aligned = p->direct && off % p->dio_align == 0 && (uintptr_t)dst % p->dio_align == 0;
+    while ((next < end && rc == 0) || inflight > 0) {
+        while (next < end && rc == 0 && inflight < SYNC_QD) {
+            struct sync_rd *r = NULL;
+            for (int i = 0; i < SYNC_QD && !r; i++)
+                if (rd[i].done == UINT64_MAX)
+                    r = &rd[i];
+            uint64_t n = end - next < SYNC_CHUNK ? end - next : SYNC_CHUNK;
+            if (aligned) /* O_DIRECT lengths are whole blocks; EOF ends it short */
+                n = (n + p->dio_align - 1) / p->dio_align * p->dio_align;
+            *r = (struct sync_rd){ next, n, 0, dst + (next - off), aligned ? p->dfd : p->fd, 0 };
+            sync_submit(p, r);
+            next += n;
+            inflight++;
+        }
+        io_uring_submit(&p->ring);
+        struct io_uring_cqe *cqe;
+        int w = io_uring_wait_cqe(&p->ring, &cqe);
+        if (w < 0) {
+            if (w == -EINTR)
+                continue;
+            return fl_err_set(err, w, "%s: io_uring: %s", p->path, strerror(-w));
+        }
+        struct sync_rd *r = io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(&p->ring, cqe);
+        int c = sync_complete(p, r, res);
+        if (c != 0) {
+            inflight--;
+            if (c < 0 && rc == 0)
+                rc = fl_err_set(err, c == -ENODATA ? -EIO : c,
+                                "%s: read of %s at offset %llu: %s", p->path,
+                                tensor_name_at(p, r->off + r->done),
+                                (unsigned long long)(r->off + r->done),
+                                c == -ENODATA ? "short read (file truncated?)" : strerror(-c));
+            r->done = UINT64_MAX; /* free */
+        }
+    }
+    return rc;
+}
+
+/* --- the I/O thread ------------------------------------------------------- */
+
+static void arm_kick(struct pager *p)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+    io_uring_prep_read(sqe, p->io_efd, &p->io_efd_buf, sizeof(p->io_efd_buf), 0);
+    io_uring_sqe_set_data64(sqe, EFD_TAG);
+}
+
+void pg_io_kick(struct pager *p)
+{
+    uint64_t one = 1;
+    if (p->io_efd >= 0 && write(p->io_efd, &one, sizeof(one)) < 0)
+        return; /* the counter is saturated: the thread is awake anyway */
+}
+
+static void read_submit(struct pager *p, struct pg_read *rd, int fd)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
+    io_uring_prep_read(sqe, fd, rd->buf + rd->done, (unsigned)(rd->len - rd->done),
+                       rd->off + rd->done);
+    io_uring_sqe_set_data(sqe, rd);
+    const struct pg_range *r = &p->ranges[rd->range];
+    const struct pg_unit *u = &p->units[r->unit];
+    FL_PROBE_READ_SUBMIT(u->layer, u->expert, r->kind, rd->len - rd->done, rd->off + rd->done);
+}
+
+/* Lays a unit's reads out in a free slot and submits them. */
+static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit)
+{
+    const struct pg_unit *u = &p->units[unit];
+    uint64_t al = p->direct ? p->dio_align : p->page, pos = 0;
+    s->busy = true;
+    s->unit = unit;
+    s->left = (int)u->n;
+    s->err = 0;
+    for (uint32_t k = 0; k < u->n; k++) {
+        const struct pg_range *r = &p->ranges[u->first + k];
+        struct pg_read *rd = &s->reads[k];
+        uint64_t a = r->off / al * al, b = (r->off + r->len + al - 1) / al * al;
+        *rd = (struct pg_read){ s, u->first + k, a, b - a, 0, s->buf + pos };
+        pos += b - a;
+        read_submit(p, rd, p->direct ? p->dfd : p->fd);
+    }
+}
+
+/* UFFDIO_COPY of whole pages; pages that exist already (a neighbour shares
+ * them, or a RAM page) are skipped: their bytes are the file's. */
+static int install_copy(struct pager *p, uint64_t off, uint64_t len, const uint8_t *src)
+{
+    uint64_t done = 0;
+    bool skipped = false;
+    while (done < len) {
+        struct uffdio_copy c = { .dst = (uintptr_t)(p->base + off + done),
+                                 .src = (uintptr_t)(src + done), .len = len - done };
+        if (ioctl(p->uffd, UFFDIO_COPY, &c) == 0)
+            break;
+        if (c.copy > 0)
+            done += (uint64_t)c.copy;
+        if (errno == EEXIST) {
+            done += p->page;
+            skipped = true;
+        } else if (errno != EAGAIN) {
+            return -errno;
+        }
+    }
+    if (skipped)
+        pg_wake_range(p, off, len);
+    return 0;
+}
+
+static int slot_install(struct pager *p, struct pg_slot *s)
+{
+    const struct pg_unit *u = &p->units[s->unit];
+    for (uint32_t k = 0; k < u->n; k++) {
+        const struct pg_range *r = &p->ranges[u->first + k];
+        const struct pg_read *rd = &s->reads[k];
+        int rc = 0;
+        if (p->uffd_mode) {
+            uint64_t a = r->off / p->page * p->page;
+            uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
+            rc = install_copy(p, a, b - a, rd->buf + (a - rd->off));
+        } else {
+            memcpy(p->base + r->off, rd->buf + (r->off - rd->off), r->len);
+        }
+        if (rc < 0) {
+            s->err = rc;
+            s->err_off = r->off;
+            s->err_tensor = r->tensor;
+            return rc;
+        }
+        FL_PROBE_INSTALLED(u->layer, u->expert, r->kind, r->len, r->off);
+    }
+    return 0;
+}
+
+static void slot_finish(struct pager *p, struct pg_slot *s)
+{
+    struct pg_unit *u = &p->units[s->unit];
+    bool refill = u->refill;
+    if (s->err == 0)
+        slot_install(p, s);
+    pthread_mutex_lock(&p->mu);
+    if (s->err < 0) {
+        const struct gguf_tensor *t = gguf_tensor(p->g, s->err_tensor);
+        pg_fail(p, s->err == -ENODATA ? -EIO : s->err,
+                "%s: read of tensor %s (layer %d expert %d) at offset %llu: %s", p->path,
+                t ? t->name : "?", u->layer, u->expert, (unsigned long long)s->err_off,
+                s->err == -ENODATA ? "short read (file truncated?)" : strerror(-s->err));
+    }
+    pg_load_done_locked(p, s->unit, refill, s->err);
+    pthread_mutex_unlock(&p->mu);
+    s->busy = false;
+}
+
+/* One read completion of the I/O thread. */
+static void read_complete(struct pager *p, struct pg_read *rd, int res)
+{
+    struct pg_slot *s = rd->slot;
+    const struct pg_range *r = &p->ranges[rd->range];
+    res = apply_hook(p, rd->off + rd->done, rd->len - rd->done, res);
+    uint64_t want = (rd->off + rd->len < p->file_size ? rd->off + rd->len : p->file_size) - rd->off;
+    int fd = p->direct && rd->done % p->dio_align == 0 ? p->dfd : p->fd;
+    if (res == -EINTR || res == -EAGAIN) {
+        pg_inc(&p->st.reads_retried, 1);
+        read_submit(p, rd, fd);
+        return;
+    }
+    if (res > 0) {
+        rd->done += (uint64_t)res;
+        pg_inc(&p->units[r->unit].st.bytes_read, (uint64_t)res);
+        pg_inc(&p->st.bytes_read, (uint64_t)res);
+        if (rd->done < want) { /* short read: ask for the rest */
+            pg_inc(&p->st.reads_retried, 1);
+            fd = p->direct && rd->done % p->dio_align == 0 ? p->dfd : p->fd;
+            read_submit(p, rd, fd);
+            return;
+        }
+        memset(rd->buf + rd->done, 0, rd->len - rd->done); /* past EOF */
+        FL_PROBE_READ_DONE(p->units[r->unit].layer, p->units[r->unit].expert, r->kind,
+                           rd->done, rd->off);
+    } else if (rd->done < want || res < 0) {
+        if (s->err == 0) {
+            s->err = res < 0 ? res : -ENODATA;
+            s->err_off = rd->off + rd->done > r->off ? rd->off + rd->done : r->off;
+            s->err_tensor = r->tensor;
+        }
+    }
+    if (--s->left == 0)
+        slot_finish(p, s);
+}
+
+static int free_slots(struct pager *p, struct pg_slot **first)
+{
+    int n = 0;
+    *first = NULL;
+    for (int i = 0; i < p->n_slots; i++) {
+        if (!p->slots[i].busy) {
+            if (!*first)
+                *first = &p->slots[i];
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Starts what the queues and the budget allow; returns the slots in use. */
+static int start_loads(struct pager *p)
+{
+    struct pg_slot *s;
+    int nfree;
+    pthread_mutex_lock(&p->mu);
+    while ((nfree = free_slots(p, &s)) > 0 && !atomic_load(&p->stopping)) {
+        bool refill;
+        /* The last free slot is kept for demand reads. */
+        uint32_t u = pg_next_load_locked(p, nfree > 1, &refill);
+        if (u == PG_NONE)
+            break;
+        s->busy = true;
+        pthread_mutex_unlock(&p->mu);
+        slot_start(p, s, u);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return p->n_slots - free_slots(p, &s);
+}
+
+static void *io_main(void *arg)
+{
+    struct pager *p = arg;
+    arm_kick(p);
+    for (;;) {
+        int busy = start_loads(p);
+        if (atomic_load(&p->stopping) && busy == 0)
+            break;
+        io_uring_submit(&p->ring);
+        struct io_uring_cqe *cqe;
+        int w = io_uring_wait_cqe(&p->ring, &cqe);
+        if (w < 0)
+            continue; /* -EINTR */
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(&p->ring, head, cqe) {
+            uint64_t tag = io_uring_cqe_get_data64(cqe);
+            int res = cqe->res;
+            seen++;
+            if (tag == EFD_TAG)
+                arm_kick(p);
+            else
+                read_complete(p, (struct pg_read *)(uintptr_t)tag, res);
+        }
+        io_uring_cq_advance(&p->ring, seen);
+    }
+    return NULL;
+}
+
+int pg_io_start(struct pager *p, struct fl_err *err)
+{
+    if (slots_init(p) < 0)
+        return fl_err_set(err, -ENOMEM, "%s: cannot allocate staging buffers", p->path);
+    p->io_efd = eventfd(0, EFD_CLOEXEC);
+    if (p->io_efd < 0)
+        return fl_err_set(err, -errno, "%s: eventfd: %s", p->path, strerror(errno));
+    int rc = pthread_create(&p->io_thread, NULL, io_main, p);
+    if (rc)
+        return fl_err_set(err, -rc, "%s: cannot start the I/O thread: %s", p->path, strerror(rc));
+    p->io_started = true;
+    return 0;
+}
+
+int pg_ring_init(struct pager *p, struct fl_err *err)
+{
+    int rc = io_uring_queue_init(RING_DEPTH, &p->ring, 0);
+    if (rc < 0)
+        return fl_err_set(err, rc, "%s: io_uring: %s", p->path, strerror(-rc));
+    p->ring_ok = true;
+    return 0;
+}
+
+void pg_io_stop(struct pager *p)
+{
+    if (!p->io_started)
+        return;
+    atomic_store(&p->stopping, true);
+    pg_io_kick(p);
+    pthread_join(p->io_thread, NULL);
+    p->io_started = false;
+}

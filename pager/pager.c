@@ -1,0 +1,196 @@
+/* pager.c: pager_open/pager_close and the small accessors; the work is in
+ * region.c (layout, region, registration), io.c (reads and installs),
+ * fault.c (userfaultfd handler and watchdog), residency.c (budget, LRU,
+ * pins) and stats.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "pager/internal.h"
+
+#define DEFAULT_WATCHDOG_MS 10000
+#define DEFAULT_AUTO_FRACTION 0.5
+
+void pager_config_init(struct pager_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->auto_fraction = DEFAULT_AUTO_FRACTION;
+    c->watchdog_ms = DEFAULT_WATCHDOG_MS;
+}
+
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static void resolve_budget(struct pager *p)
+{
+    if (p->cfg.ram_budget) {
+        p->budget = p->cfg.ram_budget;
+        return;
+    }
+    double frac = p->cfg.auto_fraction > 0 && p->cfg.auto_fraction <= 1 ? p->cfg.auto_fraction
+                                                                         : DEFAULT_AUTO_FRACTION;
+    p->budget = (uint64_t)((double)mem_available() * frac);
+}
+
+/* uffd when asked or possible; explicit mode otherwise, said once. */
+static int choose_mode(struct pager *p, struct fl_err *err)
+{
+    if (p->cfg.mode == PAGER_MODE_EXPLICIT)
+        return 0;
+    struct fl_err why = { { 0 } };
+    int rc = pg_uffd_open(p, &why);
+    if (rc == 0) {
+        p->uffd_mode = true;
+        return 0;
+    }
+    if (p->cfg.mode == PAGER_MODE_UFFD)
+        return fl_err_set(err, rc, "%s: %s", p->path, why.msg);
+    if (!p->cfg.quiet)
+        fprintf(stderr, "faultline: %s; paging in explicit mode (prefetch/acquire, no faults)\n",
+                why.msg);
+    return 0;
+}
+
+static int check_budget(struct pager *p, struct fl_err *err)
+{
+    if (p->n_units == 0 || p->budget >= p->min_budget)
+        return 0;
+    return fl_err_set(err, -ENOMEM, "%s: RAM budget of %llu bytes is below the minimum of %llu "
+                      "(%d experts in use per layer x the largest expert); raise --ram-budget",
+                      p->path, (unsigned long long)p->budget, (unsigned long long)p->min_budget,
+                      p->n_used);
+}
+
+static int open_steps(struct pager *p, struct fl_err *err)
+{
+    int rc;
+    resolve_budget(p);
+    if ((rc = pg_io_open(p, err)) < 0 || (rc = pg_ring_init(p, err)) < 0 ||
+        (rc = choose_mode(p, err)) < 0 || (rc = pg_layout_build(p, err)) < 0 ||
+        (rc = check_budget(p, err)) < 0)
+        return rc;
+    if ((rc = pg_res_init(p)) < 0)
+        return fl_err_set(err, rc, "%s: out of memory", p->path);
+    p->res_ok = true;
+    if ((rc = pg_region_map(p, err)) < 0 || (rc = pg_region_read_ram(p, err)) < 0)
+        return rc;
+    if (p->uffd_mode && p->n_ranges &&
+        ((rc = pg_uffd_setup(p, err)) < 0 || (rc = pg_fault_start(p, err)) < 0))
+        return rc;
+    if (p->n_units && (rc = pg_io_start(p, err)) < 0)
+        return rc;
+    return 0;
+}
+
+int pager_open(const char *path, const struct gguf_file *g, const struct pager_config *cfg,
+               struct pager **out, struct fl_err *err)
+{
+    *out = NULL;
+    struct pager *p = calloc(1, sizeof(*p));
+    if (!p || !(p->path = strdup(path))) {
+        free(p);
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", path);
+    }
+    p->g = g;
+    if (cfg)
+        p->cfg = *cfg;
+    else
+        pager_config_init(&p->cfg);
+    if (p->cfg.watchdog_ms == 0)
+        p->cfg.watchdog_ms = DEFAULT_WATCHDOG_MS;
+    p->page = (uint64_t)sysconf(_SC_PAGESIZE);
+    p->file_size = gguf_file_size(g);
+    p->fd = p->dfd = p->uffd = p->stop_efd = p->io_efd = -1;
+    int rc = open_steps(p, err);
+    if (rc < 0) {
+        pager_close(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void pager_close(struct pager *p)
+{
+    if (!p)
+        return;
+    pg_fault_stop(p);
+    pg_io_stop(p);
+    /* Unmap before closing the uffd: a region outliving its uffd would hand
+     * out zero pages for every missing expert byte. */
+    pg_region_unmap(p);
+    if (p->uffd >= 0)
+        close(p->uffd);
+    pg_io_close(p);
+    if (p->res_ok)
+        pg_res_free(p);
+    free(p->ranges);
+    free(p->by_off);
+    free(p->units);
+    free(p->unit_of);
+    free(p->ram_pg);
+    free(p->path);
+    free(p);
+}
+
+const uint8_t *pager_base(const struct pager *p) { return p->base; }
+uint64_t pager_size(const struct pager *p) { return p->file_size; }
+bool pager_uses_uffd(const struct pager *p) { return p->uffd_mode; }
+bool pager_uses_direct_io(const struct pager *p) { return p->direct; }
+uint64_t pager_budget(const struct pager *p) { return p->budget; }
+uint64_t pager_min_budget(const struct pager *p) { return p->n_units ? p->min_budget : 0; }
+
+int pager_error(struct pager *p, struct fl_err *err)
+{
+    int rc = atomic_load(&p->failed);
+    if (rc && err) {
+        pthread_mutex_lock(&p->mu);
+        *err = p->errmsg;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return rc;
+}
+
+/* eng_expert_source adapters: the engine calls through void *ctx. */
+static int src_prefetch(void *ctx, int layer, const int32_t *experts, int n)
+{
+    return pager_prefetch(ctx, layer, experts, n);
+}
+
+static int src_acquire(void *ctx, int layer, int expert)
+{
+    return pager_acquire(ctx, layer, expert);
+}
+
+static void src_release(void *ctx, int layer, int expert)
+{
+    pager_release(ctx, layer, expert);
+}
+
+static bool src_resident(void *ctx, int layer, int expert)
+{
+    return pager_resident(ctx, layer, expert);
+}
+
+void pager_expert_source(struct pager *p, struct eng_expert_source *src)
+{
+    src->ctx = p;
+    src->prefetch = src_prefetch;
+    src->acquire = src_acquire;
+    src->release = src_release;
+    src->resident = src_resident;
+}

@@ -1,0 +1,129 @@
+/* pager.h: the GGUF file as one virtual region, expert weights paged in on
+ * demand under a RAM budget.
+ *
+ * pager_open reserves the whole file's size as one anonymous region (offset
+ * in region = offset in file), reads every RAM-tier byte up front and leaves
+ * the disk-tier tensors (expert weights by default) unpopulated. The unit of
+ * residency is one expert of one layer: all of its bytes in every 3-D
+ * *_exps tensor of that layer (gate, up, down), read together. In uffd mode
+ * the first touch of an absent expert faults and a handler thread resolves
+ * the whole expert; in explicit mode (no userfaultfd) only acquire makes an
+ * expert resident, so acquire must precede every expert access.
+ *
+ * Errors: functions return 0 or -errno; pager_open also fills err. After a
+ * read error (EIO, short read, file truncated) or a dead/stalled fault
+ * handler the pager is failed for good: acquire returns the error,
+ * pager_error() names the tensor and offset, and a thread that faults on a
+ * missing page receives SIGBUS (never zeros). See docs/pager.md. */
+#ifndef FL_PAGER_H
+#define FL_PAGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/fl-error.h"
+
+struct gguf_file;
+struct eng_expert_source;
+struct pager;
+
+enum pager_mode {
+    PAGER_MODE_AUTO = 0,  /* uffd when the kernel and privileges allow, else explicit */
+    PAGER_MODE_UFFD,      /* userfaultfd or fail */
+    PAGER_MODE_EXPLICIT,  /* only prefetch/acquire read; no faults */
+};
+
+enum pager_tier { PAGER_TIER_RAM = 0, PAGER_TIER_DISK = 1 };
+
+enum pager_direct { PAGER_DIRECT_AUTO = 0, PAGER_DIRECT_ON, PAGER_DIRECT_OFF };
+
+/* Tensor kinds carried by statistics and probes. */
+enum pager_kind { PAGER_KIND_OTHER = 0, PAGER_KIND_GATE, PAGER_KIND_UP, PAGER_KIND_DOWN,
+                  PAGER_KIND_GATE_UP };
+
+/* Test hooks; all optional. They run on pager threads. */
+struct pager_hooks {
+    void *ctx;
+    /* Sees every read completion (file offset, length asked, kernel result)
+     * and returns the result to act on: res unchanged, a smaller count (short
+     * read), or -errno (EIO, EINTR, ...). */
+    int (*read_result)(void *ctx, uint64_t file_off, uint64_t len, int res);
+    /* Called by the fault handler thread for each fault before resolving it
+     * (file offset of the faulting page); a test stalls or kills the handler here. */
+    void (*on_fault)(void *ctx, uint64_t file_off);
+};
+
+struct pager_config {
+    /* Bytes of disk-tier data that may be resident at once; 0 = auto. */
+    uint64_t ram_budget;
+    /* auto budget = this fraction of MemAvailable (0 → 0.5). */
+    double auto_fraction;
+    /* Tier per tensor (index into the gguf file); NULL = default: expert
+     * tensors (3-D *_exps) on disk when the file does not fit the budget,
+     * everything else in RAM. Non-expert disk-tier tensors are paged in 2 MiB
+     * chunks in uffd mode and read up front in explicit mode. */
+    enum pager_tier (*tier)(void *ctx, int64_t tensor_index);
+    void *tier_ctx;
+    enum pager_mode mode;
+    enum pager_direct direct;  /* O_DIRECT for reads (auto: when the file system supports it) */
+    unsigned watchdog_ms;      /* a fault unresolved by a stuck handler for this long fails the pager; 0 → 10000 */
+    bool quiet;                /* do not print the one-line explicit-mode notice to stderr */
+    struct pager_hooks hooks;
+};
+
+/* Fills c with the defaults (auto budget, auto mode, default tiers). */
+void pager_config_init(struct pager_config *c);
+
+/* Opens path (whose header g was parsed from) as a region. Errors: -errno
+ * with err "PATH: ..."; -ENOMEM with the minimum when the budget is below one
+ * layer's n_expert_used largest experts. */
+int pager_open(const char *path, const struct gguf_file *g, const struct pager_config *cfg,
+               struct pager **out, struct fl_err *err);
+/* Stops the threads and unmaps the region. */
+void pager_close(struct pager *p);
+
+/* The region: base + file offset is the byte at that offset. */
+const uint8_t *pager_base(const struct pager *p);
+uint64_t pager_size(const struct pager *p);
+bool pager_uses_uffd(const struct pager *p);
+bool pager_uses_direct_io(const struct pager *p);
+uint64_t pager_budget(const struct pager *p);
+uint64_t pager_min_budget(const struct pager *p);   /* 0 when nothing is paged */
+uint64_t pager_resident_bytes(const struct pager *p); /* charged disk-tier bytes now */
+uint64_t pager_peak_resident_bytes(const struct pager *p);
+
+/* Starts asynchronous reads of the listed experts of a layer (demand reads
+ * go first). Experts not paged are ignored. 0, or -errno once failed. */
+int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n);
+/* Blocks until the expert's bytes in every expert tensor of the layer are
+ * resident and pins them (a count). 0 at once for experts not paged.
+ * -EINVAL for an unknown layer/expert, -errno after a failure (pager_error). */
+int pager_acquire(struct pager *p, int layer, int expert);
+/* Drops one pin; an unpinned expert may be evicted. */
+void pager_release(struct pager *p, int layer, int expert);
+/* True when the expert is resident now (or not paged at all). */
+bool pager_resident(struct pager *p, int layer, int expert);
+
+/* 0 while healthy; after a failure the error and its one-line message
+ * ("FILE: read of tensor T at offset N: Input/output error"). */
+int pager_error(struct pager *p, struct fl_err *err);
+
+/* Fills src with the pager as the engine's eng_expert_source. */
+void pager_expert_source(struct pager *p, struct eng_expert_source *src);
+
+/* Statistics (counters are cheap atomics). */
+struct pager_totals {
+    uint64_t faults, fault_loads, prefetches, prefetch_hits, cache_hits, misses;
+    uint64_t loads, bytes_read, evictions, reads_retried;
+    uint64_t stall_count, stall_ns;
+};
+void pager_stats_totals(const struct pager *p, struct pager_totals *t);
+/* Zeroes every counter (the histogram too). */
+void pager_stats_reset(struct pager *p);
+/* A summary table: totals, stall histogram and the busiest experts. */
+void pager_stats_print(const struct pager *p, FILE *out);
+/* Everything as JSON: totals, histogram, one object per expert with activity. */
+int pager_stats_json(const struct pager *p, FILE *out);
+
+#endif

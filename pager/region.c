@@ -1,0 +1,388 @@
+/* region.c: the layout of paged units over the file, the anonymous region
+ * that mirrors the file, the up-front reads of RAM-tier bytes and the
+ * userfaultfd registration of the disk-tier pages. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine/gguf.h"
+#include "engine/moe-layout.h"
+#include "pager/internal.h"
+
+#define HUGE_ALIGN (2ull << 20)
+
+static const uint8_t role_kind[MOE_N_ROLES] = {
+    [MOE_GATE] = PAGER_KIND_GATE, [MOE_UP] = PAGER_KIND_UP, [MOE_DOWN] = PAGER_KIND_DOWN,
+    [MOE_GATE_UP] = PAGER_KIND_GATE_UP, [MOE_GATE_BIAS] = PAGER_KIND_GATE,
+    [MOE_UP_BIAS] = PAGER_KIND_UP, [MOE_DOWN_BIAS] = PAGER_KIND_DOWN,
+    [MOE_GATE_UP_BIAS] = PAGER_KIND_GATE_UP,
+};
+
+static enum pager_tier tensor_tier(struct pager *p, int64_t i, bool expert)
+{
+    if (p->cfg.tier)
+        return p->cfg.tier(p->cfg.tier_ctx, i);
+    return expert && p->file_size > p->budget ? PAGER_TIER_DISK : PAGER_TIER_RAM;
+}
+
+static int push_range(struct pager *p, uint32_t *cap, struct pg_range r)
+{
+    if (p->n_ranges == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        struct pg_range *n = realloc(p->ranges, nc * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        p->ranges = n;
+        *cap = nc;
+    }
+    p->ranges[p->n_ranges++] = r;
+    return 0;
+}
+
+static int push_unit(struct pager *p, uint32_t *cap, int layer, int expert)
+{
+    if (p->n_units == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 64;
+        struct pg_unit *n = realloc(p->units, nc * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        p->units = n;
+        *cap = nc;
+    }
+    struct pg_unit *u = &p->units[p->n_units++];
+    memset(u, 0, sizeof(*u));
+    u->layer = layer;
+    u->expert = expert;
+    u->first = p->n_ranges;
+    u->lru_prev = u->lru_next = PG_NONE;
+    return 0;
+}
+
+/* Units for the disk-tier expert tensors: one per (layer, expert). */
+static int layout_experts(struct pager *p, const int32_t *tlayer, const uint8_t *tkind,
+                          const int32_t *tnexp, uint32_t *ucap, uint32_t *rcap)
+{
+    int64_t nt = gguf_n_tensors(p->g);
+    for (int l = 0; l < p->n_layers; l++) {
+        for (int e = 0; e < p->n_expert; e++) {
+            bool any = false;
+            for (int64_t i = 0; i < nt; i++) {
+                const struct gguf_tensor *t = gguf_tensor(p->g, i);
+                if (tlayer[i] != l || e >= tnexp[i])
+                    continue;
+                if (!any && push_unit(p, ucap, l, e) < 0)
+                    return -ENOMEM;
+                any = true;
+                uint64_t slice = t->nbytes / (uint64_t)tnexp[i];
+                struct pg_range r = { t->offset + (uint64_t)e * slice, slice,
+                                      p->n_units - 1, (int32_t)i, tkind[i] };
+                if (push_range(p, rcap, r) < 0)
+                    return -ENOMEM;
+                p->units[p->n_units - 1].n++;
+            }
+            if (any)
+                p->unit_of[l * p->n_expert + e] = (int32_t)(p->n_units - 1);
+        }
+    }
+    return 0;
+}
+
+/* Units for non-expert disk-tier tensors: 2 MiB file-aligned chunks. */
+static int layout_chunks(struct pager *p, const bool *chunked, uint32_t *ucap, uint32_t *rcap)
+{
+    for (int64_t i = 0; i < gguf_n_tensors(p->g); i++) {
+        if (!chunked[i])
+            continue;
+        const struct gguf_tensor *t = gguf_tensor(p->g, i);
+        for (uint64_t o = t->offset; o < t->offset + t->nbytes;) {
+            uint64_t end = (o / PG_CHUNK + 1) * PG_CHUNK;
+            if (end > t->offset + t->nbytes)
+                end = t->offset + t->nbytes;
+            if (push_unit(p, ucap, -1, -1) < 0)
+                return -ENOMEM;
+            struct pg_range r = { o, end - o, p->n_units - 1, (int32_t)i, PAGER_KIND_OTHER };
+            if (push_range(p, rcap, r) < 0)
+                return -ENOMEM;
+            p->units[p->n_units - 1].n = 1;
+            o = end;
+        }
+    }
+    return 0;
+}
+
+static int by_off_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct pg_range *r = ctx;
+    uint64_t x = r[*(const uint32_t *)a].off;
+    uint64_t y = r[*(const uint32_t *)b].off;
+    return x < y ? -1 : x > y;
+}
+
+/* RAM pages: every page holding a byte outside the disk ranges. */
+static int layout_ram_pages(struct pager *p)
+{
+    uint64_t pg = p->page, npages = (p->file_size + pg - 1) / pg;
+    p->ram_pg = malloc(2 * sizeof(uint64_t) * (p->n_ranges + 1));
+    if (!p->ram_pg)
+        return -ENOMEM;
+    uint64_t cur = 0; /* first byte not yet known to be disk */
+    for (uint32_t k = 0; k <= p->n_ranges; k++) {
+        uint64_t next = k < p->n_ranges ? p->ranges[p->by_off[k]].off : p->file_size;
+        if (next > cur) { /* bytes [cur, next) are RAM */
+            uint64_t a = cur / pg, b = (next + pg - 1) / pg;
+            if (b > npages)
+                b = npages;
+            if (p->n_ram && p->ram_pg[2 * (p->n_ram - 1) + 1] >= a) {
+                p->ram_pg[2 * (p->n_ram - 1) + 1] = b;
+            } else {
+                p->ram_pg[2 * p->n_ram] = a;
+                p->ram_pg[2 * p->n_ram + 1] = b;
+                p->n_ram++;
+            }
+        }
+        if (k < p->n_ranges) {
+            const struct pg_range *r = &p->ranges[p->by_off[k]];
+            if (r->off + r->len > cur)
+                cur = r->off + r->len;
+        }
+    }
+    return 0;
+}
+
+bool pg_page_is_ram(const struct pager *p, uint64_t page_index)
+{
+    uint32_t lo = 0, hi = p->n_ram;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (p->ram_pg[2 * mid + 1] <= page_index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_ram && p->ram_pg[2 * lo] <= page_index;
+}
+
+uint32_t pg_range_at(const struct pager *p, uint64_t off)
+{
+    uint32_t lo = 0, hi = p->n_ranges;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        const struct pg_range *r = &p->ranges[p->by_off[mid]];
+        if (r->off + r->len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void layout_sizes(struct pager *p)
+{
+    uint64_t pg = p->page, al = p->dio_align > pg ? p->dio_align : pg;
+    uint64_t *layer_max = calloc((size_t)p->n_layers + 1, sizeof(uint64_t));
+    for (uint32_t u = 0; u < p->n_units; u++) {
+        struct pg_unit *un = &p->units[u];
+        uint64_t window = 0;
+        for (uint32_t k = un->first; k < un->first + un->n; k++) {
+            const struct pg_range *r = &p->ranges[k];
+            un->charge += (r->off + r->len + pg - 1) / pg * pg - r->off / pg * pg;
+            window += (r->off + r->len + al - 1) / al * al - r->off / al * al;
+        }
+        if (un->n > p->max_ranges)
+            p->max_ranges = un->n;
+        if (window > p->max_unit_window)
+            p->max_unit_window = window;
+        int slot = un->layer >= 0 ? un->layer : p->n_layers;
+        if (layer_max && un->charge > layer_max[slot])
+            layer_max[slot] = un->charge;
+    }
+    for (int l = 0; layer_max && l <= p->n_layers; l++) {
+        uint64_t need = layer_max[l] * (uint64_t)(l < p->n_layers ? p->n_used : 1);
+        if (need > p->min_budget)
+            p->min_budget = need;
+    }
+    free(layer_max);
+}
+
+/* Which tensors are paged expert tensors (per moe-layout), their layer,
+ * kind and expert count; which non-expert tensors are paged in chunks. */
+static int layout_scan(struct pager *p, const struct moe_layout *ml, int32_t *tlayer,
+                       uint8_t *tkind, int32_t *tnexp, bool *chunked)
+{
+    int64_t nt = gguf_n_tensors(p->g);
+    for (int64_t i = 0; i < nt; i++)
+        tlayer[i] = -2; /* not an expert tensor */
+    for (int l = 0; l < ml->n_layer; l++) {
+        const struct moe_layer *ly = &ml->layers[l];
+        for (int r = 0; ly->is_moe && r < MOE_N_ROLES; r++) {
+            const struct gguf_tensor *t = ly->role[r].t;
+            if (!t)
+                continue;
+            int64_t i = t - gguf_tensor(p->g, 0);
+            tlayer[i] = l;
+            tkind[i] = role_kind[r];
+            tnexp[i] = ly->n_expert;
+        }
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        const struct gguf_tensor *t = gguf_tensor(p->g, i);
+        bool ex = tlayer[i] >= 0;
+        if (tensor_tier(p, i, ex) != PAGER_TIER_DISK || t->nbytes == 0) {
+            tlayer[i] = -1;
+            continue;
+        }
+        if (ex) {
+            if (tlayer[i] + 1 > p->n_layers)
+                p->n_layers = tlayer[i] + 1;
+            if (tnexp[i] > p->n_expert)
+                p->n_expert = tnexp[i];
+            int used = ml->layers[tlayer[i]].n_expert_used;
+            if (used > p->n_used)
+                p->n_used = used;
+        } else if (p->uffd_mode) {
+            chunked[i] = true;
+        } /* explicit mode cannot page what nobody acquires: it stays in RAM */
+        tlayer[i] = ex ? tlayer[i] : -1;
+    }
+    if (p->n_used < 1)
+        p->n_used = 1;
+    return 0;
+}
+
+int pg_layout_build(struct pager *p, struct fl_err *err)
+{
+    int64_t nt = gguf_n_tensors(p->g);
+    struct moe_layout *ml = NULL;
+    int rc = moe_layout_compute(p->g, &ml, err);
+    if (rc < 0)
+        return rc;
+    int32_t *tlayer = calloc((size_t)nt + 1, sizeof(*tlayer));
+    int32_t *tnexp = calloc((size_t)nt + 1, sizeof(*tnexp));
+    uint8_t *tkind = calloc((size_t)nt + 1, 1);
+    bool *chunked = calloc((size_t)nt + 1, sizeof(bool));
+    uint32_t ucap = 0, rcap = 0;
+    rc = -ENOMEM;
+    if (!tlayer || !tkind || !chunked || !tnexp)
+        goto out;
+    layout_scan(p, ml, tlayer, tkind, tnexp, chunked);
+    p->unit_of = malloc(sizeof(int32_t) * ((size_t)p->n_layers * (size_t)p->n_expert + 1));
+    if (!p->unit_of)
+        goto out;
+    for (int64_t i = 0; i < (int64_t)p->n_layers * p->n_expert; i++)
+        p->unit_of[i] = -1;
+    if (layout_experts(p, tlayer, tkind, tnexp, &ucap, &rcap) < 0 ||
+        layout_chunks(p, chunked, &ucap, &rcap) < 0)
+        goto out;
+    p->by_off = malloc(sizeof(uint32_t) * (p->n_ranges + 1));
+    if (!p->by_off)
+        goto out;
+    for (uint32_t k = 0; k < p->n_ranges; k++)
+        p->by_off[k] = k;
+    qsort_r(p->by_off, p->n_ranges, sizeof(uint32_t), by_off_cmp, p->ranges);
+    if (layout_ram_pages(p) < 0)
+        goto out;
+    layout_sizes(p);
+    rc = 0;
+out:
+    moe_layout_free(ml);
+    free(tlayer);
+    free(tnexp);
+    free(tkind);
+    free(chunked);
+    if (rc < 0)
+        fl_err_set(err, rc, "%s: out of memory laying out the pager", p->path);
+    return rc;
+}
+
+int pg_region_map(struct pager *p, struct fl_err *err)
+{
+    p->map_size = (p->file_size + p->page - 1) / p->page * p->page;
+    if (p->map_size == 0)
+        p->map_size = p->page;
+    /* 2 MiB-aligned so that huge pages and chunk faults line up with the file. */
+    p->map_raw_len = p->map_size + HUGE_ALIGN;
+    void *raw = mmap(NULL, p->map_raw_len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return fl_err_set(err, -errno, "%s: cannot reserve %llu bytes of address space: %s",
+                          p->path, (unsigned long long)p->map_size, strerror(errno));
+    p->map_raw = raw;
+    p->base = (uint8_t *)(((uintptr_t)raw + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    /* A forked child must not inherit a region whose missing pages would read as zeros. */
+    madvise(p->base, p->map_size, MADV_DONTFORK);
+    /* Disk-tier pages are installed and evicted 4 KiB at a time; a THP would
+     * make resident memory exceed what the budget accounts for. */
+    for (uint32_t k = 0; k < p->n_ranges; k++) {
+        const struct pg_range *r = &p->ranges[k];
+        uint64_t a = r->off / p->page * p->page;
+        uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
+        madvise(p->base + a, b - a, MADV_NOHUGEPAGE);
+    }
+    return 0;
+}
+
+void pg_region_unmap(struct pager *p)
+{
+    if (p->map_raw)
+        munmap(p->map_raw, p->map_raw_len);
+    p->map_raw = NULL;
+    p->base = NULL;
+}
+
+/* Reads every RAM page straight into the region (before any registration). */
+int pg_region_read_ram(struct pager *p, struct fl_err *err)
+{
+    for (uint32_t k = 0; k < p->n_ram; k++) {
+        uint64_t a = p->ram_pg[2 * k] * p->page, b = p->ram_pg[2 * k + 1] * p->page;
+        if (b > p->file_size)
+            b = p->file_size;
+        if (b <= a)
+            continue;
+        int rc = pg_read_sync(p, a, b - a, p->base + a, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Registers the page spans of the disk ranges for missing faults. */
+int pg_uffd_setup(struct pager *p, struct fl_err *err)
+{
+    uint64_t span_a = 0, span_b = 0;
+    for (uint32_t k = 0; k <= p->n_ranges; k++) {
+        uint64_t a = 0, b = 0;
+        if (k < p->n_ranges) {
+            const struct pg_range *r = &p->ranges[p->by_off[k]];
+            a = r->off / p->page * p->page;
+            b = (r->off + r->len + p->page - 1) / p->page * p->page;
+            if (span_b > span_a && a <= span_b) {
+                if (b > span_b)
+                    span_b = b;
+                continue;
+            }
+        }
+        if (span_b > span_a) {
+            struct uffdio_register reg = {
+                .range = { (uintptr_t)(p->base + span_a), span_b - span_a },
+                .mode = UFFDIO_REGISTER_MODE_MISSING,
+            };
+            if (ioctl(p->uffd, UFFDIO_REGISTER, &reg) < 0)
+                return fl_err_set(err, -errno, "%s: userfaultfd register of %llu bytes at %llu: %s",
+                                  p->path, (unsigned long long)(span_b - span_a),
+                                  (unsigned long long)span_a, strerror(errno));
+            if (!(reg.ioctls & (1ull << _UFFDIO_COPY)))
+                return fl_err_set(err, -ENOTSUP, "%s: userfaultfd cannot copy into this region",
+                                  p->path);
+        }
+        span_a = a;
+        span_b = b;
+    }
+    return 0;
+}

@@ -1,0 +1,305 @@
+/* test-cpu-kernels: every SIMD kernel of every level this CPU has, against
+ * the scalar references of the types module.
+ *
+ * - vec_dot: random weight blocks (all bit patterns, sane scales) against
+ *   activations quantized by the level's quantizer. The integer part is
+ *   exact but the SIMD kernels sum the float block terms in 8 lanes, not
+ *   in order, so they are held to |simd - ref| <= 2e-6 * sum|w_i * x_i|
+ *   (float rounding of up to ~100 block terms, with margin); the reference
+ *   is also checked against a double-precision dot of the dequantized rows.
+ * - the AVX2 and AVX-512 kernels use the same int32 lanes and float ops:
+ *   they must agree bit for bit, and every tile shape (nr x nc) must give
+ *   exactly the single vec_dot's value.
+ * - activation quantizers: byte-identical with the scalar versions (Q8_0
+ *   as llama.cpp's x86 build rounds it, Q8_K = ggml's quantize_row_q8_K
+ *   from the types module), incl. rounding ties and all-zero blocks. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu-impl.h"
+#include "engine/cpu/cpu.h"
+#include "engine/tensor-types.h"
+
+static int g_fail;
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
+            printf(__VA_ARGS__);                                             \
+            printf("\n");                                                    \
+            g_fail++;                                                        \
+        }                                                                    \
+    } while (0)
+
+static uint32_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+
+static float frand(void) { return (float)rnd() / 4294967296.0f; }
+
+static float gauss(void)
+{
+    float u = frand() + 1e-7f, v = frand();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+/* f16 of magnitude 2^lo..2^hi, random sign unless positive */
+static fl_f16 rscale(int lo, int hi, int positive)
+{
+    float m = ldexpf(1.0f + frand(), lo + (int)(rnd() % (unsigned)(hi - lo + 1)));
+    return fl_f32_to_f16(positive || (rnd() & 1) ? m : -m);
+}
+
+/* n values of weight type t: random bytes with the scale fields made
+ * finite and moderate; float types from gaussians. */
+static void rand_weights(uint32_t t, void *dst, int n)
+{
+    const struct fl_type_traits *tr = fl_type_traits(t);
+    const int nb = n / tr->blck_size;
+    uint8_t *p = dst;
+    for (size_t i = 0; i < fl_row_size(t, n); i++)
+        p[i] = (uint8_t)rnd();
+    for (int b = 0; b < nb; b++) {
+        switch (t) {
+        case FL_TYPE_F32: ((float *)dst)[b] = gauss(); break;
+        case FL_TYPE_F16: ((fl_f16 *)dst)[b] = fl_f32_to_f16(gauss()); break;
+        case FL_TYPE_BF16: ((fl_bf16 *)dst)[b] = fl_f32_to_bf16(gauss()); break;
+        case FL_TYPE_Q8_0: ((struct fl_block_q8_0 *)dst)[b].d = rscale(-10, -6, 0); break;
+        case FL_TYPE_Q4_0: ((struct fl_block_q4_0 *)dst)[b].d = rscale(-8, -4, 0); break;
+        case FL_TYPE_IQ4_NL: ((struct fl_block_iq4_nl *)dst)[b].d = rscale(-10, -6, 0); break;
+        case FL_TYPE_MXFP4: ((struct fl_block_mxfp4 *)dst)[b].e = (uint8_t)(118 + rnd() % 8); break;
+        case FL_TYPE_Q4_K: {
+            struct fl_block_q4_K *k = (struct fl_block_q4_K *)dst + b;
+            k->d = rscale(-10, -6, 1);
+            k->dmin = rscale(-10, -6, 1);
+            break;
+        }
+        case FL_TYPE_Q5_K: {
+            struct fl_block_q5_K *k = (struct fl_block_q5_K *)dst + b;
+            k->d = rscale(-10, -6, 1);
+            k->dmin = rscale(-10, -6, 1);
+            break;
+        }
+        case FL_TYPE_Q6_K: ((struct fl_block_q6_K *)dst)[b].d = rscale(-12, -8, 0); break;
+        default: break;
+        }
+    }
+}
+
+static void rand_act(float *x, int n)
+{
+    for (int i = 0; i < n; i += 32) {
+        const float s = ldexpf(1.0f, (int)(rnd() % 8) - 4);
+        for (int j = i; j < i + 32 && j < n; j++)
+            x[j] = gauss() * s;
+    }
+}
+
+/* Activations for weight type t in the given kernel set's quantizer. */
+static void quant_act(const struct fl_cpu_kernels *k, uint32_t t, const float *x, void *dst, int n)
+{
+    const uint32_t at = fl_type_traits(t)->vec_dot_type;
+    if (at == FL_TYPE_F32) {
+        memcpy(dst, x, (size_t)n * sizeof(float));
+        return;
+    }
+    fl_act_quant_fn q = k->quant[at] ? k->quant[at] : fl_type_traits(at)->from_float;
+    q(x, dst, n);
+}
+
+/* sum |w_i * x_i| and the dot in double, from the dequantized rows */
+static void dequant_dot(uint32_t t, const void *w, const void *xa, int n, double *dot, double *mag)
+{
+    const uint32_t at = fl_type_traits(t)->vec_dot_type;
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    fl_type_traits(t)->to_float(w, a, n);
+    fl_type_traits(at)->to_float(xa, b, n);
+    *dot = *mag = 0.0;
+    for (int i = 0; i < n; i++) {
+        *dot += (double)a[i] * b[i];
+        *mag += fabs((double)a[i] * b[i]);
+    }
+    free(a);
+    free(b);
+}
+
+static const uint32_t k_types[] = {
+    FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_IQ4_NL, FL_TYPE_MXFP4, FL_TYPE_Q4_K,
+    FL_TYPE_Q5_K, FL_TYPE_Q6_K, FL_TYPE_F16, FL_TYPE_BF16, FL_TYPE_F32,
+};
+#define N_TYPES (sizeof(k_types) / sizeof(k_types[0]))
+
+/* y[t][level] for one random case, to compare levels afterwards */
+static float g_res[N_TYPES][8][3];
+
+static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
+{
+    static const int k_blocks[] = { 1, 2, 3, 7, 16, 33, 64 };
+    int checked = 0;
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = k_types[ti];
+        const struct fl_type_traits *tr = fl_type_traits(t);
+        const int bs = tr->blck_size == 1 ? 32 : tr->blck_size;
+        for (int bi = 0; bi < 7; bi++) {
+            /* float types also get lengths that are not a multiple of 8 */
+            const int n = k_blocks[bi] * bs + (tr->blck_size == 1 ? bi % 5 : 0);
+            uint64_t seed = g_rng;
+            g_rng = 0x1234567ull * (ti + 1) + (uint64_t)bi * 77; /* same data every level */
+            void *w = malloc(fl_row_size(t, n) + 64);
+            float *x = malloc((size_t)n * sizeof(float));
+            void *xa = malloc((size_t)n * 4 + 4096);
+            rand_weights(t, w, n);
+            rand_act(x, n);
+            g_rng = seed;
+            quant_act(k, t, x, xa, n);
+            float s_ref = 0, s = 0;
+            tr->vec_dot_ref(n, &s_ref, w, xa);
+            k->vec_dot[t](n, &s, w, xa);
+            double dot, mag;
+            dequant_dot(t, w, xa, n, &dot, &mag);
+            CHECK(fabs(s - s_ref) <= 2e-6 * mag + 1e-30,
+                  "%s %s n=%d: simd %.9g ref %.9g (mag %.3g)", k->name, tr->name, n, s, s_ref, mag);
+            CHECK(fabs(s_ref - dot) <= 2e-6 * mag + 1e-30,
+                  "%s n=%d: ref %.9g vs double %.9g", tr->name, n, s_ref, dot);
+            g_res[ti][bi][level] = s;
+            /* every tile shape gives the single dot's bits */
+            if (k->tile[t]) {
+                const int mr = k->tile_r[t], mc = k->tile_c[t];
+                for (int nr = 1; nr <= mr; nr++)
+                    for (int nc = 1; nc <= mc; nc++) {
+                        const void *xs[FL_TILE_MAX_C];
+                        float out[FL_TILE_MAX_C][FL_TILE_MAX_R];
+                        float *ys[FL_TILE_MAX_C];
+                        for (int c = 0; c < nc; c++) {
+                            xs[c] = xa;
+                            ys[c] = out[c];
+                        }
+                        /* the same row nr times: stride 0 */
+                        k->tile[t](n, nr, w, 0, nc, xs, ys);
+                        for (int c = 0; c < nc; c++)
+                            for (int r = 0; r < nr; r++)
+                                CHECK(memcmp(&out[c][r], &s, 4) == 0,
+                                      "%s %s tile %dx%d [%d][%d]: %.9g vs vec_dot %.9g",
+                                      k->name, tr->name, nr, nc, r, c, out[c][r], s);
+                    }
+            }
+            checked++;
+            free(w);
+            free(x);
+            free(xa);
+        }
+    }
+    printf("  %s: vec_dot of %zu types x 7 lengths vs scalar reference: %d cases\n", k->name,
+           N_TYPES, checked);
+}
+
+static void fill_tie_block(float *x)
+{
+    /* amax 127: scale 1, so k + 0.5 are exact rounding ties */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)((int)(rnd() % 200) - 100) + 0.5f;
+    x[(int)(rnd() % 32)] = (rnd() & 1) ? 127.0f : -127.0f;
+}
+
+static void test_quant(const struct fl_cpu_kernels *k)
+{
+    const int n = 256 * 9;
+    float *x = malloc(n * sizeof(float));
+    struct fl_block_q8_0 *a = malloc(n / 32 * sizeof(*a)), *b = malloc(n / 32 * sizeof(*b));
+    struct fl_block_q8_K *ka = calloc(n / 256, sizeof(*ka)), *kb = calloc(n / 256, sizeof(*kb));
+    int q0_bad = 0, qk_bad = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        rand_act(x, n);
+        for (int j = 0; j < 32; j++)
+            x[j] = 0.0f;                    /* an all-zero block */
+        fill_tie_block(x + 64);             /* ties for Q8_0 */
+        x[300] = -1e3f;                     /* negative max in a Q8_K block */
+        x[301] = 1e3f;                      /* equal magnitude later: first wins */
+        for (int j = 512; j < 768; j++)
+            x[j] = 0.0f;                    /* an all-zero Q8_K block */
+        fl_cpu_quant_q8_0_scalar(x, a, n);
+        k->quant[FL_TYPE_Q8_0](x, b, n);
+        q0_bad += memcmp(a, b, n / 32 * sizeof(*a)) != 0;
+        fl_type_traits(FL_TYPE_Q8_K)->from_float(x, ka, n);
+        k->quant[FL_TYPE_Q8_K](x, kb, n);
+        for (int i = 0; i < n / 256; i++) {
+            /* ggml leaves bsums of an all-zero block unwritten */
+            size_t len = ka[i].d != 0.0f ? sizeof(ka[i]) : offsetof(struct fl_block_q8_K, bsums);
+            qk_bad += memcmp(&ka[i], &kb[i], len) != 0;
+        }
+    }
+    /* the ties really are rounded half to even */
+    fl_cpu_quant_q8_0_scalar(x, a, n);
+    int ties_even = 1;
+    for (int j = 0; j < 32; j++) {
+        const float v = x[64 + j];
+        if (fabsf(v) != 127.0f && (a[2].qs[j] & 1))
+            ties_even = 0;
+    }
+    CHECK(ties_even, "Q8_0 ties not rounded half to even");
+    CHECK(q0_bad == 0, "%s quantize Q8_0: %d of 20 rows differ from scalar", k->name, q0_bad);
+    CHECK(qk_bad == 0, "%s quantize Q8_K: %d blocks differ from ggml's reference", k->name, qk_bad);
+    if (k->quant[FL_TYPE_F16]) {
+        fl_f16 h1[100], h2[100];
+        rand_act(x, 100);
+        x[3] = 65520.0f; /* rounds to inf */
+        x[4] = 1e-7f;    /* subnormal half */
+        k->quant[FL_TYPE_F16](x, h1, 100);
+        fl_type_traits(FL_TYPE_F16)->from_float(x, h2, 100);
+        CHECK(memcmp(h1, h2, sizeof(h1)) == 0, "%s quantize F16 differs", k->name);
+    }
+    printf("  %s: Q8_0 / Q8_K / F16 activation quantizers byte-identical\n", k->name);
+    free(x);
+    free(a);
+    free(b);
+    free(ka);
+    free(kb);
+}
+
+int main(void)
+{
+    fl_types_init();
+    const enum fl_cpu_level top = fl_cpu_level();
+    printf("test-cpu-kernels: %s\n", fl_cpu_features());
+    for (int lv = FL_CPU_SCALAR; lv <= (int)top; lv++) {
+        struct fl_cpu_kernels k;
+        fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
+        test_vec_dot(&k, lv);
+        test_quant(&k);
+    }
+    if (top >= FL_CPU_AVX512) {
+        int same = 1;
+        for (size_t ti = 0; ti < N_TYPES; ti++)
+            for (int bi = 0; bi < 7; bi++)
+                same &= memcmp(&g_res[ti][bi][1], &g_res[ti][bi][2], 4) == 0;
+        CHECK(same, "AVX2 and AVX-512 kernels differ");
+        printf("  avx2 and avx512 results bit-identical: %s\n", same ? "yes" : "no");
+    }
+    /* FL_CPU_FEATURES caps the level and the installed vec_dot follows */
+    setenv("FL_CPU_FEATURES", "scalar", 1);
+    fl_types_init();
+    CHECK(fl_cpu_level() == FL_CPU_SCALAR, "FL_CPU_FEATURES=scalar ignored");
+    CHECK(strncmp(fl_cpu_features(), "scalar", 6) == 0, "features string: %s", fl_cpu_features());
+    CHECK(fl_type_traits(FL_TYPE_Q4_K)->vec_dot == fl_type_traits(FL_TYPE_Q4_K)->vec_dot_ref,
+          "scalar level must install the reference vec_dot");
+    if (top >= FL_CPU_AVX2) {
+        setenv("FL_CPU_FEATURES", "avx2", 1);
+        fl_types_init();
+        CHECK(fl_cpu_level() == FL_CPU_AVX2, "FL_CPU_FEATURES=avx2 ignored");
+        CHECK(fl_type_traits(FL_TYPE_Q4_K)->vec_dot != fl_type_traits(FL_TYPE_Q4_K)->vec_dot_ref,
+              "avx2 level must install a SIMD vec_dot");
+    }
+    unsetenv("FL_CPU_FEATURES");
+    fl_types_init();
+    printf(g_fail ? "test-cpu-kernels: %d FAILED\n" : "test-cpu-kernels: all passed\n", g_fail);
+    return g_fail ? 1 : 0;
+}

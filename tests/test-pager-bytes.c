@@ -1,0 +1,193 @@
+/* test-pager-bytes: bytes read through the pager's region equal pread of the
+ * file, for every test model, in uffd and explicit mode, with O_DIRECT and
+ * buffered reads, at budgets from "everything" down to the minimum; resident
+ * paged bytes never exceed the budget (own accounting and mincore); evicted
+ * experts come back with the same bytes. */
+#include "tests/test-pager-util.h"
+
+struct run {
+    struct t_model *m;
+    enum pager_mode mode;
+    enum pager_direct direct;
+    uint64_t budget;
+    const char *label;
+};
+
+static void check_budget(struct pager *p, const struct run *r, const char *when)
+{
+    uint64_t own = pager_resident_bytes(p), seen = t_mincore_expert_bytes(r->m, pager_base(p));
+    CHECK(own <= r->budget, "%s %s: accounted %llu > budget %llu", r->label, when,
+          (unsigned long long)own, (unsigned long long)r->budget);
+    CHECK(seen <= r->budget, "%s %s: mincore %llu > budget %llu", r->label, when,
+          (unsigned long long)seen, (unsigned long long)r->budget);
+}
+
+/* Non-expert bytes (header and RAM tensors) were read up front. */
+static void check_ram_bytes(struct pager *p, const struct run *r)
+{
+    const struct t_model *m = r->m;
+    const uint8_t *base = pager_base(p);
+    uint64_t d = gguf_data_offset(m->g);
+    CHECK(memcmp(base, m->bytes, d) == 0, "%s: header bytes differ", r->label);
+    for (int64_t i = 0; i < gguf_n_tensors(m->g); i++) {
+        const struct gguf_tensor *t = gguf_tensor(m->g, i);
+        if (!m->expert[i])
+            CHECK(memcmp(base + t->offset, m->bytes + t->offset, t->nbytes) == 0,
+                  "%s: RAM tensor %s differs", r->label, t->name);
+    }
+}
+
+/* Random acquires of (layer, expert), each checked byte for byte. */
+static void acquire_loop(struct pager *p, const struct run *r, int iters)
+{
+    const struct moe_layout *ml = r->m->ml;
+    for (int it = 0; it < iters; it++) {
+        int l = (int)(t_rand() % (uint64_t)ml->n_layer);
+        if (!ml->layers[l].is_moe)
+            continue;
+        int e = (int)(t_rand() % (uint64_t)ml->layers[l].n_expert);
+        if (t_rand() % 4 == 0) {
+            int32_t pf[2] = { (int32_t)(t_rand() % (uint64_t)ml->layers[l].n_expert), e };
+            CHECK(pager_prefetch(p, l, pf, 2) == 0, "%s: prefetch failed", r->label);
+        }
+        int rc = pager_acquire(p, l, e);
+        CHECK(rc == 0, "%s: acquire(%d, %d) = %d", r->label, l, e, rc);
+        if (rc == 0) {
+            uint64_t bad = t_expert_diff(r->m, pager_base(p), l, e);
+            CHECK(bad == 0, "%s: expert %d/%d has %llu wrong bytes", r->label, l, e,
+                  (unsigned long long)bad);
+            pager_release(p, l, e);
+        }
+        if (it % 8 == 0)
+            check_budget(p, r, "after acquire");
+    }
+}
+
+/* uffd mode: unannounced reads of random ranges anywhere in the file. */
+static void touch_loop(struct pager *p, const struct run *r, int iters)
+{
+    uint8_t buf[3 * 4096 + 512];
+    for (int it = 0; it < iters; it++) {
+        uint64_t len = 1 + t_rand() % sizeof(buf);
+        uint64_t off = t_rand() % r->m->size;
+        if (off + len > r->m->size)
+            len = r->m->size - off;
+        int sig = t_touch(pager_base(p), off, len, buf);
+        CHECK(sig == 0, "%s: signal %d touching %llu", r->label, sig, (unsigned long long)off);
+        CHECK(sig != 0 || memcmp(buf, r->m->bytes + off, len) == 0,
+              "%s: bytes at %llu+%llu differ from the file", r->label, (unsigned long long)off,
+              (unsigned long long)len);
+        if (it % 8 == 0)
+            check_budget(p, r, "after touch");
+    }
+}
+
+static void check_stats(struct pager *p, const struct run *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f && pager_stats_json(p, f) == 0, "%s: stats json failed", r->label);
+    pager_stats_print(p, f);
+    fclose(f);
+    CHECK(buf && strstr(buf, "\"units\":[") && strstr(buf, "stalls"), "%s: stats output wrong",
+          r->label);
+    free(buf);
+}
+
+static int run_one(const struct run *r)
+{
+    struct pager_config c;
+    struct pager *p;
+    struct fl_err err = { { 0 } };
+    t_config(&c, r->m, r->mode, r->budget);
+    c.direct = r->direct;
+    int rc = pager_open(r->m->path, r->m->g, &c, &p, &err);
+    if (rc < 0) {
+        CHECK(0, "%s: pager_open: %s", r->label, err.msg);
+        return rc;
+    }
+    check_ram_bytes(p, r);
+    acquire_loop(p, r, 200);
+    if (pager_uses_uffd(p))
+        touch_loop(p, r, 300);
+    acquire_loop(p, r, 100);
+    struct pager_totals t;
+    pager_stats_totals(p, &t);
+    if (r->budget < pager_size(p) / 2)
+        CHECK(t.evictions > 0, "%s: no eviction at a budget of %llu", r->label,
+              (unsigned long long)r->budget);
+    CHECK(pager_peak_resident_bytes(p) <= r->budget, "%s: peak over budget", r->label);
+    CHECK(pager_error(p, NULL) == 0, "%s: pager failed", r->label);
+    check_stats(p, r);
+    printf("  %-58s loads %4llu evictions %4llu faults %4llu read %6.1f KiB\n", r->label,
+           (unsigned long long)t.loads, (unsigned long long)t.evictions,
+           (unsigned long long)t.faults, (double)t.bytes_read / 1024);
+    pager_close(p);
+    return 0;
+}
+
+static bool uffd_available(struct t_model *m)
+{
+    struct pager_config c;
+    struct pager *p;
+    t_config(&c, m, PAGER_MODE_UFFD, m->size);
+    if (pager_open(m->path, m->g, &c, &p, NULL) < 0)
+        return false;
+    pager_close(p);
+    return true;
+}
+
+int main(void)
+{
+    t_chdir_source();
+    t_install_sigbus();
+    bool uffd = true;
+    for (int i = 0; i < T_N_MODELS; i++) {
+        struct t_model m;
+        if (t_model_open(&m, t_models[i]) < 0) {
+            fprintf(stderr, "FAIL: cannot load %s\n", t_models[i]);
+            return 1;
+        }
+        if (i == 0 && !(uffd = uffd_available(&m)))
+            printf("userfaultfd unavailable here: only explicit mode is tested\n");
+        /* the minimum from a pager that pages every expert */
+        struct pager_config c;
+        struct pager *p;
+        struct fl_err err = { { 0 } };
+        t_config(&c, &m, PAGER_MODE_EXPLICIT, m.size);
+        if (pager_open(m.path, m.g, &c, &p, &err) < 0) {
+            fprintf(stderr, "FAIL: %s\n", err.msg);
+            return 1;
+        }
+        uint64_t min = pager_min_budget(p);
+        pager_close(p);
+        CHECK(min > 0, "%s: no paged experts", m.path);
+        uint64_t budgets[3] = { m.size, (min + m.size / 4) / 2 + min / 2, min };
+        printf("%s: %llu bytes, minimum budget %llu\n", m.path, (unsigned long long)m.size,
+               (unsigned long long)min);
+        for (int mode = 0; mode < 2; mode++) {
+            if (mode == 0 && !uffd)
+                continue;
+            for (int d = 0; d < 2; d++) {
+                for (int b = 0; b < 3; b++) {
+                    char label[160];
+                    snprintf(label, sizeof(label), "%s %s budget=%llu",
+                             mode == 0 ? "uffd" : "explicit", d == 0 ? "direct" : "buffered",
+                             (unsigned long long)budgets[b]);
+                    struct run r = { &m, mode == 0 ? PAGER_MODE_UFFD : PAGER_MODE_EXPLICIT,
+                                     d == 0 ? PAGER_DIRECT_AUTO : PAGER_DIRECT_OFF, budgets[b],
+                                     label };
+                    run_one(&r);
+                }
+            }
+        }
+        t_model_close(&m);
+    }
+    if (t_failures) {
+        fprintf(stderr, "test-pager-bytes: %d failures\n", t_failures);
+        return 1;
+    }
+    printf("test-pager-bytes: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* test-pager-pin: a pinned expert is never evicted. Three threads acquire a
+ * layer's n_expert_used experts at a time (after a prefetch), check their
+ * bytes and that every page is resident, pause, check again and release,
+ * under a budget that holds exactly their pins; in uffd mode a fourth thread
+ * faults on random expert bytes without acquiring anything. The main thread
+ * checks the budget with mincore throughout. */
+#include <pthread.h>
+
+#include "tests/test-pager-util.h"
+
+#define WORKERS 3
+#define ITERS 250
+
+struct shared {
+    struct t_model *m;
+    struct pager *p;
+    uint64_t budget;
+    volatile int done;
+    int errors;
+};
+
+struct worker {
+    struct shared *s;
+    uint64_t seed;
+    pthread_t th;
+};
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void one_round(struct worker *w, int layer)
+{
+    struct shared *s = w->s;
+    const struct moe_layer *ly = &s->m->ml->layers[layer];
+    int k = ly->n_expert_used, n = 0;
+    int32_t ex[64];
+    while (n < k) { /* k distinct experts */
+        int32_t e = (int32_t)(rnd(&w->seed) % (uint64_t)ly->n_expert);
+        bool dup = false;
+        for (int i = 0; i < n; i++)
+            dup |= ex[i] == e;
+        if (!dup)
+            ex[n++] = e;
+    }
+    if (pager_prefetch(s->p, layer, ex, n) < 0)
+        __atomic_fetch_add(&s->errors, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < n; i++)
+        if (pager_acquire(s->p, layer, ex[i]) < 0)
+            __atomic_fetch_add(&s->errors, 1, __ATOMIC_RELAXED);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n; i++) {
+            const uint8_t *base = pager_base(s->p);
+            if (t_expert_diff(s->m, base, layer, ex[i]) != 0 ||
+                !t_expert_pages_resident(s->m, base, layer, ex[i])) {
+                fprintf(stderr, "FAIL: pinned expert %d/%d lost (pass %d)\n", layer, ex[i], pass);
+                __atomic_fetch_add(&s->errors, 1, __ATOMIC_RELAXED);
+            }
+        }
+        usleep(200);
+    }
+    for (int i = 0; i < n; i++)
+        pager_release(s->p, layer, ex[i]);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    const struct moe_layout *ml = w->s->m->ml;
+    for (int it = 0; it < ITERS; it++) {
+        int layer = (int)(rnd(&w->seed) % (uint64_t)ml->n_layer);
+        if (ml->layers[layer].is_moe)
+            one_round(w, layer);
+    }
+    return NULL;
+}
+
+/* Unannounced reads of expert bytes: faults that compete for the budget. */
+static void *toucher_main(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *s = w->s;
+    const struct moe_layout *ml = s->m->ml;
+    uint8_t buf[256];
+    while (!s->done) {
+        int l = (int)(rnd(&w->seed) % (uint64_t)ml->n_layer);
+        const struct moe_expert_tensor *et = &ml->layers[l].role[MOE_UP];
+        if (!ml->layers[l].is_moe || !et->t)
+            continue;
+        uint64_t off = et->t->offset + rnd(&w->seed) % (et->t->nbytes - sizeof(buf));
+        int sig = t_touch(pager_base(s->p), off, sizeof(buf), buf);
+        if (sig != 0 || memcmp(buf, s->m->bytes + off, sizeof(buf)) != 0) {
+            struct fl_err err = { { 0 } };
+            pager_error(s->p, &err);
+            fprintf(stderr, "FAIL: unannounced read at %llu: signal %d, wrong bytes (%s)\n",
+                    (unsigned long long)off, sig, err.msg);
+            __atomic_fetch_add(&s->errors, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void run_mode(struct t_model *m, enum pager_mode mode)
+{
+    struct pager_config c;
+    struct pager *p;
+    struct fl_err err = { { 0 } };
+    t_config(&c, m, mode, m->size);
+    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    uint64_t budget = WORKERS * pager_min_budget(p);
+    pager_close(p);
+    t_config(&c, m, mode, budget);
+    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    struct shared s = { m, p, budget, 0, 0 };
+    struct worker w[WORKERS + 1];
+    int nw = pager_uses_uffd(p) ? WORKERS + 1 : WORKERS;
+    for (int i = 0; i < nw; i++) {
+        w[i] = (struct worker){ &s, 0x1234567ull * (uint64_t)(i + 1), 0 };
+        pthread_create(&w[i].th, NULL, i < WORKERS ? worker_main : toucher_main, &w[i]);
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        while (pthread_tryjoin_np(w[i].th, NULL) != 0) {
+            uint64_t own = pager_resident_bytes(p), seen = t_mincore_expert_bytes(m, pager_base(p));
+            CHECK(own <= budget && seen <= budget, "over budget: accounted %llu, mincore %llu, "
+                  "budget %llu", (unsigned long long)own, (unsigned long long)seen,
+                  (unsigned long long)budget);
+            usleep(1000);
+        }
+    }
+    s.done = 1;
+    if (nw > WORKERS)
+        pthread_join(w[WORKERS].th, NULL);
+    struct pager_totals t;
+    pager_stats_totals(p, &t);
+    CHECK(s.errors == 0, "%d errors in the workers", s.errors);
+    CHECK(t.evictions > 0, "no eviction: the test did not stress the budget");
+    CHECK(pager_error(p, NULL) == 0, "pager failed");
+    printf("  %s: budget %llu, %llu loads, %llu evictions, %llu faults, %llu prefetch hits, "
+           "peak %llu\n", pager_uses_uffd(p) ? "uffd" : "explicit", (unsigned long long)budget,
+           (unsigned long long)t.loads, (unsigned long long)t.evictions,
+           (unsigned long long)t.faults, (unsigned long long)t.prefetch_hits,
+           (unsigned long long)pager_peak_resident_bytes(p));
+    pager_close(p);
+}
+
+int main(void)
+{
+    t_chdir_source();
+    t_install_sigbus();
+    struct t_model m;
+    if (t_model_open(&m, "tests/data/qwen3moe-tiny-F16.gguf") < 0)
+        return 1;
+    struct pager_config c;
+    struct pager *p;
+    t_config(&c, &m, PAGER_MODE_UFFD, 0);
+    if (pager_open(m.path, m.g, &c, &p, NULL) == 0) {
+        pager_close(p);
+        run_mode(&m, PAGER_MODE_UFFD);
+    } else {
+        printf("userfaultfd unavailable here: only explicit mode is tested\n");
+    }
+    run_mode(&m, PAGER_MODE_EXPLICIT);
+    t_model_close(&m);
+    if (t_failures) {
+        fprintf(stderr, "test-pager-pin: %d failures\n", t_failures);
+        return 1;
+    }
+    printf("test-pager-pin: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,193 @@
+/* Placement rules on a real file (qwen3moe-tiny: 2 layers, 16 experts, top-4):
+ * each flag's documented effect, the precedence between them, the minimum
+ * budget derived from tensor sizes, and malformed flags. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/gguf.h"
+#include "pager/placement.h"
+
+#define MODEL "tests/data/qwen3moe-tiny-F16.gguf"
+#define GIB (1024ull * 1024 * 1024)
+
+static int failures;
+static struct gguf_file *model;
+
+#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+    printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+
+static struct placement_plan *plan_for(const char *const *args, int n, bool gpu)
+{
+    struct placement_options o;
+    struct fl_err err = { "" };
+    placement_options_init(&o);
+    char *argv[32];
+    for (int i = 0; i < n; i++)
+        argv[i] = (char *)args[i];
+    for (int i = 0; i < n; i++) {
+        int rc = placement_parse_flag(&o, n, argv, &i, &err);
+        CHECK(rc == 1, "flag %s not taken (%d: %s)", args[i], rc, err.msg);
+    }
+    struct placement_host host = { .have_gpu = gpu, .ram_available = 24 * GIB,
+                                   .vram_available = gpu ? 80 * GIB : 0 };
+    struct placement_plan *p = NULL;
+    int rc = placement_plan_build(model, &o, &host, &p, &err);
+    CHECK(rc == 0, "plan build failed: %s", err.msg);
+    return p;
+}
+
+static enum pl_tier tier_of(const struct placement_plan *p, const char *name)
+{
+    for (int64_t i = 0; i < gguf_n_tensors(model); i++)
+        if (!strcmp(gguf_tensor(model, i)->name, name))
+            return placement_tier(p, i);
+    printf("FAIL no tensor %s\n", name);
+    failures++;
+    return PL_TIER_COUNT;
+}
+
+static const char *reason_of(const struct placement_plan *p, const char *name)
+{
+    for (int64_t i = 0; i < gguf_n_tensors(model); i++)
+        if (!strcmp(gguf_tensor(model, i)->name, name))
+            return placement_reason(p, i);
+    return "";
+}
+
+static void test_defaults(void)
+{
+    const char *small[] = { "--ram-budget", "1M" };
+    struct placement_plan *p = plan_for(small, 2, false);
+    CHECK(tier_of(p, "blk.0.ffn_up_exps.weight") == PL_TIER_DISK, "experts paged when file > budget");
+    CHECK(tier_of(p, "blk.1.ffn_down_exps.weight") == PL_TIER_DISK, "experts paged (layer 1)");
+    CHECK(tier_of(p, "blk.0.attn_q.weight") == PL_TIER_RAM, "non-expert in RAM without a GPU");
+    CHECK(tier_of(p, "output.weight") == PL_TIER_RAM, "output in RAM without a GPU");
+    CHECK(placement_warning(p) == NULL, "no warning when nothing asked for a GPU");
+    /* ffn_{gate,up,down}_exps are [128,64,16] / [64,128,16] F16: 16384 bytes per
+     * expert = 4 pages, +1 page for a straddling slice; 3 tensors; top-4. */
+    CHECK(placement_min_budget(p) == 4ull * 3 * (16384 + 4096), "min budget %llu",
+          (unsigned long long)placement_min_budget(p));
+    CHECK(placement_fits(p, NULL), "1M holds one layer's 4 experts");
+    placement_plan_free(p);
+
+    const char *big[] = { "--ram-budget", "64M" };
+    p = plan_for(big, 2, false);
+    CHECK(tier_of(p, "blk.0.ffn_up_exps.weight") == PL_TIER_RAM, "experts resident when file fits");
+    CHECK(placement_tier_bytes(p, PL_TIER_DISK) == 0, "nothing paged");
+    CHECK(placement_tier_bytes(p, PL_TIER_RAM) + placement_tier_bytes(p, PL_TIER_GPU) > 0, "bytes");
+    placement_plan_free(p);
+}
+
+static void test_precedence(void)
+{
+    const char *both[] = { "--cpu-moe", "--n-disk-moe", "1", "--ram-budget", "1M" };
+    struct placement_plan *p = plan_for(both, 5, false);
+    CHECK(tier_of(p, "blk.0.ffn_gate_exps.weight") == PL_TIER_DISK, "--n-disk-moe 1 pages layer 0");
+    CHECK(tier_of(p, "blk.1.ffn_gate_exps.weight") == PL_TIER_RAM, "--cpu-moe keeps layer 1");
+    CHECK(!strcmp(reason_of(p, "blk.1.ffn_gate_exps.weight"), "--cpu-moe"), "reason %s",
+          reason_of(p, "blk.1.ffn_gate_exps.weight"));
+    placement_plan_free(p);
+
+    const char *ot[] = { "-ot", "blk\\.1\\.ffn_up=disk,attn_q=CPU", "--cpu-moe", "--ram-budget", "1M" };
+    p = plan_for(ot, 5, false);
+    CHECK(tier_of(p, "blk.1.ffn_up_exps.weight") == PL_TIER_DISK, "-ot beats --cpu-moe");
+    CHECK(tier_of(p, "blk.0.ffn_up_exps.weight") == PL_TIER_RAM, "--cpu-moe for the rest");
+    CHECK(strstr(reason_of(p, "blk.1.ffn_up_exps.weight"), "-ot") != NULL, "reason names -ot");
+    placement_plan_free(p);
+
+    const char *ncpu[] = { "--disk-moe", "--n-cpu-moe", "1", "--ram-budget", "64M" };
+    p = plan_for(ncpu, 5, false);
+    CHECK(tier_of(p, "blk.0.ffn_down_exps.weight") == PL_TIER_RAM, "--n-cpu-moe 1 keeps layer 0");
+    CHECK(tier_of(p, "blk.1.ffn_down_exps.weight") == PL_TIER_DISK, "--disk-moe pages layer 1");
+    placement_plan_free(p);
+}
+
+static void test_gpu(void)
+{
+    const char *cuda[] = { "-ot", "exps=CUDA0" };
+    struct placement_plan *p = plan_for(cuda, 2, false);
+    CHECK(tier_of(p, "blk.0.ffn_up_exps.weight") == PL_TIER_RAM, "gpu falls back to ram");
+    CHECK(placement_warning(p) != NULL, "fallback warns");
+    placement_plan_free(p);
+
+    const char *ngl[] = { "-ngl", "1", "--cpu-moe" };
+    p = plan_for(ngl, 3, true);
+    CHECK(tier_of(p, "output.weight") == PL_TIER_GPU, "-ngl 1 puts the output layer on the GPU");
+    CHECK(tier_of(p, "blk.1.attn_q.weight") == PL_TIER_RAM, "-ngl 1 leaves blk.1 on the host");
+    CHECK(tier_of(p, "token_embd.weight") == PL_TIER_RAM, "input embedding stays on the host");
+    placement_plan_free(p);
+
+    const char *all[] = { "--cpu-moe" };
+    p = plan_for(all, 1, true);
+    CHECK(tier_of(p, "blk.0.attn_q.weight") == PL_TIER_GPU, "default: non-experts on the GPU");
+    CHECK(tier_of(p, "blk.0.ffn_up_exps.weight") == PL_TIER_RAM, "--cpu-moe experts in RAM");
+    placement_plan_free(p);
+
+    const char *ro[] = { "--regex-offload", "attn_(q|k)\\.", "--ram-budget", "64M" };
+    p = plan_for(ro, 4, true);
+    CHECK(tier_of(p, "blk.0.attn_q.weight") == PL_TIER_GPU, "--regex-offload match on the GPU");
+    CHECK(tier_of(p, "blk.0.attn_v.weight") == PL_TIER_RAM, "--regex-offload non-match on the host");
+    placement_plan_free(p);
+}
+
+static void test_budget_too_small(void)
+{
+    const char *tiny[] = { "--disk-moe", "--ram-budget", "100K" };
+    struct placement_plan *p = plan_for(tiny, 3, false);
+    const char *why = NULL;
+    CHECK(!placement_fits(p, &why), "100K cannot hold 4 experts");
+    CHECK(why && strstr(why, "below"), "why: %s", why ? why : "(null)");
+    placement_plan_free(p);
+}
+
+static void test_bad_flags(void)
+{
+    struct placement_options o;
+    struct fl_err err = { "" };
+    placement_options_init(&o);
+    char *bad_budget[] = { "--ram-budget", "lots" };
+    int i = 0;
+    CHECK(placement_parse_flag(&o, 2, bad_budget, &i, &err) == -EINVAL, "bad budget refused");
+    char *neg[] = { "--n-cpu-moe", "-1" };
+    i = 0;
+    CHECK(placement_parse_flag(&o, 2, neg, &i, &err) == -EINVAL, "negative count refused");
+    char *missing[] = { "-ot" };
+    i = 0;
+    CHECK(placement_parse_flag(&o, 1, missing, &i, &err) == -EINVAL, "-ot without value refused");
+    char *other[] = { "-m", "x" };
+    i = 0;
+    CHECK(placement_parse_flag(&o, 2, other, &i, &err) == 0 && i == 0, "-m is not ours");
+
+    placement_options_init(&o);
+    o.overrides[o.n_overrides++] = "exps=floppy";
+    struct placement_host host = { .ram_available = GIB };
+    struct placement_plan *p = NULL;
+    CHECK(placement_plan_build(model, &o, &host, &p, &err) == -EINVAL, "unknown tier refused");
+    CHECK(strstr(err.msg, "floppy") != NULL, "message names the tier: %s", err.msg);
+    placement_options_init(&o);
+    o.overrides[o.n_overrides++] = "ex(ps=ram";
+    CHECK(placement_plan_build(model, &o, &host, &p, &err) == -EINVAL, "bad regex refused");
+
+    CHECK(placement_layer_of("blk.17.ffn_up_exps.weight") == 17, "layer of blk.17");
+    CHECK(placement_layer_of("output.weight") == -1, "output has no layer");
+    CHECK(placement_is_expert("blk.3.ffn_gate_up_exps.weight"), "gate_up exps is expert");
+    CHECK(!placement_is_expert("blk.3.ffn_gate_shexp.weight"), "shared expert is not");
+}
+
+int main(void)
+{
+    struct fl_err err = { "" };
+    if (gguf_open(MODEL, &model, &err)) {
+        printf("FAIL cannot open %s: %s\n", MODEL, err.msg);
+        return 1;
+    }
+    test_defaults();
+    test_precedence();
+    test_gpu();
+    test_budget_too_small();
+    test_bad_flags();
+    gguf_close(model);
+    printf("%s\n", failures ? "placement: FAILED" : "placement: all checks passed");
+    return failures ? 1 : 0;
+}

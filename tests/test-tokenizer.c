@@ -1,0 +1,652 @@
+/* test-tokenizer.c: tokenizers against llama.cpp's own outputs.
+ *
+ *   - the reference prompts p1..p3 of tests/data/ref with the five tiny
+ *     models: ids as llama.cpp evaluated them (the tests/data/ref summaries), and
+ *     detokenizing gives the prompt bytes back;
+ *   - llama.cpp's vocab test vectors (tests/data/vocab/ggml-vocab-*.gguf with
+ *     .inp/.out, add_special = false, as its test-tokenizer-0 runs them);
+ *   - hand-built vocabularies: inconsistent data is a clear error, special
+ *     tokens, byte fallback, pieces and detokenize rules;
+ *   - chat templates ("chat" suite): exact strings for each format, from
+ *     llama.cpp's documented outputs (tests/test-chat-template.cpp there). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/chat.h"
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            failures++;                                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
+            printf(__VA_ARGS__);                                          \
+            printf("\n");                                                 \
+        }                                                                 \
+    } while (0)
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+static struct fl_tokenizer *load(const char *path)
+{
+    struct gguf_file *g;
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { { 0 } };
+    if (gguf_open(path, &g, &err) != 0) {
+        CHECK(0, "gguf_open %s: %s", path, err.msg);
+        return NULL;
+    }
+    int rc = fl_tokenizer_load(g, &tok, &err);
+    CHECK(rc == 0, "fl_tokenizer_load %s: %d %s", path, rc, err.msg);
+    gguf_close(g); /* the tokenizer keeps its own copies */
+    return tok;
+}
+
+/* Tokenizes text; returns a malloc'd array and its length in *n. */
+static int32_t *tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
+                         bool add_special, bool parse_special, int *n)
+{
+    int need = fl_tokenize(tok, text, len, add_special, parse_special, NULL, 0);
+    if (need < 0) {
+        *n = need;
+        return NULL;
+    }
+    int32_t *ids = malloc(((size_t)need + 1) * sizeof(*ids));
+    int got = fl_tokenize(tok, text, len, add_special, parse_special, ids, need);
+    CHECK(got == need, "tokenize twice: %d then %d", need, got);
+    if (need > 0)
+        CHECK(fl_tokenize(tok, text, len, add_special, parse_special, ids, need - 1) == -ENOSPC,
+              "too small a buffer is -ENOSPC");
+    *n = got;
+    return ids;
+}
+
+static int parse_ids(const char *s, int32_t *ids, int max)
+{
+    int n = 0;
+    char *end;
+    for (;;) {
+        long v = strtol(s, &end, 10);
+        if (end == s || n == max)
+            return n;
+        ids[n++] = (int32_t)v;
+        s = end;
+    }
+}
+
+static bool same_ids(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof(*a)) == 0);
+}
+
+static void print_ids(const char *what, const int32_t *ids, int n)
+{
+    printf("    %s:", what);
+    for (int i = 0; i < n; i++)
+        printf(" %d", ids[i]);
+    printf("\n");
+}
+
+/* The "prompt: " and "tokens: " lines of a tests/data/ref summary. */
+static void check_ref_prompt(const struct fl_tokenizer *tok, const char *model, int p)
+{
+    char path[512];
+    size_t len;
+    snprintf(path, sizeof(path), "tests/data/ref/%s.p%d.txt", model, p);
+    char *txt = read_file(path, &len);
+    CHECK(txt, "cannot read %s", path);
+    if (!txt)
+        return;
+    char *pl = strstr(txt, "prompt: "), *tl = strstr(txt, "\ntokens: ");
+    CHECK(pl && tl, "%s: no prompt/tokens lines", path);
+    if (!pl || !tl) {
+        free(txt);
+        return;
+    }
+    pl += 8;
+    size_t plen = (size_t)(strchr(pl, '\n') - pl);
+    int32_t want[256];
+    int n_want = parse_ids(tl + 9, want, 256), n;
+    int32_t *got = tokenize(tok, pl, plen, true, false, &n);
+    bool ok = got && same_ids(got, n, want, n_want);
+    CHECK(ok, "%s p%d: ids differ", model, p);
+    if (!ok) {
+        print_ids("want", want, n_want);
+        print_ids("got ", got, n);
+    }
+    /* Back to the exact bytes: render without the BOS the file adds. */
+    int skip = (n > 0 && fl_tokenizer_add_bos(tok) && got[0] == fl_token_bos(tok)) ? 1 : 0;
+    char back[1024];
+    int bl = got ? fl_detokenize(tok, got + skip, n - skip, back, sizeof(back), false, true) : -1;
+    CHECK(bl == (int)plen && memcmp(back, pl, plen) == 0, "%s p%d: detokenized to '%s'", model,
+          p, bl >= 0 ? back : "(error)");
+    printf("  %s p%d: %d tokens%s\n", model, p, n, ok ? " ok" : "");
+    free(got);
+    free(txt);
+}
+
+static void test_ref_models(void)
+{
+    static const char *const models[] = { "qwen3moe-tiny-F16", "qwen3moe-tiny-Q8_0",
+                                          "mixtral-tiny-Q4_K_M", "deepseek2-tiny-F16",
+                                          "gpt-oss-tiny-MXFP4" };
+    printf("reference prompts (tests/data/ref)\n");
+    for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+        char path[512];
+        snprintf(path, sizeof(path), "tests/data/%s.gguf", models[m]);
+        struct fl_tokenizer *tok = load(path);
+        if (!tok)
+            continue;
+        for (int p = 1; p <= 3; p++)
+            check_ref_prompt(tok, models[m], p);
+        fl_tokenizer_free(tok);
+    }
+}
+
+/* llama.cpp's test-tokenizer-0 format: inputs separated by
+ * "\n__ggml_vocab_test__\n", one line of ids per input. */
+static void test_vocab(const char *name)
+{
+    char path[512], inp_path[520], out_path[520];
+    size_t li, lo;
+    snprintf(path, sizeof(path), "tests/data/vocab/ggml-vocab-%s.gguf", name);
+    snprintf(inp_path, sizeof(inp_path), "%s.inp", path);
+    snprintf(out_path, sizeof(out_path), "%s.out", path);
+    char *inp = read_file(inp_path, &li), *out = read_file(out_path, &lo);
+    struct fl_tokenizer *tok = load(path);
+    CHECK(inp && out, "cannot read %s .inp/.out", path);
+    int cases = 0, passed = 0;
+    const char *sep = "\n__ggml_vocab_test__\n";
+    char *ip = inp, *op = out;
+    while (tok && inp && out && ip <= inp + li && *op) {
+        char *next = strstr(ip, sep);
+        size_t len = next ? (size_t)(next - ip) : strlen(ip);
+        char *eol = strchr(op, '\n');
+        if (eol)
+            *eol = 0;
+        int32_t want[4096];
+        int n_want = parse_ids(op, want, 4096), n;
+        int32_t *got = tokenize(tok, ip, len, false, false, &n);
+        cases++;
+        if (got && same_ids(got, n, want, n_want)) {
+            passed++;
+        } else {
+            CHECK(0, "%s case %d: '%.*s'", name, cases, (int)len, ip);
+            print_ids("want", want, n_want);
+            print_ids("got ", got, n);
+        }
+        free(got);
+        if (!next || !eol)
+            break;
+        ip = next + strlen(sep);
+        op = eol + 1;
+    }
+    printf("  %s: %d/%d cases (pre '%s')\n", name, passed, cases,
+           tok ? fl_tokenizer_pre(tok) : "?");
+    CHECK(cases > 20, "%s: only %d cases read", name, cases);
+    fl_tokenizer_free(tok);
+    free(inp);
+    free(out);
+}
+
+static void test_vocabs(void)
+{
+    static const char *const names[] = { "gpt-2", "starcoder", "deepseek-coder", "deepseek-llm",
+                                         "llama-spm", "phi-3" };
+    printf("llama.cpp vocab test vectors (tests/data/vocab)\n");
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        test_vocab(names[i]);
+}
+
+/* ---- hand-built GGUF files --------------------------------------------- */
+
+struct gb {
+    unsigned char *p;
+    size_t n, cap;
+    uint64_t n_kv;
+};
+
+static void gb_raw(struct gb *b, const void *src, size_t len)
+{
+    if (b->n + len > b->cap) {
+        b->cap = (b->n + len) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, src, len);
+    b->n += len;
+}
+
+static void gb_u32(struct gb *b, uint32_t v) { gb_raw(b, &v, 4); }
+static void gb_u64(struct gb *b, uint64_t v) { gb_raw(b, &v, 8); }
+
+static void gb_str(struct gb *b, const char *s)
+{
+    gb_u64(b, strlen(s));
+    gb_raw(b, s, strlen(s));
+}
+
+static void kv_head(struct gb *b, const char *key, uint32_t type)
+{
+    gb_str(b, key);
+    gb_u32(b, type);
+    b->n_kv++;
+}
+
+static void kv_str(struct gb *b, const char *key, const char *v)
+{
+    kv_head(b, key, GGUF_VT_STRING);
+    gb_str(b, v);
+}
+
+static void kv_u32(struct gb *b, const char *key, uint32_t v)
+{
+    kv_head(b, key, GGUF_VT_UINT32);
+    gb_u32(b, v);
+}
+
+static void kv_bool(struct gb *b, const char *key, bool v)
+{
+    uint8_t x = v;
+    kv_head(b, key, GGUF_VT_BOOL);
+    gb_raw(b, &x, 1);
+}
+
+static void kv_strs(struct gb *b, const char *key, const char *const *v, size_t n)
+{
+    kv_head(b, key, GGUF_VT_ARRAY);
+    gb_u32(b, GGUF_VT_STRING);
+    gb_u64(b, n);
+    for (size_t i = 0; i < n; i++)
+        gb_str(b, v[i]);
+}
+
+static void kv_nums(struct gb *b, const char *key, uint32_t type, const void *v, size_t n)
+{
+    kv_head(b, key, GGUF_VT_ARRAY);
+    gb_u32(b, type);
+    gb_u64(b, n);
+    gb_raw(b, v, n * 4);
+}
+
+/* Wraps the key/values in a GGUF v3 header without tensors and loads a
+ * tokenizer from it. Returns fl_tokenizer_load's result. */
+static int gb_load(struct gb *kvs, struct fl_tokenizer **tok, struct fl_err *err)
+{
+    struct gb f = { 0 };
+    gb_raw(&f, "GGUF", 4);
+    gb_u32(&f, 3);
+    gb_u64(&f, 0);
+    gb_u64(&f, kvs->n_kv);
+    gb_raw(&f, kvs->p, kvs->n);
+    while (f.n % 32)
+        gb_raw(&f, "", 1);
+    struct gguf_file *g = NULL;
+    /* The GGUF reader already rejects some inconsistencies (array lengths
+     * of known keys); either layer's error is the clear error wanted. */
+    int rc = gguf_parse(f.p, f.n, f.n, "hand-built", &g, err);
+    if (rc == 0) {
+        rc = fl_tokenizer_load(g, tok, err);
+        gguf_close(g);
+    }
+    free(f.p);
+    free(kvs->p);
+    *kvs = (struct gb){ 0 };
+    return rc;
+}
+
+/* SPM: <unk> <s> </s>, byte tokens for 'A', 0xC3, 0xA9, then pieces. */
+static const char *const spm_tokens[] = { "<unk>", "<s>", "</s>", "<0x41>", "<0xC3>", "<0xA9>",
+                                          "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
+                                          "\xe2\x96\x81" "ab" };
+static const float spm_scores[] = { 0, 0, 0, 0, 0, 0, -1, -2, -2, -1.5f, -0.5f, -3 };
+static const int32_t spm_types[] = { 2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1 };
+#define N_SPM 12
+
+enum { BAD_NONE, BAD_SCORES, BAD_TYPES, BAD_BOS, BAD_MODEL, BAD_DUP, BAD_NO_TOKENS };
+
+static void spm_kvs(struct gb *b, int bad)
+{
+    const char *toks[N_SPM];
+    memcpy(toks, spm_tokens, sizeof(toks));
+    if (bad == BAD_DUP)
+        toks[8] = "a";
+    kv_str(b, "tokenizer.ggml.model", bad == BAD_MODEL ? "bert" : "llama");
+    if (bad != BAD_NO_TOKENS)
+        kv_strs(b, "tokenizer.ggml.tokens", toks, N_SPM);
+    kv_nums(b, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, spm_scores, N_SPM - (bad == BAD_SCORES));
+    kv_nums(b, "tokenizer.ggml.token_type", GGUF_VT_INT32, spm_types, N_SPM - (bad == BAD_TYPES) * 2);
+    kv_u32(b, "tokenizer.ggml.bos_token_id", bad == BAD_BOS ? 99 : 1);
+    kv_u32(b, "tokenizer.ggml.eos_token_id", 2);
+    kv_bool(b, "tokenizer.ggml.add_bos_token", true);
+}
+
+static void expect_ids(const struct fl_tokenizer *tok, const char *text, bool add, bool parse,
+                       const int32_t *want, int n_want, const char *what)
+{
+    int n;
+    int32_t *got = tokenize(tok, text, strlen(text), add, parse, &n);
+    bool ok = got && same_ids(got, n, want, n_want);
+    CHECK(ok, "%s: '%s'", what, text);
+    if (!ok) {
+        print_ids("want", want, n_want);
+        print_ids("got ", got, n);
+    }
+    free(got);
+}
+
+static void expect_text(const struct fl_tokenizer *tok, const int32_t *ids, int n, bool rm,
+                        bool unparse, const char *want, const char *what)
+{
+    char buf[256];
+    int len = fl_detokenize(tok, ids, n, buf, sizeof(buf), rm, unparse);
+    CHECK(len == (int)strlen(want) && strcmp(buf, want) == 0, "%s: got '%s' (%d), want '%s'",
+          what, len >= 0 ? buf : "", len, want);
+    CHECK(fl_detokenize(tok, ids, n, NULL, 0, rm, unparse) == len, "%s: size query", what);
+}
+
+static void test_spm_hand(void)
+{
+    struct gb b = { 0 };
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { { 0 } };
+    spm_kvs(&b, BAD_NONE);
+    int rc = gb_load(&b, &tok, &err);
+    CHECK(rc == 0, "hand-built SPM: %s", err.msg);
+    if (rc)
+        return;
+    /* "▁ab": ab (-0.5) merges before ▁a (-1.5), then ▁ab (-3) */
+    expect_ids(tok, "ab", true, false, (int32_t[]){ 1, 11 }, 2, "spm merges by score");
+    /* "▁aA": ▁a, and A is no piece -> its byte token */
+    expect_ids(tok, "aA", true, false, (int32_t[]){ 1, 9, 3 }, 3, "spm byte fallback");
+    expect_ids(tok, "\xc3\xa9", false, false, (int32_t[]){ 6, 4, 5 }, 3, "spm multi-byte fallback");
+    /* no byte token for '<', 's', '>': the unknown token stands in */
+    expect_ids(tok, "<s>ab", true, false, (int32_t[]){ 1, 6, 0, 0, 0, 10 }, 6, "spm <s> as text");
+    /* parsed, <s> is a token and the text after it gets the space prefix */
+    expect_ids(tok, "<s>ab", true, true, (int32_t[]){ 1, 1, 11 }, 3, "spm <s> parsed");
+    expect_ids(tok, "", true, false, (int32_t[]){ 1 }, 1, "spm empty text is just BOS");
+    expect_ids(tok, "", false, false, NULL, 0, "spm empty text");
+    expect_text(tok, (int32_t[]){ 9, 3 }, 2, false, false, "aA", "spm first piece loses its space");
+    expect_text(tok, (int32_t[]){ 1, 9, 3 }, 3, true, false, " aA", "spm after a removed BOS");
+    expect_text(tok, (int32_t[]){ 1, 9, 3 }, 3, false, true, "<s> aA", "spm BOS rendered");
+    expect_text(tok, (int32_t[]){ 6, 4, 5, 2 }, 4, false, false, "\xc3\xa9", "spm bytes, EOS hidden");
+    char piece[8];
+    CHECK(fl_token_to_piece(tok, 9, piece, sizeof(piece), false, false) == 2 &&
+              memcmp(piece, " a", 2) == 0, "piece of ▁a is ' a'");
+    CHECK(fl_token_to_piece(tok, 9, piece, sizeof(piece), true, false) == 1, "lstrip drops it");
+    CHECK(fl_token_to_piece(tok, 1, piece, sizeof(piece), false, false) == 0, "control hidden");
+    CHECK(fl_token_to_piece(tok, 1, piece, 2, false, true) == -ENOSPC, "small buffer -ENOSPC");
+    CHECK(fl_token_to_piece(tok, 12, piece, 8, false, true) == -EINVAL, "bad id -EINVAL");
+    CHECK(fl_token_is_eog(tok, 2) && !fl_token_is_eog(tok, 1), "EOS ends generation, BOS not");
+    CHECK(fl_token_bos(tok) == 1 && fl_token_eos(tok) == 2 && fl_token_unk(tok) == 0,
+          "special ids");
+    CHECK(fl_n_vocab(tok) == N_SPM, "n_vocab");
+    printf("  hand-built SPM vocabulary ok\n");
+    fl_tokenizer_free(tok);
+}
+
+/* Byte-level BPE: Ġ is the space symbol (U+0120), Ċ the newline (U+010A). */
+static const char *const bpe_tokens[] = { "a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0" "ab",
+                                          "<|endoftext|>", "<|im_start|>", "\xc4\x8a", "!" };
+static const int32_t bpe_types[] = { 1, 1, 1, 1, 1, 1, 3, 3, 1, 1 };
+#define N_BPE 10
+
+static void bpe_kvs(struct gb *b, const char *pre, bool bad_merge)
+{
+    const char *merges[] = { "a b", bad_merge ? "\xc4\xa0 zz" : "\xc4\xa0 ab" };
+    kv_str(b, "tokenizer.ggml.model", "gpt2");
+    if (pre)
+        kv_str(b, "tokenizer.ggml.pre", pre);
+    kv_strs(b, "tokenizer.ggml.tokens", bpe_tokens, N_BPE);
+    kv_nums(b, "tokenizer.ggml.token_type", GGUF_VT_INT32, bpe_types, N_BPE);
+    kv_strs(b, "tokenizer.ggml.merges", merges, 2);
+    kv_u32(b, "tokenizer.ggml.eos_token_id", 6);
+}
+
+static void test_bpe_hand(void)
+{
+    struct gb b = { 0 };
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { { 0 } };
+    bpe_kvs(&b, "gpt-2", false);
+    int rc = gb_load(&b, &tok, &err);
+    CHECK(rc == 0, "hand-built BPE: %s", err.msg);
+    if (rc)
+        return;
+    CHECK(fl_tokenizer_warning(tok) == NULL, "gpt-2 pre: no warning");
+    expect_ids(tok, "ab ab", true, false, (int32_t[]){ 4, 5 }, 2, "bpe merges by rank");
+    expect_ids(tok, "abc", false, false, (int32_t[]){ 4, 2 }, 2, "bpe leftover symbol");
+    /* unparsed, the control text has no tokens and vanishes (as in llama.cpp) */
+    expect_ids(tok, "<|endoftext|>ab", false, false, (int32_t[]){ 4 }, 1, "bpe control as text");
+    expect_ids(tok, "<|endoftext|>ab", false, true, (int32_t[]){ 6, 4 }, 2, "bpe control parsed");
+    expect_ids(tok, "a\n", false, false, (int32_t[]){ 0, 8 }, 2, "bpe newline symbol");
+    expect_text(tok, (int32_t[]){ 4, 5, 9 }, 3, false, false, "ab ab!", "bpe render");
+    /* gpt-2 vocabularies clean " !" to "!" as llama.cpp does */
+    expect_text(tok, (int32_t[]){ 4, 3, 9 }, 3, false, false, "ab!", "bpe clean-up");
+    expect_text(tok, (int32_t[]){ 7, 4, 6 }, 3, false, true, "<|im_start|>ab<|endoftext|>",
+                "bpe specials rendered");
+    expect_text(tok, (int32_t[]){ 7, 4, 6 }, 3, false, false, "ab", "bpe specials hidden");
+    CHECK(fl_token_is_eog(tok, 6) && fl_token_eot(tok) == 6, "<|endoftext|> is EOT/EOG");
+    CHECK(fl_token_bos(tok) == FL_TOKEN_NULL, "gpt2's default BOS 11 is out of range: none");
+    fl_tokenizer_free(tok);
+
+    bpe_kvs(&b, "no-such-pre", false);
+    rc = gb_load(&b, &tok, &err);
+    CHECK(rc == 0 && fl_tokenizer_warning(tok) && strcmp(fl_tokenizer_pre(tok), "default") == 0,
+          "unknown pre: default with a warning");
+    if (rc == 0) {
+        printf("  unknown pre warns: %s\n", fl_tokenizer_warning(tok));
+        expect_ids(tok, "ab ab", false, false, (int32_t[]){ 4, 5 }, 2, "default pre");
+        fl_tokenizer_free(tok);
+    }
+    printf("  hand-built BPE vocabulary ok\n");
+}
+
+static void expect_error(struct gb *b, int want_rc, const char *what)
+{
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { { 0 } };
+    int rc = gb_load(b, &tok, &err);
+    CHECK(rc == want_rc && !tok && err.msg[0], "%s: rc %d (want %d), '%s'", what, rc, want_rc,
+          err.msg);
+    printf("  %s -> %s\n", what, err.msg);
+    fl_tokenizer_free(tok);
+}
+
+static void test_bad_vocab(void)
+{
+    struct gb b = { 0 };
+    spm_kvs(&b, BAD_SCORES);
+    expect_error(&b, -EINVAL, "scores shorter than tokens");
+    spm_kvs(&b, BAD_TYPES);
+    expect_error(&b, -EINVAL, "token types shorter than tokens");
+    spm_kvs(&b, BAD_BOS);
+    expect_error(&b, -EINVAL, "BOS id out of range");
+    spm_kvs(&b, BAD_MODEL);
+    expect_error(&b, -EINVAL, "unsupported model");
+    spm_kvs(&b, BAD_DUP);
+    expect_error(&b, -EINVAL, "duplicate token");
+    spm_kvs(&b, BAD_NO_TOKENS);
+    expect_error(&b, -ENOENT, "no token list");
+    bpe_kvs(&b, "gpt-2", true);
+    expect_error(&b, -EINVAL, "merge naming an absent token");
+    kv_str(&b, "general.architecture", "llama");
+    expect_error(&b, -ENOENT, "no tokenizer at all");
+}
+
+/* ---- chat templates ------------------------------------------------------ */
+
+static const struct fl_chat_msg conv[] = {
+    { "system", "You are a helpful assistant" }, { "user", "Hello" },
+    { "assistant", "Hi there" },                 { "user", "Who are you" },
+    { "assistant", "   I am an assistant   " },  { "user", "Another question" },
+};
+
+static void expect_chat(enum fl_chat_format fmt, const char *want)
+{
+    char *got = NULL;
+    int n = fl_chat_apply(fmt, conv, 6, true, &got);
+    CHECK(n >= 0 && strcmp(got, want) == 0, "%s:\n  got  '%s'\n  want '%s'",
+          fl_chat_format_name(fmt), got ? got : "(null)", want);
+    printf("  %s ok\n", fl_chat_format_name(fmt));
+    free(got);
+}
+
+static void test_chat_formats(void)
+{
+    expect_chat(FL_CHAT_CHATML,
+                "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
+                "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\n"
+                "Another question<|im_end|>\n<|im_start|>assistant\n");
+    expect_chat(FL_CHAT_LLAMA2,
+                "[INST] You are a helpful assistant\nHello [/INST]Hi there</s>[INST] Who are you [/INST]"
+                "   I am an assistant   </s>[INST] Another question [/INST]");
+    expect_chat(FL_CHAT_LLAMA2_SYS_BOS,
+                "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+                "<s>[INST] Who are you [/INST]   I am an assistant   </s><s>[INST] Another question [/INST]");
+    expect_chat(FL_CHAT_LLAMA2_SYS_STRIP,
+                "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>"
+                "[INST] Who are you [/INST]I am an assistant</s>[INST] Another question [/INST]");
+    expect_chat(FL_CHAT_MISTRAL_V1,
+                " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]"
+                "    I am an assistant   </s> [INST] Another question [/INST]");
+    expect_chat(FL_CHAT_MISTRAL_V3,
+                "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST]"
+                " I am an assistant</s>[INST] Another question[/INST]");
+    expect_chat(FL_CHAT_MISTRAL_V3_TEKKEN,
+                "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]"
+                "   I am an assistant   </s>[INST]Another question[/INST]");
+    expect_chat(FL_CHAT_MISTRAL_V7,
+                "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>"
+                "[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another question[/INST]");
+    expect_chat(FL_CHAT_LLAMA3,
+                "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_chat(FL_CHAT_DEEPSEEK2,
+                "You are a helpful assistant\n\nUser: Hello\n\nAssistant: Hi there<｜end▁of▁sentence｜>"
+                "User: Who are you\n\nAssistant:    I am an assistant   <｜end▁of▁sentence｜>"
+                "User: Another question\n\nAssistant:");
+    expect_chat(FL_CHAT_DEEPSEEK3,
+                "You are a helpful assistant\n\n<｜User｜>Hello<｜Assistant｜>Hi there<｜end▁of▁sentence｜>"
+                "<｜User｜>Who are you<｜Assistant｜>   I am an assistant   <｜end▁of▁sentence｜>"
+                "<｜User｜>Another question<｜Assistant｜>");
+    expect_chat(FL_CHAT_HARMONY,
+                "<|start|>system<|message|>You are a helpful assistant<|end|>"
+                "<|start|>user<|message|>Hello<|end|><|start|>assistant<|message|>Hi there<|return|>"
+                "<|start|>user<|message|>Who are you<|end|>"
+                "<|start|>assistant<|message|>   I am an assistant   <|return|>"
+                "<|start|>user<|message|>Another question<|end|><|start|>assistant");
+    char *out = NULL;
+    CHECK(fl_chat_apply(FL_CHAT_UNKNOWN, conv, 6, true, &out) == -EINVAL && !out,
+          "unknown format is -EINVAL");
+    struct fl_chat_msg bad = { "user", NULL };
+    CHECK(fl_chat_apply(FL_CHAT_CHATML, &bad, 1, true, &out) == -EINVAL, "NULL content -EINVAL");
+    CHECK(fl_chat_apply(FL_CHAT_CHATML, conv, 0, false, &out) == 0 && out && !out[0],
+          "empty conversation is an empty string");
+    free(out);
+}
+
+static void test_chat_detect(void)
+{
+    CHECK(fl_chat_detect("qwen3moe", NULL) == FL_CHAT_CHATML, "qwen3moe -> chatml");
+    CHECK(fl_chat_detect("llama", NULL) == FL_CHAT_LLAMA2, "llama -> [INST]");
+    CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
+    CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_HARMONY, "gpt-oss -> harmony");
+    CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
+    CHECK(fl_chat_detect("llama", "{{ '<|im_start|>' + role }}") == FL_CHAT_CHATML,
+          "template markers win over the architecture");
+    CHECK(fl_chat_detect("llama", "{{ '[INST] ' + content }}{{ '[SYSTEM_PROMPT]' }}") ==
+              FL_CHAT_MISTRAL_V7, "[SYSTEM_PROMPT] -> mistral-v7");
+    CHECK(fl_chat_detect("llama", "{{ bos_token + '[INST] ' }} <<SYS>>") == FL_CHAT_LLAMA2_SYS_BOS,
+          "bos inside history");
+    CHECK(fl_chat_detect("deepseek2", "{{'Assistant: ' + message['content'] + eos_token}}") ==
+              FL_CHAT_DEEPSEEK2, "deepseek v2 marker");
+    CHECK(fl_chat_detect(NULL, "<|start|>{{ role }}<|channel|>") == FL_CHAT_HARMONY,
+          "harmony markers");
+    CHECK(fl_chat_detect("deepseek2", "{{ '<｜User｜>' }}{{ '<｜Assistant｜>' }}<｜end▁of▁sentence｜>") ==
+              FL_CHAT_DEEPSEEK3, "deepseek v3 markers");
+    CHECK(fl_chat_format_from_name("gpt-oss") == FL_CHAT_HARMONY &&
+              fl_chat_format_from_name("nope") == FL_CHAT_UNKNOWN, "names");
+    printf("  format detection ok\n");
+}
+
+/* A chat prompt tokenized with parse_special keeps its control tokens. */
+static void test_chat_tokens(void)
+{
+    struct fl_tokenizer *tok = load("tests/data/gpt-oss-tiny-MXFP4.gguf");
+    if (!tok)
+        return;
+    const struct fl_chat_msg m[] = { { "user", "Hi<|endoftext|>" } };
+    char *text = NULL;
+    CHECK(fl_chat_apply(FL_CHAT_CHATML, m, 1, true, &text) > 0, "chatml render");
+    int n_parsed, n_plain;
+    int32_t *parsed = tokenize(tok, text, strlen(text), true, true, &n_parsed);
+    int32_t *plain = tokenize(tok, text, strlen(text), true, false, &n_plain);
+    int eot_parsed = 0, eot_plain = 0;
+    for (int i = 0; i < n_parsed; i++)
+        eot_parsed += parsed[i] == 1024;
+    for (int i = 0; i < n_plain; i++)
+        eot_plain += plain[i] == 1024;
+    CHECK(eot_parsed == 1 && eot_plain == 0, "<|endoftext|> parsed %d times, plain %d times",
+          eot_parsed, eot_plain);
+    char back[512];
+    int bl = fl_detokenize(tok, parsed, n_parsed, back, sizeof(back), false, true);
+    CHECK(bl > 0 && strcmp(back, text) == 0, "chat prompt round trip: '%s'", back);
+    printf("  chat prompt with a control token: %d tokens parsed, %d plain\n", n_parsed, n_plain);
+    free(parsed);
+    free(plain);
+    free(text);
+    fl_tokenizer_free(tok);
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+    if (!only || strcmp(only, "ref") == 0)
+        test_ref_models();
+    if (!only || strcmp(only, "vocab") == 0)
+        test_vocabs();
+    if (!only || strcmp(only, "hand") == 0) {
+        printf("hand-built vocabularies\n");
+        test_spm_hand();
+        test_bpe_hand();
+        test_bad_vocab();
+    }
+    if (!only || strcmp(only, "chat") == 0) {
+        printf("chat templates\n");
+        test_chat_formats();
+        test_chat_detect();
+        test_chat_tokens();
+    }
+    printf("%s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
+    return failures ? 1 : 0;
+}
