@@ -5,13 +5,17 @@
  * residual. The first leading_dense_block_count blocks have a dense SwiGLU
  * FFN; the others a routed MoE (gating softmax or sigmoid, the optional
  * exp_probs_b bias deciding the choice only, optional renormalisation and
- * scale) plus shared experts (ffn_*_shexp) added to the routed output, as
- * llama.cpp's src/models/deepseek2.cpp. */
+ * scale, optional group-limited choice) plus shared experts (ffn_*_shexp)
+ * added to the routed output, as llama.cpp's src/models/deepseek2.cpp.
+ * Trailing next-token-prediction blocks (nextn_predict_layers) are not part
+ * of the normal forward pass; they are neither loaded nor run. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/arch2-ops.h"
 #include "engine/mla.h"
 #include "engine/ops.h"
 #include "engine/yarn.h"
@@ -27,6 +31,9 @@ struct ds2_layer {
 
 struct ds2 {
     struct mla_dims d;
+    int n_groups, n_group_used; /* DeepSeek-V3 group-limited routing; 0/1: off */
+    int n_trunk;                /* blocks run per token: block_count minus the
+                                   nextn (multi-token-prediction) blocks */
     struct yarn_rope rope;
     float kq_scale;
     const struct eng_tensor *embd, *out_norm, *output;
@@ -128,6 +135,27 @@ static int load_layer(const struct eng_model *m, const struct ds2 *a, int il,
     return il < m->hp.n_layer_dense_lead ? load_dense(m, il, L, err) : load_moe(m, il, L, err);
 }
 
+/* expert_group_count / expert_group_used_count (DeepSeek-V3: 8 / 4). */
+static int load_groups(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t groups = 0, used = 0;
+    int rc = eng_model_key_int(m, "expert_group_count", false, &groups, err);
+    rc = rc ? rc : eng_model_key_int(m, "expert_group_used_count", false, &used, err);
+    if (rc || groups <= 1)
+        return rc;
+    const int64_t n = m->hp.n_expert;
+    if (groups > 256 || n % groups || n / groups < 2 || used < 1 || used > groups ||
+        m->hp.n_expert_used > used * (n / groups))
+        return fl_err_set(err, -EINVAL,
+                          "%s: bad expert groups (expert_group_count %lld, used %lld, %lld experts, "
+                          "%lld per token)",
+                          fname(m), (long long)groups, (long long)used, (long long)n,
+                          (long long)m->hp.n_expert_used);
+    a->n_groups = (int)groups;
+    a->n_group_used = (int)used;
+    return 0;
+}
+
 static int load_rope(struct eng_model *m, struct ds2 *a, struct fl_err *err)
 {
     struct yarn_params yp;
@@ -172,6 +200,23 @@ static int load_globals(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     return 0;
 }
 
+/* Which blocks are dense, and how many run (the nextn blocks do not). */
+static int load_layout(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t nextn = 0;
+    int rc = eng_model_key_int(m, "nextn_predict_layers", false, &nextn, err);
+    if (rc)
+        return rc;
+    if (nextn < 0 || nextn >= m->hp.n_layer)
+        return fl_err_set(err, -EINVAL, "%s: nextn_predict_layers %lld is out of range", fname(m),
+                          (long long)nextn);
+    a->n_trunk = (int)(m->hp.n_layer - nextn);
+    if (m->hp.n_layer_dense_lead < 0 || m->hp.n_layer_dense_lead > a->n_trunk)
+        return fl_err_set(err, -EINVAL, "%s: leading_dense_block_count %lld is out of range",
+                          fname(m), (long long)m->hp.n_layer_dense_lead);
+    return 0;
+}
+
 static int ds2_load(struct eng_model *m, struct fl_err *err)
 {
     struct ds2 *a = calloc(1, sizeof(*a));
@@ -181,29 +226,55 @@ static int ds2_load(struct eng_model *m, struct fl_err *err)
     int rc = eng_model_load_common_hparams(m, err);
     rc = rc ? rc : load_mla_dims(m, &a->d, err);
     rc = rc ? rc : load_rope(m, a, err);
+    rc = rc ? rc : load_groups(m, a, err);
     rc = rc ? rc : load_globals(m, a, err);
+    rc = rc ? rc : load_layout(m, a, err);
     if (rc)
         return rc;
-    if (m->hp.n_layer_dense_lead < 0 || m->hp.n_layer_dense_lead > m->hp.n_layer)
-        return fl_err_set(err, -EINVAL, "%s: leading_dense_block_count %lld is out of range",
-                          fname(m), (long long)m->hp.n_layer_dense_lead);
-    a->layers = calloc((size_t)m->hp.n_layer, sizeof(*a->layers));
+    a->layers = calloc((size_t)a->n_trunk, sizeof(*a->layers));
     if (!a->layers)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
-    for (int il = 0; il < m->hp.n_layer && !rc; il++)
+    for (int il = 0; il < a->n_trunk && !rc; il++)
         rc = load_layer(m, a, il, &a->layers[il], err);
     /* The cache holds the latent + rope key only; V is read from it. */
     rc = rc ? rc : eng_model_default_kv_dims(m, err);
     for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
-        m->kv_k_dim[l] = mla_cache_row(&a->d);
+        m->kv_k_dim[l] = l < a->n_trunk ? mla_cache_row(&a->d) : 0;
         m->kv_v_dim[l] = 0;
     }
     return rc;
 }
 
+/* Group-limited routing, token by token: the groups allowed for a token
+ * become -inf entries of its selection bias. */
+static void route_groups(struct eng_ctx *c, const struct ds2 *a, float *logits, int n_tok,
+                         const struct eng_route *r, int32_t *ids, float *w)
+{
+    const int64_t n = r->n_expert;
+    float *sel = eng_scratch_f32(c, n), *bias = eng_scratch_f32(c, n);
+    for (int t = 0; t < n_tok; t++) {
+        float *lt = logits + t * n;
+        /* selection score = gating output + bias, as the router computes it */
+        memcpy(sel, lt, sizeof(float) * n);
+        if (r->gating == ENG_GATING_SOFTMAX)
+            eng_softmax(sel, n);
+        else if (r->gating == ENG_GATING_SIGMOID)
+            for (int64_t i = 0; i < n; i++)
+                sel[i] = 1.0f / (1.0f + expf(-sel[i]));
+        for (int64_t i = 0; i < n && r->sel_bias; i++)
+            sel[i] += r->sel_bias[i];
+        arch2_group_mask(sel, (int)n, a->n_groups, a->n_group_used, bias);
+        for (int64_t i = 0; i < n && r->sel_bias; i++)
+            bias[i] += r->sel_bias[i];
+        struct eng_route rt = *r;
+        rt.sel_bias = bias;
+        eng_moe_route(lt, 1, &rt, ids + t * r->k, w + t * r->k);
+    }
+}
+
 /* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
-static int moe_block(struct eng_ctx *c, const struct ds2_layer *L, int il, const float *x,
-                     int n_tok, int pos0, float *out, struct fl_err *err)
+static int moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L, int il,
+                     const float *x, int n_tok, int pos0, float *out, struct fl_err *err)
 {
     const struct eng_hparams *hp = &c->m->hp;
     const int64_t k = hp->n_expert_used, e = hp->n_embd;
@@ -216,7 +287,10 @@ static int moe_block(struct eng_ctx *c, const struct ds2_layer *L, int il, const
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
         .sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL,
     };
-    eng_moe_route(logits, n_tok, &r, ids, w);
+    if (a->n_groups > 1)
+        route_groups(c, a, logits, n_tok, &r, ids, w);
+    else
+        eng_moe_route(logits, n_tok, &r, ids, w);
     const struct eng_moe moe = {
         .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
     };
@@ -238,7 +312,7 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
     float *cur = eng_scratch_f32(c, n * e);
     float *out = eng_scratch_f32(c, n * e);
     int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
-    for (int il = 0; !rc && il < m->hp.n_layer; il++) {
+    for (int il = 0; !rc && il < a->n_trunk; il++) {
         const struct ds2_layer *L = &a->layers[il];
         eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
         mla_attention(c, il, &a->d, &L->mla, &a->rope, a->kq_scale, cur, b->n_tok, b->pos0, out);
@@ -247,7 +321,7 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
         if (il < m->hp.n_layer_dense_lead)
             eng_ffn(c, cur, n, L->gate, L->up, L->down, out);
         else
-            rc = moe_block(c, L, il, cur, b->n_tok, b->pos0, out, err);
+            rc = moe_block(c, a, L, il, cur, b->n_tok, b->pos0, out, err);
         if (!rc)
             eng_add(x, out, n * e);
     }

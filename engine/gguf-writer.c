@@ -31,6 +31,7 @@ struct gguf_writer {
     int64_t n_t, cap_t;
     uint64_t data_size; /* aligned end of the last tensor */
     uint64_t data_offset; /* 0 until the layout is frozen */
+    uint64_t stream_lag;
 };
 
 static uint64_t align_up(uint64_t x, uint64_t a)
@@ -283,14 +284,34 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+void gguf_writer_set_stream_lag(struct gguf_writer *w, uint64_t lag)
+{
+    w->stream_lag = lag;
+}
+
+/* Page-cache hygiene only: failures here change nothing the file holds. */
+static void stream_behind(struct gguf_writer *w, uint64_t pos, size_t len)
+{
+    sync_file_range(w->fd, (off_t)pos, (off_t)len, SYNC_FILE_RANGE_WRITE);
+    if (pos < w->stream_lag)
+        return;
+    uint64_t old = pos - w->stream_lag;
+    sync_file_range(w->fd, (off_t)old, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
+                    SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    posix_fadvise(w->fd, (off_t)old, (off_t)len, POSIX_FADV_DONTNEED);
+}
+
 int gguf_writer_write(struct gguf_writer *w, int64_t i, uint64_t off, const void *buf,
                       size_t len, struct fl_err *err)
 {
     if (i < 0 || i >= w->n_t || off > w->t[i].nbytes || len > w->t[i].nbytes - off)
         return fl_err_set(err, -EINVAL, "%s: write outside tensor %" PRId64, w->path, i);
-    int rc = pwrite_all(w->fd, buf, len, gguf_writer_tensor_offset(w, i) + off);
+    uint64_t pos = gguf_writer_tensor_offset(w, i) + off;
+    int rc = pwrite_all(w->fd, buf, len, pos);
     if (rc)
         return fl_err_set(err, rc, "%s: write failed: %s", w->path, strerror(-rc));
+    if (w->stream_lag)
+        stream_behind(w, pos, len);
     return 0;
 }
 

@@ -53,6 +53,13 @@ uint64_t gguf_writer_tensor_nbytes(const struct gguf_writer *w, int64_t i);
 uint64_t gguf_writer_file_size(struct gguf_writer *w);
 int64_t gguf_writer_n_tensors(const struct gguf_writer *w);
 
+/* Streaming: when lag > 0, each write starts its own writeback at once
+ * and waits for, then drops from the page cache, the range lag bytes
+ * before it. A file written front to back then holds at most about lag
+ * bytes of dirty or cached pages, instead of filling RAM with a file that
+ * may be larger than RAM (and evicting everyone else's cache). */
+void gguf_writer_set_stream_lag(struct gguf_writer *w, uint64_t lag);
+
 /* Writes len bytes at byte off inside tensor i's data (thread-safe: pwrite
  * to disjoint ranges). Returns 0 or -errno, with err set. */
 int gguf_writer_write(struct gguf_writer *w, int64_t i, uint64_t off, const void *buf,

@@ -21,6 +21,7 @@
 #define GEN_PREF_LAYERS 24            /* fitting picks the widest model this deep */
 #define GEN_MAX_EXPERTS 4096
 #define GEN_MAX_FILE (1ull << 50)
+#define GEN_STREAM_LAG (64ull << 20) /* page cache the writer may fill */
 
 static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_QWEN3MOE] = "qwen3moe",
@@ -405,6 +406,7 @@ int gen_write(const struct gen_params *p, const char *path, gen_progress_fn prog
         /* message set */
     } else {
         size_buffers(&s);
+        gguf_writer_set_stream_lag(s.w, GEN_STREAM_LAG);
         rc = run_workers(&s, p->n_threads, progress, ctx);
         if (rc && err)
             *err = s.err;

@@ -62,6 +62,14 @@ struct ctx {
     struct fl_err *err;
 };
 
+/* Where "<arch>.<suffix>" is recorded, for messages. */
+static uint64_t key_offset(const struct ctx *c, const char *suffix)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%s.%s", c->arch, suffix);
+    return gguf_kv_offset(c->f, gguf_find_kv(c->f, key));
+}
+
 static int get_count(const struct ctx *c, const char *suffix, int64_t max, int64_t *out)
 {
     char key[256];
@@ -72,7 +80,8 @@ static int get_count(const struct ctx *c, const char *suffix, int64_t max, int64
         return 0;
     }
     if (rc || *out < 0 || *out > max)
-        return fl_err_set(c->err, -EINVAL, "%s: %s is not a count in 0..%" PRId64, gguf_name(c->f), key, max);
+        return fl_err_set(c->err, -EINVAL, "%s: %s is not a count in 0..%" PRId64 " at byte %" PRIu64,
+                          gguf_name(c->f), key, max, key_offset(c, suffix));
     return 0;
 }
 
@@ -162,8 +171,9 @@ static int finish(const struct ctx *c, struct moe_layout *l)
     if (l->n_leading_dense < 0)
         l->n_leading_dense = l->n_layer;
     if (l->n_moe_layers && (l->n_expert_used < 1 || l->n_expert_used > l->n_expert))
-        return fl_err_set(c->err, -EINVAL, "%s: %s.expert_used_count %d is not in 1..%d", gguf_name(c->f),
-                          c->arch, l->n_expert_used, l->n_expert);
+        return fl_err_set(c->err, -EINVAL, "%s: %s.expert_used_count %d is not in 1..%d at byte %" PRIu64,
+                          gguf_name(c->f), c->arch, l->n_expert_used, l->n_expert,
+                          key_offset(c, "expert_used_count"));
     return 0;
 }
 

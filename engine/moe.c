@@ -163,7 +163,7 @@ static void run_expert(struct moe_state *s, int e, const int32_t *tok, const int
 {
     const struct eng_moe *m = s->e;
     const int64_t n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
-    struct fl_pool *pool = s->c->pool;
+    struct fl_pool *pool = eng_pool_for(s->c, (double)n * n_ff * n_embd);
     fl_matmul_rows(pool, expert_data(m->gate, e), m->gate->type, n_ff, &s->xg, tok, n, s->g, n_ff, NULL);
     fl_matmul_rows(pool, expert_data(m->up, e), m->up->type, n_ff, &s->xu, tok, n, s->u, n_ff, NULL);
     add_bias_rows(s->g, n_ff, NULL, n, m->gate_b, e);
@@ -184,12 +184,13 @@ static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, in
     const struct eng_moe *m = s->e;
     const int64_t n_in = m->gate->ne[0], n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
     const int64_t rows = n_tok; /* an expert sees each token at most once */
-    fl_quantize_act(c->pool, m->gate->type, x, n_in, n_tok, n_in,
+    struct fl_pool *qpool = eng_pool_for(c, (double)n_tok * n_in * 16);
+    fl_quantize_act(qpool, m->gate->type, x, n_in, n_tok, n_in,
                     eng_scratch(c, fl_matmul_scratch_size(m->gate->type, n_in, n_tok) + 64), &s->xg);
     if (fl_act_type(m->up->type) == fl_act_type(m->gate->type))
         s->xu = s->xg;
     else
-        fl_quantize_act(c->pool, m->up->type, x, n_in, n_tok, n_in,
+        fl_quantize_act(qpool, m->up->type, x, n_in, n_tok, n_in,
                         eng_scratch(c, fl_matmul_scratch_size(m->up->type, n_in, n_tok) + 64), &s->xu);
     s->g = eng_scratch_f32(c, rows * n_ff);
     s->u = eng_scratch_f32(c, rows * n_ff);

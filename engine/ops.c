@@ -110,6 +110,16 @@ int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err
     return c->m->arch->forward(c, b, err);
 }
 
+/* Below this many multiply-adds a job runs on the calling thread: a pool
+ * round trip costs a few microseconds on idle cores (far more on busy
+ * ones), about what one core needs for this much quantized dot product. */
+#define ENG_PARALLEL_WORK (256.0 * 1024.0)
+
+struct fl_pool *eng_pool_for(const struct eng_ctx *c, double work)
+{
+    return work >= ENG_PARALLEL_WORK ? c->pool : NULL;
+}
+
 void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const float *x,
                 int64_t n_tok, float *y)
 {
@@ -119,7 +129,8 @@ void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const
         data += (size_t)expert * (size_t)n_out * fl_row_size(w->type, n_in);
     void *scratch = eng_scratch(c, fl_matmul_scratch_size(w->type, n_in, n_tok) + 64);
     /* Shapes and types were checked at load, so this cannot fail. */
-    (void)fl_matmul(c->pool, data, w->type, n_in, n_out, x, n_tok, y, scratch);
+    (void)fl_matmul(eng_pool_for(c, (double)n_in * n_out * n_tok), data, w->type, n_in, n_out, x,
+                    n_tok, y, scratch);
 }
 
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,

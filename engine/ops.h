@@ -41,6 +41,11 @@ struct eng_ctx {
  * checks positions against the KV cache size and calls arch->forward. */
 int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err);
 
+/* c->pool when `work` (multiply-adds, roughly) is worth waking the other
+ * threads for, NULL (run on the caller) when a pool round trip would cost
+ * more than the work: small models and decode steps are dominated by it. */
+struct fl_pool *eng_pool_for(const struct eng_ctx *c, double work);
+
 /* --- scratch --------------------------------------------------------------- */
 
 int eng_arena_create(struct eng_arena **out);

@@ -13,7 +13,9 @@
  * PCRE2's \s, and PCRE2 needs valid UTF-8 while llama.cpp re-encodes
  * whatever it decoded (surrogates included). The subject PCRE2 sees is
  * therefore a same-length copy with NEL written as U+00A0 (also whitespace,
- * also two bytes) and surrogates as U+FFFD (three bytes). */
+ * also two bytes) and surrogates as U+E000 (three bytes, also of no letter,
+ * number, mark, punctuation or symbol category). Where llama.cpp's
+ * collapsing changes what a regex means, the regex below is adjusted. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -47,6 +49,10 @@
     "|[^\\r\\n\\p{L}\\p{N}]?" RX_UPPER "+" RX_LOWER "*" \
     "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* llama.cpp matches regexes without \p{..} on text in which non-ASCII
+ * whitespace has become U+000B, so a class range that spans such a space
+ * (U+3000 lies in U+0800-U+4E00) never matches it there: hence (?!\s). */
+#define RX_CJK "(?:(?!\\s)[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}])+"
 static const char *const rx_default[] = {
     "[\\p{P}\\$\\+<=>\\^~\\|]+", RX_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL };
 static const char *const rx_gpt2[] = { RX_GPT2, NULL };
@@ -61,18 +67,31 @@ static const char *const rx_falcon[] = {
 static const char *const rx_deepseek_llm[] = {
     "[\r\n]",
     "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
-    "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+    "\\s?(?:(?!\\s)[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}])+",
     "\\s+$",
-    "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+",
+    RX_CJK,
     "\\p{N}+",
     NULL };
 static const char *const rx_deepseek_coder[] = {
-    "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}", NULL };
+    "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_CJK, "\\p{N}", NULL };
+/* In llama.cpp's category matching '~' is in neither \p{P} nor \p{S} (its
+ * ASCII table for symbols leaves it out), so it may lead a word and never
+ * joins a punctuation run. */
 static const char *const rx_deepseek3[] = {
     "\\p{N}{1,3}",
     "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
-    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|(?:~|[^\r\n\\p{L}\\p{P}\\p{S}])?[\\p{L}\\p{M}]+"
+    "| ?(?:(?!~)[\\p{P}\\p{S}])+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+    NULL };
+/* Kimi K2: llama.cpp's hand-written splitter for its regex, whose "Han" is
+ * a fixed list of CJK ideograph blocks and whose words are letters of any
+ * case (no marks) that are not Han. */
+#define RX_HAN "[\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{20000}-\\x{2A6DF}\\x{2A700}-\\x{2B73F}" \
+    "\\x{2B740}-\\x{2B81F}\\x{2B820}-\\x{2CEAF}\\x{2CEB0}-\\x{2EBEF}\\x{F900}-\\x{FAFF}\\x{2F800}-\\x{2FA1F}]"
+static const char *const rx_kimi_k2[] = {
+    RX_HAN "+|[^\\r\\n\\p{L}\\p{N}]?(?:(?!" RX_HAN ")\\p{L})+"
+    "(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
     NULL };
 static const char *const rx_poro[] = { " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+", NULL };
 static const char *const rx_viking[] = { " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+", "\\p{N}", NULL };
@@ -105,6 +124,7 @@ static const struct pre_entry pre_table[] = {
     { "qwen35", rx_qwen35, 0 },
     { "gpt-4o|llama4|kanana2|talkie|minimax-m2", rx_gpt4o, 0 },
     { "tekken", rx_tekken, PRE_IGNORE_MERGES | PRE_ADD_BOS },
+    { "kimi-k2", rx_kimi_k2, 0 },
     { "poro-chat", rx_poro, 0 },
     { "bloom|gpt3-finnish", rx_poro, PRE_CLEAN },
     { "viking", rx_viking, 0 },
@@ -212,14 +232,14 @@ static int spans_push(struct spans *s, size_t b, size_t e)
  * matched as a subject of its own, so ^, $ and lookarounds stop at its
  * edges as they do for std::regex_iterator over a sub-range. */
 static int split_one(const pcre2_code *re, const char *work, const struct spans *in,
-                     struct spans *out, pcre2_match_data *md)
+                     struct spans *out, pcre2_match_data *md, pcre2_match_context *mc)
 {
     for (size_t k = 0; k < in->n; k++) {
         const char *subj = work + in->v[k].b;
         size_t len = in->v[k].e - in->v[k].b, pos = 0, last = 0;
         int rc = 0;
         while (pos < len) {
-            int m = pcre2_match(re, (PCRE2_SPTR)subj, len, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+            int m = pcre2_match(re, (PCRE2_SPTR)subj, len, pos, PCRE2_NO_UTF_CHECK, md, mc);
             if (m == PCRE2_ERROR_NOMATCH)
                 break;
             if (m < 0)
@@ -256,7 +276,7 @@ static int normalize(const char *text, size_t len, char **norm, char **work, siz
     for (size_t off = 0; off < len;) {
         uint32_t cp = fl_utf8_decode(text, len, &off);
         size_t k = fl_utf8_encode(cp, a + n);
-        uint32_t wcp = cp == 0x85 ? 0xA0 : (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : cp;
+        uint32_t wcp = cp == 0x85 ? 0xA0 : (cp >= 0xD800 && cp <= 0xDFFF) ? 0xE000 : cp;
         fl_utf8_encode(wcp, b + n);
         n += k;
     }
@@ -266,19 +286,34 @@ static int normalize(const char *text, size_t len, char **norm, char **work, siz
     return 0;
 }
 
+/* Repeated groups such as gpt-4o's ((?=\p{L})[^a-z])* keep one backtrack
+ * frame per character, so a long word (a base64 blob) needs a deep stack:
+ * JIT matching gets a stack that may grow to 256 MiB of address space (only
+ * touched pages cost memory), the interpreter a heap limit as large. */
+#define MATCH_STACK_MAX (256u << 20)
+
 static int pre_split(const struct fl_tokenizer *tok, const char *work, size_t n,
                      struct spans *result)
 {
     struct spans cur = { 0 }, next = { 0 };
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    int rc = md ? spans_push(&cur, 0, n) : -ENOMEM;
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    pcre2_jit_stack *js = pcre2_jit_stack_create(32u << 10, MATCH_STACK_MAX, NULL);
+    int rc = md && mc ? spans_push(&cur, 0, n) : -ENOMEM;
+    if (mc) {
+        pcre2_set_heap_limit(mc, MATCH_STACK_MAX >> 10); /* in KiB */
+        if (js)
+            pcre2_jit_stack_assign(mc, NULL, js);
+    }
     for (int i = 0; !rc && i < tok->n_regex; i++) {
         next.n = 0;
-        rc = split_one((const pcre2_code *)tok->regex[i], work, &cur, &next, md);
+        rc = split_one((const pcre2_code *)tok->regex[i], work, &cur, &next, md, mc);
         struct spans t = cur;
         cur = next;
         next = t;
     }
+    pcre2_jit_stack_free(js);
+    pcre2_match_context_free(mc);
     pcre2_match_data_free(md);
     free(next.v);
     if (rc) {
@@ -469,32 +504,42 @@ int fl_bpe_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len
 
 /* ---- rendering ---------------------------------------------------------- */
 
-char *fl_bpe_decode_text(const char *text, size_t len, uint32_t *out_len)
+/* Byte-level symbols back to bytes (llama.cpp's llama_decode_text). A code
+ * point outside the alphabet is spelled "[UNK_BYTE_0x<its utf-8 hex><the
+ * whole token text>]", as llama.cpp does. Two passes: size, then write. */
+static size_t decode_into(const char *text, size_t len, char *buf)
 {
-    /* Worst case: every code point is unknown and spelled out in hex along
-     * with the whole text (llama.cpp's "[UNK_BYTE_0x..<text>]"). */
-    size_t cap = len * (len + 32) + 1, n = 0;
-    char *buf = malloc(cap);
-    if (!buf)
-        return NULL;
+    size_t n = 0;
     for (size_t off = 0; off < len;) {
-        size_t start = off;
         uint32_t cp = fl_utf8_decode(text, len, &off);
         int b = fl_cpt_to_byte(cp);
         if (b >= 0) {
-            buf[n++] = (char)b;
+            if (buf)
+                buf[n] = (char)b;
+            n++;
             continue;
         }
-        char u[4];
-        size_t k = fl_utf8_encode(cp, u);
-        n += (size_t)snprintf(buf + n, cap - n, "[UNK_BYTE_0x");
+        char u[4], tmp[64];
+        size_t k = fl_utf8_encode(cp, u), t = (size_t)snprintf(tmp, sizeof(tmp), "[UNK_BYTE_0x");
         for (size_t j = 0; j < k; j++)
-            n += (size_t)snprintf(buf + n, cap - n, "%02x", (uint8_t)u[j]);
-        memcpy(buf + n, text, len);
-        n += len;
-        buf[n++] = ']';
-        (void)start;
+            t += (size_t)snprintf(tmp + t, sizeof(tmp) - t, "%02x", (uint8_t)u[j]);
+        if (buf) {
+            memcpy(buf + n, tmp, t);
+            memcpy(buf + n + t, text, len);
+            buf[n + t + len] = ']';
+        }
+        n += t + len + 1;
     }
+    return n;
+}
+
+char *fl_bpe_decode_text(const char *text, size_t len, uint32_t *out_len)
+{
+    size_t n = decode_into(text, len, NULL);
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return NULL;
+    decode_into(text, len, buf);
     buf[n] = 0;
     *out_len = (uint32_t)n;
     return buf;

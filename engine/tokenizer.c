@@ -249,6 +249,12 @@ static int load_special_ids(struct fl_tokenizer *tok, const struct gguf_file *f,
                               gguf_name(f), ids[i].key, (long long)v, tok->n_vocab);
         *ids[i].id = (int32_t)v;
     }
+    /* A BOS/EOS the file asks for must exist; one only implied by the model
+     * or pre-tokenizer defaults is dropped when the vocabulary lacks it. */
+    if (tok->bos < 0)
+        tok->add_bos = false;
+    if (tok->eos < 0)
+        tok->add_eos = false;
     int rc = get_bool(f, KEY("add_bos_token"), &tok->add_bos, err);
     if (!rc)
         rc = get_bool(f, KEY("add_eos_token"), &tok->add_eos, err);

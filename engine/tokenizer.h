@@ -79,7 +79,9 @@ int32_t fl_token_lookup(const struct fl_tokenizer *tok, const char *text, size_t
  * turns control-token texts in the input into those tokens.
  * Returns the number of tokens n and writes them to out when n <= max;
  * -ENOSPC when max is too small (call with out = NULL, max = 0 to learn n);
- * -EINVAL for bad arguments, -ENOMEM. */
+ * -EINVAL for bad arguments (or a regex match limit hit by pathological
+ * input), -EILSEQ when an SPM vocabulary has neither a byte token nor an
+ * unknown token for some byte, -ENOMEM. */
 int fl_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
                 bool add_special, bool parse_special, int32_t *out, int max);
 

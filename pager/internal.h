@@ -67,6 +67,7 @@ struct pg_slot {            /* a pinned staging buffer for one unit */
     uint64_t size;
     uint32_t unit;
     bool busy;
+    bool refill;            /* a re-copy of a resident unit */
     int left;               /* reads not completed */
     int err;
     uint64_t err_off;

@@ -68,7 +68,8 @@ int pg_io_open(struct pager *p, struct fl_err *err)
         (sx.stx_mask & STATX_DIOALIGN)) {
         if (sx.stx_dio_offset_align == 0) { /* the file system has no O_DIRECT */
             if (p->cfg.direct == PAGER_DIRECT_ON)
-                return fl_err_set(err, -EINVAL, "%s: file system does not support O_DIRECT", p->path);
+                return fl_err_set(err, -EINVAL, "%s: file system does not support O_DIRECT",
+                                  p->path);
             return 0;
         }
         align = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
@@ -255,12 +256,13 @@ static void read_submit(struct pager *p, struct pg_read *rd, int fd)
 }
 
 /* Lays a unit's reads out in a free slot and submits them. */
-static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit)
+static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit, bool refill)
 {
     const struct pg_unit *u = &p->units[unit];
     uint64_t al = p->direct ? p->dio_align : p->page, pos = 0;
     s->busy = true;
     s->unit = unit;
+    s->refill = refill;
     s->left = (int)u->n;
     s->err = 0;
     for (uint32_t k = 0; k < u->n; k++) {
@@ -326,7 +328,6 @@ static int slot_install(struct pager *p, struct pg_slot *s)
 static void slot_finish(struct pager *p, struct pg_slot *s)
 {
     struct pg_unit *u = &p->units[s->unit];
-    bool refill = u->refill;
     if (s->err == 0)
         slot_install(p, s);
     pthread_mutex_lock(&p->mu);
@@ -337,7 +338,7 @@ static void slot_finish(struct pager *p, struct pg_slot *s)
                 t ? t->name : "?", u->layer, u->expert, (unsigned long long)s->err_off,
                 s->err == -ENODATA ? "short read (file truncated?)" : strerror(-s->err));
     }
-    pg_load_done_locked(p, s->unit, refill, s->err);
+    pg_load_done_locked(p, s->unit, s->refill, s->err);
     pthread_mutex_unlock(&p->mu);
     s->busy = false;
 }
@@ -407,7 +408,7 @@ static int start_loads(struct pager *p)
             break;
         s->busy = true;
         pthread_mutex_unlock(&p->mu);
-        slot_start(p, s, u);
+        slot_start(p, s, u, refill);
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);

@@ -67,7 +67,9 @@ struct pager_config {
     void *tier_ctx;
     enum pager_mode mode;
     enum pager_direct direct;  /* O_DIRECT for reads (auto: when the file system supports it) */
-    unsigned watchdog_ms;      /* a fault unresolved by a stuck handler for this long fails the pager; 0 → 10000 */
+    /* A fault left unresolved this long (stuck or dead handler, stalled read)
+     * fails the pager; 0 → 10000. */
+    unsigned watchdog_ms;
     bool quiet;                /* do not print the one-line explicit-mode notice to stderr */
     struct pager_hooks hooks;
 };

@@ -69,29 +69,38 @@ static int push_unit(struct pager *p, uint32_t *cap, int layer, int expert)
 static int layout_experts(struct pager *p, const int32_t *tlayer, const uint8_t *tkind,
                           const int32_t *tnexp, uint32_t *ucap, uint32_t *rcap)
 {
-    int64_t nt = gguf_n_tensors(p->g);
-    for (int l = 0; l < p->n_layers; l++) {
-        for (int e = 0; e < p->n_expert; e++) {
+    int64_t nt = gguf_n_tensors(p->g), n = 0;
+    int64_t *mine = malloc(sizeof(int64_t) * ((size_t)nt + 1)); /* one layer's tensors */
+    if (!mine)
+        return -ENOMEM;
+    int rc = 0;
+    for (int l = 0; l < p->n_layers && rc == 0; l++) {
+        n = 0;
+        for (int64_t i = 0; i < nt; i++)
+            if (tlayer[i] == l)
+                mine[n++] = i;
+        for (int e = 0; e < p->n_expert && rc == 0; e++) {
             bool any = false;
-            for (int64_t i = 0; i < nt; i++) {
+            for (int64_t k = 0; k < n && rc == 0; k++) {
+                int64_t i = mine[k];
                 const struct gguf_tensor *t = gguf_tensor(p->g, i);
-                if (tlayer[i] != l || e >= tnexp[i])
+                if (e >= tnexp[i])
                     continue;
-                if (!any && push_unit(p, ucap, l, e) < 0)
-                    return -ENOMEM;
+                if (!any && (rc = push_unit(p, ucap, l, e)) < 0)
+                    break;
                 any = true;
                 uint64_t slice = t->nbytes / (uint64_t)tnexp[i];
                 struct pg_range r = { t->offset + (uint64_t)e * slice, slice,
                                       p->n_units - 1, (int32_t)i, tkind[i] };
-                if (push_range(p, rcap, r) < 0)
-                    return -ENOMEM;
-                p->units[p->n_units - 1].n++;
+                if ((rc = push_range(p, rcap, r)) == 0)
+                    p->units[p->n_units - 1].n++;
             }
-            if (any)
+            if (any && rc == 0)
                 p->unit_of[l * p->n_expert + e] = (int32_t)(p->n_units - 1);
         }
     }
-    return 0;
+    free(mine);
+    return rc;
 }
 
 /* Units for non-expert disk-tier tensors: 2 MiB file-aligned chunks. */

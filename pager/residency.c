@@ -125,6 +125,7 @@ static void evict_locked(struct pager *p, uint32_t u)
     lru_remove(p, u);
     n->state = PG_ABSENT; /* first, so that page_droppable does not count it */
     n->by_prefetch = false;
+    n->refill = false;
     drop_pages(p, u);
     p->charged -= n->charge;
     pg_inc(&n->st.evictions, 1);
@@ -166,6 +167,8 @@ void pg_request_locked(struct pager *p, uint32_t u, bool demand)
         if (n->state != PG_ABSENT)
             return;
         n->state = PG_QUEUED;
+        if (n->prefetch)
+            return; /* its old entry is still in the queue and will serve */
         n->prefetch = true;
         q_push(&p->pq, u);
     }
@@ -198,6 +201,8 @@ static uint32_t next_demand(struct pager *p, bool *refill, bool *blocked)
             *refill = true;
             return u;
         }
+        if (n->state == PG_ABSENT)
+            n->state = PG_QUEUED; /* evicted while its re-copy waited: load it */
         if (n->state != PG_QUEUED) {
             q_pop(&p->dq);
             n->demand = false;

@@ -110,7 +110,8 @@ void pager_stats_print(const struct pager *p, FILE *out)
             ", misses %" PRIu64 " (hit rate %.1f%%)\n", acc, t.cache_hits, t.prefetch_hits,
             t.misses, acc ? 100.0 * (double)(t.cache_hits + t.prefetch_hits) / (double)acc : 0.0);
     fprintf(out, "  faults %" PRIu64 " (%" PRIu64 " started a load), prefetches %" PRIu64
-            ", loads %" PRIu64 ", evictions %" PRIu64 ", read %.1f MiB, retried reads %" PRIu64 "\n",
+            ", loads %" PRIu64 ", evictions %" PRIu64 ", read %.1f MiB, retried reads %" PRIu64
+            "\n",
             t.faults, t.fault_loads, t.prefetches, t.loads, t.evictions,
             (double)t.bytes_read / (1 << 20), t.reads_retried);
     fprintf(out, "  stalls %" PRIu64 ", mean %.1f us; histogram (us):", t.stall_count,

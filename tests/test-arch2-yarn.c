@@ -178,6 +178,51 @@ static void test_swiglu_oai(void)
     printf("swiglu_oai: ok\n");
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Group masks against a sort-based evaluation of the definition. */
+static void test_group_mask(void)
+{
+    /* 4 groups of 4: sums of the two best are 1.5, 0.3, 1.9, 1.0 -> groups 2, 0 */
+    const float sel[16] = { 1.0f, 0.5f, 0.1f, 0.0f,  0.1f, 0.2f, 0.0f, 0.0f,
+                            0.9f, 0.2f, 1.0f, 0.3f,  0.9f, 0.1f, 0.0f, 0.1f };
+    float mask[16];
+    arch2_group_mask(sel, 16, 4, 2, mask);
+    for (int e = 0; e < 16; e++) {
+        int allowed = e / 4 == 0 || e / 4 == 2;
+        CHECK(allowed ? mask[e] == 0.0f : isinf(mask[e]) && mask[e] < 0, "mask[%d] = %g", e,
+              mask[e]);
+    }
+    uint32_t s = 12345;
+    for (int trial = 0; trial < 200; trial++) {
+        const int groups = 2 + trial % 7, per = 2 + trial % 5, n = groups * per;
+        const int used = 1 + trial % groups;
+        float v[64], m[64], gs[16], sorted[16];
+        for (int i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            v[i] = (float)(s >> 8) / 16777216.0f;
+        }
+        arch2_group_mask(v, n, groups, used, m);
+        for (int g = 0; g < groups; g++) {
+            float tmp[8];
+            for (int i = 0; i < per; i++)
+                tmp[i] = v[g * per + i];
+            qsort(tmp, per, sizeof(float), cmp_desc);
+            gs[g] = sorted[g] = tmp[0] + tmp[1];
+        }
+        qsort(sorted, groups, sizeof(float), cmp_desc);
+        for (int e = 0; e < n; e++) {
+            int allowed = gs[e / per] >= sorted[used - 1];
+            CHECK(allowed == (m[e] == 0.0f), "trial %d: expert %d mask %g", trial, e, m[e]);
+        }
+    }
+    printf("group mask: ok\n");
+}
+
 int main(void)
 {
     test_corr_dims();
@@ -189,6 +234,7 @@ int main(void)
               1.0, 0.0f);
     test_gguf("tests/data/qwen3moe-tiny-F16.gguf", "qwen3moe", 32, 1e6f, 1.0f, 0.0f, 1.0, 0.0f);
     test_swiglu_oai();
+    test_group_mask();
     printf(failures ? "FAILED (%d)\n" : "all ok\n", failures);
     return failures ? 1 : 0;
 }

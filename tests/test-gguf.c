@@ -10,6 +10,7 @@
  *    expected message at the expected byte.
  * 5. gguf_open on real files: growth past the first chunk, 64-bit offsets in
  *    a sparse file, and I/O errors. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -326,6 +327,54 @@ static void test_models(void)
         gguf_close(f);
         printf("ok   %s: %d tensors, types as in the README\n", models[m].file, models[m].n_tensors);
     }
+}
+
+/* Any other model dropped into tests/data must parse too. */
+static void test_all_data_files(void)
+{
+    const char *src = getenv("FL_SOURCE_DIR");
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/tests/data", src ? src : ".");
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot list %s", dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".gguf"))
+            continue;
+        struct gguf_file *f = NULL;
+        struct fl_err err = { { 0 } };
+        CHECK(gguf_open(data_path(e->d_name), &f, &err) == 0, "%s", err.msg);
+        if (f)
+            check_invariants(f, e->d_name);
+        gguf_close(f);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    CHECK(n >= 5, "only %d .gguf files in %s", n, dir);
+    printf("ok   all %d tests/data/*.gguf files parse\n", n);
+}
+
+/* A header that would need more than the reader's cap is refused before
+ * anything is read or allocated for it. */
+static void test_header_cap(void)
+{
+    struct gb b = { 0 };
+    head(&b, 3, 0, 1);
+    str(&b, "huge"); u32(&b, GGUF_VT_ARRAY);
+    size_t at = b.len;
+    u32(&b, GGUF_VT_UINT8); u64(&b, 300ull << 20);
+    struct gguf_file *f = NULL;
+    struct fl_err err = { { 0 } };
+    char want[64];
+    int rc = gguf_parse(b.buf, b.len, 1ull << 40, "cap", &f, &err);
+    snprintf(want, sizeof(want), "at byte %zu", at + 12);
+    CHECK(rc == -EINVAL && strstr(err.msg, "header larger than 256 MiB") && strstr(err.msg, want),
+          "header cap: %s", err.msg);
+    gguf_close(f);
+    free(b.buf);
+    printf("ok   a 300 MiB array in a 1 TiB file: %s\n", err.msg);
 }
 
 /* --- 2. truncation ------------------------------------------------------------------ */
@@ -757,7 +806,9 @@ int main(void)
         return 1;
     }
     test_models();
+    test_all_data_files();
     test_small_values();
+    test_header_cap();
 
     struct gb small = { 0 };
     size_t small_header = build_small(&small);

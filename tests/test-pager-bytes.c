@@ -127,6 +127,79 @@ static int run_one(const struct run *r)
     return 0;
 }
 
+/* uffd mode: a page of a resident expert that disappears (dropped behind
+ * the pager's back) faults again and is copied back with the file's bytes. */
+static void run_refill(struct t_model *m)
+{
+    struct pager_config c;
+    struct pager *p;
+    struct fl_err err = { { 0 } };
+    t_config(&c, m, PAGER_MODE_UFFD, m->size);
+    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        CHECK(0, "refill: %s", err.msg);
+        return;
+    }
+    const struct moe_layout *ml = m->ml;
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    int done = 0;
+    for (int l = 0; l < ml->n_layer && done < 4; l++) {
+        const struct moe_expert_tensor *et = &ml->layers[l].role[MOE_DOWN];
+        for (int e = 0; ml->layers[l].is_moe && et->t && e < ml->layers[l].n_expert; e += 3) {
+            CHECK(pager_acquire(p, l, e) == 0, "refill: acquire");
+            pager_release(p, l, e);
+            uint64_t page = (moe_expert_offset(et, e) + pg - 1) / pg * pg;
+            if (page + pg > moe_expert_offset(et, e) + et->expert_bytes)
+                continue;
+            madvise((void *)(pager_base(p) + page), pg, MADV_DONTNEED);
+            CHECK(!t_expert_pages_resident(m, pager_base(p), l, e), "refill: page still there");
+            CHECK(t_expert_diff(m, pager_base(p), l, e) == 0, "refill: expert %d/%d wrong", l, e);
+            done++;
+        }
+    }
+    struct pager_totals t;
+    pager_stats_totals(p, &t);
+    CHECK(done > 0 && t.faults >= (uint64_t)done && pager_error(p, NULL) == 0,
+          "refill: %d pages dropped, %llu faults", done, (unsigned long long)t.faults);
+    printf("  uffd refill of %d dropped pages of resident experts: bytes right\n", done);
+    pager_close(p);
+}
+
+static enum pager_tier all_on_disk(void *ctx, int64_t i)
+{
+    (void)ctx;
+    (void)i;
+    return PAGER_TIER_DISK;
+}
+
+/* uffd mode with every tensor paged: non-expert tensors fault in 2 MiB
+ * chunks; random unannounced reads must still give the file's bytes. */
+static void run_all_disk(struct t_model *m)
+{
+    struct pager_config c;
+    struct pager *p;
+    struct fl_err err = { { 0 } };
+    t_config(&c, m, PAGER_MODE_UFFD, m->size);
+    c.tier = all_on_disk;
+    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        CHECK(0, "all on disk: %s", err.msg);
+        return;
+    }
+    uint64_t min = pager_min_budget(p);
+    pager_close(p);
+    c.ram_budget = min;
+    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        CHECK(0, "all on disk at the minimum: %s", err.msg);
+        return;
+    }
+    struct run r = { m, PAGER_MODE_UFFD, PAGER_DIRECT_AUTO, min, "uffd all tensors on disk" };
+    touch_loop(p, &r, 400);
+    acquire_loop(p, &r, 50);
+    touch_loop(p, &r, 100);
+    CHECK(pager_resident_bytes(p) <= min, "all on disk: over budget");
+    printf("  %-58s budget %llu\n", r.label, (unsigned long long)min);
+    pager_close(p);
+}
+
 static bool uffd_available(struct t_model *m)
 {
     struct pager_config c;
@@ -181,6 +254,10 @@ int main(void)
                     run_one(&r);
                 }
             }
+        }
+        if (uffd) {
+            run_all_disk(&m);
+            run_refill(&m);
         }
         t_model_close(&m);
     }

@@ -15,7 +15,7 @@
 struct inject {
     uint64_t lo, hi;   /* file bytes whose reads are hit */
     int mode;          /* 0 none, 1 EIO, 2 zero (EOF), 3 transient short+EINTR, 4 stall, 5 kill */
-    volatile int release;
+    int release;
     int seen;
 };
 
@@ -44,8 +44,11 @@ static void hook_fault(void *ctx, uint64_t off)
     (void)off;
     if (in->mode == 5)
         pthread_exit(NULL);
-    for (int i = 0; in->mode == 4 && !in->release && i < 2000; i++)
+    for (int i = 0; in->mode == 4 && i < 2000; i++) {
+        if (__atomic_load_n(&in->release, __ATOMIC_ACQUIRE))
+            break;
         usleep(5000);
+    }
 }
 
 struct toucher {
@@ -81,7 +84,8 @@ static int touch_guarded(const struct t_model *m, struct pager *p, uint64_t off,
         fprintf(stderr, "FAIL: a thread touching offset %llu hangs\n", (unsigned long long)off);
         _exit(1);
     }
-    CHECK(!t.zeros, "touch at %llu returned bytes that are not the file's", (unsigned long long)off);
+    CHECK(!t.zeros, "touch at %llu returned bytes that are not the file's",
+          (unsigned long long)off);
     return t.sig;
 }
 
@@ -266,7 +270,7 @@ static void test_handler(struct t_model *m, int kind)
           kind == 4 ? "stall" : "death", rc, err.msg);
     printf("  uffd handler %s: SIGBUS, acquire %d, \"%s\"\n", kind == 4 ? "stalled" : "killed",
            rc, err.msg);
-    in.release = 1;
+    __atomic_store_n(&in.release, 1, __ATOMIC_RELEASE);
     pager_close(p);
 }
 

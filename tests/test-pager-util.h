@@ -138,7 +138,8 @@ static inline uint64_t t_mincore_expert_bytes(const struct t_model *m, const uin
 }
 
 /* True when every whole page inside (layer, expert)'s slices is resident. */
-static inline bool t_expert_pages_resident(const struct t_model *m, const uint8_t *base, int l, int e)
+static inline bool t_expert_pages_resident(const struct t_model *m, const uint8_t *base, int l,
+                                           int e)
 {
     uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
     const struct moe_layer *ly = &m->ml->layers[l];

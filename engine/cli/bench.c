@@ -120,7 +120,8 @@ static void model_desc(struct eng_session *s, char *buf, size_t cap)
     if (gguf_get_int(eng_session_gguf(s), "general.file_type", &file_type) == 0 && file_type >= 0 &&
         file_type < (int64_t)(sizeof(names) / sizeof(names[0])) && names[file_type])
         ft = names[file_type];
-    snprintf(buf, cap, "%s %s", m->hp.arch, ft);
+    /* llama-bench names the size class ("8x7B") only for models it knows */
+    snprintf(buf, cap, "%s ?B %s", m->hp.arch, ft);
 }
 
 static void print_row(struct eng_session *s, const char *test, const double *ts, int reps)
@@ -133,7 +134,10 @@ static void print_row(struct eng_session *s, const char *test, const double *ts,
     const double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
     char model[64], size[32], params[32], tps[64];
     model_desc(s, model, sizeof(model));
-    const double bytes = (double)eng_session_file_size(s), np = (double)eng_session_n_params(s);
+    const struct eng_model *m = eng_session_model(s);
+    double bytes = 0, np = (double)eng_session_n_params(s);
+    for (int64_t i = 0; i < m->n_tensors; i++) /* tensor bytes, as llama-bench's size */
+        bytes += (double)m->tensors[i].nbytes;
     if (bytes < 1024.0 * 1024 * 1024)
         snprintf(size, sizeof(size), "%.2f MiB", bytes / 1024 / 1024);
     else

@@ -11,6 +11,7 @@ int cli_eval(int argc, char **argv);
 int cli_compare(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_trace(int argc, char **argv);
 
 #define FL_CLI_COMMANDS \
     { "version", cli_version, "print the version and the CPU features in use" }, \
@@ -19,6 +20,7 @@ int cli_bench(int argc, char **argv);
     { "eval", cli_eval, "write logits/routing files as llama.cpp's reference runs" }, \
     { "compare", cli_compare, "compare two logits (and routing) files" }, \
     { "run", cli_run, "generate text from a prompt" }, \
-    { "bench", cli_bench, "measure prompt and generation speed (llama-bench's table)" },
+    { "bench", cli_bench, "measure prompt and generation speed (llama-bench's table)" }, \
+    { "trace", cli_trace, "per-expert fault, I/O and copy latency with eBPF (docs/trace.md)" },
 
 #endif

@@ -23,6 +23,12 @@ static void print_str(FILE *out, const char *s, uint64_t len, uint64_t max)
         fputs("...", out);
 }
 
+/* GGUF strings may hold anything; one line each, and not too long. */
+static void print_cstr(FILE *out, const char *s)
+{
+    print_str(out, s, strlen(s), 96);
+}
+
 static void print_scalar(FILE *out, const struct gguf_value *v)
 {
     char buf[32];
@@ -76,10 +82,12 @@ static void text_header(FILE *out, const struct inspect_model *m)
             gguf_alignment(f));
     fprintf(out, "file size:        ");
     print_size(out, gguf_file_size(f));
-    fprintf(out, "\narchitecture:     %s\n", m->arch ? m->arch : "(none)");
+    fprintf(out, "\narchitecture:     ");
+    print_cstr(out, m->arch ? m->arch : "(none)");
+    fputc('\n', out);
     if (m->model_name) {
         fprintf(out, "name:             ");
-        print_str(out, m->model_name, strlen(m->model_name), 96);
+        print_cstr(out, m->model_name);
         fputc('\n', out);
     }
 }
@@ -114,9 +122,12 @@ static void print_opt_int(FILE *out, const char *label, int64_t v)
 static void text_tokenizer(FILE *out, const struct inspect_model *m)
 {
     const struct inspect_tokenizer *t = &m->tok;
-    fprintf(out, "tokenizer:        %s", t->model ? t->model : "(none)");
-    if (t->pre)
-        fprintf(out, ", pre %s", t->pre);
+    fprintf(out, "tokenizer:        ");
+    print_cstr(out, t->model ? t->model : "(none)");
+    if (t->pre) {
+        fprintf(out, ", pre ");
+        print_cstr(out, t->pre);
+    }
     print_opt_int(out, "vocab", t->n_vocab);
     print_opt_int(out, "merges", t->n_merges);
     print_opt_int(out, "bos", t->bos);

@@ -11,17 +11,19 @@
 enum fl_cpu_level { FL_CPU_SCALAR = 0, FL_CPU_AVX2 = 1, FL_CPU_AVX512 = 2 };
 
 /* Largest register tile any level uses (rows x tokens). */
-#define FL_TILE_MAX_R 4
+#define FL_TILE_MAX_R 8
 #define FL_TILE_MAX_C 4
 
 /* A register-tile kernel: for r < nr, c < nc,
  *   y[c][r] = dot(row r of W, x[c]) over n values,
  * row r at (const char *)w + r * w_stride, x[c] a row of the weight type's
- * vec_dot_type. Each y value is computed by the same instructions whatever
+ * vec_dot_type. xsum is NULL or, for Q8_0 activations, xsum[c] points at the
+ * per-block sums of x[c]'s quants (kernels that need them compute them when
+ * xsum is NULL). Each y value is computed by the same instructions whatever
  * nr and nc are (see matmul.h, "Determinism"). 1 <= nr <= tile_r,
  * 1 <= nc <= tile_c. */
 typedef void (*fl_tile_fn)(int n, int nr, const void *w, size_t w_stride, int nc,
-                           const void *const *x, float *const *y);
+                           const void *const *x, const int16_t *const *xsum, float *const *y);
 
 /* Activation quantizer for one row (n a multiple of the block size). */
 typedef void (*fl_act_quant_fn)(const float *x, void *y, int64_t n);

@@ -1,7 +1,19 @@
-/* kern-avx512.c: the x86 kernels for AVX-512 CPUs with VNNI. They stay on
- * 256-bit vectors (no frequency licence drop, same lane layout as AVX2) and
- * use AVX-512's 32 registers for larger tiles and VNNI for the integer dot
- * products, which give the same int32 lanes as AVX2's maddubs/madd. */
+/* kern-avx512.c: the x86 kernels for AVX-512 CPUs with VNNI.
+ *
+ * The shared x86 kernels (kern-x86.inc) are compiled here with VNNI and
+ * AVX-512's 32 registers for larger tiles; they stay on 256-bit vectors
+ * (no frequency licence drop; AMD Zen 4 splits 512-bit ops anyway).
+ *
+ * On top, "row-transposed" kernels for the Q8_0 family: 8 weight rows are
+ * loaded and transposed so that each int32 lane belongs to one row; every
+ * 4 activation bytes are broadcast to all lanes and one VNNI instruction
+ * advances 8 dot products. Scales then apply once per block for 8 rows
+ * instead of once per row, about half the instructions of the per-row
+ * kernel. Their float arithmetic per output is a plain sequence over the
+ * blocks: acc = fma((float)S_b, d_w * d_x, acc) with S_b the block's exact
+ * integer dot product, the same for every tile shape (so the results do
+ * not depend on threads or batch shape, but differ in the last bits from
+ * the AVX2 kernels, which accumulate in 8 lanes). */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
@@ -13,8 +25,230 @@
 #define FL_FC 4
 #include "engine/cpu/kern-x86.inc"
 
+#define T8_C 4 /* tokens per transposed tile */
+
+/* v[j] lane r <- v[r] lane j: the 8x8 transpose of 32-bit elements */
+FL_INL void transpose8(__m256i v[8])
+{
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        v[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* 4 bytes at p in every lane, straight from memory (a load, no shuffle) */
+FL_INL __m256i bcast4(const int8_t *p)
+{
+    return _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)p));
+}
+
+/* sum of a Q8_0 block's quants */
+FL_INL int q8_sum(const struct fl_block_q8_0 *b)
+{
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                          _mm256_loadu_si256((const __m256i *)b->qs));
+    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    return _mm_cvtsi128_si32(v) + _mm_extract_epi32(v, 1);
+}
+
+/* Rows nr..7 of a tile are zero (scale 0) and never stored. The weights go
+ * to the unsigned side of VNNI as w + 128; S = sum (w+128) x - 128 sum x. */
+#define FL_T8_FAMILY(T)                                                            \
+    FL_INL void t8_##T##_rc(int n, const int nr, const char *w, size_t ws,         \
+                            const int nc, const void *const *x,                   \
+                            const int16_t *const *xsum, float *const *y)           \
+    {                                                                              \
+        __m256 acc[T8_C];                                                          \
+        for (int c = 0; c < nc; c++)                                               \
+            acc[c] = _mm256_setzero_ps();                                          \
+        for (int b = 0; b < n / 32; b++) {                                         \
+            __m256i v[8];                                                          \
+            float d[8];                                                            \
+            for (int r = 0; r < 8; r++) {                                          \
+                if (r < nr) {                                                      \
+                    v[r] = unpack_##T((const struct fl_block_##T *)(w + r * ws) + b, &d[r]); \
+                    prefetch_ahead((const struct fl_block_##T *)(w + r * ws) + b + 2 * FL_PF, \
+                                   sizeof(struct fl_block_##T));                  \
+                } else {                                                           \
+                    v[r] = _mm256_setzero_si256();                                 \
+                    d[r] = 0.0f;                                                   \
+                }                                                                  \
+            }                                                                      \
+            transpose8(v);                                                         \
+            for (int j = 0; j < 8; j++)                                            \
+                v[j] = _mm256_xor_si256(v[j], _mm256_set1_epi8((char)0x80));       \
+            const __m256 dw = _mm256_loadu_ps(d);                                  \
+            FL_UNROLL for (int c = 0; c < nc; c++) {                               \
+                const struct fl_block_q8_0 *yb = (const struct fl_block_q8_0 *)x[c] + b; \
+                const int sy = xsum ? xsum[c][b] : q8_sum(yb);                     \
+                __m256i s = _mm256_set1_epi32(-128 * sy);                          \
+                for (int j = 0; j < 8; j++)                                        \
+                    s = _mm256_dpbusd_epi32(s, v[j], bcast4(yb->qs + 4 * j));      \
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),                    \
+                                         _mm256_mul_ps(dw, _mm256_set1_ps(h2f(yb->d))), acc[c]); \
+            }                                                                      \
+        }                                                                          \
+        for (int c = 0; c < nc; c++) {                                             \
+            if (nr == 8) {                                                         \
+                _mm256_storeu_ps(y[c], acc[c]);                                    \
+            } else {                                                               \
+                float o[8];                                                        \
+                _mm256_storeu_ps(o, acc[c]);                                       \
+                memcpy(y[c], o, (size_t)nr * sizeof(float));                       \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    static FL_TGT void t8_##T(int n, int nr, const void *w, size_t ws, int nc,     \
+                              const void *const *x, const int16_t *const *xsum,    \
+                              float *const *y)                                     \
+    {                                                                              \
+        switch (nc) {                                                              \
+        case 1: t8_##T##_rc(n, nr, w, ws, 1, x, xsum, y); break;                   \
+        case 2: t8_##T##_rc(n, nr, w, ws, 2, x, xsum, y); break;                   \
+        case 3: t8_##T##_rc(n, nr, w, ws, 3, x, xsum, y); break;                   \
+        default: t8_##T##_rc(n, nr, w, ws, 4, x, xsum, y); break;                  \
+        }                                                                          \
+    }                                                                              \
+    static FL_TGT void t8_vec_dot_##T(int n, float *s, const void *vx, const void *vy) \
+    {                                                                              \
+        const void *xs[1] = { vy };                                                \
+        float *ys[1] = { s };                                                      \
+        t8_##T##_rc(n, 1, vx, 0, 1, xs, NULL, ys);                                 \
+    }
+
+FL_T8_FAMILY(q8_0)
+FL_T8_FAMILY(q4_0)
+FL_T8_FAMILY(iq4_nl)
+FL_T8_FAMILY(mxfp4)
+
+/* Q4_K, row-transposed: per block and row, S = sum_k scale_k * dot_k and
+ * M = sum_k min_k * (bsum_2k + bsum_2k+1), both exact integers; then
+ * acc = fma(S, d * dx, acc), acc = fma(-M, dmin * dx, acc). The 32 quant bytes
+ * of a sub-block pair are transposed once and split into low nibbles
+ * (sub-block 2i) and high nibbles (2i+1). */
+FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int nc,
+                       const void *const *x, float *const *y)
+{
+    __m256 acc[T8_C];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int b = 0; b < n / FL_QK_K; b++) {
+        const struct fl_block_q4_K *blk[8];
+        /* transposed scales and mins live in memory: the quant loop needs
+         * all 32 registers */
+        __m256i sv[8], mv[8];
+        float d[8], dmin[8];
+        for (int r = 0; r < 8; r++) {
+            blk[r] = (const struct fl_block_q4_K *)(w + (r < nr ? r : 0) * ws) + b;
+            prefetch_ahead(blk[r] + FL_PF, sizeof(*blk[r]));
+            const __m128i sm = r < nr ? scales_mins_k4(blk[r]->scales) : _mm_setzero_si128();
+            sv[r] = _mm256_cvtepu8_epi32(sm);
+            mv[r] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)); /* 8 mins, int16 */
+            d[r] = r < nr ? h2f(blk[r]->d) : 0.0f;
+            dmin[r] = r < nr ? h2f(blk[r]->dmin) : 0.0f;
+        }
+        transpose8(sv); /* sv[k] lane r: scale k of row r */
+        transpose8(mv); /* mv[p] lane r: mins 2p, 2p+1 of row r (p < 4) */
+        _Alignas(32) int32_t svm[8][8], mvm[4][8];
+        for (int k = 0; k < 8; k++)
+            _mm256_store_si256((__m256i *)svm[k], sv[k]);
+        for (int p = 0; p < 4; p++)
+            _mm256_store_si256((__m256i *)mvm[p], mv[p]);
+        __m256i S[T8_C];
+        for (int c = 0; c < nc; c++)
+            S[c] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            __m256i q[8], qh[8];
+            for (int r = 0; r < 8; r++)
+                q[r] = _mm256_loadu_si256((const __m256i *)(blk[r]->qs + 32 * i));
+            transpose8(q);
+            for (int j = 0; j < 8; j++) {
+                qh[j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
+                q[j] = _mm256_and_si256(q[j], m4);
+            }
+            const __m256i s0 = _mm256_load_si256((const __m256i *)svm[2 * i]);
+            const __m256i s1 = _mm256_load_si256((const __m256i *)svm[2 * i + 1]);
+            FL_UNROLL for (int c = 0; c < nc; c++) {
+                const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + 64 * i;
+                __m256i t0 = _mm256_setzero_si256(), t1 = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++) {
+                    t0 = _mm256_dpbusd_epi32(t0, q[j], bcast4(yq + 4 * j));
+                    t1 = _mm256_dpbusd_epi32(t1, qh[j], bcast4(yq + 32 + 4 * j));
+                }
+                S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(t0, s0),
+                                                               _mm256_mullo_epi32(t1, s1)));
+            }
+        }
+        const __m256 dv = _mm256_loadu_ps(d), dminv = _mm256_loadu_ps(dmin);
+        FL_UNROLL for (int c = 0; c < nc; c++) {
+            const struct fl_block_q8_K *yb = (const struct fl_block_q8_K *)x[c] + b;
+            /* bsums of the 32-value sub-blocks, as int16 pairs to broadcast */
+            const __m128i lo = _mm_loadu_si128((const __m128i *)yb->bsums);
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(yb->bsums + 8));
+            int16_t bs[8];
+            _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(lo, hi));
+            __m256i M = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++)
+                M = _mm256_dpwssd_epi32(M, _mm256_load_si256((const __m256i *)mvm[p]),
+                                        bcast4((const int8_t *)(bs + 2 * p)));
+            const __m256 dy = _mm256_set1_ps(yb->d);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dy), acc[c]);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
+                                     _mm256_mul_ps(dminv, dy), acc[c]);
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        float o[8];
+        _mm256_storeu_ps(o, acc[c]);
+        memcpy(y[c], o, (size_t)nr * sizeof(float));
+    }
+}
+
+static FL_TGT void t8_q4_K(int n, int nr, const void *w, size_t ws, int nc, const void *const *x,
+                           const int16_t *const *xsum, float *const *y)
+{
+    (void)xsum;
+    switch (nc) {
+    case 1: t8_q4_K_rc(n, nr, w, ws, 1, x, y); break;
+    case 2: t8_q4_K_rc(n, nr, w, ws, 2, x, y); break;
+    case 3: t8_q4_K_rc(n, nr, w, ws, 3, x, y); break;
+    default: t8_q4_K_rc(n, nr, w, ws, 4, x, y); break;
+    }
+}
+
+static FL_TGT void t8_vec_dot_q4_K(int n, float *s, const void *vx, const void *vy)
+{
+    const void *xs[1] = { vy };
+    float *ys[1] = { s };
+    t8_q4_K_rc(n, 1, vx, 0, 1, xs, ys);
+}
+
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
 {
     install_avx512(k);
+#define FL_SET_T8(T, ID)                   \
+    k->tile[ID] = t8_##T;                  \
+    k->vec_dot[ID] = t8_vec_dot_##T;       \
+    k->tile_r[ID] = 8;                     \
+    k->tile_c[ID] = T8_C;
+    FL_SET_T8(q8_0, FL_TYPE_Q8_0)
+    FL_SET_T8(q4_0, FL_TYPE_Q4_0)
+    FL_SET_T8(iq4_nl, FL_TYPE_IQ4_NL)
+    FL_SET_T8(mxfp4, FL_TYPE_MXFP4)
+    FL_SET_T8(q4_K, FL_TYPE_Q4_K)
+#undef FL_SET_T8
     k->name = "avx512";
 }

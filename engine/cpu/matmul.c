@@ -40,11 +40,20 @@ static int check_row_len(uint32_t type, int64_t n)
     return 0;
 }
 
+/* Q8_0 activations carry per-block sums after the rows, from a 64-byte
+ * boundary. */
+static size_t sums_offset(int64_t n_in, int64_t n_tok)
+{
+    return ((size_t)n_tok * fl_row_size(FL_TYPE_Q8_0, n_in) + 63) & ~(size_t)63;
+}
+
 size_t fl_matmul_scratch_size(uint32_t w_type, int64_t n_in, int64_t n_tok)
 {
     const int at = fl_act_type(w_type);
     if (at < 0 || at == FL_TYPE_F32 || n_tok <= 0 || check_row_len((uint32_t)at, n_in) < 0)
         return 0;
+    if (at == FL_TYPE_Q8_0)
+        return sums_offset(n_in, n_tok) + (size_t)(n_tok * (n_in / FL_QK8_0)) * sizeof(int16_t);
     return (size_t)n_tok * fl_row_size((uint32_t)at, n_in);
 }
 
@@ -57,7 +66,18 @@ struct quant_job {
     int blck;
     size_t blk_bytes, stride;
     char *dst;
+    int16_t *sums;           /* Q8_0: per-block sums of the quants, or NULL */
 };
+
+static void block_sums(const struct fl_block_q8_0 *b, int16_t *out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int s = 0;
+        for (int j = 0; j < FL_QK8_0; j++)
+            s += b[i].qs[j];
+        out[i] = (int16_t)s;
+    }
+}
 
 /* Thread ith quantizes a contiguous range of the n_tok * nb blocks, so a
  * single long row is split too. */
@@ -69,8 +89,10 @@ static void quant_run(void *arg, int ith, int nth)
     while (u0 < u1) {
         const int64_t t = u0 / j->nb, b0 = u0 % j->nb;
         const int64_t b1 = (u1 - t * j->nb) < j->nb ? u1 - t * j->nb : j->nb;
-        j->fn(j->x + t * j->ldx + b0 * j->blck, j->dst + (size_t)t * j->stride + (size_t)b0 * j->blk_bytes,
-              (b1 - b0) * j->blck);
+        char *dst = j->dst + (size_t)t * j->stride + (size_t)b0 * j->blk_bytes;
+        j->fn(j->x + t * j->ldx + b0 * j->blck, dst, (b1 - b0) * j->blck);
+        if (j->sums)
+            block_sums((const struct fl_block_q8_0 *)dst, j->sums + t * j->nb + b0, b1 - b0);
         u0 = t * j->nb + b1;
     }
 }
@@ -84,6 +106,7 @@ int fl_quantize_act(struct fl_pool *pool, uint32_t w_type, const float *x, int64
     out->type = (uint32_t)at;
     out->n_in = n_in;
     out->n_tok = n_tok;
+    out->sums = NULL;
     if (at == FL_TYPE_F32) {
         out->data = x;
         out->row_stride = (size_t)ldx * sizeof(float);
@@ -99,8 +122,11 @@ int fl_quantize_act(struct fl_pool *pool, uint32_t w_type, const float *x, int64
     };
     if (!j.fn)
         return -EINVAL;
+    if (at == FL_TYPE_Q8_0)
+        j.sums = (int16_t *)((char *)scratch + sums_offset(n_in, n_tok));
     out->data = scratch;
     out->row_stride = j.stride;
+    out->sums = j.sums;
     if (n_tok * n_in < FL_MM_QUANT_SERIAL)
         quant_run(&j, 0, 1);
     else
@@ -130,17 +156,20 @@ struct mm_job {
 static void mm_tile(const struct mm_job *j, int64_t r0, int nr, int64_t t0, int nc)
 {
     const void *xs[FL_TILE_MAX_C];
+    const int16_t *sums[FL_TILE_MAX_C];
     float *ys[FL_TILE_MAX_C];
+    const int64_t nb = j->n_in / FL_QK8_0;
     for (int c = 0; c < nc; c++) {
         const int64_t t = t0 + c;
         const int64_t src = j->rows ? j->rows[t] : t;
         const int64_t dst = j->out_rows ? j->out_rows[t] : t;
         xs[c] = (const char *)j->xq->data + (size_t)src * j->xq->row_stride;
+        sums[c] = j->xq->sums ? j->xq->sums + src * nb : NULL;
         ys[c] = j->y + dst * j->ldy + r0;
     }
     const char *w = j->w + (size_t)r0 * j->ws;
     if (j->tile) {
-        j->tile(j->n_in, nr, w, j->ws, nc, xs, ys);
+        j->tile(j->n_in, nr, w, j->ws, nc, xs, j->xq->sums ? sums : NULL, ys);
         return;
     }
     for (int c = 0; c < nc; c++)

@@ -51,6 +51,9 @@ struct fl_qact {
     int64_t n_in;
     int64_t n_tok;
     size_t row_stride;
+    /* Q8_0 only (else NULL): the sum of each block's 32 quants, n_in/32 per
+     * row, row t at sums + t * (n_in/32); some kernels need them. */
+    const int16_t *sums;
 };
 
 /* The vec_dot_type activations must be in for weights of w_type, or -1
@@ -58,12 +61,13 @@ struct fl_qact {
 int fl_act_type(uint32_t w_type);
 
 /* Bytes of scratch fl_matmul / fl_quantize_act need for n_tok rows of n_in
- * activations against w_type weights (0 for F32). Scratch needs no
- * particular alignment and may be reused between calls. */
+ * activations against w_type weights (0 for F32). Scratch must be aligned
+ * as malloc aligns (16 bytes; 64 is best) and may be reused between calls. */
 size_t fl_matmul_scratch_size(uint32_t w_type, int64_t n_in, int64_t n_tok);
 
 /* Quantizes x [n_tok][n_in] (rows ldx floats apart; ldx = n_in when dense)
- * for w_type weights into scratch and describes the result in *out.
+ * for w_type weights into scratch and describes the result in *out (build
+ * a struct fl_qact only this way).
  * Returns 0, or -EINVAL when w_type is unknown / n_in not a multiple of its
  * block size. */
 int fl_quantize_act(struct fl_pool *pool, uint32_t w_type, const float *x, int64_t n_in,

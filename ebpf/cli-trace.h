@@ -1,0 +1,25 @@
+/* cli-trace.h: what the parts of `faultline trace` share (private). */
+#ifndef FL_CLI_TRACE_H
+#define FL_CLI_TRACE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "ebpf/trace-stats.h"
+
+struct trace_args {
+    const char *out, *report;
+    double interval;
+    int top;
+    bool quiet;
+    pid_t pid;
+    char **cmd;          /* after "--" */
+};
+
+/* Tables to out, then the HTML report when asked; 0, or 1 after an error (printed). */
+int trace_finish(const struct trace_args *a, struct tr_stats *s, FILE *out);
+/* Launches a->cmd or attaches to a->pid and traces until it ends (trace-live.c). */
+int trace_live(const struct trace_args *a);
+
+#endif

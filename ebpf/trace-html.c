@@ -1,0 +1,194 @@
+/* trace-html.c: the self-contained HTML report.
+ *
+ * The heatmap is drawn here as SVG (one <rect class="cell"> per layer x
+ * expert, each carrying its three metrics as data attributes), so the page
+ * shows without scripts; the inline script only recolours the cells when
+ * the metric is switched. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebpf/trace-html.h"
+#include "ebpf/trace-json.h"
+
+#define CELL 14
+
+static const char *css =
+    "body{font:14px system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}"
+    "h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+    "table{border-collapse:collapse}td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #ddd}"
+    "th{background:#eee}.muted{color:#777}button{margin-right:6px;padding:3px 10px}"
+    "button.on{background:#333;color:#fff}.hist rect{fill:#4a7fb5}.hist text{font-size:11px}"
+    ".cell{stroke:#fff;stroke-width:1}svg text{font-size:11px;fill:#444}";
+
+/* Maps 0..1 to a white -> orange -> dark red ramp. */
+static void color(double x, char *out, size_t n)
+{
+    if (x <= 0) {
+        snprintf(out, n, "#f0f0f0");
+        return;
+    }
+    x = x > 1 ? 1 : x;
+    int r = (int)(255 - 90 * x), g = (int)(230 - 200 * x), b = (int)(180 - 160 * x);
+    snprintf(out, n, "rgb(%d,%d,%d)", r, g, b);
+}
+
+static void heatmap(FILE *f, const struct tr_unit *u, int n)
+{
+    int lmin = 0, lmax = -1, emax = -1;
+    uint64_t fmax = 0;
+    for (int i = 0; i < n; i++) {
+        if (u[i].layer < 0)
+            continue;
+        if (lmax < 0 || u[i].layer < lmin)
+            lmin = u[i].layer;
+        if (u[i].layer > lmax)
+            lmax = u[i].layer;
+        if (u[i].expert > emax)
+            emax = u[i].expert;
+        if (u[i].c.faults > fmax)
+            fmax = u[i].c.faults;
+    }
+    fprintf(f, "<h2>Layer &times; expert</h2><p><span id=\"metric-buttons\">"
+            "<button data-m=\"faults\" class=\"on\">faults</button>"
+            "<button data-m=\"stall\">stall time (ms)</button>"
+            "<button data-m=\"p99\">p99 stall (&micro;s)</button></span>"
+            " <span class=\"muted\" id=\"legend\">max %" PRIu64 " faults</span></p>\n", fmax);
+    if (lmax < 0) {
+        fprintf(f, "<p class=\"muted\">No expert activity was traced.</p>\n");
+        return;
+    }
+    int rows = lmax - lmin + 1, cols = emax + 1;
+    fprintf(f, "<svg id=\"heatmap\" width=\"%d\" height=\"%d\" data-rows=\"%d\" data-cols=\"%d\">\n",
+            60 + cols * CELL, 30 + rows * CELL, rows, cols);
+    for (int e = 0; e < cols; e += cols > 32 ? 16 : 4)
+        fprintf(f, "<text x=\"%d\" y=\"12\">%d</text>", 60 + e * CELL, e);
+    const struct tr_unit *p = u, *end = u + n;
+    for (int l = lmin; l <= lmax; l++) {
+        fprintf(f, "\n<text x=\"0\" y=\"%d\">layer %d</text>", 30 + (l - lmin) * CELL + 11, l);
+        for (int e = 0; e < cols; e++) {
+            while (p < end && (p->layer < l || (p->layer == l && p->expert < e)))
+                p++;
+            struct fl_tr_counts c = { 0 };
+            uint64_t p99 = 0;
+            if (p < end && p->layer == l && p->expert == e) {
+                c = p->c;
+                p99 = tr_hist_quantile(&p->stall, 0.99);
+            }
+            char col[32];
+            color(fmax ? sqrt((double)c.faults / (double)fmax) : 0, col, sizeof(col));
+            fprintf(f, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                    "fill=\"%s\" data-layer=\"%d\" data-expert=\"%d\" data-faults=\"%" PRIu64
+                    "\" data-stall=\"%.3f\" data-p99=\"%.1f\"><title>layer %d expert %d: %" PRIu64
+                    " faults, %.3f ms stalled, p99 %.1f us, %.2f MiB read</title></rect>",
+                    60 + e * CELL, 30 + (l - lmin) * CELL, CELL, CELL, col, l, e, c.faults,
+                    (double)c.stall_ns / 1e6, (double)p99 / 1e3, l, e, c.faults,
+                    (double)c.stall_ns / 1e6, (double)p99 / 1e3, (double)c.read_bytes / 1048576.0);
+        }
+    }
+    fprintf(f, "\n</svg>\n");
+}
+
+static void histogram(FILE *f, const struct fl_tr_hist *h, const char *title)
+{
+    int lo = -1, hi = -1;
+    uint64_t max = 0;
+    for (int k = 0; k < FL_TR_SLOTS; k++)
+        if (h->slots[k]) {
+            lo = lo < 0 ? k : lo;
+            hi = k;
+            max = h->slots[k] > max ? h->slots[k] : max;
+        }
+    if (lo < 0)
+        return;
+    fprintf(f, "<h3>%s</h3><p class=\"muted\">%" PRIu64 " samples, mean %.1f &micro;s, p50 %.1f "
+            "&micro;s, p99 %.1f &micro;s</p>\n<svg class=\"hist\" width=\"%d\" height=\"150\">",
+            title, h->count, h->count ? (double)h->sum_ns / 1e3 / (double)h->count : 0.0,
+            (double)tr_hist_quantile(h, 0.5) / 1e3, (double)tr_hist_quantile(h, 0.99) / 1e3,
+            40 + (hi - lo + 1) * 48);
+    for (int k = lo; k <= hi; k++) {
+        int bh = (int)(100 * h->slots[k] / max), x = 20 + (k - lo) * 48;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"%d\"><title>[%.3g, %.3g) us: %"
+                PRIu64 "</title></rect><text x=\"%d\" y=\"135\">%.3g</text><text x=\"%d\" y=\"%d\">%"
+                PRIu64 "</text>", x, 115 - bh, bh, k ? (double)(1ull << k) / 1e3 : 0.0,
+                (double)(2ull << k) / 1e3, h->slots[k], x, (double)(2ull << k) / 1e3, x,
+                110 - bh, h->slots[k]);
+    }
+    fprintf(f, "<text x=\"20\" y=\"148\">bucket upper edge, &micro;s</text></svg>\n");
+}
+
+static void stalls_table(FILE *f, const struct tr_stats *s)
+{
+    const struct tr_stall *st;
+    int n = tr_stats_n_stalls(s, &st);
+    fprintf(f, "<h2>Longest stalls</h2>\n");
+    if (!n) {
+        fprintf(f, "<p class=\"muted\">none</p>\n");
+        return;
+    }
+    uint64_t t0 = UINT64_MAX;
+    for (int i = 0; i < n; i++)
+        t0 = st[i].ts_ns < t0 ? st[i].ts_ns : t0;
+    fprintf(f, "<table id=\"stalls\"><tr><th>at (ms)</th><th>thread</th><th>layer</th>"
+            "<th>expert</th><th>kind</th><th>stall (&micro;s)</th></tr>\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "<tr><td>%.3f</td><td>%u</td><td>%d</td><td>%d</td><td>%s</td><td>%.1f</td>"
+                "</tr>\n", (double)(st[i].ts_ns - t0) / 1e6, st[i].tid, st[i].layer,
+                st[i].expert, tr_kind_name(st[i].kind), (double)st[i].dur_ns / 1e3);
+    fprintf(f, "</table>\n");
+}
+
+static const char *script =
+    "(function(){var units={faults:' faults',stall:' ms stalled',p99:' us p99'};"
+    "var cells=document.querySelectorAll('#heatmap .cell');"
+    "function ramp(x){if(x<=0)return'#f0f0f0';x=Math.min(1,x);"
+    "return'rgb('+Math.round(255-90*x)+','+Math.round(230-200*x)+','+Math.round(180-160*x)+')';}"
+    "function show(m){var max=0;cells.forEach(function(c){max=Math.max(max,+c.dataset[m]);});"
+    "cells.forEach(function(c){c.setAttribute('fill',ramp(max?Math.sqrt(+c.dataset[m]/max):0));});"
+    "document.getElementById('legend').textContent='max '+max+units[m];"
+    "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
+    "b.className=b.dataset.m==m?'on':'';});}"
+    "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
+    "b.onclick=function(){show(b.dataset.m);};});})();";
+
+int tr_html_write(FILE *f, const struct tr_stats *s)
+{
+    struct tr_unit *u = NULL;
+    int n = tr_stats_units(s, &u);
+    if (n < 0)
+        return n;
+    const struct tr_meta *m = tr_stats_meta((struct tr_stats *)s);
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>faultline trace</title>"
+            "<style>%s</style></head><body>\n<h1>faultline trace</h1>\n<pre id=\"summary\">", css);
+    /* The text tables, escaped: '<' and '&' never occur in them but the command might. */
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&txt, &len);
+    if (mem) {
+        tr_print_tables(s, mem, 30);
+        fclose(mem);
+        for (size_t i = 0; i < len; i++)
+            fputs(txt[i] == '<' ? "&lt;" : txt[i] == '&' ? "&amp;" : (char[2]){ txt[i], 0 }, f);
+        free(txt);
+    }
+    fprintf(f, "</pre>\n");
+    (void)m;
+    heatmap(f, u, n);
+    fprintf(f, "<h2>Latency histograms</h2>\n");
+    const char *titles[] = { "Fault stall", "Pager read (submit &rarr; done)",
+                             "Host &rarr; GPU copy", "io_uring request (kernel)" };
+    for (int k = 0; k < FL_TM_N; k++) {
+        struct fl_tr_hist h;
+        tr_stats_metric_hist(s, k, &h);
+        histogram(f, &h, titles[k]);
+    }
+    stalls_table(f, s);
+    fprintf(f, "<script type=\"application/json\" id=\"faultline-data\">");
+    /* The aggregate for scripts; "</" cannot occur in it (no such strings). */
+    tr_json_summary(f, s);
+    fprintf(f, "</script>\n<script>%s</script>\n</body></html>\n", script);
+    free(u);
+    return fflush(f) || ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,304 @@
+/* trace-live.c: the live half of `faultline trace`: starts the command
+ * paused, attaches, lets it run, and turns the event stream into the
+ * timeline, the top stalls and the per-thread view.
+ *
+ * The child must not run before the probes are in: it is forked, waits on a
+ * pipe until the session is attached to its pid, then execs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ebpf/cli-trace.h"
+#include "ebpf/trace-bpf.h"
+#include "ebpf/trace-json.h"
+
+#define PF_RING 64
+#define WAITERS 4096
+#define HUGE_2M (2ull << 20)
+
+struct waiter { uint64_t page; uint64_t ts; uint32_t tid; };
+
+struct live {
+    const struct trace_args *a;
+    struct tr_stats *st;
+    struct tr_json *json;
+    pid_t pid;
+    uint64_t base;               /* region address of file offset 0; 0 = not known yet */
+    struct waiter recent[PF_RING]; /* page faults before the base was known (raw addresses) */
+    int n_recent;
+    struct waiter w[WAITERS];    /* threads waiting on a page offset */
+};
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void name_thread(struct live *l, uint32_t tid)
+{
+    struct tr_thread *t = tr_stats_thread(l->st, tid);
+    if (!t || t->name[0])
+        return;
+    char path[64], buf[32] = "";
+    snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", (int)l->pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f && fgets(buf, sizeof(buf), f))
+        buf[strcspn(buf, "\n")] = 0;
+    if (f)
+        fclose(f);
+    snprintf(t->name, sizeof(t->name), "%s", buf[0] ? buf : "?");
+}
+
+static void waiter_put(struct live *l, uint64_t page, uint32_t tid, uint64_t ts)
+{
+    l->w[(page >> 12) % WAITERS] = (struct waiter){ page, ts, tid };
+}
+
+/* Without the region probe the base is inferred: a page fault and the
+ * pager's fault_begin for the same page differ by it, and the pager maps
+ * the file at a 2 MiB boundary. Then the faults seen so far are replayed. */
+static void learn_base(struct live *l, uint64_t page_off)
+{
+    for (int i = l->n_recent - 1; i >= 0 && !l->base; i--) {
+        uint64_t a = l->recent[i].page;
+        if (a >= page_off && (a - page_off) % HUGE_2M == 0)
+            l->base = a - page_off;
+    }
+    for (int i = 0; l->base && i < l->n_recent; i++)
+        if (l->recent[i].page >= l->base)
+            waiter_put(l, l->recent[i].page - l->base, l->recent[i].tid, l->recent[i].ts);
+    if (l->base)
+        l->n_recent = 0;
+}
+
+static void on_event(void *ctx, const struct fl_tr_event *e)
+{
+    struct live *l = ctx;
+    struct fl_tr_event ev = *e;
+    uint32_t waiter = 0;
+    uint64_t wait_ts = 0;
+    if (ev.type != FL_TR_URING_DONE) /* completions run on whatever CPU context */
+        name_thread(l, ev.tid);
+    if (ev.type == FL_TR_REGION) {
+        l->base = ev.offset;
+        return;
+    } else if (ev.type == FL_TR_PAGE_FAULT) {
+        uint64_t page = ev.offset & ~4095ull;
+        if (l->base) {
+            ev.offset = page - l->base;
+            waiter_put(l, ev.offset, ev.tid, ev.ts_ns);
+        } else {
+            l->recent[l->n_recent++ % PF_RING] = (struct waiter){ page, ev.ts_ns, ev.tid };
+            if (l->n_recent > PF_RING)
+                l->n_recent = PF_RING;
+        }
+    } else if (ev.type == FL_TR_FAULT_BEGIN && !l->base && l->n_recent) {
+        learn_base(l, ev.offset);
+    } else if (ev.type == FL_TR_FAULT_END) {
+        struct waiter *w = &l->w[(ev.offset >> 12) % WAITERS];
+        if (w->tid && w->page == ev.offset) {
+            waiter = w->tid;
+            wait_ts = w->ts;
+            w->tid = 0;
+        }
+    }
+    if (ev.type != FL_TR_URING_DONE)
+        tr_stats_event(l->st, &ev, waiter);
+    if (l->json)
+        tr_json_event(l->json, &ev, waiter, wait_ts);
+}
+
+/* argv[0] as a path: as given when it has a '/', else found in PATH. */
+static int find_exe(const char *name, char *out, size_t n)
+{
+    if (strchr(name, '/'))
+        return realpath(name, out) ? 0 : -errno;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t len = strcspn(p, ":");
+        char cand[PATH_MAX];
+        snprintf(cand, sizeof(cand), "%.*s/%s", (int)len, p, name);
+        if (access(cand, X_OK) == 0 && realpath(cand, out))
+            return 0;
+        p += len + (p[len] == ':');
+    }
+    (void)n;
+    return -ENOENT;
+}
+
+static void command_line(const struct trace_args *a, pid_t pid, char *out, size_t n)
+{
+    out[0] = 0;
+    if (a->cmd) {
+        for (char **c = a->cmd; *c; c++)
+            snprintf(out + strlen(out), n - strlen(out), "%s%s", c == a->cmd ? "" : " ", *c);
+        return;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t r = f ? fread(out, 1, n - 1, f) : 0;
+    for (size_t i = 0; i < r; i++)
+        out[i] = out[i] ? out[i] : ' ';
+    out[r] = 0;
+    if (f)
+        fclose(f);
+}
+
+/* Forks the command stopped on a pipe; *go releases it. */
+static pid_t spawn_paused(char **cmd, int *go)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(p[1]);
+        signal(SIGINT, SIG_DFL);
+        if (read(p[0], &c, 1) != 1)
+            _exit(126);          /* the tracer gave up */
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "faultline trace: cannot run %s: %s\n", cmd[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[0]);
+    if (pid < 0) {
+        close(p[1]);
+        return -1;
+    }
+    *go = p[1];
+    return pid;
+}
+
+static bool target_alive(struct live *l, int *status)
+{
+    if (l->a->cmd) {
+        pid_t r = waitpid(l->pid, status, WNOHANG);
+        return r == 0;
+    }
+    return kill(l->pid, 0) == 0 || errno == EPERM;
+}
+
+static void run_loop(struct live *l, struct tr_session *s, int *status)
+{
+    struct tr_stats *prev = tr_stats_new();
+    uint64_t t0 = mono_ns(), tick = t0, every = (uint64_t)(l->a->interval * 1e9);
+    bool alive = true;
+    while (alive && !(interrupted && !l->a->cmd)) {
+        tr_session_poll(s, 100);
+        alive = target_alive(l, status);
+        uint64_t now = mono_ns();
+        if (every && !l->a->quiet && prev && now - tick >= every) {
+            tr_session_collect(s, l->st);
+            tr_stats_meta(l->st)->duration_ns = now - t0;
+            tr_print_live(prev, l->st, (double)(now - tick) / 1e9, stderr, 5);
+            tr_stats_copy(prev, l->st);
+            tick = now;
+        }
+    }
+    while (tr_session_poll(s, 0) > 0) /* drain what is left */
+        ;
+    tr_session_collect(s, l->st);
+    tr_stats_meta(l->st)->duration_ns = mono_ns() - t0;
+    tr_stats_free(prev);
+}
+
+static int open_json(struct live *l, FILE **jf)
+{
+    *jf = NULL;
+    if (!l->a->out)
+        return 0;
+    *jf = fopen(l->a->out, "w");
+    if (!*jf || !(l->json = tr_json_begin(*jf, (uint32_t)l->pid))) {
+        fprintf(stderr, "faultline trace: %s: %s\n", l->a->out, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int exit_code(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ?
+           128 + WTERMSIG(status) : 1;
+}
+
+int trace_live(const struct trace_args *a)
+{
+    struct fl_err err = { { 0 } };
+    if (tr_session_check(&err) < 0) {  /* before starting anything */
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    char exe[PATH_MAX];
+    int go = -1, status = 0, rc;
+    if (a->cmd && (rc = find_exe(a->cmd[0], exe, sizeof(exe))) < 0) {
+        fprintf(stderr, "faultline trace: cannot find %s: %s\n", a->cmd[0], strerror(-rc));
+        return 1;
+    }
+    if (!a->cmd) {
+        snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)a->pid);
+        if (access(exe, F_OK) != 0) {
+            fprintf(stderr, "faultline trace: no process %d\n", (int)a->pid);
+            return 1;
+        }
+    }
+    struct live *l = calloc(1, sizeof(*l));
+    if (!l || !(l->st = tr_stats_new()))
+        return 1;
+    l->a = a;
+    l->pid = a->cmd ? spawn_paused(a->cmd, &go) : a->pid;
+    if (l->pid < 0) {
+        fprintf(stderr, "faultline trace: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    struct tr_meta *m = tr_stats_meta(l->st);
+    m->pid = (uint32_t)l->pid;
+    command_line(a, l->pid, m->command, sizeof(m->command));
+    FILE *jf = NULL;
+    struct tr_session *s = NULL;
+    /* Events always: the top stalls and per-thread view come from them. */
+    struct tr_session_opts o = { l->pid, exe, true, !a->cmd, on_event, l };
+    rc = open_json(l, &jf);
+    if (rc == 0 && (rc = tr_session_open(&o, &s, &err)) < 0)
+        fprintf(stderr, "%s\n", err.msg);
+    if (go >= 0) {
+        if (rc == 0 && write(go, "g", 1) != 1)
+            rc = -EPIPE;
+        close(go);           /* on failure the child sees EOF and exits */
+    }
+    if (rc == 0) {
+        signal(SIGINT, on_sigint); /* launch: the child gets ^C too; we wait for it */
+        run_loop(l, s, &status);
+        tr_session_close(s);
+        int r2 = l->json ? tr_json_end(l->json, l->st) : 0;
+        if (r2 < 0)
+            fprintf(stderr, "faultline trace: %s: %s\n", a->out, strerror(-r2));
+        rc = trace_finish(a, l->st, stderr) || r2 < 0 ? -EIO : 0;
+        if (a->out && r2 == 0)
+            fprintf(stderr, "trace: %s (open in https://ui.perfetto.dev)\n", a->out);
+    } else if (a->cmd) {
+        waitpid(l->pid, &status, 0);
+    }
+    if (jf)
+        fclose(jf);
+    tr_stats_free(l->st);
+    free(l);
+    if (rc < 0)
+        return 1;
+    return a->cmd ? exit_code(status) : 0;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench-cpu.sh: faultline's CPU speed, and llama.cpp's on the same model in
+# the same run when LLAMA_CPP points at a llama.cpp build (the directory
+# holding bin/llama-bench). Prints both llama-bench-style tables and the
+# ratio faultline / llama.cpp per test (>= 1.0 means faultline is as fast).
+#
+#   scripts/bench-cpu.sh -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 5]
+#   LLAMA_CPP=/work/llama.cpp-build scripts/bench-cpu.sh -m MODEL
+#
+# FAULTLINE=/path/to/faultline picks the binary (default: build/faultline).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+faultline=${FAULTLINE:-$root/build/faultline}
+model=${MODEL:-}
+p=512 n=128 r=5
+t=$(lscpu -p=core,socket 2>/dev/null | grep -v '^#' | sort -u | wc -l || true)
+[ "${t:-0}" -ge 1 ] || t=$(nproc)
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -m) model=$2; shift 2 ;;
+    -p) p=$2; shift 2 ;;
+    -n) n=$2; shift 2 ;;
+    -t) t=$2; shift 2 ;;
+    -r) r=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "bench-cpu.sh: unknown option $1" >&2; usage ;;
+  esac
+done
+[ -n "$model" ] || { echo "bench-cpu.sh: -m MODEL (or MODEL=...) is required" >&2; exit 2; }
+[ -r "$model" ] || { echo "bench-cpu.sh: cannot read $model" >&2; exit 1; }
+[ -x "$faultline" ] || { echo "bench-cpu.sh: no faultline binary at $faultline (build it or set FAULTLINE)" >&2; exit 1; }
+
+# mean t/s of test $2 in a llama-bench markdown table $1
+mean_of() { awk -F'|' -v test="$2" '{ gsub(/ /, "", $7); if ($7 == test) { split($8, a, "±"); gsub(/ /, "", a[1]); print a[1] } }' <<<"$1"; }
+
+echo "== faultline ($faultline)"
+ours=$("$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r "$r")
+echo "$ours"
+
+[ -n "${LLAMA_CPP:-}" ] || { echo "(set LLAMA_CPP=/path/to/llama.cpp/build to compare with llama-bench)"; exit 0; }
+lb=$LLAMA_CPP/bin/llama-bench
+[ -x "$lb" ] || { echo "bench-cpu.sh: no llama-bench at $lb" >&2; exit 1; }
+echo "== llama.cpp ($lb)"
+theirs=$("$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r "$r" -o md 2>/dev/null | grep '^|')
+echo "$theirs"
+
+echo "== faultline / llama.cpp"
+status=0
+for test in "pp$p" "tg$n"; do
+  [ "$test" = pp0 ] || [ "$test" = tg0 ] && continue
+  a=$(mean_of "$ours" "$test"); b=$(mean_of "$theirs" "$test")
+  if [ -z "$a" ] || [ -z "$b" ]; then echo "$test: missing a result"; status=1; continue; fi
+  awk -v t="$test" -v a="$a" -v b="$b" 'BEGIN { printf "%-8s faultline %10.2f t/s   llama.cpp %10.2f t/s   ratio %.2fx\n", t, a, b, a / b }'
+done
+exit $status

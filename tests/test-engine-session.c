@@ -1,0 +1,152 @@
+/* test-engine-session: properties of whole forward passes that no reference
+ * file states but the pager and the CLI rely on:
+ *  - logits are bit-identical for -t 1 and -t 2 (pager tests compare runs);
+ *  - splitting a prompt into batches (-b) or feeding it token by token gives
+ *    bit-identical logits (KV cache and positions are right);
+ *  - model errors are clear (unknown architecture, context overflow, bad ids);
+ *  - FLRF/FLRT files round-trip and malformed ones are rejected. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/flref.h"
+#include "engine/session.h"
+
+static int failures;
+
+#define CHECK(cond, ...) \
+    do { \
+        if (!(cond)) { \
+            failures++; \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__); \
+            printf("\n"); \
+        } \
+    } while (0)
+
+static const int32_t prompt[] = { 464, 649, 636, 481, 670, 351, 477, 286, 606, 11, 523, 326 };
+#define NP ((int)(sizeof(prompt) / sizeof(prompt[0])))
+
+static char model_path[1024];
+
+/* All logits of the prompt evaluated with the given threads/batch; step:
+ * feed one token per eval call instead of one call. */
+static float *logits_of(int threads, int batch, bool step, int64_t *n_vocab)
+{
+    struct eng_session_params p = { .model_path = model_path, .n_ctx = 64, .n_batch = batch,
+                                    .n_threads = threads };
+    struct eng_session *s;
+    struct fl_err err;
+    if (eng_session_open(&p, &s, &err)) {
+        printf("open: %s\n", err.msg);
+        return NULL;
+    }
+    *n_vocab = eng_session_model(s)->hp.n_vocab;
+    float *l = malloc(sizeof(float) * (size_t)(*n_vocab * NP));
+    int rc = 0;
+    if (step)
+        for (int i = 0; i < NP && !rc; i++)
+            rc = eng_session_eval(s, &prompt[i], 1, true, l + i * *n_vocab, &err);
+    else
+        rc = eng_session_eval(s, prompt, NP, true, l, &err);
+    CHECK(rc == 0 && eng_session_n_past(s) == NP, "eval failed: %s", err.msg);
+    eng_session_close(s);
+    return l;
+}
+
+static void test_invariance(const char *model)
+{
+    snprintf(model_path, sizeof(model_path), "%s/tests/data/%s",
+             getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".", model);
+    int64_t nv = 0;
+    float *base = logits_of(1, 512, false, &nv);
+    if (!base) {
+        CHECK(0, "cannot open %s", model_path);
+        return;
+    }
+    const size_t bytes = sizeof(float) * (size_t)(nv * NP);
+    struct { int t, b; bool step; const char *what; } v[] = {
+        { 2, 512, false, "-t 2" }, { 2, 5, false, "-t 2 -b 5" }, { 1, 1, false, "-b 1" },
+        { 2, 512, true, "token by token" },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        float *l = logits_of(v[i].t, v[i].b, v[i].step, &nv);
+        CHECK(l && !memcmp(l, base, bytes), "%s: logits differ from -t 1 one batch (%s)", model,
+              v[i].what);
+        printf("%s: %s gives bit-identical logits: %s\n", model, v[i].what,
+               l && !memcmp(l, base, bytes) ? "yes" : "NO");
+        free(l);
+    }
+    free(base);
+}
+
+static void test_errors(void)
+{
+    struct eng_session_params p = { .model_path = model_path, .n_ctx = 8, .n_threads = 1 };
+    struct eng_session *s;
+    struct fl_err err = { { 0 } };
+    CHECK(eng_session_open(&p, &s, &err) == 0, "open: %s", err.msg);
+    float *l = malloc(sizeof(float) * 2000 * 16);
+    int rc = eng_session_eval(s, prompt, 9, false, l, &err);
+    CHECK(rc == -ENOSPC && strstr(err.msg, "context"), "9 tokens in a context of 8: rc %d '%s'", rc, err.msg);
+    printf("context overflow: \"%s\"\n", err.msg);
+    const int32_t bad = 1 << 20;
+    rc = eng_session_eval(s, &bad, 1, false, l, &err);
+    CHECK(rc == -EINVAL && eng_session_n_past(s) == 0, "bad id: rc %d", rc);
+    printf("bad token id: \"%s\"\n", err.msg);
+    free(l);
+    eng_session_close(s);
+    p.model_path = "/nonexistent/model.gguf";
+    rc = eng_session_open(&p, &s, &err);
+    CHECK(rc == -ENOENT, "missing model: rc %d", rc);
+    printf("missing model: \"%s\"\n", err.msg);
+}
+
+static void test_flref(void)
+{
+    char path[] = "/tmp/fl-test-flref-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    int32_t toks[2] = { 5, 7 }, gen[3] = { 1, 2, 3 };
+    float lg[6] = { 0.5f, -1, 2, 3, 4, 5 };
+    struct flref_logits a = { .n_tokens = 2, .n_vocab = 3, .tokens = toks, .logits = lg, .n_gen = 3,
+                              .gen = gen }, b;
+    struct fl_err err;
+    CHECK(flref_logits_write(path, &a, &err) == 0, "write: %s", err.msg);
+    CHECK(flref_logits_read(path, &b, &err) == 0 && b.n_tokens == 2 && b.n_vocab == 3 &&
+              b.n_gen == 3 && !memcmp(b.logits, lg, sizeof(lg)) && b.gen[2] == 3 && b.tokens[1] == 7,
+          "FLRF round trip");
+    flref_logits_free(&b);
+    /* cut the file short by one byte: must be rejected, not misread */
+    CHECK(truncate(path, 20 + 8 + 24 + 12 - 1) == 0, "truncate");
+    int rc = flref_logits_read(path, &b, &err);
+    CHECK(rc == -EINVAL, "truncated FLRF accepted (rc %d)", rc);
+    printf("truncated FLRF: \"%s\"\n", err.msg);
+    int32_t li[1] = { 4 }, ids[4] = { 1, 0, 3, 2 };
+    float w[4] = { 0.5f, 0.5f, 0.9f, 0.1f };
+    struct flref_routing r = { .n_pos = 2, .n_layers = 1, .k = 2, .layer_idx = li, .ids = ids,
+                               .weights = w }, r2;
+    CHECK(flref_routing_write(path, &r, &err) == 0, "write flrt");
+    CHECK(flref_routing_read(path, &r2, &err) == 0 && r2.layer_idx[0] == 4 && r2.ids[2] == 3 &&
+              r2.weights[3] == 0.1f, "FLRT round trip");
+    /* the same sets in another order are no difference; another set is */
+    int32_t other[4] = { 0, 1, 3, 1 };
+    memcpy(r2.ids, other, sizeof(other));
+    CHECK(flref_routing_diff(&r, &r2, -1, NULL, NULL, &err) == 1, "routing diff count");
+    flref_routing_free(&r2);
+    unlink(path);
+    printf("FLRF/FLRT round trip and routing set comparison: checked\n");
+}
+
+int main(void)
+{
+    test_invariance("qwen3moe-tiny-Q8_0.gguf");
+    test_invariance("mixtral-tiny-Q4_K_M.gguf");
+    test_invariance("qwen3moe-tiny-F16.gguf");
+    test_errors();
+    test_flref();
+    printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
+    return failures ? 1 : 0;
+}
