@@ -6,7 +6,7 @@ fl_module(model
           engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
   DEPS gguf types cpu arch2) # arch2: the deepseek2/gpt-oss entries of the registry
 
-fl_module(engine SOURCES engine/session.c engine/flref.c DEPS model tokenizer)
+fl_module(engine SOURCES engine/session.c engine/flref.c DEPS model tokenizer pager placement numa)
 
 fl_module(cli-engine
   SOURCES engine/cli/engine-args.c engine/cli/eval.c engine/cli/compare.c engine/cli/run.c

@@ -151,7 +151,7 @@ static const char *script =
     "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
     "b.className=b.dataset.m==m?'on':'';});}"
     "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
-    "b.onclick=function(){show(b.dataset.m);};});})();";
+    "b.onclick=function(){show(b.dataset.m);};});document.body.dataset.ready='1';})();";
 
 int tr_html_write(FILE *f, const struct tr_stats *s)
 {

@@ -28,7 +28,7 @@ static const char *global_names[] = { "ring_drops", "page_faults", "uring_submit
                                       "uring_done", "uring_bytes" };
 _Static_assert(sizeof(global_names) / sizeof(global_names[0]) == FL_TG_N, "a name per global");
 
-struct tr_json *tr_json_begin(FILE *f, uint32_t pid)
+struct tr_json *tr_json_begin(FILE *f, uint32_t pid, uint64_t t0)
 {
     struct tr_json *w = calloc(1, sizeof(*w));
     if (!w)
@@ -36,6 +36,8 @@ struct tr_json *tr_json_begin(FILE *f, uint32_t pid)
     w->f = f;
     w->pid = pid;
     w->first = true;
+    w->t0 = t0;
+    w->started = t0 != 0;
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
     return w;
 }

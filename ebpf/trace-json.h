@@ -15,8 +15,9 @@
 
 struct tr_json;
 
-/* Starts the document on f (not closed by tr_json_close). */
-struct tr_json *tr_json_begin(FILE *f, uint32_t pid);
+/* Starts the document on f (not closed by tr_json_end); timestamps count
+ * from t0 (CLOCK_MONOTONIC ns; 0: from the first event). */
+struct tr_json *tr_json_begin(FILE *f, uint32_t pid, uint64_t t0);
 /* One event of the stream. waiter/wait_ts: the thread whose page fault this
  * fault_end resolves and when it faulted (0 when unknown). */
 void tr_json_event(struct tr_json *w, const struct fl_tr_event *ev, uint32_t waiter,

@@ -46,19 +46,34 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void name_thread(struct live *l, uint32_t tid)
+static void read_comm(pid_t pid, uint32_t tid, char *buf, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    buf[0] = 0;
+    if (f && fgets(buf, (int)n, f))
+        buf[strcspn(buf, "\n")] = 0;
+    if (f)
+        fclose(f);
+}
+
+/* Names a thread the first time it shows up. Unnamed helper threads carry
+ * the process's name; their first event says what they are. */
+static void name_thread(struct live *l, uint32_t tid, int type)
 {
     struct tr_thread *t = tr_stats_thread(l->st, tid);
     if (!t || t->name[0])
         return;
-    char path[64], buf[32] = "";
-    snprintf(path, sizeof(path), "/proc/%d/task/%u/comm", (int)l->pid, tid);
-    FILE *f = fopen(path, "r");
-    if (f && fgets(buf, sizeof(buf), f))
-        buf[strcspn(buf, "\n")] = 0;
-    if (f)
-        fclose(f);
-    snprintf(t->name, sizeof(t->name), "%s", buf[0] ? buf : "?");
+    char buf[32], main_name[32];
+    read_comm(l->pid, tid, buf, sizeof(buf));
+    read_comm(l->pid, (uint32_t)l->pid, main_name, sizeof(main_name));
+    const char *role = type == FL_TR_FAULT_BEGIN ? "fault" : type == FL_TR_READ_SUBMIT ||
+                       type == FL_TR_READ_DONE || type == FL_TR_INSTALLED ? "io" : NULL;
+    if (buf[0] && tid != (uint32_t)l->pid && role && !strcmp(buf, main_name))
+        snprintf(t->name, sizeof(t->name), "%.9s/%s", buf, role);
+    else
+        snprintf(t->name, sizeof(t->name), "%s", buf[0] ? buf : "?");
 }
 
 static void waiter_put(struct live *l, uint64_t page, uint32_t tid, uint64_t ts)
@@ -90,7 +105,7 @@ static void on_event(void *ctx, const struct fl_tr_event *e)
     uint32_t waiter = 0;
     uint64_t wait_ts = 0;
     if (ev.type != FL_TR_URING_DONE) /* completions run on whatever CPU context */
-        name_thread(l, ev.tid);
+        name_thread(l, ev.tid, ev.type);
     if (ev.type == FL_TR_REGION) {
         l->base = ev.offset;
         return;
@@ -170,6 +185,7 @@ static pid_t spawn_paused(char **cmd, int *go)
         char c;
         close(p[1]);
         signal(SIGINT, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         if (read(p[0], &c, 1) != 1)
             _exit(126);          /* the tracer gave up */
         execvp(cmd[0], cmd);
@@ -224,7 +240,9 @@ static int open_json(struct live *l, FILE **jf)
     if (!l->a->out)
         return 0;
     *jf = fopen(l->a->out, "w");
-    if (!*jf || !(l->json = tr_json_begin(*jf, (uint32_t)l->pid))) {
+    if (*jf)
+        setvbuf(*jf, NULL, _IOFBF, 1 << 20); /* events come by the thousand */
+    if (!*jf || !(l->json = tr_json_begin(*jf, (uint32_t)l->pid, mono_ns()))) {
         fprintf(stderr, "faultline trace: %s: %s\n", l->a->out, strerror(errno));
         return -1;
     }
@@ -283,6 +301,7 @@ int trace_live(const struct trace_args *a)
     }
     if (rc == 0) {
         signal(SIGINT, on_sigint); /* launch: the child gets ^C too; we wait for it */
+        signal(SIGPIPE, SIG_IGN);  /* a closed pipe on stderr must not lose the trace */
         run_loop(l, s, &status);
         tr_session_close(s);
         int r2 = l->json ? tr_json_end(l->json, l->st) : 0;

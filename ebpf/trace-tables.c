@@ -31,8 +31,8 @@ void tr_print_hist(const struct fl_tr_hist *h, const char *title, FILE *out)
     for (int k = lo; k <= hi; k++) {
         /* bucket k is [2^k, 2^(k+1)) ns; shown in us */
         double a = k ? (double)(1ull << k) / 1e3 : 0.0, b = (double)(2ull << k) / 1e3;
-        char range[40];
-        snprintf(range, sizeof(range), "%.3g -> %.3g", a, b);
+        char range[48];
+        snprintf(range, sizeof(range), b < 10 ? "%.3f -> %.3f" : "%.0f -> %.0f", a, b);
         int bars = max ? (int)(40 * h->slots[k] / max) : 0;
         char bar[41];
         memset(bar, '*', (size_t)bars);

@@ -268,12 +268,79 @@ static void attend_f16(const struct attn_job *j, int t, int h, float *scr)
     finish(j, t, h, acc, M, S);
 }
 
-/* s[i] += qd * kt[i] over n keys: the inner sweep of the F32 kernel. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void axpy(float *restrict y, const float *restrict x, float a, int64_t n)
+/* s[i] = sum_d q[d] * kt[d][i] for n keys (kt rows ld apart): blocks of
+ * keys with their sums held in registers over all d. */
+static void key_scores_scalar(float *s, const float *q, const float *kt, int64_t ld, int64_t dk,
+                              int n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * x[i];
+    for (int i = 0; i < n; i++) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < dk; d++)
+            acc += q[d] * kt[d * ld + i];
+        s[i] = acc;
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma")))
+static void key_scores_avx512(float *s, const float *q, const float *kt, int64_t ld, int64_t dk,
+                              int n)
+{
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m512 qd = _mm512_set1_ps(q[d]);
+            a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * ld + i), a0);
+            a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * ld + i + 16), a1);
+        }
+        _mm512_storeu_ps(s + i, a0);
+        _mm512_storeu_ps(s + i + 16, a1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 a0 = _mm512_setzero_ps();
+        for (int64_t d = 0; d < dk; d++)
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(kt + d * ld + i), a0);
+        _mm512_storeu_ps(s + i, a0);
+    }
+    key_scores_scalar(s + i, q, kt + i, ld, dk, n - i);
+}
+
+__attribute__((target("avx2,fma")))
+static void key_scores_avx2(float *s, const float *q, const float *kt, int64_t ld, int64_t dk,
+                            int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m256 qd = _mm256_set1_ps(q[d]);
+            a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * ld + i), a0);
+            a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * ld + i + 8), a1);
+        }
+        _mm256_storeu_ps(s + i, a0);
+        _mm256_storeu_ps(s + i + 8, a1);
+    }
+    key_scores_scalar(s + i, q, kt + i, ld, dk, n - i);
+}
+#endif
+
+static void key_scores(float *s, const float *q, const float *kt, int64_t ld, int64_t dk, int n)
+{
+#if defined(__x86_64__)
+    static int level = -1;
+    if (level < 0) {
+        const char *cap = getenv("FL_CPU_FEATURES");
+        level = cap && !strcmp(cap, "scalar") ? 0
+              : __builtin_cpu_supports("avx512f") && (!cap || strcmp(cap, "avx2")) ? 2
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    }
+    if (level == 2)
+        return key_scores_avx512(s, q, kt, ld, dk, n);
+    if (level == 1)
+        return key_scores_avx2(s, q, kt, ld, dk, n);
+#endif
+    key_scores_scalar(s, q, kt, ld, dk, n);
 }
 
 /* s[i] = exp(s[i] - M) for s[i] <= M, returning the sum. A branch-free
@@ -394,9 +461,7 @@ static void attend_f32(const struct attn_job *j, int t, int h, float *scr)
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)h * p->dk;
     const float *kt = j->kt + (int64_t)kvh * p->dk * j->n_kv;
     const float *vf = j->vf + (int64_t)kvh * j->n_kv * p->dv;
-    memset(s, 0, sizeof(float) * (size_t)nk);
-    for (int64_t d = 0; d < p->dk; d++)
-        axpy(s, kt + d * j->n_kv + k0, q[d], nk);
+    key_scores(s, q, kt + k0, j->n_kv, p->dk, nk);
     float M = -INFINITY;
     for (int i = 0; i < nk; i++) {
         s[i] = softcapped(p, s[i]);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +17,17 @@
 #include "engine/ops.h"
 #include "engine/tensor-types.h"
 #include "engine/tokenizer.h"
+#include "pager/pager.h"
 
 struct eng_session {
     struct gguf_file *gguf;
-    const uint8_t *base;
-    size_t map_len;
+    const uint8_t *base;         /* the pager's region */
+    struct pager *pager;
+    struct placement_plan *plan;
+    struct eng_expert_source experts;
+    struct fl_numa *numa;
+    bool stats;
+    const char *stats_json;
     struct eng_model *model;
     struct eng_kv *kv;
     struct fl_tokenizer *tok;
@@ -30,22 +37,87 @@ struct eng_session {
     int n_batch, n_past;
 };
 
-/* The weights region: a read-only private mapping of the whole file, so
- * offset in memory = offset in file. TEMPORARY: the pager replaces this with
- * its region (userfaultfd + io_uring); nothing else here maps or reads the
- * model file. */
-static int session_map_file_TEMPORARY(const char *path, size_t size, const uint8_t **base,
-                                      struct fl_err *err)
+/* --- the weights region ------------------------------------------------------
+ * The pager maps the whole file as one region (offset in memory = offset in
+ * file), reads the RAM tier up front and pages the disk tier (experts, by
+ * default when the file does not fit the budget) under the RAM budget. */
+
+static uint64_t mem_available(void)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fl_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (p == MAP_FAILED)
-        return fl_err_set(err, -e, "%s: mmap: %s", path, strerror(e));
-    *base = p;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+static enum pager_tier plan_tier(void *ctx, int64_t tensor_index)
+{
+    /* gpu-tier tensors are host-resident too until the CUDA backend takes them */
+    return placement_tier(ctx, tensor_index) == PL_TIER_DISK ? PAGER_TIER_DISK : PAGER_TIER_RAM;
+}
+
+/* A SIGBUS inside the region means the pager failed (read error, truncated
+ * file, dead handler) and poisoned the page rather than hand out zeros: say
+ * why in one line and exit, instead of dumping core. */
+static struct pager *sigbus_pager;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    struct pager *p = sigbus_pager;
+    const uint8_t *a = si->si_addr;
+    if (p && a >= pager_base(p) && a < pager_base(p) + pager_size(p)) {
+        struct fl_err e = { "weights region: the pager failed" };
+        pager_error(p, &e);
+        static const char prefix[] = "faultline: ";
+        if (write(2, prefix, sizeof(prefix) - 1) < 0 || write(2, e.msg, strlen(e.msg)) < 0 ||
+            write(2, "\n", 1) < 0)
+            _exit(1);
+        _exit(1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void watch_sigbus(struct pager *p)
+{
+    struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO };
+    sigemptyset(&sa.sa_mask);
+    sigbus_pager = p;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+static int open_region(struct eng_session *s, const struct eng_session_params *p,
+                       struct fl_err *err)
+{
+    struct placement_host host = { .have_gpu = false, .ram_available = mem_available() };
+    int rc = placement_plan_build(s->gguf, &p->placement, &host, &s->plan, err);
+    if (rc)
+        return rc;
+    const char *why = NULL;
+    uint64_t budget = placement_ram_budget(s->plan), min = placement_min_budget(s->plan);
+    if (placement_tier_bytes(s->plan, PL_TIER_DISK) && min > budget) {
+        placement_fits(s->plan, &why);
+        return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
+    }
+    if (placement_warning(s->plan))
+        fprintf(stderr, "faultline: %s\n", placement_warning(s->plan));
+    struct pager_config cfg;
+    pager_config_init(&cfg);
+    cfg.ram_budget = budget > min ? budget : min;
+    cfg.tier = plan_tier;
+    cfg.tier_ctx = s->plan;
+    cfg.mode = (enum pager_mode)p->pager_mode;
+    if ((rc = pager_open(p->model_path, s->gguf, &cfg, &s->pager, err)))
+        return rc;
+    s->base = pager_base(s->pager);
+    if (pager_uses_uffd(s->pager))
+        watch_sigbus(s->pager);
     return 0;
 }
 
@@ -93,8 +165,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     int rc = gguf_open(p->model_path, &s->gguf, err);
     if (rc)
         return rc;
-    s->map_len = gguf_file_size(s->gguf);
-    if ((rc = session_map_file_TEMPORARY(p->model_path, s->map_len, &s->base, err)))
+    if ((rc = open_region(s, p, err)))
         return rc;
     if ((rc = eng_model_load(s->gguf, s->base, &s->model, err)))
         return rc;
@@ -113,6 +184,10 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
                                .arena = s->arena };
+    if (placement_tier_bytes(s->plan, PL_TIER_DISK)) {
+        pager_expert_source(s->pager, &s->experts);
+        s->ctx.experts = &s->experts;
+    }
     return 0;
 }
 
@@ -128,7 +203,11 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     if (!s)
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    int rc = open_parts(s, p, err);
+    s->stats = p->stats;
+    s->stats_json = p->stats_json;
+    int rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
+    if (!rc)
+        rc = open_parts(s, p, err);
     if (rc) {
         eng_session_close(s);
         return rc;
@@ -146,8 +225,11 @@ void eng_session_close(struct eng_session *s)
     eng_kv_destroy(s->kv);
     fl_tokenizer_free(s->tok);
     eng_model_free(s->model);
-    if (s->base)
-        munmap((void *)s->base, s->map_len);
+    if (sigbus_pager == s->pager)
+        sigbus_pager = NULL;
+    pager_close(s->pager);
+    placement_plan_free(s->plan);
+    fl_numa_free(s->numa);
     gguf_close(s->gguf);
     free(s);
 }
@@ -203,4 +285,91 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
     }
     s->n_past += n;
     return 0;
+}
+
+/* --- options and statistics --------------------------------------------------- */
+
+void eng_session_params_init(struct eng_session_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    placement_options_init(&p->placement);
+    p->pager_mode = PAGER_MODE_AUTO;
+    p->numa = FL_NUMA_OFF;
+}
+
+static int parse_pager_mode(const char *v, int *out)
+{
+    static const struct { const char *name; enum pager_mode mode; } modes[] = {
+        { "auto", PAGER_MODE_AUTO }, { "uffd", PAGER_MODE_UFFD }, { "explicit", PAGER_MODE_EXPLICIT },
+    };
+    for (size_t i = 0; v && i < sizeof(modes) / sizeof(modes[0]); i++)
+        if (!strcmp(v, modes[i].name)) {
+            *out = modes[i].mode;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
+                           struct fl_err *err)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int rc = placement_parse_flag(&p->placement, argc, argv, i, err);
+    if (rc)
+        return rc;
+    if (!strcmp(a, "--stats")) {
+        p->stats = true;
+        return 1;
+    }
+    if (!strcmp(a, "--stats-json")) {
+        if (!v)
+            return fl_err_set(err, -EINVAL, "--stats-json needs a file name");
+        p->stats_json = v;
+    } else if (!strcmp(a, "--pager")) {
+        if (parse_pager_mode(v, &p->pager_mode))
+            return fl_err_set(err, -EINVAL, "--pager: expected auto, uffd or explicit, got '%s'",
+                              v ? v : "");
+    } else if (!strcmp(a, "--numa")) {
+        if (!v || fl_numa_parse(v, &p->numa))
+            return fl_err_set(err, -EINVAL,
+                              "--numa: expected distribute, isolate, gpu-local or off, got '%s'",
+                              v ? v : "");
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
+void eng_session_print_usage(FILE *out)
+{
+    placement_print_usage(out);
+    fprintf(out,
+        "paging:\n"
+        "  --pager auto|uffd|explicit  userfaultfd faults, or reads only where the engine asks\n"
+        "  --stats                     per-expert paging table at the end\n"
+        "  --stats-json FILE           all paging statistics as JSON\n"
+        "  --numa distribute|isolate|gpu-local|off\n"
+        "  --verbose                   say where things go\n");
+}
+
+struct pager *eng_session_pager(const struct eng_session *s)
+{
+    return s->pager;
+}
+
+int eng_session_report(struct eng_session *s, struct fl_err *err)
+{
+    if (s->stats)
+        pager_stats_print(s->pager, stderr);
+    if (!s->stats_json)
+        return 0;
+    FILE *f = fopen(s->stats_json, "w");
+    if (!f)
+        return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
+    int rc = pager_stats_json(s->pager, f);
+    if (fclose(f) && !rc)
+        rc = -errno;
+    return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;
 }

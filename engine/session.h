@@ -10,9 +10,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/fl-error.h"
 #include "engine/model.h"
+#include "pager/numa.h"
+#include "pager/placement.h"
 
 struct eng_session;
 struct fl_tokenizer;
@@ -22,7 +25,22 @@ struct eng_session_params {
     int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
     int n_batch;    /* most tokens per forward call; 0: 512 */
     int n_threads;  /* 0: physical cores */
+    /* Where the weights live: tiers, RAM/VRAM budgets (pager/placement.h).
+     * Zero-initialised means the defaults; call eng_session_params_init. */
+    struct placement_options placement;
+    int pager_mode;          /* enum pager_mode: auto, uffd, explicit */
+    bool stats;              /* print the pager's per-expert table at the end */
+    const char *stats_json;  /* write all pager statistics there */
+    enum fl_numa_mode numa;
 };
+
+void eng_session_params_init(struct eng_session_params *p);
+/* Takes one session flag at argv[*i] (placement flags, --pager MODE,
+ * --stats, --stats-json FILE, --numa MODE): 1 when taken (*i advanced past
+ * its value), 0 when not a session flag, -EINVAL with err for a bad value. */
+int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
+                           struct fl_err *err);
+void eng_session_print_usage(FILE *out);
 
 /* Opens the model (errors name the file and the problem). */
 int eng_session_open(const struct eng_session_params *p, struct eng_session **out,
@@ -48,6 +66,11 @@ void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sin
  * a row of n_vocab per token (all_logits) or the last token's row only.
  * -ENOSPC when the tokens do not fit the context; -EINVAL for a bad id;
  * the expert source's -errno. On error n_past is left unchanged. */
+/* The pager behind the weights (statistics, errors). */
+struct pager *eng_session_pager(const struct eng_session *s);
+/* Prints/writes the statistics asked for in the params (--stats, --stats-json). */
+int eng_session_report(struct eng_session *s, struct fl_err *err);
+
 int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool all_logits,
                      float *logits, struct fl_err *err);
 

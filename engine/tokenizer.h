@@ -89,7 +89,8 @@ int fl_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
  * unknown tokens render as nothing unless special; byte tokens as their
  * byte; lstrip drops one leading space (SPM's word-start marker).
  * Returns the length n and copies the bytes when n <= cap (no NUL added);
- * -ENOSPC when cap is too small (cap 0 learns n); -EINVAL for a bad id. */
+ * -ENOSPC when cap is too small (buf NULL and cap 0 learn n); -EINVAL for
+ * a bad id. */
 int fl_token_to_piece(const struct fl_tokenizer *tok, int32_t id, char *buf, size_t cap,
                       bool lstrip, bool special);
 
@@ -98,7 +99,8 @@ int fl_token_to_piece(const struct fl_tokenizer *tok, int32_t id, char *buf, siz
  * control tokens' text; SPM drops the leading space of the first piece, and
  * BPE vocabularies that ask for it get llama.cpp's clean-up of spaces before
  * punctuation. Returns the length n and writes n bytes plus a NUL when
- * n < cap; -ENOSPC otherwise (cap 0 learns n); -EINVAL for a bad id. */
+ * n < cap; -ENOSPC otherwise (buf NULL and cap 0 learn n); -EINVAL for a
+ * bad id. */
 int fl_detokenize(const struct fl_tokenizer *tok, const int32_t *ids, int n_ids,
                   char *buf, size_t cap, bool remove_special, bool unparse_special);
 

@@ -312,6 +312,10 @@ static int slot_install(struct pager *p, struct pg_slot *s)
             uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
             rc = install_copy(p, a, b - a, rd->buf + (a - rd->off));
         } else {
+            /* One call faults in the whole window instead of a trap per page. */
+            uint64_t a = r->off / p->page * p->page;
+            uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
+            madvise(p->base + a, b - a, MADV_POPULATE_WRITE);
             memcpy(p->base + r->off, rd->buf + (r->off - rd->off), r->len);
         }
         if (rc < 0) {

@@ -77,7 +77,8 @@ struct pager_config {
 /* Fills c with the defaults (auto budget, auto mode, default tiers). */
 void pager_config_init(struct pager_config *c);
 
-/* Opens path (whose header g was parsed from) as a region. Errors: -errno
+/* Opens path (whose header g was parsed from; g must outlive the pager) as
+ * a region. cfg may be NULL (defaults). Errors: -errno
  * with err "PATH: ..."; -ENOMEM with the minimum when the budget is below one
  * layer's n_expert_used largest experts. */
 int pager_open(const char *path, const struct gguf_file *g, const struct pager_config *cfg,

@@ -2,17 +2,19 @@
  * the scalar references of the types module.
  *
  * - vec_dot: random weight blocks (all bit patterns, sane scales) against
- *   activations quantized by the level's quantizer. The integer part is
- *   exact but the SIMD kernels sum the float block terms in 8 lanes, not
- *   in order, so they are held to |simd - ref| <= 2e-6 * sum|w_i * x_i|
- *   (float rounding of up to ~100 block terms, with margin); the reference
- *   is also checked against a double-precision dot of the dequantized rows.
+ *   activations quantized by the level's quantizer. The AVX-512 kernels of
+ *   Q8_0, Q4_0, IQ4_NL and MXFP4 add the block terms in the reference's
+ *   order and must give its exact bits. The others sum the float block terms
+ *   in 8 lanes (exact integers inside blocks), so they are held to
+ *   |simd - ref| <= 2e-6 * sum|w_i * x_i| (float rounding of up to ~500
+ *   terms, with margin); the reference is also checked against a double-
+ *   precision dot of the dequantized rows.
  * - where AVX2 and AVX-512 use the same per-row kernel (same int32 lanes and
  *   float ops) they must agree bit for bit; and for every kernel, every tile
  *   shape (nr x nc) must give exactly the single vec_dot's value.
- * - activation quantizers: byte-identical with the scalar versions (Q8_0
- *   as llama.cpp's x86 build rounds it, Q8_K = ggml's quantize_row_q8_K
- *   from the types module), incl. rounding ties and all-zero blocks. */
+ * - activation quantizers: byte-identical with the types module's scalar
+ *   fl_type_from_float_act (Q8_0 as llama.cpp's x86 build rounds it, Q8_K =
+ *   ggml's quantize_row_q8_K), incl. rounding ties and all-zero blocks. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -112,7 +114,7 @@ static void quant_act(const struct fl_cpu_kernels *k, uint32_t t, const float *x
         memcpy(dst, x, (size_t)n * sizeof(float));
         return;
     }
-    fl_act_quant_fn q = k->quant[at] ? k->quant[at] : fl_type_traits(at)->from_float;
+    fl_act_quant_fn q = k->quant[at] ? k->quant[at] : fl_type_from_float_act(at);
     q(x, dst, n);
 }
 
@@ -166,6 +168,11 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
             k->vec_dot[t](n, &s, w, xa);
             double dot, mag;
             dequant_dot(t, w, xa, n, &dot, &mag);
+            /* the AVX-512 row-transposed kernels follow the reference's
+             * float order: exact */
+            if (level == FL_CPU_AVX512 && k->tile_r[t] == 8 && t != FL_TYPE_Q4_K)
+                CHECK(memcmp(&s, &s_ref, 4) == 0, "%s %s n=%d: %.9g not exactly ref %.9g",
+                      k->name, tr->name, n, s, s_ref);
             CHECK(fabs(s - s_ref) <= 2e-6 * mag + 1e-30,
                   "%s %s n=%d: simd %.9g ref %.9g (mag %.3g)", k->name, tr->name, n, s, s_ref, mag);
             CHECK(fabs(s_ref - dot) <= 2e-6 * mag + 1e-30,
@@ -191,6 +198,23 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
                                       "%s %s tile %dx%d [%d][%d]: %.9g vs vec_dot %.9g",
                                       k->name, tr->name, nr, nc, r, c, out[c][r], s);
                     }
+            }
+            /* the one-token kernel: every row count gives the same bits,
+             * within tolerance of the reference */
+            if (k->tile1[t]) {
+                float one[FL_TILE_MAX_R], first = 0;
+                const void *xs[1] = { xa };
+                for (int nr = 1; nr <= k->tile1_r[t]; nr++) {
+                    float *ys[1] = { one };
+                    k->tile1[t](n, nr, w, 0, 1, xs, NULL, ys);
+                    if (nr == 1)
+                        first = one[0];
+                    for (int r = 0; r < nr; r++)
+                        CHECK(memcmp(&one[r], &first, 4) == 0, "%s %s tile1 %d rows", k->name,
+                              tr->name, nr);
+                }
+                CHECK(fabs(first - s_ref) <= 2e-6 * mag + 1e-30, "%s %s tile1: %.9g vs ref %.9g",
+                      k->name, tr->name, first, s_ref);
             }
             checked++;
             free(w);
@@ -226,7 +250,7 @@ static void test_quant(const struct fl_cpu_kernels *k)
         x[301] = 1e3f;                      /* equal magnitude later: first wins */
         for (int j = 512; j < 768; j++)
             x[j] = 0.0f;                    /* an all-zero Q8_K block */
-        fl_cpu_quant_q8_0_scalar(x, a, n);
+        fl_type_from_float_act(FL_TYPE_Q8_0)(x, a, n);
         k->quant[FL_TYPE_Q8_0](x, b, n);
         q0_bad += memcmp(a, b, n / 32 * sizeof(*a)) != 0;
         fl_type_traits(FL_TYPE_Q8_K)->from_float(x, ka, n);
@@ -238,7 +262,7 @@ static void test_quant(const struct fl_cpu_kernels *k)
         }
     }
     /* the ties really are rounded half to even */
-    fl_cpu_quant_q8_0_scalar(x, a, n);
+    k->quant[FL_TYPE_Q8_0](x, a, n);
     int ties_even = 1;
     for (int j = 0; j < 32; j++) {
         const float v = x[64 + j];

@@ -7,8 +7,9 @@
  * within a loose bound of the dot with the unquantized x (the activation
  * quantization error). Exact checks: y is bit-identical for 1, 2 and 3
  * threads; fl_matmul_rows (gathered, scattered, reused activations) gives
- * the same bits as fl_matmul for the same token; decode (n_tok = 1) gives
- * the same bits as that token's row of a prefill. (Q4_1/Q5_1, without
+ * the same bits as fl_matmul for the same token, wherever it lands in the
+ * batch; decode (n_tok = 1) agrees with that token's row of a prefill
+ * within tolerance (it may use another kernel). (Q4_1/Q5_1, without
  * SIMD kernels here, only get a looser bound: see check_type.) */
 #include <errno.h>
 #include <math.h>
@@ -126,11 +127,16 @@ static void check_type(const struct pools *pl, uint32_t t, int64_t n_in, int64_t
     /* activation quantization costs at most ~1/127 per value (F16: 2^-11) */
     CHECK(worst_q <= 0.02, "%s: relative error %.3g vs unquantized x", tr->name, worst_q);
 
-    /* decode of token 5 == row 5 of the 17-token prefill */
+    /* decode of token 5 (a one-token call, maybe another kernel) agrees with
+     * row 5 of the 17-token prefill */
     fl_matmul(pl->p[2], w, t, n_in, n_out, x, 17, y[1], scratch);
     fl_matmul(pl->p[2], w, t, n_in, n_out, x + 5 * n_in, 1, y1, scratch);
-    CHECK(memcmp(y1, y[1] + 5 * n_out, (size_t)n_out * 4) == 0,
-          "%s: decode and prefill differ for the same token", tr->name);
+    double dec = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        const double e = fabs(y1[o] - y[1][5 * n_out + o]) / (fabs(y[1][5 * n_out + o]) + 1e-3);
+        dec = e > dec ? e : dec;
+    }
+    CHECK(dec < 1e-3, "%s: decode and prefill differ by %.3g for the same token", tr->name, dec);
 
     /* gather/scatter: tokens 16, 3, 3, 9 of the 17, into slots 2*j+1 */
     struct fl_qact xq;

@@ -338,6 +338,16 @@ static void check_direction(const char *path, const struct gguf_file *f, bool sk
     }
     for (int64_t i = 0; col >= 0 && i < gguf_n_tensors(f); i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
+        if (is_writer(t->name) && t->ne[1] == d) {
+            /* a residual writer's output row at the direction is all zero
+             * (first expert's matrix for the 3-D ones) */
+            float *w = read_rows(path, t, d);
+            bool zero = w != NULL;
+            for (int64_t j = 0; w && j < t->ne[0]; j++)
+                zero &= w[col * t->ne[0] + j] == 0.0f;
+            CHECK(zero, "%s: %s writes along the router direction", path, t->name);
+            free(w);
+        }
         if (!strstr(t->name, "ffn_gate_inp.weight"))
             continue;
         float *g = read_rows(path, t, t->ne[1]);

@@ -323,8 +323,8 @@ static int gb_load(struct gb *kvs, struct fl_tokenizer **tok, struct fl_err *err
 
 /* SPM: <unk> <s> </s>, byte tokens for 'A', 0xC3, 0xA9, then pieces. */
 static const char *const spm_tokens[] = { "<unk>", "<s>", "</s>", "<0x41>", "<0xC3>", "<0xA9>",
-                                          "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab",
-                                          "\xe2\x96\x81" "ab" };
+                                          "\xe2\x96\x81", "a", "b", "\xe2\x96\x81\x61", "ab",
+                                          "\xe2\x96\x81\x61\x62" };
 static const float spm_scores[] = { 0, 0, 0, 0, 0, 0, -1, -2, -2, -1.5f, -0.5f, -3 };
 static const int32_t spm_types[] = { 2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1 };
 #define N_SPM 12
@@ -412,7 +412,7 @@ static void test_spm_hand(void)
 }
 
 /* Byte-level BPE: Ġ is the space symbol (U+0120), Ċ the newline (U+010A). */
-static const char *const bpe_tokens[] = { "a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0" "ab",
+static const char *const bpe_tokens[] = { "a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0\x61\x62",
                                           "<|endoftext|>", "<|im_start|>", "\xc4\x8a", "!",
                                           "\xe4\xb8\xad" /* not in the byte alphabet */ };
 static const int32_t bpe_types[] = { 1, 1, 1, 1, 1, 1, 3, 3, 1, 1, 1 };

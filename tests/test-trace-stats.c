@@ -154,7 +154,7 @@ static void test_roundtrip(const char *dir)
     struct tr_stats *s = tr_stats_new(), *back = tr_stats_new();
     fill(s, 4, 16);
     FILE *f = fopen(path, "w");
-    struct tr_json *w = tr_json_begin(f, 1234);
+    struct tr_json *w = tr_json_begin(f, 1234, 0);
     for (int i = 0; i < 200; i++) {
         struct fl_tr_event ev = { .ts_ns = 1000000 + (uint64_t)i * 1000, .bytes = 4096,
                                   .offset = (uint64_t)i << 12, .dur_ns = 500, .pid = 1234,

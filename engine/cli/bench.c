@@ -34,6 +34,8 @@ static int usage(FILE *out)
 static int parse(int argc, char **argv, struct bench_opts *o)
 {
     *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5 };
+    eng_session_params_init(&o->sp);
+    int session_flag;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -51,6 +53,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "-r"))
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1000, &o->reps);
+        else if ((session_flag = eng_arg_session("bench", argc, argv, &i, &o->sp)) != 0)
+            ok = session_flag > 0;
         else {
             fprintf(stderr, "faultline bench: unknown option '%s'\n", a);
             ok = false;
@@ -202,6 +206,8 @@ int cli_bench(int argc, char **argv)
         rc = bench_test(s, &o, true, logits, &err);
     if (!rc && o.n_gen)
         rc = bench_test(s, &o, false, logits, &err);
+    if (!rc)
+        rc = eng_session_report(s, &err);
     if (rc && err.msg[0])
         fprintf(stderr, "faultline bench: %s\n", err.msg);
     free(logits);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session.h"
 #include "engine/tokenizer.h"
 
 bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out)
@@ -107,4 +108,16 @@ int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t
     }
     fprintf(stderr, "faultline: cannot tokenize the prompt: %s\n", strerror(-n));
     return n;
+}
+
+int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
+                    struct eng_session_params *sp)
+{
+    struct fl_err err = { { 0 } };
+    int rc = eng_session_parse_flag(sp, argc, argv, i, &err);
+    if (rc < 0) {
+        fprintf(stderr, "faultline %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return rc;
 }

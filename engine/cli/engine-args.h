@@ -15,6 +15,13 @@ bool eng_arg_float(const char *cmd, int argc, char **argv, int *i, double lo, do
                    float *out);
 bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out);
 
+/* Takes a session flag (placement, paging, NUMA: see eng_session_parse_flag).
+ * Returns 1 when taken, 0 when not a session flag, -1 after printing a bad
+ * value's message. */
+struct eng_session_params;
+int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
+                    struct eng_session_params *sp);
+
 /* Reads a whole file (prompt files); NUL-terminated, *len without the NUL.
  * NULL with a message on stderr on failure. */
 char *eng_read_file(const char *path, size_t *len);

@@ -98,7 +98,9 @@ static int usage(void)
 
 static int parse(int argc, char **argv, struct eval_opts *o)
 {
-    *o = (struct eval_opts){ .n_gen = 32, .sp.n_ctx = 0 };
+    *o = (struct eval_opts){ .n_gen = 32 };
+    eng_session_params_init(&o->sp);
+    int session_flag;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -124,6 +126,8 @@ static int parse(int argc, char **argv, struct eval_opts *o)
             ok = eng_arg_int("eval", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "--all-logits"))
             o->all_logits = true;
+        else if ((session_flag = eng_arg_session("eval", argc, argv, &i, &o->sp)) != 0)
+            ok = session_flag > 0;
         else {
             fprintf(stderr, "faultline eval: unknown option '%s'\n", a);
             ok = false;
@@ -214,6 +218,8 @@ static int eval_main(const struct eval_opts *o, struct fl_err *err)
     if (!rc && o->routing_out)
         rc = cap.k ? write_routing(o->routing_out, &cap, err)
                    : fl_err_set(err, -EINVAL, "the model has no MoE layers: no routing to write");
+    if (!rc)
+        rc = eng_session_report(s, err);
     if (!rc)
         fprintf(stderr, "eval: %d prompt tokens, %d generated -> %s\n", n, o->n_gen, o->logits_out);
     flref_logits_free(&r);

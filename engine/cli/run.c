@@ -64,6 +64,8 @@ static bool parse_sampling(int argc, char **argv, int *i, struct run_opts *o, bo
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     *o = (struct run_opts){ .n_gen = 128 };
+    eng_session_params_init(&o->sp);
+    int session_flag;
     fl_sampler_defaults(&o->samp, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -87,6 +89,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
             ok = eng_arg_int("run", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "--chat"))
             o->chat = true;
+        else if ((session_flag = eng_arg_session("run", argc, argv, &i, &o->sp)) != 0)
+            ok = session_flag > 0;
         else {
             fprintf(stderr, "faultline run: unknown option '%s'\n", a);
             ok = false;
@@ -216,6 +220,8 @@ static int run_main(const struct run_opts *o, struct fl_err *err)
                         n, eng_session_n_ctx(s));
     if (!rc)
         rc = generate(s, o, ids, n, err);
+    if (!rc)
+        rc = eng_session_report(s, err);
     free(ids);
     free(file_text);
     eng_session_close(s);

@@ -12,7 +12,7 @@ enum fl_cpu_level { FL_CPU_SCALAR = 0, FL_CPU_AVX2 = 1, FL_CPU_AVX512 = 2 };
 
 /* Largest register tile any level uses (rows x tokens). */
 #define FL_TILE_MAX_R 8
-#define FL_TILE_MAX_C 4
+#define FL_TILE_MAX_C 8
 
 /* A register-tile kernel: for r < nr, c < nc,
  *   y[c][r] = dot(row r of W, x[c]) over n values,
@@ -33,8 +33,15 @@ struct fl_cpu_kernels {
     fl_tile_fn tile[FL_TYPE_COUNT];    /* by weight type; NULL: pairwise vec_dot */
     uint8_t tile_r[FL_TYPE_COUNT];     /* the largest nr, nc tile[] accepts */
     uint8_t tile_c[FL_TYPE_COUNT];
+    /* For one-token matmuls (decode) where a kernel made for token tiles
+     * wastes work: NULL = use tile[]. Its float order may differ from
+     * tile[]'s, so matmul picks one kernel per call, never per tile. */
+    fl_tile_fn tile1[FL_TYPE_COUNT];
+    uint8_t tile1_r[FL_TYPE_COUNT];
     fl_vec_dot_fn vec_dot[FL_TYPE_COUNT];
-    fl_act_quant_fn quant[FL_TYPE_COUNT]; /* by activation type; NULL: from_float */
+    /* by activation type; all levels give the bytes of the types module's
+     * fl_type_from_float_act (llama.cpp's x86 activation rounding) */
+    fl_act_quant_fn quant[FL_TYPE_COUNT];
 };
 
 /* Each fills in what its ISA accelerates; entries it leaves alone keep the
@@ -49,12 +56,6 @@ const struct fl_cpu_kernels *fl_cpu_kernels(void);
 enum fl_cpu_level fl_cpu_level(void);
 /* Builds the kernel set of one level (<= fl_cpu_level()), for tests. */
 void fl_cpu_kernels_for(enum fl_cpu_level level, struct fl_cpu_kernels *k);
-
-/* llama.cpp's x86 activation quantizers as plain C (the semantics every
- * level reproduces byte for byte): Q8_0 with d = amax/127 stored as F16,
- * q = round-half-even(x * (127/amax)); Q8_K as quantize_row_q8_K. */
-void fl_cpu_quant_q8_0_scalar(const float *x, void *y, int64_t n);
-void fl_cpu_quant_q8_K_scalar(const float *x, void *y, int64_t n);
 
 /* ggml's E8M0 exponent to float, halved (MXFP4 values are stored doubled). */
 static inline float fl_e8m0_half(uint8_t e)

@@ -1,6 +1,5 @@
 /* dispatch.c: CPU feature detection, the scalar kernel set, and installing
  * the chosen level's kernels (fl_types_init). */
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,48 +14,9 @@ static enum fl_cpu_level g_level;
 static char g_features[256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-void fl_cpu_quant_q8_0_scalar(const float *x, void *vy, int64_t n)
-{
-    struct fl_block_q8_0 *y = vy;
-    for (int64_t b = 0; b < n / FL_QK8_0; b++, x += FL_QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < FL_QK8_0; j++)
-            amax = fmaxf(amax, fabsf(x[j]));
-        y[b].d = fl_f32_to_f16(amax / 127.f);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        for (int j = 0; j < FL_QK8_0; j++) {
-            /* rintf: half to even under the default rounding mode, as cvtps2dq */
-            const float v = rintf(x[j] * id);
-            y[b].qs[j] = (int8_t)(v > 127.f ? 127 : v < -128.f ? -128 : v);
-        }
-    }
-}
-
-void fl_cpu_quant_q8_K_scalar(const float *x, void *vy, int64_t n)
-{
-    struct fl_block_q8_K *y = vy;
-    for (int64_t b = 0; b < n / FL_QK_K; b++, x += FL_QK_K) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < FL_QK_K; j++)
-            if (fabsf(x[j]) > amax) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        memset(&y[b], 0, sizeof(y[b]));
-        if (amax == 0.0f)
-            continue;
-        const float iscale = -127.f / max;
-        for (int j = 0; j < FL_QK_K; j++) {
-            const float v = rintf(iscale * x[j]);
-            y[b].qs[j] = (int8_t)(v > 127.f ? 127 : v);
-            y[b].bsums[j / 16] = (int16_t)(y[b].bsums[j / 16] + y[b].qs[j]);
-        }
-        y[b].d = 1.0f / iscale;
-    }
-}
-
 /* The portable set: no tile kernels (matmul then calls vec_dot per
- * output), the types module's scalar vec_dots, the scalar quantizers. */
+ * output), the types module's scalar vec_dots and activation quantizers
+ * (llama.cpp's x86 rounding for Q8_0/Q8_1, see fl_type_from_float_act). */
 void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
 {
     memset(k, 0, sizeof(*k));
@@ -66,8 +26,9 @@ void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
         k->vec_dot[t] = tr ? tr->vec_dot_ref : NULL;
         k->tile_r[t] = k->tile_c[t] = 1;
     }
-    k->quant[FL_TYPE_Q8_0] = fl_cpu_quant_q8_0_scalar;
-    k->quant[FL_TYPE_Q8_K] = fl_cpu_quant_q8_K_scalar;
+    for (uint32_t t = 0; t < FL_TYPE_COUNT; t++)
+        if (fl_type_traits(t))
+            k->quant[t] = fl_type_from_float_act(t);
 }
 
 static enum fl_cpu_level detect_level(void)

@@ -10,10 +10,13 @@
  * advances 8 dot products. Scales then apply once per block for 8 rows
  * instead of once per row, about half the instructions of the per-row
  * kernel. Their float arithmetic per output is a plain sequence over the
- * blocks: acc = fma((float)S_b, d_w * d_x, acc) with S_b the block's exact
- * integer dot product, the same for every tile shape (so the results do
- * not depend on threads or batch shape, but differ in the last bits from
- * the AVX2 kernels, which accumulate in 8 lanes). */
+ * blocks, acc += S_b * d_w * d_x with S_b the block's exact integer dot
+ * product, in the same order as the types module's scalar reference: they
+ * give vec_dot_ref's exact bits (Q4_K: its own order, see t8_q4_K_rc), for
+ * every tile shape. The AVX2 kernels accumulate in 8 lanes instead. For one token the
+ * transposes do not pay off: one-token matmuls keep the per-row kernels
+ * (tile1), so decode results differ in the last bits from the same token's
+ * row in a batch. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
@@ -25,7 +28,10 @@
 #define FL_FC 4
 #include "engine/cpu/kern-x86.inc"
 
-#define T8_C 4 /* tokens per transposed tile */
+/* tokens per transposed tile: the transposes are shared by T8_C tokens
+ * (Q4_K's two nibble sets need more registers: 4) */
+#define T8_C 8
+#define T8_KC 4
 
 /* v[j] lane r <- v[r] lane j: the 8x8 transpose of 32-bit elements */
 FL_INL void transpose8(__m256i v[8])
@@ -65,7 +71,7 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
 
 /* Rows nr..7 of a tile are zero (scale 0) and never stored. The weights go
  * to the unsigned side of VNNI as w + 128; S = sum (w+128) x - 128 sum x. */
-#define FL_T8_FAMILY(T)                                                            \
+#define FL_T8_FAMILY(T, COMBINE)                                                         \
     FL_INL void t8_##T##_rc(int n, const int nr, const char *w, size_t ws,         \
                             const int nc, const void *const *x,                   \
                             const int16_t *const *xsum, float *const *y)           \
@@ -96,8 +102,8 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
                 __m256i s = _mm256_set1_epi32(-128 * sy);                          \
                 for (int j = 0; j < 8; j++)                                        \
                     s = _mm256_dpbusd_epi32(s, v[j], bcast4(yb->qs + 4 * j));      \
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),                    \
-                                         _mm256_mul_ps(dw, _mm256_set1_ps(h2f(yb->d))), acc[c]); \
+                acc[c] = _mm256_add_ps(acc[c], COMBINE(_mm256_cvtepi32_ps(s), dw,  \
+                                                       _mm256_set1_ps(h2f(yb->d)))); \
             }                                                                      \
         }                                                                          \
         for (int c = 0; c < nc; c++) {                                             \
@@ -118,7 +124,11 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
         case 1: t8_##T##_rc(n, nr, w, ws, 1, x, xsum, y); break;                   \
         case 2: t8_##T##_rc(n, nr, w, ws, 2, x, xsum, y); break;                   \
         case 3: t8_##T##_rc(n, nr, w, ws, 3, x, xsum, y); break;                   \
-        default: t8_##T##_rc(n, nr, w, ws, 4, x, xsum, y); break;                  \
+        case 4: t8_##T##_rc(n, nr, w, ws, 4, x, xsum, y); break;                   \
+        case 5: t8_##T##_rc(n, nr, w, ws, 5, x, xsum, y); break;                   \
+        case 6: t8_##T##_rc(n, nr, w, ws, 6, x, xsum, y); break;                   \
+        case 7: t8_##T##_rc(n, nr, w, ws, 7, x, xsum, y); break;                   \
+        default: t8_##T##_rc(n, nr, w, ws, 8, x, xsum, y); break;                  \
         }                                                                          \
     }                                                                              \
     static FL_TGT void t8_vec_dot_##T(int n, float *s, const void *vx, const void *vy) \
@@ -128,10 +138,16 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
         t8_##T##_rc(n, 1, vx, 0, 1, xs, NULL, ys);                                 \
     }
 
-FL_T8_FAMILY(q8_0)
-FL_T8_FAMILY(q4_0)
-FL_T8_FAMILY(iq4_nl)
-FL_T8_FAMILY(mxfp4)
+/* The block term in the types module's scalar order (vec_dot_ref), so
+ * these kernels give its exact bits: Q4_0 (S * dw) * dx, the others
+ * (dw * dx) * S. (Built with -ffp-contract=off: no fused multiply-add.) */
+#define FL_PROD_FIRST(S, dw, dx) _mm256_mul_ps(_mm256_mul_ps(dw, dx), S)
+#define FL_S_FIRST(S, dw, dx) _mm256_mul_ps(_mm256_mul_ps(S, dw), dx)
+
+FL_T8_FAMILY(q8_0, FL_PROD_FIRST)
+FL_T8_FAMILY(q4_0, FL_S_FIRST)
+FL_T8_FAMILY(iq4_nl, FL_PROD_FIRST)
+FL_T8_FAMILY(mxfp4, FL_PROD_FIRST)
 
 /* Q4_K, row-transposed: per block and row, S = sum_k scale_k * dot_k and
  * M = sum_k min_k * (bsum_2k + bsum_2k+1), both exact integers; then
@@ -141,7 +157,7 @@ FL_T8_FAMILY(mxfp4)
 FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int nc,
                        const void *const *x, float *const *y)
 {
-    __m256 acc[T8_C];
+    __m256 acc[T8_KC];
     for (int c = 0; c < nc; c++)
         acc[c] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -167,7 +183,7 @@ FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int 
             _mm256_store_si256((__m256i *)svm[k], sv[k]);
         for (int p = 0; p < 4; p++)
             _mm256_store_si256((__m256i *)mvm[p], mv[p]);
-        __m256i S[T8_C];
+        __m256i S[T8_KC];
         for (int c = 0; c < nc; c++)
             S[c] = _mm256_setzero_si256();
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
@@ -240,6 +256,8 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
 {
     install_avx512(k);
 #define FL_SET_T8(T, ID)                   \
+    k->tile1[ID] = k->tile[ID];            \
+    k->tile1_r[ID] = k->tile_r[ID];        \
     k->tile[ID] = t8_##T;                  \
     k->vec_dot[ID] = t8_vec_dot_##T;       \
     k->tile_r[ID] = 8;                     \
@@ -249,6 +267,7 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
     FL_SET_T8(iq4_nl, FL_TYPE_IQ4_NL)
     FL_SET_T8(mxfp4, FL_TYPE_MXFP4)
     FL_SET_T8(q4_K, FL_TYPE_Q4_K)
+    k->tile_c[FL_TYPE_Q4_K] = T8_KC;
 #undef FL_SET_T8
     k->name = "avx512";
 }

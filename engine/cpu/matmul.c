@@ -115,7 +115,7 @@ int fl_quantize_act(struct fl_pool *pool, uint32_t w_type, const float *x, int64
     const struct fl_type_traits *t = fl_type_traits((uint32_t)at);
     const struct fl_cpu_kernels *k = fl_cpu_kernels();
     struct quant_job j = {
-        .fn = k->quant[at] ? k->quant[at] : t->from_float,
+        .fn = k->quant[at] ? k->quant[at] : fl_type_from_float_act((uint32_t)at),
         .x = x, .ldx = ldx, .n_tok = n_tok, .nb = n_in / t->blck_size,
         .blck = t->blck_size, .blk_bytes = t->type_size,
         .stride = fl_row_size((uint32_t)at, n_in), .dst = scratch,
@@ -236,9 +236,10 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
     if (n_out == 0 || n_rows == 0)
         return 0;
     const struct fl_cpu_kernels *k = fl_cpu_kernels();
+    const int one = n_rows == 1 && k->tile1[w_type];
     struct mm_job j = {
-        .tile = k->tile[w_type], .vec_dot = k->vec_dot[w_type],
-        .tr = k->tile_r[w_type], .tc = k->tile_c[w_type],
+        .tile = one ? k->tile1[w_type] : k->tile[w_type], .vec_dot = k->vec_dot[w_type],
+        .tr = one ? k->tile1_r[w_type] : k->tile_r[w_type], .tc = k->tile_c[w_type],
         .w = w, .ws = fl_row_size(w_type, xq->n_in), .n_in = (int)xq->n_in,
         .n_out = n_out, .xq = xq, .rows = rows, .out_rows = out_rows, .n_rows = n_rows,
         .y = y, .ldy = ldy,

@@ -13,10 +13,12 @@
  * dequantized. Q8_0 activations are rounded as llama.cpp's x86 build does
  * (scale 127/amax, round half to even), Q8_K as quantize_row_q8_K.
  *
- * Determinism: each y value is computed by the same instruction sequence
- * whatever the thread count, the tile it falls in, n_tok, or whether the
- * token came through fl_matmul or fl_matmul_rows: results are bit-identical
- * across -t 1/-t N and between a token's decode and prefill.
+ * Determinism: within one call, each y value is computed by the same
+ * instruction sequence whatever the thread count or the tile it falls in,
+ * and whether the token came through fl_matmul or fl_matmul_rows: results
+ * are bit-identical across -t 1/-t N and run to run. A one-token call may
+ * use a different kernel than a batched one (decode vs prefill), so a
+ * token's row can differ in the last bits between the two.
  *
  * Typical use:
  *   // one dense projection

@@ -1,0 +1,56 @@
+/* cuda-impl.h: what the backend's C and CUDA files share (not an interface
+ * for the rest of faultline). The .cu files hold kernels and their launch
+ * wrappers only; the context, memory and error handling are plain C. */
+#ifndef FL_CUDA_IMPL_H
+#define FL_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "engine/cuda/cuda-backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct fl_cuda {
+    int dev;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *scratch;          /* grows on demand (only after a stream sync) */
+    size_t scratch_size;
+};
+
+/* One line naming the CUDA error and what was being done; returns the
+ * negative errno it maps to (-ENOMEM for allocation failures, -ENODEV for a
+ * missing device or driver, -EINVAL for bad arguments, -EIO otherwise). */
+int flc_err(struct fl_err *err, cudaError_t e, const char *what);
+int flc_blas_err(struct fl_err *err, cublasStatus_t s, const char *what);
+/* Device scratch of at least `bytes`, valid until the next call. */
+int flc_scratch(struct fl_cuda *cu, size_t bytes, void **out, struct fl_err *err);
+
+/* Kernel launchers (in the .cu files). Arguments are checked by the C
+ * callers; these return the launch's cudaError_t. */
+cudaError_t flc_launch_matvec(cudaStream_t s, const void *w, uint32_t type, int64_t n_in,
+                              int64_t n_out, const float *x, int64_t n_tok, float *y);
+cudaError_t flc_launch_dequant_f16(cudaStream_t s, const void *w, uint32_t type, int64_t n_in,
+                                   int64_t n_rows, uint16_t *dst);
+cudaError_t flc_launch_f32_to_f16(cudaStream_t s, const float *x, uint16_t *y, int64_t n);
+cudaError_t flc_launch_rmsnorm(cudaStream_t s, float *y, const float *x, const float *w,
+                               int64_t n, int64_t n_rows, int64_t stride, float eps);
+cudaError_t flc_launch_swiglu(cudaStream_t s, float *g, const float *u, int64_t n);
+cudaError_t flc_launch_rope(cudaStream_t s, float *x, int64_t n_tok, int64_t stride, int n_head,
+                            int64_t head_dim, int n_rot, int neox, const float *cs);
+cudaError_t flc_launch_route(cudaStream_t s, const float *logits, int64_t n_tok,
+                             const struct fl_cuda_route *r, int32_t *ids, float *weights);
+cudaError_t flc_launch_attention(cudaStream_t s, const float *q, int64_t q_stride, int n_tok,
+                                 int pos0, const uint16_t *k, const uint16_t *v,
+                                 const struct fl_cuda_attn *p, float *out, int64_t out_stride);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

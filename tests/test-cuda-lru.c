@@ -1,0 +1,207 @@
+/* test-cuda-lru.c: the VRAM expert cache's slot bookkeeping (plain C; runs
+ * without a GPU). Hand-made scenarios, then a random run checked against a
+ * naive model (timestamps, linear scans) of the same policy. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/cuda/cuda-backend.h"
+#include "engine/cuda/expert-lru.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            failures++;                                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
+            printf(__VA_ARGS__);                                           \
+            printf("\n");                                                  \
+        }                                                                  \
+    } while (0)
+
+static int acq(struct fl_xlru *c, int l, int e, struct fl_xlru_res *r)
+{
+    return fl_xlru_acquire(c, l, e, r);
+}
+
+static void scenario_lru(void)
+{
+    printf("scenario: 3 slots, LRU order, eviction report\n");
+    struct fl_xlru *c;
+    CHECK(fl_xlru_create(3, 4, 8, &c) == 0, "create");
+    struct fl_xlru_res r;
+    int s[3];
+    for (int i = 0; i < 3; i++) {
+        CHECK(acq(c, 0, i, &r) == 0 && !r.hit && r.evicted_layer == -1, "fill %d", i);
+        s[i] = r.slot;
+        fl_xlru_release(c, r.slot);
+    }
+    CHECK(s[0] != s[1] && s[1] != s[2] && s[0] != s[2], "distinct slots");
+    /* touch 0 so 1 becomes the LRU */
+    CHECK(acq(c, 0, 0, &r) == 0 && r.hit && r.slot == s[0], "hit 0");
+    fl_xlru_release(c, r.slot);
+    CHECK(acq(c, 1, 5, &r) == 0 && !r.hit && r.slot == s[1], "evicts LRU slot");
+    CHECK(r.evicted_layer == 0 && r.evicted_expert == 1, "names victim (got %d/%d)",
+          r.evicted_layer, r.evicted_expert);
+    fl_xlru_release(c, r.slot);
+    CHECK(fl_xlru_lookup(c, 0, 1) == -ENOENT, "victim forgotten");
+    CHECK(fl_xlru_lookup(c, 1, 5) == s[1], "new key mapped");
+    int l, e;
+    CHECK(fl_xlru_key(c, s[1], &l, &e) && l == 1 && e == 5, "slot key");
+    struct fl_xlru_stats st = fl_xlru_stats(c);
+    CHECK(st.hits == 1 && st.misses == 4 && st.evictions == 1, "stats %llu/%llu/%llu",
+          (unsigned long long)st.hits, (unsigned long long)st.misses,
+          (unsigned long long)st.evictions);
+    fl_xlru_destroy(c);
+}
+
+static void scenario_pins(void)
+{
+    printf("scenario: pinned slots are never evicted, -EBUSY when all are\n");
+    struct fl_xlru *c;
+    CHECK(fl_xlru_create(2, 1, 8, &c) == 0, "create");
+    struct fl_xlru_res a, b, r;
+    CHECK(acq(c, 0, 0, &a) == 0 && acq(c, 0, 1, &b) == 0, "two pinned");
+    CHECK(acq(c, 0, 2, &r) == -EBUSY, "all pinned -> EBUSY");
+    CHECK(acq(c, 0, 0, &r) == 0 && r.hit && fl_xlru_pins(c, a.slot) == 2, "hit on pinned slot");
+    fl_xlru_release(c, a.slot);
+    fl_xlru_release(c, a.slot);
+    /* a (0/0) is more recent than b but b is pinned: a must go */
+    CHECK(acq(c, 0, 3, &r) == 0 && r.slot == a.slot && r.evicted_expert == 0, "skips pinned LRU");
+    CHECK(fl_xlru_release(c, b.slot) == 0 && fl_xlru_release(c, b.slot) == -EINVAL,
+          "double release refused");
+    CHECK(fl_xlru_invalidate(c, r.slot) == 0 && fl_xlru_lookup(c, 0, 3) == -ENOENT, "invalidate");
+    CHECK(acq(c, 0, 4, &r) == 0 && r.slot == a.slot && r.evicted_layer == -1,
+          "invalidated slot reused first, as free");
+    CHECK(acq(c, 5, 0, &r) == -EINVAL && acq(c, 0, 8, &r) == -EINVAL && acq(c, -1, 0, &r) == -EINVAL,
+          "keys out of range");
+    CHECK(fl_xlru_create(0, 1, 1, &c) == -EINVAL, "zero slots refused");
+    fl_xlru_destroy(c);
+}
+
+static void scenario_budget(void)
+{
+    printf("scenario: slots for a budget never exceed free memory\n");
+    const size_t M = 1 << 20;
+    CHECK(fl_xlru_slots_for_budget(100 * M, 1000 * M, 10 * M, 10 * M) == 10, "budget-bound");
+    CHECK(fl_xlru_slots_for_budget(1000 * M, 100 * M, 10 * M, 10 * M) == 9, "free-bound");
+    CHECK(fl_xlru_slots_for_budget(1000 * M, 10 * M, 10 * M, 1 * M) == 0, "nothing free");
+    CHECK(fl_xlru_slots_for_budget(5 * M, 100 * M, 0, 10 * M) == 0, "slot above budget");
+    CHECK(fl_xlru_slots_for_budget(5 * M, 100 * M, 0, 0) == 0, "zero-size slot");
+}
+
+/* Naive model: per slot key, pins and a time stamp; the victim is a free
+ * slot if any (the most recently invalidated first, then never-used ones
+ * in index order), else the unpinned occupied slot used longest ago. */
+struct model {
+    int n;
+    int key[16], pins[16];
+    long used[16]; /* last acquire time; free slots keep theirs, set to -1 on invalidation */
+    long clock;
+};
+
+static int model_acquire(struct model *m, int k, int *evicted, bool *hit)
+{
+    *evicted = -1;
+    *hit = true;
+    for (int s = 0; s < m->n; s++)
+        if (m->key[s] == k) {
+            m->pins[s]++;
+            m->used[s] = ++m->clock;
+            return s;
+        }
+    int best = -1;
+    for (int s = 0; s < m->n; s++) {
+        if (m->pins[s])
+            continue;
+        const int fb = best >= 0 && m->key[best] < 0, fs = m->key[s] < 0;
+        if (best < 0 || (fs && !fb) || (fs == fb && m->used[s] < m->used[best]))
+            best = s;
+    }
+    if (best < 0)
+        return -EBUSY;
+    *hit = false;
+    *evicted = m->key[best];
+    m->key[best] = k;
+    m->pins[best] = 1;
+    m->used[best] = ++m->clock;
+    return best;
+}
+
+static void random_run(void)
+{
+    printf("random: 20000 acquire/release/invalidate ops vs a naive model\n");
+    enum { SLOTS = 6, LAYERS = 3, EXPERTS = 5 };
+    struct fl_xlru *c;
+    CHECK(fl_xlru_create(SLOTS, LAYERS, EXPERTS, &c) == 0, "create");
+    struct model m = {.n = SLOTS};
+    for (int s = 0; s < SLOTS; s++) {
+        m.key[s] = -1;
+        m.used[s] = -(SLOTS - s); /* initial free order: slot 0 first */
+    }
+    srand(1234);
+    int held[64], n_held = 0, mismatches = 0;
+    for (int op = 0; op < 20000 && mismatches < 5; op++) {
+        const int what = rand() % 10;
+        if (what < 6) {
+            const int l = rand() % LAYERS, e = rand() % EXPERTS, k = l * EXPERTS + e;
+            struct fl_xlru_res r;
+            int ev;
+            bool hit;
+            const int rc = fl_xlru_acquire(c, l, e, &r), ms = model_acquire(&m, k, &ev, &hit);
+            if (rc < 0 || ms < 0) {
+                if (rc != ms) {
+                    mismatches++;
+                    CHECK(0, "op %d: acquire rc %d, model %d", op, rc, ms);
+                }
+                continue;
+            }
+            const int got_ev = r.evicted_layer < 0 ? -1 : r.evicted_layer * EXPERTS + r.evicted_expert;
+            if (r.slot != ms || got_ev != ev || r.hit != hit) {
+                mismatches++;
+                CHECK(0, "op %d: acquire %d/%d slot %d (model %d) evicted %d (model %d)", op, l, e,
+                      r.slot, ms, got_ev, ev);
+            }
+            if (n_held < 64)
+                held[n_held++] = r.slot;
+            else {
+                fl_xlru_release(c, r.slot);
+                m.pins[r.slot]--;
+            }
+        } else if (n_held > 0) {
+            const int i = rand() % n_held, s = held[i];
+            held[i] = held[--n_held];
+            if (what == 9 && m.pins[s] == 1) {
+                CHECK(fl_xlru_invalidate(c, s) == 0, "invalidate");
+                m.key[s] = -1;
+                m.pins[s] = 0;
+                m.used[s] = -1000000 - op; /* free again, and the first choice */
+            } else {
+                CHECK(fl_xlru_release(c, s) == 0, "release");
+                m.pins[s]--;
+            }
+        }
+        for (int s = 0; s < SLOTS; s++)
+            if (fl_xlru_pins(c, s) != m.pins[s]) {
+                mismatches++;
+                CHECK(0, "op %d: slot %d pins %d, model %d", op, s, fl_xlru_pins(c, s), m.pins[s]);
+            }
+    }
+    fl_xlru_destroy(c);
+}
+
+int main(void)
+{
+    scenario_lru();
+    scenario_pins();
+    scenario_budget();
+    random_run();
+    printf("fl_cuda_available() = %d\n", fl_cuda_available());
+    if (failures) {
+        printf("%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("all passed\n");
+    return 0;
+}
