@@ -32,6 +32,9 @@ if(FL_CUDA_ON)
   if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
     set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_C_COMPILER} CACHE FILEPATH "")
   endif()
+  # one CUDA runtime, the shared one CUDA::cudart names (the default would
+  # add the static one too, as the C linker's implicit CUDA libraries)
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   set(CMAKE_CUDA_STANDARD 17)
@@ -42,7 +45,7 @@ if(FL_CUDA_ON)
     SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
             engine/cuda/expert-lru.c engine/cuda/cuda-quant.cu engine/cuda/cuda-ops.cu
     DEPS types cpu
-    LIBS CUDA::cudart CUDA::cublas)
+    LIBS CUDA::cudart CUDA::cublas stdc++) # nvcc's host stubs use C++ runtime guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
   # The top-level flags (-Wall -Wextra -Werror, sanitizers) are gcc's: nvcc
   # gets the warnings through -Xcompiler for its host code and turns its own

@@ -417,6 +417,11 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
     case GEN_ARCH_LLAMA:
         ku32(&k, "feed_forward_length", p->n_ff_exp); /* Mixtral: the experts' n_ff */
         ku32(&k, "attention.head_count_kv", p->n_head_kv);
+        if (p->head_dim * p->n_head != p->n_embd) {
+            /* llama.cpp assumes n_embd / n_head unless told */
+            ku32(&k, "attention.key_length", p->head_dim);
+            ku32(&k, "attention.value_length", p->head_dim);
+        }
         ku32(&k, "rope.dimension_count", p->head_dim);
         kf32(&k, "rope.freq_base", 1e6f);
         kf32(&k, "attention.layer_norm_rms_epsilon", 1e-5f);

@@ -106,7 +106,8 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char
 
 const char *gguf_vtype_name(enum gguf_vtype t);
 
-/* Extensions. */
+/* Extensions. Tensors are one array: gguf_tensor(f, i) == gguf_tensor(f, 0) + i,
+ * so a tensor's index is its pointer minus the first. */
 uint64_t gguf_header_size(const struct gguf_file *f);  /* bytes up to the end of the tensor infos */
 uint64_t gguf_kv_offset(const struct gguf_file *f, int64_t i); /* where entry i starts, for messages */
 /* gguf_get_int's conversion applied to a value already at hand (an array

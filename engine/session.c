@@ -172,6 +172,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     if ((rc = fl_tokenizer_load(s->gguf, &s->tok, err)))
         return rc == -ENOENT ? fl_err_set(err, -EINVAL, "%s: the file has no tokenizer", p->model_path)
                              : rc;
+    if (fl_tokenizer_warning(s->tok))
+        fprintf(stderr, "faultline: %s\n", fl_tokenizer_warning(s->tok));
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
     if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
         n_ctx = (int)s->model->hp.n_ctx_train;

@@ -27,7 +27,7 @@ cmd=${BENCH_CMD:-"$build/trace-driver $model $tmp/stats.json $tokens $budget"}
 
 best() { sort -n | tail -1; }
 least() { sort -n | head -1; }
-field() { sed -n "s/.*$1: *\([0-9.]*\).*/\1/p" | tail -1; }
+field() { sed -n "s|.*$1: *\([0-9.]*\).*|\1|p" | tail -1; }
 
 # Interleaved, so that load on the machine hits both alike; best of each.
 plain=""; traced=""; pcpu=""; tcpu=""

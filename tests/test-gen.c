@@ -367,13 +367,28 @@ static void check_direction(const char *path, const struct gguf_file *f, bool sk
 
 /* --- generation ------------------------------------------------------------------------ */
 
+/* Small shapes whose dimensions all differ, so a swapped or misnamed
+ * dimension cannot pass for another. */
 static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
 {
     struct gen_params p = { .arch = a, .type = type, .seed = seed, .skew = -1 };
     p.n_embd = 256;
     p.n_layer = a == GEN_ARCH_DEEPSEEK2 ? 3 : 2;
-    p.n_expert = 16;
-    p.n_expert_used = 4;
+    p.n_expert = 8;
+    p.n_expert_used = 2;
+    p.n_ff_exp = 768;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 32;
+    if (a == GEN_ARCH_DEEPSEEK2) {
+        p.q_lora_rank = 160;
+        p.kv_lora_rank = 96;
+        p.qk_nope = 32;
+        p.qk_rope = 16;
+        p.v_head = 48;
+        p.n_ff = 512;
+        p.n_expert_shared = 2;
+    }
     return p;
 }
 
@@ -448,6 +463,7 @@ static void test_no_skew(void)
     }
     unlink(path);
     struct gen_params q = small(GEN_ARCH_QWEN3MOE, FL_TYPE_Q8_0, 3);
+    q.skew = -1;
     q.n_expert = 128;
     q.n_expert_used = 8;
     gen_resolve(&q, NULL);
@@ -574,6 +590,7 @@ static void test_bad_options(void)
         { "gen", "--arch", "qwen3moe", "--skew", "-1", "-o", out, NULL },
         { "gen", "--arch", "qwen3moe", "--size", "8M", "extra", "-o", out, NULL },
         { "gen", "--arch", "qwen3moe", "--size", NULL },
+        { "gen", "--arch", "qwen3moe", "--size", "2M", "-o", out, NULL },
     };
     int n = (int)(sizeof(cases) / sizeof(cases[0]));
     for (int i = 0; i < n; i++) {

@@ -13,8 +13,8 @@
  * blocks, acc += S_b * d_w * d_x with S_b the block's exact integer dot
  * product, in the same order as the types module's scalar reference: they
  * give vec_dot_ref's exact bits (Q4_K: its own order, see t8_q4_K_rc), for
- * every tile shape. The AVX2 kernels accumulate in 8 lanes instead. For one token the
- * transposes do not pay off: one-token matmuls keep the per-row kernels
+ * every tile shape. The AVX2 kernels accumulate in 8 lanes instead. For
+ * one token the transposes do not pay off: one-token matmuls keep the per-row kernels
  * (tile1), so decode results differ in the last bits from the same token's
  * row in a batch. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -151,80 +151,98 @@ FL_T8_FAMILY(mxfp4, FL_PROD_FIRST)
 
 /* Q4_K, row-transposed: per block and row, S = sum_k scale_k * dot_k and
  * M = sum_k min_k * (bsum_2k + bsum_2k+1), both exact integers; then
- * acc = fma(S, d * dx, acc), acc = fma(-M, dmin * dx, acc). The 32 quant bytes
- * of a sub-block pair are transposed once and split into low nibbles
- * (sub-block 2i) and high nibbles (2i+1). */
+ * acc = fma(S, d * dx, acc), acc = fma(-M, dmin * dx, acc). */
+
+/* The scales and mins of 8 rows' blocks, transposed to lanes = rows. */
+struct t8k_rows {
+    const struct fl_block_q4_K *blk[8];
+    _Alignas(32) int32_t sc[8][8];  /* [k][row] */
+    _Alignas(32) int32_t mn[4][8];  /* [p][row]: int16 mins 2p, 2p+1 */
+    float d[8], dmin[8];
+};
+
+FL_INL void t8k_load(struct t8k_rows *t, const char *w, size_t ws, int nr, int b)
+{
+    __m256i sv[8], mv[8];
+    for (int r = 0; r < 8; r++) {
+        t->blk[r] = (const struct fl_block_q4_K *)(w + (r < nr ? r : 0) * ws) + b;
+        prefetch_ahead(t->blk[r] + FL_PF, sizeof(*t->blk[r]));
+        const __m128i sm = r < nr ? scales_mins_k4(t->blk[r]->scales) : _mm_setzero_si128();
+        sv[r] = _mm256_cvtepu8_epi32(sm);
+        mv[r] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        t->d[r] = r < nr ? h2f(t->blk[r]->d) : 0.0f;
+        t->dmin[r] = r < nr ? h2f(t->blk[r]->dmin) : 0.0f;
+    }
+    transpose8(sv);
+    transpose8(mv);
+    for (int k = 0; k < 8; k++)
+        _mm256_store_si256((__m256i *)t->sc[k], sv[k]);
+    for (int p = 0; p < 4; p++)
+        _mm256_store_si256((__m256i *)t->mn[p], mv[p]);
+}
+
+/* S[c] += the scaled dot products of sub-blocks 2i (low nibbles) and 2i+1
+ * (high nibbles): their 32 quant bytes are transposed once for all tokens. */
+FL_INL void t8k_pair(const struct t8k_rows *t, int i, const int nc, const void *const *x, int b,
+                     __m256i *S)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i q[8], qh[8];
+    for (int r = 0; r < 8; r++)
+        q[r] = _mm256_loadu_si256((const __m256i *)(t->blk[r]->qs + 32 * i));
+    transpose8(q);
+    for (int j = 0; j < 8; j++) {
+        qh[j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
+        q[j] = _mm256_and_si256(q[j], m4);
+    }
+    const __m256i s0 = _mm256_load_si256((const __m256i *)t->sc[2 * i]);
+    const __m256i s1 = _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]);
+    FL_UNROLL for (int c = 0; c < nc; c++) {
+        const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + 64 * i;
+        __m256i t0 = _mm256_setzero_si256(), t1 = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            t0 = _mm256_dpbusd_epi32(t0, q[j], bcast4(yq + 4 * j));
+            t1 = _mm256_dpbusd_epi32(t1, qh[j], bcast4(yq + 32 + 4 * j));
+        }
+        S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(t0, s0),
+                                                       _mm256_mullo_epi32(t1, s1)));
+    }
+}
+
+/* The block's float terms for one token: the mins against its bsums. */
+FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *yb, __m256i S,
+                         __m256 acc)
+{
+    const __m128i lo = _mm_loadu_si128((const __m128i *)yb->bsums);
+    const __m128i hi = _mm_loadu_si128((const __m128i *)(yb->bsums + 8));
+    int16_t bs[8]; /* bsums of the 32-value sub-blocks, broadcast in pairs */
+    _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(lo, hi));
+    __m256i M = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++)
+        M = _mm256_dpwssd_epi32(M, _mm256_load_si256((const __m256i *)t->mn[p]),
+                                bcast4((const int8_t *)(bs + 2 * p)));
+    const __m256 dy = _mm256_set1_ps(yb->d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(_mm256_loadu_ps(t->d), dy), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
+                           _mm256_mul_ps(_mm256_loadu_ps(t->dmin), dy), acc);
+}
+
 FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int nc,
                        const void *const *x, float *const *y)
 {
     __m256 acc[T8_KC];
     for (int c = 0; c < nc; c++)
         acc[c] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int b = 0; b < n / FL_QK_K; b++) {
-        const struct fl_block_q4_K *blk[8];
-        /* transposed scales and mins live in memory: the quant loop needs
-         * all 32 registers */
-        __m256i sv[8], mv[8];
-        float d[8], dmin[8];
-        for (int r = 0; r < 8; r++) {
-            blk[r] = (const struct fl_block_q4_K *)(w + (r < nr ? r : 0) * ws) + b;
-            prefetch_ahead(blk[r] + FL_PF, sizeof(*blk[r]));
-            const __m128i sm = r < nr ? scales_mins_k4(blk[r]->scales) : _mm_setzero_si128();
-            sv[r] = _mm256_cvtepu8_epi32(sm);
-            mv[r] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)); /* 8 mins, int16 */
-            d[r] = r < nr ? h2f(blk[r]->d) : 0.0f;
-            dmin[r] = r < nr ? h2f(blk[r]->dmin) : 0.0f;
-        }
-        transpose8(sv); /* sv[k] lane r: scale k of row r */
-        transpose8(mv); /* mv[p] lane r: mins 2p, 2p+1 of row r (p < 4) */
-        _Alignas(32) int32_t svm[8][8], mvm[4][8];
-        for (int k = 0; k < 8; k++)
-            _mm256_store_si256((__m256i *)svm[k], sv[k]);
-        for (int p = 0; p < 4; p++)
-            _mm256_store_si256((__m256i *)mvm[p], mv[p]);
+        struct t8k_rows t;
+        t8k_load(&t, w, ws, nr, b);
         __m256i S[T8_KC];
         for (int c = 0; c < nc; c++)
             S[c] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-            __m256i q[8], qh[8];
-            for (int r = 0; r < 8; r++)
-                q[r] = _mm256_loadu_si256((const __m256i *)(blk[r]->qs + 32 * i));
-            transpose8(q);
-            for (int j = 0; j < 8; j++) {
-                qh[j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
-                q[j] = _mm256_and_si256(q[j], m4);
-            }
-            const __m256i s0 = _mm256_load_si256((const __m256i *)svm[2 * i]);
-            const __m256i s1 = _mm256_load_si256((const __m256i *)svm[2 * i + 1]);
-            FL_UNROLL for (int c = 0; c < nc; c++) {
-                const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + 64 * i;
-                __m256i t0 = _mm256_setzero_si256(), t1 = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) {
-                    t0 = _mm256_dpbusd_epi32(t0, q[j], bcast4(yq + 4 * j));
-                    t1 = _mm256_dpbusd_epi32(t1, qh[j], bcast4(yq + 32 + 4 * j));
-                }
-                S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(t0, s0),
-                                                               _mm256_mullo_epi32(t1, s1)));
-            }
-        }
-        const __m256 dv = _mm256_loadu_ps(d), dminv = _mm256_loadu_ps(dmin);
-        FL_UNROLL for (int c = 0; c < nc; c++) {
-            const struct fl_block_q8_K *yb = (const struct fl_block_q8_K *)x[c] + b;
-            /* bsums of the 32-value sub-blocks, as int16 pairs to broadcast */
-            const __m128i lo = _mm_loadu_si128((const __m128i *)yb->bsums);
-            const __m128i hi = _mm_loadu_si128((const __m128i *)(yb->bsums + 8));
-            int16_t bs[8];
-            _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(lo, hi));
-            __m256i M = _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++)
-                M = _mm256_dpwssd_epi32(M, _mm256_load_si256((const __m256i *)mvm[p]),
-                                        bcast4((const int8_t *)(bs + 2 * p)));
-            const __m256 dy = _mm256_set1_ps(yb->d);
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dv, dy), acc[c]);
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
-                                     _mm256_mul_ps(dminv, dy), acc[c]);
-        }
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+            t8k_pair(&t, i, nc, x, b, S);
+        FL_UNROLL for (int c = 0; c < nc; c++)
+            acc[c] = t8k_finish(&t, (const struct fl_block_q8_K *)x[c] + b, S[c], acc[c]);
     }
     for (int c = 0; c < nc; c++) {
         float o[8];

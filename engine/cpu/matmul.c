@@ -23,6 +23,9 @@
 /* Below this many input values, quantizing on one thread is cheaper than
  * waking the pool. */
 #define FL_MM_QUANT_SERIAL 8192
+/* Below this many multiply-adds (a few microseconds), the same for the
+ * matmul itself: small experts with few tokens. */
+#define FL_MM_SERIAL_MACS (1 << 15)
 
 int fl_act_type(uint32_t w_type)
 {
@@ -253,7 +256,7 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
     j.n_row_blocks = (n_out + j.row_block - 1) / j.row_block;
     j.n_units = j.n_row_blocks * n_tb;
     fl_chunks_init(&j.units, j.n_units, 1);
-    if (j.n_units == 1)
+    if (j.n_units == 1 || n_out * n_rows * xq->n_in < FL_MM_SERIAL_MACS)
         mm_run(&j, 0, 1);
     else
         fl_pool_run(pool, mm_run, &j);

@@ -13,7 +13,10 @@
 #include <stdint.h>
 
 #include "engine/cuda/cuda-impl.h"
+/* tensor-types.h is C; its layout checks use C's spelling of static_assert */
+#define _Static_assert static_assert
 #include "engine/tensor-types.h"
+#undef _Static_assert
 
 namespace {
 

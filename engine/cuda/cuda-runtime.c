@@ -1,6 +1,7 @@
 /* cuda-runtime.c: device discovery, the context, memory and error mapping.
  * Plain C over the CUDA runtime API: only kernels need nvcc. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ int fl_cuda_device_info(int dev, struct fl_cuda_info *out, struct fl_err *err)
     if (e != cudaSuccess)
         return flc_err(err, e, "cudaGetDeviceProperties");
     memset(out, 0, sizeof(*out));
-    strncpy(out->name, prop.name, sizeof(out->name) - 1);
+    snprintf(out->name, sizeof(out->name), "%.*s", (int)sizeof(out->name) - 1, prop.name);
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
     out->n_sm = prop.multiProcessorCount;

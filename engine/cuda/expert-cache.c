@@ -289,7 +289,7 @@ static int check_ranges(const struct fl_cuda_xcache *x, const struct fl_cuda_xra
 static int get_slot(struct fl_cuda_xcache *x, int layer, int expert,
                     const struct fl_cuda_xrange *r, int n_ranges, struct fl_err *err)
 {
-    size_t total;
+    size_t total = 0;
     int rc = check_ranges(x, r, n_ranges, &total, err);
     if (rc)
         return rc;

@@ -4,12 +4,15 @@
  * is walked completely: every key looked up by name, every value and array
  * element read (nested ones too), every tensor looked up and its byte range
  * checked against the file, so ASan/UBSan see every byte the reader hands
- * out. A violated invariant aborts, which libFuzzer reports as a crash. */
+ * out. The MoE layout is computed from it too, and every expert slice must
+ * lie inside its tensor. A violated invariant aborts, which libFuzzer
+ * reports as a crash. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/gguf.h"
+#include "engine/moe-layout.h"
 #include "engine/tensor-types.h"
 
 static uint64_t sink;
@@ -60,6 +63,26 @@ static void check_tensors(const struct gguf_file *f)
     }
 }
 
+static void check_layout(const struct gguf_file *f)
+{
+    struct moe_layout *l = NULL;
+    struct fl_err err;
+    if (moe_layout_compute(f, &l, &err))
+        return;
+    for (int il = 0; il < l->n_layer; il++) {
+        const struct moe_layer *ly = &l->layers[il];
+        for (int r = 0; r < MOE_N_ROLES && ly->is_moe; r++) {
+            const struct moe_expert_tensor *et = &ly->role[r];
+            if (et->t && (ly->n_expert < 1 || moe_expert_offset(et, ly->n_expert - 1) + et->expert_bytes !=
+                                                  et->t->offset + et->t->nbytes))
+                abort();
+        }
+    }
+    if (l->expert_bytes + l->non_expert_bytes < l->expert_bytes)
+        abort();
+    moe_layout_free(l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gguf_file *f = NULL;
@@ -75,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         walk(gguf_kv_value(f, i));
     }
     check_tensors(f);
+    check_layout(f);
     gguf_close(f);
     return 0;
 }
