@@ -9,7 +9,10 @@
 # the context, memory, expert cache and cuBLAS calls are C over the runtime
 # API, compiled by the C compiler with the project's warnings.
 set(FL_CUDA_ON OFF)
-if(NOT FAULTLINE_CUDA STREQUAL "OFF")
+if(FAULTLINE_CUDA STREQUAL "AUTO" AND (FAULTLINE_SANITIZE OR FAULTLINE_FUZZ))
+  # nvcc links these builds and cudart is not instrumented: AUTO means off
+  message(STATUS "faultline cuda: off (sanitizer/fuzz build; FAULTLINE_CUDA=ON to force)")
+elseif(NOT FAULTLINE_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER)
     find_program(FL_NVCC nvcc PATHS /usr/local/cuda/bin NO_CACHE)
     if(FL_NVCC)
@@ -42,11 +45,18 @@ if(FL_CUDA_ON)
   message(STATUS "faultline cuda: on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm ${CMAKE_CUDA_ARCHITECTURES})")
 
   fl_module(cuda
-    SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
+    SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-blas.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
             engine/cuda/expert-lru.c engine/cuda/cuda-quant.cu engine/cuda/cuda-ops.cu
     DEPS types cpu
-    LIBS CUDA::cudart CUDA::cublas stdc++) # nvcc's host stubs use C++ runtime guards
+    LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
+  # cuBLAS is dlopen'ed on first use (engine/cuda/cuda-blas.c): linking it
+  # costs every process half a second of start-up.
+  get_target_property(fl_cublas_loc CUDA::cublas IMPORTED_LOCATION)
+  get_filename_component(fl_cublas_dir "${fl_cublas_loc}" DIRECTORY)
+  target_compile_definitions(fl_cuda PRIVATE
+    FLC_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}" FLC_CUBLAS_DIR="${fl_cublas_dir}")
+  target_include_directories(fl_cuda PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   # The top-level flags (-Wall -Wextra -Werror, sanitizers) are gcc's: nvcc
   # gets the warnings through -Xcompiler for its host code and turns its own
   # warnings into errors likewise; sanitizers stay on the C side (device code
@@ -56,7 +66,9 @@ if(FL_CUDA_ON)
   foreach(opt ${fl_cuda_opts})
     list(APPEND fl_cuda_c_opts "$<$<COMPILE_LANGUAGE:C>:${opt}>")
   endforeach()
-  set(fl_cuda_cu_opts -Xcompiler=-Wall,-Wextra -D_GNU_SOURCE --expt-relaxed-constexpr)
+  # -ffp-contract=off: the host build of the block decoders (checked by
+  # test-cuda-decode) must round like the CPU's to_float, without FMA
+  set(fl_cuda_cu_opts -Xcompiler=-Wall,-Wextra,-ffp-contract=off -D_GNU_SOURCE --expt-relaxed-constexpr)
   if(FAULTLINE_WERROR)
     list(APPEND fl_cuda_cu_opts -Werror=all-warnings -Xcompiler=-Werror)
   endif()
@@ -65,6 +77,11 @@ if(FL_CUDA_ON)
   endforeach()
   set_property(TARGET fl_cuda PROPERTY COMPILE_OPTIONS ${fl_cuda_c_opts})
 
+  # Kernel and expert-cache micro-benchmark (scripts/gpu-check.sh runs it).
+  fl_executable(bench-cuda SOURCES engine/cuda/bench-cuda.c MODULES cuda types)
+
+  # The kernels' block decoders, run on the host: no device needed.
+  fl_test(test-cuda-decode SOURCES tests/test-cuda-decode.c MODULES cuda types TIMEOUT 60)
   # GPU tests: skip (77) where there is no device.
   fl_test(test-cuda-kernels SOURCES tests/test-cuda-kernels.c MODULES cuda cpu LABELS gpu TIMEOUT 120)
   fl_test(test-cuda-xcache SOURCES tests/test-cuda-xcache.c MODULES cuda LABELS gpu TIMEOUT 120)

@@ -10,7 +10,7 @@
 set(FAULTLINE_BPF_VMLINUX "" CACHE FILEPATH "vmlinux.h to use instead of one generated from /sys/kernel/btf/vmlinux")
 
 set(FL_TRACE_BPF OFF)
-set(FL_TRACE_WHY "")
+set(FL_TRACE_WHY "FAULTLINE_BPF=OFF")
 if(NOT FAULTLINE_BPF STREQUAL "OFF")
   find_program(FL_BPF_CLANG NAMES clang clang-16 clang-15 clang-14)
   find_program(FL_BPFTOOL bpftool PATHS /usr/sbin /usr/local/sbin)

@@ -140,7 +140,7 @@ static int parse_num(struct jp *j, struct jv *v)
     if (*a != '-' && strspn(a, "0123456789") == (size_t)(e - a))
         v->u = strtoull(a, NULL, 10);
     else
-        v->u = v->d > 0 ? (uint64_t)v->d : 0;
+        v->u = v->d >= 0x1p64 ? UINT64_MAX : v->d > 0 ? (uint64_t)v->d : 0; /* cast UB past 2^64 */
     j->p = e;
     return 0;
 }

@@ -20,6 +20,7 @@ struct tr_session {
     struct ring_buffer *rb;
     struct bpf_link *links[24];
     int n_links;
+    struct bpf_link *ioctl_link;  /* sys_enter_ioctl, until the region is known */
     struct tr_session_opts o;
 };
 
@@ -118,6 +119,8 @@ static int attach_one(struct tr_session *s, struct bpf_program *prog, const char
                           strerror(-e));
     }
     s->links[s->n_links++] = l;
+    if (prog == s->skel->progs.uffd_register)
+        s->ioctl_link = l;
     return 0;
 }
 
@@ -133,10 +136,14 @@ static int attach_all(struct tr_session *s, struct fl_err *err)
         { k->progs.copy_begin, "copy_begin", false },  { k->progs.copy_end, "copy_end", false },
         { k->progs.region, "region", false },          { k->progs.hit, "hit", false },
         { k->progs.miss, "miss", false },
-        { k->progs.page_fault_user, NULL, true },      { k->progs.uffd_register, NULL, true },
+        { k->progs.page_fault_user, NULL, true },
+        /* a late attach learns the region from smaps instead */
+        { k->progs.uffd_register, NULL, !s->o.region_from_maps },
         { k->progs.uring_submit, NULL, true },         { k->progs.uring_complete, NULL, true },
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        if (v[i].p == k->progs.uffd_register && s->o.region_from_maps)
+            continue;
         int rc = attach_one(s, v[i].p, v[i].usdt, v[i].req, err);
         if (rc < 0)
             return rc;
@@ -196,8 +203,13 @@ fail:
 
 int tr_session_poll(struct tr_session *s, int timeout_ms)
 {
+    /* Producers rarely wake us (see emit() in faultline.bpf.c): wait for a
+     * wake-up or the timeout, then take whatever is there. */
     int rc = ring_buffer__poll(s->rb, timeout_ms);
-    return rc == -EINTR ? 0 : rc;
+    if (rc < 0 && rc != -EINTR)
+        return rc;
+    int more = ring_buffer__consume(s->rb);
+    return more < 0 ? more : (rc > 0 ? rc : 0) + more;
 }
 
 int tr_session_collect(struct tr_session *s, struct tr_stats *st)
@@ -233,6 +245,18 @@ int tr_session_collect(struct tr_session *s, struct tr_stats *st)
     for (uint32_t i = 0; i < FL_TG_N; i++)
         bpf_map_lookup_elem(fd, &i, &g[i]);
     return 0;
+}
+
+/* A syscall tracepoint puts every syscall of every task on the slow path
+ * while attached: drop it as soon as the region is registered. */
+void tr_session_region_known(struct tr_session *s)
+{
+    for (int i = 0; s->ioctl_link && i < s->n_links; i++)
+        if (s->links[i] == s->ioctl_link) {
+            bpf_link__destroy(s->links[i]);
+            s->links[i] = s->links[--s->n_links];
+            s->ioctl_link = NULL;
+        }
 }
 
 void tr_session_close(struct tr_session *s)

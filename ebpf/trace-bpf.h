@@ -29,6 +29,9 @@ int tr_session_open(const struct tr_session_opts *o, struct tr_session **out, st
 int tr_session_poll(struct tr_session *s, int timeout_ms);
 /* Copies the in-kernel counters, histograms and globals into st. */
 int tr_session_collect(struct tr_session *s, struct tr_stats *st);
+/* The region is registered (the pager took its first fault): stops
+ * watching ioctls. */
+void tr_session_region_known(struct tr_session *s);
 void tr_session_close(struct tr_session *s);
 
 #endif

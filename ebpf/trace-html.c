@@ -13,7 +13,7 @@
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 
-#define CELL 14
+#define CELL 14      /* px; 8 when there are many experts */
 
 static const char *css =
     "body{font:14px system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}"
@@ -60,14 +60,14 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
         fprintf(f, "<p class=\"muted\">No expert activity was traced.</p>\n");
         return;
     }
-    int rows = lmax - lmin + 1, cols = emax + 1;
+    int rows = lmax - lmin + 1, cols = emax + 1, cell = cols > 64 ? 8 : CELL, ch = CELL;
     fprintf(f, "<svg id=\"heatmap\" width=\"%d\" height=\"%d\" data-rows=\"%d\" data-cols=\"%d\">\n",
-            60 + cols * CELL, 30 + rows * CELL, rows, cols);
+            60 + cols * cell, 30 + rows * ch, rows, cols);
     for (int e = 0; e < cols; e += cols > 32 ? 16 : 4)
-        fprintf(f, "<text x=\"%d\" y=\"12\">%d</text>", 60 + e * CELL, e);
+        fprintf(f, "<text x=\"%d\" y=\"12\">%d</text>", 60 + e * cell, e);
     const struct tr_unit *p = u, *end = u + n;
     for (int l = lmin; l <= lmax; l++) {
-        fprintf(f, "\n<text x=\"0\" y=\"%d\">layer %d</text>", 30 + (l - lmin) * CELL + 11, l);
+        fprintf(f, "\n<text x=\"0\" y=\"%d\">layer %d</text>", 30 + (l - lmin) * ch + 11, l);
         for (int e = 0; e < cols; e++) {
             while (p < end && (p->layer < l || (p->layer == l && p->expert < e)))
                 p++;
@@ -83,12 +83,25 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
                     "fill=\"%s\" data-layer=\"%d\" data-expert=\"%d\" data-faults=\"%" PRIu64
                     "\" data-stall=\"%.3f\" data-p99=\"%.1f\"><title>layer %d expert %d: %" PRIu64
                     " faults, %.3f ms stalled, p99 %.1f us, %.2f MiB read</title></rect>",
-                    60 + e * CELL, 30 + (l - lmin) * CELL, CELL, CELL, col, l, e, c.faults,
+                    60 + e * cell, 30 + (l - lmin) * ch, cell, ch, col, l, e, c.faults,
                     (double)c.stall_ns / 1e6, (double)p99 / 1e3, l, e, c.faults,
                     (double)c.stall_ns / 1e6, (double)p99 / 1e3, (double)c.read_bytes / 1048576.0);
         }
     }
     fprintf(f, "\n</svg>\n");
+}
+
+/* A bucket edge given in us, short enough for a 40 px bar. */
+static void edge(char *out, size_t n, double us)
+{
+    if (us < 10)
+        snprintf(out, n, "%.2g", us);
+    else if (us < 1000)
+        snprintf(out, n, "%.0f", us);
+    else if (us < 10000)
+        snprintf(out, n, "%.1fms", us / 1e3);
+    else
+        snprintf(out, n, "%.0fms", us / 1e3);
 }
 
 static void histogram(FILE *f, const struct fl_tr_hist *h, const char *title)
@@ -110,13 +123,14 @@ static void histogram(FILE *f, const struct fl_tr_hist *h, const char *title)
             40 + (hi - lo + 1) * 48);
     for (int k = lo; k <= hi; k++) {
         int bh = (int)(100 * h->slots[k] / max), x = 20 + (k - lo) * 48;
+        char e[16];
+        edge(e, sizeof(e), (double)(2ull << k) / 1e3);
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"%d\"><title>[%.3g, %.3g) us: %"
-                PRIu64 "</title></rect><text x=\"%d\" y=\"135\">%.3g</text><text x=\"%d\" y=\"%d\">%"
+                PRIu64 "</title></rect><text x=\"%d\" y=\"135\">%s</text><text x=\"%d\" y=\"%d\">%"
                 PRIu64 "</text>", x, 115 - bh, bh, k ? (double)(1ull << k) / 1e3 : 0.0,
-                (double)(2ull << k) / 1e3, h->slots[k], x, (double)(2ull << k) / 1e3, x,
-                110 - bh, h->slots[k]);
+                (double)(2ull << k) / 1e3, h->slots[k], x, e, x, 110 - bh, h->slots[k]);
     }
-    fprintf(f, "<text x=\"20\" y=\"148\">bucket upper edge, &micro;s</text></svg>\n");
+    fprintf(f, "<text x=\"20\" y=\"148\">bucket upper edge (&micro;s unless marked)</text></svg>\n");
 }
 
 static void stalls_table(FILE *f, const struct tr_stats *s)
@@ -140,6 +154,19 @@ static void stalls_table(FILE *f, const struct tr_stats *s)
     fprintf(f, "</table>\n");
 }
 
+/* Text into HTML: '<' and '&' escaped (a command line may hold them). */
+static void html_text(FILE *f, const char *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        if (t[i] == '<')
+            fputs("&lt;", f);
+        else if (t[i] == '&')
+            fputs("&amp;", f);
+        else
+            fputc(t[i], f);
+    }
+}
+
 static const char *script =
     "(function(){var units={faults:' faults',stall:' ms stalled',p99:' us p99'};"
     "var cells=document.querySelectorAll('#heatmap .cell');"
@@ -159,22 +186,22 @@ int tr_html_write(FILE *f, const struct tr_stats *s)
     int n = tr_stats_units(s, &u);
     if (n < 0)
         return n;
-    const struct tr_meta *m = tr_stats_meta((struct tr_stats *)s);
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>faultline trace</title>"
-            "<style>%s</style></head><body>\n<h1>faultline trace</h1>\n<pre id=\"summary\">", css);
-    /* The text tables, escaped: '<' and '&' never occur in them but the command might. */
+            "<style>%s</style></head><body>\n<h1>faultline trace</h1>\n", css);
     char *txt = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&txt, &len);
     if (mem) {
-        tr_print_tables(s, mem, 30);
+        tr_print_tables(s, mem, 1 << 20);
         fclose(mem);
-        for (size_t i = 0; i < len; i++)
-            fputs(txt[i] == '<' ? "&lt;" : txt[i] == '&' ? "&amp;" : (char[2]){ txt[i], 0 }, f);
-        free(txt);
     }
+    /* The totals (the tables' first lines) head the page; all tables close it. */
+    size_t head = 0;
+    for (int nl = 0; txt && head < len && nl < 4; head++)
+        nl += txt[head] == '\n';
+    fprintf(f, "<pre id=\"summary\">");
+    html_text(f, txt, head);
     fprintf(f, "</pre>\n");
-    (void)m;
     heatmap(f, u, n);
     fprintf(f, "<h2>Latency histograms</h2>\n");
     const char *titles[] = { "Fault stall", "Pager read (submit &rarr; done)",
@@ -185,6 +212,11 @@ int tr_html_write(FILE *f, const struct tr_stats *s)
         histogram(f, &h, titles[k]);
     }
     stalls_table(f, s);
+    fprintf(f, "<h2>Tables</h2><details><summary>per layer, every expert, histograms as text"
+            "</summary><pre id=\"tables\">");
+    html_text(f, txt, len);
+    fprintf(f, "</pre></details>\n");
+    free(txt);
     fprintf(f, "<script type=\"application/json\" id=\"faultline-data\">");
     /* The aggregate for scripts; "</" cannot occur in it (no such strings). */
     tr_json_summary(f, s);

@@ -27,6 +27,8 @@ struct waiter { uint64_t page; uint64_t ts; uint32_t tid; };
 
 struct live {
     const struct trace_args *a;
+    struct tr_session *session;
+    bool region_known;
     struct tr_stats *st;
     struct tr_json *json;
     pid_t pid;
@@ -119,8 +121,13 @@ static void on_event(void *ctx, const struct fl_tr_event *e)
             if (l->n_recent > PF_RING)
                 l->n_recent = PF_RING;
         }
-    } else if (ev.type == FL_TR_FAULT_BEGIN && !l->base && l->n_recent) {
-        learn_base(l, ev.offset);
+    } else if (ev.type == FL_TR_FAULT_BEGIN) {
+        /* The pager registers its region before its first fault. */
+        if (!l->region_known && l->session)
+            tr_session_region_known(l->session);
+        l->region_known = true;
+        if (!l->base && l->n_recent)
+            learn_base(l, ev.offset);
     } else if (ev.type == FL_TR_FAULT_END) {
         struct waiter *w = &l->w[(ev.offset >> 12) % WAITERS];
         if (w->tid && w->page == ev.offset) {
@@ -299,6 +306,7 @@ int trace_live(const struct trace_args *a)
             rc = -EPIPE;
         close(go);           /* on failure the child sees EOF and exits */
     }
+    l->session = s;
     if (rc == 0) {
         signal(SIGINT, on_sigint); /* launch: the child gets ^C too; we wait for it */
         signal(SIGPIPE, SIG_IGN);  /* a closed pipe on stderr must not lose the trace */

@@ -81,7 +81,7 @@ int flref_logits_read(const char *path, struct flref_logits *out, struct fl_err 
                 (uint64_t)(20 + 4 * nt + 4 * nt * nv) > len))
         rc = fl_err_set(err, -EINVAL, "%s: bad sizes (n_tokens %lld, n_vocab %lld)", path,
                         (long long)nt, (long long)nv);
-    const size_t gen_at = (size_t)(16 + 4 * nt + 4 * nt * nv);
+    const size_t gen_at = rc ? 0 : (size_t)(16 + 4 * nt + 4 * nt * nv); /* nt, nv unchecked when rc */
     const int64_t ng = rc ? 0 : rd_i32(b + gen_at);
     if (!rc && (ng < 0 || gen_at + 4 + 4 * (uint64_t)ng != len))
         rc = fl_err_set(err, -EINVAL, "%s: size %zu does not match its header", path, len);

@@ -15,7 +15,7 @@
 #include "engine/gen-internal.h"
 #include "engine/tensor-types.h"
 
-#define GEN_DEFAULT_SKEW 0.4 /* top-8 of 128 experts get ~35% of selections */
+#define GEN_DEFAULT_SKEW 0.3 /* llama.cpp: top-8 of 128 experts get ~35% of selections */
 #define GEN_DEFAULT_SIZE (1ull << 30) /* when neither --size nor --layers is given */
 #define GEN_MAX_LAYERS 96             /* when fitting; --layers may ask for more */
 #define GEN_PREF_LAYERS 24            /* fitting picks the widest model this deep */
@@ -185,9 +185,7 @@ static int fit(struct gen_params *p, struct fl_err *err)
      * fine-tunes only when that is not close enough (or layers are fixed),
      * so most models keep the architecture's usual expert count */
     if (free_e) {
-        struct gen_params q = *p;
-        gen_arch_defaults(&q, p->n_embd);
-        double miss = fabs((double)gen_file_size(&q) - (double)target) / (double)target;
+        double miss = fabs((double)gen_file_size(p) - (double)target) / (double)target;
         if (!free_l || miss > 0.03) {
             int64_t k = p->n_expert_used;
             p->n_expert = clamp64(fit_count(p, false, k, target), k, GEN_MAX_EXPERTS);
@@ -200,21 +198,29 @@ static int fit(struct gen_params *p, struct fl_err *err)
     return 0;
 }
 
-static int check_positive(const struct gen_params *p, struct fl_err *err)
+/* Every shape field within bounds that keep all sizes far from overflow
+ * and the plan small; free (0) fields pass while free_ok. */
+static int check_ranges(const struct gen_params *p, bool free_ok, struct fl_err *err)
 {
-    const struct { const char *opt; int64_t v; } f[] = {
-        { "--n-embd", p->n_embd }, { "--layers", p->n_layer }, { "--experts", p->n_expert },
-        { "--top-k", p->n_expert_used }, { "--expert-ff", p->n_ff_exp },
-        { "--heads", p->n_head },
+    const struct { const char *opt; int64_t v, max; bool common; } f[] = {
+        { "--n-embd", p->n_embd, 1 << 16, true }, { "--layers", p->n_layer, 4096, true },
+        { "--experts", p->n_expert, GEN_MAX_EXPERTS, true },
+        { "--top-k", p->n_expert_used, GEN_MAX_EXPERTS, true },
+        { "--expert-ff", p->n_ff_exp, 1 << 18, true }, { "--heads", p->n_head, 1024, true },
+        { "--heads-kv", p->n_head_kv, 1024, false }, { "--head-dim", p->head_dim, 1024, false },
+        { "--ff", p->n_ff, 1 << 18, false }, { "--shared-experts", p->n_expert_shared, 64, false },
+        { "--dense-layers", p->n_layer_dense, 4096, false },
+        { "q_lora_rank", p->q_lora_rank, 1 << 16, false },
+        { "kv_lora_rank", p->kv_lora_rank, 1 << 16, false },
+        { "qk_nope", p->qk_nope, 1024, false }, { "qk_rope", p->qk_rope, 1024, false },
+        { "v_head", p->v_head, 1024, false },
     };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-        if (f[i].v < 1 || f[i].v > (1 << 20))
-            return fl_err_set(err, -EINVAL, "%s %lld is out of range", f[i].opt,
-                              (long long)f[i].v);
-    if (p->n_layer > 4096 || p->n_expert > GEN_MAX_EXPERTS)
-        return fl_err_set(err, -EINVAL, "too many %s (%lld)",
-                          p->n_layer > 4096 ? "layers" : "experts",
-                          (long long)(p->n_layer > 4096 ? p->n_layer : p->n_expert));
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        bool may_be_0 = free_ok || !f[i].common;
+        if (f[i].v < (may_be_0 ? 0 : 1) || f[i].v > f[i].max)
+            return fl_err_set(err, -EINVAL, "%s %lld is out of range (1..%lld)", f[i].opt,
+                              (long long)f[i].v, (long long)f[i].max);
+    }
     return 0;
 }
 
@@ -231,13 +237,15 @@ int gen_resolve(struct gen_params *p, struct fl_err *err)
         p->skew = GEN_DEFAULT_SKEW;
     if (!p->target_size && !p->n_layer)
         p->target_size = GEN_DEFAULT_SIZE;
-    int rc = 0;
+    int rc = check_ranges(p, true, err);
+    if (rc)
+        return rc;
     if (p->target_size)
         rc = fit(p, err);
     else
         gen_arch_defaults(p, gen_arch_base_width(p->arch));
     if (!rc)
-        rc = check_positive(p, err);
+        rc = check_ranges(p, false, err);
     if (!rc)
         rc = gen_arch_check(p, err);
     if (!rc) {
@@ -435,8 +443,10 @@ double gen_router_top8_share(const struct gen_params *p, int64_t il, int n_token
         gen_layer_offsets(p, il, off);
         uint64_t st = gen_mix(p->seed, 0x5ca1ab1eull + (uint64_t)il);
         /* the router's random rows see the rest of the normalised stream:
-         * logit noise of std sqrt(1 - 1/2.5) around the planted offsets */
-        const double noise = sqrt(1.0 - 1.0 / 2.5);
+         * logit noise around the planted offsets. Its std, 0.6, is
+         * calibrated on llama.cpp's own routing of generated qwen3moe
+         * models over English text: llama.cpp comes out ~5 points higher */
+        const double noise = 0.6;
         for (int t = 0; t < n_tokens; t++) {
             for (int64_t e = 0; e < ne; e++) {
                 uint64_t a = gen_mix(st, (uint64_t)(t * ne + e)), b = gen_mix(a, 1);

@@ -42,19 +42,6 @@ struct eng_session {
  * file), reads the RAM tier up front and pages the disk tier (experts, by
  * default when the file does not fit the budget) under the RAM budget. */
 
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 static enum pager_tier plan_tier(void *ctx, int64_t tensor_index)
 {
     /* gpu-tier tensors are host-resident too until the CUDA backend takes them */
@@ -95,7 +82,8 @@ static void watch_sigbus(struct pager *p)
 static int open_region(struct eng_session *s, const struct eng_session_params *p,
                        struct fl_err *err)
 {
-    struct placement_host host = { .have_gpu = false, .ram_available = mem_available() };
+    struct placement_host host;
+    placement_host_detect(&host);
     int rc = placement_plan_build(s->gguf, &p->placement, &host, &s->plan, err);
     if (rc)
         return rc;
@@ -281,6 +269,8 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
                                .all_logits = all_logits, .logits = rows };
         /* without all_logits each chunk overwrites the one row: the last wins */
         int rc = eng_forward(&s->ctx, &b, err);
+        if (rc && s->pager)
+            pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
         if (rc)
             return rc;
         done += chunk;

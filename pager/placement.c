@@ -157,6 +157,20 @@ void placement_print_usage(FILE *out)
         "  --vram-budget SIZE|auto    VRAM for weights and the expert cache\n");
 }
 
+void placement_host_detect(struct placement_host *host)
+{
+    memset(host, 0, sizeof(*host));
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    host->ram_available = (uint64_t)kb * 1024;
+}
+
 /* --- names ------------------------------------------------------------------- */
 
 int placement_layer_of(const char *name)
@@ -433,6 +447,8 @@ static void resolve(struct placement_plan *p, const struct gguf_file *f,
     int64_t fell_back = 0;
     for (int64_t i = 0; i < p->n_tensors; i++) {
         if (p->tier[i] == PL_TIER_GPU && !p->have_gpu) {
+            size_t len = strlen(p->reason[i]);
+            snprintf(p->reason[i] + len, sizeof(p->reason[i]) - len, " (no GPU: ram)");
             p->tier[i] = PL_TIER_RAM;
             fell_back++;
         }

@@ -61,6 +61,10 @@ struct placement_host {
     uint64_t vram_available;
 };
 
+/* This machine: MemAvailable from /proc/meminfo; no GPU unless the CUDA
+ * backend is built and finds a device. */
+void placement_host_detect(struct placement_host *host);
+
 struct placement_plan;
 
 int placement_plan_build(const struct gguf_file *f, const struct placement_options *o,

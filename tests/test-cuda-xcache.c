@@ -125,6 +125,7 @@ static void run_mode(struct fl_cuda *cu, enum fl_cuda_xmode mode)
     free(back);
     fl_cuda_xcache_release(x, 0, 0, &err);
 
+    CHECK(fl_cuda_xcache_sync(x, &err) == 0, "xcache sync: %s", err.msg);
     struct fl_cuda_xcache_stats st = fl_cuda_xcache_stats(x);
     printf("  hits %llu misses %llu evictions %llu, copies %llu (%llu MiB), mean %.1f us, max %.1f us\n",
            (unsigned long long)st.lru.hits, (unsigned long long)st.lru.misses,

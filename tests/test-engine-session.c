@@ -6,6 +6,7 @@
  *  - model errors are clear (unknown architecture, context overflow, bad ids);
  *  - FLRF/FLRT files round-trip and malformed ones are rejected. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,16 +68,23 @@ static void test_invariance(const char *model)
         return;
     }
     const size_t bytes = sizeof(float) * (size_t)(nv * NP);
-    struct { int t, b; bool step; const char *what; } v[] = {
-        { 2, 512, false, "-t 2" }, { 2, 5, false, "-t 2 -b 5" }, { 1, 1, false, "-b 1" },
-        { 2, 512, true, "token by token" },
+    /* one-token calls may take another matmul kernel than batches: those
+     * must agree to rounding (a KV-cache or position bug moves logits by
+     * whole units), the rest must be bit-identical */
+    struct { int t, b; bool step, exact; const char *what; } v[] = {
+        { 2, 512, false, true, "-t 2" }, { 2, 5, false, true, "-t 2 -b 5" },
+        { 1, 1, false, false, "-b 1" }, { 2, 512, true, false, "token by token" },
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         float *l = logits_of(v[i].t, v[i].b, v[i].step, &nv);
-        CHECK(l && !memcmp(l, base, bytes), "%s: logits differ from -t 1 one batch (%s)", model,
-              v[i].what);
-        printf("%s: %s gives bit-identical logits: %s\n", model, v[i].what,
-               l && !memcmp(l, base, bytes) ? "yes" : "NO");
+        double worst = l ? 0 : INFINITY;
+        for (int64_t k = 0; l && k < nv * NP; k++)
+            worst = fmax(worst, fabs(l[k] - base[k]) / (1.0 + fabs(base[k])));
+        const bool same = l && !memcmp(l, base, bytes);
+        CHECK(v[i].exact ? same : worst <= 1e-3, "%s: logits differ from -t 1 one batch (%s): %g",
+              model, v[i].what, worst);
+        printf("%s: %s vs -t 1 in one batch: %s (max relative difference %.2g)\n", model,
+               v[i].what, same ? "bit-identical" : "differ", worst);
         free(l);
     }
     free(base);

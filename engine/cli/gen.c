@@ -31,7 +31,7 @@ static void usage(FILE *out)
         "  --heads N --heads-kv N --head-dim N\n"
         "  --shared-experts N --dense-layers N   (deepseek2)\n"
         "other:\n"
-        "  --skew X           router power-law exponent (default 0.4, 0 = uniform)\n"
+        "  --skew X           router power-law exponent (default 0.3, 0 = uniform)\n"
         "  --threads N        synthesis threads (default 2)\n"
         "  --dry-run          print the chosen shape and size, write nothing\n"
         "  -q, --quiet        no shape, progress or statistics\n");
@@ -192,7 +192,8 @@ static void print_shape(const struct gen_params *p, uint64_t size)
            fl_type_name(p->type), (long long)p->n_embd, (long long)p->n_layer,
            (long long)p->n_expert, (long long)p->n_expert_used);
     if (p->arch == GEN_ARCH_DEEPSEEK2)
-        printf(", %lld shared, %lld dense layers, q/kv lora %lld/%lld", (long long)p->n_expert_shared,
+        printf(", %lld shared, %lld dense layers, q/kv lora %lld/%lld",
+               (long long)p->n_expert_shared,
                (long long)p->n_layer_dense, (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
     printf("), expert n_ff %lld, %lld heads", (long long)p->n_ff_exp, (long long)p->n_head);
     if (p->arch != GEN_ARCH_DEEPSEEK2)
@@ -272,7 +273,8 @@ int cli_gen(int argc, char **argv)
     }
     if (!o.quiet) {
         double s = since(&b.t0);
-        printf("wrote %s in %.1f s (%.0f MiB/s)\n", o.out, s, (double)size / 1048576.0 / (s > 0 ? s : 1));
+        printf("wrote %s in %.1f s (%.0f MiB/s)\n", o.out, s,
+               (double)size / 1048576.0 / (s > 0 ? s : 1));
         print_skew(&o.p);
     }
     return 0;

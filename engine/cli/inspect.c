@@ -10,8 +10,10 @@
 #include "engine/cli/inspect-json.h"
 #include "engine/cli/inspect-model.h"
 #include "engine/gguf-keys.h"
+#include "engine/gguf.h"
 #include "engine/tensor-types.h"
 #include "engine/units.h"
+#include "pager/placement.h"
 
 #define TEXT_ARR_MAX 16 /* array elements shown in text before summarising */
 
@@ -209,18 +211,56 @@ static void print_text(FILE *out, const struct inspect_model *m, bool tensors)
 
 static int usage(FILE *out, int rc)
 {
-    fprintf(out, "usage: faultline inspect MODEL.gguf [--tensors] [--json]\n"
+    fprintf(out, "usage: faultline inspect MODEL.gguf [--tensors] [--json] [--plan [--verbose] [placement flags]]\n"
                  "  --tensors  also list every tensor (name, type, shape, offset, bytes)\n"
-                 "  --json     print one JSON document instead of text\n");
+                 "  --json     print one JSON document instead of text\n"
+                 "  --plan     where each tensor would live (gpu/ram/disk) under the placement flags,\n"
+                 "             the bytes per tier and whether the plan fits; --verbose names the rule\n"
+                 "             that placed each tensor. Loads no weights.\n");
+    placement_print_usage(out);
     return rc;
+}
+
+/* `inspect --plan`: the placement plan for this machine, from the header alone. */
+static int print_plan(const char *path, const struct placement_options *o)
+{
+    struct gguf_file *f = NULL;
+    struct placement_plan *plan = NULL;
+    struct placement_host host;
+    struct fl_err err = { { 0 } };
+    placement_host_detect(&host);
+    int rc = gguf_open(path, &f, &err);
+    if (!rc)
+        rc = placement_plan_build(f, o, &host, &plan, &err);
+    if (rc) {
+        fprintf(stderr, "faultline inspect: %s\n", err.msg);
+        gguf_close(f);
+        return 1;
+    }
+    placement_print(plan, f, stdout, o->verbose);
+    placement_plan_free(plan);
+    gguf_close(f);
+    return 0;
 }
 
 int cli_inspect(int argc, char **argv)
 {
     const char *path = NULL;
-    bool tensors = false, json = false;
+    bool tensors = false, json = false, plan = false;
+    struct placement_options popts;
+    placement_options_init(&popts);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tensors"))
+        struct fl_err perr = { { 0 } };
+        int taken = placement_parse_flag(&popts, argc, argv, &i, &perr);
+        if (taken < 0) {
+            fprintf(stderr, "faultline inspect: %s\n", perr.msg);
+            return 1;
+        }
+        if (taken)
+            continue;
+        if (!strcmp(argv[i], "--plan"))
+            plan = true;
+        else if (!strcmp(argv[i], "--tensors"))
             tensors = true;
         else if (!strcmp(argv[i], "--json"))
             json = true;
@@ -237,6 +277,8 @@ int cli_inspect(int argc, char **argv)
         fprintf(stderr, "faultline inspect: no MODEL given (see faultline inspect --help)\n");
         return 1;
     }
+    if (plan)
+        return print_plan(path, &popts);
     struct inspect_model m;
     struct fl_err err = { { 0 } };
     if (inspect_model_load(path, &m, &err)) {

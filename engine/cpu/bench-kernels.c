@@ -92,7 +92,7 @@ static void *make_weights(uint32_t t, int64_t n_in, int64_t n_out)
     }
     srand(1);
     for (int64_t i = 0; i < n_in; i++)
-        row[i] = (float)rand() / RAND_MAX - 0.5f;
+        row[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     fl_type_traits(t)->from_float(row, w, n_in);
     for (int64_t o = 1; o < n_out; o++)
         memcpy(w + (size_t)o * rs, w, rs);

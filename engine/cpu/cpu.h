@@ -3,7 +3,9 @@
  * fl_types_init() (declared in engine/tensor-types.h, implemented here)
  * detects the CPU's SIMD level, caps it by FL_CPU_FEATURES=scalar|avx2|avx512
  * and installs the fastest vec_dot of every type in the traits table; the
- * matmul kernels of engine/cpu/matmul.h follow the same choice. */
+ * matmul kernels of engine/cpu/matmul.h follow the same choice. Call it once
+ * at startup, before other threads use the kernels (matmul calls it on
+ * first use otherwise); calling it again re-reads FL_CPU_FEATURES (tests). */
 #ifndef FL_CPU_H
 #define FL_CPU_H
 

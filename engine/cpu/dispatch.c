@@ -1,6 +1,8 @@
 /* dispatch.c: CPU feature detection, the scalar kernel set, and installing
  * the chosen level's kernels (fl_types_init). */
+#include <cpuid.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@ static struct fl_cpu_kernels g_kernels;
 static enum fl_cpu_level g_level;
 static char g_features[256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static atomic_int g_inited; /* fl_types_init ran: the lazy path skips it */
 
 /* The portable set: no tile kernels (matmul then calls vec_dot per
  * output), the types module's scalar vec_dots and activation quantizers
@@ -31,12 +34,20 @@ void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
             k->quant[t] = fl_type_from_float_act(t);
 }
 
+/* F16C straight from CPUID (leaf 1, ecx bit 29): clang's
+ * __builtin_cpu_supports does not know it. The OS side (saved YMM state) is
+ * what the avx2 check already covers. */
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static enum fl_cpu_level detect_level(void)
 {
     __builtin_cpu_init();
     enum fl_cpu_level lv = FL_CPU_SCALAR;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         lv = FL_CPU_AVX2;
     if (lv == FL_CPU_AVX2 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -66,7 +77,7 @@ static void describe(void)
     static const char *const names[] = { "avx2", "fma", "f16c", "avx512f", "avx512bw",
                                          "avx512vl", "avx512vnni", "avx512bf16" };
     const int has[] = { __builtin_cpu_supports("avx2"), __builtin_cpu_supports("fma"),
-                        __builtin_cpu_supports("f16c"), __builtin_cpu_supports("avx512f"),
+                        has_f16c(), __builtin_cpu_supports("avx512f"),
                         __builtin_cpu_supports("avx512bw"), __builtin_cpu_supports("avx512vl"),
                         __builtin_cpu_supports("avx512vnni"),
                         __builtin_cpu_supports("avx512bf16") };
@@ -86,11 +97,13 @@ void fl_types_init(void)
         if (fl_type_traits(t))
             fl_type_set_vec_dot(t, g_kernels.vec_dot[t]);
     describe();
+    atomic_store(&g_inited, 1);
 }
 
 static void init_once(void)
 {
-    fl_types_init();
+    if (!atomic_load(&g_inited))
+        fl_types_init();
 }
 
 const struct fl_cpu_kernels *fl_cpu_kernels(void)

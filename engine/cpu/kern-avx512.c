@@ -4,19 +4,18 @@
  * AVX-512's 32 registers for larger tiles; they stay on 256-bit vectors
  * (no frequency licence drop; AMD Zen 4 splits 512-bit ops anyway).
  *
- * On top, "row-transposed" kernels for the Q8_0 family: 8 weight rows are
- * loaded and transposed so that each int32 lane belongs to one row; every
- * 4 activation bytes are broadcast to all lanes and one VNNI instruction
- * advances 8 dot products. Scales then apply once per block for 8 rows
- * instead of once per row, about half the instructions of the per-row
- * kernel. Their float arithmetic per output is a plain sequence over the
- * blocks, acc += S_b * d_w * d_x with S_b the block's exact integer dot
- * product, in the same order as the types module's scalar reference: they
- * give vec_dot_ref's exact bits (Q4_K: its own order, see t8_q4_K_rc), for
- * every tile shape. The AVX2 kernels accumulate in 8 lanes instead. For
- * one token the transposes do not pay off: one-token matmuls keep the per-row kernels
- * (tile1), so decode results differ in the last bits from the same token's
- * row in a batch. */
+ * On top, "row-transposed" kernels for Q8_0, Q4_0, IQ4_NL, MXFP4 and Q4_K:
+ * 8 weight rows are loaded and transposed so that each int32 lane belongs
+ * to one row; every 4 activation bytes are broadcast to all lanes and one
+ * VNNI instruction advances 8 dot products. Scales then apply once per
+ * block for 8 rows instead of once per row, and the transposes are shared
+ * by a tile of tokens: about half the instructions of the per-row kernels.
+ * Their float arithmetic per output is a plain sequence over the blocks,
+ * acc += S_b * d_w * d_x with S_b the block's exact integer dot product, in
+ * the types module's scalar order, so they give vec_dot_ref's exact bits
+ * (Q4_K: its own order, see t8_q4_K_rc), for every tile shape. For one
+ * token the transposes do not pay off: one-token matmuls keep the per-row
+ * kernels (tile1), whose 8-lane sums differ in the last bits. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
@@ -270,6 +269,67 @@ static FL_TGT void t8_vec_dot_q4_K(int n, float *s, const void *vx, const void *
     t8_q4_K_rc(n, 1, vx, 0, 1, xs, ys);
 }
 
+/* BF16 x BF16 with AVX512-BF16 (where the CPU has it): one instruction
+ * multiplies 16 pairs and adds each pair's sum to a float lane; the n % 16
+ * leftover values are added after the horizontal sum, in order. */
+#define FL_BF16_TGT \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16")))
+
+static inline FL_BF16_TGT __attribute__((always_inline)) void
+bf16dp_rc(int n, const int nr, const char *w, size_t ws, const int nc, const void *const *x,
+          float *const *y)
+{
+    __m256 acc[FL_FR][FL_FC];
+    FL_UNROLL for (int r = 0; r < nr; r++)
+        FL_UNROLL for (int c = 0; c < nc; c++) acc[r][c] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256bh wv[FL_FR];
+        FL_UNROLL for (int r = 0; r < nr; r++) {
+            wv[r] = (__m256bh)_mm256_loadu_si256((const __m256i *)((const fl_bf16 *)(w + r * ws) + i));
+            if ((i & 31) == 0)
+                prefetch_ahead((const fl_bf16 *)(w + r * ws) + i + 256, 128);
+        }
+        FL_UNROLL for (int c = 0; c < nc; c++) {
+            const __m256bh xv = (__m256bh)_mm256_loadu_si256((const __m256i *)((const fl_bf16 *)x[c] + i));
+            FL_UNROLL for (int r = 0; r < nr; r++)
+                acc[r][c] = _mm256_dpbf16_ps(acc[r][c], wv[r], xv);
+        }
+    }
+    FL_UNROLL for (int r = 0; r < nr; r++)
+        FL_UNROLL for (int c = 0; c < nc; c++) {
+            float s = hsum8(acc[r][c]);
+            for (int j = i; j < n; j++)
+                s += ld1_bf16(w + r * ws, j) * ld1_bf16(x[c], j);
+            y[c][r] = s;
+        }
+}
+
+static FL_BF16_TGT void tile_bf16dp(int n, int nr, const void *w, size_t ws, int nc,
+                                    const void *const *x, const int16_t *const *xsum,
+                                    float *const *y)
+{
+    const char *wc = w;
+    (void)xsum;
+    switch ((nr - 1) * 4 + (nc - 1)) {
+#define FL_BF_CASE(NR, NC) \
+    case (NR - 1) * 4 + (NC - 1): bf16dp_rc(n, NR, wc, ws, NC, x, y); break;
+    FL_BF_CASE(1, 1) FL_BF_CASE(1, 2) FL_BF_CASE(1, 3) FL_BF_CASE(1, 4)
+    FL_BF_CASE(2, 1) FL_BF_CASE(2, 2) FL_BF_CASE(2, 3) FL_BF_CASE(2, 4)
+    FL_BF_CASE(3, 1) FL_BF_CASE(3, 2) FL_BF_CASE(3, 3) FL_BF_CASE(3, 4)
+    FL_BF_CASE(4, 1) FL_BF_CASE(4, 2) FL_BF_CASE(4, 3) FL_BF_CASE(4, 4)
+#undef FL_BF_CASE
+    default: break;
+    }
+}
+
+static FL_BF16_TGT void vec_dot_bf16dp(int n, float *s, const void *vx, const void *vy)
+{
+    const void *xs[1] = { vy };
+    float *ys[1] = { s };
+    bf16dp_rc(n, 1, vx, 0, 1, xs, ys);
+}
+
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
 {
     install_avx512(k);
@@ -287,5 +347,9 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
     FL_SET_T8(q4_K, FL_TYPE_Q4_K)
     k->tile_c[FL_TYPE_Q4_K] = T8_KC;
 #undef FL_SET_T8
+    if (__builtin_cpu_supports("avx512bf16")) {
+        k->tile[FL_TYPE_BF16] = tile_bf16dp;
+        k->vec_dot[FL_TYPE_BF16] = vec_dot_bf16dp;
+    }
     k->name = "avx512";
 }

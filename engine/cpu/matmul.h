@@ -10,15 +10,16 @@
  * for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the
  * K-quants and IQ4_XS, F16 for F16, BF16 for BF16, none for F32), then every
  * dot product runs on the quantized blocks; a weight matrix is never
- * dequantized. Q8_0 activations are rounded as llama.cpp's x86 build does
- * (scale 127/amax, round half to even), Q8_K as quantize_row_q8_K.
+ * dequantized. Q8_0/Q8_1 activations are rounded as llama.cpp's x86 build
+ * does (scale 127/amax, round half to even), Q8_K as quantize_row_q8_K:
+ * byte for byte the types module's fl_type_from_float_act.
  *
  * Determinism: within one call, each y value is computed by the same
  * instruction sequence whatever the thread count or the tile it falls in,
  * and whether the token came through fl_matmul or fl_matmul_rows: results
- * are bit-identical across -t 1/-t N and run to run. A one-token call may
- * use a different kernel than a batched one (decode vs prefill), so a
- * token's row can differ in the last bits between the two.
+ * are bit-identical across -t 1/-t N and run to run. A one-token call
+ * (n_tok or n_rows == 1) may use a different kernel than a batched one, so
+ * a token's row can differ in the last bits between decode and prefill.
  *
  * Typical use:
  *   // one dense projection
@@ -26,7 +27,7 @@
  *
  *   // gate and up share x: quantize once (for both types if they differ)
  *   struct fl_qact xq;
- *   fl_quantize_act(pool, gate_type, x, n_in, n_tok, scratch, &xq);
+ *   fl_quantize_act(pool, gate_type, x, n_in, n_tok, n_in, scratch, &xq);
  *   fl_matmul_q(pool, gate_w, gate_type, n_out, &xq, g, n_out);
  *   fl_matmul_q(pool, up_w,   up_type,   n_out, &xq, u, n_out);  // needs
  *       // fl_act_type(up_type) == xq.type; else quantize for it separately

@@ -69,8 +69,8 @@ void *fl_cuda_stream(struct fl_cuda *cu);
 
 int fl_cuda_malloc(struct fl_cuda *cu, void **d_out, size_t bytes, struct fl_err *err);
 void fl_cuda_free(struct fl_cuda *cu, void *d);
-/* Stream-ordered copies on the compute stream; download waits for the copy
- * (and so for everything queued before it). */
+/* Copies queued on the compute stream (after the work before them); both
+ * return once the copy is done, so `src`/`dst` may be reused at once. */
 int fl_cuda_upload(struct fl_cuda *cu, void *d_dst, const void *src, size_t bytes,
                    struct fl_err *err);
 int fl_cuda_download(struct fl_cuda *cu, void *dst, const void *d_src, size_t bytes,

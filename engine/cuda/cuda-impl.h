@@ -4,6 +4,7 @@
 #ifndef FL_CUDA_IMPL_H
 #define FL_CUDA_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* cuBLAS entry points, dlopen'ed by flc_blas_load (cuda-blas.c). */
+typedef cublasStatus_t (*flc_gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                         int, int, int, const void *, const void *, cudaDataType,
+                                         int, const void *, cudaDataType, int, const void *,
+                                         void *, cudaDataType, int, cublasComputeType_t,
+                                         cublasGemmAlgo_t);
+struct flc_blas_api {
+    bool loaded;
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    flc_gemm_ex_fn gemm_ex;
+    const char *(*status_string)(cublasStatus_t);
+};
+extern struct flc_blas_api flc_blas;
+/* Loads cuBLAS once; -ENOENT with the reason when it cannot. */
+int flc_blas_load(struct fl_err *err);
 
 struct fl_cuda {
     int dev;
@@ -49,6 +68,10 @@ cudaError_t flc_launch_route(cudaStream_t s, const float *logits, int64_t n_tok,
 cudaError_t flc_launch_attention(cudaStream_t s, const float *q, int64_t q_stride, int n_tok,
                                  int pos0, const uint16_t *k, const uint16_t *v,
                                  const struct fl_cuda_attn *p, float *out, int64_t out_stride);
+
+/* The GPU's block decoders run on the host over one row of n_in values
+ * (for tests without a device). 0, or -1 for an unsupported type. */
+int flc_host_decode_row(const void *w, uint32_t type, int64_t n_in, float *out);
 
 #ifdef __cplusplus
 }

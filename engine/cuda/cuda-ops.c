@@ -62,7 +62,7 @@ static int gemm_tile(struct fl_cuda *cu, const uint16_t *w16, const uint16_t *x1
                      int64_t n_rows, int64_t n_tok, float *y, int64_t ldy, struct fl_err *err)
 {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_rows, (int)n_tok,
+    cublasStatus_t s = flc_blas.gemm_ex(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_rows, (int)n_tok,
                                     (int)n_in, &one, w16, CUDA_R_16F, (int)n_in, x16, CUDA_R_16F,
                                     (int)n_in, &zero, y, CUDA_R_32F, (int)ldy,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

@@ -11,6 +11,7 @@
  * row, each lane a unit at a time. */
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "engine/cuda/cuda-impl.h"
 /* tensor-types.h is C; its layout checks use C's spelling of static_assert */
@@ -22,24 +23,56 @@ namespace {
 
 constexpr int UNIT = 32;
 
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+/* The decoders are host+device code: on the device they use explicit
+ * round-to-nearest intrinsics (no fused multiply-add); on the host, where
+ * test-cuda-decode checks them against to_float without a GPU, plain float
+ * operations compiled with -ffp-contract=off. */
+#define HD __host__ __device__ __forceinline__
 
-__device__ __forceinline__ uint16_t ld16(const uint8_t *p)
+HD float mul_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+HD float sub_rn(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+HD float bits_f32(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+#endif
+}
+
+HD float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+HD uint16_t ld16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8)); /* blocks are byte-aligned (MXFP4: 17 bytes) */
 }
 
 /* v = dl * q - ml, two roundings, as kblock_to_float. */
-__device__ __forceinline__ float kval(float dl, int q, float ml)
-{
-    return __fsub_rn(__fmul_rn(dl, (float)q), ml);
-}
+HD float kval(float dl, int q, float ml) { return sub_rn(mul_rn(dl, (float)q), ml); }
 
 template <int T> struct unit_decoder;
 
 template <> struct unit_decoder<FL_TYPE_F32> {
     static constexpr int per_block = 1, bytes = 4 * UNIT;
-    __device__ static void run(const uint8_t *b, int, float v[UNIT])
+    HD static void run(const uint8_t *b, int, float v[UNIT])
     {
         const float *f = (const float *)b;
         for (int l = 0; l < UNIT; l++)
@@ -49,7 +82,7 @@ template <> struct unit_decoder<FL_TYPE_F32> {
 
 template <> struct unit_decoder<FL_TYPE_F16> {
     static constexpr int per_block = 1, bytes = 2 * UNIT;
-    __device__ static void run(const uint8_t *b, int, float v[UNIT])
+    HD static void run(const uint8_t *b, int, float v[UNIT])
     {
         for (int l = 0; l < UNIT; l++)
             v[l] = h2f(ld16(b + 2 * l));
@@ -58,30 +91,30 @@ template <> struct unit_decoder<FL_TYPE_F16> {
 
 template <> struct unit_decoder<FL_TYPE_Q8_0> {
     static constexpr int per_block = 1, bytes = sizeof(fl_block_q8_0);
-    __device__ static void run(const uint8_t *b, int, float v[UNIT])
+    HD static void run(const uint8_t *b, int, float v[UNIT])
     {
         const float d = h2f(ld16(b));
         for (int l = 0; l < UNIT; l++)
-            v[l] = __fmul_rn((float)(int8_t)b[2 + l], d);
+            v[l] = mul_rn((float)(int8_t)b[2 + l], d);
     }
 };
 
 template <> struct unit_decoder<FL_TYPE_MXFP4> {
     static constexpr int per_block = 1, bytes = sizeof(fl_block_mxfp4);
-    __device__ static void run(const uint8_t *b, int, float v[UNIT])
+    HD static void run(const uint8_t *b, int, float v[UNIT])
     {
         /* E2M1 values doubled, scale 2^(e-128) (see fl_e8m0_half_to_f32) */
         const int8_t lut[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
         const uint32_t e = b[0];
-        const float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+        const float d = bits_f32(e < 2 ? 0x00200000u << e : (e - 1) << 23);
         for (int l = 0; l < 16; l++) {
-            v[l] = __fmul_rn(d, (float)lut[b[1 + l] & 0xf]);
-            v[l + 16] = __fmul_rn(d, (float)lut[b[1 + l] >> 4]);
+            v[l] = mul_rn(d, (float)lut[b[1 + l] & 0xf]);
+            v[l + 16] = mul_rn(d, (float)lut[b[1 + l] >> 4]);
         }
     }
 };
 
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+HD void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 {
     if (j < 4) {
         *sc = q[j] & 63;
@@ -95,13 +128,13 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *sc, i
 /* Q4_K / Q5_K sub-block s: values 32s..32s+31 are the low (s even) or high
  * nibbles of qs[32*(s/2) + l]; Q5_K adds bit s of qh[l] as the fifth bit. */
 template <bool Q5>
-__device__ __forceinline__ void k4_unit(const uint8_t *b, int s, float v[UNIT])
+HD void k4_unit(const uint8_t *b, int s, float v[UNIT])
 {
     const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + (Q5 ? 48 : 16);
     int sc, m;
     scale_min_k4(s, scales, &sc, &m);
-    const float dl = __fmul_rn(h2f(ld16(b)), (float)sc);
-    const float ml = __fmul_rn(h2f(ld16(b + 2)), (float)m);
+    const float dl = mul_rn(h2f(ld16(b)), (float)sc);
+    const float ml = mul_rn(h2f(ld16(b + 2)), (float)m);
     const uint8_t *q = qs + 32 * (s / 2);
     for (int l = 0; l < UNIT; l++) {
         int x = (s & 1) ? q[l] >> 4 : q[l] & 0xf;
@@ -113,12 +146,12 @@ __device__ __forceinline__ void k4_unit(const uint8_t *b, int s, float v[UNIT])
 
 template <> struct unit_decoder<FL_TYPE_Q4_K> {
     static constexpr int per_block = 8, bytes = sizeof(fl_block_q4_K);
-    __device__ static void run(const uint8_t *b, int s, float v[UNIT]) { k4_unit<false>(b, s, v); }
+    HD static void run(const uint8_t *b, int s, float v[UNIT]) { k4_unit<false>(b, s, v); }
 };
 
 template <> struct unit_decoder<FL_TYPE_Q5_K> {
     static constexpr int per_block = 8, bytes = sizeof(fl_block_q5_K);
-    __device__ static void run(const uint8_t *b, int s, float v[UNIT]) { k4_unit<true>(b, s, v); }
+    HD static void run(const uint8_t *b, int s, float v[UNIT]) { k4_unit<true>(b, s, v); }
 };
 
 /* Q6_K sub-block s = 4n + k: value 128n + 32k + l has its low nibble in
@@ -126,13 +159,13 @@ template <> struct unit_decoder<FL_TYPE_Q5_K> {
  * qh[32n + l] on top; scale of 16-value group 8n + 2k + l/16. */
 template <> struct unit_decoder<FL_TYPE_Q6_K> {
     static constexpr int per_block = 8, bytes = sizeof(fl_block_q6_K);
-    __device__ static void run(const uint8_t *b, int s, float v[UNIT])
+    HD static void run(const uint8_t *b, int s, float v[UNIT])
     {
         const int n = s / 4, k = s % 4;
         const uint8_t *ql = b + 64 * n + 32 * (k & 1), *qh = b + 128 + 32 * n;
         const int8_t *sc = (const int8_t *)(b + 192) + 8 * n + 2 * k;
         const float d = h2f(ld16(b + 208));
-        const float dl0 = __fmul_rn(d, (float)sc[0]), dl1 = __fmul_rn(d, (float)sc[1]);
+        const float dl0 = mul_rn(d, (float)sc[0]), dl1 = mul_rn(d, (float)sc[1]);
         for (int l = 0; l < UNIT; l++) {
             const int lo = k < 2 ? ql[l] & 0xf : ql[l] >> 4;
             const int q = (lo | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
@@ -143,7 +176,7 @@ template <> struct unit_decoder<FL_TYPE_Q6_K> {
 
 /* Unit u of a row (u < n_in / 32). */
 template <int T>
-__device__ __forceinline__ void row_unit(const uint8_t *row, int64_t u, float v[UNIT])
+HD void row_unit(const uint8_t *row, int64_t u, float v[UNIT])
 {
     using D = unit_decoder<T>;
     D::run(row + (u / D::per_block) * D::bytes, (int)(u % D::per_block), v);
@@ -214,6 +247,13 @@ cudaError_t launch_dequant(cudaStream_t s, const void *w, int64_t n_in, int64_t 
 
 } /* namespace */
 
+/* Host run of the decoders over one row (test-cuda-decode). */
+template <int T> void host_row(const void *w, int64_t n_in, float *out)
+{
+    for (int64_t u = 0; u < n_in / UNIT; u++)
+        row_unit<T>((const uint8_t *)w, u, out + u * UNIT);
+}
+
 #define FLC_TYPES(X) X(FL_TYPE_F32) X(FL_TYPE_F16) X(FL_TYPE_Q8_0) X(FL_TYPE_MXFP4) \
                      X(FL_TYPE_Q4_K) X(FL_TYPE_Q5_K) X(FL_TYPE_Q6_K)
 
@@ -237,5 +277,15 @@ extern "C" cudaError_t flc_launch_dequant_f16(cudaStream_t s, const void *w, uin
     FLC_TYPES(CASE)
 #undef CASE
     default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" int flc_host_decode_row(const void *w, uint32_t type, int64_t n_in, float *out)
+{
+    switch (type) {
+#define CASE(t) case t: host_row<t>(w, n_in, out); return 0;
+    FLC_TYPES(CASE)
+#undef CASE
+    default: return -1;
     }
 }

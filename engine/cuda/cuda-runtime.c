@@ -27,7 +27,8 @@ int flc_blas_err(struct fl_err *err, cublasStatus_t s, const char *what)
 {
     const int code = s == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM
                    : s == CUBLAS_STATUS_INVALID_VALUE ? -EINVAL : -EIO;
-    return fl_err_set(err, code, "cublas: %s: %s", what, cublasGetStatusString(s));
+    return fl_err_set(err, code, "cublas: %s: %s", what,
+                      flc_blas.status_string ? flc_blas.status_string(s) : "?");
 }
 
 int fl_cuda_available(void)
@@ -87,9 +88,13 @@ int fl_cuda_open(int dev, struct fl_cuda **out, struct fl_err *err)
         free(cu);
         return flc_err(err, e, "opening the device");
     }
-    cublasStatus_t s = cublasCreate(&cu->blas);
+    if ((rc = flc_blas_load(err))) {
+        fl_cuda_close(cu);
+        return rc;
+    }
+    cublasStatus_t s = flc_blas.create(&cu->blas);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasSetStream(cu->blas, cu->stream);
+        s = flc_blas.set_stream(cu->blas, cu->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
         rc = flc_blas_err(err, s, "cublasCreate");
         fl_cuda_close(cu);
@@ -107,7 +112,7 @@ void fl_cuda_close(struct fl_cuda *cu)
     if (cu->stream)
         cudaStreamSynchronize(cu->stream);
     if (cu->blas)
-        cublasDestroy(cu->blas);
+        flc_blas.destroy(cu->blas);
     cudaFree(cu->scratch);
     if (cu->stream)
         cudaStreamDestroy(cu->stream);

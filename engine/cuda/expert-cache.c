@@ -344,6 +344,12 @@ int fl_cuda_xcache_prefetch(struct fl_cuda_xcache *x, int layer, int expert,
     return 0;
 }
 
+int fl_cuda_xcache_sync(struct fl_cuda_xcache *x, struct fl_err *err)
+{
+    cudaError_t e = cudaStreamSynchronize(x->copy);
+    return e == cudaSuccess ? 0 : flc_err(err, e, "waiting for expert copies");
+}
+
 struct fl_cuda_xcache_stats fl_cuda_xcache_stats(const struct fl_cuda_xcache *x)
 {
     struct fl_cuda_xcache_stats s = {.lru = fl_xlru_stats(x->lru)};

@@ -85,12 +85,15 @@ int fl_cuda_xcache_release(struct fl_cuda_xcache *x, int layer, int expert, stru
 int fl_cuda_xcache_prefetch(struct fl_cuda_xcache *x, int layer, int expert,
                             const struct fl_cuda_xrange *r, int n_ranges, struct fl_err *err);
 
+/* Waits until every queued fill has landed and been counted. */
+int fl_cuda_xcache_sync(struct fl_cuda_xcache *x, struct fl_err *err);
+
 struct fl_cuda_xcache_stats {
     struct fl_xlru_stats lru;
     uint64_t copies, copy_bytes;      /* completed fills */
     uint64_t copy_ns_total, copy_ns_max;
 };
-/* Completed copies only; call after fl_cuda_sync for an exact count. */
+/* Completed copies only; after fl_cuda_xcache_sync, all of them. */
 struct fl_cuda_xcache_stats fl_cuda_xcache_stats(const struct fl_cuda_xcache *x);
 
 #endif /* FL_HAVE_CUDA */

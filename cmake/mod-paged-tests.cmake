@@ -1,0 +1,17 @@
+# The pager's acceptance, end to end through the CLI ($FL_CLI, docs/oversize.md):
+# bit-identical logits resident vs paged, errors, peak RSS on a generated model.
+# The suites run `faultline`, so building them builds it.
+foreach(model qwen3moe-tiny-F16 qwen3moe-tiny-Q8_0 mixtral-tiny-Q4_K_M deepseek2-tiny-F16
+              gpt-oss-tiny-MXFP4)
+  fl_test(test-paged-logits-${model} SOURCES tests/test-paged-logits.c MODULES placement gguf
+    ARGS tests/data/${model}.gguf TIMEOUT 120)
+  add_dependencies(test-paged-logits-${model} faultline)
+endforeach()
+
+fl_test(test-paged-errors SOURCES tests/test-paged-errors.c MODULES placement gguf TIMEOUT 120)
+add_dependencies(test-paged-errors faultline)
+
+# Peak RSS of paged runs on a generated 128 MiB model; RSS means nothing under ASan.
+fl_test(test-paged-rss SOURCES tests/test-paged-rss.c MODULES placement gguf LABELS nosanitize
+  TIMEOUT 120)
+add_dependencies(test-paged-rss faultline)
