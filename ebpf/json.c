@@ -44,7 +44,7 @@ static int parse(struct jp *j, struct jv *v, bool keep);
 
 static int parse_str(struct jp *j, char **out)
 {
-    const char *a = ++j->p;  /* after the quote */
+    j->p++;  /* the opening quote */
     size_t cap = 16, n = 0;
     char *s = out ? malloc(cap) : NULL;
     if (out && !s)
@@ -116,7 +116,6 @@ static int parse_str(struct jp *j, char **out)
             s[n++] = c;
         }
     }
-    (void)a;
     if (j->p >= j->end) {
         free(s);
         return fail(j, "unterminated string");

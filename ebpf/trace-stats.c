@@ -160,17 +160,6 @@ int tr_stats_copy(struct tr_stats *dst, const struct tr_stats *src)
     return 0;
 }
 
-void tr_stats_clear(struct tr_stats *s)
-{
-    memset(s->counts.used, 0, s->counts.cap);
-    memset(s->counts.vals, 0, s->counts.cap * s->counts.vsize);
-    memset(s->hists.used, 0, s->hists.cap);
-    memset(s->hists.vals, 0, s->hists.cap * s->hists.vsize);
-    s->counts.n = s->hists.n = 0;
-    memset(s->globals, 0, sizeof(s->globals));
-    s->n_stalls = 0;
-}
-
 struct fl_tr_counts *tr_stats_counts(struct tr_stats *s, int32_t layer, int32_t expert, uint8_t kind)
 {
     struct fl_tr_key k = { layer, expert, kind, 0, { 0 } };
@@ -237,13 +226,6 @@ struct tr_thread *tr_stats_thread(struct tr_stats *s, uint32_t tid)
     memset(t, 0, sizeof(*t));
     t->tid = tid;
     return t;
-}
-
-void tr_stats_name_thread(struct tr_stats *s, uint32_t tid, const char *name)
-{
-    struct tr_thread *t = tr_stats_thread(s, tid);
-    if (t)
-        snprintf(t->name, sizeof(t->name), "%s", name);
 }
 
 /* stall_tid: the thread that waited (from a matching page fault), or 0. */

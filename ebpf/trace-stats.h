@@ -33,7 +33,6 @@ struct tr_stats *tr_stats_new(void);
 void tr_stats_free(struct tr_stats *s);
 /* Makes dst an exact copy of src (dst already allocated). 0 or -ENOMEM. */
 int tr_stats_copy(struct tr_stats *dst, const struct tr_stats *src);
-void tr_stats_clear(struct tr_stats *s);
 
 /* The entry for key (created zeroed when absent); NULL only without memory. */
 struct fl_tr_counts *tr_stats_counts(struct tr_stats *s, int32_t layer, int32_t expert, uint8_t kind);
@@ -44,7 +43,6 @@ uint64_t *tr_stats_globals(struct tr_stats *s);   /* [FL_TG_N] */
 void tr_stats_event(struct tr_stats *s, const struct fl_tr_event *ev, uint32_t stall_tid);
 void tr_stats_add_stall(struct tr_stats *s, const struct tr_stall *st);
 struct tr_thread *tr_stats_thread(struct tr_stats *s, uint32_t tid);
-void tr_stats_name_thread(struct tr_stats *s, uint32_t tid, const char *name);
 
 /* Run metadata. */
 struct tr_meta {

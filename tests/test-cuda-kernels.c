@@ -324,6 +324,48 @@ static void test_route(void)
     }
 }
 
+/* --- MoE row moves ------------------------------------------------------------------- */
+
+static void test_moe_rows(void)
+{
+    printf("moe gather/scatter/combine\n");
+    enum { T = 4, K = 2, W = 70 };
+    float y[T * K * W], w[T * K], out[T * W], dst[T * K * W];
+    for (int i = 0; i < T * K * W; i++)
+        y[i] = frand();
+    for (int i = 0; i < T * K; i++)
+        w[i] = frand();
+    float *dy = up(y, sizeof(y)), *dw = up(w, sizeof(w)), *dout = dev_alloc(sizeof(out));
+    CHECK(fl_cuda_moe_combine(cu, dout, dy, dw, T, K, W, &err) == 0, "%s", err.msg);
+    down(out, dout, sizeof(out));
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < W; c++) {
+            double ref = 0;
+            for (int j = 0; j < K; j++)
+                ref += (double)w[t * K + j] * y[(t * K + j) * W + c];
+            worst = fmax(worst, fabs(out[t * W + c] - ref));
+        }
+    CHECK(worst < 1e-6, "combine error %.3e", worst);
+
+    const int32_t src_rows[3] = {3, 0, 2}, dst_rows[3] = {5, 1, 7};
+    int32_t *dsr = up(src_rows, sizeof(src_rows)), *ddr = up(dst_rows, sizeof(dst_rows));
+    float *ddst = up(y, sizeof(y)); /* untouched rows keep y */
+    CHECK(fl_cuda_copy_rows(cu, ddst, dy, W, dsr, ddr, 3, &err) == 0, "%s", err.msg);
+    down(dst, ddst, sizeof(dst));
+    int bad = 0;
+    for (int r = 0; r < T * K; r++) {
+        int from = r;
+        for (int j = 0; j < 3; j++)
+            if (dst_rows[j] == r)
+                from = src_rows[j];
+        bad += memcmp(dst + r * W, y + from * W, sizeof(float) * W) != 0;
+    }
+    CHECK(bad == 0, "copy_rows: %d rows wrong", bad);
+    fl_cuda_free(cu, dy), fl_cuda_free(cu, dw), fl_cuda_free(cu, dout), fl_cuda_free(cu, dsr);
+    fl_cuda_free(cu, ddr), fl_cuda_free(cu, ddst);
+}
+
 /* --- attention -------------------------------------------------------------------------- */
 
 static void test_attention(int softcap, int window, int sinks)
@@ -401,6 +443,7 @@ int main(void)
     test_matrices();
     test_rows();
     test_route();
+    test_moe_rows();
     printf("attention\n");
     test_attention(0, 0, 0);
     test_attention(1, 0, 0);

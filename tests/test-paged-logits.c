@@ -3,7 +3,7 @@
  * For one model (argv[1]) `faultline eval` runs once fully resident
  * (--cpu-moe) and then paged at several RAM budgets (the minimum, about a
  * quarter and half of the paged bytes) and placements (--disk-moe,
- * --cpu-moe --n-disk-moe 1, -ot rules that page some expert tensors and one
+ * --cpu-moe --n-disk-moe N, -ot rules that page some expert tensors and one
  * non-expert tensor), in uffd and explicit mode; every FLRF file must equal
  * the resident one byte for byte. Each paged run must really have paged
  * (loads > 0 in --stats-json) and stayed within its budget (peak_resident).
@@ -28,9 +28,13 @@ struct placement_case {
     int n_pcts;
 };
 
+/* --n-disk-moe N: N is the first layer count that pages something (deepseek2's
+ * layer 0 is dense); set in main. */
+static char n_disk_moe[8] = "1";
+
 static const struct placement_case cases[] = {
     { "--disk-moe", { "--disk-moe" }, 1, { 0, 25, 50 }, 3 },
-    { "--cpu-moe --n-disk-moe 1", { "--cpu-moe", "--n-disk-moe", "1" }, 3, { 0, 50 }, 2 },
+    { "--cpu-moe --n-disk-moe N", { "--cpu-moe", "--n-disk-moe", n_disk_moe }, 3, { 0, 50 }, 2 },
     { "-ot (gate/up experts and attn_output on disk)",
       { "-ot", "attn_output=disk,ffn_(gate|up)_exps=disk,exps=CPU" }, 2, { 0, 50 }, 2 },
 };
@@ -167,6 +171,13 @@ int main(int argc, char **argv)
         return print_err_file(err), 1;
     printf("%s: resident run, %zu bytes of FLRF\n", c.model, ref_len);
 
+    for (int n = 1; n < 8; n++) {
+        struct t_plan plan = { 0 };
+        snprintf(n_disk_moe, sizeof(n_disk_moe), "%d", n);
+        if (t_plan_for(c.model, (char **)cases[1].flags, cases[1].n_flags, &plan) ||
+            plan.disk_bytes)
+            break;
+    }
     const char *modes[] = { "uffd", "explicit" };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         const struct placement_case *pc = &cases[k];

@@ -159,6 +159,20 @@ int fl_cuda_route(struct fl_cuda *cu, const float *d_logits, int64_t n_tok,
                   const struct fl_cuda_route *r, int32_t *d_ids, float *d_weights,
                   struct fl_err *err);
 
+/* Row moves of the MoE layer (all F32, rows of `width`): for j < n,
+ *   dst row (d_dst_rows ? d_dst_rows[j] : j) = src row (d_src_rows ? d_src_rows[j] : j).
+ * Gathers an expert's tokens (src_rows = token ids) and scatters its
+ * outputs to their slots t*k+j (dst_rows), as fl_matmul_rows' rows and
+ * out_rows. Row indices are not checked on the device: callers pass ids the
+ * router produced. */
+int fl_cuda_copy_rows(struct fl_cuda *cu, float *d_dst, const float *d_src, int64_t width,
+                      const int32_t *d_src_rows, const int32_t *d_dst_rows, int64_t n,
+                      struct fl_err *err);
+/* out[t] = sum_j w[t][j] * y[t*k + j], summed in slot order j = 0..k-1 as
+ * eng_moe_ffn; y is [n_tok*k][width], w [n_tok][k]. */
+int fl_cuda_moe_combine(struct fl_cuda *cu, float *d_out, const float *d_y, const float *d_w,
+                        int64_t n_tok, int k, int64_t width, struct fl_err *err);
+
 /* --- attention -------------------------------------------------------------------- */
 
 struct fl_cuda_attn {

@@ -69,6 +69,11 @@ cudaError_t flc_launch_attention(cudaStream_t s, const float *q, int64_t q_strid
                                  int pos0, const uint16_t *k, const uint16_t *v,
                                  const struct fl_cuda_attn *p, float *out, int64_t out_stride);
 
+cudaError_t flc_launch_copy_rows(cudaStream_t s, float *dst, const float *src, int64_t width,
+                                 const int32_t *src_rows, const int32_t *dst_rows, int64_t n);
+cudaError_t flc_launch_combine(cudaStream_t s, float *out, const float *y, const float *w,
+                               int64_t n_tok, int k, int64_t width);
+
 /* The GPU's block decoders run on the host over one row of n_in values
  * (for tests without a device). 0, or -1 for an unsupported type. */
 int flc_host_decode_row(const void *w, uint32_t type, int64_t n_in, float *out);

@@ -174,3 +174,24 @@ int fl_cuda_attention(struct fl_cuda *cu, const float *d_q, int64_t q_stride, in
     return launched(err, flc_launch_attention(cu->stream, d_q, q_stride, n_tok, pos0, d_k, d_v, p,
                                               d_out, out_stride), "attention");
 }
+
+int fl_cuda_copy_rows(struct fl_cuda *cu, float *d_dst, const float *d_src, int64_t width,
+                      const int32_t *d_src_rows, const int32_t *d_dst_rows, int64_t n,
+                      struct fl_err *err)
+{
+    if (width <= 0 || n < 0)
+        return fl_err_set(err, -EINVAL, "cuda: bad copy_rows shape");
+    if (n == 0)
+        return 0;
+    return launched(err, flc_launch_copy_rows(cu->stream, d_dst, d_src, width, d_src_rows,
+                                              d_dst_rows, n), "copy_rows");
+}
+
+int fl_cuda_moe_combine(struct fl_cuda *cu, float *d_out, const float *d_y, const float *d_w,
+                        int64_t n_tok, int k, int64_t width, struct fl_err *err)
+{
+    if (n_tok <= 0 || k <= 0 || width <= 0)
+        return fl_err_set(err, -EINVAL, "cuda: bad moe_combine shape");
+    return launched(err, flc_launch_combine(cu->stream, d_out, d_y, d_w, n_tok, k, width),
+                    "moe_combine");
+}

@@ -288,6 +288,34 @@ __global__ void attention_kernel(const float *q, int64_t q_stride, int pos0, con
         o[d] = acc[d] / S;
 }
 
+/* --- MoE gather / scatter / combine ------------------------------------------- */
+
+/* dst row j = src row src_rows[j] (or j) written to dst row dst_rows[j] (or j). */
+__global__ void copy_rows_kernel(float *dst, const float *src, int64_t width,
+                                 const int32_t *src_rows, const int32_t *dst_rows, int64_t n)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * width)
+        return;
+    const int64_t j = i / width, c = i % width;
+    const int64_t s = src_rows ? src_rows[j] : j, d = dst_rows ? dst_rows[j] : j;
+    dst[d * width + c] = src[s * width + c];
+}
+
+/* out[t][c] = sum_j w[t][j] * y[t*k + j][c], j in slot order as the CPU. */
+__global__ void combine_kernel(float *out, const float *y, const float *w, int64_t n_tok, int k,
+                               int64_t width)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * width)
+        return;
+    const int64_t t = i / width, c = i % width;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++)
+        acc += w[t * k + j] * y[(t * k + j) * width + c];
+    out[t * width + c] = acc;
+}
+
 unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 } /* namespace */
@@ -345,5 +373,20 @@ extern "C" cudaError_t flc_launch_attention(cudaStream_t s, const float *q, int6
     }
     attention_kernel<<<(unsigned)(n_tok * p->n_head), NT, shm, s>>>(
         q, q_stride, pos0, (const __half *)k, (const __half *)v, *p, out, out_stride);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_copy_rows(cudaStream_t s, float *dst, const float *src,
+                                            int64_t width, const int32_t *src_rows,
+                                            const int32_t *dst_rows, int64_t n)
+{
+    copy_rows_kernel<<<blocks(n * width, 256), 256, 0, s>>>(dst, src, width, src_rows, dst_rows, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_combine(cudaStream_t s, float *out, const float *y,
+                                          const float *w, int64_t n_tok, int k, int64_t width)
+{
+    combine_kernel<<<blocks(n_tok * width, 256), 256, 0, s>>>(out, y, w, n_tok, k, width);
     return cudaGetLastError();
 }
