@@ -6,7 +6,10 @@ fl_module(model
           engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
   DEPS gguf types cpu arch2) # arch2: the deepseek2/gpt-oss entries of the registry
 
-fl_module(engine SOURCES engine/session.c engine/flref.c DEPS model tokenizer pager placement numa)
+# FLRF/FLRT files (reference logits and routing): outside input, fuzzed on its own.
+fl_module(flref SOURCES engine/flref.c)
+
+fl_module(engine SOURCES engine/session.c DEPS model tokenizer pager placement numa flref)
 
 fl_module(cli-engine
   SOURCES engine/cli/engine-args.c engine/cli/eval.c engine/cli/compare.c engine/cli/run.c

@@ -5,9 +5,7 @@
 # The targets read fixed data (vocabularies, a model) from the source tree;
 # FL_SOURCE_DIR in the environment overrides where that is.
 fl_fuzz(tokenizer SOURCES tests/fuzz/fuzz-tokenizer.c MODULES tokenizer gguf)
-# flref.c is compiled in directly: its module (engine) would pull the whole
-# forward pass and the pager into a target that only reads two file formats.
-fl_fuzz(flref SOURCES tests/fuzz/fuzz-flref.c engine/flref.c)
+fl_fuzz(flref SOURCES tests/fuzz/fuzz-flref.c MODULES flref)
 fl_fuzz(args SOURCES tests/fuzz/fuzz-args.c MODULES units placement chat gguf)
 fl_fuzz(trace-json SOURCES tests/fuzz/fuzz-trace-json.c MODULES trace)
 foreach(t tokenizer args)

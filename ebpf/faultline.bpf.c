@@ -66,6 +66,14 @@ struct {
     __type(value, __u64);
 } read_start SEC(".maps"), copy_start SEC(".maps"), uring_start SEC(".maps");
 
+/* Threads already announced with an FL_TR_THREAD event. */
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, __u8);
+} seen_tids SEC(".maps");
+
 #define UFFDIO_REGISTER_CMD 0xc020aa00u /* _IOWR(0xAA, 0x00, struct uffdio_register) */
 #define EFD_KICK_TAG 1                  /* the pager's eventfd read (pager/io.c): not I/O */
 
@@ -124,11 +132,38 @@ static __always_inline struct fl_tr_counts *counts_of(__s32 layer, __s32 expert,
     return c;
 }
 
+/* The first event of a thread is preceded by its name, read now: a short
+ * run may be over before user space could look in /proc. */
+static __always_inline void announce_thread(__u64 now)
+{
+    __u64 id = bpf_get_current_pid_tgid();
+    __u32 tid = (__u32)id;
+    __u8 one = 1;
+    if (bpf_map_lookup_elem(&seen_tids, &tid))
+        return;
+    bpf_map_update_elem(&seen_tids, &tid, &one, BPF_ANY);
+    struct fl_tr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+    if (!e) {
+        global_add(FL_TG_RB_DROPS, 1);
+        return;
+    }
+    __builtin_memset(e, 0, sizeof(*e));
+    e->ts_ns = now;
+    e->pid = id >> 32;
+    e->tid = tid;
+    e->layer = e->expert = -1;
+    e->type = FL_TR_THREAD;
+    bpf_get_current_comm(&e->bytes, 16); /* bytes and offset: 16 contiguous bytes */
+    bpf_ringbuf_submit(e, 0);
+}
+
 static __always_inline void emit(__u8 type, __s32 layer, __s32 expert, __u8 kind, __u64 bytes,
                                  __u64 offset, __u64 now, __u64 dur)
 {
     if (!emit_events)
         return;
+    if (type != FL_TR_URING_DONE) /* completions run in any context */
+        announce_thread(now);
     struct fl_tr_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
     if (!e) {
         global_add(FL_TG_RB_DROPS, 1);
@@ -190,9 +225,9 @@ int BPF_USDT(read_submit, int layer, int expert, int kind, __u64 bytes, __u64 of
     if (!ours())
         return 0;
     __u64 now = bpf_ktime_get_ns();
-    /* A retry of the rest of a short read keeps the first start. */
+    /* A retry of the rest of a short read keeps the first start. No event:
+     * read_done carries the duration, and the timeline draws the slice. */
     bpf_map_update_elem(&read_start, &off, &now, BPF_NOEXIST);
-    emit(FL_TR_READ_SUBMIT, layer, expert, kind, bytes, off, now, 0);
     return 0;
 }
 
@@ -261,8 +296,7 @@ int BPF_USDT(copy_begin, int layer, int expert, int kind, __u64 bytes, __u64 off
         return 0;
     __u64 now = bpf_ktime_get_ns();
     bpf_map_update_elem(&copy_start, &off, &now, BPF_ANY);
-    emit(FL_TR_COPY_BEGIN, layer, expert, kind, bytes, off, now, 0);
-    return 0;
+    return 0;   /* no event: copy_end carries the duration */
 }
 
 SEC("usdt")

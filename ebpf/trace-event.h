@@ -22,7 +22,8 @@ typedef uint64_t fl_u64;
 /* Log2 buckets: bucket k holds latencies in [2^k, 2^(k+1)) ns (bucket 0: < 2 ns). */
 #define FL_TR_SLOTS 40
 
-/* Event types; the first nine are the USDT probes of the same name. */
+/* Event types; the first nine are the USDT probes of the same name (read_submit
+ * and copy_begin only start timers: their ends carry the durations). */
 enum fl_tr_type {
     FL_TR_FAULT_BEGIN = 0,
     FL_TR_FAULT_END,     /* dur_ns = the stall the pager measured */
@@ -36,6 +37,7 @@ enum fl_tr_type {
     FL_TR_PAGE_FAULT,    /* exceptions:page_fault_user inside the region; offset = the address */
     FL_TR_URING_DONE,    /* io_uring_complete of a request the process submitted; bytes = res */
     FL_TR_REGION,        /* the region probe: offset = base address, bytes = size */
+    FL_TR_THREAD,        /* precedes a thread's first event: bytes..offset = its comm[16] */
     FL_TR_N_TYPES
 };
 

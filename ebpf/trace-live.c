@@ -36,6 +36,7 @@ struct live {
     struct waiter recent[PF_RING]; /* page faults before the base was known (raw addresses) */
     int n_recent;
     struct waiter w[WAITERS];    /* threads waiting on a page offset */
+    bool roled[TR_MAX_THREADS];  /* thread i's role was looked at */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -60,22 +61,32 @@ static void read_comm(pid_t pid, uint32_t tid, char *buf, size_t n)
         fclose(f);
 }
 
-/* Names a thread the first time it shows up. Unnamed helper threads carry
- * the process's name; their first event says what they are. */
-static void name_thread(struct live *l, uint32_t tid, int type)
+/* A thread's name is its comm (from its FL_TR_THREAD event, else /proc);
+ * helper threads also get the role their first event shows. */
+static void name_thread(struct live *l, uint32_t tid, int type, const char *comm)
 {
+    const struct tr_thread *all;
     struct tr_thread *t = tr_stats_thread(l->st, tid);
-    if (!t || t->name[0])
+    if (!t)
         return;
-    char buf[32], main_name[32];
-    read_comm(l->pid, tid, buf, sizeof(buf));
-    read_comm(l->pid, (uint32_t)l->pid, main_name, sizeof(main_name));
-    const char *role = type == FL_TR_FAULT_BEGIN ? "fault" : type == FL_TR_READ_SUBMIT ||
-                       type == FL_TR_READ_DONE || type == FL_TR_INSTALLED ? "io" : NULL;
-    if (buf[0] && tid != (uint32_t)l->pid && role && !strcmp(buf, main_name))
-        snprintf(t->name, sizeof(t->name), "%.9s/%s", buf, role);
+    int i = (int)(t - (tr_stats_n_threads(l->st, &all), all));
+    if (comm) {
+        snprintf(t->name, sizeof(t->name), "%.15s", comm);
+        return;
+    }
+    if (!t->name[0])
+        read_comm(l->pid, tid, t->name, sizeof(t->name));
+    if (l->roled[i])
+        return;
+    l->roled[i] = true;
+    const char *role = type == FL_TR_FAULT_BEGIN ? "fault" : type == FL_TR_READ_DONE ||
+                       type == FL_TR_INSTALLED ? "io" : NULL;
+    char base[16];
+    snprintf(base, sizeof(base), "%s", t->name[0] ? t->name : "?");
+    if (tid != (uint32_t)l->pid && role)
+        snprintf(t->name, sizeof(t->name), "%.9s/%s", base, role);
     else
-        snprintf(t->name, sizeof(t->name), "%s", buf[0] ? buf : "?");
+        snprintf(t->name, sizeof(t->name), "%s", base);
 }
 
 static void waiter_put(struct live *l, uint64_t page, uint32_t tid, uint64_t ts)
@@ -106,8 +117,15 @@ static void on_event(void *ctx, const struct fl_tr_event *e)
     struct fl_tr_event ev = *e;
     uint32_t waiter = 0;
     uint64_t wait_ts = 0;
+    if (ev.type == FL_TR_THREAD) {
+        char comm[17];
+        memcpy(comm, &ev.bytes, 16);
+        comm[16] = 0;
+        name_thread(l, ev.tid, ev.type, comm);
+        return;
+    }
     if (ev.type != FL_TR_URING_DONE) /* completions run on whatever CPU context */
-        name_thread(l, ev.tid, ev.type);
+        name_thread(l, ev.tid, ev.type, NULL);
     if (ev.type == FL_TR_REGION) {
         l->base = ev.offset;
         return;
@@ -214,7 +232,16 @@ static bool target_alive(struct live *l, int *status)
         pid_t r = waitpid(l->pid, status, WNOHANG);
         return r == 0;
     }
-    return kill(l->pid, 0) == 0 || errno == EPERM;
+    /* Attached: alive while /proc has it and it is not a zombie. */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)l->pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
 static void run_loop(struct live *l, struct tr_session *s, int *status)

@@ -14,16 +14,18 @@
 #      LLAMA_CPP=DIR     llama.cpp's bin folder (llama-completion): run it too
 #      CAP_PCT=25        the cap, % of the file size
 #      N_PROMPT=128 N_GEN=32 LLAMA_N_GEN=4 THREADS=2  (llama.cpp decodes ~0.05 t/s capped)
-#      RESERVE_MIB=256   cap headroom beyond faultline's RAM tier and budget: pinned
-#                        staging (16 x 4 MiB here), KV cache, prefill scratch (~150 MiB
-#                        at -p 128), binary
+#      RESERVE_MIB=160   cap headroom beyond faultline's RAM tier and expert budget in
+#                        decode: pinned staging (16 slots x 4 MiB here), KV cache,
+#                        scratch, binary. Prefill's scratch grows with the batch (~3.7 MiB
+#                        per token on the default model); the prefill run's budget is
+#                        lowered by what the uncapped runs measured it to be.
 #      FL=build/faultline  the binary (built when missing)
 #      KEEP=1            keep the raw outputs (bench tables, stats JSON, stderr)
 # Needs root (cgroups, drop_caches) and python3. Prints one table at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAP_PCT=${CAP_PCT:-25} N_PROMPT=${N_PROMPT:-128} N_GEN=${N_GEN:-32}
-LLAMA_N_GEN=${LLAMA_N_GEN:-4} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-256}
+LLAMA_N_GEN=${LLAMA_N_GEN:-4} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-160}
 FL=${FL:-build/faultline}
 say() { echo "bench-oversize: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -136,8 +138,16 @@ say "faultline uncapped (all resident)"
 run_capped 0 fl-free-pp "$FL" bench "${fl_common[@]}" -p "$N_PROMPT" -n 0 --ram-budget "$size" --cpu-moe
 run_capped 0 fl-free-tg "$FL" bench "${fl_common[@]}" -p 0 -n "$N_GEN" --ram-budget "$size" --cpu-moe
 say "faultline capped at $(mib "$cap"), expert budget $(mib "$budget")"
+# prefill scratch = the uncapped runs' peak RSS difference (+32 MiB of slack)
+read -r _ _ _ _ rss_pp <"$work/fl-free-pp.io"
+read -r _ _ _ _ rss_tg <"$work/fl-free-tg.io"
+budget_pp=$((budget - (rss_pp > rss_tg ? rss_pp - rss_tg : 0) - 33554432))
+min_pp=$(("$FL" bench "${fl_common[@]}" -p 1 -n 0 --disk-moe --ram-budget 1 2>&1 || true) |
+  grep -o 'below the [0-9.]* [KMG]iB' | awk '{printf "%d\n", ($3 + 0.01) * ($4 == "GiB" ? 1073741824 : $4 == "MiB" ? 1048576 : 1024) + 1048576}')
+[ "$budget_pp" -ge "${min_pp:-0}" ] || budget_pp=${min_pp:-$budget}
+say "prefill: scratch $(mib $((rss_pp - rss_tg))) measured uncapped, so expert budget $(mib "$budget_pp")"
 run_capped "$cap" fl-cap-pp "$FL" bench "${fl_common[@]}" -p "$N_PROMPT" -n 0 --disk-moe \
-  --ram-budget "$budget" --stats-json "$work/fl-cap-pp.json"
+  --ram-budget "$budget_pp" --stats-json "$work/fl-cap-pp.json"
 run_capped "$cap" fl-cap-tg "$FL" bench "${fl_common[@]}" -p 0 -n "$N_GEN" --disk-moe \
   --ram-budget "$budget" --stats-json "$work/fl-cap-tg.json"
 if [ -n "${LLAMA_CPP:-}" ]; then

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ebpf/json.h"
@@ -111,6 +112,42 @@ static void one(const char *driver, const char *model, const char *dir)
     tr_stats_free(s);
 }
 
+/* -p: attach to a driver that is already running; it learns the region
+ * from /proc and stops when the process ends. */
+static void attached(const char *driver, const char *dir)
+{
+    char json[512], stats[512];
+    snprintf(json, sizeof(json), "%s/attached.trace.json", dir);
+    snprintf(stats, sizeof(stats), "%s/attached.stats.json", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(driver, driver, "tests/data/qwen3moe-tiny-F16.gguf", stats, "400", (char *)NULL);
+        _exit(127);
+    }
+    usleep(300 * 1000);
+    char pids[16];
+    snprintf(pids, sizeof(pids), "%d", (int)pid);
+    char *av[] = { "trace", "--quiet", "--out", json, "-p", pids, NULL };
+    int rc = cli_trace(6, av), status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p: trace %d, driver %d",
+          rc, status);
+    struct tr_stats *s = tr_stats_new();
+    struct fl_err err = { { 0 } };
+    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
+    uint64_t faults = 0, pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        faults += c->faults;
+    CHECK(faults > 0 && pf > 0, "-p: %llu faults, %llu region page faults",
+          (unsigned long long)faults, (unsigned long long)pf);
+    printf("-p %d: %llu faults, %llu region page faults after attaching late\n", (int)pid,
+           (unsigned long long)faults, (unsigned long long)pf);
+    tr_stats_free(s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -137,6 +174,7 @@ int main(int argc, char **argv)
     else
         for (int i = 0; i < 2; i++)
             one(argv[1], models[i], keep ? keep : dir);
+    attached(argv[1], keep ? keep : dir);
     if (!keep) {
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

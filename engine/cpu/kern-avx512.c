@@ -27,10 +27,10 @@
 #define FL_FC 4
 #include "engine/cpu/kern-x86.inc"
 
-/* tokens per transposed tile: the transposes are shared by T8_C tokens
- * (Q4_K's two nibble sets need more registers: 4) */
+/* tokens per transposed tile: the transposes are shared by T8_C tokens */
 #define T8_C 8
-#define T8_KC 4
+#define FL_UNROLL8 _Pragma("GCC unroll 8")
+#define T8_KC 8
 
 /* v[j] lane r <- v[r] lane j: the 8x8 transpose of 32-bit elements */
 FL_INL void transpose8(__m256i v[8])
@@ -68,8 +68,79 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
     return _mm_cvtsi128_si32(v) + _mm_extract_epi32(v, 1);
 }
 
-/* Rows nr..7 of a tile are zero (scale 0) and never stored. The weights go
- * to the unsigned side of VNNI as w + 128; S = sum (w+128) x - 128 sum x. */
+/* t8_load_<type>: block b of 8 rows as v[j] lane r = 4 weights (values
+ * 4j..4j+3) of row r, biased by +128 to go to the unsigned side of VNNI,
+ * and the rows' scales. Rows nr..7 get scale 0 (they are never stored). */
+FL_INL void t8_load_q8_0(const char *w, size_t ws, int nr, int b, __m256i v[8], float d[8])
+{
+    for (int r = 0; r < 8; r++) {
+        const struct fl_block_q8_0 *blk = (const struct fl_block_q8_0 *)(w + (r < nr ? r : 0) * ws) + b;
+        v[r] = unpack_q8_0(blk, &d[r]);
+        if (r < nr)
+            prefetch_ahead(blk + 2 * FL_PF, sizeof(*blk));
+        else
+            d[r] = 0.0f;
+    }
+    transpose8(v);
+    for (int j = 0; j < 8; j++)
+        v[j] = _mm256_xor_si256(v[j], _mm256_set1_epi8((char)0x80));
+}
+
+/* 4-bit formats: the 16 packed bytes of 8 rows, two rows per register,
+ * transposed as dwords, so the nibbles come out in lanes = rows: low
+ * nibbles of dword j are values 4j.., high nibbles values 16+4j... */
+FL_INL void t8_nibbles(const uint8_t *const qs[8], __m256i v[8])
+{
+    __m256i a[4];
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm256_loadu2_m128i((const __m128i *)qs[i + 4], (const __m128i *)qs[i]);
+    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    const __m256i c[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                           _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm256_and_si256(c[j], m4);
+        v[j + 4] = _mm256_and_si256(_mm256_srli_epi16(c[j], 4), m4);
+    }
+}
+
+/* +128 biased lookup tables (value + 128 as a byte) */
+static const uint8_t k_iq4nl_u[16] = { 1, 24, 45, 63, 79, 93, 106, 118,
+                                       129, 141, 153, 166, 181, 197, 217, 241 };
+static const uint8_t k_mxfp4_u[16] = { 128, 129, 130, 131, 132, 134, 136, 140,
+                                       128, 127, 126, 125, 124, 122, 120, 116 };
+
+#define FL_Q4_0_SCALE(blk) h2f((blk)->d)
+#define FL_Q4_0_BIAS(v) _mm256_add_epi8(v, _mm256_set1_epi8(120)) /* q - 8 + 128 */
+#define FL_IQ4_NL_SCALE(blk) h2f((blk)->d)
+#define FL_IQ4_NL_BIAS(v) lut16((const int8_t *)k_iq4nl_u, v)
+#define FL_MXFP4_SCALE(blk) fl_e8m0_half((blk)->e)
+#define FL_MXFP4_BIAS(v) lut16((const int8_t *)k_mxfp4_u, v)
+
+#define FL_T8_LOAD4(T, SCALE, BIAS)                                                \
+    FL_INL void t8_load_##T(const char *w, size_t ws, int nr, int b, __m256i v[8], float d[8]) \
+    {                                                                              \
+        const uint8_t *qs[8];                                                      \
+        for (int r = 0; r < 8; r++) {                                              \
+            const struct fl_block_##T *blk =                                       \
+                (const struct fl_block_##T *)(w + (r < nr ? r : 0) * ws) + b;      \
+            qs[r] = blk->qs;                                                       \
+            d[r] = r < nr ? SCALE(blk) : 0.0f;                                     \
+            if (r < nr)                                                            \
+                prefetch_ahead(blk + 2 * FL_PF, sizeof(*blk));                     \
+        }                                                                          \
+        t8_nibbles(qs, v);                                                         \
+        for (int j = 0; j < 8; j++)                                                \
+            v[j] = BIAS(v[j]);                                                     \
+    }
+
+FL_T8_LOAD4(q4_0, FL_Q4_0_SCALE, FL_Q4_0_BIAS)
+FL_T8_LOAD4(iq4_nl, FL_IQ4_NL_SCALE, FL_IQ4_NL_BIAS)
+FL_T8_LOAD4(mxfp4, FL_MXFP4_SCALE, FL_MXFP4_BIAS)
+
+/* S = sum (w+128) x - 128 sum x, then the block term in the reference's
+ * order. */
 #define FL_T8_FAMILY(T, COMBINE)                                                         \
     FL_INL void t8_##T##_rc(int n, const int nr, const char *w, size_t ws,         \
                             const int nc, const void *const *x,                   \
@@ -81,21 +152,9 @@ FL_INL int q8_sum(const struct fl_block_q8_0 *b)
         for (int b = 0; b < n / 32; b++) {                                         \
             __m256i v[8];                                                          \
             float d[8];                                                            \
-            for (int r = 0; r < 8; r++) {                                          \
-                if (r < nr) {                                                      \
-                    v[r] = unpack_##T((const struct fl_block_##T *)(w + r * ws) + b, &d[r]); \
-                    prefetch_ahead((const struct fl_block_##T *)(w + r * ws) + b + 2 * FL_PF, \
-                                   sizeof(struct fl_block_##T));                  \
-                } else {                                                           \
-                    v[r] = _mm256_setzero_si256();                                 \
-                    d[r] = 0.0f;                                                   \
-                }                                                                  \
-            }                                                                      \
-            transpose8(v);                                                         \
-            for (int j = 0; j < 8; j++)                                            \
-                v[j] = _mm256_xor_si256(v[j], _mm256_set1_epi8((char)0x80));       \
+            t8_load_##T(w, ws, nr, b, v, d);                                       \
             const __m256 dw = _mm256_loadu_ps(d);                                  \
-            FL_UNROLL for (int c = 0; c < nc; c++) {                               \
+            FL_UNROLL8 for (int c = 0; c < nc; c++) {                               \
                 const struct fl_block_q8_0 *yb = (const struct fl_block_q8_0 *)x[c] + b; \
                 const int sy = xsum ? xsum[c][b] : q8_sum(yb);                     \
                 __m256i s = _mm256_set1_epi32(-128 * sy);                          \
@@ -180,32 +239,36 @@ FL_INL void t8k_load(struct t8k_rows *t, const char *w, size_t ws, int nr, int b
         _mm256_store_si256((__m256i *)t->mn[p], mv[p]);
 }
 
-/* S[c] += the scaled dot products of sub-blocks 2i (low nibbles) and 2i+1
- * (high nibbles): their 32 quant bytes are transposed once for all tokens. */
+/* S[c] += scale_k * dot_k(row quants, token c) for the sub-block k whose
+ * 32 quants per row q[] holds (lanes = rows, 4 bytes per register). */
+FL_INL void t8k_sub(const __m256i q[8], __m256i sc, const int nc, const void *const *x, int b,
+                    int off, __m256i *S)
+{
+    FL_UNROLL8 for (int c = 0; c < nc; c++) {
+        const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + off;
+        __m256i t = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++)
+            t = _mm256_dpbusd_epi32(t, q[j], bcast4(yq + 4 * j));
+        S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(t, sc));
+    }
+}
+
+/* Sub-blocks 2i (low nibbles) and 2i+1 (high nibbles) share 32 quant bytes
+ * per row: transposed once for all the tile's tokens. */
 FL_INL void t8k_pair(const struct t8k_rows *t, int i, const int nc, const void *const *x, int b,
                      __m256i *S)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i q[8], qh[8];
+    __m256i raw[8], q[8];
     for (int r = 0; r < 8; r++)
-        q[r] = _mm256_loadu_si256((const __m256i *)(t->blk[r]->qs + 32 * i));
-    transpose8(q);
-    for (int j = 0; j < 8; j++) {
-        qh[j] = _mm256_and_si256(_mm256_srli_epi16(q[j], 4), m4);
-        q[j] = _mm256_and_si256(q[j], m4);
-    }
-    const __m256i s0 = _mm256_load_si256((const __m256i *)t->sc[2 * i]);
-    const __m256i s1 = _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]);
-    FL_UNROLL for (int c = 0; c < nc; c++) {
-        const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + 64 * i;
-        __m256i t0 = _mm256_setzero_si256(), t1 = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j++) {
-            t0 = _mm256_dpbusd_epi32(t0, q[j], bcast4(yq + 4 * j));
-            t1 = _mm256_dpbusd_epi32(t1, qh[j], bcast4(yq + 32 + 4 * j));
-        }
-        S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(t0, s0),
-                                                       _mm256_mullo_epi32(t1, s1)));
-    }
+        raw[r] = _mm256_loadu_si256((const __m256i *)(t->blk[r]->qs + 32 * i));
+    transpose8(raw);
+    for (int j = 0; j < 8; j++)
+        q[j] = _mm256_and_si256(raw[j], m4);
+    t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i]), nc, x, b, 64 * i, S);
+    for (int j = 0; j < 8; j++)
+        q[j] = _mm256_and_si256(_mm256_srli_epi16(raw[j], 4), m4);
+    t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]), nc, x, b, 64 * i + 32, S);
 }
 
 /* The block's float terms for one token: the mins against its bsums. */
@@ -240,7 +303,7 @@ FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int 
             S[c] = _mm256_setzero_si256();
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
             t8k_pair(&t, i, nc, x, b, S);
-        FL_UNROLL for (int c = 0; c < nc; c++)
+        FL_UNROLL8 for (int c = 0; c < nc; c++)
             acc[c] = t8k_finish(&t, (const struct fl_block_q8_K *)x[c] + b, S[c], acc[c]);
     }
     for (int c = 0; c < nc; c++) {
@@ -258,7 +321,11 @@ static FL_TGT void t8_q4_K(int n, int nr, const void *w, size_t ws, int nc, cons
     case 1: t8_q4_K_rc(n, nr, w, ws, 1, x, y); break;
     case 2: t8_q4_K_rc(n, nr, w, ws, 2, x, y); break;
     case 3: t8_q4_K_rc(n, nr, w, ws, 3, x, y); break;
-    default: t8_q4_K_rc(n, nr, w, ws, 4, x, y); break;
+    case 4: t8_q4_K_rc(n, nr, w, ws, 4, x, y); break;
+    case 5: t8_q4_K_rc(n, nr, w, ws, 5, x, y); break;
+    case 6: t8_q4_K_rc(n, nr, w, ws, 6, x, y); break;
+    case 7: t8_q4_K_rc(n, nr, w, ws, 7, x, y); break;
+    default: t8_q4_K_rc(n, nr, w, ws, 8, x, y); break;
     }
 }
 
