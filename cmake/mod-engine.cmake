@@ -18,4 +18,4 @@ fl_module(cli-engine
 
 fl_test(test-reference SOURCES tests/test-reference.c MODULES cli-engine TIMEOUT 300)
 fl_test(test-engine-ops SOURCES tests/test-engine-ops.c MODULES model)
-fl_test(test-engine-session SOURCES tests/test-engine-session.c MODULES engine TIMEOUT 120)
+fl_test(test-engine-session SOURCES tests/test-engine-session.c MODULES cli-engine TIMEOUT 120)

@@ -2,6 +2,7 @@
 # userfaultfd + io_uring under a RAM budget (docs/pager.md).
 fl_module(pager
   SOURCES pager/pager.c pager/region.c pager/io.c pager/fault.c pager/residency.c pager/stats.c
+          pager/policy.c pager/predict.c
   DEPS gguf types moelayout
   LIBS PkgConfig::URING)
 target_include_directories(fl_pager PRIVATE ${SDT_INCLUDE})
@@ -12,3 +13,7 @@ fl_test(test-pager-pin SOURCES tests/test-pager-pin.c MODULES pager TIMEOUT 120)
 
 # Measures UFFDIO_COPY against memfd + UFFDIO_CONTINUE on real slices (docs/pager.md).
 fl_executable(pager-bench SOURCES pager/bench.c MODULES moelayout LIBS PkgConfig::URING)
+
+# Predictors and cache policies (docs/prefetch.md).
+fl_test(test-predict SOURCES tests/test-predict.c MODULES pager flref)
+fl_test(test-policy SOURCES tests/test-policy.c MODULES pager TIMEOUT 60)

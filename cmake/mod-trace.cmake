@@ -92,12 +92,19 @@ endif()
 fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager)
 target_include_directories(trace-driver PRIVATE ${SDT_INCLUDE})
 
+# Fires the copy, hit/miss and region probes nothing fires yet (links the
+# pager so that the binary has every required probe).
+fl_executable(trace-probes SOURCES tests/trace-probes.c MODULES pager)
+target_include_directories(trace-probes PRIVATE ${SDT_INCLUDE})
+
 fl_test(test-trace-stats SOURCES tests/test-trace-stats.c MODULES trace)
 set(live_args "")
 if(FL_TRACE_BPF)
   fl_test(test-trace-live SOURCES tests/test-trace-live.c MODULES trace
     ARGS $<TARGET_FILE:trace-driver> TIMEOUT 120)
-  add_dependencies(test-trace-live trace-driver)
+  add_dependencies(test-trace-live trace-driver trace-probes)
+  set_tests_properties(test-trace-live PROPERTIES ENVIRONMENT
+    "FL_SOURCE_DIR=${PROJECT_SOURCE_DIR};FL_TRACE_PROBES=$<TARGET_FILE:trace-probes>")
   set(live_args $<TARGET_FILE:test-trace-live> $<TARGET_FILE:trace-driver>)
 endif()
 # The files, checked from outside (python3; headless chromium for the DOM).

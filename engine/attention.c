@@ -451,25 +451,70 @@ static void weighted_rows(float *restrict acc, const float *restrict w, const fl
     }
 }
 
-/* One (query, head) with F32 arithmetic: all scores, softmax, V sum. */
-static void attend_f32(const struct attn_job *j, int t, int h, float *scr)
+#if defined(__x86_64__)
+/* key_scores for the r <= 8 query heads that share one KV head: each block
+ * of keys is loaded once for all of them (GQA). s rows are lds apart. */
+__attribute__((target("avx512f,fma")))
+static void key_scores_group_avx512(float *s, int64_t lds, const float *q, int r,
+                                    const float *kt, int64_t ld, int64_t dk, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 acc[8];
+        for (int h = 0; h < r; h++)
+            acc[h] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m512 kv = _mm512_loadu_ps(kt + d * ld + i);
+            for (int h = 0; h < r; h++)
+                acc[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * dk + d]), kv, acc[h]);
+        }
+        for (int h = 0; h < r; h++)
+            _mm512_storeu_ps(s + h * lds + i, acc[h]);
+    }
+    for (int h = 0; h < r; h++)
+        key_scores_scalar(s + h * lds + i, q + h * dk, kt + i, ld, dk, n - i);
+}
+#endif
+
+static void key_scores_group(float *s, int64_t lds, const float *q, int r, const float *kt,
+                             int64_t ld, int64_t dk, int n)
+{
+#if defined(__x86_64__)
+    static int ok = -1;
+    if (ok < 0) {
+        const char *cap = getenv("FL_CPU_FEATURES");
+        ok = (!cap || !strcmp(cap, "avx512")) && __builtin_cpu_supports("avx512f");
+    }
+    if (ok && r <= 8)
+        return key_scores_group_avx512(s, lds, q, r, kt, ld, dk, n);
+#endif
+    for (int h = 0; h < r; h++)
+        key_scores(s + h * lds, q + h * dk, kt, ld, dk, n);
+}
+
+/* One query and the r query heads of KV head g, F32 arithmetic: scores for
+ * all keys, softmax, V sum. Scratch: r rows of (dv + n_kv) floats. */
+static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
 {
     const struct eng_attn *p = j->p;
-    const int kvh = h / (p->n_head / p->n_head_kv), qpos = j->pos0 + t;
+    const int r = p->n_head / p->n_head_kv, qpos = j->pos0 + t;
     const int k0 = first_key(p, qpos), nk = qpos + 1 - k0;
-    float *acc = scr, *s = scr + p->dv;
-    const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)h * p->dk;
-    const float *kt = j->kt + (int64_t)kvh * p->dk * j->n_kv;
-    const float *vf = j->vf + (int64_t)kvh * j->n_kv * p->dv;
-    key_scores(s, q, kt + k0, j->n_kv, p->dk, nk);
-    float M = -INFINITY;
-    for (int i = 0; i < nk; i++) {
-        s[i] = softcapped(p, s[i]);
-        M = s[i] > M ? s[i] : M;
+    const int64_t lds = p->dv + j->n_kv;
+    const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)g * r * p->dk;
+    const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
+    const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
+    key_scores_group(scr + p->dv, lds, q, r, kt + k0, j->n_kv, p->dk, nk);
+    for (int hh = 0; hh < r; hh++) {
+        float *acc = scr + hh * lds, *s = acc + p->dv;
+        float M = -INFINITY;
+        for (int i = 0; i < nk; i++) {
+            s[i] = softcapped(p, s[i]);
+            M = s[i] > M ? s[i] : M;
+        }
+        const float S = exp_shifted(s, nk, M);
+        weighted_rows(acc, s, vf + (int64_t)k0 * p->dv, nk, p->dv);
+        finish(j, t, g * r + hh, acc, M, S);
     }
-    const float S = exp_shifted(s, nk, M);
-    weighted_rows(acc, s, vf + (int64_t)k0 * p->dv, nk, p->dv);
-    finish(j, t, h, acc, M, S);
 }
 
 /* F32 path, phase 1: K transposed and V converted, split by position. */
@@ -494,11 +539,13 @@ static void convert_worker(void *arg, int ith, int nth)
 static void attn_worker(void *arg, int ith, int nth)
 {
     const struct attn_job *j = arg;
+    /* F16 kernel: one item per (token, head); F32: per (token, KV head) */
+    const int per_tok = j->kt ? j->p->n_head_kv : j->p->n_head;
     int64_t begin, end;
-    fl_split_range((int64_t)j->n_tok * j->p->n_head, ith, nth, &begin, &end);
+    fl_split_range((int64_t)j->n_tok * per_tok, ith, nth, &begin, &end);
     float *scr = j->scratch + ith * j->scratch_per;
     for (int64_t i = begin; i < end; i++) {
-        const int t = (int)(i / j->p->n_head), h = (int)(i % j->p->n_head);
+        const int t = (int)(i / per_tok), h = (int)(i % per_tok);
         if (j->kt)
             attend_f32(j, t, h, scr);
         else
@@ -521,8 +568,10 @@ void eng_attention(struct eng_ctx *c, int layer, const float *q, int64_t q_strid
     };
     /* F32 acc + F16 q + F16 acc, or F32 acc + scores; plus a K row */
     int64_t per = p->dv + (p->dk + p->dv + 1) / 2 + 1;
-    if (n_tok >= ENG_FA_TILE_Q)
-        per = p->dv + n_kv > per ? p->dv + n_kv : per;
+    if (n_tok >= ENG_FA_TILE_Q) {
+        const int64_t grp = (int64_t)(p->n_head / p->n_head_kv) * (p->dv + n_kv);
+        per = grp > per ? grp : per;
+    }
     per = per > p->dk ? per : p->dk;
     j.scratch_per = (per + 15) & ~(int64_t)15;
     j.scratch = eng_scratch_f32(c, j.scratch_per * nth);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/threadpool.h"
 #include "engine/ops.h"
 
 /* Indices of the k largest scores, descending; ties go to the lower id
@@ -149,36 +150,49 @@ static const uint8_t *expert_data(const struct eng_tensor *w, int e)
     return w->data + (size_t)e * (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
 }
 
+/* Buffers one expert computation needs; one set per thread when experts
+ * run in parallel. */
+struct expert_bufs {
+    float *g, *u;    /* [rows][n_ff] */
+    void *dscratch;  /* down-projection activations */
+};
+
 struct moe_state {
     struct eng_ctx *c;
     const struct eng_moe *e;
+    const struct expert_lists *L;
+    int layer;
     struct fl_qact xg, xu;
-    float *g, *u, *slots; /* g,u: [max rows][n_ff]; slots: [n_tok*k][n_embd] */
+    float *slots;    /* [n_tok*k][n_embd]: each (token, slot) written by one expert */
     int32_t *iota;
-    void *dscratch;
+    struct expert_bufs *bufs; /* [n threads] */
+    /* expert-parallel waves */
+    struct fl_chunks chunks;
+    int wave0;
 };
 
-static void run_expert(struct moe_state *s, int e, const int32_t *tok, const int32_t *slot,
-                       int64_t n)
+/* Expert e over its n routed rows, on `pool` (NULL: this thread only). */
+static void run_expert(struct moe_state *s, const struct expert_bufs *b, struct fl_pool *pool,
+                       int e)
 {
     const struct eng_moe *m = s->e;
-    const int64_t n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
-    struct fl_pool *pool = eng_pool_for(s->c, (double)n * n_ff * n_embd);
-    fl_matmul_rows(pool, expert_data(m->gate, e), m->gate->type, n_ff, &s->xg, tok, n, s->g, n_ff, NULL);
-    fl_matmul_rows(pool, expert_data(m->up, e), m->up->type, n_ff, &s->xu, tok, n, s->u, n_ff, NULL);
-    add_bias_rows(s->g, n_ff, NULL, n, m->gate_b, e);
-    add_bias_rows(s->u, n_ff, NULL, n, m->up_b, e);
+    const int32_t *tok = s->L->tok + s->L->start[e], *slot = s->L->slot + s->L->start[e];
+    const int64_t n = s->L->count[e], n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
+    fl_matmul_rows(pool, expert_data(m->gate, e), m->gate->type, n_ff, &s->xg, tok, n, b->g, n_ff, NULL);
+    fl_matmul_rows(pool, expert_data(m->up, e), m->up->type, n_ff, &s->xu, tok, n, b->u, n_ff, NULL);
+    add_bias_rows(b->g, n_ff, NULL, n, m->gate_b, e);
+    add_bias_rows(b->u, n_ff, NULL, n, m->up_b, e);
     eng_act_fn act = m->act ? m->act : eng_act_swiglu;
     for (int64_t i = 0; i < n; i++)
-        act(s->g + i * n_ff, s->u + i * n_ff, n_ff, m->act_arg);
+        act(b->g + i * n_ff, b->u + i * n_ff, n_ff, m->act_arg);
     struct fl_qact hq;
-    fl_quantize_act(pool, m->down->type, s->g, n_ff, n, n_ff, s->dscratch, &hq);
+    fl_quantize_act(pool, m->down->type, b->g, n_ff, n, n_ff, b->dscratch, &hq);
     fl_matmul_rows(pool, expert_data(m->down, e), m->down->type, n_embd, &hq, s->iota, n, s->slots,
                    n_embd, slot);
     add_bias_rows(s->slots, n_embd, slot, n, m->down_b, e);
 }
 
-static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, int64_t k)
+static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, int64_t k, int nbuf)
 {
     struct eng_ctx *c = s->c;
     const struct eng_moe *m = s->e;
@@ -192,30 +206,83 @@ static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, in
     else
         fl_quantize_act(qpool, m->up->type, x, n_in, n_tok, n_in,
                         eng_scratch(c, fl_matmul_scratch_size(m->up->type, n_in, n_tok) + 64), &s->xu);
-    s->g = eng_scratch_f32(c, rows * n_ff);
-    s->u = eng_scratch_f32(c, rows * n_ff);
     s->slots = eng_scratch_f32(c, n_tok * k * n_embd);
-    s->dscratch = eng_scratch(c, fl_matmul_scratch_size(m->down->type, n_ff, rows) + 64);
     s->iota = eng_scratch(c, sizeof(int32_t) * (size_t)rows);
     for (int64_t i = 0; i < rows; i++)
         s->iota[i] = (int32_t)i;
+    s->bufs = eng_scratch(c, sizeof(*s->bufs) * (size_t)nbuf);
+    for (int i = 0; i < nbuf; i++) {
+        s->bufs[i].g = eng_scratch_f32(c, rows * n_ff);
+        s->bufs[i].u = eng_scratch_f32(c, rows * n_ff);
+        s->bufs[i].dscratch = eng_scratch(c, fl_matmul_scratch_size(m->down->type, n_ff, rows) + 64);
+    }
 }
 
-static int run_experts(struct moe_state *s, int layer, const struct expert_lists *L,
-                       struct fl_err *err)
+static int acquire(const struct eng_expert_source *src, int layer, int e, struct fl_err *err)
+{
+    int rc = src ? src->acquire(src->ctx, layer, e) : 0;
+    if (rc < 0)
+        return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer, e,
+                          strerror(-rc));
+    return 0;
+}
+
+static void release_range(const struct eng_expert_source *src, int layer, const int32_t *order,
+                          int n)
+{
+    for (int i = 0; src && i < n; i++)
+        src->release(src->ctx, layer, order[i]);
+}
+
+/* One expert at a time, each matmul spread over the pool: decode steps and
+ * batches that route few experts. */
+static int run_serial(struct moe_state *s, struct fl_err *err)
 {
     const struct eng_expert_source *src = s->c->experts;
-    for (int i = 0; i < L->n_order; i++) {
-        const int e = L->order[i];
-        if (src) {
-            int rc = src->acquire(src->ctx, layer, e);
-            if (rc < 0)
-                return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s",
-                                  layer, e, strerror(-rc));
+    const struct eng_moe *m = s->e;
+    for (int i = 0; i < s->L->n_order; i++) {
+        const int e = s->L->order[i];
+        int rc = acquire(src, s->layer, e, err);
+        if (rc)
+            return rc;
+        const double work = (double)s->L->count[e] * m->gate->ne[1] * m->down->ne[1];
+        run_expert(s, &s->bufs[0], eng_pool_for(s->c, work), e);
+        release_range(src, s->layer, &s->L->order[i], 1);
+    }
+    return 0;
+}
+
+static void wave_worker(void *arg, int ith, int nth)
+{
+    struct moe_state *s = arg;
+    (void)nth;
+    int64_t b, e;
+    while (fl_chunks_next(&s->chunks, &b, &e))
+        for (int64_t i = b; i < e; i++)
+            run_expert(s, &s->bufs[ith], NULL, s->L->order[s->wave0 + i]);
+}
+
+/* Whole experts per thread, in waves of a few per thread: a batch that
+ * routes many experts (prefill) would otherwise pay a pool round trip per
+ * small matmul. Acquire and release stay on this thread, and at most one
+ * wave is pinned at a time. */
+static int run_waves(struct moe_state *s, int nth, struct fl_err *err)
+{
+    const struct eng_expert_source *src = s->c->experts;
+    const int wave = 4 * nth;
+    for (int w0 = 0; w0 < s->L->n_order; w0 += wave) {
+        const int n = s->L->n_order - w0 < wave ? s->L->n_order - w0 : wave;
+        for (int i = 0; i < n; i++) {
+            int rc = acquire(src, s->layer, s->L->order[w0 + i], err);
+            if (rc) {
+                release_range(src, s->layer, &s->L->order[w0], i);
+                return rc;
+            }
         }
-        run_expert(s, e, L->tok + L->start[e], L->slot + L->start[e], L->count[e]);
-        if (src)
-            src->release(src->ctx, layer, e);
+        s->wave0 = w0;
+        fl_chunks_init(&s->chunks, n, 1);
+        fl_pool_run(s->c->pool, wave_worker, s);
+        release_range(src, s->layer, &s->L->order[w0], n);
     }
     return 0;
 }
@@ -237,9 +304,11 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
                               strerror(-rc));
     }
     order_resident_first(src, layer, &L);
-    struct moe_state s = { .c = c, .e = e };
-    prepare_state(&s, x, n_tok, k);
-    int rc = run_experts(&s, layer, &L, err);
+    const int nth = fl_pool_size(c->pool);
+    const bool waves = nth > 1 && L.n_order >= 2 * nth;
+    struct moe_state s = { .c = c, .e = e, .L = &L, .layer = layer };
+    prepare_state(&s, x, n_tok, k, waves ? nth : 1);
+    int rc = waves ? run_waves(&s, nth, err) : run_serial(&s, err);
     if (rc < 0)
         return rc;
     /* llama.cpp scales each slot's output by its weight, then adds the

@@ -18,6 +18,7 @@
 #include "engine/tensor-types.h"
 #include "engine/tokenizer.h"
 #include "pager/pager.h"
+#include "pager/policy.h"
 
 struct eng_session {
     struct gguf_file *gguf;
@@ -25,6 +26,8 @@ struct eng_session {
     struct pager *pager;
     struct placement_plan *plan;
     struct eng_expert_source experts;
+    struct fl_predictor *pred;   /* --prefetch: the engine's expert source over the pager */
+    struct fl_predict_config predict;
     struct fl_numa *numa;
     bool stats;
     const char *stats_json;
@@ -101,7 +104,15 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     cfg.tier = plan_tier;
     cfg.tier_ctx = s->plan;
     cfg.mode = (enum pager_mode)p->pager_mode;
-    if ((rc = pager_open(p->model_path, s->gguf, &cfg, &s->pager, err)))
+    cfg.cache = (enum pager_cache)p->cache;
+    struct pager_hot_unit *hot = NULL;
+    if (p->hot_profile &&
+        (rc = pager_hot_profile_load(p->hot_profile, &hot, &cfg.n_hot, err)))
+        return rc;
+    cfg.hot = hot;
+    rc = pager_open(p->model_path, s->gguf, &cfg, &s->pager, err);
+    free(hot);
+    if (rc)
         return rc;
     s->base = pager_base(s->pager);
     if (pager_uses_uffd(s->pager))
@@ -175,7 +186,15 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
                                .arena = s->arena };
     if (placement_tier_bytes(s->plan, PL_TIER_DISK)) {
-        pager_expert_source(s->pager, &s->experts);
+        const struct eng_hparams *hp = &s->model->hp;
+        if (hp->n_expert > 0 &&
+            (rc = fl_predictor_create(&p->predict, s->pager, s->gguf, s->base, (int)hp->n_layer,
+                                      (int)hp->n_expert, (int)hp->n_expert_used, &s->pred, err)))
+            return rc;
+        if (s->pred)
+            fl_predictor_source(s->pred, &s->experts);
+        else
+            pager_expert_source(s->pager, &s->experts);
         s->ctx.experts = &s->experts;
     }
     return 0;
@@ -195,6 +214,7 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     s->stats = p->stats;
     s->stats_json = p->stats_json;
+    s->predict = p->predict;
     int rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
     if (!rc)
         rc = open_parts(s, p, err);
@@ -215,6 +235,7 @@ void eng_session_close(struct eng_session *s)
     eng_kv_destroy(s->kv);
     fl_tokenizer_free(s->tok);
     eng_model_free(s->model);
+    fl_predictor_free(s->pred);
     if (sigbus_pager == s->pager)
         sigbus_pager = NULL;
     pager_close(s->pager);
@@ -287,6 +308,8 @@ void eng_session_params_init(struct eng_session_params *p)
     placement_options_init(&p->placement);
     p->pager_mode = PAGER_MODE_AUTO;
     p->numa = FL_NUMA_OFF;
+    fl_predict_config_init(&p->predict);
+    p->cache = PAGER_CACHE_LRU;
 }
 
 static int parse_pager_mode(const char *v, int *out)
@@ -322,6 +345,14 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         if (parse_pager_mode(v, &p->pager_mode))
             return fl_err_set(err, -EINVAL, "--pager: expected auto, uffd or explicit, got '%s'",
                               v ? v : "");
+    } else if (!strcmp(a, "--prefetch")) {
+        if ((rc = fl_predict_parse(v, &p->predict, err)))
+            return rc;
+    } else if (!strcmp(a, "--cache")) {
+        enum pager_cache c;
+        if ((rc = pager_cache_parse(v, &c, &p->hot_profile, err)))
+            return rc;
+        p->cache = c;
     } else if (!strcmp(a, "--numa")) {
         if (!v || fl_numa_parse(v, &p->numa))
             return fl_err_set(err, -EINVAL,
@@ -342,6 +373,10 @@ void eng_session_print_usage(FILE *out)
         "  --pager auto|uffd|explicit  userfaultfd faults, or reads only where the engine asks\n"
         "  --stats                     per-expert paging table at the end\n"
         "  --stats-json FILE           all paging statistics as JSON\n"
+        "  --prefetch none|router|lookahead[:D]|history[:W]\n"
+        "                              what to read ahead (docs/prefetch.md; default router)\n"
+        "  --cache lru|lfu-decay|pinned-hot:STATS.json\n"
+        "                              which expert to evict (default lru)\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n");
 }
@@ -351,10 +386,32 @@ struct pager *eng_session_pager(const struct eng_session *s)
     return s->pager;
 }
 
+struct fl_predictor *eng_session_predictor(const struct eng_session *s)
+{
+    return s->pred;
+}
+
+/* One line of prediction quality under --stats (docs/prefetch.md). */
+static void print_predict(const struct fl_predictor *pr, const struct fl_predict_config *c,
+                          FILE *out)
+{
+    struct fl_predict_stats st;
+    char name[32];
+    fl_predictor_stats(pr, &st);
+    if (!st.scored)
+        return;
+    fprintf(out, "  prediction (%s): %llu routings predicted, precision %.1f%%, recall %.1f%%\n",
+            fl_predict_name(c, name, sizeof(name)), (unsigned long long)st.scored,
+            100.0 * fl_predict_precision(&st), 100.0 * fl_predict_recall(&st));
+}
+
 int eng_session_report(struct eng_session *s, struct fl_err *err)
 {
-    if (s->stats)
+    if (s->stats) {
         pager_stats_print(s->pager, stderr);
+        if (s->pred)
+            print_predict(s->pred, &s->predict, stderr);
+    }
     if (!s->stats_json)
         return 0;
     FILE *f = fopen(s->stats_json, "w");

@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "pager/numa.h"
 #include "pager/placement.h"
+#include "pager/predict.h"
 
 struct eng_session;
 struct fl_tokenizer;
@@ -32,6 +33,9 @@ struct eng_session_params {
     bool stats;              /* print the pager's per-expert table at the end */
     const char *stats_json;  /* write all pager statistics there */
     enum fl_numa_mode numa;
+    struct fl_predict_config predict; /* --prefetch (pager/predict.h) */
+    int cache;                        /* --cache: enum pager_cache */
+    const char *hot_profile;          /* --cache pinned-hot:FILE */
 };
 
 void eng_session_params_init(struct eng_session_params *p);
@@ -68,6 +72,8 @@ void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sin
  * the expert source's -errno. On error n_past is left unchanged. */
 /* The pager behind the weights (statistics, errors). */
 struct pager *eng_session_pager(const struct eng_session *s);
+/* The expert predictor between engine and pager; NULL when nothing is paged. */
+struct fl_predictor *eng_session_predictor(const struct eng_session *s);
 /* Prints/writes the statistics asked for in the params (--stats, --stats-json). */
 int eng_session_report(struct eng_session *s, struct fl_err *err);
 

@@ -44,8 +44,11 @@ struct pg_unit {
     bool prefetch;          /* in the prefetch queue */
     bool refill;            /* resident but a page is missing: copy again */
     bool by_prefetch;       /* loaded by a prefetch and not yet used */
+    bool hot;               /* pinned-hot: kept over the others (policy.c) */
     int32_t pins;
     uint32_t lru_prev, lru_next;
+    float freq;             /* lfu-decay: decayed use count as of freq_tick */
+    uint64_t freq_tick;
     struct pg_unit_stats st;
 };
 
@@ -117,6 +120,8 @@ struct pager {
     uint64_t charged, peak;
     uint32_t lru_head, lru_tail;  /* head = least recently used */
     struct pg_queue dq, pq;       /* demand and prefetch requests */
+    uint64_t tick;                /* acquires so far: the policies' clock */
+    double half_life;             /* lfu-decay: acquires for a use to count half */
     struct pg_pending *pend;
     uint32_t n_pend, cap_pend;
     _Atomic int failed;        /* 0 or -errno, sticky */
@@ -177,6 +182,17 @@ void pg_load_done_locked(struct pager *p, uint32_t u, bool refill, int err);
 /* Marks the pager failed (first error wins) and wakes every waiter. */
 void pg_fail(struct pager *p, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void pg_pending_add_locked(struct pager *p, uint64_t page_off, uint32_t u);
+
+/* policy.c (the cache policy: which unpinned resident unit to evict) */
+/* Under mu: a unit was acquired (a use). */
+void pg_policy_touch_locked(struct pager *p, uint32_t u);
+/* Under mu: the unit to evict next among the unpinned resident ones, or PG_NONE. */
+uint32_t pg_policy_victim_locked(struct pager *p);
+/* Marks cfg.hot units (up to cfg.hot_fraction of the budget) and sets the
+ * lfu-decay clock; before the threads start. */
+void pg_policy_init(struct pager *p);
+/* After the threads start: queues the hot units as prefetches (warm start). */
+void pg_policy_warm(struct pager *p);
 
 /* fault.c */
 int pg_uffd_open(struct pager *p, struct fl_err *err);

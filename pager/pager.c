@@ -86,6 +86,7 @@ static int open_steps(struct pager *p, struct fl_err *err)
     if ((rc = pg_res_init(p)) < 0)
         return fl_err_set(err, rc, "%s: out of memory", p->path);
     p->res_ok = true;
+    pg_policy_init(p);
     if ((rc = pg_region_map(p, err)) < 0 || (rc = pg_region_read_ram(p, err)) < 0)
         return rc;
     if (p->uffd_mode && p->n_ranges &&
@@ -93,6 +94,8 @@ static int open_steps(struct pager *p, struct fl_err *err)
         return rc;
     if (p->n_units && (rc = pg_io_start(p, err)) < 0)
         return rc;
+    if (p->n_units)
+        pg_policy_warm(p);
     return 0;
 }
 

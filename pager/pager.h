@@ -38,6 +38,16 @@ enum pager_tier { PAGER_TIER_RAM = 0, PAGER_TIER_DISK = 1 };
 
 enum pager_direct { PAGER_DIRECT_AUTO = 0, PAGER_DIRECT_ON, PAGER_DIRECT_OFF };
 
+/* Which unpinned resident expert makes room (pager/policy.h, docs/prefetch.md). */
+enum pager_cache {
+    PAGER_CACHE_LRU = 0,     /* least recently used */
+    PAGER_CACHE_LFU_DECAY,   /* fewest uses, each use's weight halving every few tokens */
+    PAGER_CACHE_PINNED_HOT,  /* cfg.hot experts stay; LRU over the rest */
+};
+
+/* An expert and how hot a profile says it is. */
+struct pager_hot_unit { int32_t layer, expert; uint64_t count; };
+
 /* Tensor kinds carried by statistics and probes. */
 enum pager_kind { PAGER_KIND_OTHER = 0, PAGER_KIND_GATE, PAGER_KIND_UP, PAGER_KIND_DOWN,
                   PAGER_KIND_GATE_UP };
@@ -71,6 +81,12 @@ struct pager_config {
      * fails the pager; 0 → 10000. */
     unsigned watchdog_ms;
     bool quiet;                /* do not print the one-line explicit-mode notice to stderr */
+    enum pager_cache cache;
+    /* pinned-hot: the profile, in any order (read during pager_open only);
+     * the hottest ones up to hot_fraction of the budget (0 -> 0.5) are kept. */
+    const struct pager_hot_unit *hot;
+    int n_hot;
+    double hot_fraction;
     struct pager_hooks hooks;
 };
 
@@ -99,6 +115,9 @@ uint64_t pager_peak_resident_bytes(const struct pager *p);
 /* Starts asynchronous reads of the listed experts of a layer (demand reads
  * go first). Experts not paged are ignored. 0, or -errno once failed. */
 int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n);
+/* Drops the prefetches still queued (not yet reading): predictions that
+ * the next routing made stale. Reads in flight finish. */
+void pager_prefetch_cancel(struct pager *p);
 /* Blocks until the expert's bytes in every expert tensor of the layer are
  * resident and pins them (a count). 0 at once for experts not paged.
  * -EINVAL for an unknown layer/expert, -errno after a failure (pager_error). */

@@ -16,10 +16,18 @@
  *   installed     a range was installed into the region (exact bytes, offset)
  *   prefetch      a prefetch was queued (bytes = the unit's charge, offset of its first range)
  *   evict         a unit was evicted (bytes = its charge, offset of its first range)
+ *   hit           pager_acquire found the expert resident (bytes = charge, first offset)
+ *   miss          pager_acquire had to wait for it (bytes = charge, first offset)
+ *   region        (two args) the region was mapped: base address, mapped size
  */
 #ifndef FL_PAGER_PROBES_H
 #define FL_PAGER_PROBES_H
 
+/* Simple register/memory operands only: libbpf 1.1 cannot parse the indexed
+ * operands gcc otherwise emits (e.g. -4@(%rax,%rsi,8)). */
+#ifndef STAP_SDT_ARG_CONSTRAINT
+#define STAP_SDT_ARG_CONSTRAINT nr
+#endif
 #include <sys/sdt.h>
 
 #define FL_PROBE_(name, l, e, k, b, o) \
@@ -32,5 +40,9 @@
 #define FL_PROBE_INSTALLED(l, e, k, b, o)   FL_PROBE_(installed, l, e, k, b, o)
 #define FL_PROBE_PREFETCH(l, e, k, b, o)    FL_PROBE_(prefetch, l, e, k, b, o)
 #define FL_PROBE_EVICT(l, e, k, b, o)       FL_PROBE_(evict, l, e, k, b, o)
+#define FL_PROBE_HIT(l, e, k, b, o)         FL_PROBE_(hit, l, e, k, b, o)
+#define FL_PROBE_MISS(l, e, k, b, o)        FL_PROBE_(miss, l, e, k, b, o)
+#define FL_PROBE_REGION(base, size) \
+    DTRACE_PROBE2(faultline, region, (uint64_t)(uintptr_t)(base), (uint64_t)(size))
 
 #endif

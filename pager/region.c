@@ -15,6 +15,7 @@
 #include "engine/gguf.h"
 #include "engine/moe-layout.h"
 #include "pager/internal.h"
+#include "pager/probes.h"
 
 #define HUGE_ALIGN (2ull << 20)
 
@@ -326,6 +327,7 @@ int pg_region_map(struct pager *p, struct fl_err *err)
     p->base = (uint8_t *)(((uintptr_t)raw + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
     /* A forked child must not inherit a region whose missing pages would read as zeros. */
     madvise(p->base, p->map_size, MADV_DONTFORK);
+    FL_PROBE_REGION(p->base, p->map_size);
     /* Disk-tier pages are installed and evicted 4 KiB at a time; a THP would
      * make resident memory exceed what the budget accounts for. */
     for (uint32_t k = 0; k < p->n_ranges; k++) {

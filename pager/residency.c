@@ -1,9 +1,10 @@
 /* residency.c: the RAM budget over paged units, the LRU of unpinned
  * resident units, pin counts, request queues and the pending-fault list.
  *
- * The policy is LRU over units (an expert of a layer): only resident units
- * with no pins are in the list, so the victim is always its head and a
- * pinned unit can never be chosen. Everything here runs under p->mu. */
+ * Only resident units with no pins are in the LRU list (oldest first); the
+ * cache policy (policy.c: lru, lfu-decay, pinned-hot) picks its victim from
+ * that list, so a pinned unit can never be chosen. Everything here runs
+ * under p->mu. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -134,14 +135,15 @@ static void evict_locked(struct pager *p, uint32_t u)
     FL_PROBE_EVICT(n->layer, n->expert, r->kind, n->charge, r->off);
 }
 
-/* Makes room for need bytes by evicting LRU units; false when the pinned
- * and loading units leave no room. */
+/* Makes room for need bytes by evicting the cache policy's victims; false
+ * when the pinned and loading units leave no room. */
 static bool reserve(struct pager *p, uint64_t need)
 {
     while (p->charged + need > p->budget) {
-        if (p->lru_head == PG_NONE)
+        uint32_t v = pg_policy_victim_locked(p);
+        if (v == PG_NONE)
             return false;
-        evict_locked(p, p->lru_head);
+        evict_locked(p, v);
     }
     p->charged += need;
     if (p->charged > p->peak)
@@ -354,7 +356,11 @@ int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)
         if (k < 0)
             rc = k;
         else if ((rc = atomic_load(&p->failed)) == 0 && k == 0 &&
-                 p->units[u].state == PG_ABSENT) {
+                 p->units[u].state == PG_RESIDENT && p->units[u].pins == 0) {
+            /* about to be used: not the victim of the reads that follow */
+            lru_remove(p, u);
+            lru_push_mru(p, u);
+        } else if (rc == 0 && k == 0 && p->units[u].state == PG_ABSENT) {
             const struct pg_unit *un = &p->units[u];
             pg_request_locked(p, u, false);
             pg_inc(&p->st.prefetches, 1);
@@ -364,6 +370,18 @@ int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+void pager_prefetch_cancel(struct pager *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->pq.len) {
+        struct pg_unit *n = &p->units[q_pop(&p->pq)];
+        n->prefetch = false;
+        if (n->state == PG_QUEUED && !n->demand)
+            n->state = PG_ABSENT;
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 int pager_acquire(struct pager *p, int layer, int expert)
@@ -377,7 +395,10 @@ int pager_acquire(struct pager *p, int layer, int expert)
     int rc = atomic_load(&p->failed);
     if (rc == 0) {
         pin(p, u);
+        pg_policy_touch_locked(p, u);
         if (n->state == PG_RESIDENT) {
+            FL_PROBE_HIT(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
+                         p->ranges[n->first].off);
             bool pf = n->by_prefetch;
             n->by_prefetch = false;
             pg_inc(pf ? &n->st.prefetch_hits : &n->st.cache_hits, 1);
@@ -385,6 +406,8 @@ int pager_acquire(struct pager *p, int layer, int expert)
             pthread_mutex_unlock(&p->mu);
             return 0;
         }
+        FL_PROBE_MISS(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
+                      p->ranges[n->first].off);
         uint64_t t0 = pg_now_ns();
         bool pf = n->state == PG_LOADING && n->by_prefetch;
         pg_inc(pf ? &n->st.prefetch_hits : &n->st.misses, 1);

@@ -10,7 +10,8 @@ root=$PWD
 jobs=${FL_JOBS:-$(nproc)}
 fuzz_seconds=${FL_FUZZ_SECONDS:-60}
 
-scripts/install-deps.sh
+# chromium: the trace report test opens the HTML report headless
+scripts/install-deps.sh chromium
 
 step() { printf '\n=== %s ===\n' "$*"; }
 

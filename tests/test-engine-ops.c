@@ -331,6 +331,34 @@ static void test_moe(struct fl_pool *pool)
     CHECK(rc == -EIO && strstr(err.msg, "expert 2") && bad.acquired[0] == bad.released[0],
           "acquire failure: rc %d, msg '%s'", rc, err.msg);
     printf("moe: acquire error -> rc %d, \"%s\"\n", rc, err.msg);
+    /* all four experts routed: with a 2-thread pool the layer runs whole
+     * experts per thread in waves; same results, same pinning discipline */
+    const int32_t ids4[NT * K] = { 0, 1, 2, 3, 3, 0, 1, 2, 2, 1 };
+    struct fake_source fs4 = { .fail_expert = -1, .resident_one = 3 };
+    const struct eng_expert_source src4 = { &fs4, src_prefetch, src_acquire, src_release, src_resident };
+    c.experts = &src4;
+    eng_arena_reset(c.arena);
+    rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);
+    moe_reference(x, ids4, w, g, u, d, ref);
+    worst = 0;
+    for (int i = 0; i < NT * EMB; i++)
+        worst = fmax(worst, fabs(out[i] - ref[i]));
+    bool once = true;
+    for (int e = 0; e < NE; e++)
+        once = once && fs4.acquired[e] == 1 && fs4.released[e] == 1;
+    CHECK(rc == 0 && worst < 1e-4 && once && fs4.order[0] == 3 && fs4.n_prefetched == 4,
+          "moe with 4 experts: rc %d, error %g, once %d", rc, worst, once);
+    struct fake_source bad4 = { .fail_expert = 2, .resident_one = -1 };
+    const struct eng_expert_source bsrc4 = { &bad4, src_prefetch, src_acquire, src_release, NULL };
+    c.experts = &bsrc4;
+    eng_arena_reset(c.arena);
+    rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);
+    bool balanced = true;
+    for (int e = 0; e < NE; e++)
+        balanced = balanced && bad4.acquired[e] == bad4.released[e];
+    CHECK(rc == -EIO && balanced, "4-expert acquire failure: rc %d, balanced %d", rc, balanced);
+    printf("moe, 4 experts (%s): max |error| %.2g, each acquired/released once, failure leaves "
+           "nothing pinned\n", fl_pool_size(pool) > 1 ? "expert-parallel waves" : "serial", worst);
     eng_arena_destroy(c.arena);
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cli/commands.h"
 #include "engine/flref.h"
 #include "engine/session.h"
 
@@ -165,6 +166,31 @@ static void test_flref(void)
     memcpy(r2.ids, other, sizeof(other));
     CHECK(flref_routing_diff(&r, &r2, -1, NULL, NULL, &err) == 1, "routing diff count");
     flref_routing_free(&r2);
+    /* faultline compare as a check: identical files pass (0), a changed
+     * argmax fails (1), mismatched prompts are an input error (2) */
+    char other_path[] = "/tmp/fl-test-flref2-XXXXXX";
+    close(mkstemp(other_path));
+    CHECK(flref_logits_write(path, &a, &err) == 0, "rewrite");
+    float lg2[6] = { 0.5f, -1, 2, 3, 9, 5 };
+    struct flref_logits a2 = a;
+    a2.logits = lg2;
+    CHECK(flref_logits_write(other_path, &a2, &err) == 0, "write other");
+    char *same[] = { "compare", path, path, "--max-kl", "1e-6", "-q", NULL };
+    char *diff[] = { "compare", path, other_path, "--max-kl", "1e-6", "-q", NULL };
+    int32_t toks2[2] = { 5, 8 };
+    a2.tokens = toks2;
+    CHECK(flref_logits_write(other_path, &a2, &err) == 0, "write other");
+    char *bad[] = { "compare", path, other_path, "-q", NULL };
+    int r_same = cli_compare(6, same);
+    a2.tokens = toks;
+    flref_logits_write(other_path, &a2, &err);
+    int r_diff = cli_compare(6, diff);
+    a2.tokens = toks2;
+    flref_logits_write(other_path, &a2, &err);
+    int r_bad = cli_compare(4, bad);
+    CHECK(r_same == 0 && r_diff == 1 && r_bad == 2, "compare exit codes %d %d %d", r_same, r_diff, r_bad);
+    printf("faultline compare exit codes: same %d, different %d, other prompt %d\n", r_same, r_diff, r_bad);
+    unlink(other_path);
     unlink(path);
     printf("FLRF/FLRT round trip and routing set comparison: checked\n");
 }

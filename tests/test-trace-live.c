@@ -148,6 +148,43 @@ static void attached(const char *driver, const char *dir)
     tr_stats_free(s);
 }
 
+/* The probes no code fires yet (trace-probes): 40 copies of 8192 bytes,
+ * each at least 200 us; 30 hits and 10 misses; 64 faults in the region. */
+static void other_probes(const char *prog, const char *dir)
+{
+    char json[512];
+    snprintf(json, sizeof(json), "%s/probes.trace.json", dir);
+    char *av[] = { "trace", "--quiet", "--out", json, "--", (char *)prog, "40", NULL };
+    CHECK(cli_trace(7, av) == 0, "trace of %s", prog);
+    struct tr_stats *s = tr_stats_new();
+    struct fl_err err = { { 0 } };
+    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
+    struct fl_tr_counts sum = { 0 };
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    struct fl_tr_hist h;
+    tr_stats_metric_hist(s, FL_TM_COPY, &h);
+    uint64_t fast = 0;
+    for (int b = 0; b < 17; b++) /* bucket 17 starts at 131 us */
+        fast += h.slots[b];
+    CHECK(sum.copies == 40 && sum.copy_bytes == 40 * 8192, "copies %llu bytes %llu",
+          (unsigned long long)sum.copies, (unsigned long long)sum.copy_bytes);
+    CHECK(h.count == 40 && fast == 0, "copy histogram: %llu samples, %llu under 131 us",
+          (unsigned long long)h.count, (unsigned long long)fast);
+    CHECK(sum.hits == 30 && sum.misses == 10, "hits %llu misses %llu",
+          (unsigned long long)sum.hits, (unsigned long long)sum.misses);
+    uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
+    CHECK(pf >= 64 && pf < 80, "region page faults %llu", (unsigned long long)pf);
+    printf("copy/hit/miss/region probes: %llu copies (p50 %.0f us), %llu hits, %llu misses, "
+           "%llu region faults\n", (unsigned long long)sum.copies,
+           (double)tr_hist_quantile(&h, 0.5) / 1e3, (unsigned long long)sum.hits,
+           (unsigned long long)sum.misses, (unsigned long long)pf);
+    tr_stats_free(s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -175,6 +212,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++)
             one(argv[1], models[i], keep ? keep : dir);
     attached(argv[1], keep ? keep : dir);
+    const char *probes = getenv("FL_TRACE_PROBES");
+    if (probes)
+        other_probes(probes, keep ? keep : dir);
     if (!keep) {
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -188,6 +188,7 @@ static int generate(struct eng_session *s, const struct run_opts *o, const int32
         t2 = now_s();
     }
     printf("\n");
+    fflush(stdout);
     if (!rc)
         fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f t/s); generation: %d tokens in %.3f s (%.2f t/s)\n",
                 n, t1 - t0, n / (t1 - t0), made, t2 - t1, made > 1 ? (made - 1) / (t2 - t1) : 0.0);

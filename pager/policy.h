@@ -1,0 +1,28 @@
+/* policy.h: choosing the cache policy (--cache) and reading the profile that
+ * pinned-hot keeps resident.
+ *
+ * The policies themselves run inside the pager (pager/policy.c, under its
+ * lock): lru evicts the least recently used unpinned expert; lfu-decay the
+ * one with the smallest use count, each use weighing 2^(-age / half-life)
+ * with a half-life of 8 tokens' worth of acquires; pinned-hot never evicts
+ * the profile's hottest experts (those that fit in hot_fraction of the
+ * budget) while any other expert can go, and runs LRU over the rest. */
+#ifndef FL_PAGER_POLICY_H
+#define FL_PAGER_POLICY_H
+
+#include "engine/fl-error.h"
+#include "pager/pager.h"
+
+/* "lru", "lfu-decay" or "pinned-hot:STATS.json" (a previous run's
+ * --stats-json). *profile gets the file name (pointing into s) or NULL.
+ * -EINVAL with err for anything else. */
+int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
+                      struct fl_err *err);
+
+/* Reads the per-expert objects of a --stats-json file; an expert's heat is
+ * its acquires (cache hits + prefetch hits + misses) plus its faults.
+ * *out is malloc'ed (free it). -errno/-EINVAL with "FILE: problem". */
+int pager_hot_profile_load(const char *path, struct pager_hot_unit **out, int *n,
+                           struct fl_err *err);
+
+#endif

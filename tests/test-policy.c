@@ -1,0 +1,157 @@
+/* test-policy: the cache policies (--cache) decide which expert makes room.
+ * On a real model (explicit mode: reads happen only on acquire), under a
+ * budget of exactly n_used experts:
+ *   - lru evicts the least recently used expert;
+ *   - lfu-decay keeps an expert used five times over three used once,
+ *     though it is the least recently used;
+ *   - pinned-hot reads the profile's hottest experts at open (within half
+ *     the budget) and evicts the others first;
+ * plus --cache parsing and the --stats-json profile reader on good and bad
+ * files. */
+#include "pager/policy.h"
+#include "tests/test-pager-util.h"
+
+#define MODEL "tests/data/qwen3moe-tiny-F16.gguf"
+
+static struct pager *open_with(struct t_model *m, enum pager_cache c, uint64_t budget,
+                               const struct pager_hot_unit *hot, int n_hot)
+{
+    struct pager_config cfg;
+    struct fl_err err = { { 0 } };
+    struct pager *p = NULL;
+    t_config(&cfg, m, PAGER_MODE_EXPLICIT, budget);
+    cfg.cache = c;
+    cfg.hot = hot;
+    cfg.n_hot = n_hot;
+    if (pager_open(m->path, m->g, &cfg, &p, &err) < 0)
+        fprintf(stderr, "%s\n", err.msg);
+    return p;
+}
+
+static void use(struct pager *p, int e)
+{
+    CHECK(pager_acquire(p, 0, e) == 0, "acquire %d failed", e);
+    pager_release(p, 0, e);
+}
+
+static void test_lru_lfu(struct t_model *m, uint64_t budget)
+{
+    for (int pol = 0; pol < 2; pol++) {
+        struct pager *p = open_with(m, pol ? PAGER_CACHE_LFU_DECAY : PAGER_CACHE_LRU, budget,
+                                    NULL, 0);
+        CHECK(p, "open failed");
+        if (!p)
+            continue;
+        for (int i = 0; i < 5; i++)
+            use(p, 0);
+        use(p, 1);
+        use(p, 2);
+        use(p, 3);
+        use(p, 4); /* the budget holds four: one of 0..3 goes */
+        bool r0 = pager_resident(p, 0, 0), r1 = pager_resident(p, 0, 1);
+        if (pol == 0)
+            CHECK(!r0 && r1, "lru: expert 0 (least recent) should go, 1 stay: %d %d", r0, r1);
+        else
+            CHECK(r0 && !r1, "lfu-decay: expert 0 (5 uses) should stay, 1 go: %d %d", r0, r1);
+        CHECK(pager_resident(p, 0, 4) && pager_resident_bytes(p) <= budget, "budget broken");
+        printf("%s: expert 0 %s, expert 1 %s\n", pol ? "lfu-decay" : "lru",
+               r0 ? "kept" : "evicted", r1 ? "kept" : "evicted");
+        pager_close(p);
+    }
+}
+
+static void test_pinned_hot(struct t_model *m, uint64_t budget)
+{
+    /* hot experts 7 and 9 (two of the four the budget holds = half) */
+    const struct pager_hot_unit hot[] = { { 0, 3, 1 }, { 0, 7, 100 }, { 0, 9, 50 } };
+    struct pager *p = open_with(m, PAGER_CACHE_PINNED_HOT, budget, hot, 3);
+    CHECK(p, "open failed");
+    if (!p)
+        return;
+    for (int i = 0; i < 2000 && !(pager_resident(p, 0, 7) && pager_resident(p, 0, 9)); i++)
+        usleep(1000); /* the warm-up reads, queued at open */
+    use(p, 7);
+    use(p, 9);
+    struct pager_totals t;
+    pager_stats_totals(p, &t);
+    CHECK(t.misses == 0, "pinned-hot: the hot experts were not read at open (%llu misses)",
+          (unsigned long long)t.misses);
+    for (int e = 0; e < 6; e++)
+        use(p, e);
+    bool kept = pager_resident(p, 0, 7) && pager_resident(p, 0, 9);
+    CHECK(kept, "pinned-hot: a hot expert was evicted for a cold one");
+    CHECK(!pager_resident(p, 0, 3) && pager_resident(p, 0, 5), "pinned-hot: LRU over the rest");
+    printf("pinned-hot: hot experts 7, 9 %s after 6 cold ones\n", kept ? "kept" : "LOST");
+    pager_close(p);
+}
+
+static void test_parse_profile(void)
+{
+    enum pager_cache c;
+    const char *prof;
+    struct fl_err err = { { 0 } };
+    CHECK(pager_cache_parse("lfu-decay", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_DECAY &&
+          !prof, "lfu-decay");
+    CHECK(pager_cache_parse("pinned-hot:x.json", &c, &prof, &err) == 0 &&
+          c == PAGER_CACHE_PINNED_HOT && prof && !strcmp(prof, "x.json"), "pinned-hot:FILE");
+    static const char *bad[] = { "", "lfu", "pinned-hot", "pinned-hot:", "LRU" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(pager_cache_parse(bad[i], &c, &prof, &err) == -EINVAL && strstr(err.msg, "--cache"),
+              "'%s' accepted", bad[i]);
+    char path[] = "/tmp/test-policy-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f, "cannot write a temporary file");
+    if (!f)
+        return;
+    fprintf(f, "{\"mode\":\"uffd\",\"totals\":{\"faults\":9},\n \"units\":[\n"
+            "  {\"layer\":1,\"expert\":5,\"offset\":0,\"bytes\":4096,\"loads\":2,\"faults\":3,"
+            "\"cache_hits\":10,\"prefetch_hits\":4,\"misses\":2,\"evictions\":1,\"bytes_read\":8},\n"
+            "  {\"layer\":0,\"expert\":2,\"offset\":0,\"bytes\":4096,\"loads\":1,\"faults\":0,"
+            "\"cache_hits\":0,\"prefetch_hits\":0,\"misses\":1,\"evictions\":0,\"bytes_read\":8}\n]}\n");
+    fclose(f);
+    struct pager_hot_unit *h = NULL;
+    int n = 0;
+    CHECK(pager_hot_profile_load(path, &h, &n, &err) == 0 && n == 2, "profile: %s", err.msg);
+    CHECK(n == 2 && h[0].layer == 1 && h[0].expert == 5 && h[0].count == 19 && h[1].count == 1,
+          "profile: heat = hits + misses + faults");
+    free(h);
+    f = fopen(path, "w");
+    fprintf(f, "{\"units\":[{\"layer\":1}]}");
+    fclose(f);
+    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -EINVAL, "a unit without counts accepted");
+    f = fopen(path, "w");
+    fprintf(f, "not json");
+    fclose(f);
+    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -EINVAL && strstr(err.msg, path),
+          "garbage accepted");
+    unlink(path);
+    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -ENOENT, "missing file accepted");
+    printf("parse: --cache values and --stats-json profiles\n");
+    fflush(stdout);
+}
+
+int main(void)
+{
+    t_chdir_source();
+    struct t_model m;
+    if (t_model_open(&m, MODEL) < 0)
+        return 1;
+    struct pager *p = open_with(&m, PAGER_CACHE_LRU, m.size * 4, NULL, 0);
+    CHECK(p, "open failed");
+    uint64_t budget = p ? pager_min_budget(p) : 0; /* n_used experts exactly */
+    pager_close(p);
+    CHECK(m.ml->layers[0].n_expert_used == 4 && m.ml->layers[0].n_expert >= 10,
+          "the test assumes top-4 of >= 10 experts");
+    if (budget) {
+        test_lru_lfu(&m, budget);
+        test_pinned_hot(&m, budget);
+    }
+    test_parse_profile();
+    t_model_close(&m);
+    if (t_failures)
+        fprintf(stderr, "test-policy: %d failures\n", t_failures);
+    else
+        printf("test-policy: ok\n");
+    return t_failures ? 1 : 0;
+}
