@@ -17,3 +17,6 @@ fl_executable(pager-bench SOURCES pager/bench.c MODULES moelayout LIBS PkgConfig
 # Predictors and cache policies (docs/prefetch.md).
 fl_test(test-predict SOURCES tests/test-predict.c MODULES pager flref)
 fl_test(test-policy SOURCES tests/test-policy.c MODULES pager TIMEOUT 60)
+# Through the CLI: building it builds `faultline`.
+fl_test(test-predict-logits SOURCES tests/test-predict-logits.c MODULES placement gguf TIMEOUT 120)
+add_dependencies(test-predict-logits faultline)

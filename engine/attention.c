@@ -7,7 +7,8 @@
  *    buffer (each step rounded to F16);
  *  - larger batches follow the tiled kernel's arithmetic class: Q, K and V
  *    in F32. K is transposed once per call so that scores for all keys of a
- *    query are one vectorisable sweep, then softmax, then the V sum.
+ *    query are one vectorisable sweep (shared by the query heads of one KV
+ *    head), then softmax, then the V sum.
  * The F16 steps use F16C/FMA when the CPU has them; the scalar fallback
  * gives the same bits (conversions and FMAs are exact operations). */
 #include <math.h>

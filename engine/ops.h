@@ -122,7 +122,9 @@ struct eng_attn {
 
 /* out[t][h*dv ..] = softmax(q_t.K^T * scale + mask) V over the cached
  * positions 0 .. pos0+t of `layer` (causal). q is [n_tok][q_stride] with
- * head h at q + h*dk. Runs on c->pool over (token, head). */
+ * head h at q + h*dk. Runs on c->pool (eng_pool_for) over (token, head),
+ * or (token, KV head) for batches of 64+ where the query heads sharing a KV
+ * head are scored together. */
 void eng_attention(struct eng_ctx *c, int layer, const float *q, int64_t q_stride, int n_tok,
                    int pos0, const struct eng_attn *p, float *out, int64_t out_stride);
 

@@ -1,0 +1,116 @@
+/* test-predict-logits: prediction and cache policy never change what is
+ * computed. For each model, `faultline eval` (prompt + greedy tokens, logits
+ * and routing) runs fully resident, then paged with every --prefetch and
+ * --cache (pinned-hot with the profile of an earlier paged run's
+ * --stats-json) at the smallest budget the plan allows (most eviction);
+ * every FLRF/FLRT must equal the resident run's byte for byte, and the
+ * paged runs must really page (loads > 0 in --stats-json). */
+#include <inttypes.h>
+
+#include "tests/test-paged-util.h"
+
+#define PROMPT "The river runs past old stone walls where children play"
+#define LIMIT_S 60.0
+
+static const char *models[] = { "tests/data/qwen3moe-tiny-Q8_0.gguf",
+                                "tests/data/mixtral-tiny-Q4_K_M.gguf",
+                                "tests/data/deepseek2-tiny-F16.gguf" };
+static const char *predictors[] = { "none", "router", "lookahead:2", "history" };
+
+/* eval with extra flags (NULL-terminated); 0 or the child's status. */
+static int eval(const char *cli, const char *model, char **extra, const char *dir,
+                const char *tag)
+{
+    char out[512], rt[512], err[512];
+    snprintf(out, sizeof(out), "%s/%s.flrf", dir, tag);
+    snprintf(rt, sizeof(rt), "%s/%s.flrt", dir, tag);
+    snprintf(err, sizeof(err), "%s/%s.err", dir, tag);
+    char *argv[40] = { (char *)cli, "eval", "-m", (char *)model, "-p", PROMPT, "-n", "12",
+                       "-t", "2", "--logits-out", out, "--routing-out", rt };
+    int n = 14;
+    for (int i = 0; extra && extra[i] && n < 39; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    struct t_run r = t_run_cmd(argv, NULL, err, LIMIT_S);
+    if (r.status != 0) {
+        char *b = t_slurp(err, NULL);
+        fprintf(stderr, "%s %s: exit %d: %s", model, tag, r.status, b ? b : "");
+        free(b);
+    }
+    return r.status;
+}
+
+static bool same_as_ref(const char *dir, const char *tag)
+{
+    char a[512], b[512], c[512], d[512];
+    snprintf(a, sizeof(a), "%s/ref.flrf", dir);
+    snprintf(b, sizeof(b), "%s/%s.flrf", dir, tag);
+    snprintf(c, sizeof(c), "%s/ref.flrt", dir);
+    snprintf(d, sizeof(d), "%s/%s.flrt", dir, tag);
+    return t_cmp(a, b) == 0 && t_cmp(c, d) == 0;
+}
+
+static void one_model(const char *cli, const char *model, const char *dir)
+{
+    char *disk[] = { "--disk-moe" };
+    struct t_plan plan;
+    if (t_plan_for(model, disk, 1, &plan)) {
+        CHECK(0, "%s: no plan", model);
+        return;
+    }
+    char budget[32], prof[512], cache_hot[600];
+    snprintf(budget, sizeof(budget), "%" PRIu64, plan.min_budget);
+    snprintf(prof, sizeof(prof), "%s/profile.json", dir);
+    snprintf(cache_hot, sizeof(cache_hot), "pinned-hot:%s", prof);
+    CHECK(eval(cli, model, NULL, dir, "ref") == 0, "%s: resident eval failed", model);
+    char *mk[] = { "--disk-moe", "--ram-budget", budget, "--stats-json", prof, NULL };
+    CHECK(eval(cli, model, mk, dir, "profile") == 0, "%s: profile run failed", model);
+    const char *caches[] = { "lru", "lfu-decay", cache_hot };
+    int runs = 0, same = 0;
+    for (int pi = 0; pi < 4; pi++)
+        for (int ci = 0; ci < 3; ci++) {
+            char json[512], tag[64];
+            snprintf(tag, sizeof(tag), "p%d-c%d", pi, ci);
+            snprintf(json, sizeof(json), "%s/%s.json", dir, tag);
+            char *fl[] = { "--disk-moe", "--ram-budget", budget, "--prefetch",
+                           (char *)predictors[pi], "--cache", (char *)caches[ci],
+                           "--stats-json", json, NULL };
+            if (eval(cli, model, fl, dir, tag) != 0) {
+                CHECK(0, "%s --prefetch %s --cache %s: eval failed", model, predictors[pi],
+                      caches[ci]);
+                continue;
+            }
+            uint64_t loads = 0;
+            bool ok = same_as_ref(dir, tag);
+            CHECK(ok, "%s --prefetch %s --cache %s: logits/routing differ from the resident run",
+                  model, predictors[pi], caches[ci]);
+            CHECK(t_json_u64(json, "loads", &loads) == 0 && loads > 0,
+                  "%s --prefetch %s --cache %s: nothing paged", model, predictors[pi], caches[ci]);
+            runs++;
+            same += ok;
+        }
+    printf("%s: %d/%d paged runs (4 predictors x 3 policies, budget %s B) bit-identical\n",
+           model, same, runs, budget);
+}
+
+int main(void)
+{
+    t_chdir_source();
+    const char *cli = t_cli();
+    char dir[] = "/tmp/test-predict-logits-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+        one_model(cli, models[i], dir);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", dir);
+    if (t_failures)
+        fprintf(stderr, "test-predict-logits: %d failures\n", t_failures);
+    else
+        printf("test-predict-logits: ok\n");
+    return t_failures ? 1 : 0;
+}
