@@ -79,14 +79,6 @@ else()
   target_compile_definitions(fl_trace PRIVATE FL_TRACE_WHY="${FL_TRACE_WHY}")
 endif()
 
-# libbpf 1.1 (Debian 12) cannot parse USDT arguments that gcc places in
-# indexed memory operands ("-4@(%rax,%rsi,8)"; parsed since libbpf 1.3).
-# Constraining probe arguments to registers or constants ("nr") keeps them
-# readable; the pager's probes.h should say this itself (then this goes).
-if(TARGET fl_pager)
-  target_compile_definitions(fl_pager PRIVATE STAP_SDT_ARG_CONSTRAINT=nr)
-endif()
-
 # A small program that drives the pager in uffd mode and writes its stats
 # JSON: the tracee of the tests and of scripts/bench-trace.sh.
 fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager)
@@ -102,9 +94,10 @@ set(live_args "")
 if(FL_TRACE_BPF)
   fl_test(test-trace-live SOURCES tests/test-trace-live.c MODULES trace
     ARGS $<TARGET_FILE:trace-driver> TIMEOUT 120)
-  add_dependencies(test-trace-live trace-driver trace-probes)
+  # FL_CLI: the real paged runs (`faultline trace -- faultline run ...`).
+  add_dependencies(test-trace-live trace-driver trace-probes faultline)
   set_tests_properties(test-trace-live PROPERTIES ENVIRONMENT
-    "FL_SOURCE_DIR=${PROJECT_SOURCE_DIR};FL_TRACE_PROBES=$<TARGET_FILE:trace-probes>")
+    "FL_SOURCE_DIR=${PROJECT_SOURCE_DIR};FL_TRACE_PROBES=$<TARGET_FILE:trace-probes>;FL_CLI=$<TARGET_FILE:faultline>")
   set(live_args $<TARGET_FILE:test-trace-live> $<TARGET_FILE:trace-driver>)
 endif()
 # The files, checked from outside (python3; headless chromium for the DOM).

@@ -29,6 +29,8 @@ static void usage(FILE *f)
         "  --interval S        seconds between live tables (default 1; 0: none)\n"
         "  --top N             rows of the per-expert tables (default 20)\n"
         "  --quiet             no live tables\n"
+        "  --detail            also each range's install and each io_uring request on the\n"
+        "                      timeline (costs the traced run more; tables are the same)\n"
         "Needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF. See docs/trace.md.\n");
 }
 
@@ -49,6 +51,8 @@ static int parse_args(int argc, char **argv, int first, struct trace_args *a)
             return 1;
         } else if (!strcmp(o, "--quiet")) {
             a->quiet = true;
+        } else if (!strcmp(o, "--detail")) {
+            a->detail = true;
         } else if (has && !strcmp(o, "--out")) {
             a->out = argv[++i];
         } else if (has && !strcmp(o, "--report")) {
@@ -103,7 +107,7 @@ static int cmd_report(int argc, char **argv)
     int rc = parse_args(argc, argv, 3, &a);
     if (rc)
         return rc > 0 ? 0 : 2;
-    if (a.out || a.cmd || a.pid) {
+    if (a.out || a.cmd || a.pid || a.detail) {
         fprintf(stderr, "faultline trace report: only --report and --top apply\n");
         return 2;
     }

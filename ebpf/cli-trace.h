@@ -13,6 +13,7 @@ struct trace_args {
     double interval;
     int top;
     bool quiet;
+    bool detail;         /* --detail: installs and io_uring requests on the timeline too */
     pid_t pid;
     char **cmd;          /* after "--" */
 };

@@ -127,28 +127,42 @@ static int attach_one(struct tr_session *s, struct bpf_program *prog, const char
 static int attach_all(struct tr_session *s, struct fl_err *err)
 {
     struct faultline_bpf *k = s->skel;
+    /* Each uprobe costs the traced thread a trap (~1 us); a load fires one
+     * read_submit, read_done and installed per range (gate, up, down). The
+     * read_submit -> read_done latency and the per-range installs are the
+     * I/O thread's detail: attached with --detail only, which keeps a
+     * paged decode within its 3 % budget (docs/trace.md, Overhead). */
+    bool d = s->o.detail;
     struct { struct bpf_program *p; const char *usdt; bool req; } v[] = {
         { k->progs.fault_begin, "fault_begin", true }, { k->progs.fault_end, "fault_end", true },
-        { k->progs.read_submit, "read_submit", true }, { k->progs.read_done, "read_done", true },
-        { k->progs.installed, "installed", true },     { k->progs.prefetch, "prefetch", true },
-        { k->progs.evict, "evict", true },
+        { d ? k->progs.read_submit : NULL, "read_submit", true },
+        { k->progs.read_done, "read_done", true },
+        { d ? k->progs.installed : NULL, "installed", true },
+        { k->progs.prefetch, "prefetch", true },       { k->progs.evict, "evict", true },
         /* Probes that later code adds (GPU copies, the region, acquire outcomes). */
         { k->progs.copy_begin, "copy_begin", false },  { k->progs.copy_end, "copy_end", false },
         { k->progs.region, "region", false },          { k->progs.hit, "hit", false },
         { k->progs.miss, "miss", false },
         { k->progs.page_fault_user, NULL, true },
-        /* a late attach learns the region from smaps instead */
-        { k->progs.uffd_register, NULL, !s->o.region_from_maps },
         { k->progs.uring_submit, NULL, true },         { k->progs.uring_complete, NULL, true },
     };
+    bool region_probe = false;
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-        if (v[i].p == k->progs.uffd_register && s->o.region_from_maps)
+        if (!v[i].p)
             continue;
-        int rc = attach_one(s, v[i].p, v[i].usdt, v[i].req, err);
+        int n = s->n_links, rc = attach_one(s, v[i].p, v[i].usdt, v[i].req, err);
         if (rc < 0)
             return rc;
+        region_probe |= v[i].p == k->progs.region && s->n_links > n;
     }
-    return 0;
+    /* The region probe names the region before the pager's first fault. A
+     * binary without it (an older faultline) is watched for its
+     * UFFDIO_REGISTER ioctls instead: a syscall tracepoint that slows every
+     * syscall of every task while attached, so only then. A late attach
+     * (-p) has missed both and read the region from smaps. */
+    if (region_probe || s->o.region_from_maps)
+        return 0;
+    return attach_one(s, k->progs.uffd_register, NULL, true, err);
 }
 
 static int on_rb(void *ctx, void *data, size_t len)
@@ -177,6 +191,7 @@ int tr_session_open(const struct tr_session_opts *o, struct tr_session **out, st
     }
     s->skel->rodata->targ_tgid = (uint32_t)o->pid;
     s->skel->rodata->emit_events = o->events;
+    s->skel->rodata->emit_detail = o->detail;
     if ((rc = faultline_bpf__load(s->skel)) < 0) {
         rc = fl_err_set(err, rc, "faultline trace: the kernel refused the BPF programs: %s%s%s",
                         strerror(-rc), last_warning[0] ? "; libbpf: " : "", last_warning);

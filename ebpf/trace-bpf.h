@@ -16,6 +16,7 @@ struct tr_session_opts {
     pid_t pid;               /* the process to trace */
     const char *binary;      /* its executable (the USDTs' home) */
     bool events;             /* feed the event stream (else aggregates only) */
+    bool detail;             /* also each range's install and io_uring request */
     bool region_from_maps;   /* learn the region from /proc/PID/smaps now (attaching late) */
     void (*on_event)(void *ctx, const struct fl_tr_event *ev);
     void *ctx;

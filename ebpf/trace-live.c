@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +38,8 @@ struct live {
     int n_recent;
     struct waiter w[WAITERS];    /* threads waiting on a page offset */
     bool roled[TR_MAX_THREADS];  /* thread i's role was looked at */
+    struct rusage child_ru;      /* the launched command's, once it exited */
+    double tracer_cpu;           /* our own CPU seconds while it ran */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -229,7 +232,7 @@ static pid_t spawn_paused(char **cmd, int *go)
 static bool target_alive(struct live *l, int *status)
 {
     if (l->a->cmd) {
-        pid_t r = waitpid(l->pid, status, WNOHANG);
+        pid_t r = wait4(l->pid, status, WNOHANG, &l->child_ru);
         return r == 0;
     }
     /* Attached: alive while /proc has it and it is not a zombie. */
@@ -244,8 +247,21 @@ static bool target_alive(struct live *l, int *status)
     return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
+static double cpu_secs(const struct rusage *ru)
+{
+    return (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) +
+           (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e6;
+}
+
+static double self_cpu(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? cpu_secs(&ru) : 0.0;
+}
+
 static void run_loop(struct live *l, struct tr_session *s, int *status)
 {
+    double cpu0 = self_cpu();
     struct tr_stats *prev = tr_stats_new();
     uint64_t t0 = mono_ns(), tick = t0, every = (uint64_t)(l->a->interval * 1e9);
     bool alive = true;
@@ -266,6 +282,7 @@ static void run_loop(struct live *l, struct tr_session *s, int *status)
     tr_session_collect(s, l->st);
     tr_stats_meta(l->st)->duration_ns = mono_ns() - t0;
     tr_stats_free(prev);
+    l->tracer_cpu = self_cpu() - cpu0;
 }
 
 static int open_json(struct live *l, FILE **jf)
@@ -324,7 +341,9 @@ int trace_live(const struct trace_args *a)
     FILE *jf = NULL;
     struct tr_session *s = NULL;
     /* Events always: the top stalls and per-thread view come from them. */
-    struct tr_session_opts o = { l->pid, exe, true, !a->cmd, on_event, l };
+    struct tr_session_opts o = { .pid = l->pid, .binary = exe, .events = true,
+                                 .detail = a->detail, .region_from_maps = !a->cmd,
+                                 .on_event = on_event, .ctx = l };
     rc = open_json(l, &jf);
     if (rc == 0 && (rc = tr_session_open(&o, &s, &err)) < 0)
         fprintf(stderr, "%s\n", err.msg);
@@ -343,6 +362,11 @@ int trace_live(const struct trace_args *a)
         if (r2 < 0)
             fprintf(stderr, "faultline trace: %s: %s\n", a->out, strerror(-r2));
         rc = trace_finish(a, l->st, stderr) || r2 < 0 ? -EIO : 0;
+        /* What tracing cost: the probe handlers run on the command's CPU
+         * time, draining and formatting the events on ours. */
+        if (a->cmd)
+            fprintf(stderr, "cpu: command %.3f s (probe handlers included), tracer %.3f s\n",
+                    cpu_secs(&l->child_ru), l->tracer_cpu);
         if (a->out && r2 == 0)
             fprintf(stderr, "trace: %s (open in https://ui.perfetto.dev)\n", a->out);
     } else if (a->cmd) {

@@ -33,6 +33,10 @@ struct eng_expert_source {
      * MoE layer computes those first while the others are read. A hint only:
      * acquire is still called before any use. */
     bool (*resident)(void *ctx, int layer, int expert);
+    /* How many experts may be pinned at once (0: no limit). The budget holds
+     * at least one layer's n_expert_used; pinning more than it holds would
+     * wait forever for a release, so the MoE layer never does. */
+    int max_pinned;
 };
 
 /* Receives the routing of every MoE layer (for FLRT files and statistics).

@@ -269,7 +269,9 @@ static void wave_worker(void *arg, int ith, int nth)
 static int run_waves(struct moe_state *s, int nth, struct fl_err *err)
 {
     const struct eng_expert_source *src = s->c->experts;
-    const int wave = 4 * nth;
+    int wave = 4 * nth;
+    if (src && src->max_pinned > 0 && wave > src->max_pinned)
+        wave = src->max_pinned;
     for (int w0 = 0; w0 < s->L->n_order; w0 += wave) {
         const int n = s->L->n_order - w0 < wave ? s->L->n_order - w0 : wave;
         for (int i = 0; i < n; i++) {

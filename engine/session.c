@@ -398,11 +398,14 @@ static void print_predict(const struct fl_predictor *pr, const struct fl_predict
     struct fl_predict_stats st;
     char name[32];
     fl_predictor_stats(pr, &st);
-    if (!st.scored)
-        return;
-    fprintf(out, "  prediction (%s): %llu routings predicted, precision %.1f%%, recall %.1f%%\n",
-            fl_predict_name(c, name, sizeof(name)), (unsigned long long)st.scored,
-            100.0 * fl_predict_precision(&st), 100.0 * fl_predict_recall(&st));
+    fprintf(out, "  prefetch %s: %.1f%% of routed experts resident when chosen",
+            fl_predict_name(c, name, sizeof(name)),
+            st.routed ? 100.0 * (double)st.ready / (double)st.routed : 0.0);
+    if (st.scored)
+        fprintf(out, "; %llu routings predicted, precision %.1f%%, recall %.1f%%",
+                (unsigned long long)st.scored, 100.0 * fl_predict_precision(&st),
+                100.0 * fl_predict_recall(&st));
+    fputc('\n', out);
 }
 
 int eng_session_report(struct eng_session *s, struct fl_err *err)

@@ -44,6 +44,9 @@ struct pg_unit {
     bool prefetch;          /* in the prefetch queue */
     bool refill;            /* resident but a page is missing: copy again */
     bool by_prefetch;       /* loaded by a prefetch and not yet used */
+    bool spec;              /* asked for by a prediction only, not yet used */
+    bool wanted;            /* routed (or guessed, until its layer routes): acquire is coming */
+    bool cold;              /* a wrong guess still loading: evict first once loaded */
     bool hot;               /* pinned-hot: kept over the others (policy.c) */
     int32_t pins;
     uint32_t lru_prev, lru_next;

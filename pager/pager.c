@@ -3,6 +3,7 @@
  * fault.c (userfaultfd handler and watchdog), residency.c (budget, LRU,
  * pins) and stats.c. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,4 +197,9 @@ void pager_expert_source(struct pager *p, struct eng_expert_source *src)
     src->acquire = src_acquire;
     src->release = src_release;
     src->resident = src_resident;
+    /* min_budget = n_used x the largest expert, so this many of the largest
+     * fit the budget at once: the most the engine may hold pinned. */
+    uint64_t largest = p->n_units && p->n_used > 0 ? p->min_budget / (uint64_t)p->n_used : 0;
+    uint64_t fit = largest ? p->budget / largest : 0;
+    src->max_pinned = largest ? (int)(fit < INT32_MAX ? fit : INT32_MAX) : 0;
 }

@@ -115,6 +115,13 @@ uint64_t pager_peak_resident_bytes(const struct pager *p);
 /* Starts asynchronous reads of the listed experts of a layer (demand reads
  * go first). Experts not paged are ignored. 0, or -errno once failed. */
 int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n);
+/* The same for a guess (a predicted later layer): kept like a routed
+ * expert until that layer routes; pager_prefetch_settle(layer) then makes
+ * the guesses it did not choose the first to evict, so a wrong guess costs
+ * its read but not a useful expert's place in the cache. */
+int pager_prefetch_guess(struct pager *p, int layer, const int32_t *experts, int n);
+/* The layer has routed (and its choice was given to pager_prefetch). */
+void pager_prefetch_settle(struct pager *p, int layer);
 /* Drops the prefetches still queued (not yet reading): predictions that
  * the next routing made stale. Reads in flight finish. */
 void pager_prefetch_cancel(struct pager *p);

@@ -426,9 +426,10 @@ static void check_fit(struct placement_plan *p)
     p->why[0] = '\0';
     if (p->bytes[PL_TIER_DISK] && p->min_budget > p->ram_budget)
         snprintf(p->why, sizeof(p->why),
-                 "RAM budget %s is below the %s one layer's selected experts need",
-                 fl_format_size(p->ram_budget, a, sizeof(a)),
-                 fl_format_size(p->min_budget, b, sizeof(b)));
+                 "RAM budget %s (%llu bytes) is below the %s (%llu bytes) one layer's selected "
+                 "experts need", fl_format_size(p->ram_budget, a, sizeof(a)),
+                 (unsigned long long)p->ram_budget, fl_format_size(p->min_budget, b, sizeof(b)),
+                 (unsigned long long)p->min_budget);
     else if (p->ram_available &&
              p->bytes[PL_TIER_RAM] + (p->bytes[PL_TIER_DISK] ? p->ram_budget : 0) > p->ram_available)
         snprintf(p->why, sizeof(p->why), "RAM tier %s plus budget %s exceed the %s available",

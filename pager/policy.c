@@ -199,24 +199,39 @@ void pg_policy_touch_locked(struct pager *p, uint32_t u)
     p->tick++;
 }
 
-/* The LRU list holds exactly the unpinned resident units, oldest first, so
- * every policy picks from it and ties go to the least recently used. */
-uint32_t pg_policy_victim_locked(struct pager *p)
+/* The policy's choice among the unpinned resident units, skipping those
+ * the current layer routed (wanted) unless spare_wanted is false. */
+static uint32_t pick(struct pager *p, bool spare_wanted)
 {
-    uint32_t best = p->lru_head;
-    if (p->cfg.cache == PAGER_CACHE_PINNED_HOT) {
-        for (uint32_t u = p->lru_head; u != PG_NONE; u = p->units[u].lru_next)
-            if (!p->units[u].hot)
+    uint32_t best = PG_NONE;
+    double low = INFINITY;
+    for (uint32_t u = p->lru_head; u != PG_NONE; u = p->units[u].lru_next) {
+        const struct pg_unit *n = &p->units[u];
+        if (spare_wanted && n->wanted)
+            continue;
+        if (p->cfg.cache == PAGER_CACHE_LRU)
+            return u;
+        if (p->cfg.cache == PAGER_CACHE_PINNED_HOT) {
+            if (!n->hot)
                 return u;
-    } else if (p->cfg.cache == PAGER_CACHE_LFU_DECAY) {
-        double low = INFINITY;
-        for (uint32_t u = p->lru_head; u != PG_NONE; u = p->units[u].lru_next) {
-            double f = decayed(p, &p->units[u]);
-            if (f < low) {
-                low = f;
-                best = u;
-            }
+            best = best == PG_NONE ? u : best; /* only hot ones left: the oldest */
+            continue;
+        }
+        double f = decayed(p, n);
+        if (f < low) {
+            low = f;
+            best = u;
         }
     }
     return best;
+}
+
+/* The LRU list holds exactly the unpinned resident units, oldest first, so
+ * every policy picks from it and ties go to the least recently used. An
+ * expert the router just chose is kept while anything else can go: evicting
+ * it would only read it again a moment later. */
+uint32_t pg_policy_victim_locked(struct pager *p)
+{
+    uint32_t u = pick(p, true);
+    return u != PG_NONE ? u : pick(p, false);
 }

@@ -326,7 +326,7 @@ static int predict_for(struct fl_predictor *pr, int t, const int32_t *ids, int n
             pr->pend_n[t]++;
         p[ids[i]] = 1;
     }
-    return pr->pager && n ? pager_prefetch(pr->pager, t, ids, n) : 0;
+    return pr->pager && n ? pager_prefetch_guess(pr->pager, t, ids, n) : 0;
 }
 
 static void score(struct fl_predictor *pr, int layer, const int32_t *experts, int n)
@@ -350,12 +350,16 @@ int fl_predictor_route(struct fl_predictor *pr, int layer, const int32_t *expert
         return pr->pager && pr->cfg.kind != FL_PREDICT_NONE
                    ? pager_prefetch(pr->pager, layer, experts, n) : 0;
     score(pr, layer, experts, n);
+    for (int i = 0; pr->pager && i < n; i++)
+        pr->st.ready += pager_resident(pr->pager, layer, experts[i]);
+    pr->st.routed += pr->pager ? (uint64_t)n : 0;
     if (pr->cfg.kind == FL_PREDICT_NONE)
         return 0;
     int rc = 0;
     if (pr->pager) {
         pager_prefetch_cancel(pr->pager);
         rc = pager_prefetch(pr->pager, layer, experts, n);
+        pager_prefetch_settle(pr->pager, layer);
     }
     if (pr->cfg.kind == FL_PREDICT_HISTORY) {
         remember(pr, layer, experts, n);
@@ -392,6 +396,23 @@ double fl_predict_recall(const struct fl_predict_stats *st)
     return st->chosen ? (double)st->hits / (double)st->chosen : -1.0;
 }
 
+void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t tokens,
+                   double disk_bps, struct fl_paging_row *out)
+{
+    struct pager_totals t;
+    struct fl_predict_stats st = { 0 };
+    pager_stats_totals(p, &t);
+    if (pr)
+        fl_predictor_stats(pr, &st);
+    double n = tokens ? (double)tokens : 1.0, per_tok = (double)t.bytes_read / n;
+    out->hit_pct = st.routed ? 100.0 * (double)st.ready / (double)st.routed : -1.0;
+    out->precision_pct = st.predicted ? 100.0 * fl_predict_precision(&st) : -1.0;
+    out->recall_pct = st.chosen ? 100.0 * fl_predict_recall(&st) : -1.0;
+    out->mib_per_token = per_tok / 1048576.0;
+    out->stall_ms_per_token = (double)t.stall_ns / 1e6 / n;
+    out->io_bound_tps = disk_bps > 0 && per_tok > 0 ? disk_bps / per_tok : 0.0;
+}
+
 /* --- the engine's expert source -------------------------------------------------- */
 
 static int src_prefetch(void *ctx, int layer, const int32_t *experts, int n)
@@ -421,4 +442,7 @@ void fl_predictor_source(struct fl_predictor *pr, struct eng_expert_source *src)
     src->acquire = src_acquire;
     src->release = src_release;
     src->resident = src_resident;
+    struct eng_expert_source direct;
+    pager_expert_source(pr->pager, &direct);
+    src->max_pinned = direct.max_pinned; /* the pager's limit, unchanged by prediction */
 }

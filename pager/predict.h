@@ -77,11 +77,28 @@ struct fl_predict_stats {
     uint64_t predicted;  /* experts predicted for them */
     uint64_t hits;       /* of those, chosen */
     uint64_t chosen;     /* experts chosen in them */
+    /* With a pager: experts the router chose, and how many of those were
+     * resident already (the cache policy's and the predictions' hit rate). */
+    uint64_t routed, ready;
 };
 void fl_predictor_stats(const struct fl_predictor *pr, struct fl_predict_stats *st);
 void fl_predictor_stats_reset(struct fl_predictor *pr);
 /* hits / predicted and hits / chosen; -1 when nothing was predicted. */
 double fl_predict_precision(const struct fl_predict_stats *st);
 double fl_predict_recall(const struct fl_predict_stats *st);
+
+/* `faultline bench`'s paging columns over `tokens` tokens since the last
+ * pager_stats_reset + fl_predictor_stats_reset. disk_bps: the disk's read
+ * bandwidth in bytes/s (0: io_bound_tps is 0). Percentages are -1 where
+ * there is nothing to divide (no prediction, nothing routed). */
+struct fl_paging_row {
+    double hit_pct;            /* routed experts resident when chosen */
+    double precision_pct, recall_pct;
+    double mib_per_token;      /* bytes read */
+    double stall_ms_per_token; /* waiting for expert bytes */
+    double io_bound_tps;       /* disk_bps / bytes read per token */
+};
+void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t tokens,
+                   double disk_bps, struct fl_paging_row *out);
 
 #endif

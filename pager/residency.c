@@ -87,6 +87,18 @@ static void lru_push_mru(struct pager *p, uint32_t u)
     p->lru_tail = u;
 }
 
+static void lru_push_lru(struct pager *p, uint32_t u)
+{
+    struct pg_unit *n = &p->units[u];
+    n->lru_prev = PG_NONE;
+    n->lru_next = p->lru_head;
+    if (p->lru_head != PG_NONE)
+        p->units[p->lru_head].lru_prev = u;
+    else
+        p->lru_tail = u;
+    p->lru_head = u;
+}
+
 /* A page may be dropped when it holds no RAM byte and no other unit that
  * is loading or resident has bytes in it. */
 static bool page_droppable(const struct pager *p, uint64_t pi, uint32_t self)
@@ -126,6 +138,7 @@ static void evict_locked(struct pager *p, uint32_t u)
     lru_remove(p, u);
     n->state = PG_ABSENT; /* first, so that page_droppable does not count it */
     n->by_prefetch = false;
+    n->spec = n->wanted = n->cold = false;
     n->refill = false;
     drop_pages(p, u);
     p->charged -= n->charge;
@@ -280,8 +293,15 @@ void pg_load_done_locked(struct pager *p, uint32_t u, bool refill, int err)
         n->state = PG_RESIDENT;
         pg_inc(&n->st.loads, 1);
         pg_inc(&p->st.loads, 1);
-        if (n->pins == 0)
-            lru_push_mru(p, u);
+        if (n->cold) { /* guessed, and its layer chose otherwise meanwhile */
+            n->cold = n->wanted = false;
+            if (n->pins == 0)
+                lru_push_lru(p, u);
+        } else {
+            n->wanted = n->by_prefetch; /* routed or guessed: its acquire should come */
+            if (n->pins == 0)
+                lru_push_mru(p, u);
+        }
     } else {
         n->state = PG_ABSENT;
         p->charged -= n->charge;
@@ -346,22 +366,29 @@ static int unit_for(struct pager *p, int layer, int expert, uint32_t *u)
     return 0;
 }
 
-int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)
+static int prefetch(struct pager *p, int layer, const int32_t *experts, int n, bool guess)
 {
     int rc = 0;
     pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0; i < n; i++) {
         uint32_t u;
         int k = unit_for(p, layer, experts[i], &u);
-        if (k < 0)
+        if (k < 0 || (k == 0 && (k = atomic_load(&p->failed)) != 0)) {
             rc = k;
-        else if ((rc = atomic_load(&p->failed)) == 0 && k == 0 &&
-                 p->units[u].state == PG_RESIDENT && p->units[u].pins == 0) {
+            break;
+        }
+        if (k > 0)
+            continue; /* not paged */
+        struct pg_unit *un = &p->units[u];
+        if (!guess)
+            un->spec = un->cold = false; /* certain now */
+        if (!guess && un->state == PG_RESIDENT && un->pins == 0) {
             /* about to be used: not the victim of the reads that follow */
             lru_remove(p, u);
             lru_push_mru(p, u);
-        } else if (rc == 0 && k == 0 && p->units[u].state == PG_ABSENT) {
-            const struct pg_unit *un = &p->units[u];
+            un->wanted = true;
+        } else if (un->state == PG_ABSENT) {
+            un->spec = guess;
             pg_request_locked(p, u, false);
             pg_inc(&p->st.prefetches, 1);
             FL_PROBE_PREFETCH(un->layer, un->expert, p->ranges[un->first].kind, un->charge,
@@ -370,6 +397,37 @@ int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)
+{
+    return prefetch(p, layer, experts, n, false);
+}
+
+int pager_prefetch_guess(struct pager *p, int layer, const int32_t *experts, int n)
+{
+    return prefetch(p, layer, experts, n, true);
+}
+
+void pager_prefetch_settle(struct pager *p, int layer)
+{
+    if (layer < 0 || layer >= p->n_layers)
+        return;
+    pthread_mutex_lock(&p->mu);
+    for (int e = 0; e < p->n_expert; e++) {
+        int32_t u = p->unit_of[layer * p->n_expert + e];
+        struct pg_unit *n = u >= 0 ? &p->units[u] : NULL;
+        if (!n || !n->spec)
+            continue;
+        n->spec = n->wanted = false; /* guessed, not chosen */
+        if (n->state == PG_RESIDENT && n->pins == 0) {
+            lru_remove(p, (uint32_t)u);
+            lru_push_lru(p, (uint32_t)u);
+        } else if (n->state == PG_LOADING) {
+            n->cold = true;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 void pager_prefetch_cancel(struct pager *p)
@@ -395,6 +453,7 @@ int pager_acquire(struct pager *p, int layer, int expert)
     int rc = atomic_load(&p->failed);
     if (rc == 0) {
         pin(p, u);
+        n->spec = n->wanted = n->cold = false;
         pg_policy_touch_locked(p, u);
         if (n->state == PG_RESIDENT) {
             FL_PROBE_HIT(n->layer, n->expert, p->ranges[n->first].kind, n->charge,

@@ -3,7 +3,7 @@
 # than the memory it may use (docs/oversize.md).
 #
 # Each measured run happens inside a memory cgroup capped at CAP_PCT % of the
-# file (cgroup v1 memory+blkio controllers, or v2 where mounted; the cap covers
+# file (cgroup v1 memory controller, or v2 where mounted; the cap covers
 # the page cache), after `echo 3 > /proc/sys/vm/drop_caches`. faultline gets
 # --ram-budget = cap - its RAM-tier bytes - RESERVE (KV cache, staging, scratch,
 # binary), so the whole process fits under the cap.
@@ -19,7 +19,7 @@
 #                        scratch, binary. Prefill's scratch grows with the batch (~3.7 MiB
 #                        per token on the default model); the prefill run's budget is
 #                        lowered by what the uncapped runs measured it to be.
-#      FL=build/faultline  the binary (built when missing)
+#      FL=build/faultline  the binary, relative to the repo root (built when missing)
 #      KEEP=1            keep the raw outputs (bench tables, stats JSON, stderr)
 # Needs root (cgroups, drop_caches) and python3. Prints one table at the end.
 set -euo pipefail
@@ -38,9 +38,9 @@ if [ ! -x "$FL" ]; then
   FL=build/faultline
 fi
 work=$(mktemp -d /tmp/bench-oversize.XXXXXX)
-cg_mem="" cg_blk="" cg_v2=""
+cg_mem="" cg_v2=""
 cleanup() {
-  for d in "$cg_mem" "$cg_blk" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
+  for d in "$cg_mem" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
   if [ -n "${KEEP:-}" ]; then say "raw outputs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -82,7 +82,7 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop cache
 run_capped() {
   local limit=$1 name=$2; shift 2
   local v1=/sys/fs/cgroup/memory
-  cg_mem="" cg_blk="" cg_v2=""
+  cg_mem="" cg_v2=""
   if [ -d $v1 ] && [ -f $v1/memory.limit_in_bytes ]; then
     cg_mem=$v1/fl-bench-$$-$name; mkdir "$cg_mem"
     [ "$limit" -gt 0 ] && echo "$limit" >"$cg_mem/memory.limit_in_bytes"
@@ -97,9 +97,9 @@ run_capped() {
   drop_caches
   # The child joins the cgroups, then execs; wait4's rusage gives the bytes it
   # (all its threads, io_uring workers included) read from the block device.
-  python3 - "$work/$name" "$cg_mem" "$cg_blk" "$cg_v2" "$@" <<'PY' || true
+  python3 - "$work/$name" "$cg_mem" "$cg_v2" "$@" <<'PY' || true
 import os, sys, time
-out, cgs, cmd = sys.argv[1], sys.argv[2:5], sys.argv[5:]
+out, cgs, cmd = sys.argv[1], sys.argv[2:4], sys.argv[4:]
 t0 = time.monotonic()
 pid = os.fork()
 if pid == 0:
@@ -120,8 +120,8 @@ PY
   [ -n "$cg_mem" ] && peak=$(cat "$cg_mem/memory.max_usage_in_bytes")
   [ -n "$cg_v2" ] && [ -f "$cg_v2/memory.peak" ] && peak=$(cat "$cg_v2/memory.peak")
   echo "$rbytes $peak $secs $rc $maxrss" >"$work/$name.io"
-  for d in "$cg_mem" "$cg_blk" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
-  cg_mem="" cg_blk="" cg_v2=""
+  for d in "$cg_mem" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
+  cg_mem="" cg_v2=""
   [ $rc -eq 0 ] || { say "$name failed (exit $rc):"; tail -3 "$work/$name.err" >&2; }
   return 0
 }

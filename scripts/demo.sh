@@ -32,6 +32,7 @@ build/faultline inspect "$model" | sed -n '/^file size/p;/^architecture/p;/^MoE:
 echo
 echo "demo: faultline run over $((size / 1048576)) MiB of weights with --ram-budget $budget:"
 echo "demo: experts are read from disk when the router picks them and evicted when cold"
+[ -z "${MODEL:-}" ] && echo "demo: (random weights: the text is noise, the paging is real)"
 echo
 build/faultline run -m "$model" -p "${PROMPT:-Once upon a time, in a city of glass,}" \
   -n "${N_GEN:-64}" -t "${THREADS:-$(nproc)}" --temp 0 --ram-budget "$budget" --stats

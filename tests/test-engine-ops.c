@@ -302,7 +302,8 @@ static void test_moe(struct fl_pool *pool)
     struct eng_tensor td = f32_tensor(d, FF, EMB, NE);
     const struct eng_moe moe = { .gate = &tg, .up = &tu, .down = &td };
     struct fake_source fs = { .fail_expert = -1, .resident_one = 2 };
-    const struct eng_expert_source src = { &fs, src_prefetch, src_acquire, src_release, src_resident };
+    const struct eng_expert_source src = { .ctx = &fs, .prefetch = src_prefetch, .acquire = src_acquire,
+                                           .release = src_release, .resident = src_resident };
     struct eng_ctx c = { .pool = pool, .experts = &src };
     eng_arena_create(&c.arena);
     float out[NT * EMB];
@@ -324,7 +325,8 @@ static void test_moe(struct fl_pool *pool)
            worst);
     /* an I/O error stops the layer with that error, and nothing stays pinned */
     struct fake_source bad = { .fail_expert = 2, .resident_one = -1 };
-    const struct eng_expert_source bsrc = { &bad, src_prefetch, src_acquire, src_release, NULL };
+    const struct eng_expert_source bsrc = { .ctx = &bad, .prefetch = src_prefetch, .acquire = src_acquire,
+                                            .release = src_release, .resident = NULL };
     c.experts = &bsrc;
     eng_arena_reset(c.arena);
     rc = eng_moe_ffn(&c, 3, 0, x, NT, ids, w, K, &moe, out, &err);
@@ -335,7 +337,8 @@ static void test_moe(struct fl_pool *pool)
      * experts per thread in waves; same results, same pinning discipline */
     const int32_t ids4[NT * K] = { 0, 1, 2, 3, 3, 0, 1, 2, 2, 1 };
     struct fake_source fs4 = { .fail_expert = -1, .resident_one = 3 };
-    const struct eng_expert_source src4 = { &fs4, src_prefetch, src_acquire, src_release, src_resident };
+    const struct eng_expert_source src4 = { .ctx = &fs4, .prefetch = src_prefetch, .acquire = src_acquire,
+                                            .release = src_release, .resident = src_resident };
     c.experts = &src4;
     eng_arena_reset(c.arena);
     rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);
@@ -349,7 +352,8 @@ static void test_moe(struct fl_pool *pool)
     CHECK(rc == 0 && worst < 1e-4 && once && fs4.order[0] == 3 && fs4.n_prefetched == 4,
           "moe with 4 experts: rc %d, error %g, once %d", rc, worst, once);
     struct fake_source bad4 = { .fail_expert = 2, .resident_one = -1 };
-    const struct eng_expert_source bsrc4 = { &bad4, src_prefetch, src_acquire, src_release, NULL };
+    const struct eng_expert_source bsrc4 = { .ctx = &bad4, .prefetch = src_prefetch, .acquire = src_acquire,
+                                            .release = src_release, .resident = NULL };
     c.experts = &bsrc4;
     eng_arena_reset(c.arena);
     rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);

@@ -1,8 +1,9 @@
 /* test-trace-live.c: `faultline trace -- trace-driver ...` on real paged
  * runs: the per-expert fault and byte counts in the trace equal the pager's
  * own stats JSON for the same run, the region's page faults are seen, and
- * the saved trace reads back into the same tables. Needs root (or
- * CAP_BPF+CAP_PERFMON) and BTF: exit 77 otherwise.
+ * the saved trace reads back into the same tables; then the same for real
+ * paged `faultline run`s ($FL_CLI; see run_case for which counters
+ * correspond). Needs root (or CAP_BPF+CAP_PERFMON) and BTF: exit 77 otherwise.
  *
  * usage: test-trace-live TRACE-DRIVER [MODEL...]
  * FL_TRACE_KEEP=DIR keeps the JSON/HTML files there (test-trace-html.sh). */
@@ -112,6 +113,176 @@ static void one(const char *driver, const char *model, const char *dir)
     tr_stats_free(s);
 }
 
+/* --- `faultline trace -- faultline run ...` ------------------------------------
+ * What corresponds, per (layer, expert) of the pager's --stats-json units:
+ *   faults      = the trace's fault_begin count (the pager counts the same fault)
+ *   bytes_read  = the sum of read_done bytes (each read completes once, in full)
+ *   loads       = the read_done count of each kind (gate, up, down) of the unit:
+ *                 a load reads every range once. A refill (a fault on a
+ *                 resident unit whose page went missing) reads them again
+ *                 without being a load, so only >= for a unit that faulted.
+ *   evictions   = evict count
+ *   cache_hits + prefetch_hits + misses (all acquires) = hit + miss probes:
+ *                 the probe says "resident" or not, the pager also counts an
+ *                 acquire of a unit a prefetch is still loading as a prefetch
+ *                 hit, so hit >= cache_hits and miss >= misses.
+ * Non-expert 2 MiB chunks (layer -1) are one key in the trace: compared summed.
+ * Totals: faults, bytes_read, prefetches and evictions exactly. */
+struct unit_sum { uint64_t faults, bytes, evictions, hits, misses, reads_min, reads_max; };
+
+/* The trace's counters of (layer, expert) over its kinds; layer -1: all chunks. */
+static void trace_sum(const struct tr_stats *s, int layer, int expert, struct unit_sum *u)
+{
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    *u = (struct unit_sum){ .reads_min = UINT64_MAX };
+    while (tr_stats_next_counts(s, &it, &k, &c)) {
+        if (k.layer != layer || (layer >= 0 && k.expert != expert))
+            continue;
+        u->faults += c->faults;
+        u->bytes += c->read_bytes;
+        u->evictions += c->evictions;
+        u->hits += c->hits;
+        u->misses += c->misses;
+        if (c->reads && c->reads < u->reads_min)
+            u->reads_min = c->reads;
+        if (c->reads > u->reads_max)
+            u->reads_max = c->reads;
+    }
+    if (u->reads_min == UINT64_MAX)
+        u->reads_min = 0;
+}
+
+/* One unit of the pager's stats JSON (or the chunks summed). */
+struct pager_unit { int layer, expert; uint64_t loads, faults, bytes, evictions, cache_hits,
+                    prefetch_hits, misses; };
+
+static void pager_unit_add(struct pager_unit *d, const struct jv *u)
+{
+    d->loads += jv_u64(u, "loads");
+    d->faults += jv_u64(u, "faults");
+    d->bytes += jv_u64(u, "bytes_read");
+    d->evictions += jv_u64(u, "evictions");
+    d->cache_hits += jv_u64(u, "cache_hits");
+    d->prefetch_hits += jv_u64(u, "prefetch_hits");
+    d->misses += jv_u64(u, "misses");
+}
+
+static bool unit_matches(const struct tr_stats *s, const struct pager_unit *p)
+{
+    struct unit_sum t;
+    trace_sum(s, p->layer, p->expert, &t);
+    uint64_t acq = p->cache_hits + p->prefetch_hits + p->misses;
+    /* chunks: one key for many units, so reads per kind say nothing of loads */
+    bool loads_ok = p->layer < 0 || (p->faults ? t.reads_min >= p->loads :
+                                     t.reads_min == p->loads && t.reads_max == p->loads);
+    bool ok = t.faults == p->faults && t.bytes == p->bytes && t.evictions == p->evictions &&
+              loads_ok && t.hits + t.misses == acq && t.hits >= p->cache_hits &&
+              t.misses >= p->misses;
+    if (!ok)
+        fprintf(stderr, "  L%d E%d: trace faults %llu bytes %llu reads/kind %llu..%llu evicts "
+                "%llu hit %llu miss %llu; pager faults %llu bytes %llu loads %llu evicts %llu "
+                "acquires %llu (cache hits %llu, misses %llu)\n", p->layer, p->expert,
+                (unsigned long long)t.faults, (unsigned long long)t.bytes,
+                (unsigned long long)t.reads_min, (unsigned long long)t.reads_max,
+                (unsigned long long)t.evictions, (unsigned long long)t.hits,
+                (unsigned long long)t.misses, (unsigned long long)p->faults,
+                (unsigned long long)p->bytes, (unsigned long long)p->loads,
+                (unsigned long long)p->evictions, (unsigned long long)acq,
+                (unsigned long long)p->cache_hits, (unsigned long long)p->misses);
+    return ok;
+}
+
+/* Every unit, the chunks summed, and the totals; returns the pager's faults. */
+static uint64_t compare_run(const char *name, const struct tr_stats *s, const struct jv *ps)
+{
+    const struct jv *units = jv_get(ps, "units"), *tot = jv_get(ps, "totals");
+    CHECK(units && units->t == J_ARR && tot, "%s: pager stats have no units", name);
+    if (!units || units->t != J_ARR || !tot)
+        return 0;
+    struct pager_unit chunks = { .layer = -1, .expert = -1 };
+    int bad = 0, experts = 0;
+    for (int i = 0; i < units->n; i++) {
+        const struct jv *u = &units->items[i];
+        struct pager_unit p = { jv_i32(u, "layer"), jv_i32(u, "expert"), 0, 0, 0, 0, 0, 0, 0 };
+        if (p.layer < 0) {
+            pager_unit_add(&chunks, u);
+            continue;
+        }
+        pager_unit_add(&p, u);
+        experts++;
+        bad += !unit_matches(s, &p);
+    }
+    bad += !unit_matches(s, &chunks);
+    CHECK(bad == 0, "%s: %d of %d experts (+ chunks) differ from the pager's stats", name, bad,
+          experts);
+    struct fl_tr_counts sum = { 0 };
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    CHECK(sum.faults == jv_u64(tot, "faults") && sum.read_bytes == jv_u64(tot, "bytes_read") &&
+          sum.prefetches == jv_u64(tot, "prefetches") &&
+          sum.evictions == jv_u64(tot, "evictions"),
+          "%s: totals: trace faults %llu bytes %llu prefetches %llu evictions %llu, pager "
+          "%llu/%llu/%llu/%llu", name, (unsigned long long)sum.faults,
+          (unsigned long long)sum.read_bytes, (unsigned long long)sum.prefetches,
+          (unsigned long long)sum.evictions, (unsigned long long)jv_u64(tot, "faults"),
+          (unsigned long long)jv_u64(tot, "bytes_read"),
+          (unsigned long long)jv_u64(tot, "prefetches"),
+          (unsigned long long)jv_u64(tot, "evictions"));
+    uint64_t acq = jv_u64(tot, "cache_hits") + jv_u64(tot, "prefetch_hits") +
+                   jv_u64(tot, "misses");
+    CHECK(acq > 0 && jv_u64(tot, "loads") > 0 && jv_u64(tot, "evictions") > 0,
+          "%s: the run must acquire, load and evict experts", name);
+    printf("%s: %d experts + chunks: %llu loads, %llu faults, %llu bytes, %llu evictions, hit "
+           "rate %.1f%% (%llu acquires): trace == pager stats%s\n", name, experts,
+           (unsigned long long)jv_u64(tot, "loads"), (unsigned long long)sum.faults,
+           (unsigned long long)sum.read_bytes, (unsigned long long)sum.evictions,
+           sum.hits + sum.misses ? 100.0 * (double)sum.hits / (double)(sum.hits + sum.misses) :
+           0.0, (unsigned long long)acq, bad ? " FAILED" : "");
+    return jv_u64(tot, "faults");
+}
+
+/* faultline run in uffd mode under the tracer; must_fault: the placement
+ * puts non-expert tensors on disk, which the engine touches without
+ * acquiring, so they fault in. */
+static void run_case(const char *cli, const char *name, const char *model, const char *flags,
+                     bool must_fault, const char *dir)
+{
+    char json[512], stats[512], fl[256];
+    snprintf(json, sizeof(json), "%s/run-%s.trace.json", dir, name);
+    snprintf(stats, sizeof(stats), "%s/run-%s.stats.json", dir, name);
+    snprintf(fl, sizeof(fl), "%s", flags);
+    char *av[40] = { "trace", "--quiet", "--out", json, "--", (char *)cli, "run", "-m",
+                     (char *)model, "-p", "hello world", "-n", "16", "--temp", "0",
+                     "--pager", "uffd", "--stats-json", stats };
+    int ac = 19;
+    for (char *t = strtok(fl, " "); t && ac < 38; t = strtok(NULL, " "))
+        av[ac++] = t;
+    av[ac] = NULL;
+    fflush(stdout);
+    int rc = cli_trace(ac, av);
+    CHECK(rc == 0, "%s: faultline trace -- faultline run exited %d", name, rc);
+    struct tr_stats *s = tr_stats_new();
+    struct fl_err err = { { 0 } };
+    struct jv ps = { 0 };
+    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
+    if (jv_parse_file(stats, NULL, &ps, &err) == 0) {
+        uint64_t faults = compare_run(name, s, &ps);
+        uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
+        CHECK(must_fault ? faults > 0 && pf >= faults : faults == 0,
+              "%s: pager faults %llu, region page faults %llu", name,
+              (unsigned long long)faults, (unsigned long long)pf);
+        jv_free(&ps);
+    } else {
+        CHECK(0, "%s", err.msg);
+    }
+    tr_stats_free(s);
+}
+
 /* -p: attach to a driver that is already running; it learns the region
  * from /proc and stops when the process ends. */
 static void attached(const char *driver, const char *dir)
@@ -212,6 +383,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++)
             one(argv[1], models[i], keep ? keep : dir);
     attached(argv[1], keep ? keep : dir);
+    const char *cli = getenv("FL_CLI");
+    if (cli && argc <= 2) {
+        const char *d = keep ? keep : dir;
+        run_case(cli, "qwen3moe-disk-moe", models[0], "--disk-moe --ram-budget 600K", false, d);
+        run_case(cli, "mixtral-disk-moe", models[1], "--disk-moe --ram-budget 1M", false, d);
+        run_case(cli, "qwen3moe-attn-faults", models[0],
+                 "-ot attn_output=disk,exps=disk --ram-budget 1M", true, d);
+    }
     const char *probes = getenv("FL_TRACE_PROBES");
     if (probes)
         other_probes(probes, keep ? keep : dir);

@@ -28,6 +28,7 @@ static int usage(FILE *out)
     fprintf(out, "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 512] [-r 5]\n"
                  "Prints llama-bench's table: pp<P> (one batch of P tokens) and tg<N> (N single-\n"
                  "token decodes), t/s as mean ± sd over R repetitions. -p 0 or -n 0 skips a test.\n");
+    eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
 

@@ -93,6 +93,7 @@ static int usage(void)
             "Writes FLRF logits (every prompt position, then N greedy tokens) and FLRT\n"
             "routing as tests/data/ref/README.md describes. --all-logits also stores the\n"
             "logits of the generated positions (for `faultline compare`'s near-tie check).\n");
+    eng_session_print_usage(stderr);
     return 2;
 }
 

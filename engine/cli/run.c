@@ -30,6 +30,7 @@ static int usage(FILE *out)
             "                     [--repeat-penalty 1.0] [--repeat-last-n 64] [--seed S] [--chat]\n"
             "Generates up to N tokens (stops early at end of generation or a full context).\n"
             "--temp 0 is greedy. --chat wraps the prompt in the model family's chat format.\n");
+    eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
 

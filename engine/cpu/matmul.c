@@ -17,6 +17,14 @@
  * Q8 input are ~280 KB: they stay in L2 while the unit's weight rows are
  * streamed past them once). */
 #define FL_MM_TOKEN_BLOCK 64
+/* Rows per tile for one token (decode). Each weight byte is then used once
+ * and comes from DRAM: reading one row after another makes each thread's
+ * reads a single sequential stream, which the hardware prefetcher follows;
+ * 2-4 rows read side by side (the register tiles) interleave streams and
+ * ran 2-2.5x slower on Zen 4 for Q8_0 and Q4_K weights larger than the
+ * caches (bench-kernels -k 1024 -m 65536), while sharing the one token's
+ * activation loads gains little. */
+#define FL_MM_DECODE_ROWS 1
 /* Units per thread to aim for, so threads slowed by page faults or other
  * load even out. */
 #define FL_MM_UNITS_PER_THREAD 8
@@ -242,7 +250,7 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
     const int one = n_rows == 1 && k->tile1[w_type];
     struct mm_job j = {
         .tile = one ? k->tile1[w_type] : k->tile[w_type], .vec_dot = k->vec_dot[w_type],
-        .tr = one ? k->tile1_r[w_type] : k->tile_r[w_type], .tc = k->tile_c[w_type],
+        .tr = n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[w_type], .tc = k->tile_c[w_type],
         .w = w, .ws = fl_row_size(w_type, xq->n_in), .n_in = (int)xq->n_in,
         .n_out = n_out, .xq = xq, .rows = rows, .out_rows = out_rows, .n_rows = n_rows,
         .y = y, .ldy = ldy,

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# bench-prefetch.sh: the prefetch x cache-policy grid (docs/prefetch.md).
+#
+# Every predictor (--prefetch none, router, lookahead:1, history) with every
+# cache policy (--cache lru, lfu-decay, pinned-hot) at caps of 15, 25 and 50 %
+# of the file, each run inside a memory cgroup capped there (v1 memory
+# controller, or v2; the cap covers the page cache) after dropping caches, as
+# scripts/bench-oversize.sh does (its run_capped logic, copied small here).
+# faultline's expert budget = cap - its RAM-tier bytes - RESERVE_MIB. A run
+# is `faultline bench -p 0 -n N_GEN` (1 warm-up + N_GEN decodes of random
+# tokens, 2 threads); pinned-hot's profile comes from one calibration run
+# first (a prefill of N_CAL tokens with the 50 % cap's expert budget,
+# --stats-json), so the profile never saw the measured decode.
+#
+# env: MODEL=FILE   default: the oversize benchmark's model (qwen3moe Q4_K, n_embd
+#                   2048, 24 layers, 64 experts top-8, expert n_ff 768, 4.05 GiB;
+#                   generated once under ~/.cache/faultline like bench-oversize.sh)
+#      N_GEN=16 N_CAL=64 THREADS=2 RESERVE_MIB=160 CAPS="15 25 50"
+#      PREFETCH="none router lookahead:1 history" CACHE="lru lfu-decay pinned-hot"
+#      FL=build/faultline  KEEP=1 (keep raw outputs)
+# Needs root (cgroups, drop_caches) and python3. Prints one table, sorted by
+# decode tokens/s within each cap.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N_GEN=${N_GEN:-16} N_CAL=${N_CAL:-64} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-160}
+CAPS=${CAPS:-15 25 50}
+PREFETCH=${PREFETCH:-none router lookahead:1 history}
+CACHE=${CACHE:-lru lfu-decay pinned-hot}
+FL=${FL:-build/faultline}
+say() { echo "bench-prefetch: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "needs root (memory cgroups, drop_caches)"
+command -v python3 >/dev/null || die "needs python3"
+if [ ! -x "$FL" ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build --target faultline >/dev/null
+  FL=build/faultline
+fi
+work=$(mktemp -d /tmp/bench-prefetch.XXXXXX)
+cg=""
+cleanup() {
+  [ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
+  if [ -n "${KEEP:-}" ]; then say "raw outputs kept in $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/faultline
+model=${MODEL:-$cache/oversize-qwen3moe-Q4_K.gguf}
+if [ ! -f "$model" ]; then
+  [ -n "${MODEL:-}" ] && die "$model: no such file"
+  mkdir -p "$cache"
+  say "generating $model (once)"
+  "$FL" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 --top-k 8 \
+    --expert-ff 768 --seed 1 -o "$model.tmp" >&2
+  mv "$model.tmp" "$model"
+fi
+size=$(stat -c %s "$model")
+ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
+[ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
+
+# run_capped LIMIT NAME CMD...: CMD in a fresh memory cgroup after dropping
+# caches; $work/NAME.{out,err,io} (.io: block-device bytes read, seconds, exit).
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop caches"; }
+run_capped() {
+  local limit=$1 name=$2; shift 2
+  if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+    cg=/sys/fs/cgroup/memory/fl-prefetch-$$-$name; mkdir "$cg"
+    echo "$limit" >"$cg/memory.limit_in_bytes"
+  else
+    local v2=/sys/fs/cgroup
+    [ -f /sys/fs/cgroup/unified/cgroup.controllers ] && v2=/sys/fs/cgroup/unified
+    grep -qw memory $v2/cgroup.controllers 2>/dev/null || die "no memory cgroup controller"
+    echo "+memory" >"$v2/cgroup.subtree_control" 2>/dev/null || true
+    cg=$v2/fl-prefetch-$$-$name; mkdir "$cg"
+    echo "$limit" >"$cg/memory.max"
+  fi
+  drop_caches
+  python3 - "$work/$name" "$cg" "$@" <<'PY' || true
+import os, sys, time
+out, cg, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+t0 = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    with open(cg + "/cgroup.procs", "w") as f:
+        f.write(str(os.getpid()))
+    fo = os.open(out + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fe = os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fo, 1); os.dup2(fe, 2)
+    os.execvp(cmd[0], cmd)
+_, st, ru = os.wait4(pid, 0)
+rc = os.waitstatus_to_exitcode(st)
+with open(out + ".io", "w") as f:
+    f.write(f"{ru.ru_inblock * 512} {time.monotonic() - t0:.3f} {rc if rc >= 0 else 128 - rc}\n")
+PY
+  rmdir "$cg" 2>/dev/null || true
+  cg=""
+  local rc; read -r _ _ rc <"$work/$name.io"
+  [ "$rc" -eq 0 ] || { say "$name failed (exit $rc):"; tail -2 "$work/$name.err" >&2; }
+  return 0
+}
+
+budget_for() { echo $(( size * $1 / 100 - ram_tier - RESERVE_MIB * 1048576 )); }
+drop_caches
+bw_mib=$(count=$((size / 8388608 < 128 ? size / 8388608 : 128)); \
+  dd if="$model" of=/dev/null bs=8M count=$count iflag=direct 2>&1 | \
+  awk -v n=$count '/copied/ { for (i = 1; i <= NF; i++) if ($i ~ /^s,?$/) t = $(i - 1); print n * 8 / t }')
+say "model $model ($((size / 1048576)) MiB, RAM tier $((ram_tier / 1048576)) MiB); disk ${bw_mib:-?} MiB/s"
+common=(-m "$model" -t "$THREADS" -r 1 --disk-moe)
+profile=$work/profile.json
+# (capped at the file size: prefill scratch grows with the batch, and this run
+# only counts expert uses)
+say "calibration: prefill of $N_CAL tokens, expert budget of the 50 % cap -> pinned-hot profile"
+run_capped "$size" calibrate "$FL" bench "${common[@]}" -p "$N_CAL" -n 0 \
+  --ram-budget "$(budget_for 50)" --stats-json "$profile"
+[ -s "$profile" ] || die "calibration run wrote no profile"
+for pct in $CAPS; do
+  budget=$(budget_for "$pct")
+  [ "$budget" -gt 0 ] || { say "cap $pct %: no room for experts, skipped"; continue; }
+  for pf in $PREFETCH; do
+    for c in $CACHE; do
+      name="c$pct-${pf//:/_}-$c"
+      arg=$c; [ "$c" = pinned-hot ] && arg="pinned-hot:$profile"
+      say "cap $pct % (expert budget $((budget / 1048576)) MiB): --prefetch $pf --cache $c"
+      run_capped $((size * pct / 100)) "$name" "$FL" bench "${common[@]}" -p 0 -n "$N_GEN" \
+        --ram-budget "$budget" --prefetch "$pf" --cache "$arg" --stats --stats-json "$work/$name.json"
+    done
+  done
+done
+
+# --- the table: per cap, sorted by decode t/s ---------------------------------
+python3 - "$work" "$size" "$ram_tier" "$RESERVE_MIB" "$N_GEN" "${bw_mib:-0}" "$CAPS" \
+  "$PREFETCH" "$CACHE" "$model" <<'PY'
+import json, os, re, sys
+work, size, ram_tier, reserve, n_gen = sys.argv[1], *map(int, sys.argv[2:6])
+bw = float(sys.argv[6]) * 1048576
+caps, pfs, caches, model = sys.argv[7].split(), sys.argv[8].split(), sys.argv[9].split(), sys.argv[10]
+MiB = 1048576.0
+tokens = n_gen + 1  # bench's warm-up decode is in the statistics too
+
+def read(path):
+    try:
+        return open(path).read()
+    except OSError:
+        return ""
+
+def row(pct, pf, c):
+    name = f"c{pct}-{pf.replace(':', '_')}-{c}"
+    tps = None
+    for line in read(f"{work}/{name}.out").splitlines():
+        cols = [x.strip() for x in line.split("|")]
+        if len(cols) > 7 and cols[6] == f"tg{n_gen}":
+            tps = float(cols[7].split()[0])
+    try:
+        t = json.loads(read(f"{work}/{name}.json"))["totals"]
+    except ValueError:
+        t = None
+    err = read(f"{work}/{name}.err")
+    m = re.search(r"precision ([\d.]+)%, recall ([\d.]+)%", err)
+    ready = re.search(r"([\d.]+)% of routed experts resident when chosen", err)
+    r = {"pct": int(pct), "pf": pf, "cache": c, "tps": tps}
+    if t:
+        # hit = the expert was resident when the router chose it
+        r["hit"] = float(ready.group(1)) if ready else 0.0
+        r["read"] = t["bytes_read"] / tokens / MiB
+        r["stall"] = t["stall_ns"] / tokens / 1e6
+        r["bound"] = bw / (t["bytes_read"] / tokens) if t["bytes_read"] and bw else float("inf")
+    r["prec"], r["rec"] = (m.group(1), m.group(2)) if m else ("-", "-")
+    return r
+
+print(f"\nbench-prefetch: {os.path.basename(model)}, {size / MiB:.0f} MiB, RAM tier "
+      f"{ram_tier / MiB:.0f} MiB, reserve {reserve} MiB; decode of {n_gen} tokens, "
+      f"disk {bw / MiB:.0f} MiB/s")
+print("| cap | expert budget | --prefetch | --cache | decode t/s | hit % | precision % | recall % "
+      "| MiB read/token | stall ms/token | I/O bound t/s |")
+print("| --: | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |")
+for pct in caps:
+    budget = size * int(pct) // 100 - ram_tier - reserve * 1048576
+    rows = [row(pct, pf, c) for pf in pfs for c in caches]
+    rows.sort(key=lambda r: -(r["tps"] or 0))
+    for r in rows:
+        if r["tps"] is None or "hit" not in r:
+            print(f"| {pct} % | {budget / MiB:.0f} MiB | {r['pf']} | {r['cache']} | failed | | | | | | |")
+            continue
+        bound = "inf" if r["bound"] == float("inf") else f"{r['bound']:.1f}"
+        print(f"| {pct} % | {budget / MiB:.0f} MiB | {r['pf']} | {r['cache']} | {r['tps']:.2f} | "
+              f"{r['hit']:.1f} | {r['prec']} | {r['rec']} | {r['read']:.1f} | {r['stall']:.1f} | "
+              f"{bound} |")
+PY
