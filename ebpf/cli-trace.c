@@ -29,8 +29,8 @@ static void usage(FILE *f)
         "  --interval S        seconds between live tables (default 1; 0: none)\n"
         "  --top N             rows of the per-expert tables (default 20)\n"
         "  --quiet             no live tables\n"
-        "  --detail            also each range's install and each io_uring request on the\n"
-        "                      timeline (costs the traced run more; tables are the same)\n"
+        "  --detail            also the pager's read latency, each range's install and each\n"
+        "                      io_uring request (three more probes per expert load)\n"
         "Needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF. See docs/trace.md.\n");
 }
 

@@ -24,10 +24,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 targ_tgid = 0;
 const volatile bool emit_events = true;
-/* Per-range installs and per-request io_uring completions: three or more of
- * each per expert load, on the pager's I/O path. Their counts and
- * histograms stay exact without them; the stream carries them only when
- * asked (--detail), which keeps the traced decode within its 3 % budget. */
+/* Per-request io_uring completions (three or more per expert load) go into
+ * the stream only with --detail; their histogram and counts are exact
+ * without. (--detail also attaches read_submit and installed: trace-bpf.c.) */
 const volatile bool emit_detail = false;
 
 /* The region learnt from the region USDT or from UFFDIO_REGISTER calls:
@@ -266,8 +265,7 @@ int BPF_USDT(installed, int layer, int expert, int kind, __u64 bytes, __u64 off)
         __sync_fetch_and_add(&c->installs, 1);
         __sync_fetch_and_add(&c->install_bytes, bytes);
     }
-    if (emit_detail)
-        emit(FL_TR_INSTALLED, layer, expert, kind, bytes, off, bpf_ktime_get_ns(), 0);
+    emit(FL_TR_INSTALLED, layer, expert, kind, bytes, off, bpf_ktime_get_ns(), 0);
     return 0;
 }
 

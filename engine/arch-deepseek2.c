@@ -314,6 +314,7 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
     int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
     for (int il = 0; !rc && il < a->n_trunk; il++) {
         const struct ds2_layer *L = &a->layers[il];
+        const struct eng_scratch_mark mark = eng_scratch_mark(c);
         eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
         mla_attention(c, il, &a->d, &L->mla, &a->rope, a->kq_scale, cur, b->n_tok, b->pos0, out);
         eng_add(x, out, n * e);
@@ -324,6 +325,7 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
             rc = moe_block(c, a, L, il, cur, b->n_tok, b->pos0, out, err);
         if (!rc)
             eng_add(x, out, n * e);
+        eng_scratch_release(c, mark);
     }
     if (!rc)
         eng_output(c, x, b, a->out_norm, a->output, m->hp.rms_eps);

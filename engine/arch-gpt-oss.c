@@ -252,6 +252,7 @@ static int oss_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
     int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
     for (int il = 0; !rc && il < m->hp.n_layer; il++) {
         const struct oss_layer *L = &a->layers[il];
+        const struct eng_scratch_mark mark = eng_scratch_mark(c);
         eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
         attn_block(c, a, il, cur, b, out);
         eng_add(x, out, n * e);
@@ -259,6 +260,7 @@ static int oss_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
         rc = moe_block(c, a, il, cur, b, out, err);
         if (!rc)
             eng_add(x, out, n * e);
+        eng_scratch_release(c, mark);
     }
     if (!rc)
         eng_output(c, x, b, a->out_norm, a->output, m->hp.rms_eps);

@@ -229,9 +229,11 @@ int eng_llama_family_forward(struct eng_ctx *c, const struct eng_batch *b, struc
     float *cs = eng_scratch_f32(c, (int64_t)b->n_tok * (hp->n_rot > 0 ? hp->n_rot : 1));
     eng_rope_table(cs, (int)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale, b->pos0, b->n_tok);
     for (int l = 0; l < hp->n_layer; l++) {
+        const struct eng_scratch_mark mark = eng_scratch_mark(c);
         attention_block(c, b, l, x, cs);
         if ((rc = ffn_block(c, b, l, x, err)))
             return rc;
+        eng_scratch_release(c, mark);
     }
     eng_output(c, x, b, d->output_norm, d->output, hp->rms_eps);
     return 0;

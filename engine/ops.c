@@ -21,6 +21,7 @@ struct arena_chunk {
 struct eng_arena {
     struct arena_chunk *head;
     size_t total; /* bytes handed out since the last reset */
+    size_t peak;  /* most bytes live at once since the last reset */
 };
 
 int eng_arena_create(struct eng_arena **out)
@@ -62,13 +63,14 @@ static struct arena_chunk *new_chunk(size_t size)
 void eng_arena_reset(struct eng_arena *a)
 {
     if (a->head && a->head->next) {
-        size_t want = a->total + 4096;
+        size_t want = (a->peak > a->total ? a->peak : a->total) + 4096;
         free_chunks(a->head);
         a->head = new_chunk(want);
     } else if (a->head) {
         a->head->used = 0;
     }
     a->total = 0;
+    a->peak = 0;
 }
 
 void *eng_scratch(struct eng_ctx *c, size_t bytes)
@@ -86,7 +88,28 @@ void *eng_scratch(struct eng_ctx *c, size_t bytes)
     void *p = a->head->data + a->head->used;
     a->head->used += bytes;
     a->total += bytes;
+    if (a->total > a->peak)
+        a->peak = a->total;
     return p;
+}
+
+struct eng_scratch_mark eng_scratch_mark(struct eng_ctx *c)
+{
+    struct eng_arena *a = c->arena;
+    return (struct eng_scratch_mark){ .chunk = a->head, .used = a->head ? a->head->used : 0,
+                                      .total = a->total };
+}
+
+void eng_scratch_release(struct eng_ctx *c, struct eng_scratch_mark m)
+{
+    struct eng_arena *a = c->arena;
+    /* chunks opened since the mark are kept (the next layer needs as much)
+     * but emptied; the marked chunk goes back to where it was */
+    for (struct arena_chunk *ch = a->head; ch && ch != m.chunk; ch = ch->next)
+        ch->used = 0;
+    if (m.chunk)
+        ((struct arena_chunk *)m.chunk)->used = m.used;
+    a->total = m.total;
 }
 
 float *eng_scratch_f32(struct eng_ctx *c, int64_t n)

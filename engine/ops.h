@@ -55,6 +55,15 @@ void eng_arena_reset(struct eng_arena *a); /* done by eng_forward */
  * NULL: aborts on out-of-memory (a forward pass cannot continue without it). */
 void *eng_scratch(struct eng_ctx *c, size_t bytes);
 float *eng_scratch_f32(struct eng_ctx *c, int64_t n);
+/* A layer's scratch is dead once the layer is done: mark before the layer,
+ * release after, and scratch stays at one layer's worth instead of growing
+ * with the layer count (it competes with the paged experts for RAM). */
+struct eng_scratch_mark {
+    void *chunk;
+    size_t used, total;
+};
+struct eng_scratch_mark eng_scratch_mark(struct eng_ctx *c);
+void eng_scratch_release(struct eng_ctx *c, struct eng_scratch_mark m);
 
 /* --- KV cache (F16) -------------------------------------------------------- */
 

@@ -94,9 +94,9 @@ static void one(const char *driver, const char *model, const char *dir)
     snprintf(json, sizeof(json), "%s/%s.trace.json", dir, base);
     snprintf(html, sizeof(html), "%s/%s.report.html", dir, base);
     snprintf(stats, sizeof(stats), "%s/%s.stats.json", dir, base);
-    char *av[] = { "trace", "--quiet", "--out", json, "--report", html, "--",
+    char *av[] = { "trace", "--quiet", "--detail", "--out", json, "--report", html, "--",
                    (char *)driver, (char *)model, stats, "40", NULL };
-    int rc = cli_trace(11, av);
+    int rc = cli_trace(12, av);
     CHECK(rc == 0, "%s: faultline trace exited %d", model, rc);
     struct tr_stats *s = tr_stats_new();
     struct fl_err err = { { 0 } };
@@ -104,6 +104,19 @@ static void one(const char *driver, const char *model, const char *dir)
     CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
     CHECK(jv_parse_file(stats, NULL, &ps, &err) == 0, "%s", err.msg);
     compare(model, s, &ps);
+    /* --detail: every read is timed from its submission and installed */
+    struct fl_tr_counts sum = { 0 };
+    struct fl_tr_hist rh;
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    tr_stats_metric_hist(s, FL_TM_READ, &rh);
+    CHECK(sum.reads > 0 && sum.installs == sum.reads && rh.count == sum.reads,
+          "%s --detail: %llu reads, %llu installs, %llu timed reads", model,
+          (unsigned long long)sum.reads, (unsigned long long)sum.installs,
+          (unsigned long long)rh.count);
     const struct tr_thread *t;
     int nt = tr_stats_n_threads(s, &t), named = 0;
     for (int i = 0; i < nt; i++)
