@@ -346,7 +346,9 @@ int BPF_USDT(miss, int layer, int expert, int kind, __u64 bytes, __u64 off)
     return 0;
 }
 
-/* region(base, size): proposed pager probe naming the region outright. */
+/* region(base, size): the pager mapped its region (pg_region_map, before
+ * the first fault): the page-fault filter, and user space's base for
+ * turning fault addresses into file offsets. */
 SEC("usdt")
 int BPF_USDT(region, __u64 base, __u64 size)
 {

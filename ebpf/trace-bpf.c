@@ -139,7 +139,8 @@ static int attach_all(struct tr_session *s, struct fl_err *err)
         { k->progs.read_done, "read_done", true },
         { d ? k->progs.installed : NULL, "installed", true },
         { k->progs.prefetch, "prefetch", true },       { k->progs.evict, "evict", true },
-        /* Probes that later code adds (GPU copies, the region, acquire outcomes). */
+        /* Optional: copies exist only in CUDA builds; a faultline older than
+         * the region and hit/miss probes is still traced, without them. */
         { k->progs.copy_begin, "copy_begin", false },  { k->progs.copy_end, "copy_end", false },
         { k->progs.region, "region", false },          { k->progs.hit, "hit", false },
         { k->progs.miss, "miss", false },

@@ -110,9 +110,11 @@ void tr_json_event(struct tr_json *w, const struct fl_tr_event *ev, uint32_t wai
                 tr_kind_name(ev->kind), ev->dur_ns, ev->offset);
         break;
     }
-    case FL_TR_READ_DONE:
+    case FL_TR_READ_DONE:   /* a slice when its submission was timed (--detail) */
         if (ev->dur_ns)
             async_slice(w, "io", "read", ev, ev->tid);
+        else
+            instant(w, "io", "read done", ev);
         break;
     case FL_TR_COPY_END:
         if (ev->dur_ns)

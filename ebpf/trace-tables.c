@@ -62,6 +62,8 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
         t.evictions += u[i].c.evictions;
         t.copies += u[i].c.copies;
         t.copy_bytes += u[i].c.copy_bytes;
+        t.hits += u[i].c.hits;
+        t.misses += u[i].c.misses;
     }
     const struct tr_meta *m = tr_stats_meta((struct tr_stats *)s);
     const uint64_t *g = tr_stats_globals((struct tr_stats *)s);
@@ -74,6 +76,10 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
             " requests done; prefetches %" PRIu64 ", evictions %" PRIu64 "\n", t.reads,
             (double)t.read_bytes / MIB, secs > 0 ? (double)t.read_bytes / MIB / secs : 0.0,
             g[FL_TG_URING_DONE], t.prefetches, t.evictions);
+    if (t.hits + t.misses)
+        fprintf(out, "  acquires %" PRIu64 ": found resident %" PRIu64 ", waited %" PRIu64
+                " (hit rate %.1f%%)\n", t.hits + t.misses, t.hits, t.misses,
+                100.0 * (double)t.hits / (double)(t.hits + t.misses));
     if (t.copies)
         fprintf(out, "  host->GPU copies %" PRIu64 ", %.2f MiB\n", t.copies,
                 (double)t.copy_bytes / MIB);

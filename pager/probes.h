@@ -18,6 +18,8 @@
  *   evict         a unit was evicted (bytes = its charge, offset of its first range)
  *   hit           pager_acquire found the expert resident (bytes = charge, first offset)
  *   miss          pager_acquire had to wait for it (bytes = charge, first offset)
+ *   acquired      that wait ended with the expert resident (bytes = the wait in ns,
+ *                 the same interval the pager's stats count as one stall; first offset)
  *   region        (two args) the region was mapped: base address, mapped size
  */
 #ifndef FL_PAGER_PROBES_H
@@ -42,6 +44,7 @@
 #define FL_PROBE_EVICT(l, e, k, b, o)       FL_PROBE_(evict, l, e, k, b, o)
 #define FL_PROBE_HIT(l, e, k, b, o)         FL_PROBE_(hit, l, e, k, b, o)
 #define FL_PROBE_MISS(l, e, k, b, o)        FL_PROBE_(miss, l, e, k, b, o)
+#define FL_PROBE_ACQUIRED(l, e, k, b, o)    FL_PROBE_(acquired, l, e, k, b, o)
 #define FL_PROBE_REGION(base, size) \
     DTRACE_PROBE2(faultline, region, (uint64_t)(uintptr_t)(base), (uint64_t)(size))
 

@@ -475,10 +475,14 @@ int pager_acquire(struct pager *p, int layer, int expert)
         pg_request_locked(p, u, true);
         while (n->state != PG_RESIDENT && (rc = atomic_load(&p->failed)) == 0)
             pthread_cond_wait(&p->cv, &p->mu);
-        if (rc == 0)
-            pg_stall_record(p, pg_now_ns() - t0);
-        else
+        if (rc == 0) {
+            uint64_t waited = pg_now_ns() - t0;
+            pg_stall_record(p, waited);
+            FL_PROBE_ACQUIRED(n->layer, n->expert, p->ranges[n->first].kind, waited,
+                              p->ranges[n->first].off);
+        } else {
             unpin(p, u);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return rc;

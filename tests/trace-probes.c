@@ -1,6 +1,7 @@
-/* trace-probes.c: fires the probes that no code fires yet, for
- * test-trace-live: host->GPU copies (engine/probes-gpu.h), the proposed
- * pager probes hit/miss and region, and page faults in that region.
+/* trace-probes.c: fires probes at known times and counts, for
+ * test-trace-live: host->GPU copies (engine/probes-gpu.h, which only CUDA
+ * builds fire), the pager's hit/miss and region probes, and page faults in
+ * that region.
  *
  * usage: trace-probes N   (N copies of 8192 bytes, each ~200 us long) */
 #include <stdlib.h>

@@ -21,9 +21,10 @@
  * and comes from DRAM: reading one row after another makes each thread's
  * reads a single sequential stream, which the hardware prefetcher follows;
  * 2-4 rows read side by side (the register tiles) interleave streams and
- * ran 2-2.5x slower on Zen 4 for Q8_0 and Q4_K weights larger than the
- * caches (bench-kernels -k 1024 -m 65536), while sharing the one token's
- * activation loads gains little. */
+ * ran up to 2.5x slower on Zen 4 with weights larger than the caches
+ * (bench-kernels -m 65536: Q8_0, Q6_K, 4096-wide Q4_K), while sharing the
+ * one token's activation loads gains little. Rows only choose which
+ * outputs share loads, so this changes no bits (see matmul.h). */
 #define FL_MM_DECODE_ROWS 1
 /* Units per thread to aim for, so threads slowed by page faults or other
  * load even out. */
