@@ -68,7 +68,8 @@ struct {
     __uint(max_entries, 16384);
     __type(key, __u64);
     __type(value, __u64);
-} read_start SEC(".maps"), copy_start SEC(".maps"), uring_start SEC(".maps");
+} read_start SEC(".maps"), copy_start SEC(".maps"), uring_start SEC(".maps"),
+  miss_start SEC(".maps"); /* by thread: an acquire waits on the thread that missed */
 
 /* Threads already announced with an FL_TR_THREAD event. */
 struct {
@@ -343,6 +344,37 @@ int BPF_USDT(miss, int layer, int expert, int kind, __u64 bytes, __u64 off)
     struct fl_tr_counts *c = counts_of(layer, expert, kind);
     if (c)
         __sync_fetch_and_add(&c->misses, 1);
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    __u64 tkey = tid, now = bpf_ktime_get_ns();
+    bpf_map_update_elem(&miss_start, &tkey, &now, BPF_ANY);
+    return 0;
+}
+
+/* acquired: an acquire that missed got its expert; wait_ns is the wait the
+ * pager's stats count as a stall (the counters keep it). The histogram times
+ * the same wait on the kernel's clock, from this thread's miss probe: a check
+ * on the pager's number (docs/trace.md) and the only timing a -p attach that
+ * came in mid-wait lacks. It fires on the thread that waited, so the event's
+ * tid is the waiter (a fault stall's waiter must be matched from its page
+ * fault instead). */
+SEC("usdt")
+int BPF_USDT(acquired, int layer, int expert, int kind, __u64 wait_ns, __u64 off)
+{
+    if (!ours())
+        return 0;
+    struct fl_tr_counts *c = counts_of(layer, expert, kind);
+    if (c) {
+        __sync_fetch_and_add(&c->acq_stalls, 1);
+        __sync_fetch_and_add(&c->acq_stall_ns, wait_ns);
+    }
+    __u64 tkey = (__u32)bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+    __u64 *t0 = bpf_map_lookup_elem(&miss_start, &tkey), seen = wait_ns;
+    if (t0) {
+        seen = now - *t0;
+        bpf_map_delete_elem(&miss_start, &tkey);
+    }
+    hist_add(layer, expert, kind, FL_TM_ACQUIRE, seen);
+    emit(FL_TR_ACQUIRED, layer, expert, kind, 0, off, now, wait_ns);
     return 0;
 }
 

@@ -143,7 +143,7 @@ static int attach_all(struct tr_session *s, struct fl_err *err)
          * the region and hit/miss probes is still traced, without them. */
         { k->progs.copy_begin, "copy_begin", false },  { k->progs.copy_end, "copy_end", false },
         { k->progs.region, "region", false },          { k->progs.hit, "hit", false },
-        { k->progs.miss, "miss", false },
+        { k->progs.miss, "miss", false },              { k->progs.acquired, "acquired", false },
         { k->progs.page_fault_user, NULL, true },
         { k->progs.uring_submit, NULL, true },         { k->progs.uring_complete, NULL, true },
     };

@@ -38,6 +38,7 @@ enum fl_tr_type {
     FL_TR_URING_DONE,    /* io_uring_complete of a request the process submitted; bytes = res */
     FL_TR_REGION,        /* the region probe: offset = base address, bytes = size */
     FL_TR_THREAD,        /* precedes a thread's first event: bytes..offset = its comm[16] */
+    FL_TR_ACQUIRED,      /* pager_acquire's wait ended: dur_ns = the wait, tid = the waiter */
     FL_TR_N_TYPES
 };
 
@@ -47,6 +48,7 @@ enum fl_tr_metric {
     FL_TM_READ,      /* read_submit -> read_done (the pager's view of one read) */
     FL_TM_COPY,      /* copy_begin -> copy_end (host -> GPU) */
     FL_TM_URING,     /* io_uring submit_req -> complete, in the kernel (not per expert) */
+    FL_TM_ACQUIRE,   /* acquired: how long a pager_acquire waited for the expert to load */
     FL_TM_N
 };
 
@@ -85,6 +87,10 @@ struct fl_tr_counts {
     fl_u64 prefetches, evictions;
     fl_u64 copies, copy_bytes;
     fl_u64 hits, misses;           /* acquire outcomes (probes hit/miss, when the pager has them) */
+    /* acquired: the waits of acquires that missed. The engine acquires every
+     * expert before touching it, so in a normal run these are its stalls; the
+     * pager counts both kinds in its stats' stall_count. */
+    fl_u64 acq_stalls, acq_stall_ns;
 };
 
 /* Process-wide counters (one array slot each). */

@@ -53,6 +53,7 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
     }
     fprintf(f, "<h2>Layer &times; expert</h2><p><span id=\"metric-buttons\">"
             "<button data-m=\"faults\" class=\"on\">faults</button>"
+            "<button data-m=\"waits\">acquire waits</button>"
             "<button data-m=\"stall\">stall time (ms)</button>"
             "<button data-m=\"p99\">p99 stall (&micro;s)</button></span>"
             " <span class=\"muted\" id=\"legend\">max %" PRIu64 " faults</span></p>\n", fmax);
@@ -75,17 +76,22 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
             uint64_t p99 = 0;
             if (p < end && p->layer == l && p->expert == e) {
                 c = p->c;
-                p99 = tr_hist_quantile(&p->stall, 0.99);
+                struct fl_tr_hist h = p->stall; /* fault and acquire stalls */
+                tr_hist_merge(&h, &p->acquire);
+                p99 = tr_hist_quantile(&h, 0.99);
             }
             char col[32];
             color(fmax ? sqrt((double)c.faults / (double)fmax) : 0, col, sizeof(col));
             fprintf(f, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
                     "fill=\"%s\" data-layer=\"%d\" data-expert=\"%d\" data-faults=\"%" PRIu64
-                    "\" data-stall=\"%.3f\" data-p99=\"%.1f\"><title>layer %d expert %d: %" PRIu64
-                    " faults, %.3f ms stalled, p99 %.1f us, %.2f MiB read</title></rect>",
+                    "\" data-waits=\"%" PRIu64 "\" data-stall=\"%.3f\" data-p99=\"%.1f\">"
+                    "<title>layer %d"
+                    " expert %d: %" PRIu64 " faults, %" PRIu64 " acquire waits, %.3f ms stalled"
+                    " (%.3f acquire), p99 %.1f us, %.2f MiB read</title></rect>",
                     60 + e * cell, 30 + (l - lmin) * ch, cell, ch, col, l, e, c.faults,
-                    (double)c.stall_ns / 1e6, (double)p99 / 1e3, l, e, c.faults,
-                    (double)c.stall_ns / 1e6, (double)p99 / 1e3, (double)c.read_bytes / 1048576.0);
+                    c.acq_stalls, (double)tr_wait_ns(&c) / 1e6, (double)p99 / 1e3, l, e, c.faults,
+                    c.acq_stalls, (double)tr_wait_ns(&c) / 1e6, (double)c.acq_stall_ns / 1e6,
+                    (double)p99 / 1e3, (double)c.read_bytes / 1048576.0);
         }
     }
     fprintf(f, "\n</svg>\n");
@@ -146,11 +152,12 @@ static void stalls_table(FILE *f, const struct tr_stats *s)
     for (int i = 0; i < n; i++)
         t0 = st[i].ts_ns < t0 ? st[i].ts_ns : t0;
     fprintf(f, "<table id=\"stalls\"><tr><th>at (ms)</th><th>thread</th><th>layer</th>"
-            "<th>expert</th><th>kind</th><th>stall (&micro;s)</th></tr>\n");
+            "<th>expert</th><th>kind</th><th>stall (&micro;s)</th><th>waited in</th></tr>\n");
     for (int i = 0; i < n; i++)
         fprintf(f, "<tr><td>%.3f</td><td>%u</td><td>%d</td><td>%d</td><td>%s</td><td>%.1f</td>"
-                "</tr>\n", (double)(st[i].ts_ns - t0) / 1e6, st[i].tid, st[i].layer,
-                st[i].expert, tr_kind_name(st[i].kind), (double)st[i].dur_ns / 1e3);
+                "<td>%s</td></tr>\n", (double)(st[i].ts_ns - t0) / 1e6, st[i].tid, st[i].layer,
+                st[i].expert, tr_kind_name(st[i].kind), (double)st[i].dur_ns / 1e3,
+                tr_stall_src_name(st[i].src));
     fprintf(f, "</table>\n");
 }
 
@@ -168,7 +175,8 @@ static void html_text(FILE *f, const char *t, size_t n)
 }
 
 static const char *script =
-    "(function(){var units={faults:' faults',stall:' ms stalled',p99:' us p99'};"
+    "(function(){var units={faults:' faults',waits:' acquire waits',stall:' ms stalled',"
+    "p99:' us p99'};"
     "var cells=document.querySelectorAll('#heatmap .cell');"
     "function ramp(x){if(x<=0)return'#f0f0f0';x=Math.min(1,x);"
     "return'rgb('+Math.round(255-90*x)+','+Math.round(230-200*x)+','+Math.round(180-160*x)+')';}"
@@ -197,7 +205,7 @@ int tr_html_write(FILE *f, const struct tr_stats *s)
     }
     /* The totals (the tables' first lines) head the page; all tables close it. */
     size_t head = 0;
-    for (int nl = 0; txt && head < len && nl < 4; head++)
+    for (int nl = 0; txt && head < len && nl < 5; head++)
         nl += txt[head] == '\n';
     fprintf(f, "<pre id=\"summary\">");
     html_text(f, txt, head);
@@ -205,7 +213,9 @@ int tr_html_write(FILE *f, const struct tr_stats *s)
     heatmap(f, u, n);
     fprintf(f, "<h2>Latency histograms</h2>\n");
     const char *titles[] = { "Fault stall", "Pager read (submit &rarr; done)",
-                             "Host &rarr; GPU copy", "io_uring request (kernel)" };
+                             "Host &rarr; GPU copy", "io_uring request (kernel)",
+                             "Acquire wait (miss &rarr; resident)" };
+    _Static_assert(sizeof(titles) / sizeof(titles[0]) == FL_TM_N, "a title per metric");
     for (int k = 0; k < FL_TM_N; k++) {
         struct fl_tr_hist h;
         tr_stats_metric_hist(s, k, &h);

@@ -10,7 +10,8 @@
 
 static const char *counter_names[] = { "faults", "fault_bytes", "stalls", "stall_ns", "reads",
                                        "read_bytes", "installs", "install_bytes", "prefetches",
-                                       "evictions", "copies", "copy_bytes", "hits", "misses" };
+                                       "evictions", "copies", "copy_bytes", "hits", "misses",
+                                     "acquire_stalls", "acquire_stall_ns" };
 static const char *global_keys[] = { "ring_drops", "page_faults", "uring_submits", "uring_done",
                                      "uring_bytes" };
 
@@ -67,7 +68,10 @@ static void load_rest(const struct jv *fl, struct tr_stats *s)
         const struct jv *o = &st->items[i];
         struct tr_stall x = { jv_u64(o, "ts_ns"), jv_u64(o, "dur_ns"), jv_u64(o, "offset"),
                               (uint32_t)jv_u64(o, "tid"), jv_i32(o, "layer"), jv_i32(o, "expert"),
-                              (uint8_t)jv_u64(o, "kind") };
+                              (uint8_t)jv_u64(o, "kind"), 0 };
+        const struct jv *src = jv_get(o, "source"); /* absent in older traces: a fault */
+        if (src && src->t == J_STR)
+            x.src = strcmp(src->s, "acquire") ? TR_STALL_FAULT : TR_STALL_ACQUIRE;
         tr_stats_add_stall(s, &x);
     }
     const struct jv *th = jv_get(fl, "threads");

@@ -20,7 +20,8 @@ struct tr_json {
 
 static const char *field_names[] = { "faults", "fault_bytes", "stalls", "stall_ns", "reads",
                                      "read_bytes", "installs", "install_bytes", "prefetches",
-                                     "evictions", "copies", "copy_bytes", "hits", "misses" };
+                                     "evictions", "copies", "copy_bytes", "hits", "misses",
+                                     "acquire_stalls", "acquire_stall_ns" };
 _Static_assert(sizeof(field_names) / sizeof(field_names[0]) ==
                sizeof(struct fl_tr_counts) / sizeof(uint64_t), "a name per counter");
 
@@ -110,6 +111,14 @@ void tr_json_event(struct tr_json *w, const struct fl_tr_event *ev, uint32_t wai
                 tr_kind_name(ev->kind), ev->dur_ns, ev->offset);
         break;
     }
+    case FL_TR_ACQUIRED:    /* on the thread that waited: the probe fires there */
+        head(w, "X", "stall", ev->tid, ev->ts_ns - ev->dur_ns);
+        fprintf(w->f, ",\"dur\":%.3f", (double)ev->dur_ns / 1e3);
+        name(w, "acquire wait", ev);
+        fprintf(w->f, ",\"args\":{\"layer\":%d,\"expert\":%d,\"kind\":\"%s\",\"stall_ns\":%"
+                PRIu64 ",\"offset\":%" PRIu64 "}}", ev->layer, ev->expert,
+                tr_kind_name(ev->kind), ev->dur_ns, ev->offset);
+        break;
     case FL_TR_READ_DONE:   /* a slice when its submission was timed (--detail) */
         if (ev->dur_ns)
             async_slice(w, "io", "read", ev, ev->tid);
@@ -206,8 +215,9 @@ void tr_json_summary(FILE *f, const struct tr_stats *s)
     fprintf(f, ",\n\"stalls\":[");
     for (int i = 0; i < n; i++)
         fprintf(f, "%s\n {\"ts_ns\":%" PRIu64 ",\"dur_ns\":%" PRIu64 ",\"offset\":%" PRIu64
-                ",\"tid\":%u,\"layer\":%d,\"expert\":%d,\"kind\":%u}", i ? "," : "", st[i].ts_ns,
-                st[i].dur_ns, st[i].offset, st[i].tid, st[i].layer, st[i].expert, st[i].kind);
+                ",\"tid\":%u,\"layer\":%d,\"expert\":%d,\"kind\":%u,\"source\":\"%s\"}",
+                i ? "," : "", st[i].ts_ns, st[i].dur_ns, st[i].offset, st[i].tid, st[i].layer,
+                st[i].expert, st[i].kind, tr_stall_src_name(st[i].src));
     const struct tr_thread *t;
     n = tr_stats_n_threads(s, &t);
     fprintf(f, "],\n\"threads\":[");

@@ -236,14 +236,18 @@ void tr_stats_event(struct tr_stats *s, const struct fl_tr_event *ev, uint32_t s
         t->events++;
     if (ev->type == FL_TR_PAGE_FAULT && t)
         t->page_faults++;
-    if (ev->type != FL_TR_FAULT_END)
+    if (ev->type != FL_TR_FAULT_END && ev->type != FL_TR_ACQUIRED)
         return;
-    uint32_t who = stall_tid ? stall_tid : ev->tid;
+    /* An acquire's probe fires on the thread that waited; a fault's end on
+     * the pager's, so its waiter comes from the matching page fault. */
+    bool acq = ev->type == FL_TR_ACQUIRED;
+    uint32_t who = !acq && stall_tid ? stall_tid : ev->tid;
     struct tr_thread *w = tr_stats_thread(s, who);
     if (w)
         w->stall_ns += ev->dur_ns;
     struct tr_stall st = { ev->ts_ns - ev->dur_ns, ev->dur_ns, ev->offset, who,
-                           ev->layer, ev->expert, ev->kind };
+                           ev->layer, ev->expert, ev->kind,
+                           acq ? TR_STALL_ACQUIRE : TR_STALL_FAULT };
     tr_stats_add_stall(s, &st);
 }
 
@@ -332,8 +336,9 @@ int tr_stats_units(const struct tr_stats *s, struct tr_unit **out)
             if (!pass)
                 tr_counts_add(&u->c, val);
             else
-                tr_hist_merge(k.metric == FL_TM_STALL ? &u->stall : k.metric == FL_TM_READ
-                              ? &u->read : &u->copy, val);
+                tr_hist_merge(k.metric == FL_TM_STALL ? &u->stall
+                              : k.metric == FL_TM_READ ? &u->read
+                              : k.metric == FL_TM_ACQUIRE ? &u->acquire : &u->copy, val);
         }
     }
     if (!v)
@@ -356,8 +361,13 @@ void tr_stats_metric_hist(const struct tr_stats *s, int metric, struct fl_tr_his
 
 const char *tr_metric_name(int metric)
 {
-    static const char *n[] = { "stall", "read", "copy", "io_uring" };
+    static const char *n[] = { "stall", "read", "copy", "io_uring", "acquire" };
     return metric >= 0 && metric < FL_TM_N ? n[metric] : "?";
+}
+
+const char *tr_stall_src_name(int src)
+{
+    return src == TR_STALL_ACQUIRE ? "acquire" : "fault";
 }
 
 const char *tr_kind_name(int kind)

@@ -14,12 +14,17 @@
 #define TR_TOP_STALLS 20
 #define TR_MAX_THREADS 256
 
+enum tr_stall_src { TR_STALL_FAULT = 0, TR_STALL_ACQUIRE = 1 };
+
 struct tr_stall {          /* one long stall, for the "top stalls" table */
     uint64_t ts_ns, dur_ns, offset;
     uint32_t tid;
     int32_t layer, expert;
     uint8_t kind;
+    uint8_t src;           /* enum tr_stall_src: a page fault's or an acquire's wait */
 };
+/* "fault" or "acquire". */
+const char *tr_stall_src_name(int src);
 
 struct tr_thread {
     uint32_t tid;
@@ -64,8 +69,18 @@ int tr_stats_n_threads(const struct tr_stats *s, const struct tr_thread **v);
 struct tr_unit {
     int32_t layer, expert;
     struct fl_tr_counts c;
-    struct fl_tr_hist stall, read, copy;
+    struct fl_tr_hist stall, read, copy, acquire; /* stall: fault stalls only */
 };
+
+/* Every stall of c, fault and acquire: what generation waited for. */
+static inline uint64_t tr_wait_count(const struct fl_tr_counts *c)
+{
+    return c->stalls + c->acq_stalls;
+}
+static inline uint64_t tr_wait_ns(const struct fl_tr_counts *c)
+{
+    return c->stall_ns + c->acq_stall_ns;
+}
 int tr_stats_units(const struct tr_stats *s, struct tr_unit **out); /* count or -ENOMEM */
 
 void tr_counts_add(struct fl_tr_counts *dst, const struct fl_tr_counts *src);

@@ -44,34 +44,26 @@ void tr_print_hist(const struct fl_tr_hist *h, const char *title, FILE *out)
 static int by_stall_desc(const void *a, const void *b)
 {
     const struct tr_unit *x = a, *y = b;
-    if (x->c.stall_ns != y->c.stall_ns)
-        return x->c.stall_ns < y->c.stall_ns ? 1 : -1;
+    uint64_t wx = tr_wait_ns(&x->c), wy = tr_wait_ns(&y->c);
+    if (wx != wy)
+        return wx < wy ? 1 : -1;
     return x->c.read_bytes < y->c.read_bytes ? 1 : x->c.read_bytes > y->c.read_bytes ? -1 : 0;
 }
 
 static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int n, FILE *out)
 {
     struct fl_tr_counts t = { 0 };
-    for (int i = 0; i < n; i++) {
-        t.faults += u[i].c.faults;
-        t.stalls += u[i].c.stalls;
-        t.stall_ns += u[i].c.stall_ns;
-        t.read_bytes += u[i].c.read_bytes;
-        t.reads += u[i].c.reads;
-        t.prefetches += u[i].c.prefetches;
-        t.evictions += u[i].c.evictions;
-        t.copies += u[i].c.copies;
-        t.copy_bytes += u[i].c.copy_bytes;
-        t.hits += u[i].c.hits;
-        t.misses += u[i].c.misses;
-    }
+    for (int i = 0; i < n; i++)
+        tr_counts_add(&t, &u[i].c);
     const struct tr_meta *m = tr_stats_meta((struct tr_stats *)s);
     const uint64_t *g = tr_stats_globals((struct tr_stats *)s);
     double secs = (double)m->duration_ns / 1e9;
     fprintf(out, "faultline trace: pid %u, %.2f s: %s\n", m->pid, secs, m->command);
-    fprintf(out, "  pager faults %" PRIu64 " (region page faults %" PRIu64 "), stalls %" PRIu64
-            ", stall time %.2f ms\n", t.faults, g[FL_TG_PAGE_FAULTS], t.stalls,
-            (double)t.stall_ns / 1e6);
+    fprintf(out, "  stalls %" PRIu64 ", stall time %.2f ms: acquire %" PRIu64 " (%.2f ms), fault %"
+            PRIu64 " (%.2f ms)\n", tr_wait_count(&t), (double)tr_wait_ns(&t) / 1e6, t.acq_stalls,
+            (double)t.acq_stall_ns / 1e6, t.stalls, (double)t.stall_ns / 1e6);
+    fprintf(out, "  pager faults %" PRIu64 " (region page faults %" PRIu64 ")\n", t.faults,
+            g[FL_TG_PAGE_FAULTS]);
     fprintf(out, "  reads %" PRIu64 ", %.2f MiB (%.1f MiB/s); io_uring %" PRIu64
             " requests done; prefetches %" PRIu64 ", evictions %" PRIu64 "\n", t.reads,
             (double)t.read_bytes / MIB, secs > 0 ? (double)t.read_bytes / MIB / secs : 0.0,
@@ -90,23 +82,22 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
 
 static void print_layers(const struct tr_unit *u, int n, FILE *out)
 {
-    fprintf(out, "\nper layer:\n  %5s %7s %8s %11s %9s %9s %10s %7s\n", "layer", "experts",
-            "faults", "stall ms", "p99 us", "reads", "MiB read", "evicts");
+    fprintf(out, "\nper layer (stall = acquire + fault):\n  %5s %7s %8s %8s %11s %11s %9s %9s %10s"
+            " %7s\n", "layer", "experts", "faults", "waits", "stall ms", "acq ms", "p99 us",
+            "reads", "MiB read", "evicts");
     for (int i = 0; i < n;) {
         int j = i, ne = 0;
         struct fl_tr_counts c = { 0 };
         struct fl_tr_hist h = { 0 };
         for (; j < n && u[j].layer == u[i].layer; j++) {
             ne++;
-            c.faults += u[j].c.faults;
-            c.stall_ns += u[j].c.stall_ns;
-            c.reads += u[j].c.reads;
-            c.read_bytes += u[j].c.read_bytes;
-            c.evictions += u[j].c.evictions;
+            tr_counts_add(&c, &u[j].c);
             tr_hist_merge(&h, &u[j].stall);
+            tr_hist_merge(&h, &u[j].acquire);
         }
-        fprintf(out, "  %5d %7d %8" PRIu64 " %11.3f %9.1f %9" PRIu64 " %10.2f %7" PRIu64 "\n",
-                u[i].layer, ne, c.faults, (double)c.stall_ns / 1e6,
+        fprintf(out, "  %5d %7d %8" PRIu64 " %8" PRIu64 " %11.3f %11.3f %9.1f %9" PRIu64
+                " %10.2f %7" PRIu64 "\n", u[i].layer, ne, c.faults, c.acq_stalls,
+                (double)tr_wait_ns(&c) / 1e6, (double)c.acq_stall_ns / 1e6,
                 (double)tr_hist_quantile(&h, 0.99) / 1e3, c.reads, (double)c.read_bytes / MIB,
                 c.evictions);
         i = j;
@@ -120,15 +111,19 @@ static void print_experts(const struct tr_unit *u, int n, FILE *out, int top)
         return;
     memcpy(v, u, sizeof(*v) * (size_t)n);
     qsort(v, (size_t)n, sizeof(*v), by_stall_desc);
-    fprintf(out, "\nper expert (by stall time):\n  %5s %6s %7s %10s %9s %9s %7s %10s %7s %7s\n",
-            "layer", "expert", "faults", "stall ms", "p99 us", "read p99", "reads", "MiB read",
-            "pf", "evicts");
-    for (int i = 0; i < n && i < top; i++)
-        fprintf(out, "  %5d %6d %7" PRIu64 " %10.3f %9.1f %9.1f %7" PRIu64 " %10.2f %7" PRIu64
-                " %7" PRIu64 "\n", v[i].layer, v[i].expert, v[i].c.faults,
-                (double)v[i].c.stall_ns / 1e6, (double)tr_hist_quantile(&v[i].stall, 0.99) / 1e3,
+    fprintf(out, "\nper expert (by stall time = acquire + fault):\n  %5s %6s %7s %6s %10s %10s %9s"
+            " %9s %7s %10s %7s %7s\n", "layer", "expert", "faults", "waits", "stall ms", "acq ms",
+            "p99 us", "read p99", "reads", "MiB read", "pf", "evicts");
+    for (int i = 0; i < n && i < top; i++) {
+        struct fl_tr_hist h = v[i].stall;
+        tr_hist_merge(&h, &v[i].acquire);
+        fprintf(out, "  %5d %6d %7" PRIu64 " %6" PRIu64 " %10.3f %10.3f %9.1f %9.1f %7" PRIu64
+                " %10.2f %7" PRIu64 " %7" PRIu64 "\n", v[i].layer, v[i].expert, v[i].c.faults,
+                v[i].c.acq_stalls, (double)tr_wait_ns(&v[i].c) / 1e6,
+                (double)v[i].c.acq_stall_ns / 1e6, (double)tr_hist_quantile(&h, 0.99) / 1e3,
                 (double)tr_hist_quantile(&v[i].read, 0.99) / 1e3, v[i].c.reads,
                 (double)v[i].c.read_bytes / MIB, v[i].c.prefetches, v[i].c.evictions);
+    }
     if (n > top)
         fprintf(out, "  ... %d more (the JSON and HTML reports have all)\n", n - top);
     free(v);
@@ -140,16 +135,16 @@ static void print_stalls(const struct tr_stats *s, FILE *out)
     int n = tr_stats_n_stalls(s, &st);
     if (!n)
         return;
-    fprintf(out, "\nlongest stalls:\n  %10s %8s %5s %6s %7s %10s\n", "at ms", "tid", "layer",
-            "expert", "kind", "stall us");
+    fprintf(out, "\nlongest stalls:\n  %10s %8s %5s %6s %7s %10s %8s\n", "at ms", "tid", "layer",
+            "expert", "kind", "stall us", "waited");
     uint64_t t0 = UINT64_MAX;
     for (int i = 0; i < n; i++)
         if (st[i].ts_ns < t0)
             t0 = st[i].ts_ns;
     for (int i = 0; i < n && i < 10; i++)
-        fprintf(out, "  %10.3f %8u %5d %6d %7s %10.1f\n", (double)(st[i].ts_ns - t0) / 1e6,
+        fprintf(out, "  %10.3f %8u %5d %6d %7s %10.1f %8s\n", (double)(st[i].ts_ns - t0) / 1e6,
                 st[i].tid, st[i].layer, st[i].expert, tr_kind_name(st[i].kind),
-                (double)st[i].dur_ns / 1e3);
+                (double)st[i].dur_ns / 1e3, tr_stall_src_name(st[i].src));
 }
 
 void tr_print_tables(const struct tr_stats *s, FILE *out, int top)
@@ -171,7 +166,9 @@ void tr_print_tables(const struct tr_stats *s, FILE *out, int top)
             continue;
         const char *titles[] = { "fault stall latency (fault -> installed, per faulting thread)",
                                  "pager read latency (submit -> done)",
-                                 "host->GPU copy latency", "io_uring request latency (kernel)" };
+                                 "host->GPU copy latency", "io_uring request latency (kernel)",
+                                 "acquire wait latency (miss -> resident, per waiting thread)" };
+        _Static_assert(sizeof(titles) / sizeof(titles[0]) == FL_TM_N, "a title per metric");
         tr_print_hist(&h, titles[m], out);
     }
     free(u);
@@ -219,13 +216,15 @@ void tr_print_live(const struct tr_stats *prev, const struct tr_stats *cur, doub
     fprintf(out, "[%7.1fs] faults/s %7.0f  MB/s read %8.1f  stall %8.2f ms  hit %6s"
             "  prefetch/s %6.0f  evict/s %6.0f\n",
             (double)tr_stats_meta((struct tr_stats *)cur)->duration_ns / 1e9,
-            (double)d.faults / secs, (double)d.read_bytes / 1e6 / secs, (double)d.stall_ns / 1e6,
+            (double)d.faults / secs, (double)d.read_bytes / 1e6 / secs,
+            (double)tr_wait_ns(&d) / 1e6,
             hit, (double)d.prefetches / secs, (double)d.evictions / secs);
     qsort(c, (size_t)nc, sizeof(*c), by_stall_desc);
-    for (int i = 0; i < nc && i < top && c[i].c.stall_ns; i++)
-        fprintf(out, "    L%-3d E%-4d stall %8.2f ms  faults %5" PRIu64 "  read %7.2f MiB\n",
-                c[i].layer, c[i].expert, (double)c[i].c.stall_ns / 1e6, c[i].c.faults,
-                (double)c[i].c.read_bytes / MIB);
+    for (int i = 0; i < nc && i < top && tr_wait_ns(&c[i].c); i++)
+        fprintf(out, "    L%-3d E%-4d stall %8.2f ms (acquire %8.2f)  waits %4" PRIu64
+                "  faults %5" PRIu64 "  read %7.2f MiB\n", c[i].layer, c[i].expert,
+                (double)tr_wait_ns(&c[i].c) / 1e6, (double)c[i].c.acq_stall_ns / 1e6,
+                c[i].c.acq_stalls, c[i].c.faults, (double)c[i].c.read_bytes / MIB);
     free(p);
     free(c);
 }

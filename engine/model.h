@@ -37,6 +37,9 @@ struct eng_expert_source {
      * at least one layer's n_expert_used; pinning more than it holds would
      * wait forever for a release, so the MoE layer never does. */
     int max_pinned;
+    /* Optional (may be NULL): the layer's FFN input (n_tok rows of n_embd,
+     * after its norm), right before prefetch; predictors read it. */
+    void (*hidden)(void *ctx, int layer, const float *x, int64_t n_tok);
 };
 
 /* Receives the routing of every MoE layer (for FLRT files and statistics).

@@ -299,6 +299,8 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
     struct expert_lists L;
     build_lists(c, ids, n_tok, k, n_expert, &L);
     const struct eng_expert_source *src = c->experts;
+    if (src && src->hidden)
+        src->hidden(src->ctx, layer, x, n_tok);
     if (src && src->prefetch) {
         int rc = src->prefetch(src->ctx, layer, L.order, L.n_order);
         if (rc < 0)

@@ -309,7 +309,7 @@ void eng_session_params_init(struct eng_session_params *p)
     p->pager_mode = PAGER_MODE_AUTO;
     p->numa = FL_NUMA_OFF;
     fl_predict_config_init(&p->predict);
-    p->cache = PAGER_CACHE_LRU;
+    p->cache = PAGER_CACHE_LFU_DECAY; /* won the grid at a 25 % cap (docs/prefetch.md) */
 }
 
 static int parse_pager_mode(const char *v, int *out)
@@ -374,9 +374,9 @@ void eng_session_print_usage(FILE *out)
         "  --stats                     per-expert paging table at the end\n"
         "  --stats-json FILE           all paging statistics as JSON\n"
         "  --prefetch none|router|lookahead[:D]|history[:W]\n"
-        "                              what to read ahead (docs/prefetch.md; default router)\n"
+        "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
         "  --cache lru|lfu-decay|pinned-hot:STATS.json\n"
-        "                              which expert to evict (default lru)\n"
+        "                              which expert to evict (default lfu-decay)\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n");
 }

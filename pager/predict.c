@@ -38,7 +38,8 @@ struct fl_predictor {
 
 void fl_predict_config_init(struct fl_predict_config *c)
 {
-    *c = (struct fl_predict_config){ .kind = FL_PREDICT_ROUTER, .depth = 1, .window = 8 };
+    /* lookahead:1 won the grid at a 25 % cap (docs/prefetch.md) */
+    *c = (struct fl_predict_config){ .kind = FL_PREDICT_LOOKAHEAD, .depth = 1, .window = 8 };
 }
 
 static int parse_count(const char *v, int lo, int hi, int *out)
@@ -96,18 +97,17 @@ static const struct gguf_tensor *blk_tensor(const struct gguf_file *g, int l, co
     return gguf_find_tensor(g, full);
 }
 
-/* Router (and norm) weights of every MoE layer, for lookahead. */
+/* Router (and norm) weights of every MoE layer, for lookahead. A layer
+ * whose router is not an F32 [n_embd, n_expert] matrix is not predicted
+ * (lookahead is the default: it must not refuse a model). */
 static int find_routers(struct fl_predictor *pr, const struct gguf_file *g, const uint8_t *base,
                         struct fl_err *err)
 {
     for (int l = 0; l < pr->n_layers; l++) {
         const struct gguf_tensor *r = blk_tensor(g, l, "ffn_gate_inp.weight");
-        if (!r)
-            continue;
-        if (r->type != FL_TYPE_F32 || r->ne[1] != pr->n_expert ||
+        if (!r || r->type != FL_TYPE_F32 || r->ne[1] != pr->n_expert ||
             (pr->n_embd && r->ne[0] != pr->n_embd))
-            return fl_err_set(err, -EINVAL, "--prefetch lookahead: blk.%d.ffn_gate_inp.weight is "
-                              "not an F32 [n_embd, %d] matrix", l, pr->n_expert);
+            continue;
         pr->n_embd = r->ne[0];
         pr->router[l] = (const float *)(base + r->offset);
         const struct gguf_tensor *w = blk_tensor(g, l, "ffn_norm.weight");
@@ -115,7 +115,7 @@ static int find_routers(struct fl_predictor *pr, const struct gguf_file *g, cons
             pr->norm[l] = (const float *)(base + w->offset);
     }
     if (!pr->n_embd)
-        return fl_err_set(err, -EINVAL, "--prefetch lookahead: the model has no router weights");
+        return 0; /* nothing to look ahead with: the router's prefetch only */
     pr->xs = malloc(sizeof(float) * (size_t)pr->n_embd);
     return pr->xs ? 0 : fl_err_set(err, -ENOMEM, "out of memory");
 }
@@ -293,7 +293,8 @@ static void unstage(struct fl_predictor *pr)
 
 void fl_predictor_hidden(struct fl_predictor *pr, int layer, const float *x, int64_t n_tok)
 {
-    if (pr->cfg.kind != FL_PREDICT_LOOKAHEAD || layer < 0 || layer >= pr->n_layers)
+    if (pr->cfg.kind != FL_PREDICT_LOOKAHEAD || !pr->n_embd || layer < 0 ||
+        layer >= pr->n_layers)
         return;
     const int E = pr->n_expert;
     unstage(pr);
@@ -420,6 +421,11 @@ static int src_prefetch(void *ctx, int layer, const int32_t *experts, int n)
     return fl_predictor_route(ctx, layer, experts, n);
 }
 
+static void src_hidden(void *ctx, int layer, const float *x, int64_t n_tok)
+{
+    fl_predictor_hidden(ctx, layer, x, n_tok);
+}
+
 static int src_acquire(void *ctx, int layer, int expert)
 {
     return pager_acquire(((struct fl_predictor *)ctx)->pager, layer, expert);
@@ -442,6 +448,7 @@ void fl_predictor_source(struct fl_predictor *pr, struct eng_expert_source *src)
     src->acquire = src_acquire;
     src->release = src_release;
     src->resident = src_resident;
+    src->hidden = src_hidden;
     struct eng_expert_source direct;
     pager_expert_source(pr->pager, &direct);
     src->max_pinned = direct.max_pinned; /* the pager's limit, unchanged by prediction */

@@ -42,7 +42,7 @@ struct fl_predict_config {
     int window;  /* history: tokens remembered (1..64) */
 };
 
-/* The default: plain prefetch of what the router chose. */
+/* The default: lookahead:1 (it won at a 25 % cap, docs/prefetch.md). */
 void fl_predict_config_init(struct fl_predict_config *c);
 /* "none", "router", "lookahead", "lookahead:D", "history", "history:W";
  * -EINVAL with err otherwise. */
@@ -55,8 +55,8 @@ struct fl_predictor;
 /* pager: where prefetches go (NULL: accounting only, as on a recorded
  * trace). g and base (offset in memory = offset in file): the router and
  * norm weights lookahead reads, and which blocks are MoE layers; g may be
- * NULL except for lookahead (then every block is a MoE layer). Errors:
- * -EINVAL (lookahead without F32 router weights), -ENOMEM. */
+ * NULL except for lookahead (then every block is a MoE layer); lookahead
+ * skips layers whose router is not F32. Errors: -EINVAL, -ENOMEM. */
 int fl_predictor_create(const struct fl_predict_config *cfg, struct pager *pager,
                         const struct gguf_file *g, const uint8_t *base, int n_layers,
                         int n_expert, int n_used, struct fl_predictor **out, struct fl_err *err);

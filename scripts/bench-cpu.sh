@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench-cpu.sh: faultline's CPU speed, and llama.cpp's on the same model in
 # the same run when LLAMA_CPP points at a llama.cpp build (the directory
-# holding bin/llama-bench). Prints both llama-bench-style tables and the
-# ratio faultline / llama.cpp per test (>= 1.0 means faultline is as fast).
+# holding bin/llama-bench). The R repetitions alternate between the two
+# (one faultline run, one llama-bench run, ...) so that load from other
+# processes hits both alike; prints every table, then per test the median
+# t/s of each and the ratio faultline / llama.cpp (>= 1.0: as fast).
 #
 #   scripts/bench-cpu.sh -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 5]
 #   LLAMA_CPP=/work/llama.cpp-build scripts/bench-cpu.sh -m MODEL
@@ -17,7 +19,7 @@ p=512 n=128 r=5
 t=$(lscpu -p=core,socket 2>/dev/null | grep -v '^#' | sort -u | wc -l || true)
 [ "${t:-0}" -ge 1 ] || t=$(nproc)
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -36,22 +38,35 @@ done
 # mean t/s of test $2 in a llama-bench markdown table $1
 mean_of() { awk -F'|' -v test="$2" '{ gsub(/ /, "", $7); if ($7 == test) { split($8, a, "±"); gsub(/ /, "", a[1]); print a[1] } }' <<<"$1"; }
 
-echo "== faultline ($faultline)"
-ours=$("$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r "$r")
-echo "$ours"
+bench_ours() { "$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r 1; }
+bench_theirs() { "$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r 1 -o md 2>/dev/null | grep '^|'; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
-[ -n "${LLAMA_CPP:-}" ] || { echo "(set LLAMA_CPP=/path/to/llama.cpp/build to compare with llama-bench)"; exit 0; }
+if [ -z "${LLAMA_CPP:-}" ]; then
+  echo "== faultline ($faultline)"
+  "$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r "$r"
+  echo "(set LLAMA_CPP=/path/to/llama.cpp/build to compare with llama-bench)"
+  exit 0
+fi
 lb=$LLAMA_CPP/bin/llama-bench
 [ -x "$lb" ] || { echo "bench-cpu.sh: no llama-bench at $lb" >&2; exit 1; }
-echo "== llama.cpp ($lb)"
-theirs=$("$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r "$r" -o md 2>/dev/null | grep '^|')
-echo "$theirs"
 
-echo "== faultline / llama.cpp"
+ours_all="" theirs_all=""
+for i in $(seq 1 "$r"); do
+  echo "== run $i/$r: faultline ($faultline)"
+  out=$(bench_ours) || { echo "bench-cpu.sh: faultline bench failed" >&2; exit 1; }
+  echo "$out"; ours_all+="$out"$'\n'
+  echo "== run $i/$r: llama.cpp ($lb)"
+  out=$(bench_theirs) || { echo "bench-cpu.sh: llama-bench failed" >&2; exit 1; }
+  echo "$out"; theirs_all+="$out"$'\n'
+done
+
+echo "== faultline / llama.cpp (median of $r alternating runs, $t threads)"
 status=0
 for test in "pp$p" "tg$n"; do
   [ "$test" = pp0 ] || [ "$test" = tg0 ] && continue
-  a=$(mean_of "$ours" "$test"); b=$(mean_of "$theirs" "$test")
+  a=$(mean_of "$ours_all" "$test" | median); b=$(mean_of "$theirs_all" "$test" | median)
   if [ -z "$a" ] || [ -z "$b" ]; then echo "$test: missing a result"; status=1; continue; fi
   awk -v t="$test" -v a="$a" -v b="$b" 'BEGIN { printf "%-8s faultline %10.2f t/s   llama.cpp %10.2f t/s   ratio %.2fx\n", t, a, b, a / b }'
 done

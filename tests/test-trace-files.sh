@@ -81,8 +81,14 @@ for path in sys.argv[1:]:
     faults = sum(c["faults"] for c in fl.get("counts", []))
     if faults and not stalls:
         fail(path, "faults but no stall slices")
+    # acquire waits: one slice each, on the waiting thread (exact unless the ring dropped)
+    acq = sum(c.get("acquire_stalls", 0) for c in fl.get("counts", []))
+    acq_sl = [e for e in stalls if e.get("name", "").startswith("acquire wait")]
+    if fl.get("globals", {}).get("ring_drops", 0) == 0 and len(acq_sl) != acq:
+        fail(path, f"{len(acq_sl)} acquire-wait slices, {acq} acquire stalls counted")
     print(f"{path.split('/')[-1]}: {len(ev)} events on {len(tracks)} tracks, "
-          f"{len(stalls)} stall slices, {faults} faults: valid trace-event JSON")
+          f"{len(stalls)} stall slices ({len(acq_sl)} acquire waits), {faults} faults: "
+          "valid trace-event JSON")
 sys.exit(1 if bad else 0)
 PY
 fi
@@ -113,18 +119,22 @@ rows, cols = int(m.group(1)), int(m.group(2))
 cells = re.findall(r'<rect class="cell"[^>]*>', dom)
 if len(cells) != rows * cols or not cells:
     fail(f"{len(cells)} cells for {rows} x {cols}")
-faults = {}
+faults, waits = {}, {}
 for c in cells:
     a = dict(re.findall(r'data-([a-z0-9]+)="([^"]*)"', c))
     faults[(int(a["layer"]), int(a["expert"]))] = int(a["faults"])
-want = {}
+    waits[(int(a["layer"]), int(a["expert"]))] = int(a.get("waits", -1))
+want, want_w = {}, {}
 for c in trace["faultline"]["counts"]:
     if c["layer"] >= 0:
         k = (c["layer"], c["expert"])
         want[k] = want.get(k, 0) + c["faults"]
+        want_w[k] = want_w.get(k, 0) + c.get("acquire_stalls", 0)
 for k, v in want.items():
     if faults.get(k, 0) != v:
         fail(f"cell {k}: {faults.get(k)} faults, trace says {v}")
+    if waits.get(k, 0) != want_w[k]:
+        fail(f"cell {k}: {waits.get(k)} acquire waits, trace says {want_w[k]}")
 if re.search(r'(src|href)="(https?:)?//', dom):
     fail("the page references the network")
 print(f"{sys.argv[1].split('/')[-1]}: heatmap {rows} x {cols}, {len(cells)} cells, "

@@ -262,6 +262,69 @@ static uint64_t compare_run(const char *name, const struct tr_stats *s, const st
     return jv_u64(tot, "faults");
 }
 
+/* Per (layer, expert): an acquire the miss probe saw ended resident (the
+ * run does not fail), so it fired acquired once: acquire stalls = misses. */
+static int acquire_units_bad(const struct tr_stats *s)
+{
+    struct tr_unit *u = NULL;
+    int n = tr_stats_units(s, &u), bad = 0;
+    for (int i = 0; i < n; i++) {
+        const struct fl_tr_counts *c = &u[i].c;
+        if (c->acq_stalls != c->misses || u[i].acquire.count != c->acq_stalls) {
+            if (bad++ < 5)
+                fprintf(stderr, "  L%d E%d: %llu acquire stalls (%llu ns, %llu timed), %llu "
+                        "misses\n", u[i].layer, u[i].expert, (unsigned long long)c->acq_stalls,
+                        (unsigned long long)c->acq_stall_ns, (unsigned long long)u[i].acquire.count,
+                        (unsigned long long)c->misses);
+        }
+    }
+    free(u);
+    return n < 0 ? 1 : bad;
+}
+
+/* The pager's stall_count / stall_ns (pg_stall_record) count an acquire's
+ * wait and a fault's, at the very points where acquired and fault_end fire
+ * with the measured ns: the trace's counts and ns equal them exactly. The
+ * acquire histogram times the same waits on the kernel's clock from the miss
+ * probe (a few us of probe overhead more each): it must agree within 10 % +
+ * 100 us per stall. must_acquire: the run stalls in acquire only. */
+static void compare_stalls(const char *name, const struct tr_stats *s, const struct jv *ps,
+                           bool must_acquire)
+{
+    const struct jv *tot = jv_get(ps, "totals");
+    struct fl_tr_counts sum = { 0 };
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    uint64_t pc = jv_u64(tot, "stall_count"), pns = jv_u64(tot, "stall_ns");
+    CHECK(sum.acq_stalls + sum.stalls == pc && sum.acq_stall_ns + sum.stall_ns == pns,
+          "%s: trace stalls acquire %llu + fault %llu (%llu + %llu ns), pager %llu (%llu ns)",
+          name, (unsigned long long)sum.acq_stalls, (unsigned long long)sum.stalls,
+          (unsigned long long)sum.acq_stall_ns, (unsigned long long)sum.stall_ns,
+          (unsigned long long)pc, (unsigned long long)pns);
+    CHECK(!must_acquire || (sum.acq_stalls > 0 && sum.stalls == 0),
+          "%s: an acquire-driven run must stall in acquire only (%llu acquire, %llu fault)",
+          name, (unsigned long long)sum.acq_stalls, (unsigned long long)sum.stalls);
+    int bad = acquire_units_bad(s);
+    CHECK(bad == 0, "%s: %d experts' acquire stalls differ from their misses", name, bad);
+    struct fl_tr_hist h;
+    tr_stats_metric_hist(s, FL_TM_ACQUIRE, &h);
+    double diff = (double)h.sum_ns - (double)sum.acq_stall_ns;
+    double tol = 0.1 * (double)sum.acq_stall_ns + 100e3 * (double)sum.acq_stalls;
+    CHECK(h.count == sum.acq_stalls && diff >= -tol && diff <= tol,
+          "%s: acquire waits on the kernel's clock %llu (%.3f ms), pager's %llu (%.3f ms)", name,
+          (unsigned long long)h.count, (double)h.sum_ns / 1e6,
+          (unsigned long long)sum.acq_stalls, (double)sum.acq_stall_ns / 1e6);
+    printf("%s: stalls %llu (acquire %llu, %.3f ms; kernel clock %.3f ms; fault %llu, %.3f ms) "
+           "== pager stall_count %llu, %.3f ms\n", name,
+           (unsigned long long)(sum.acq_stalls + sum.stalls), (unsigned long long)sum.acq_stalls,
+           (double)sum.acq_stall_ns / 1e6, (double)h.sum_ns / 1e6,
+           (unsigned long long)sum.stalls, (double)sum.stall_ns / 1e6, (unsigned long long)pc,
+           (double)pns / 1e6);
+}
+
 /* faultline run in uffd mode under the tracer; must_fault: the placement
  * puts non-expert tensors on disk, which the engine touches without
  * acquiring, so they fault in. */
@@ -288,6 +351,7 @@ static void run_case(const char *cli, const char *name, const char *model, const
     CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
     if (jv_parse_file(stats, NULL, &ps, &err) == 0) {
         uint64_t faults = compare_run(name, s, &ps);
+        compare_stalls(name, s, &ps, !must_fault);
         uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
         CHECK(must_fault ? faults > 0 && pf > 0 : faults == 0, /* pf: see compare() */
               "%s: pager faults %llu, region page faults %llu", name,
@@ -336,7 +400,8 @@ static void attached(const char *driver, const char *dir)
 }
 
 /* The probes no code fires yet (trace-probes): 40 copies of 8192 bytes,
- * each at least 200 us; 30 hits and 10 misses; 64 faults in the region. */
+ * each at least 200 us; 30 hits and 10 misses, each followed by an acquired
+ * that claims 100 us after >= 300 us; 64 faults in the region. */
 static void other_probes(const char *prog, const char *dir)
 {
     char json[512];
@@ -363,6 +428,12 @@ static void other_probes(const char *prog, const char *dir)
           (unsigned long long)h.count, (unsigned long long)fast);
     CHECK(sum.hits == 30 && sum.misses == 10, "hits %llu misses %llu",
           (unsigned long long)sum.hits, (unsigned long long)sum.misses);
+    struct fl_tr_hist ah;
+    tr_stats_metric_hist(s, FL_TM_ACQUIRE, &ah);
+    CHECK(sum.acq_stalls == 10 && sum.acq_stall_ns == 10 * 100000 && ah.count == 10 &&
+          ah.sum_ns >= 10 * 300000, "acquired: %llu stalls, %llu ns claimed, %llu timed "
+          "(%llu ns)", (unsigned long long)sum.acq_stalls, (unsigned long long)sum.acq_stall_ns,
+          (unsigned long long)ah.count, (unsigned long long)ah.sum_ns);
     uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
     CHECK(pf >= 64 && pf < 80, "region page faults %llu", (unsigned long long)pf);
     printf("copy/hit/miss/region probes: %llu copies (p50 %.0f us), %llu hits, %llu misses, "

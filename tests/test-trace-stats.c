@@ -176,7 +176,12 @@ static void test_roundtrip(const char *dir)
         CHECK(v1[i].ts_ns == v2[i].ts_ns && v1[i].dur_ns == v2[i].dur_ns &&
               v1[i].offset == v2[i].offset && v1[i].tid == v2[i].tid &&
               v1[i].layer == v2[i].layer && v1[i].expert == v2[i].expert &&
-              v1[i].kind == v2[i].kind, "stall %d back", i);
+              v1[i].kind == v2[i].kind && v1[i].src == v2[i].src, "stall %d back", i);
+    int acq = 0;   /* acquired events are stalls too, on the thread that fired them */
+    for (int i = 0; i < n1; i++)
+        acq += v1[i].src == TR_STALL_ACQUIRE &&
+               v1[i].tid == 1235 + (uint32_t)(v1[i].offset >> 12) % 3;
+    CHECK(acq > 0 && acq < n1, "fault and acquire stalls both kept (%d acquire of %d)", acq, n1);
     printf("JSON round trip: ok (%s)\n", path);
 
     /* truncated and foreign files: one clear error each */

@@ -1,7 +1,9 @@
 /* trace-probes.c: fires probes at known times and counts, for
  * test-trace-live: host->GPU copies (engine/probes-gpu.h, which only CUDA
  * builds fire), the pager's hit/miss and region probes, and page faults in
- * that region.
+ * that region; and after each miss an acquired that claims a 100 us wait
+ * after a real one of >= 300 us (the counters keep the claim, the histogram
+ * the kernel's timing).
  *
  * usage: trace-probes N   (N copies of 8192 bytes, each ~200 us long) */
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "engine/probes-gpu.h"
 #include "pager/pager.h"
+#include "pager/probes.h"
 
 int main(int argc, char **argv)
 {
@@ -29,8 +32,11 @@ int main(int argc, char **argv)
         FL_PROBE_COPY_END(layer, expert, PAGER_KIND_DOWN, 8192, off);
         if (i % 4)
             DTRACE_PROBE5(faultline, hit, layer, expert, PAGER_KIND_DOWN, 0, off);
-        else
+        else {
             DTRACE_PROBE5(faultline, miss, layer, expert, PAGER_KIND_DOWN, 0, off);
+            usleep(300);
+            FL_PROBE_ACQUIRED(layer, expert, PAGER_KIND_DOWN, 100000, off);
+        }
     }
     munmap(region, size);
     return 0;
