@@ -386,6 +386,11 @@ struct pager *eng_session_pager(const struct eng_session *s)
     return s->pager;
 }
 
+bool eng_session_paged(const struct eng_session *s)
+{
+    return placement_tier_bytes(s->plan, PL_TIER_DISK) > 0;
+}
+
 struct fl_predictor *eng_session_predictor(const struct eng_session *s)
 {
     return s->pred;

@@ -72,6 +72,8 @@ void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sin
  * the expert source's -errno. On error n_past is left unchanged. */
 /* The pager behind the weights (statistics, errors). */
 struct pager *eng_session_pager(const struct eng_session *s);
+/* Whether any tensor is paged from disk (the disk tier is not empty). */
+bool eng_session_paged(const struct eng_session *s);
 /* The expert predictor between engine and pager; NULL when nothing is paged. */
 struct fl_predictor *eng_session_predictor(const struct eng_session *s);
 /* Prints/writes the statistics asked for in the params (--stats, --stats-json). */

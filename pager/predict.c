@@ -397,6 +397,18 @@ double fl_predict_recall(const struct fl_predict_stats *st)
     return st->chosen ? (double)st->hits / (double)st->chosen : -1.0;
 }
 
+void fl_paging_row_of(const struct pager_totals *t, const struct fl_predict_stats *st,
+                      uint64_t tokens, double disk_bps, struct fl_paging_row *out)
+{
+    double n = tokens ? (double)tokens : 1.0, per_tok = (double)t->bytes_read / n;
+    out->hit_pct = st->routed ? 100.0 * (double)st->ready / (double)st->routed : -1.0;
+    out->precision_pct = st->predicted ? 100.0 * fl_predict_precision(st) : -1.0;
+    out->recall_pct = st->chosen ? 100.0 * fl_predict_recall(st) : -1.0;
+    out->mib_per_token = per_tok / 1048576.0;
+    out->stall_ms_per_token = (double)t->stall_ns / 1e6 / n;
+    out->io_bound_tps = disk_bps > 0 && per_tok > 0 ? disk_bps / per_tok : 0.0;
+}
+
 void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t tokens,
                    double disk_bps, struct fl_paging_row *out)
 {
@@ -405,13 +417,7 @@ void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t toke
     pager_stats_totals(p, &t);
     if (pr)
         fl_predictor_stats(pr, &st);
-    double n = tokens ? (double)tokens : 1.0, per_tok = (double)t.bytes_read / n;
-    out->hit_pct = st.routed ? 100.0 * (double)st.ready / (double)st.routed : -1.0;
-    out->precision_pct = st.predicted ? 100.0 * fl_predict_precision(&st) : -1.0;
-    out->recall_pct = st.chosen ? 100.0 * fl_predict_recall(&st) : -1.0;
-    out->mib_per_token = per_tok / 1048576.0;
-    out->stall_ms_per_token = (double)t.stall_ns / 1e6 / n;
-    out->io_bound_tps = disk_bps > 0 && per_tok > 0 ? disk_bps / per_tok : 0.0;
+    fl_paging_row_of(&t, &st, tokens, disk_bps, out);
 }
 
 /* --- the engine's expert source -------------------------------------------------- */

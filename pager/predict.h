@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "engine/fl-error.h"
+#include "pager/pager.h"
 
 struct gguf_file;
 struct pager;
@@ -100,5 +101,9 @@ struct fl_paging_row {
 };
 void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t tokens,
                    double disk_bps, struct fl_paging_row *out);
+/* The same from counters the caller took (e.g. the difference of two
+ * snapshots around a timed section). */
+void fl_paging_row_of(const struct pager_totals *t, const struct fl_predict_stats *st,
+                      uint64_t tokens, double disk_bps, struct fl_paging_row *out);
 
 #endif

@@ -17,17 +17,31 @@
 #include "engine/session.h"
 #include "engine/tensor-types.h"
 #include "engine/tokenizer.h"
+#include "engine/units.h"
+#include "pager/pager.h"
+#include "pager/predict.h"
 
 struct bench_opts {
     struct eng_session_params sp;
     int n_prompt, n_gen, reps;
+    uint64_t disk_bw;          /* --disk-bw: bytes/s, for the I/O bound column */
+};
+
+/* The paging columns of one test: counters around its timed repetitions. */
+struct paging_rows {
+    char test[4][32];
+    struct fl_paging_row row[4];
+    int n;
 };
 
 static int usage(FILE *out)
 {
-    fprintf(out, "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 512] [-r 5]\n"
+    fprintf(out, "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 512] [-r 5] [--disk-bw SIZE]\n"
                  "Prints llama-bench's table: pp<P> (one batch of P tokens) and tg<N> (N single-\n"
-                 "token decodes), t/s as mean ± sd over R repetitions. -p 0 or -n 0 skips a test.\n");
+                 "token decodes), t/s as mean ± sd over R repetitions. -p 0 or -n 0 skips a test.\n"
+                 "With experts paged from disk a second table gives, per test, the cache hit rate,\n"
+                 "prediction precision/recall, bytes read and stall time per token, and the I/O\n"
+                 "bound (--disk-bw: the disk's read bandwidth in bytes/s, e.g. 3G).\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
@@ -54,6 +68,12 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "-r"))
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1000, &o->reps);
+        else if (!strcmp(a, "--disk-bw")) {
+            const char *v = NULL;
+            ok = eng_arg_str("bench", argc, argv, &i, &v) && fl_parse_size(v, &o->disk_bw) == 0;
+            if (!ok && v)
+                fprintf(stderr, "faultline bench: --disk-bw wants a size such as 3G, not '%s'\n", v);
+        }
         else if ((session_flag = eng_arg_session("bench", argc, argv, &i, &o->sp)) != 0)
             ok = session_flag > 0;
         else {
@@ -157,8 +177,60 @@ static void print_row(struct eng_session *s, const char *test, const double *ts,
     fflush(stdout);
 }
 
+static void paging_snapshot(struct eng_session *s, struct pager_totals *t,
+                            struct fl_predict_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    pager_stats_totals(eng_session_pager(s), t);
+    if (eng_session_predictor(s))
+        fl_predictor_stats(eng_session_predictor(s), st);
+}
+
+static void paging_record(struct eng_session *s, const struct bench_opts *o, const char *test,
+                          uint64_t tokens, const struct pager_totals *t0,
+                          const struct fl_predict_stats *s0, struct paging_rows *rows)
+{
+    struct pager_totals t1, d;
+    struct fl_predict_stats s1, ds;
+    paging_snapshot(s, &t1, &s1);
+    d = (struct pager_totals){ .bytes_read = t1.bytes_read - t0->bytes_read,
+                               .stall_ns = t1.stall_ns - t0->stall_ns };
+    ds = (struct fl_predict_stats){ .scored = s1.scored - s0->scored,
+                                    .predicted = s1.predicted - s0->predicted,
+                                    .hits = s1.hits - s0->hits, .chosen = s1.chosen - s0->chosen,
+                                    .routed = s1.routed - s0->routed, .ready = s1.ready - s0->ready };
+    if (rows->n >= 4)
+        return;
+    snprintf(rows->test[rows->n], sizeof(rows->test[0]), "%s", test);
+    fl_paging_row_of(&d, &ds, tokens, (double)o->disk_bw, &rows->row[rows->n]);
+    rows->n++;
+}
+
+static void paging_print(const struct paging_rows *rows)
+{
+    if (!rows->n)
+        return;
+    printf("\n| %-8s | %8s | %11s | %8s | %10s | %14s | %14s |\n", "test", "hit %", "precision %",
+           "recall %", "MiB/token", "stall ms/token", "I/O bound t/s");
+    printf("| -------- | -------: | ----------: | -------: | ---------: | -------------: | -------------: |\n");
+    for (int i = 0; i < rows->n; i++) {
+        const struct fl_paging_row *r = &rows->row[i];
+        char hit[16] = "-", prec[16] = "-", rec[16] = "-", bound[16] = "-";
+        if (r->hit_pct >= 0)
+            snprintf(hit, sizeof(hit), "%.1f", r->hit_pct);
+        if (r->precision_pct >= 0)
+            snprintf(prec, sizeof(prec), "%.1f", r->precision_pct);
+        if (r->recall_pct >= 0)
+            snprintf(rec, sizeof(rec), "%.1f", r->recall_pct);
+        if (r->io_bound_tps > 0)
+            snprintf(bound, sizeof(bound), "%.2f", r->io_bound_tps);
+        printf("| %-8s | %8s | %11s | %8s | %10.2f | %14.2f | %14s |\n", rows->test[i], hit, prec,
+               rec, r->mib_per_token, r->stall_ms_per_token, bound);
+    }
+}
+
 static int bench_test(struct eng_session *s, const struct bench_opts *o, bool prompt,
-                      float *logits, struct fl_err *err)
+                      float *logits, struct paging_rows *rows, struct fl_err *err)
 {
     const int n = prompt ? o->n_prompt : o->n_gen;
     if (run_once(s, prompt, prompt ? n : 1, logits, err) < 0) /* warmup */
@@ -166,6 +238,9 @@ static int bench_test(struct eng_session *s, const struct bench_opts *o, bool pr
     double *ts = calloc((size_t)o->reps, sizeof(double));
     if (!ts)
         return fl_err_set(err, -ENOMEM, "out of memory");
+    struct pager_totals t0;
+    struct fl_predict_stats s0;
+    paging_snapshot(s, &t0, &s0);
     for (int r = 0; r < o->reps; r++) {
         double t = run_once(s, prompt, n, logits, err);
         if (t < 0) {
@@ -177,6 +252,8 @@ static int bench_test(struct eng_session *s, const struct bench_opts *o, bool pr
     char test[32];
     snprintf(test, sizeof(test), "%s%d", prompt ? "pp" : "tg", n);
     print_row(s, test, ts, o->reps);
+    if (eng_session_paged(s))
+        paging_record(s, o, test, (uint64_t)n * (uint64_t)o->reps, &t0, &s0, rows);
     free(ts);
     return 0;
 }
@@ -203,10 +280,13 @@ int cli_bench(int argc, char **argv)
                "---------", "---------", "----------", "------", "--------------",
                "-------------------");
     }
+    struct paging_rows rows = { .n = 0 };
     if (!rc && o.n_prompt)
-        rc = bench_test(s, &o, true, logits, &err);
+        rc = bench_test(s, &o, true, logits, &rows, &err);
     if (!rc && o.n_gen)
-        rc = bench_test(s, &o, false, logits, &err);
+        rc = bench_test(s, &o, false, logits, &rows, &err);
+    if (!rc)
+        paging_print(&rows);
     if (!rc)
         rc = eng_session_report(s, &err);
     if (rc && err.msg[0])
