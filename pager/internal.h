@@ -71,6 +71,7 @@ struct pg_read {            /* one range of a unit in flight */
 struct pg_slot {            /* a pinned staging buffer for one unit */
     uint8_t *buf;
     uint64_t size;
+    uint64_t map_len;       /* bytes mapped for buf (huge-page or page rounded) */
     uint32_t unit;
     bool busy;
     bool refill;            /* a re-copy of a resident unit */

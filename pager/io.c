@@ -86,20 +86,27 @@ int pg_io_open(struct pager *p, struct fl_err *err)
     return 0;
 }
 
-static void *slot_alloc(uint64_t size)
+/* A staging buffer: hugetlb pages when the system has them reserved, else
+ * plain pages rounded to the page size only (rounding every slot up to 2 MiB
+ * would pin up to 16 x 2 MiB of RAM outside the budget for small experts). */
+static void *slot_alloc(uint64_t size, uint64_t *map_len)
 {
-    uint64_t hs = (size + (2ull << 20) - 1) & ~((2ull << 20) - 1);
-    void *m = mmap(NULL, hs, PROT_READ | PROT_WRITE,
+    const uint64_t huge = 2ull << 20, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t len = (size + huge - 1) & ~(huge - 1);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
     if (m == MAP_FAILED) {
-        m = mmap(NULL, hs, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        len = (size + page - 1) / page * page;
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
-        madvise(m, hs, MADV_HUGEPAGE);
+        if (len >= huge)
+            madvise(m, len, MADV_HUGEPAGE);
     }
     /* Pinned so that a staging buffer never faults or swaps mid-read; a
      * failure (RLIMIT_MEMLOCK) only costs speed. */
-    (void)mlock(m, hs);
+    (void)mlock(m, len);
+    *map_len = len;
     return m;
 }
 
@@ -113,7 +120,7 @@ static int slots_init(struct pager *p)
         return -ENOMEM;
     p->n_slots = n;
     for (int i = 0; i < n; i++) {
-        p->slots[i].buf = slot_alloc(size);
+        p->slots[i].buf = slot_alloc(size, &p->slots[i].map_len);
         p->slots[i].size = size;
         p->slots[i].reads = calloc(p->max_ranges, sizeof(struct pg_read));
         if (!p->slots[i].buf || !p->slots[i].reads)
@@ -126,7 +133,7 @@ void pg_io_close(struct pager *p)
 {
     for (int i = 0; p->slots && i < p->n_slots; i++) {
         if (p->slots[i].buf)
-            munmap(p->slots[i].buf, (p->slots[i].size + (2ull << 20) - 1) & ~((2ull << 20) - 1));
+            munmap(p->slots[i].buf, p->slots[i].map_len);
         free(p->slots[i].reads);
     }
     free(p->slots);
