@@ -117,7 +117,17 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     s->base = pager_base(s->pager);
     if (pager_uses_uffd(s->pager))
         watch_sigbus(s->pager);
+    /* resident and paged-in pages land on the compute threads' node(s) */
+    if ((rc = fl_numa_place(s->numa, (void *)s->base, pager_size(s->pager))))
+        return fl_err_set(err, rc, "numa: cannot place the weights region: %s", strerror(-rc));
     return 0;
+}
+
+/* Each worker thread binds itself to its node (a no-op unless --numa is on
+ * and the machine has several nodes). */
+static void bind_worker(void *arg, int ith, int nth)
+{
+    fl_numa_bind_thread(arg, ith, nth);
 }
 
 /* Physical cores this process may run on: distinct (package, core) pairs of
@@ -181,6 +191,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
     if (!(s->pool = fl_pool_create(nt)))
         return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
+    if (fl_numa_active(s->numa))
+        fl_pool_run(s->pool, bind_worker, s->numa);
     if (eng_arena_create(&s->arena))
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,

@@ -14,18 +14,7 @@
 
 #include "engine/mla.h"
 #include "engine/ops.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-            failures++;                                   \
-        }                                                 \
-    } while (0)
+#include "tests/check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 

@@ -23,18 +23,7 @@
 #include "engine/cpu/threadpool.h"
 #include "engine/flref.h"
 #include "engine/ops.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-            failures++;                                   \
-        }                                                 \
-    } while (0)
+#include "tests/check.h"
 
 struct blob {
     uint8_t *data;

@@ -9,18 +9,7 @@
 #include "engine/arch2-ops.h"
 #include "engine/gguf.h"
 #include "engine/yarn.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-            failures++;                                   \
-        }                                                 \
-    } while (0)
+#include "tests/check.h"
 
 static double corr_dim_d(int n_dims, int ctx, double beta, double base)
 {

@@ -24,19 +24,9 @@
 #include "engine/cpu/cpu-impl.h"
 #include "engine/cpu/cpu.h"
 #include "engine/tensor-types.h"
+#include "tests/check.h"
 
-static int g_fail;
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-            g_fail++;                                                        \
-        }                                                                    \
-    } while (0)
 
 static uint32_t rnd(void)
 {
@@ -334,6 +324,6 @@ int main(void)
     }
     unsetenv("FL_CPU_FEATURES");
     fl_types_init();
-    printf(g_fail ? "test-cpu-kernels: %d FAILED\n" : "test-cpu-kernels: all passed\n", g_fail);
-    return g_fail ? 1 : 0;
+    printf(failures ? "test-cpu-kernels: %d FAILED\n" : "test-cpu-kernels: all passed\n", failures);
+    return failures ? 1 : 0;
 }

@@ -21,19 +21,9 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/threadpool.h"
 #include "engine/tensor-types.h"
+#include "tests/check.h"
 
-static int g_fail;
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-            g_fail++;                                                        \
-        }                                                                    \
-    } while (0)
 
 static uint32_t rnd(void)
 {
@@ -212,6 +202,6 @@ int main(void)
     check_errors();
     fl_pool_destroy(pl.p[2]);
     fl_pool_destroy(pl.p[3]);
-    printf(g_fail ? "test-cpu-matmul: %d FAILED\n" : "test-cpu-matmul: all passed\n", g_fail);
-    return g_fail ? 1 : 0;
+    printf(failures ? "test-cpu-matmul: %d FAILED\n" : "test-cpu-matmul: all passed\n", failures);
+    return failures ? 1 : 0;
 }

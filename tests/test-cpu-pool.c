@@ -9,18 +9,7 @@
 #include <time.h>
 
 #include "engine/cpu/threadpool.h"
-
-static int g_fail;
-
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                      \
-            printf(__VA_ARGS__);                                             \
-            printf("\n");                                                    \
-            g_fail++;                                                        \
-        }                                                                    \
-    } while (0)
+#include "tests/check.h"
 
 #define N_ITEMS 10007
 
@@ -98,6 +87,6 @@ int main(void)
         CHECK(e - b <= 1, "split of 5 over 7");
     }
     CHECK(total == 5, "split covers 5");
-    printf(g_fail ? "test-cpu-pool: %d FAILED\n" : "test-cpu-pool: all passed\n", g_fail);
-    return g_fail ? 1 : 0;
+    printf(failures ? "test-cpu-pool: %d FAILED\n" : "test-cpu-pool: all passed\n", failures);
+    return failures ? 1 : 0;
 }

@@ -14,20 +14,10 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cuda/cuda-backend.h"
 #include "engine/tensor-types.h"
+#include "tests/check.h"
 
-static int failures;
 static struct fl_cuda *cu;
 static struct fl_err err;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) /* uniform in [-1, 1) */

@@ -8,17 +8,7 @@
 
 #include "engine/cuda/cuda-backend.h"
 #include "engine/cuda/expert-lru.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
+#include "tests/check.h"
 
 static int acq(struct fl_xlru *c, int l, int e, struct fl_xlru_res *r)
 {

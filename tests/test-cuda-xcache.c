@@ -12,19 +12,9 @@
 #include "engine/cuda/cuda-backend.h"
 #include "engine/cuda/expert-cache.h"
 #include "engine/tensor-types.h"
+#include "tests/check.h"
 
-static int failures;
 static struct fl_err err;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
 
 enum { N_IN = 1024, N_OUT = 512, N_EXP = 6, N_LAYER = 2 };
 #define MAT_BYTES ((size_t)N_IN * N_OUT * sizeof(float))

@@ -9,18 +9,7 @@
 
 #include "engine/cpu/threadpool.h"
 #include "engine/ops.h"
-
-static int failures;
-
-#define CHECK(cond, ...) \
-    do { \
-        if (!(cond)) { \
-            failures++; \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__); \
-            printf("\n"); \
-        } \
-    } while (0)
+#include "tests/check.h"
 
 static bool near(double a, double b, double tol)
 {

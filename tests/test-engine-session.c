@@ -15,18 +15,7 @@
 #include "engine/cli/commands.h"
 #include "engine/flref.h"
 #include "engine/session.h"
-
-static int failures;
-
-#define CHECK(cond, ...) \
-    do { \
-        if (!(cond)) { \
-            failures++; \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__); \
-            printf("\n"); \
-        } \
-    } while (0)
+#include "tests/check.h"
 
 static const int32_t prompt[] = { 464, 649, 636, 481, 670, 351, 477, 286, 606, 11, 523, 326 };
 #define NP ((int)(sizeof(prompt) / sizeof(prompt[0])))

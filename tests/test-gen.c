@@ -31,19 +31,10 @@
 #include "engine/gguf.h"
 #include "engine/model-gen.h"
 #include "engine/tensor-types.h"
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
-static int failures;
 static char tmpdir[64];
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
 
 static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_QWEN3MOE] = "tests/data/qwen3moe-tiny-F16.gguf",

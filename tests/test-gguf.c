@@ -22,18 +22,8 @@
 
 #include "engine/gguf.h"
 #include "engine/tensor-types.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 /* --- a byte-level GGUF builder, independent of the reader ------------------ */
 

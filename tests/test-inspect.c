@@ -19,18 +19,8 @@
 #include "engine/gguf.h"
 #include "engine/moe-layout.h"
 #include "engine/tensor-types.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 /* Bytes of a [ne0, ne1] matrix of a block type. */
 #define MAT(ne0, ne1, blk, qk) ((uint64_t)(ne0) / (qk) * sizeof(blk) * (ne1))

@@ -7,10 +7,7 @@
 #include <unistd.h>
 
 #include "pager/numa.h"
-
-static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-    printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#include "tests/check.h"
 
 static void test_thread_mapping(void)
 {

@@ -7,15 +7,12 @@
 
 #include "engine/gguf.h"
 #include "pager/placement.h"
+#include "tests/check.h"
 
 #define MODEL "tests/data/qwen3moe-tiny-F16.gguf"
 #define GIB (1024ull * 1024 * 1024)
 
-static int failures;
 static struct gguf_file *model;
-
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-    printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
 
 static struct placement_plan *plan_for(const char *const *args, int n, bool gpu)
 {

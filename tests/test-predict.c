@@ -19,11 +19,8 @@
 #include "engine/flref.h"
 #include "engine/gguf.h"
 #include "pager/predict.h"
-
-static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); } } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 static struct fl_predictor *make(const char *spec, const struct gguf_file *g, const uint8_t *base,
                                  int n_layers, int n_expert, int k)

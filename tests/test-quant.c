@@ -16,18 +16,7 @@
 #include <string.h>
 
 #include "engine/tensor-types.h"
-
-static int g_fail;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                       \
-            printf(__VA_ARGS__);                                              \
-            printf("\n");                                                     \
-            g_fail++;                                                         \
-        }                                                                     \
-    } while (0)
+#include "tests/check.h"
 
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
@@ -663,8 +652,8 @@ int main(void)
     test_q8_activations();
     test_roundtrip_errors();
     test_vec_dot();
-    if (g_fail) {
-        printf("%d check(s) failed\n", g_fail);
+    if (failures) {
+        printf("%d check(s) failed\n", failures);
         return 1;
     }
     printf("all quant checks passed\n");

@@ -10,18 +10,7 @@
 #include <string.h>
 
 #include "engine/sampler.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
+#include "tests/check.h"
 
 static struct fl_sampler_params plain(void)
 {

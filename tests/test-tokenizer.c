@@ -19,18 +19,7 @@
 #include "engine/gguf.h"
 #include "engine/tokenizer-impl.h" /* fl_bpe_split, for the pre-tokenizer cases */
 #include "engine/tokenizer.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                          \
-            printf("\n");                                                 \
-        }                                                                 \
-    } while (0)
+#include "tests/check.h"
 
 static char *read_file(const char *path, size_t *len)
 {

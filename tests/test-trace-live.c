@@ -19,11 +19,8 @@
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
 #include "engine/cli/commands.h"
-
-static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); } } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 /* The trace's counters of (layer, expert), summed over kinds. */
 static void trace_unit(const struct tr_stats *s, int layer, int expert, uint64_t *faults,

@@ -13,11 +13,8 @@
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
 #include "engine/cli/commands.h"
-
-static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); } } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void)

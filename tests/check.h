@@ -1,0 +1,38 @@
+/* check.h: the assertion macro every test suite shares. Header-only, one
+ * failure counter per test program (each test is its own executable).
+ *
+ * CHECK(cond, fmt, ...) counts a failure and prints "FAIL file:line: msg"
+ * without stopping, so one run reports every broken expectation.
+ * Define CHECK_OUT (e.g. stderr) before including to pick the stream. */
+#ifndef FL_TESTS_CHECK_H
+#define FL_TESTS_CHECK_H
+
+#include <stdio.h>
+
+#ifndef CHECK_OUT
+#define CHECK_OUT stdout
+#endif
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            failures++;                                                    \
+            fprintf(CHECK_OUT, "FAIL %s:%d: ", __FILE__, __LINE__);        \
+            fprintf(CHECK_OUT, __VA_ARGS__);                               \
+            fputc('\n', CHECK_OUT);                                        \
+        }                                                                  \
+    } while (0)
+
+/* Prints the suite's verdict and returns main's exit status. */
+static inline int check_summary(const char *suite)
+{
+    if (failures)
+        fprintf(CHECK_OUT, "%s: %d check(s) FAILED\n", suite, failures);
+    else
+        printf("%s: all checks passed\n", suite);
+    return failures ? 1 : 0;
+}
+
+#endif
