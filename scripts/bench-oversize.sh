@@ -27,35 +27,16 @@ cd "$(dirname "$0")/.."
 CAP_PCT=${CAP_PCT:-25} N_PROMPT=${N_PROMPT:-128} N_GEN=${N_GEN:-32}
 LLAMA_N_GEN=${LLAMA_N_GEN:-8} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-160}
 FL=${FL:-build/faultline}
-say() { echo "bench-oversize: $*" >&2; }
-die() { say "$*"; exit 1; }
+BENCH_NAME=bench-oversize
+. scripts/lib-bench.sh
 
-[ "$(id -u)" -eq 0 ] || die "needs root (memory cgroups, drop_caches)"
-command -v python3 >/dev/null || die "needs python3"
-if [ ! -x "$FL" ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build --target faultline >/dev/null
-  FL=build/faultline
-fi
+bench_check_env
+bench_ensure_fl
 work=$(mktemp -d /tmp/bench-oversize.XXXXXX)
-cg_mem="" cg_v2=""
-cleanup() {
-  for d in "$cg_mem" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
-  if [ -n "${KEEP:-}" ]; then say "raw outputs kept in $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 # --- the model ---------------------------------------------------------------
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/faultline
-model=${MODEL:-$cache/oversize-qwen3moe-Q4_K.gguf}
-if [ ! -f "$model" ]; then
-  [ -n "${MODEL:-}" ] && die "$model: no such file"
-  mkdir -p "$cache"
-  say "generating $model (once)"
-  "$FL" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 --top-k 8 \
-    --expert-ff 768 --seed 1 -o "$model.tmp" >&2
-  mv "$model.tmp" "$model"
-fi
+bench_oversize_model
 size=$(stat -c %s "$model")
 cap=$((size * CAP_PCT / 100))
 ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
@@ -78,22 +59,9 @@ PY
 # run_capped CAP_BYTES NAME CMD...: runs CMD in a fresh cgroup capped at CAP_BYTES
 # (0: no cap) after dropping caches; writes $work/NAME.{out,err,io} (.io: bytes
 # read from the block device, cgroup peak incl. page cache, seconds, exit, max RSS).
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop caches"; }
 run_capped() {
   local limit=$1 name=$2; shift 2
-  local v1=/sys/fs/cgroup/memory
-  cg_mem="" cg_v2=""
-  if [ -d $v1 ] && [ -f $v1/memory.limit_in_bytes ]; then
-    cg_mem=$v1/fl-bench-$$-$name; mkdir "$cg_mem"
-    [ "$limit" -gt 0 ] && echo "$limit" >"$cg_mem/memory.limit_in_bytes"
-  else
-    local v2=/sys/fs/cgroup
-    [ -f /sys/fs/cgroup/unified/cgroup.controllers ] && v2=/sys/fs/cgroup/unified
-    grep -qw memory $v2/cgroup.controllers 2>/dev/null || die "no memory cgroup controller"
-    echo "+memory" >"$v2/cgroup.subtree_control" 2>/dev/null || true
-    cg_v2=$v2/fl-bench-$$-$name; mkdir "$cg_v2"
-    [ "$limit" -gt 0 ] && echo "$limit" >"$cg_v2/memory.max"
-  fi
+  cg_create fl-bench "$name" "$limit"
   drop_caches
   # The child joins the cgroups, then execs; wait4's rusage gives the bytes it
   # (all its threads, io_uring workers included) read from the block device.
@@ -120,8 +88,7 @@ PY
   [ -n "$cg_mem" ] && peak=$(cat "$cg_mem/memory.max_usage_in_bytes")
   [ -n "$cg_v2" ] && [ -f "$cg_v2/memory.peak" ] && peak=$(cat "$cg_v2/memory.peak")
   echo "$rbytes $peak $secs $rc $maxrss" >"$work/$name.io"
-  for d in "$cg_mem" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
-  cg_mem="" cg_v2=""
+  cg_remove
   [ $rc -eq 0 ] || { say "$name failed (exit $rc):"; tail -3 "$work/$name.err" >&2; }
   return 0
 }

@@ -5,7 +5,7 @@
 # cache policy (--cache lru, lfu-decay, pinned-hot) at caps of 15, 25 and 50 %
 # of the file, each run inside a memory cgroup capped there (v1 memory
 # controller, or v2; the cap covers the page cache) after dropping caches, as
-# scripts/bench-oversize.sh does (its run_capped logic, copied small here).
+# scripts/bench-oversize.sh does (cgroup, cache and model helpers: scripts/lib-bench.sh).
 # faultline's expert budget = cap - its RAM-tier bytes - RESERVE_MIB. A run
 # is `faultline bench -p 0 -n N_GEN` (1 warm-up + N_GEN decodes of random
 # tokens, 2 threads); pinned-hot's profile comes from one calibration run
@@ -27,56 +27,26 @@ CAPS=${CAPS:-15 25 50}
 PREFETCH=${PREFETCH:-none router lookahead:1 history}
 CACHE=${CACHE:-lru lfu-decay pinned-hot}
 FL=${FL:-build/faultline}
-say() { echo "bench-prefetch: $*" >&2; }
-die() { say "$*"; exit 1; }
+BENCH_NAME=bench-prefetch
+. scripts/lib-bench.sh
 
-[ "$(id -u)" -eq 0 ] || die "needs root (memory cgroups, drop_caches)"
-command -v python3 >/dev/null || die "needs python3"
-if [ ! -x "$FL" ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build --target faultline >/dev/null
-  FL=build/faultline
-fi
+bench_check_env
+bench_ensure_fl
 work=$(mktemp -d /tmp/bench-prefetch.XXXXXX)
-cg=""
-cleanup() {
-  [ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
-  if [ -n "${KEEP:-}" ]; then say "raw outputs kept in $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/faultline
-model=${MODEL:-$cache/oversize-qwen3moe-Q4_K.gguf}
-if [ ! -f "$model" ]; then
-  [ -n "${MODEL:-}" ] && die "$model: no such file"
-  mkdir -p "$cache"
-  say "generating $model (once)"
-  "$FL" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 --top-k 8 \
-    --expert-ff 768 --seed 1 -o "$model.tmp" >&2
-  mv "$model.tmp" "$model"
-fi
+bench_oversize_model
 size=$(stat -c %s "$model")
 ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
 [ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 
 # run_capped LIMIT NAME CMD...: CMD in a fresh memory cgroup after dropping
 # caches; $work/NAME.{out,err,io} (.io: block-device bytes read, seconds, exit).
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop caches"; }
 run_capped() {
   local limit=$1 name=$2; shift 2
-  if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
-    cg=/sys/fs/cgroup/memory/fl-prefetch-$$-$name; mkdir "$cg"
-    echo "$limit" >"$cg/memory.limit_in_bytes"
-  else
-    local v2=/sys/fs/cgroup
-    [ -f /sys/fs/cgroup/unified/cgroup.controllers ] && v2=/sys/fs/cgroup/unified
-    grep -qw memory $v2/cgroup.controllers 2>/dev/null || die "no memory cgroup controller"
-    echo "+memory" >"$v2/cgroup.subtree_control" 2>/dev/null || true
-    cg=$v2/fl-prefetch-$$-$name; mkdir "$cg"
-    echo "$limit" >"$cg/memory.max"
-  fi
+  cg_create fl-prefetch "$name" "$limit"
   drop_caches
-  python3 - "$work/$name" "$cg" "$@" <<'PY' || true
+  python3 - "$work/$name" "${cg_mem:-$cg_v2}" "$@" <<'PY' || true
 import os, sys, time
 out, cg, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
 t0 = time.monotonic()
@@ -93,8 +63,7 @@ rc = os.waitstatus_to_exitcode(st)
 with open(out + ".io", "w") as f:
     f.write(f"{ru.ru_inblock * 512} {time.monotonic() - t0:.3f} {rc if rc >= 0 else 128 - rc}\n")
 PY
-  rmdir "$cg" 2>/dev/null || true
-  cg=""
+  cg_remove
   local rc; read -r _ _ rc <"$work/$name.io"
   [ "$rc" -eq 0 ] || { say "$name failed (exit $rc):"; tail -2 "$work/$name.err" >&2; }
   return 0

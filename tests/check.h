@@ -7,6 +7,7 @@
 #ifndef FL_TESTS_CHECK_H
 #define FL_TESTS_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #ifndef CHECK_OUT
@@ -33,6 +34,17 @@ static inline int check_summary(const char *suite)
     else
         printf("%s: all checks passed\n", suite);
     return failures ? 1 : 0;
+}
+
+/* Marsaglia's xorshift64 step (13, 7, 17): the seeded, platform-independent
+ * stream tests draw random inputs from; each test keeps its own state and
+ * maps the output to the range it needs. */
+static inline uint64_t check_xorshift64(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
 }
 
 #endif

@@ -258,6 +258,5 @@ int main(void)
     fl_types_init();
     run_case(32);
     run_case(0);
-    printf(failures ? "FAILED (%d)\n" : "all ok\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-arch2-mla");
 }

@@ -268,6 +268,5 @@ int main(void)
         }
         free(file.data);
     }
-    printf(failures ? "FAILED (%d)\n" : "all ok\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-arch2-model");
 }

@@ -224,6 +224,5 @@ int main(void)
     test_gguf("tests/data/qwen3moe-tiny-F16.gguf", "qwen3moe", 32, 1e6f, 1.0f, 0.0f, 1.0, 0.0f);
     test_swiglu_oai();
     test_group_mask();
-    printf(failures ? "FAILED (%d)\n" : "all ok\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-arch2-yarn");
 }

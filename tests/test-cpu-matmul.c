@@ -27,10 +27,7 @@ static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 
 static uint32_t rnd(void)
 {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 16);
+    return (uint32_t)(check_xorshift64(&g_rng) >> 16);
 }
 
 static float gauss(void)
@@ -202,6 +199,5 @@ int main(void)
     check_errors();
     fl_pool_destroy(pl.p[2]);
     fl_pool_destroy(pl.p[3]);
-    printf(failures ? "test-cpu-matmul: %d FAILED\n" : "test-cpu-matmul: all passed\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-cpu-matmul");
 }

@@ -87,6 +87,5 @@ int main(void)
         CHECK(e - b <= 1, "split of 5 over 7");
     }
     CHECK(total == 5, "split covers 5");
-    printf(failures ? "test-cpu-pool: %d FAILED\n" : "test-cpu-pool: all passed\n", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-cpu-pool");
 }

@@ -22,10 +22,7 @@ static struct fl_err err;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) /* uniform in [-1, 1) */
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
+    return (float)((check_xorshift64(&rng) >> 40) * (1.0 / (1 << 23))) - 1.0f;
 }
 
 static void *up(const void *src, size_t bytes)
@@ -440,10 +437,5 @@ int main(void)
     test_attention(0, 1, 1);
     CHECK(fl_cuda_sync(cu, &err) == 0, "sync: %s", err.msg);
     fl_cuda_close(cu);
-    if (failures) {
-        printf("%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("all passed\n");
-    return 0;
+    return check_summary("test-cuda-kernels");
 }

@@ -188,10 +188,5 @@ int main(void)
     scenario_budget();
     random_run();
     printf("fl_cuda_available() = %d\n", fl_cuda_available());
-    if (failures) {
-        printf("%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("all passed\n");
-    return 0;
+    return check_summary("test-cuda-lru");
 }

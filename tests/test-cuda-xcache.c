@@ -160,10 +160,5 @@ int main(void)
     run_mode(cu, FL_CUDA_XCOPY);
     run_mode(cu, FL_CUDA_XUNIFIED);
     fl_cuda_close(cu);
-    if (failures) {
-        printf("%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("all passed\n");
-    return 0;
+    return check_summary("test-cuda-xcache");
 }

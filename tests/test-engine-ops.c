@@ -366,6 +366,5 @@ int main(void)
     test_moe(pool);
     test_moe(NULL);
     fl_pool_destroy(pool);
-    printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-engine-ops");
 }

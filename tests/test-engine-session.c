@@ -191,6 +191,5 @@ int main(void)
     test_invariance("qwen3moe-tiny-F16.gguf");
     test_errors();
     test_flref();
-    printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-engine-session");
 }

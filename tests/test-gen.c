@@ -653,10 +653,5 @@ int main(void)
     test_bad_options();
     test_memory();
     rmdir(tmpdir);
-    if (failures) {
-        fprintf(stderr, "test-gen: %d failures\n", failures);
-        return 1;
-    }
-    printf("test-gen: all ok\n");
-    return 0;
+    return check_summary("test-gen");
 }

@@ -395,10 +395,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return check_xorshift64(&rng_state);
 }
 
 static void test_bitflips(const uint8_t *orig, size_t len, size_t header, int rounds, const char *what)
@@ -825,10 +822,5 @@ int main(void)
     test_open_sparse(dir);
     test_open_errors(dir);
     rmdir(dir);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all gguf tests passed\n");
-    return 0;
+    return check_summary("test-gguf");
 }

@@ -370,10 +370,5 @@ int main(void)
     } else {
         printf("skip the faultline binary: FL_CLI=%s is not built\n", exe ? exe : "(unset)");
     }
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all inspect tests passed\n");
-    return 0;
+    return check_summary("test-inspect");
 }

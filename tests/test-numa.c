@@ -78,6 +78,5 @@ int main(void)
     test_thread_mapping();
     test_binding();
     test_modes();
-    printf("%s\n", failures ? "numa: FAILED" : "numa: all checks passed");
-    return failures ? 1 : 0;
+    return check_summary("test-numa");
 }

@@ -165,6 +165,6 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    printf("%s\n", t_failures ? "FAILED" : "all errors clean");
-    return t_failures ? 1 : 0;
+    printf("%s\n", failures ? "FAILED" : "all errors clean");
+    return failures ? 1 : 0;
 }

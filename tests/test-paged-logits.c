@@ -205,6 +205,6 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    printf("%s: %d runs, %s\n", c.model, c.n_runs, t_failures ? "FAILED" : "all identical");
-    return t_failures ? 1 : 0;
+    printf("%s: %d runs, %s\n", c.model, c.n_runs, failures ? "FAILED" : "all identical");
+    return failures ? 1 : 0;
 }

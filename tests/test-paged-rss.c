@@ -126,6 +126,6 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    printf("%s\n", t_failures ? "FAILED" : "peak RSS within the budget's bound");
-    return t_failures ? 1 : 0;
+    printf("%s\n", failures ? "FAILED" : "peak RSS within the budget's bound");
+    return failures ? 1 : 0;
 }

@@ -26,10 +26,8 @@
 
 extern char **environ;
 
-static int t_failures;
-#define CHECK(cond, ...) do { if (!(cond)) { t_failures++; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); } } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 static inline void t_chdir_source(void)
 {

@@ -261,8 +261,8 @@ int main(void)
         }
         t_model_close(&m);
     }
-    if (t_failures) {
-        fprintf(stderr, "test-pager-bytes: %d failures\n", t_failures);
+    if (failures) {
+        fprintf(stderr, "test-pager-bytes: %d failures\n", failures);
         return 1;
     }
     printf("test-pager-bytes: all checks passed\n");

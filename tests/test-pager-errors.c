@@ -302,8 +302,8 @@ int main(void)
         test_handler(&m, 5);
     }
     t_model_close(&m);
-    if (t_failures) {
-        fprintf(stderr, "test-pager-errors: %d failures\n", t_failures);
+    if (failures) {
+        fprintf(stderr, "test-pager-errors: %d failures\n", failures);
         return 1;
     }
     printf("test-pager-errors: all checks passed\n");

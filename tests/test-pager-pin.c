@@ -171,8 +171,8 @@ int main(void)
     }
     run_mode(&m, PAGER_MODE_EXPLICIT);
     t_model_close(&m);
-    if (t_failures) {
-        fprintf(stderr, "test-pager-pin: %d failures\n", t_failures);
+    if (failures) {
+        fprintf(stderr, "test-pager-pin: %d failures\n", failures);
         return 1;
     }
     printf("test-pager-pin: all checks passed\n");

@@ -19,10 +19,8 @@
 #include "engine/moe-layout.h"
 #include "pager/pager.h"
 
-static int t_failures;
-#define CHECK(cond, ...) do { if (!(cond)) { t_failures++; \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); } } while (0)
+#define CHECK_OUT stderr
+#include "tests/check.h"
 
 static const char *t_models[] __attribute__((unused)) = {
     "tests/data/qwen3moe-tiny-F16.gguf", "tests/data/qwen3moe-tiny-Q8_0.gguf",

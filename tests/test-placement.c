@@ -185,6 +185,5 @@ int main(void)
     test_budget_too_small();
     test_bad_flags();
     gguf_close(model);
-    printf("%s\n", failures ? "placement: FAILED" : "placement: all checks passed");
-    return failures ? 1 : 0;
+    return check_summary("test-placement");
 }

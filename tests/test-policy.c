@@ -149,9 +149,9 @@ int main(void)
     }
     test_parse_profile();
     t_model_close(&m);
-    if (t_failures)
-        fprintf(stderr, "test-policy: %d failures\n", t_failures);
+    if (failures)
+        fprintf(stderr, "test-policy: %d failures\n", failures);
     else
         printf("test-policy: ok\n");
-    return t_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

@@ -109,9 +109,9 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", dir);
-    if (t_failures)
-        fprintf(stderr, "test-predict-logits: %d failures\n", t_failures);
+    if (failures)
+        fprintf(stderr, "test-predict-logits: %d failures\n", failures);
     else
         printf("test-predict-logits: ok\n");
-    return t_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

@@ -244,9 +244,5 @@ int main(void)
     test_hand_trace();
     test_traces();
     test_lookahead("tests/data/qwen3moe-tiny-F16.gguf");
-    if (failures)
-        fprintf(stderr, "test-predict: %d failures\n", failures);
-    else
-        printf("test-predict: ok\n");
-    return failures ? 1 : 0;
+    return check_summary("test-predict");
 }

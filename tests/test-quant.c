@@ -140,10 +140,7 @@ static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
 {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
+    return check_xorshift64(&g_rng);
 }
 
 static float unif(void) { return (float)(rnd() >> 40) / 16777216.0f; }
@@ -652,10 +649,5 @@ int main(void)
     test_q8_activations();
     test_roundtrip_errors();
     test_vec_dot();
-    if (failures) {
-        printf("%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all quant checks passed\n");
-    return 0;
+    return check_summary("test-quant");
 }

@@ -299,6 +299,5 @@ int main(void)
     test_distribution();
     test_large_vocab();
     test_bad_params();
-    printf("%s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-sampler");
 }

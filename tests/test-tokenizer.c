@@ -830,6 +830,5 @@ int main(int argc, char **argv)
         test_chat_detect();
         test_chat_tokens();
     }
-    printf("%s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-    return failures ? 1 : 0;
+    return check_summary("test-tokenizer");
 }

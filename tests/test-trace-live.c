@@ -484,6 +484,5 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", dir);
     }
-    printf("%s\n", failures ? "FAILED" : "all ok");
-    return failures ? 1 : 0;
+    return check_summary("test-trace-live");
 }

@@ -50,22 +50,18 @@ static int parse(int argc, char **argv, struct bench_opts *o)
 {
     *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5 };
     eng_session_params_init(&o->sp);
-    int session_flag;
+    /* -p is bench's prompt length and the context is sized from -p and -n */
+    const struct eng_common_args common = { &o->sp, NULL, NULL, false };
+    int taken;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout);
-        else if (!strcmp(a, "-m"))
-            ok = eng_arg_str("bench", argc, argv, &i, &o->sp.model_path);
         else if (!strcmp(a, "-p"))
             ok = eng_arg_int("bench", argc, argv, &i, 0, 1 << 20, &o->n_prompt);
         else if (!strcmp(a, "-n"))
             ok = eng_arg_int("bench", argc, argv, &i, 0, 1 << 20, &o->n_gen);
-        else if (!strcmp(a, "-t"))
-            ok = eng_arg_int("bench", argc, argv, &i, 1, 1024, &o->sp.n_threads);
-        else if (!strcmp(a, "-b"))
-            ok = eng_arg_int("bench", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "-r"))
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1000, &o->reps);
         else if (!strcmp(a, "--disk-bw")) {
@@ -74,8 +70,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             if (!ok && v)
                 fprintf(stderr, "faultline bench: --disk-bw wants a size such as 3G, not '%s'\n", v);
         }
-        else if ((session_flag = eng_arg_session("bench", argc, argv, &i, &o->sp)) != 0)
-            ok = session_flag > 0;
+        else if ((taken = eng_arg_common("bench", argc, argv, &i, &common)) != 0)
+            ok = taken > 0;
         else {
             fprintf(stderr, "faultline bench: unknown option '%s'\n", a);
             ok = false;

@@ -121,3 +121,26 @@ int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
     }
     return rc;
 }
+
+int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
+                   const struct eng_common_args *t)
+{
+    const char *a = argv[*i];
+    struct eng_session_params *sp = t->sp;
+    bool ok;
+    if (!strcmp(a, "-m"))
+        ok = eng_arg_str(cmd, argc, argv, i, &sp->model_path);
+    else if (t->prompt && !strcmp(a, "-p"))
+        ok = eng_arg_str(cmd, argc, argv, i, t->prompt);
+    else if (t->prompt_file && !strcmp(a, "-f"))
+        ok = eng_arg_str(cmd, argc, argv, i, t->prompt_file);
+    else if (!strcmp(a, "-t"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &sp->n_threads);
+    else if (t->with_ctx && !strcmp(a, "-c"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 24, &sp->n_ctx);
+    else if (!strcmp(a, "-b"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &sp->n_batch);
+    else
+        return eng_arg_session(cmd, argc, argv, i, sp);
+    return ok ? 1 : -1;
+}

@@ -22,6 +22,22 @@ struct eng_session_params;
 int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
                     struct eng_session_params *sp);
 
+/* The options run, eval and bench share: -m MODEL, -t THREADS, -c CTX,
+ * -b BATCH and the session flags into *sp, plus -p TEXT / -f FILE where the
+ * command takes a prompt. A NULL prompt target leaves -p/-f to the command
+ * (bench's -p is a token count); with_ctx false leaves -c unknown (bench
+ * sizes the context itself). */
+struct eng_common_args {
+    struct eng_session_params *sp;
+    const char **prompt, **prompt_file;
+    bool with_ctx;
+};
+
+/* Takes argv[*i] if it is one of the common options. Returns 1 when taken,
+ * 0 when not one of them, -1 after printing a bad value's message. */
+int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
+                   const struct eng_common_args *t);
+
 /* Reads a whole file (prompt files); NUL-terminated, *len without the NUL.
  * NULL with a message on stderr on failure. */
 char *eng_read_file(const char *path, size_t *len);

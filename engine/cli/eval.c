@@ -101,34 +101,23 @@ static int parse(int argc, char **argv, struct eval_opts *o)
 {
     *o = (struct eval_opts){ .n_gen = 32 };
     eng_session_params_init(&o->sp);
-    int session_flag;
+    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true };
+    int taken;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage() & 0;
-        else if (!strcmp(a, "-m"))
-            ok = eng_arg_str("eval", argc, argv, &i, &o->sp.model_path);
-        else if (!strcmp(a, "-p"))
-            ok = eng_arg_str("eval", argc, argv, &i, &o->prompt);
-        else if (!strcmp(a, "-f"))
-            ok = eng_arg_str("eval", argc, argv, &i, &o->prompt_file);
         else if (!strcmp(a, "--logits-out"))
             ok = eng_arg_str("eval", argc, argv, &i, &o->logits_out);
         else if (!strcmp(a, "--routing-out"))
             ok = eng_arg_str("eval", argc, argv, &i, &o->routing_out);
         else if (!strcmp(a, "-n"))
             ok = eng_arg_int("eval", argc, argv, &i, 0, 1 << 20, &o->n_gen);
-        else if (!strcmp(a, "-t"))
-            ok = eng_arg_int("eval", argc, argv, &i, 1, 1024, &o->sp.n_threads);
-        else if (!strcmp(a, "-c"))
-            ok = eng_arg_int("eval", argc, argv, &i, 1, 1 << 24, &o->sp.n_ctx);
-        else if (!strcmp(a, "-b"))
-            ok = eng_arg_int("eval", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "--all-logits"))
             o->all_logits = true;
-        else if ((session_flag = eng_arg_session("eval", argc, argv, &i, &o->sp)) != 0)
-            ok = session_flag > 0;
+        else if ((taken = eng_arg_common("eval", argc, argv, &i, &common)) != 0)
+            ok = taken > 0;
         else {
             fprintf(stderr, "faultline eval: unknown option '%s'\n", a);
             ok = false;

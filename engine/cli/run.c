@@ -66,7 +66,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
 {
     *o = (struct run_opts){ .n_gen = 128 };
     eng_session_params_init(&o->sp);
-    int session_flag;
+    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true };
+    int taken;
     fl_sampler_defaults(&o->samp, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -74,24 +75,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout);
         if (!(ok = parse_sampling(argc, argv, &i, o, &known)) || known) {
-        } else if (!strcmp(a, "-m"))
-            ok = eng_arg_str("run", argc, argv, &i, &o->sp.model_path);
-        else if (!strcmp(a, "-p"))
-            ok = eng_arg_str("run", argc, argv, &i, &o->prompt);
-        else if (!strcmp(a, "-f"))
-            ok = eng_arg_str("run", argc, argv, &i, &o->prompt_file);
-        else if (!strcmp(a, "-n"))
+        } else if (!strcmp(a, "-n"))
             ok = eng_arg_int("run", argc, argv, &i, 0, 1 << 24, &o->n_gen);
-        else if (!strcmp(a, "-t"))
-            ok = eng_arg_int("run", argc, argv, &i, 1, 1024, &o->sp.n_threads);
-        else if (!strcmp(a, "-c"))
-            ok = eng_arg_int("run", argc, argv, &i, 1, 1 << 24, &o->sp.n_ctx);
-        else if (!strcmp(a, "-b"))
-            ok = eng_arg_int("run", argc, argv, &i, 1, 1 << 20, &o->sp.n_batch);
         else if (!strcmp(a, "--chat"))
             o->chat = true;
-        else if ((session_flag = eng_arg_session("run", argc, argv, &i, &o->sp)) != 0)
-            ok = session_flag > 0;
+        else if ((taken = eng_arg_common("run", argc, argv, &i, &common)) != 0)
+            ok = taken > 0;
         else {
             fprintf(stderr, "faultline run: unknown option '%s'\n", a);
             ok = false;
