@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #ifndef CHECK_OUT
 #define CHECK_OUT stdout
@@ -34,6 +35,31 @@ static inline int check_summary(const char *suite)
     else
         printf("%s: all checks passed\n", suite);
     return failures ? 1 : 0;
+}
+
+/* A whole file, malloc'ed and NUL-terminated (so text can be used as a
+ * string); *len (when len is not NULL) gets its size. NULL when it cannot
+ * be read. */
+static inline char *check_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = '\0';
+        if (len)
+            *len = (size_t)n;
+    }
+    return b;
 }
 
 /* Marsaglia's xorshift64 step (13, 7, 17): the seeded, platform-independent

@@ -222,24 +222,6 @@ static char *data_path(const char *file)
     return path;
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
-}
-
 static void check_type_counts(const struct gguf_file *f, const struct model_ref *m)
 {
     int count[FL_TYPE_COUNT] = { 0 }, want[FL_TYPE_COUNT] = { 0 };
@@ -302,8 +284,8 @@ static void test_models(void)
         check_known_keys(f, models[m].file);
         check_invariants(f, models[m].file);
         /* The same header from memory, given only up to the header's end. */
-        size_t len;
-        uint8_t *buf = slurp(path, &len);
+        size_t len = 0;
+        uint8_t *buf = (uint8_t *)check_read_file(path, &len);
         rc = gguf_parse(buf, (size_t)gguf_header_size(f), len, "mem", &g, &err);
         CHECK(rc == 0, "%s: gguf_parse of the header alone: %s", models[m].file, err.msg);
         if (!rc) {
@@ -804,7 +786,7 @@ int main(void)
     free(small.buf);
 
     size_t len = 0;
-    uint8_t *real = slurp(data_path("mixtral-tiny-Q4_K_M.gguf"), &len);
+    uint8_t *real = (uint8_t *)check_read_file(data_path("mixtral-tiny-Q4_K_M.gguf"), &len);
     CHECK(real != NULL, "read mixtral-tiny-Q4_K_M.gguf");
     if (real) {
         struct gguf_file *f = NULL;

@@ -21,7 +21,7 @@ static char path_model[600], path_err[600], path_out[600];
 static int copy_file(const char *from, const char *to)
 {
     size_t n = 0;
-    char *b = t_slurp(from, &n);
+    char *b = check_read_file(from, &n);
     FILE *f = b ? fopen(to, "wb") : NULL;
     int rc = f && fwrite(b, 1, n, f) == n ? 0 : -1;
     if (f && fclose(f))
@@ -63,7 +63,7 @@ static void truncated(const char *what, char *const *flags, int n_flags)
     int rc = truncate(path_model, 4096);
     CHECK(rc == 0, "truncate: %s", strerror(errno));
     struct t_run r = t_wait(pid, t0, LIMIT_S);
-    char *msg = t_slurp(path_err, NULL);
+    char *msg = check_read_file(path_err, NULL);
     int lines = t_count_lines(path_err);
     CHECK(r.status != -1, "%s: still running %.0f s after the truncation (hang)", what, LIMIT_S);
     CHECK(r.status > 0 && r.status < 128, "%s: exit %d, expected an error exit (not a signal)",
@@ -106,7 +106,7 @@ static void one_line_error(const char *what, char *const *argv_tail, int n_tail)
         argv[n++] = argv_tail[i];
     argv[n] = NULL;
     struct t_run r = t_run_cmd(argv, NULL, path_err, LIMIT_S);
-    char *msg = t_slurp(path_err, NULL);
+    char *msg = check_read_file(path_err, NULL);
     CHECK(r.status > 0 && r.status < 128, "%s: exit %d, expected an error exit", what, r.status);
     CHECK(t_count_lines(path_err) == 1, "%s: expected one line on stderr:\n%s", what,
           msg ? msg : "");

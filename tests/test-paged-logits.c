@@ -69,7 +69,7 @@ static int run_eval(struct ctx *c, char *const *flags, int n_flags, const char *
 
 static void print_err_file(const char *err)
 {
-    char *b = t_slurp(err, NULL);
+    char *b = check_read_file(err, NULL);
     if (b && *b)
         fprintf(stderr, "  stderr: %s", b);
     free(b);
@@ -115,7 +115,7 @@ static bool probe_uffd(struct ctx *c, uint64_t budget)
     char *flags[] = { "--disk-moe" };
     if (run_eval(c, flags, 1, "uffd", budget, out, json, err) == 0)
         return true;
-    char *msg = t_slurp(err, NULL);
+    char *msg = check_read_file(err, NULL);
     bool no_uffd = msg && strstr(msg, "userfaultfd");
     printf("uffd mode: %s%s", no_uffd ? "skipped: " : "FAILED: ", msg ? msg : "?\n");
     CHECK(no_uffd, "%s: --pager uffd failed for another reason than userfaultfd", c->model);
@@ -133,7 +133,7 @@ static void too_small(struct ctx *c, uint64_t min, const char *mode)
     char *flags[] = { "--disk-moe" };
     int st = run_eval(c, flags, 1, mode, min - 1, out, json, err);
     int lines = t_count_lines(err);
-    char *msg = t_slurp(err, NULL);
+    char *msg = check_read_file(err, NULL);
     CHECK(st != 0 && st < 128, "%s: budget %" PRIu64 " (min - 1), %s: exit %d, expected an error",
           c->model, min - 1, mode, st);
     CHECK(lines == 1, "%s: budget too small, %s: %d lines on stderr, expected one", c->model,
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
     int st = run_eval(&c, resident, 1, NULL, 0, ref, json, err);
     uint64_t loads = 1;
     size_t ref_len = 0;
-    free(t_slurp(ref, &ref_len));
+    free(check_read_file(ref, &ref_len));
     CHECK(st == 0 && ref_len > 64, "%s: resident eval failed (exit %d)", c.model, st);
     CHECK(t_json_u64(json, "loads", &loads) == 0 && loads == 0,
           "%s: the --cpu-moe run paged (%" PRIu64 " loads)", c.model, loads);

@@ -51,7 +51,7 @@ static struct t_run eval(const char *cli, const char *model, char **extra, int n
     argv[n] = NULL;
     struct t_run r = t_run_cmd(argv, NULL, err, LIMIT_S);
     if (r.status != 0) {
-        char *msg = t_slurp(err, NULL);
+        char *msg = check_read_file(err, NULL);
         fprintf(stderr, "eval exit %d: %s", r.status, msg ? msg : "\n");
         free(msg);
     }

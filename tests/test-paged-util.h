@@ -115,34 +115,12 @@ static inline struct t_run t_run_cmd(char *const argv[], const char *out, const 
 }
 
 /* The whole file (NUL-terminated) or NULL; *len its size. */
-static inline char *t_slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = '\0';
-        if (len)
-            *len = (size_t)n;
-    }
-    return b;
-}
-
 /* 0 when both files exist and are byte-identical; else the first differing
  * offset + 1 (or -1 when one is missing, -2 when the sizes differ). */
 static inline long t_cmp(const char *a, const char *b)
 {
     size_t na = 0, nb = 0;
-    char *x = t_slurp(a, &na), *y = t_slurp(b, &nb);
+    char *x = check_read_file(a, &na), *y = check_read_file(b, &nb);
     long rc = 0;
     if (!x || !y)
         rc = -1;
@@ -161,7 +139,7 @@ static inline long t_cmp(const char *a, const char *b)
 static inline int t_count_lines(const char *path)
 {
     size_t n = 0;
-    char *b = t_slurp(path, &n);
+    char *b = check_read_file(path, &n);
     if (!b)
         return -1;
     int lines = 0;
@@ -176,7 +154,7 @@ static inline int t_count_lines(const char *path)
 /* The first `"key":NUMBER` in a --stats-json file (totals come first). */
 static inline int t_json_u64(const char *path, const char *key, uint64_t *out)
 {
-    char *b = t_slurp(path, NULL), pat[64];
+    char *b = check_read_file(path, NULL), pat[64];
     if (!b)
         return -1;
     snprintf(pat, sizeof(pat), "\"%s\":", key);

@@ -34,7 +34,7 @@ static int eval(const char *cli, const char *model, char **extra, const char *di
     argv[n] = NULL;
     struct t_run r = t_run_cmd(argv, NULL, err, LIMIT_S);
     if (r.status != 0) {
-        char *b = t_slurp(err, NULL);
+        char *b = check_read_file(err, NULL);
         fprintf(stderr, "%s %s: exit %d: %s", model, tag, r.status, b ? b : "");
         free(b);
     }

@@ -21,27 +21,6 @@
 #include "engine/tokenizer.h"
 #include "tests/check.h"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 static struct fl_tokenizer *load(const char *path)
 {
     struct gguf_file *g;
@@ -108,7 +87,7 @@ static void check_ref_prompt(const struct fl_tokenizer *tok, const char *model, 
     char path[512];
     size_t len;
     snprintf(path, sizeof(path), "tests/data/ref/%s.p%d.txt", model, p);
-    char *txt = read_file(path, &len);
+    char *txt = check_read_file(path, &len);
     CHECK(txt, "cannot read %s", path);
     if (!txt)
         return;
@@ -164,11 +143,11 @@ static void test_ref_models(void)
 static void test_vocab(const char *name)
 {
     char path[512], inp_path[520], out_path[520];
-    size_t li, lo;
+    size_t li = 0, lo = 0;
     snprintf(path, sizeof(path), "tests/data/vocab/ggml-vocab-%s.gguf", name);
     snprintf(inp_path, sizeof(inp_path), "%s.inp", path);
     snprintf(out_path, sizeof(out_path), "%s.out", path);
-    char *inp = read_file(inp_path, &li), *out = read_file(out_path, &lo);
+    char *inp = check_read_file(inp_path, &li), *out = check_read_file(out_path, &lo);
     struct fl_tokenizer *tok = load(path);
     CHECK(inp && out, "cannot read %s .inp/.out", path);
     int cases = 0, passed = 0;

@@ -88,6 +88,18 @@ char *eng_read_file(const char *path, size_t *len)
     return buf;
 }
 
+const char *eng_prompt_text(const char *prompt, const char *prompt_file, char **file_text,
+                            size_t *len)
+{
+    *file_text = NULL;
+    if (!prompt_file) {
+        *len = strlen(prompt);
+        return prompt;
+    }
+    *file_text = eng_read_file(prompt_file, len);
+    return *file_text;
+}
+
 int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t len,
                         bool parse_special, int32_t **out)
 {

@@ -42,6 +42,13 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
  * NULL with a message on stderr on failure. */
 char *eng_read_file(const char *path, size_t *len);
 
+/* The prompt of -p TEXT or -f FILE (exactly one is set): the text and its
+ * length; for -f the file read whole into *file_text, which the caller
+ * frees (NULL for -p). NULL with a message on stderr when the file cannot
+ * be read. */
+const char *eng_prompt_text(const char *prompt, const char *prompt_file, char **file_text,
+                            size_t *len);
+
 /* Tokenizes a prompt as llama.cpp's tools do (add_special, no special
  * parsing). Returns the count and a malloc'ed array, or -errno with a
  * message printed. */

@@ -170,12 +170,10 @@ static int run_eval(struct eng_session *s, const int32_t *prompt, int n_prompt,
 static int eval_main(const struct eval_opts *o, struct fl_err *err)
 {
     size_t len = 0;
-    char *file_text = NULL;
-    const char *text = o->prompt;
-    if (o->prompt_file && !(text = file_text = eng_read_file(o->prompt_file, &len)))
+    char *file_text;
+    const char *text = eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
+    if (!text)
         return 1;
-    if (!file_text)
-        len = strlen(text);
     if (len == 0) {
         free(file_text);
         fprintf(stderr, "faultline eval: the prompt is empty\n");

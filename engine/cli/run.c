@@ -190,12 +190,10 @@ static int generate(struct eng_session *s, const struct run_opts *o, const int32
 static int run_main(const struct run_opts *o, struct fl_err *err)
 {
     size_t len = 0;
-    char *file_text = NULL;
-    const char *text = o->prompt;
-    if (o->prompt_file && !(text = file_text = eng_read_file(o->prompt_file, &len)))
+    char *file_text;
+    const char *text = eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
+    if (!text)
         return 1;
-    if (!file_text)
-        len = strlen(text);
     struct eng_session_params sp = o->sp;
     struct eng_session *s = NULL;
     int32_t *ids = NULL;
