@@ -369,7 +369,9 @@ static void attached(const char *driver, const char *dir)
     snprintf(stats, sizeof(stats), "%s/attached.stats.json", dir);
     pid_t pid = fork();
     if (pid == 0) {
-        execl(driver, driver, "tests/data/qwen3moe-tiny-F16.gguf", stats, "400", (char *)NULL);
+        /* long enough (seconds) to still be running once the probes are
+         * attached on a loaded machine; the tracer stops when it exits */
+        execl(driver, driver, "tests/data/qwen3moe-tiny-F16.gguf", stats, "4000", (char *)NULL);
         _exit(127);
     }
     usleep(300 * 1000);
