@@ -49,7 +49,9 @@ if [ -z "${LLAMA_CPP:-}" ]; then
   echo "(set LLAMA_CPP=/path/to/llama.cpp/build to compare with llama-bench)"
   exit 0
 fi
-lb=$LLAMA_CPP/bin/llama-bench
+# LLAMA_CPP may name the build directory or its bin/ folder
+lb=$LLAMA_CPP/llama-bench
+[ -x "$lb" ] || lb=$LLAMA_CPP/bin/llama-bench
 [ -x "$lb" ] || { echo "bench-cpu.sh: no llama-bench at $lb" >&2; exit 1; }
 
 ours_all="" theirs_all=""
