@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,7 +272,9 @@ uint64_t jv_u64(const struct jv *o, const char *key)
 int32_t jv_i32(const struct jv *o, const char *key)
 {
     const struct jv *v = jv_get(o, key);
-    return v && v->t == J_NUM ? (int32_t)v->d : 0;
+    if (!v || v->t != J_NUM || !(v->d >= INT32_MIN && v->d <= INT32_MAX))
+        return 0; /* absent, not a number, NaN or out of range: not a valid id */
+    return (int32_t)v->d;
 }
 
 static char *slurp(const char *path, size_t *len)

@@ -35,15 +35,31 @@ step "fuzz targets (${fuzz_seconds}s each)"
 CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_FUZZ=ON \
       -DFAULTLINE_CUDA=OFF -DFAULTLINE_BPF=OFF >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz-targets
+fuzz_failed=0
 for target in build-fuzz/fuzz-*; do
   [ -x "$target" ] || continue
   name=$(basename "$target")
   corpus="$root/tests/fuzz/corpus/${name#fuzz-}"
-  work=$(mktemp -d)
+  out=$(mktemp -d)
+  mkdir "$out/new"
   echo "$name: corpus $corpus"
-  "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-            "$work" "$corpus" 2>&1 | tail -n 3
-  rm -rf "$work"
+  # new inputs go to a scratch folder, never into the committed corpus
+  if "$target" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+       -artifact_prefix="$out/" "$out/new" "$corpus" > "$out/log" 2>&1; then
+    tail -n 3 "$out/log"
+  else
+    echo "$name: FAILED; the end of its log and the input that failed:"
+    tail -n 40 "$out/log"
+    for a in "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-*; do
+      if [ -f "$a" ]; then
+        echo "$a:"
+        od -An -c "$a" | head -n 20
+      fi
+    done
+    fuzz_failed=1
+  fi
+  rm -rf "$out"
 done
+[ "$fuzz_failed" -eq 0 ] || { echo "fuzzing found a failure"; exit 1; }
 
 step "all tests passed"
