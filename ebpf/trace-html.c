@@ -14,6 +14,7 @@
 #include "ebpf/trace-json.h"
 
 #define CELL 14      /* px; 8 when there are many experts */
+#define HEATMAP_MAX_CELLS (1 << 16)
 
 static const char *css =
     "body{font:14px system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}"
@@ -61,9 +62,18 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
         fprintf(f, "<p class=\"muted\">No expert activity was traced.</p>\n");
         return;
     }
-    int rows = lmax - lmin + 1, cols = emax + 1, cell = cols > 64 ? 8 : CELL, ch = CELL;
+    int64_t rows = (int64_t)lmax - lmin + 1, cols = (int64_t)emax + 1;
+    if (rows * cols > HEATMAP_MAX_CELLS) {
+        /* Only a damaged or hand-edited trace gets here (the largest MoE models
+         * have ~60 layers x 384 experts); an SVG of billions of cells would
+         * never finish. */
+        fprintf(f, "<p class=\"muted\">No heatmap: the trace names layers %d..%d and experts "
+                "up to %d, more than %d cells.</p>\n", lmin, lmax, emax, HEATMAP_MAX_CELLS);
+        return;
+    }
+    int cell = cols > 64 ? 8 : CELL, ch = CELL;
     fprintf(f, "<svg id=\"heatmap\" width=\"%d\" height=\"%d\" data-rows=\"%d\" data-cols=\"%d\">\n",
-            60 + cols * cell, 30 + rows * ch, rows, cols);
+            60 + (int)cols * cell, 30 + (int)rows * ch, (int)rows, (int)cols);
     for (int e = 0; e < cols; e += cols > 32 ? 16 : 4)
         fprintf(f, "<text x=\"%d\" y=\"12\">%d</text>", 60 + e * cell, e);
     const struct tr_unit *p = u, *end = u + n;

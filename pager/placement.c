@@ -284,10 +284,12 @@ static int rules_add_overrides(struct pl_rules *r, const char *spec, struct fl_e
     return rc;
 }
 
-static int rules_add_layers(struct pl_rules *r, int n_layers, enum pl_tier tier,
+/* Layers past the file's last block cannot match, so --n-cpu-moe 1000000 on a
+ * 40-layer model compiles 40 regexes, not a million. */
+static int rules_add_layers(struct pl_rules *r, int n_layers, int n_blocks, enum pl_tier tier,
                             const char *flag, struct fl_err *err)
 {
-    for (int il = 0; il < n_layers; il++) {
+    for (int il = 0; il < n_layers && il < n_blocks; il++) {
         char pattern[96], reason[64];
         snprintf(pattern, sizeof(pattern), "blk\\.%d%s", il, PL_EXPERT_REGEX);
         snprintf(reason, sizeof(reason), "%s %d", flag, n_layers);
@@ -298,15 +300,16 @@ static int rules_add_layers(struct pl_rules *r, int n_layers, enum pl_tier tier,
     return 0;
 }
 
-static int rules_build(struct pl_rules *r, const struct placement_options *o, struct fl_err *err)
+static int rules_build(struct pl_rules *r, const struct placement_options *o, int n_blocks,
+                       struct fl_err *err)
 {
     int rc = 0;
     for (int i = 0; i < o->n_overrides && !rc; i++)
         rc = rules_add_overrides(r, o->overrides[i], err);
     if (!rc && o->n_disk_moe)
-        rc = rules_add_layers(r, o->n_disk_moe, PL_TIER_DISK, "--n-disk-moe", err);
+        rc = rules_add_layers(r, o->n_disk_moe, n_blocks, PL_TIER_DISK, "--n-disk-moe", err);
     if (!rc && o->n_cpu_moe)
-        rc = rules_add_layers(r, o->n_cpu_moe, PL_TIER_RAM, "--n-cpu-moe", err);
+        rc = rules_add_layers(r, o->n_cpu_moe, n_blocks, PL_TIER_RAM, "--n-cpu-moe", err);
     if (!rc && (o->cpu_moe || o->disk_moe)) {
         bool disk = o->disk_moe && (!o->cpu_moe || o->last_all_moe == PL_TIER_DISK);
         rc = rules_add(r, PL_EXPERT_REGEX, disk ? PL_TIER_DISK : PL_TIER_RAM,
@@ -468,6 +471,18 @@ static void resolve(struct placement_plan *p, const struct gguf_file *f,
     check_fit(p);
 }
 
+/* One more than the highest blk.N among the tensors' names. */
+static int count_blocks(const struct gguf_file *f)
+{
+    int n = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
+        int il = placement_layer_of(gguf_tensor(f, i)->name);
+        if (il >= n)
+            n = il + 1;
+    }
+    return n;
+}
+
 int placement_plan_build(const struct gguf_file *f, const struct placement_options *o,
                          const struct placement_host *host, struct placement_plan **out,
                          struct fl_err *err)
@@ -475,7 +490,7 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
     struct pl_rules rules = { 0 };
     struct pl_model m;
     read_model(f, &m);
-    int rc = rules_build(&rules, o, err);
+    int rc = rules_build(&rules, o, count_blocks(f), err);
     struct placement_plan *p = calloc(1, sizeof(*p));
     int64_t n = gguf_n_tensors(f);
     if (!rc && p) {
