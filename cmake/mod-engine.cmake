@@ -7,9 +7,10 @@ fl_module(model
   DEPS gguf types cpu arch2) # arch2: the deepseek2/gpt-oss entries of the registry
 
 # FLRF/FLRT files (reference logits and routing): outside input, fuzzed on its own.
-fl_module(flref SOURCES engine/flref.c)
+fl_module(flref SOURCES engine/flref.c DEPS wholefile)
 
-fl_module(engine SOURCES engine/session.c DEPS model tokenizer pager placement numa flref)
+fl_module(engine SOURCES engine/session.c engine/calibrate.c
+  DEPS model tokenizer pager placement numa flref wholefile)
 
 fl_module(cli-engine
   SOURCES engine/cli/engine-args.c engine/cli/eval.c engine/cli/compare.c engine/cli/run.c
@@ -19,3 +20,6 @@ fl_module(cli-engine
 fl_test(test-reference SOURCES tests/test-reference.c MODULES cli-engine TIMEOUT 300)
 fl_test(test-engine-ops SOURCES tests/test-engine-ops.c MODULES model)
 fl_test(test-engine-session SOURCES tests/test-engine-session.c MODULES cli-engine TIMEOUT 120)
+# --calibrate: counts against the test's own routing sink, and the CLI's misuse errors.
+fl_test(test-calibrate SOURCES tests/test-calibrate.c MODULES engine TIMEOUT 120)
+add_dependencies(test-calibrate faultline)

@@ -10,33 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FLREF_MAX_FILE ((long)1 << 31)
+#include "engine/whole-file.h"
 
+#define FLREF_MAX_FILE ((size_t)1 << 31)
+
+/* The whole file, or one line saying why not. */
 static int slurp(const char *path, unsigned char **buf, size_t *len, struct fl_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fl_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size < 0 || size > FLREF_MAX_FILE || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return fl_err_set(err, -EINVAL, "%s: not a regular file of sane size", path);
-    }
-    *buf = malloc((size_t)size + 1);
-    if (!*buf) {
-        fclose(f);
-        return fl_err_set(err, -ENOMEM, "%s: out of memory", path);
-    }
-    *len = fread(*buf, 1, (size_t)size, f);
-    int bad = ferror(f) || *len != (size_t)size;
-    fclose(f);
-    if (bad) {
-        free(*buf);
-        *buf = NULL;
-        return fl_err_set(err, -EIO, "%s: read error", path);
-    }
+    char *b = NULL;
+    int rc = fl_read_whole_file(path, FLREF_MAX_FILE, &b, len);
+    if (rc)
+        return fl_err_set(err, rc, "%s: %s", path,
+                          rc == -EFBIG ? "larger than any FLRF/FLRT file" : strerror(-rc));
+    *buf = (unsigned char *)b;
     return 0;
 }
 
@@ -70,7 +56,7 @@ static int check_header(const char *path, const unsigned char *b, size_t len, co
 int flref_logits_read(const char *path, struct flref_logits *out, struct fl_err *err)
 {
     memset(out, 0, sizeof(*out));
-    unsigned char *b;
+    unsigned char *b = NULL;
     size_t len;
     int rc = slurp(path, &b, &len, err);
     if (rc)
@@ -104,7 +90,7 @@ int flref_logits_read(const char *path, struct flref_logits *out, struct fl_err 
 int flref_routing_read(const char *path, struct flref_routing *out, struct fl_err *err)
 {
     memset(out, 0, sizeof(*out));
-    unsigned char *b;
+    unsigned char *b = NULL;
     size_t len;
     int rc = slurp(path, &b, &len, err);
     if (rc)

@@ -1,6 +1,8 @@
 /* session.c: model + KV cache + tokenizer + threads, glued for the CLI. */
 #include "engine/session.h"
 
+#include "engine/calibrate.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -212,6 +214,48 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     return 0;
 }
 
+/* pinned-hot needs exactly one profile: a stats file or a calibration pass. */
+static int check_cache_params(const struct eng_session_params *p, struct fl_err *err)
+{
+    bool pinned = p->cache == PAGER_CACHE_PINNED_HOT;
+    if (p->calibrate && !pinned)
+        return fl_err_set(err, -EINVAL, "--calibrate makes the profile of --cache pinned-hot; "
+                          "add --cache pinned-hot");
+    if (p->calibrate && p->hot_profile)
+        return fl_err_set(err, -EINVAL, "--cache pinned-hot:%s and --calibrate %s: give one "
+                          "profile", p->hot_profile, p->calibrate);
+    if (pinned && !p->calibrate && !p->hot_profile)
+        return fl_err_set(err, -EINVAL, "--cache pinned-hot needs a profile: "
+                          "pinned-hot:STATS.json or --calibrate PROMPTS.txt");
+    return 0;
+}
+
+/* The calibration pass (engine/calibrate.h) picks the hot experts; the
+ * statistics then start from zero, so --stats describes the run itself. */
+static int calibrate(struct eng_session *s, const char *path, struct fl_err *err)
+{
+    if (!eng_session_paged(s)) {
+        fprintf(stderr, "faultline: nothing is paged from disk; --calibrate skipped\n");
+        return 0;
+    }
+    struct pager_hot_unit *hot = NULL;
+    int n = 0;
+    int64_t n_tok = 0;
+    int rc = eng_calibrate(s, path, &hot, &n, &n_tok, err);
+    if (rc)
+        return rc;
+    int chosen = pager_set_hot(s->pager, hot, n);
+    free(hot);
+    if (chosen < 0)
+        return fl_err_set(err, chosen, "--calibrate: %s", strerror(-chosen));
+    fprintf(stderr, "faultline: calibrated on %s: %lld tokens, %d of %d routed experts kept "
+            "resident\n", path, (long long)n_tok, chosen, n);
+    pager_stats_reset(s->pager);
+    if (s->pred)
+        fl_predictor_stats_reset(s->pred);
+    return 0;
+}
+
 int eng_session_open(const struct eng_session_params *p, struct eng_session **out,
                      struct fl_err *err)
 {
@@ -227,9 +271,13 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     s->stats = p->stats;
     s->stats_json = p->stats_json;
     s->predict = p->predict;
-    int rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
+    int rc = check_cache_params(p, err);
+    if (!rc)
+        rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
     if (!rc)
         rc = open_parts(s, p, err);
+    if (!rc && p->calibrate)
+        rc = calibrate(s, p->calibrate, err);
     if (rc) {
         eng_session_close(s);
         return rc;
@@ -365,6 +413,10 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         if ((rc = pager_cache_parse(v, &c, &p->hot_profile, err)))
             return rc;
         p->cache = c;
+    } else if (!strcmp(a, "--calibrate")) {
+        if (!v)
+            return fl_err_set(err, -EINVAL, "--calibrate needs a prompt file");
+        p->calibrate = v;
     } else if (!strcmp(a, "--numa")) {
         if (!v || fl_numa_parse(v, &p->numa))
             return fl_err_set(err, -EINVAL,
@@ -387,8 +439,9 @@ void eng_session_print_usage(FILE *out)
         "  --stats-json FILE           all paging statistics as JSON\n"
         "  --prefetch none|router|lookahead[:D]|history[:W]\n"
         "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
-        "  --cache lru|lfu-decay|pinned-hot:STATS.json\n"
+        "  --cache lru|lfu-decay|pinned-hot[:STATS.json]\n"
         "                              which expert to evict (default lfu-decay)\n"
+        "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n");
 }
@@ -425,6 +478,26 @@ static void print_predict(const struct fl_predictor *pr, const struct fl_predict
     fputc('\n', out);
 }
 
+/* The predictor's figures as a member of the --stats-json object;
+ * precision and recall are null where nothing was predicted. */
+static void predict_json(const struct fl_predictor *pr, const struct fl_predict_config *c,
+                         char *out, size_t cap)
+{
+    struct fl_predict_stats st;
+    char name[32], prec[32] = "null", rec[32] = "null";
+    fl_predictor_stats(pr, &st);
+    if (st.predicted)
+        snprintf(prec, sizeof(prec), "%.6f", fl_predict_precision(&st));
+    if (st.chosen)
+        snprintf(rec, sizeof(rec), "%.6f", fl_predict_recall(&st));
+    snprintf(out, cap, "\"prediction\":{\"predictor\":\"%s\",\"routed\":%llu,\"ready\":%llu,"
+             "\"scored\":%llu,\"predicted\":%llu,\"hits\":%llu,\"chosen\":%llu,"
+             "\"precision\":%s,\"recall\":%s}", fl_predict_name(c, name, sizeof(name)),
+             (unsigned long long)st.routed, (unsigned long long)st.ready,
+             (unsigned long long)st.scored, (unsigned long long)st.predicted,
+             (unsigned long long)st.hits, (unsigned long long)st.chosen, prec, rec);
+}
+
 int eng_session_report(struct eng_session *s, struct fl_err *err)
 {
     if (s->stats) {
@@ -437,7 +510,10 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
     FILE *f = fopen(s->stats_json, "w");
     if (!f)
         return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
-    int rc = pager_stats_json(s->pager, f);
+    char extra[512] = "";
+    if (s->pred)
+        predict_json(s->pred, &s->predict, extra, sizeof(extra));
+    int rc = pager_stats_json_with(s->pager, s->pred ? extra : NULL, f);
     if (fclose(f) && !rc)
         rc = -errno;
     return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;

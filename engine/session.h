@@ -36,6 +36,7 @@ struct eng_session_params {
     struct fl_predict_config predict; /* --prefetch (pager/predict.h) */
     int cache;                        /* --cache: enum pager_cache */
     const char *hot_profile;          /* --cache pinned-hot:FILE */
+    const char *calibrate;            /* --calibrate PROMPTS: pinned-hot's profile */
 };
 
 void eng_session_params_init(struct eng_session_params *p);

@@ -154,5 +154,13 @@ void pager_stats_reset(struct pager *p);
 void pager_stats_print(const struct pager *p, FILE *out);
 /* Everything as JSON: totals, histogram, one object per expert with activity. */
 int pager_stats_json(const struct pager *p, FILE *out);
+/* The same with more members in the top-level object: `extra` is inserted
+ * as is (e.g. "\"prediction\":{...}"; NULL: none). */
+int pager_stats_json_with(const struct pager *p, const char *extra, FILE *out);
+/* pinned-hot only (-EINVAL otherwise): replaces the hot set with the
+ * hottest of hot[0..n) that fit the policy's share of the budget and starts
+ * reading those not resident; returns how many experts are hot now. For a
+ * profile made after opening (a calibration pass over prompts). */
+int pager_set_hot(struct pager *p, const struct pager_hot_unit *hot, int n);
 
 #endif

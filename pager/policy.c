@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/whole-file.h"
 #include "pager/internal.h"
 
 /* A use counts half after this many tokens (x n_layers x n_used acquires):
  * long enough to see a hot expert come back, short enough to forget a topic. */
 #define LFU_HALF_LIFE_TOKENS 8.0
 #define DEFAULT_HOT_FRACTION 0.5
+/* ~100 bytes per expert: room for a million experts */
+#define PROFILE_MAX_BYTES ((size_t)1 << 28)
 
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err)
@@ -24,11 +27,13 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
         *out = PAGER_CACHE_LRU;
     } else if (s && !strcmp(s, "lfu-decay")) {
         *out = PAGER_CACHE_LFU_DECAY;
+    } else if (s && !strcmp(s, "pinned-hot")) {
+        *out = PAGER_CACHE_PINNED_HOT; /* the profile comes from a calibration pass */
     } else if (s && !strncmp(s, "pinned-hot:", 11) && s[11]) {
         *out = PAGER_CACHE_PINNED_HOT;
         *profile = s + 11;
     } else {
-        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay or "
+        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, pinned-hot or "
                           "pinned-hot:STATS.json, got '%s'", s ? s : "");
     }
     return 0;
@@ -49,37 +54,6 @@ static int64_t json_num(const char *obj, const char *end, const char *key)
     return -1;
 }
 
-static char *read_all(const char *path, int *rc)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    *rc = f ? 0 : -errno;
-    while (f && *rc == 0) {
-        if (len + 4096 + 1 > cap) {
-            char *nb = realloc(buf, cap = cap * 2 + 8192);
-            if (!nb) {
-                *rc = -ENOMEM;
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (f)
-        fclose(f);
-    if (*rc == 0 && buf)
-        buf[len] = 0;
-    if (*rc) {
-        free(buf);
-        return NULL;
-    }
-    return buf ? buf : calloc(1, 1);
-}
-
 /* One unit object {"layer":..,"expert":..,...} into u; false when it is not one. */
 static bool parse_unit(const char *a, const char *b, struct pager_hot_unit *u)
 {
@@ -98,17 +72,22 @@ int pager_hot_profile_load(const char *path, struct pager_hot_unit **out, int *n
 {
     *out = NULL;
     *n = 0;
-    int rc;
-    char *txt = read_all(path, &rc);
-    if (!txt)
-        return fl_err_set(err, rc, "%s: %s", path, strerror(-rc));
+    char *txt;
+    size_t len;
+    int rc = fl_read_whole_file(path, PROFILE_MAX_BYTES, &txt, &len);
+    if (rc)
+        return fl_err_set(err, rc, "%s: %s", path,
+                          rc == -EFBIG ? "too large for a --stats-json file" : strerror(-rc));
     const char *units = strstr(txt, "\"units\":[");
     if (!units) {
         free(txt);
         return fl_err_set(err, -EINVAL, "%s: not a faultline --stats-json file (no \"units\")", path);
     }
     int cap = 0;
-    for (const char *q = units + 9; (q = strchr(q, '{')); q++) {
+    /* unit objects hold numbers only, so the first ']' ends the array (other
+     * members, such as "prediction", may follow it) */
+    const char *last = strchr(units + 9, ']');
+    for (const char *q = units + 9; (q = strchr(q, '{')) && (!last || q < last); q++) {
         const char *end = strchr(q, '}');
         if (!end)
             break;
@@ -146,21 +125,15 @@ static int hotter(const void *a, const void *b)
            : (x->expert > y->expert) - (x->expert < y->expert);
 }
 
-void pg_policy_init(struct pager *p)
+/* Marks the hottest of hot[0..n) (sorted, hottest first) that fit in the
+ * policy's share of the budget. */
+static int choose_hot(struct pager *p, const struct pager_hot_unit *v, int n)
 {
-    p->half_life = LFU_HALF_LIFE_TOKENS * (p->n_layers > 0 ? p->n_layers : 1) *
-                   (p->n_used > 0 ? p->n_used : 1);
-    if (p->cfg.cache != PAGER_CACHE_PINNED_HOT || p->cfg.n_hot <= 0 || !p->cfg.hot)
-        return;
-    struct pager_hot_unit *v = malloc(sizeof(*v) * (size_t)p->cfg.n_hot);
-    if (!v)
-        return; /* plain LRU then: a policy is advice, never a failure */
-    memcpy(v, p->cfg.hot, sizeof(*v) * (size_t)p->cfg.n_hot);
-    qsort(v, (size_t)p->cfg.n_hot, sizeof(*v), hotter);
+    int chosen = 0;
     double frac = p->cfg.hot_fraction > 0 && p->cfg.hot_fraction <= 1 ? p->cfg.hot_fraction
                                                                      : DEFAULT_HOT_FRACTION;
     uint64_t room = (uint64_t)((double)p->budget * frac), used = 0;
-    for (int i = 0; i < p->cfg.n_hot && v[i].count > 0; i++) {
+    for (int i = 0; i < n && v[i].count > 0; i++) {
         const struct pager_hot_unit *h = &v[i];
         if (h->layer < 0 || h->layer >= p->n_layers || h->expert < 0 || h->expert >= p->n_expert)
             continue; /* a profile of another model: ignore what does not fit */
@@ -169,8 +142,50 @@ void pg_policy_init(struct pager *p)
             continue;
         p->units[u].hot = true;
         used += p->units[u].charge;
+        chosen++;
     }
+    return chosen;
+}
+
+/* A sorted copy of hot[0..n), or NULL (out of memory: then no expert is
+ * hot and pinned-hot is plain LRU, as a policy is advice, never a failure). */
+static struct pager_hot_unit *sorted_copy(const struct pager_hot_unit *hot, int n)
+{
+    struct pager_hot_unit *v = n > 0 && hot ? malloc(sizeof(*v) * (size_t)n) : NULL;
+    if (!v)
+        return NULL;
+    memcpy(v, hot, sizeof(*v) * (size_t)n);
+    qsort(v, (size_t)n, sizeof(*v), hotter);
+    return v;
+}
+
+void pg_policy_init(struct pager *p)
+{
+    p->half_life = LFU_HALF_LIFE_TOKENS * (p->n_layers > 0 ? p->n_layers : 1) *
+                   (p->n_used > 0 ? p->n_used : 1);
+    if (p->cfg.cache != PAGER_CACHE_PINNED_HOT)
+        return;
+    struct pager_hot_unit *v = sorted_copy(p->cfg.hot, p->cfg.n_hot);
+    if (v)
+        choose_hot(p, v, p->cfg.n_hot);
     free(v);
+}
+
+int pager_set_hot(struct pager *p, const struct pager_hot_unit *hot, int n)
+{
+    if (p->cfg.cache != PAGER_CACHE_PINNED_HOT || n < 0)
+        return -EINVAL;
+    struct pager_hot_unit *v = sorted_copy(hot, n);
+    if (!v && n > 0)
+        return -ENOMEM;
+    pthread_mutex_lock(&p->mu);
+    for (uint32_t u = 0; u < p->n_units; u++)
+        p->units[u].hot = false;
+    int chosen = choose_hot(p, v, n);
+    pthread_mutex_unlock(&p->mu);
+    free(v);
+    pg_policy_warm(p);
+    return chosen;
 }
 
 void pg_policy_warm(struct pager *p)

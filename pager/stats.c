@@ -127,6 +127,11 @@ void pager_stats_print(const struct pager *p, FILE *out)
 
 int pager_stats_json(const struct pager *p, FILE *out)
 {
+    return pager_stats_json_with(p, NULL, out);
+}
+
+int pager_stats_json_with(const struct pager *p, const char *extra, FILE *out)
+{
     struct pager_totals t;
     pager_stats_totals(p, &t);
     fprintf(out, "{\"mode\":\"%s\",\"direct_io\":%s,\"budget\":%" PRIu64 ",\"min_budget\":%" PRIu64
@@ -156,6 +161,6 @@ int pager_stats_json(const struct pager *p, FILE *out)
                 pg_ld(&n->st.evictions), pg_ld(&n->st.bytes_read));
         first = false;
     }
-    fprintf(out, "\n]}\n");
+    fprintf(out, "\n]%s%s}\n", extra ? ",\n " : "", extra ? extra : "");
     return ferror(out) ? -EIO : 0;
 }

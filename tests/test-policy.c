@@ -85,6 +85,36 @@ static void test_pinned_hot(struct t_model *m, uint64_t budget)
     pager_close(p);
 }
 
+/* A profile set after open (what --calibrate does) replaces the hot set:
+ * the old hot expert is evictable again, the new ones are read and kept. */
+static void test_set_hot(struct t_model *m, uint64_t budget)
+{
+    const struct pager_hot_unit first[] = { { 0, 7, 100 } };
+    const struct pager_hot_unit later[] = { { 0, 2, 5 }, { 0, 8, 9 }, { 0, 6, 1 },
+                                            { 1, 99, 1000 } /* no such expert: ignored */ };
+    struct pager *p = open_with(m, PAGER_CACHE_PINNED_HOT, budget, first, 1);
+    CHECK(p, "open failed");
+    if (!p)
+        return;
+    int n = pager_set_hot(p, later, 4);
+    CHECK(n == 2, "set_hot: half of a 4-expert budget holds the 2 hottest, got %d", n);
+    for (int i = 0; i < 2000 && !(pager_resident(p, 0, 8) && pager_resident(p, 0, 2)); i++)
+        usleep(1000);
+    static const int cold[] = { 7, 6, 0, 1, 3 }; /* room for two besides the hot ones */
+    for (size_t i = 0; i < sizeof(cold) / sizeof(cold[0]); i++)
+        use(p, cold[i]);
+    bool kept = pager_resident(p, 0, 8) && pager_resident(p, 0, 2);
+    bool gone = !pager_resident(p, 0, 7) && !pager_resident(p, 0, 6);
+    CHECK(kept, "set_hot: a newly hot expert was evicted for a cold one");
+    CHECK(gone, "set_hot: the old hot expert (7) or the third hottest (6) was kept");
+    printf("set_hot: experts 8, 2 %s; 7 (hot before) and 6 (third) %s\n",
+           kept ? "kept" : "LOST", gone ? "evicted" : "KEPT");
+    pager_close(p);
+    p = open_with(m, PAGER_CACHE_LRU, budget, NULL, 0);
+    CHECK(p && pager_set_hot(p, later, 4) == -EINVAL, "set_hot accepted under lru");
+    pager_close(p);
+}
+
 static void test_parse_profile(void)
 {
     enum pager_cache c;
@@ -94,7 +124,9 @@ static void test_parse_profile(void)
           !prof, "lfu-decay");
     CHECK(pager_cache_parse("pinned-hot:x.json", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && prof && !strcmp(prof, "x.json"), "pinned-hot:FILE");
-    static const char *bad[] = { "", "lfu", "pinned-hot", "pinned-hot:", "LRU" };
+    CHECK(pager_cache_parse("pinned-hot", &c, &prof, &err) == 0 &&
+          c == PAGER_CACHE_PINNED_HOT && !prof, "pinned-hot (profile from --calibrate)");
+    static const char *bad[] = { "", "lfu", "pinned-hot:", "LRU", "pinned-hotx" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(pager_cache_parse(bad[i], &c, &prof, &err) == -EINVAL && strstr(err.msg, "--cache"),
               "'%s' accepted", bad[i]);
@@ -146,6 +178,7 @@ int main(void)
     if (budget) {
         test_lru_lfu(&m, budget);
         test_pinned_hot(&m, budget);
+        test_set_hot(&m, budget);
     }
     test_parse_profile();
     t_model_close(&m);

@@ -8,6 +8,7 @@
 
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "engine/whole-file.h"
 
 bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out)
 {
@@ -56,35 +57,13 @@ bool eng_arg_float(const char *cmd, int argc, char **argv, int *i, double lo, do
 
 char *eng_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "faultline: %s: %s\n", path, strerror(errno));
+    char *buf;
+    int rc = fl_read_whole_file(path, (size_t)1 << 30, &buf, len);
+    if (rc) {
+        fprintf(stderr, "faultline: %s: %s\n", path,
+                rc == -EFBIG ? "larger than 1 GiB" : strerror(-rc));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1)
-            break;
-        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        fprintf(stderr, "faultline: %s: cannot read the file\n", path);
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
     return buf;
 }
 
