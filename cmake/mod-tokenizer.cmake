@@ -1,7 +1,7 @@
 # Tokenizers (SPM and byte-level BPE from GGUF metadata), the sampler and
 # chat templates.
 fl_module(tokenizer SOURCES engine/tokenizer.c engine/tokenizer-spm.c engine/tokenizer-bpe.c
-          engine/unicode.c DEPS gguf LIBS PkgConfig::PCRE2)
+          engine/unicode.c engine/merge-heap.c DEPS gguf LIBS PkgConfig::PCRE2)
 fl_module(sampler SOURCES engine/sampler.c)
 fl_module(chat SOURCES engine/chat.c DEPS gguf)
 

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/merge-heap.h"
 #include "engine/tokenizer-impl.h"
 #include "engine/unicode.h"
 
@@ -340,52 +341,14 @@ struct merge_state {
     const struct fl_tokenizer *tok;
     const char *enc;
     struct sym *sym;
-    struct bigram *heap;
-    size_t n_heap, cap_heap;
+    struct fl_merge_heap heap; /* of struct bigram */
 };
 
-static bool bigram_before(const struct bigram *a, const struct bigram *b)
+/* Lowest merge rank first; ties: the leftmost. */
+static bool bigram_before(const void *pa, const void *pb)
 {
+    const struct bigram *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int heap_push(struct merge_state *st, struct bigram g)
-{
-    if (st->n_heap == st->cap_heap) {
-        size_t cap = st->cap_heap ? st->cap_heap * 2 : 64;
-        struct bigram *h = realloc(st->heap, cap * sizeof(*h));
-        if (!h)
-            return -ENOMEM;
-        st->heap = h;
-        st->cap_heap = cap;
-    }
-    size_t i = st->n_heap++;
-    while (i > 0 && bigram_before(&g, &st->heap[(i - 1) / 2])) {
-        st->heap[i] = st->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    st->heap[i] = g;
-    return 0;
-}
-
-static struct bigram heap_pop(struct merge_state *st)
-{
-    struct bigram top = st->heap[0], last = st->heap[--st->n_heap];
-    size_t i = 0, n = st->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && bigram_before(&st->heap[c + 1], &st->heap[c]))
-            c++;
-        if (!bigram_before(&st->heap[c], &last))
-            break;
-        st->heap[i] = st->heap[c];
-        i = c;
-    }
-    if (n)
-        st->heap[i] = last;
-    return top;
 }
 
 static int add_bigram(struct merge_state *st, int32_t l, int32_t r)
@@ -395,17 +358,19 @@ static int add_bigram(struct merge_state *st, int32_t l, int32_t r)
     int32_t rank = fl_tok_merge_rank(st->tok, st->sym[l].id, st->sym[r].id);
     if (rank < 0)
         return 0;
-    return heap_push(st, (struct bigram){ l, r, rank, st->sym[l].n, st->sym[r].n });
+    struct bigram g = { l, r, rank, st->sym[l].n, st->sym[r].n };
+    return fl_merge_heap_push(&st->heap, &g);
 }
 
 static int merge_word(struct merge_state *st, size_t n_sym)
 {
     int rc = 0;
-    st->n_heap = 0;
+    fl_merge_heap_clear(&st->heap);
     for (size_t i = 1; i < n_sym && !rc; i++)
         rc = add_bigram(st, (int32_t)i - 1, (int32_t)i);
-    while (!rc && st->n_heap > 0) {
-        struct bigram g = heap_pop(st);
+    while (!rc && st->heap.n > 0) {
+        struct bigram g;
+        fl_merge_heap_pop(&st->heap, &g);
         struct sym *l = &st->sym[g.left], *r = &st->sym[g.right];
         /* Stale: one side has merged since this pair was queued. */
         if (l->n != g.lsz || r->n != g.rsz || r->n == 0)
@@ -483,6 +448,7 @@ int fl_bpe_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len
     size_t n = 0;
     struct spans words = { 0 };
     struct merge_state st = { .tok = tok };
+    fl_merge_heap_init(&st.heap, sizeof(struct bigram), bigram_before);
     int rc = normalize(text, len, &norm, &work, &n);
     if (!rc)
         rc = pre_split(tok, work, n, &words);
@@ -494,7 +460,7 @@ int fl_bpe_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len
         rc = tokenize_word(&st, enc, k, out);
     }
     free(st.sym);
-    free(st.heap);
+    fl_merge_heap_free(&st.heap);
     free(enc);
     free(words.v);
     free(norm);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/merge-heap.h"
 #include "engine/tokenizer-impl.h"
 #include "engine/unicode.h"
 
@@ -28,52 +29,14 @@ struct spm_state {
     const struct fl_tokenizer *tok;
     const char *text;
     struct spm_sym *sym;
-    struct spm_bigram *heap;
-    size_t n_heap, cap_heap;
+    struct fl_merge_heap heap; /* of struct spm_bigram */
 };
 
-static bool before(const struct spm_bigram *a, const struct spm_bigram *b)
+/* Highest score first; ties: the leftmost. */
+static bool before(const void *pa, const void *pb)
 {
+    const struct spm_bigram *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int push(struct spm_state *st, struct spm_bigram g)
-{
-    if (st->n_heap == st->cap_heap) {
-        size_t cap = st->cap_heap ? st->cap_heap * 2 : 64;
-        struct spm_bigram *h = realloc(st->heap, cap * sizeof(*h));
-        if (!h)
-            return -ENOMEM;
-        st->heap = h;
-        st->cap_heap = cap;
-    }
-    size_t i = st->n_heap++;
-    while (i > 0 && before(&g, &st->heap[(i - 1) / 2])) {
-        st->heap[i] = st->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    st->heap[i] = g;
-    return 0;
-}
-
-static struct spm_bigram pop(struct spm_state *st)
-{
-    struct spm_bigram top = st->heap[0], last = st->heap[--st->n_heap];
-    size_t i = 0, n = st->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(&st->heap[c + 1], &st->heap[c]))
-            c++;
-        if (!before(&st->heap[c], &last))
-            break;
-        st->heap[i] = st->heap[c];
-        i = c;
-    }
-    if (n)
-        st->heap[i] = last;
-    return top;
 }
 
 static int try_bigram(struct spm_state *st, int32_t l, int32_t r)
@@ -84,7 +47,8 @@ static int try_bigram(struct spm_state *st, int32_t l, int32_t r)
     int32_t id = fl_tok_find(st->tok, st->text + st->sym[l].off, size);
     if (id < 0)
         return 0;
-    return push(st, (struct spm_bigram){ l, r, st->tok->score[id], size });
+    struct spm_bigram g = { l, r, st->tok->score[id], size };
+    return fl_merge_heap_push(&st->heap, &g);
 }
 
 static int merge_all(struct spm_state *st, size_t n_sym)
@@ -92,8 +56,9 @@ static int merge_all(struct spm_state *st, size_t n_sym)
     int rc = 0;
     for (size_t i = 1; i < n_sym && !rc; i++)
         rc = try_bigram(st, (int32_t)i - 1, (int32_t)i);
-    while (!rc && st->n_heap > 0) {
-        struct spm_bigram g = pop(st);
+    while (!rc && st->heap.n > 0) {
+        struct spm_bigram g;
+        fl_merge_heap_pop(&st->heap, &g);
         struct spm_sym *l = &st->sym[g.left], *r = &st->sym[g.right];
         /* Stale: one side has merged since this pair was queued. */
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
@@ -136,6 +101,7 @@ int fl_spm_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len
                     struct fl_tokvec *out)
 {
     struct spm_state st = { .tok = tok, .text = text };
+    fl_merge_heap_init(&st.heap, sizeof(struct spm_bigram), before);
     size_t n_sym = 0;
     int rc = 0;
     if (len == 0)
@@ -155,6 +121,6 @@ int fl_spm_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len
     for (int32_t i = 0; !rc && i != -1; i = st.sym[i].next)
         rc = emit(&st, &st.sym[i], out);
     free(st.sym);
-    free(st.heap);
+    fl_merge_heap_free(&st.heap);
     return rc;
 }
