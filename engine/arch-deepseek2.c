@@ -16,6 +16,7 @@
 
 #include "engine/arch.h"
 #include "engine/arch2-ops.h"
+#include "engine/arch-prenorm.h"
 #include "engine/mla.h"
 #include "engine/ops.h"
 #include "engine/yarn.h"
@@ -303,33 +304,43 @@ static int moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_la
     return 0;
 }
 
+static void ds2_norms(const void *arch, int il, const struct eng_tensor **attn_norm,
+                      const struct eng_tensor **ffn_norm)
+{
+    const struct ds2_layer *L = &((const struct ds2 *)arch)->layers[il];
+    *attn_norm = L->attn_norm;
+    *ffn_norm = L->ffn_norm;
+}
+
+static void ds2_attention(struct eng_ctx *c, const void *arch, int il, const float *x,
+                          const struct eng_batch *b, float *out)
+{
+    const struct ds2 *a = arch;
+    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, x, b->n_tok, b->pos0,
+                  out);
+}
+
+/* The leading dense layers run a plain FFN, the others the MoE block. */
+static int ds2_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
+                   const struct eng_batch *b, float *out, struct fl_err *err)
+{
+    const struct ds2 *a = arch;
+    const struct ds2_layer *L = &a->layers[il];
+    if (il < c->m->hp.n_layer_dense_lead) {
+        eng_ffn(c, x, b->n_tok, L->gate, L->up, L->down, out);
+        return 0;
+    }
+    return moe_block(c, a, L, il, x, b->n_tok, b->pos0, out, err);
+}
+
 static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
-    const struct eng_model *m = c->m;
-    const struct ds2 *a = m->arch_data;
-    const int64_t e = m->hp.n_embd, n = b->n_tok;
-    float *x = eng_scratch_f32(c, n * e);
-    float *cur = eng_scratch_f32(c, n * e);
-    float *out = eng_scratch_f32(c, n * e);
-    int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
-    for (int il = 0; !rc && il < a->n_trunk; il++) {
-        const struct ds2_layer *L = &a->layers[il];
-        const struct eng_scratch_mark mark = eng_scratch_mark(c);
-        eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
-        mla_attention(c, il, &a->d, &L->mla, &a->rope, a->kq_scale, cur, b->n_tok, b->pos0, out);
-        eng_add(x, out, n * e);
-        eng_rmsnorm_rows(cur, x, L->ffn_norm, e, n, e, m->hp.rms_eps);
-        if (il < m->hp.n_layer_dense_lead)
-            eng_ffn(c, cur, n, L->gate, L->up, L->down, out);
-        else
-            rc = moe_block(c, a, L, il, cur, b->n_tok, b->pos0, out, err);
-        if (!rc)
-            eng_add(x, out, n * e);
-        eng_scratch_release(c, mark);
-    }
-    if (!rc)
-        eng_output(c, x, b, a->out_norm, a->output, m->hp.rms_eps);
-    return rc;
+    const struct ds2 *a = c->m->arch_data;
+    const struct eng_prenorm p = {
+        .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
+        .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
+    };
+    return eng_prenorm_forward(c, b, &p, err);
 }
 
 const struct eng_arch eng_arch_deepseek2 = {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "engine/arch.h"
+#include "engine/arch-prenorm.h"
 #include "engine/arch2-ops.h"
 #include "engine/ops.h"
 #include "engine/yarn.h"
@@ -241,30 +242,35 @@ static int moe_block(struct eng_ctx *c, const struct oss *a, int il, const float
     return eng_moe_ffn(c, il, b->pos0, x, n, ids, w, k, &moe, out, err);
 }
 
+static void oss_norms(const void *arch, int il, const struct eng_tensor **attn_norm,
+                      const struct eng_tensor **ffn_norm)
+{
+    const struct oss_layer *L = &((const struct oss *)arch)->layers[il];
+    *attn_norm = L->attn_norm;
+    *ffn_norm = L->post_norm;
+}
+
+static void oss_attention(struct eng_ctx *c, const void *arch, int il, const float *x,
+                          const struct eng_batch *b, float *out)
+{
+    attn_block(c, arch, il, x, b, out);
+}
+
+static int oss_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
+                   const struct eng_batch *b, float *out, struct fl_err *err)
+{
+    return moe_block(c, arch, il, x, b, out, err);
+}
+
 static int oss_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
-    const struct eng_model *m = c->m;
-    const struct oss *a = m->arch_data;
-    const int64_t e = m->hp.n_embd, n = b->n_tok;
-    float *x = eng_scratch_f32(c, n * e);
-    float *cur = eng_scratch_f32(c, n * e);
-    float *out = eng_scratch_f32(c, n * e);
-    int rc = eng_get_rows(a->embd, b->tokens, b->n_tok, x, err);
-    for (int il = 0; !rc && il < m->hp.n_layer; il++) {
-        const struct oss_layer *L = &a->layers[il];
-        const struct eng_scratch_mark mark = eng_scratch_mark(c);
-        eng_rmsnorm_rows(cur, x, L->attn_norm, e, n, e, m->hp.rms_eps);
-        attn_block(c, a, il, cur, b, out);
-        eng_add(x, out, n * e);
-        eng_rmsnorm_rows(cur, x, L->post_norm, e, n, e, m->hp.rms_eps);
-        rc = moe_block(c, a, il, cur, b, out, err);
-        if (!rc)
-            eng_add(x, out, n * e);
-        eng_scratch_release(c, mark);
-    }
-    if (!rc)
-        eng_output(c, x, b, a->out_norm, a->output, m->hp.rms_eps);
-    return rc;
+    const struct oss *a = c->m->arch_data;
+    const struct eng_prenorm p = {
+        .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
+        .n_layer = (int)c->m->hp.n_layer, .norms = oss_norms, .attention = oss_attention,
+        .ffn = oss_ffn,
+    };
+    return eng_prenorm_forward(c, b, &p, err);
 }
 
 const struct eng_arch eng_arch_gpt_oss = {
