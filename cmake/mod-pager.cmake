@@ -9,7 +9,7 @@ target_include_directories(fl_pager PRIVATE ${SDT_INCLUDE})
 
 fl_test(test-pager-bytes SOURCES tests/test-pager-bytes.c MODULES pager TIMEOUT 120)
 fl_test(test-pager-errors SOURCES tests/test-pager-errors.c MODULES pager TIMEOUT 120)
-fl_test(test-pager-pin SOURCES tests/test-pager-pin.c MODULES pager TIMEOUT 120)
+fl_test(test-pager-pin SOURCES tests/test-pager-pin.c MODULES pager numa TIMEOUT 120)
 
 # Measures UFFDIO_COPY against memfd + UFFDIO_CONTINUE on real slices (docs/pager.md).
 fl_executable(pager-bench SOURCES pager/bench.c MODULES moelayout LIBS PkgConfig::URING)

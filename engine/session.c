@@ -84,6 +84,19 @@ static void watch_sigbus(struct pager *p)
     sigaction(SIGBUS, &sa, NULL);
 }
 
+/* The pager's staging buffers and threads go where the weights region goes:
+ * the compute threads' node(s), so a read lands in local memory and the
+ * install copies node-local. */
+static void place_pager_memory(void *numa, void *addr, size_t len)
+{
+    (void)fl_numa_place(numa, addr, len);
+}
+
+static void bind_pager_thread(void *numa)
+{
+    (void)fl_numa_bind_thread(numa, 0, 1);
+}
+
 static int open_region(struct eng_session *s, const struct eng_session_params *p,
                        struct fl_err *err)
 {
@@ -107,6 +120,11 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     cfg.tier_ctx = s->plan;
     cfg.mode = (enum pager_mode)p->pager_mode;
     cfg.cache = (enum pager_cache)p->cache;
+    if (fl_numa_active(s->numa)) {
+        cfg.place_memory = place_pager_memory;
+        cfg.bind_thread = bind_pager_thread;
+        cfg.place_ctx = s->numa;
+    }
     struct pager_hot_unit *hot = NULL;
     if (p->hot_profile &&
         (rc = pager_hot_profile_load(p->hot_profile, &hot, &cfg.n_hot, err)))

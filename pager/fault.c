@@ -155,6 +155,8 @@ static int drain(struct pager *p, bool handle)
 static void *fault_main(void *arg)
 {
     struct pager *p = arg;
+    if (p->cfg.bind_thread)
+        p->cfg.bind_thread(p->cfg.place_ctx);
     struct pollfd pf[2] = { { p->uffd, POLLIN, 0 }, { p->stop_efd, POLLIN, 0 } };
     for (;;) {
         if (poll(pf, 2, -1) < 0 && errno != EINTR)

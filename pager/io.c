@@ -89,7 +89,7 @@ int pg_io_open(struct pager *p, struct fl_err *err)
 /* A staging buffer: hugetlb pages when the system has them reserved, else
  * plain pages rounded to the page size only (rounding every slot up to 2 MiB
  * would pin up to 16 x 2 MiB of RAM outside the budget for small experts). */
-static void *slot_alloc(uint64_t size, uint64_t *map_len)
+static void *slot_alloc(const struct pager *p, uint64_t size, uint64_t *map_len)
 {
     const uint64_t huge = 2ull << 20, page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t len = (size + huge - 1) & ~(huge - 1);
@@ -103,6 +103,8 @@ static void *slot_alloc(uint64_t size, uint64_t *map_len)
         if (len >= huge)
             madvise(m, len, MADV_HUGEPAGE);
     }
+    if (p->cfg.place_memory) /* before mlock: pinned pages do not move */
+        p->cfg.place_memory(p->cfg.place_ctx, m, len);
     /* Pinned so that a staging buffer never faults or swaps mid-read; a
      * failure (RLIMIT_MEMLOCK) only costs speed. */
     (void)mlock(m, len);
@@ -120,7 +122,7 @@ static int slots_init(struct pager *p)
         return -ENOMEM;
     p->n_slots = n;
     for (int i = 0; i < n; i++) {
-        p->slots[i].buf = slot_alloc(size, &p->slots[i].map_len);
+        p->slots[i].buf = slot_alloc(p, size, &p->slots[i].map_len);
         p->slots[i].size = size;
         p->slots[i].reads = calloc(p->max_ranges, sizeof(struct pg_read));
         if (!p->slots[i].buf || !p->slots[i].reads)
@@ -336,11 +338,25 @@ static int slot_install(struct pager *p, struct pg_slot *s)
     return 0;
 }
 
+/* One probe per unit load, not one per slice: the tracer's byte and load
+ * counts need no more, and each attached probe is a trap (pager/probes.h). */
+static void probe_loaded(struct pager *p, const struct pg_slot *s)
+{
+    const struct pg_unit *u = &p->units[s->unit];
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < u->n; k++)
+        bytes += s->reads[k].done;
+    FL_PROBE_LOADED(u->layer, u->expert, p->ranges[u->first].kind, bytes,
+                    p->ranges[u->first].off, s->refill);
+}
+
 static void slot_finish(struct pager *p, struct pg_slot *s)
 {
     struct pg_unit *u = &p->units[s->unit];
     if (s->err == 0)
         slot_install(p, s);
+    if (s->err == 0)
+        probe_loaded(p, s);
     pthread_mutex_lock(&p->mu);
     if (s->err < 0) {
         const struct gguf_tensor *t = gguf_tensor(p->g, s->err_tensor);
@@ -429,6 +445,8 @@ static int start_loads(struct pager *p)
 static void *io_main(void *arg)
 {
     struct pager *p = arg;
+    if (p->cfg.bind_thread)
+        p->cfg.bind_thread(p->cfg.place_ctx);
     arm_kick(p);
     for (;;) {
         int busy = start_loads(p);

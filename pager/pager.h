@@ -19,6 +19,7 @@
 #define FL_PAGER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -87,6 +88,13 @@ struct pager_config {
     const struct pager_hot_unit *hot;
     int n_hot;
     double hot_fraction;
+    /* Optional NUMA placement (engine/session.c passes pager/numa.h's):
+     * place_memory gets every host buffer the pager allocates outside the
+     * region (the staging slots) before it is pinned; bind_thread runs first
+     * thing on the pager's I/O and fault threads. Failures only cost speed. */
+    void (*place_memory)(void *ctx, void *addr, size_t len);
+    void (*bind_thread)(void *ctx);
+    void *place_ctx;
     struct pager_hooks hooks;
 };
 

@@ -3,8 +3,15 @@
  * bytes and that every page is resident, pause, check again and release,
  * under a budget that holds exactly their pins; in uffd mode a fourth thread
  * faults on random expert bytes without acquiring anything. The main thread
- * checks the budget with mincore throughout. */
+ * checks the budget with mincore throughout.
+ * Also: the NUMA hooks (pager_config.place_memory / bind_thread) see every
+ * staging buffer before it is pinned, outside the region, and run on the
+ * pager's own threads; a node-0 binding set there holds (get_mempolicy). */
+#include <numaif.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+
+#include "pager/numa.h"
 
 #include "tests/test-pager-util.h"
 
@@ -153,6 +160,74 @@ static void run_mode(struct t_model *m, enum pager_mode mode)
     pager_close(p);
 }
 
+struct place_log {
+    int n_place, n_bind, bind_on_main, bind_failed;
+    uintptr_t addr[64];
+    size_t len[64];
+    pid_t main_tid;
+};
+
+static void log_place(void *ctx, void *addr, size_t len)
+{
+    struct place_log *l = ctx;
+    if (l->n_place < 64) {
+        l->addr[l->n_place] = (uintptr_t)addr;
+        l->len[l->n_place] = len;
+    }
+    l->n_place++;
+    if (fl_numa_bind_range(addr, len, 0))
+        l->bind_failed++;
+}
+
+static void log_bind(void *ctx)
+{
+    struct place_log *l = ctx;
+    __atomic_add_fetch(&l->n_bind, 1, __ATOMIC_SEQ_CST);
+    if ((pid_t)syscall(SYS_gettid) == l->main_tid)
+        __atomic_add_fetch(&l->bind_on_main, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_place_hooks(struct t_model *m, enum pager_mode mode)
+{
+    struct place_log log = { .main_tid = (pid_t)syscall(SYS_gettid) };
+    struct pager_config c;
+    struct pager *p;
+    t_config(&c, m, mode, 0);
+    c.place_memory = log_place;
+    c.bind_thread = log_bind;
+    c.place_ctx = &log;
+    if (pager_open(m->path, m->g, &c, &p, NULL)) {
+        CHECK(0, "open with placement hooks failed");
+        return;
+    }
+    CHECK(pager_acquire(p, 0, 1) == 0, "acquire through placed staging failed");
+    CHECK(t_expert_diff(m, pager_base(p), 0, 1) == 0, "placed staging delivered wrong bytes");
+    pager_release(p, 0, 1);
+    const uintptr_t lo = (uintptr_t)pager_base(p), hi = lo + pager_size(p);
+    int bad = 0, bound = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < log.n_place && i < 64; i++) {
+        bad += log.addr[i] % (uintptr_t)page || !log.len[i] ||
+               (log.addr[i] < hi && log.addr[i] + log.len[i] > lo);
+        int policy = -1;
+        unsigned long mask[16] = { 0 };
+        if (!get_mempolicy(&policy, mask, sizeof(mask) * 8, (void *)log.addr[i], MPOL_F_ADDR))
+            bound += policy == MPOL_BIND && (mask[0] & 1);
+    }
+    int want_threads = mode == PAGER_MODE_UFFD ? 2 : 1; /* I/O (+ fault handler) */
+    pager_close(p);
+    CHECK(log.n_place >= 2 && bad == 0 && log.bind_failed == 0,
+          "%d staging buffers placed, %d misplaced or inside the region, %d bind errors",
+          log.n_place, bad, log.bind_failed);
+    CHECK(bound == (log.n_place < 64 ? log.n_place : 64),
+          "%d of %d staging buffers kept their node-0 binding", bound, log.n_place);
+    CHECK(log.n_bind == want_threads && log.bind_on_main == 0,
+          "bind_thread ran %d times (want %d), %d on the opening thread", log.n_bind,
+          want_threads, log.bind_on_main);
+    printf("%s: %d staging buffers placed (node 0 binding held), %d pager threads bound\n",
+           mode == PAGER_MODE_UFFD ? "uffd" : "explicit", log.n_place, log.n_bind);
+}
+
 int main(void)
 {
     t_chdir_source();
@@ -166,10 +241,12 @@ int main(void)
     if (pager_open(m.path, m.g, &c, &p, NULL) == 0) {
         pager_close(p);
         run_mode(&m, PAGER_MODE_UFFD);
+        test_place_hooks(&m, PAGER_MODE_UFFD);
     } else {
         printf("userfaultfd unavailable here: only explicit mode is tested\n");
     }
     run_mode(&m, PAGER_MODE_EXPLICIT);
+    test_place_hooks(&m, PAGER_MODE_EXPLICIT);
     t_model_close(&m);
     if (failures) {
         fprintf(stderr, "test-pager-pin: %d failures\n", failures);
