@@ -8,9 +8,11 @@
 # scripts/bench-oversize.sh does (cgroup, cache and model helpers: scripts/lib-bench.sh).
 # faultline's expert budget = cap - its RAM-tier bytes - RESERVE_MIB. A run
 # is `faultline bench -p 0 -n N_GEN` (1 warm-up + N_GEN decodes of random
-# tokens, 2 threads); pinned-hot's profile comes from one calibration run
-# first (a prefill of N_CAL tokens with the 50 % cap's expert budget,
-# --stats-json), so the profile never saw the measured decode.
+# tokens, 2 threads); pinned-hot's profile comes from one profiling run
+# first: a decode of N_CAL other random tokens (bench --seed 7) with the 50 %
+# cap's expert budget, --stats-json. Decode counts every token's choices (a
+# prefill run would count each expert once per batch: a flat profile), and
+# the other seed keeps the profile from seeing the measured tokens.
 #
 # env: MODEL=FILE   default: the oversize benchmark's model (qwen3moe Q4_K, n_embd
 #                   2048, 24 layers, 64 experts top-8, expert n_ff 768, 4.05 GiB;
@@ -77,10 +79,9 @@ bw_mib=$(count=$((size / 8388608 < 128 ? size / 8388608 : 128)); \
 say "model $model ($((size / 1048576)) MiB, RAM tier $((ram_tier / 1048576)) MiB); disk ${bw_mib:-?} MiB/s"
 common=(-m "$model" -t "$THREADS" -r 1 --disk-moe)
 profile=$work/profile.json
-# (capped at the file size: prefill scratch grows with the batch, and this run
-# only counts expert uses)
-say "calibration: prefill of $N_CAL tokens, expert budget of the 50 % cap -> pinned-hot profile"
-run_capped "$size" calibrate "$FL" bench "${common[@]}" -p "$N_CAL" -n 0 \
+# (capped at the file size: this run only counts expert uses)
+say "profile: decode of $N_CAL other tokens (--seed 7), expert budget of the 50 % cap -> pinned-hot"
+run_capped "$size" calibrate "$FL" bench "${common[@]}" -p 0 -n "$N_CAL" --seed 7 \
   --ram-budget "$(budget_for 50)" --stats-json "$profile"
 [ -s "$profile" ] || die "calibration run wrote no profile"
 for pct in $CAPS; do

@@ -6,10 +6,14 @@
  *    so several windows run); the session is left at position 0;
  *  - through the CLI: a calibrated paged run works and says so; every
  *    misuse (no pinned-hot, two profiles, no profile, a missing or empty
- *    prompt file) is one line and a non-zero exit. */
+ *    prompt file) is one line and a non-zero exit;
+ *  - `bench --seed`: a profiling run for pinned-hot:STATS.json decodes other
+ *    random tokens than the measured runs (the same seed: the same experts
+ *    used, another seed: other ones). */
 #include "engine/calibrate.h"
 #include "engine/session.h"
 #include "engine/tokenizer.h"
+#include "pager/policy.h"
 #include "tests/test-paged-util.h"
 
 #define MODEL "tests/data/qwen3moe-tiny-Q8_0.gguf"
@@ -157,6 +161,45 @@ static void test_cli(const char *cli, const char *dir, const char *text_path)
     printf("cli: a calibrated run, and 5 misuses each one line\n");
 }
 
+/* A bench run's per-expert heat (pager/policy.h's reading of its
+ * --stats-json: acquires + faults, which the routing alone decides; the
+ * paging counters themselves depend on read timing) as sorted text. */
+static char *bench_heat(const char *cli, const char *dir, const char *seed)
+{
+    char json[512];
+    snprintf(json, sizeof(json), "%s/bench-%s.json", dir, seed);
+    char *argv[] = { (char *)cli, "bench", "-m", MODEL, "-p", "0", "-n", "6", "-r", "1",
+                     "--disk-moe", "--ram-budget", "300K", "--seed", (char *)seed,
+                     "--stats-json", json, NULL };
+    struct pager_hot_unit *h = NULL;
+    int n = 0;
+    struct fl_err err = { { 0 } };
+    if (t_run_cmd(argv, NULL, NULL, 60).status != 0 || pager_hot_profile_load(json, &h, &n, &err))
+        return NULL;
+    char *text = calloc((size_t)n + 1, 48);
+    size_t len = 0;
+    for (int i = 0; text && i < n; i++) /* units come in the pager's (layer, expert) order */
+        len += (size_t)sprintf(text + len, "%d.%d:%llu ", h[i].layer, h[i].expert,
+                               (unsigned long long)h[i].count);
+    free(h);
+    return text;
+}
+
+static void test_bench_seed(const char *cli, const char *dir)
+{
+    char *a = bench_heat(cli, dir, "1234"), *b = bench_heat(cli, dir, "1234");
+    char *c = bench_heat(cli, dir, "7");
+    CHECK(a && b && c, "bench --seed runs failed");
+    if (a && b && c) {
+        CHECK(!strcmp(a, b), "bench: the same seed used other experts:\n%s\n%s", a, b);
+        CHECK(strcmp(a, c), "bench: --seed 7 used exactly the experts of the default seed");
+        printf("bench --seed: same seed, same expert uses; another seed, other ones\n");
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void)
 {
     t_chdir_source();
@@ -171,6 +214,7 @@ int main(void)
     CHECK(f && fputs(TEXT, f) >= 0 && fclose(f) == 0, "cannot write %s", text);
     test_counts(text);
     test_cli(cli, dir, text);
+    test_bench_seed(cli, dir);
     char cmd[700];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)

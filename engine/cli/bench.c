@@ -24,6 +24,7 @@
 struct bench_opts {
     struct eng_session_params sp;
     int n_prompt, n_gen, reps;
+    int seed;                  /* --seed: the random token ids' stream */
     uint64_t disk_bw;          /* --disk-bw: bytes/s, for the I/O bound column */
 };
 
@@ -37,18 +38,21 @@ struct paging_rows {
 static int usage(FILE *out)
 {
     fprintf(out, "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 512] [-r 5] [--disk-bw SIZE]\n"
+                 "                       [--seed 1234]\n"
                  "Prints llama-bench's table: pp<P> (one batch of P tokens) and tg<N> (N single-\n"
                  "token decodes), t/s as mean ± sd over R repetitions. -p 0 or -n 0 skips a test.\n"
                  "With experts paged from disk a second table gives, per test, the cache hit rate,\n"
                  "prediction precision/recall, bytes read and stall time per token, and the I/O\n"
-                 "bound (--disk-bw: the disk's read bandwidth in bytes/s, e.g. 3G).\n");
+                 "bound (--disk-bw: the disk's read bandwidth in bytes/s, e.g. 3G). Token ids are\n"
+                 "random, the same in every run unless --seed changes them (a profiling run for\n"
+                 "--cache pinned-hot:STATS.json should not see the measured tokens).\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
 
 static int parse(int argc, char **argv, struct bench_opts *o)
 {
-    *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5 };
+    *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5, .seed = 1234 };
     eng_session_params_init(&o->sp);
     /* -p is bench's prompt length and the context is sized from -p and -n */
     const struct eng_common_args common = { &o->sp, NULL, NULL, false };
@@ -64,6 +68,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             ok = eng_arg_int("bench", argc, argv, &i, 0, 1 << 20, &o->n_gen);
         else if (!strcmp(a, "-r"))
             ok = eng_arg_int("bench", argc, argv, &i, 1, 1000, &o->reps);
+        else if (!strcmp(a, "--seed"))
+            ok = eng_arg_int("bench", argc, argv, &i, 0, 2147483647, &o->seed);
         else if (!strcmp(a, "--disk-bw")) {
             const char *v = NULL;
             ok = eng_arg_str("bench", argc, argv, &i, &v) && fl_parse_size(v, &o->disk_bw) == 0;
@@ -268,7 +274,7 @@ int cli_bench(int argc, char **argv)
     if (!rc && !(logits = malloc(sizeof(float) * (size_t)eng_session_model(s)->hp.n_vocab)))
         rc = fl_err_set(&err, -ENOMEM, "out of memory");
     if (!rc) {
-        srand(1234);
+        srand((unsigned)o.seed);
         fprintf(stderr, "faultline bench: CPU features %s\n", fl_cpu_features());
         printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params",
                "backend", "threads", "test", "t/s");
