@@ -43,6 +43,17 @@ if(FL_CUDA_ON)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   message(STATUS "faultline cuda: on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm ${CMAKE_CUDA_ARCHITECTURES})")
+  # Executables of the fragments read before this one were made before CUDA
+  # was enabled; the forward pass links them to this module (through gpu),
+  # so their link step needs the architectures as well.
+  get_property(fl_early_targets DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(t ${fl_early_targets})
+    get_target_property(fl_t_type ${t} TYPE)
+    get_target_property(fl_t_arch ${t} CUDA_ARCHITECTURES)
+    if(fl_t_type STREQUAL "EXECUTABLE" AND NOT fl_t_arch)
+      set_target_properties(${t} PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+    endif()
+  endforeach()
 
   fl_module(cuda
     SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-blas.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c

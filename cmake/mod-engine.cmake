@@ -4,7 +4,9 @@
 fl_module(model
   SOURCES engine/model.c engine/arch.c engine/arch-llama.c engine/arch-qwen3moe.c
           engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
-  DEPS gguf types cpu arch2) # arch2: the deepseek2/gpt-oss entries of the registry
+  # arch2: the deepseek2/gpt-oss entries of the registry; gpu: eng_matmul's and
+  # eng_moe_ffn's GPU halves (engine/gpu-offload.h, a "no device" stub without CUDA)
+  DEPS gguf types cpu arch2 gpu)
 
 # FLRF/FLRT files (reference logits and routing): outside input, fuzzed on its own.
 fl_module(flref SOURCES engine/flref.c DEPS wholefile)

@@ -5,6 +5,6 @@ fl_module(moelayout SOURCES engine/moe-layout.c DEPS gguf types)
 fl_module(inspect
   SOURCES engine/cli/inspect.c engine/cli/inspect-model.c engine/cli/inspect-doc.c
           engine/cli/inspect-json.c
-  DEPS gguf types moelayout units placement)
+  DEPS gguf types moelayout units placement gpu)
 
 fl_test(test-inspect SOURCES tests/test-inspect.c MODULES inspect gguf moelayout types units TIMEOUT 120)

@@ -13,6 +13,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/threadpool.h"
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 
 /* Indices of the k largest scores, descending; ties go to the lower id
@@ -306,6 +307,11 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
         if (rc < 0)
             return fl_err_set(err, rc, "layer %d: prefetching experts failed: %s", layer,
                               strerror(-rc));
+    }
+    if (c->gpu) { /* experts in VRAM, or brought there by --gpu-experts */
+        int rc = eng_gpu_moe(c, layer, x, n_tok, ids, weights, k, e, out, err);
+        if (rc)
+            return rc < 0 ? rc : 0;
     }
     order_resident_first(src, layer, &L);
     const int nth = fl_pool_size(c->pool);

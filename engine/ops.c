@@ -7,6 +7,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/threadpool.h"
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 
 /* Chunks never move while a forward pass holds pointers into them; on reset
@@ -146,6 +147,8 @@ struct fl_pool *eng_pool_for(const struct eng_ctx *c, double work)
 void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const float *x,
                 int64_t n_tok, float *y)
 {
+    if (c->gpu && eng_gpu_matmul(c, w, expert, x, n_tok, y))
+        return;
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
     const uint8_t *data = w->data;
     if (expert >= 0)

@@ -35,6 +35,7 @@ struct eng_ctx {
     const struct eng_expert_source *experts;   /* NULL: all experts resident */
     const struct eng_routing_sink *routing;    /* NULL: routing not recorded */
     struct eng_arena *arena;                   /* per-forward scratch */
+    struct eng_gpu *gpu;                       /* NULL: CPU only (engine/gpu-offload.h) */
 };
 
 /* Runs one batch through c->m's architecture: resets the scratch arena,

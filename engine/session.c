@@ -16,6 +16,7 @@
 
 #include "engine/cpu/threadpool.h"
 #include "engine/gguf.h"
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 #include "engine/tensor-types.h"
 #include "engine/tokenizer.h"
@@ -40,6 +41,8 @@ struct eng_session {
     struct eng_arena *arena;
     struct eng_ctx ctx;
     int n_batch, n_past;
+    bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
+    struct eng_gpu *gpu;         /* NULL: everything runs on the CPU */
 };
 
 /* --- the weights region ------------------------------------------------------
@@ -97,11 +100,32 @@ static void bind_pager_thread(void *numa)
     (void)fl_numa_bind_thread(numa, 0, 1);
 }
 
+/* Without a device every GPU request falls back to the CPU, said in one
+ * line: the plan's gpu -> ram warning, and the GPU flags that go unused. */
+static void warn_no_gpu(const struct eng_session *s, const struct eng_session_params *p,
+                        const char *why)
+{
+    const char *w = placement_warning(s->plan);
+    const bool flags = !s->have_gpu && (p->gpu_flags || p->placement.vram_budget);
+    if (!w && !flags)
+        return;
+    if (!w)
+        fprintf(stderr, "faultline: no GPU (%s): --gpu-experts, --offload-min-batch and "
+                "--vram-budget have no effect; running on the CPU\n", why);
+    else if (flags)
+        fprintf(stderr, "faultline: %s (%s); --gpu-experts, --offload-min-batch and "
+                "--vram-budget have no effect\n", w, why);
+    else
+        fprintf(stderr, "faultline: %s%s%s%s\n", w, why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
 static int open_region(struct eng_session *s, const struct eng_session_params *p,
                        struct fl_err *err)
 {
     struct placement_host host;
     placement_host_detect(&host);
+    const char *no_gpu = NULL;
+    host.have_gpu = s->have_gpu = eng_gpu_detect(&host.vram_available, &no_gpu);
     int rc = placement_plan_build(s->gguf, &p->placement, &host, &s->plan, err);
     if (rc)
         return rc;
@@ -111,8 +135,7 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
         placement_fits(s->plan, &why);
         return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
     }
-    if (placement_warning(s->plan))
-        fprintf(stderr, "faultline: %s\n", placement_warning(s->plan));
+    warn_no_gpu(s, p, no_gpu);
     struct pager_config cfg;
     pager_config_init(&cfg);
     cfg.ram_budget = budget > min ? budget : min;
@@ -188,6 +211,25 @@ static int physical_cores(void)
     return n_core > 0 ? n_core : 1;
 }
 
+/* The GPU context, when there is a device and something for it to do:
+ * gpu-tier tensors, or experts --gpu-experts may bring over. */
+static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
+                    struct fl_err *err)
+{
+    const bool experts = s->model->hp.n_expert > 0 && p->gpu_experts != ENG_GPU_EXPERTS_NONE;
+    if (!s->have_gpu || (!placement_tier_bytes(s->plan, PL_TIER_GPU) && !experts))
+        return 0;
+    const struct eng_gpu_options o = {
+        .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
+        .vram_budget = p->placement.vram_budget, .log = stderr, .verbose = p->placement.verbose,
+    };
+    int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->gpu, err);
+    if (rc)
+        return rc;
+    s->ctx.gpu = s->gpu;
+    return 0;
+}
+
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
@@ -229,7 +271,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
             pager_expert_source(s->pager, &s->experts);
         s->ctx.experts = &s->experts;
     }
-    return 0;
+    return open_gpu(s, p, err);
 }
 
 /* pinned-hot needs exactly one profile: a stats file or a calibration pass. */
@@ -309,6 +351,7 @@ void eng_session_close(struct eng_session *s)
     if (!s)
         return;
     fl_pool_destroy(s->pool);
+    eng_gpu_close(s->gpu);
     eng_arena_destroy(s->arena);
     eng_kv_destroy(s->kv);
     fl_tokenizer_free(s->tok);
@@ -368,6 +411,8 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
                                .all_logits = all_logits, .logits = rows };
         /* without all_logits each chunk overwrites the one row: the last wins */
         int rc = eng_forward(&s->ctx, &b, err);
+        if (!rc && s->gpu) /* a failed GPU op was redone on the CPU; still an error */
+            rc = eng_gpu_error(s->gpu, err);
         if (rc && s->pager)
             pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
         if (rc)
@@ -388,6 +433,7 @@ void eng_session_params_init(struct eng_session_params *p)
     p->numa = FL_NUMA_OFF;
     fl_predict_config_init(&p->predict);
     p->cache = PAGER_CACHE_LFU_DECAY; /* won the grid at a 25 % cap (docs/prefetch.md) */
+    p->gpu_experts = ENG_GPU_EXPERTS_COPY;
 }
 
 static int parse_pager_mode(const char *v, int *out)
@@ -435,6 +481,21 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         if (!v)
             return fl_err_set(err, -EINVAL, "--calibrate needs a prompt file");
         p->calibrate = v;
+    } else if (!strcmp(a, "--gpu-experts")) {
+        enum eng_gpu_experts m;
+        if (eng_gpu_experts_parse(v, &m))
+            return fl_err_set(err, -EINVAL, "--gpu-experts: expected copy, unified or cpu, got '%s'",
+                              v ? v : "");
+        p->gpu_experts = m;
+        p->gpu_flags = true;
+    } else if (!strcmp(a, "--offload-min-batch")) {
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (!v || end == v || *end || n < 1 || n > 1000000)
+            return fl_err_set(err, -EINVAL, "--offload-min-batch: expected a token count of 1 or "
+                              "more, got '%s'", v ? v : "");
+        p->offload_min_batch = (int)n;
+        p->gpu_flags = true;
     } else if (!strcmp(a, "--numa")) {
         if (!v || fl_numa_parse(v, &p->numa))
             return fl_err_set(err, -EINVAL,
@@ -461,7 +522,12 @@ void eng_session_print_usage(FILE *out)
         "                              which expert to evict (default lfu-decay)\n"
         "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
-        "  --verbose                   say where things go\n");
+        "  --verbose                   say where things go\n"
+        "gpu:\n"
+        "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
+        "                              default), managed memory (unified), or on the CPU (cpu)\n"
+        "  --offload-min-batch N       batches of N+ tokens bring host experts to the GPU in\n"
+        "                              every mode (default 32)\n");
 }
 
 struct pager *eng_session_pager(const struct eng_session *s)
@@ -472,6 +538,11 @@ struct pager *eng_session_pager(const struct eng_session *s)
 bool eng_session_paged(const struct eng_session *s)
 {
     return placement_tier_bytes(s->plan, PL_TIER_DISK) > 0;
+}
+
+struct eng_gpu *eng_session_gpu(const struct eng_session *s)
+{
+    return s->gpu;
 }
 
 struct fl_predictor *eng_session_predictor(const struct eng_session *s)
@@ -522,6 +593,8 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
         pager_stats_print(s->pager, stderr);
         if (s->pred)
             print_predict(s->pred, &s->predict, stderr);
+        if (s->gpu)
+            eng_gpu_print_stats(s->gpu, stderr);
     }
     if (!s->stats_json)
         return 0;

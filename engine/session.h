@@ -37,6 +37,11 @@ struct eng_session_params {
     int cache;                        /* --cache: enum pager_cache */
     const char *hot_profile;          /* --cache pinned-hot:FILE */
     const char *calibrate;            /* --calibrate PROMPTS: pinned-hot's profile */
+    /* The GPU (engine/gpu-offload.h). Zeroed params use none for host
+     * experts; eng_session_params_init sets the CLI's default, copy. */
+    int gpu_experts;                  /* --gpu-experts: enum eng_gpu_experts */
+    int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
+    bool gpu_flags;                   /* either was given (said when there is no GPU) */
 };
 
 void eng_session_params_init(struct eng_session_params *p);
@@ -77,6 +82,8 @@ struct pager *eng_session_pager(const struct eng_session *s);
 bool eng_session_paged(const struct eng_session *s);
 /* The expert predictor between engine and pager; NULL when nothing is paged. */
 struct fl_predictor *eng_session_predictor(const struct eng_session *s);
+/* The GPU context (engine/gpu-offload.h); NULL when everything runs on the CPU. */
+struct eng_gpu *eng_session_gpu(const struct eng_session *s);
 /* Prints/writes the statistics asked for in the params (--stats, --stats-json). */
 int eng_session_report(struct eng_session *s, struct fl_err *err);
 

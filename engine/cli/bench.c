@@ -174,7 +174,8 @@ static void print_row(struct eng_session *s, const char *test, const double *ts,
     else
         snprintf(params, sizeof(params), "%.2f B", np / 1e9);
     snprintf(tps, sizeof(tps), "%.2f ± %.2f", mean, sd);
-    printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model, size, params, "CPU",
+    printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model, size, params,
+           eng_session_gpu(s) ? "CUDA" : "CPU",
            eng_session_n_threads(s), test, tps);
     fflush(stdout);
 }

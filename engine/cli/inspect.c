@@ -11,6 +11,7 @@
 #include "engine/cli/inspect-model.h"
 #include "engine/gguf-keys.h"
 #include "engine/gguf.h"
+#include "engine/gpu-offload.h"
 #include "engine/tensor-types.h"
 #include "engine/units.h"
 #include "pager/placement.h"
@@ -228,7 +229,10 @@ static int print_plan(const char *path, const struct placement_options *o)
     struct placement_plan *plan = NULL;
     struct placement_host host;
     struct fl_err err = { { 0 } };
+    const char *no_gpu = NULL;
     placement_host_detect(&host);
+    /* the same detection the session makes, so the plan shown is the one run */
+    host.have_gpu = eng_gpu_detect(&host.vram_available, &no_gpu);
     int rc = gguf_open(path, &f, &err);
     if (!rc)
         rc = placement_plan_build(f, o, &host, &plan, &err);

@@ -321,6 +321,11 @@ int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
     return 0;
 }
 
+bool fl_cuda_xcache_cached(const struct fl_cuda_xcache *x, int layer, int expert)
+{
+    return fl_xlru_lookup(x->lru, layer, expert) >= 0;
+}
+
 int fl_cuda_xcache_release(struct fl_cuda_xcache *x, int layer, int expert, struct fl_err *err)
 {
     const int slot = fl_xlru_lookup(x->lru, layer, expert);

@@ -78,6 +78,9 @@ int fl_cuda_xcache_slots(const struct fl_cuda_xcache *x);
 int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
                            const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
                            struct fl_err *err);
+/* Whether (layer, expert) holds a slot now (filled or being filled), so an
+ * acquire would not read its host bytes; changes nothing. */
+bool fl_cuda_xcache_cached(const struct fl_cuda_xcache *x, int layer, int expert);
 /* After the kernels that read the slot are queued on the compute stream. */
 int fl_cuda_xcache_release(struct fl_cuda_xcache *x, int layer, int expert, struct fl_err *err);
 /* Queues the fill of (layer, expert) if it is absent; no pin is kept. A
