@@ -10,6 +10,9 @@
 #   LLAMA_CPP=/work/llama.cpp-build scripts/bench-cpu.sh -m MODEL
 #
 # FAULTLINE=/path/to/faultline picks the binary (default: build/faultline).
+# LLAMA_ARGS adds llama-bench options, e.g. LLAMA_ARGS='-ot .*=CPU' keeps
+# the weights in the plain CPU buffer: no repacking into llama.cpp's 8-row
+# interleaved layouts (this llama-bench has no --no-repack).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +22,7 @@ p=512 n=128 r=5
 t=$(lscpu -p=core,socket 2>/dev/null | grep -v '^#' | sort -u | wc -l || true)
 [ "${t:-0}" -ge 1 ] || t=$(nproc)
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -35,11 +38,21 @@ done
 [ -r "$model" ] || { echo "bench-cpu.sh: cannot read $model" >&2; exit 1; }
 [ -x "$faultline" ] || { echo "bench-cpu.sh: no faultline binary at $faultline (build it or set FAULTLINE)" >&2; exit 1; }
 
-# mean t/s of test $2 in a llama-bench markdown table $1
-mean_of() { awk -F'|' -v test="$2" '{ gsub(/ /, "", $7); if ($7 == test) { split($8, a, "±"); gsub(/ /, "", a[1]); print a[1] } }' <<<"$1"; }
+# mean t/s of test $2 in llama-bench markdown tables $1; the columns are
+# found by their header names (options such as -ot add columns)
+mean_of() {
+  awk -F'|' -v test="$2" '
+    $2 ~ /^ *model *$/ { tc = vc = 0
+      for (i = 1; i <= NF; i++) { h = $i; gsub(/ /, "", h); if (h == "test") tc = i; if (h == "t/s") vc = i }
+      next }
+    tc && vc { x = $tc; gsub(/ /, "", x)
+      if (x == test) { split($vc, a, "±"); gsub(/ /, "", a[1]); print a[1] } }' <<<"$1"
+}
 
 bench_ours() { "$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r 1; }
-bench_theirs() { "$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r 1 -o md 2>/dev/null | grep '^|'; }
+# LLAMA_ARGS split into words, without glob expansion (.*=CPU is a regex)
+read -r -a llama_args <<<"${LLAMA_ARGS:-}"
+bench_theirs() { "$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r 1 "${llama_args[@]}" -o md 2>/dev/null | grep '^|'; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 

@@ -12,6 +12,7 @@
  * - where AVX2 and AVX-512 use the same per-row kernel (same int32 lanes and
  *   float ops) they must agree bit for bit; and for every kernel, every tile
  *   shape (nr x nc) must give exactly the single vec_dot's value.
+ * - Q4_K's one-token kernel gives the per-row kernel's bits, row by row.
  * - activation quantizers: byte-identical with the types module's scalar
  *   fl_type_from_float_act (Q8_0 as llama.cpp's x86 build rounds it, Q8_K =
  *   ggml's quantize_row_q8_K), incl. rounding ties and all-zero blocks. */
@@ -213,6 +214,61 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
            N_TYPES, checked);
 }
 
+/* Q4_K's one-token kernel (tile1) must give the bits of the per-row tile
+ * kernel at nr = nc = 1 (the AVX2 level's vec_dot; AVX-512 runs the same
+ * per-row arithmetic), row by row, for distinct rows at a real stride and
+ * every row count a call may get; also with every weight nibble and
+ * scale at its maximum against activations of -127 (the int16 products
+ * at their largest). */
+static void test_q4k_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_kernels *k2)
+{
+    const uint32_t t = FL_TYPE_Q4_K;
+    static const int k_lens[] = { 256, 1024, 2304, 3584 };
+    int cases = 0;
+    if (!k->tile1[t] || !k2->vec_dot[t])
+        return;
+    for (int li = 0; li < 4; li++) {
+        const int n = k_lens[li], nrow = k->tile1_r[t];
+        const size_t rs = fl_row_size(t, n);
+        char *w = malloc(rs * (size_t)nrow);
+        float *x = malloc((size_t)n * sizeof(float));
+        void *xa = malloc((size_t)n * 2);
+        for (int extreme = 0; extreme < 2; extreme++) {
+            for (int r = 0; r < nrow; r++)
+                rand_weights(t, w + (size_t)r * rs, n);
+            rand_act(x, n);
+            if (extreme) {
+                memset(w, 0xff, rs); /* row 0: nibbles 15, scales and mins 63 */
+                for (int b = 0; b < n / FL_QK_K; b++) {
+                    ((struct fl_block_q4_K *)w)[b].d = rscale(-10, -6, 1);
+                    ((struct fl_block_q4_K *)w)[b].dmin = rscale(-10, -6, 1);
+                }
+                for (int i = 0; i < n; i++)
+                    x[i] = 1.0f; /* quantizes to -127 */
+            }
+            quant_act(k, t, x, xa, n);
+            float ref[256], out[256]; /* tile1_r is a uint8_t */
+            for (int r = 0; r < nrow; r++)
+                k2->vec_dot[t](n, &ref[r], w + (size_t)r * rs, xa);
+            for (int nr = 1; nr <= nrow; nr++) {
+                const void *xs[1] = { xa };
+                float *ys[1] = { out };
+                k->tile1[t](n, nr, w, rs, 1, xs, NULL, ys);
+                for (int r = 0; r < nr; r++)
+                    CHECK(memcmp(&out[r], &ref[r], 4) == 0,
+                          "%s Q4_K tile1 n=%d nr=%d row %d: %.9g vs per-row %.9g", k->name, n,
+                          nr, r, out[r], ref[r]);
+                cases++;
+            }
+        }
+        free(w);
+        free(x);
+        free(xa);
+    }
+    printf("  %s: Q4_K one-token kernel = per-row kernel bit for bit: %d cases\n", k->name,
+           cases);
+}
+
 static void fill_tie_block(float *x)
 {
     /* amax 127: scale 1, so k + 0.5 are exact rounding ties */
@@ -286,6 +342,11 @@ int main(void)
         fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
         test_vec_dot(&k, lv);
         test_quant(&k);
+        if (lv >= FL_CPU_AVX2) {
+            struct fl_cpu_kernels k2;
+            fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
+            test_q4k_decode(&k, &k2);
+        }
     }
     if (top >= FL_CPU_AVX512) {
         /* the types both levels run as per-row 8-lane kernels */

@@ -37,6 +37,10 @@ struct fl_cpu_kernels {
      * wastes work: NULL = use tile[]. Its float order may differ from
      * tile[]'s, so matmul picks one kernel per call, never per tile. */
     fl_tile_fn tile1[FL_TYPE_COUNT];
+    /* The rows matmul hands one tile1 call. A one-token matmul reads each
+     * weight byte once, from DRAM; more than 1 only where the kernel reads
+     * its rows one after another (one sequential stream; rows read side
+     * by side interleave streams and run slower, see matmul.c). */
     uint8_t tile1_r[FL_TYPE_COUNT];
     fl_vec_dot_fn vec_dot[FL_TYPE_COUNT];
     /* by activation type; all levels give the bytes of the types module's

@@ -15,7 +15,8 @@
  * the types module's scalar order, so they give vec_dot_ref's exact bits
  * (Q4_K: its own order, see t8_q4_K_rc), for every tile shape. For one
  * token the transposes do not pay off: one-token matmuls keep the per-row
- * kernels (tile1), whose 8-lane sums differ in the last bits. */
+ * kernels (tile1; Q4_K's decode kernel in kern-x86.inc gives the per-row
+ * kernel's bits), whose 8-lane sums differ in the last bits. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
@@ -400,9 +401,13 @@ static FL_BF16_TGT void vec_dot_bf16dp(int n, float *s, const void *vx, const vo
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
 {
     install_avx512(k);
+/* one token keeps the per-row kernel (or Q4_K's own, see kern-x86.inc),
+ * one row per call (see tile1_r) */
 #define FL_SET_T8(T, ID)                   \
-    k->tile1[ID] = k->tile[ID];            \
-    k->tile1_r[ID] = k->tile_r[ID];        \
+    if (!k->tile1[ID]) {                   \
+        k->tile1[ID] = k->tile[ID];        \
+        k->tile1_r[ID] = 1;                \
+    }                                      \
     k->tile[ID] = t8_##T;                  \
     k->vec_dot[ID] = t8_vec_dot_##T;       \
     k->tile_r[ID] = 8;                     \

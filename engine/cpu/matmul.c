@@ -24,7 +24,9 @@
  * ran up to 2.5x slower on Zen 4 with weights larger than the caches
  * (bench-kernels -m 65536: Q8_0, Q6_K, 4096-wide Q4_K), while sharing the
  * one token's activation loads gains little. Rows only choose which
- * outputs share loads, so this changes no bits (see matmul.h). */
+ * outputs share loads, so this changes no bits (see matmul.h). A one-token
+ * kernel (tile1) that reads its rows one after another takes tile1_r rows
+ * per call instead. */
 #define FL_MM_DECODE_ROWS 1
 /* Units per thread to aim for, so threads slowed by page faults or other
  * load even out. */
@@ -251,7 +253,8 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
     const int one = n_rows == 1 && k->tile1[w_type];
     struct mm_job j = {
         .tile = one ? k->tile1[w_type] : k->tile[w_type], .vec_dot = k->vec_dot[w_type],
-        .tr = n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[w_type], .tc = k->tile_c[w_type],
+        .tr = one ? k->tile1_r[w_type] : n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[w_type],
+        .tc = k->tile_c[w_type],
         .w = w, .ws = fl_row_size(w_type, xq->n_in), .n_in = (int)xq->n_in,
         .n_out = n_out, .xq = xq, .rows = rows, .out_rows = out_rows, .n_rows = n_rows,
         .y = y, .ldy = ldy,
