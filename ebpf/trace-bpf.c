@@ -127,25 +127,28 @@ static int attach_one(struct tr_session *s, struct bpf_program *prog, const char
 static int attach_all(struct tr_session *s, struct fl_err *err)
 {
     struct faultline_bpf *k = s->skel;
-    /* Each uprobe costs the traced thread a trap (~1 us); a load fires one
-     * read_submit, read_done and installed per range (gate, up, down). The
-     * read_submit -> read_done latency and the per-range installs are the
-     * I/O thread's detail: attached with --detail only, which keeps a
-     * paged decode within its 3 % budget (docs/trace.md, Overhead). */
-    bool d = s->o.detail;
+    /* Each uprobe costs the traced thread a trap (~1 us), so only what an
+     * output needs is attached (docs/trace.md, Overhead). A load fires one
+     * loaded; read_submit, read_done and installed fire per slice (gate, up,
+     * down) for the read latency and the installs: --detail only, like the
+     * io_uring tracepoints (two BPF runs per slice, in the I/O path). The hit
+     * probe fires per acquire: only when attaching late, where the pager's
+     * acquire counts would include what came before (count_acquires). */
+    bool d = s->o.detail, late = s->o.region_from_maps;
     struct { struct bpf_program *p; const char *usdt; bool req; } v[] = {
         { k->progs.fault_begin, "fault_begin", true }, { k->progs.fault_end, "fault_end", true },
+        { k->progs.loaded, "loaded", true },
         { d ? k->progs.read_submit : NULL, "read_submit", true },
-        { k->progs.read_done, "read_done", true },
+        { d ? k->progs.read_done : NULL, "read_done", true },
         { d ? k->progs.installed : NULL, "installed", true },
         { k->progs.prefetch, "prefetch", true },       { k->progs.evict, "evict", true },
-        /* Optional: copies exist only in CUDA builds; a faultline older than
-         * the region and hit/miss probes is still traced, without them. */
+        { k->progs.acquired, "acquired", true },       { k->progs.acquires, "acquires", true },
+        { late ? k->progs.hit : NULL, "hit", true },   { k->progs.region, "region", false },
+        /* Optional: copies exist only in CUDA builds. */
         { k->progs.copy_begin, "copy_begin", false },  { k->progs.copy_end, "copy_end", false },
-        { k->progs.region, "region", false },          { k->progs.hit, "hit", false },
-        { k->progs.miss, "miss", false },              { k->progs.acquired, "acquired", false },
         { k->progs.page_fault_user, NULL, true },
-        { k->progs.uring_submit, NULL, true },         { k->progs.uring_complete, NULL, true },
+        { d ? k->progs.uring_submit : NULL, NULL, true },
+        { d ? k->progs.uring_complete : NULL, NULL, true },
     };
     bool region_probe = false;
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
@@ -193,6 +196,7 @@ int tr_session_open(const struct tr_session_opts *o, struct tr_session **out, st
     s->skel->rodata->targ_tgid = (uint32_t)o->pid;
     s->skel->rodata->emit_events = o->events;
     s->skel->rodata->emit_detail = o->detail;
+    s->skel->rodata->count_acquires = !o->region_from_maps;
     if ((rc = faultline_bpf__load(s->skel)) < 0) {
         rc = fl_err_set(err, rc, "faultline trace: the kernel refused the BPF programs: %s%s%s",
                         strerror(-rc), last_warning[0] ? "; libbpf: " : "", last_warning);
@@ -219,13 +223,35 @@ fail:
 
 int tr_session_poll(struct tr_session *s, int timeout_ms)
 {
-    /* Producers rarely wake us (see emit() in faultline.bpf.c): wait for a
-     * wake-up or the timeout, then take whatever is there. */
+    /* Producers do not wake us (see emit() in faultline.bpf.c): wait for
+     * the timeout, then take whatever is there. */
     int rc = ring_buffer__poll(s->rb, timeout_ms);
     if (rc < 0 && rc != -EINTR)
         return rc;
     int more = ring_buffer__consume(s->rb);
     return more < 0 ? more : (rc > 0 ? rc : 0) + more;
+}
+
+/* The per-CPU globals summed; FL_TG_ACQUIRES, the pager's count as of its
+ * latest probe when counted from the pager (count_acquires), is the largest. */
+static int collect_globals(struct tr_session *s, uint64_t *g)
+{
+    int n = libbpf_num_possible_cpus(), fd = bpf_map__fd(s->skel->maps.globals);
+    if (n <= 0)
+        return n < 0 ? n : -EINVAL;
+    uint64_t *v = calloc((size_t)n, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < FL_TG_N; i++) {
+        if (bpf_map_lookup_elem(fd, &i, v) != 0)
+            continue;
+        bool last = i == FL_TG_ACQUIRES && s->skel->rodata->count_acquires;
+        g[i] = 0;
+        for (int c = 0; c < n; c++)
+            g[i] = last ? (v[c] > g[i] ? v[c] : g[i]) : g[i] + v[c];
+    }
+    free(v);
+    return 0;
 }
 
 int tr_session_collect(struct tr_session *s, struct tr_stats *st)
@@ -256,11 +282,7 @@ int tr_session_collect(struct tr_session *s, struct tr_stats *st)
             return -ENOMEM;
         *d = h;
     }
-    fd = bpf_map__fd(s->skel->maps.globals);
-    uint64_t *g = tr_stats_globals(st);
-    for (uint32_t i = 0; i < FL_TG_N; i++)
-        bpf_map_lookup_elem(fd, &i, &g[i]);
-    return 0;
+    return collect_globals(s, tr_stats_globals(st));
 }
 
 /* A syscall tracepoint puts every syscall of every task on the slow path

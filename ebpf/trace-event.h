@@ -23,7 +23,8 @@ typedef uint64_t fl_u64;
 #define FL_TR_SLOTS 40
 
 /* Event types; the first nine are the USDT probes of the same name (read_submit
- * and copy_begin only start timers: their ends carry the durations). */
+ * and copy_begin only start timers: their ends carry the durations; read_submit,
+ * read_done and installed are attached with --detail only). */
 enum fl_tr_type {
     FL_TR_FAULT_BEGIN = 0,
     FL_TR_FAULT_END,     /* dur_ns = the stall the pager measured */
@@ -39,16 +40,17 @@ enum fl_tr_type {
     FL_TR_REGION,        /* the region probe: offset = base address, bytes = size */
     FL_TR_THREAD,        /* precedes a thread's first event: bytes..offset = its comm[16] */
     FL_TR_ACQUIRED,      /* pager_acquire's wait ended: dur_ns = the wait, tid = the waiter */
+    FL_TR_LOADED,        /* a unit's reads all completed and were installed; bytes = all read */
     FL_TR_N_TYPES
 };
 
 /* Latency metrics of the histograms. */
 enum fl_tr_metric {
     FL_TM_STALL = 0, /* fault_end: how long a faulting thread waited */
-    FL_TM_READ,      /* read_submit -> read_done (the pager's view of one read) */
+    FL_TM_READ,      /* read_submit -> read_done (the pager's view of one read; --detail) */
     FL_TM_COPY,      /* copy_begin -> copy_end (host -> GPU) */
     FL_TM_URING,     /* io_uring submit_req -> complete, in the kernel (not per expert) */
-    FL_TM_ACQUIRE,   /* acquired: how long a pager_acquire waited for the expert to load */
+    FL_TM_ACQUIRE,   /* acquired: how long a pager_acquire waited (the pager's measure) */
     FL_TM_N
 };
 
@@ -82,11 +84,13 @@ struct fl_tr_hist {
 struct fl_tr_counts {
     fl_u64 faults, fault_bytes;    /* fault_begin */
     fl_u64 stalls, stall_ns;       /* fault_end */
-    fl_u64 reads, read_bytes;      /* read_done */
+    fl_u64 reads, read_bytes;      /* loaded: unit loads and refills, all their bytes */
     fl_u64 installs, install_bytes;
     fl_u64 prefetches, evictions;
     fl_u64 copies, copy_bytes;
-    fl_u64 hits, misses;           /* acquire outcomes (probes hit/miss, when the pager has them) */
+    /* Acquire outcomes: misses = acquired probes (waits); hits = the pager's
+     * acquires minus those (or, attached late with -p, hit probes). */
+    fl_u64 hits, misses;
     /* acquired: the waits of acquires that missed. The engine acquires every
      * expert before touching it, so in a normal run these are its stalls; the
      * pager counts both kinds in its stats' stall_count. */
@@ -100,6 +104,9 @@ enum fl_tr_global {
     FL_TG_URING_SUBMITS,
     FL_TG_URING_DONE,
     FL_TG_URING_BYTES,
+    FL_TG_ACQUIRES,      /* the pager's acquires, as of its latest probe (the live hit rate) */
+    FL_TG_UPROBES,       /* USDT hits of the process: each a trap (the cost of tracing) */
+    FL_TG_TRACEPOINTS,   /* tracepoint hits of the process (page faults, io_uring) */
     FL_TG_N
 };
 

@@ -13,7 +13,7 @@ static const char *counter_names[] = { "faults", "fault_bytes", "stalls", "stall
                                        "evictions", "copies", "copy_bytes", "hits", "misses",
                                      "acquire_stalls", "acquire_stall_ns" };
 static const char *global_keys[] = { "ring_drops", "page_faults", "uring_submits", "uring_done",
-                                     "uring_bytes" };
+                                     "uring_bytes", "acquires", "uprobes", "tracepoints" };
 
 static int load_counts(const struct jv *a, struct tr_stats *s)
 {

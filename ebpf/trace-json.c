@@ -26,7 +26,7 @@ _Static_assert(sizeof(field_names) / sizeof(field_names[0]) ==
                sizeof(struct fl_tr_counts) / sizeof(uint64_t), "a name per counter");
 
 static const char *global_names[] = { "ring_drops", "page_faults", "uring_submits",
-                                      "uring_done", "uring_bytes" };
+                                      "uring_done", "uring_bytes", "acquires", "uprobes", "tracepoints" };
 _Static_assert(sizeof(global_names) / sizeof(global_names[0]) == FL_TG_N, "a name per global");
 
 struct tr_json *tr_json_begin(FILE *f, uint32_t pid, uint64_t t0)
@@ -138,6 +138,7 @@ void tr_json_event(struct tr_json *w, const struct fl_tr_event *ev, uint32_t wai
     case FL_TR_FAULT_BEGIN: instant(w, "fault", "fault", ev); break;
     case FL_TR_PAGE_FAULT:  instant(w, "fault", "page fault", ev); break;
     case FL_TR_INSTALLED:   instant(w, "pager", "installed", ev); break;
+    case FL_TR_LOADED:      instant(w, "io", "loaded", ev); break;
     case FL_TR_PREFETCH:    instant(w, "pager", "prefetch", ev); break;
     case FL_TR_EVICT:       instant(w, "pager", "evict", ev); break;
     default: break;         /* read_submit, copy_begin: the slices show them */

@@ -83,7 +83,7 @@ static void name_thread(struct live *l, uint32_t tid, int type, const char *comm
         return;
     l->roled[i] = true;
     const char *role = type == FL_TR_FAULT_BEGIN ? "fault" : type == FL_TR_READ_DONE ||
-                       type == FL_TR_INSTALLED ? "io" : NULL;
+                       type == FL_TR_INSTALLED || type == FL_TR_LOADED ? "io" : NULL;
     char base[16];
     snprintf(base, sizeof(base), "%s", t->name[0] ? t->name : "?");
     if (tid != (uint32_t)l->pid && role)

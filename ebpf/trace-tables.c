@@ -64,10 +64,12 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
             (double)t.acq_stall_ns / 1e6, t.stalls, (double)t.stall_ns / 1e6);
     fprintf(out, "  pager faults %" PRIu64 " (region page faults %" PRIu64 ")\n", t.faults,
             g[FL_TG_PAGE_FAULTS]);
-    fprintf(out, "  reads %" PRIu64 ", %.2f MiB (%.1f MiB/s); io_uring %" PRIu64
-            " requests done; prefetches %" PRIu64 ", evictions %" PRIu64 "\n", t.reads,
-            (double)t.read_bytes / MIB, secs > 0 ? (double)t.read_bytes / MIB / secs : 0.0,
-            g[FL_TG_URING_DONE], t.prefetches, t.evictions);
+    fprintf(out, "  loads %" PRIu64 ", %.2f MiB read (%.1f MiB/s); prefetches %" PRIu64
+            ", evictions %" PRIu64 "\n", t.reads, (double)t.read_bytes / MIB,
+            secs > 0 ? (double)t.read_bytes / MIB / secs : 0.0, t.prefetches, t.evictions);
+    if (g[FL_TG_URING_DONE]) /* --detail */
+        fprintf(out, "  io_uring: %" PRIu64 " requests done, %.2f MiB\n", g[FL_TG_URING_DONE],
+                (double)g[FL_TG_URING_BYTES] / MIB);
     if (t.hits + t.misses)
         fprintf(out, "  acquires %" PRIu64 ": found resident %" PRIu64 ", waited %" PRIu64
                 " (hit rate %.1f%%)\n", t.hits + t.misses, t.hits, t.misses,
@@ -75,6 +77,8 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
     if (t.copies)
         fprintf(out, "  host->GPU copies %" PRIu64 ", %.2f MiB\n", t.copies,
                 (double)t.copy_bytes / MIB);
+    fprintf(out, "  probe hits: %" PRIu64 " uprobes (traps), %" PRIu64 " tracepoints\n",
+            g[FL_TG_UPROBES], g[FL_TG_TRACEPOINTS]);
     if (g[FL_TG_RB_DROPS])
         fprintf(out, "  warning: %" PRIu64 " events dropped from the stream (tables are exact)\n",
                 g[FL_TG_RB_DROPS]);
@@ -84,7 +88,7 @@ static void print_layers(const struct tr_unit *u, int n, FILE *out)
 {
     fprintf(out, "\nper layer (stall = acquire + fault):\n  %5s %7s %8s %8s %11s %11s %9s %9s %10s"
             " %7s\n", "layer", "experts", "faults", "waits", "stall ms", "acq ms", "p99 us",
-            "reads", "MiB read", "evicts");
+            "loads", "MiB read", "evicts");
     for (int i = 0; i < n;) {
         int j = i, ne = 0;
         struct fl_tr_counts c = { 0 };
@@ -113,7 +117,7 @@ static void print_experts(const struct tr_unit *u, int n, FILE *out, int top)
     qsort(v, (size_t)n, sizeof(*v), by_stall_desc);
     fprintf(out, "\nper expert (by stall time = acquire + fault):\n  %5s %6s %7s %6s %10s %10s %9s"
             " %9s %7s %10s %7s %7s\n", "layer", "expert", "faults", "waits", "stall ms", "acq ms",
-            "p99 us", "read p99", "reads", "MiB read", "pf", "evicts");
+            "p99 us", "read p99", "loads", "MiB read", "pf", "evicts");
     for (int i = 0; i < n && i < top; i++) {
         struct fl_tr_hist h = v[i].stall;
         tr_hist_merge(&h, &v[i].acquire);
@@ -165,7 +169,7 @@ void tr_print_tables(const struct tr_stats *s, FILE *out, int top)
         if (!h.count)
             continue;
         const char *titles[] = { "fault stall latency (fault -> installed, per faulting thread)",
-                                 "pager read latency (submit -> done)",
+                                 "pager read latency (submit -> done, per slice)",
                                  "host->GPU copy latency", "io_uring request latency (kernel)",
                                  "acquire wait latency (miss -> resident, per waiting thread)" };
         _Static_assert(sizeof(titles) / sizeof(titles[0]) == FL_TM_N, "a title per metric");
@@ -208,11 +212,15 @@ void tr_print_live(const struct tr_stats *prev, const struct tr_stats *cur, doub
             cv[k] -= ov ? ov[k] : 0;      /* c now holds the interval's delta */
         tr_counts_add(&d, &c[i].c);
     }
-    /* Hit rate needs the pager's hit/miss probes (acquire outcomes); a
-     * uffd-mode hit is a plain memory access nobody sees. */
+    /* The interval's acquires: the pager's count as of its latest probe
+     * (per-expert hits arrive later, with each expert's next probe). n/a
+     * when nothing acquired, or a new pager restarted the count. */
     char hit[16] = "n/a";
-    if (d.hits + d.misses)
-        snprintf(hit, sizeof(hit), "%.1f%%", 100.0 * (double)d.hits / (double)(d.hits + d.misses));
+    uint64_t a0 = tr_stats_globals((struct tr_stats *)prev)[FL_TG_ACQUIRES];
+    uint64_t a1 = tr_stats_globals((struct tr_stats *)cur)[FL_TG_ACQUIRES];
+    if (a1 > a0 && a1 - a0 >= d.misses)
+        snprintf(hit, sizeof(hit), "%.1f%%", 100.0 * (double)(a1 - a0 - d.misses) /
+                 (double)(a1 - a0));
     fprintf(out, "[%7.1fs] faults/s %7.0f  MB/s read %8.1f  stall %8.2f ms  hit %6s"
             "  prefetch/s %6.0f  evict/s %6.0f\n",
             (double)tr_stats_meta((struct tr_stats *)cur)->duration_ns / 1e9,

@@ -12,6 +12,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "pager/internal.h"
+#include "pager/probes.h"
 
 #define DEFAULT_WATCHDOG_MS 10000
 #define DEFAULT_AUTO_FRACTION 0.5
@@ -128,12 +129,28 @@ int pager_open(const char *path, const struct gguf_file *g, const struct pager_c
     return 0;
 }
 
+/* The last acquire counts of the units that may have hits no probe reported
+ * yet (pager/probes.h): the resident ones. An acquire of any other unit
+ * waited and fired acquired, and a unit's hits before an eviction went with
+ * its evict probe. */
+static void probe_acquires(const struct pager *p)
+{
+    for (uint32_t u = 0; p->units && u < p->n_units; u++) {
+        const struct pg_unit *n = &p->units[u];
+        uint64_t acq = FL_PROBE_ACQ_COUNT(n->st);
+        if (acq && n->state == PG_RESIDENT)
+            FL_PROBE_ACQUIRES(n->layer, n->expert, p->ranges[n->first].kind,
+                              p->ranges[n->first].off, acq, FL_PROBE_ACQ_COUNT(p->st));
+    }
+}
+
 void pager_close(struct pager *p)
 {
     if (!p)
         return;
     pg_fault_stop(p);
     pg_io_stop(p);
+    probe_acquires(p);
     /* Unmap before closing the uffd: a region outliving its uffd would hand
      * out zero pages for every missing expert byte. */
     pg_region_unmap(p);

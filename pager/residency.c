@@ -145,7 +145,8 @@ static void evict_locked(struct pager *p, uint32_t u)
     pg_inc(&n->st.evictions, 1);
     pg_inc(&p->st.evictions, 1);
     const struct pg_range *r = &p->ranges[n->first];
-    FL_PROBE_EVICT(n->layer, n->expert, r->kind, n->charge, r->off);
+    FL_PROBE_EVICT(n->layer, n->expert, r->kind, n->charge, r->off, FL_PROBE_ACQ_COUNT(n->st),
+                   FL_PROBE_ACQ_COUNT(p->st));
 }
 
 /* Makes room for need bytes by evicting the cache policy's victims; false
@@ -465,8 +466,6 @@ int pager_acquire(struct pager *p, int layer, int expert)
             pthread_mutex_unlock(&p->mu);
             return 0;
         }
-        FL_PROBE_MISS(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
-                      p->ranges[n->first].off);
         uint64_t t0 = pg_now_ns();
         bool pf = n->state == PG_LOADING && n->by_prefetch;
         pg_inc(pf ? &n->st.prefetch_hits : &n->st.misses, 1);
@@ -479,7 +478,8 @@ int pager_acquire(struct pager *p, int layer, int expert)
             uint64_t waited = pg_now_ns() - t0;
             pg_stall_record(p, waited);
             FL_PROBE_ACQUIRED(n->layer, n->expert, p->ranges[n->first].kind, waited,
-                              p->ranges[n->first].off);
+                              p->ranges[n->first].off, FL_PROBE_ACQ_COUNT(n->st),
+                              FL_PROBE_ACQ_COUNT(p->st));
         } else {
             unpin(p, u);
         }

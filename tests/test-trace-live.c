@@ -104,7 +104,8 @@ static void one(const char *driver, const char *model, const char *dir)
     CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
     CHECK(jv_parse_file(stats, NULL, &ps, &err) == 0, "%s", err.msg);
     compare(model, s, &ps);
-    /* --detail: every read is timed from its submission and installed */
+    /* --detail: every slice's read is timed from its submission and installed,
+     * and a load reads at least one slice */
     struct fl_tr_counts sum = { 0 };
     struct fl_tr_hist rh;
     size_t it = 0;
@@ -113,8 +114,8 @@ static void one(const char *driver, const char *model, const char *dir)
     while (tr_stats_next_counts(s, &it, &k, &c))
         tr_counts_add(&sum, c);
     tr_stats_metric_hist(s, FL_TM_READ, &rh);
-    CHECK(sum.reads > 0 && sum.installs == sum.reads && rh.count == sum.reads,
-          "%s --detail: %llu reads, %llu installs, %llu timed reads", model,
+    CHECK(sum.reads > 0 && sum.installs >= sum.reads && rh.count == sum.installs,
+          "%s --detail: %llu loads, %llu installs, %llu timed reads", model,
           (unsigned long long)sum.reads, (unsigned long long)sum.installs,
           (unsigned long long)rh.count);
     const struct tr_thread *t;
@@ -129,16 +130,17 @@ static void one(const char *driver, const char *model, const char *dir)
 /* --- `faultline trace -- faultline run ...` ------------------------------------
  * What corresponds, per (layer, expert) of the pager's --stats-json units:
  *   faults      = the trace's fault_begin count (the pager counts the same fault)
- *   bytes_read  = the sum of read_done bytes (each read completes once, in full)
- *   loads       = the read_done count of each kind (gate, up, down) of the unit:
- *                 a load reads every range once. A refill (a fault on a
- *                 resident unit whose page went missing) reads them again
- *                 without being a load, so only >= for a unit that faulted.
+ *   bytes_read  = the sum of loaded bytes (each read completes once, in full)
+ *   loads       = the loaded count (one per unit load, under the key of its
+ *                 first range's kind). A refill (a fault on a resident unit
+ *                 whose page went missing) reads it again without being a
+ *                 load, so only >= for a unit that faulted.
  *   evictions   = evict count
- *   cache_hits + prefetch_hits + misses (all acquires) = hit + miss probes:
- *                 the probe says "resident" or not, the pager also counts an
- *                 acquire of a unit a prefetch is still loading as a prefetch
- *                 hit, so hit >= cache_hits and miss >= misses.
+ *   cache_hits + prefetch_hits + misses (all acquires) = hits + misses: the
+ *                 trace's misses are the waits (acquired probes), its hits the
+ *                 rest; the pager also counts an acquire of a unit a prefetch
+ *                 is still loading as a prefetch hit, so hits >= cache_hits
+ *                 and misses >= misses.
  * Non-expert 2 MiB chunks (layer -1) are one key in the trace: compared summed.
  * Totals: faults, bytes_read, prefetches and evictions exactly. */
 struct unit_sum { uint64_t faults, bytes, evictions, hits, misses, reads_min, reads_max; };
@@ -259,8 +261,8 @@ static uint64_t compare_run(const char *name, const struct tr_stats *s, const st
     return jv_u64(tot, "faults");
 }
 
-/* Per (layer, expert): an acquire the miss probe saw ended resident (the
- * run does not fail), so it fired acquired once: acquire stalls = misses. */
+/* Per (layer, expert): every acquire that waited ended resident (the run
+ * does not fail) and fired acquired once: acquire stalls = misses = timed. */
 static int acquire_units_bad(const struct tr_stats *s)
 {
     struct tr_unit *u = NULL;
@@ -281,10 +283,9 @@ static int acquire_units_bad(const struct tr_stats *s)
 
 /* The pager's stall_count / stall_ns (pg_stall_record) count an acquire's
  * wait and a fault's, at the very points where acquired and fault_end fire
- * with the measured ns: the trace's counts and ns equal them exactly. The
- * acquire histogram times the same waits on the kernel's clock from the miss
- * probe (a few us of probe overhead more each): it must agree within 10 % +
- * 100 us per stall. must_acquire: the run stalls in acquire only. */
+ * with the measured ns: the trace's counts and ns equal them exactly, and so
+ * does the acquire histogram's sum. must_acquire: the run stalls in acquire
+ * only. */
 static void compare_stalls(const char *name, const struct tr_stats *s, const struct jv *ps,
                            bool must_acquire)
 {
@@ -308,16 +309,14 @@ static void compare_stalls(const char *name, const struct tr_stats *s, const str
     CHECK(bad == 0, "%s: %d experts' acquire stalls differ from their misses", name, bad);
     struct fl_tr_hist h;
     tr_stats_metric_hist(s, FL_TM_ACQUIRE, &h);
-    double diff = (double)h.sum_ns - (double)sum.acq_stall_ns;
-    double tol = 0.1 * (double)sum.acq_stall_ns + 100e3 * (double)sum.acq_stalls;
-    CHECK(h.count == sum.acq_stalls && diff >= -tol && diff <= tol,
-          "%s: acquire waits on the kernel's clock %llu (%.3f ms), pager's %llu (%.3f ms)", name,
+    CHECK(h.count == sum.acq_stalls && h.sum_ns == sum.acq_stall_ns,
+          "%s: acquire wait histogram %llu (%.3f ms), counters %llu (%.3f ms)", name,
           (unsigned long long)h.count, (double)h.sum_ns / 1e6,
           (unsigned long long)sum.acq_stalls, (double)sum.acq_stall_ns / 1e6);
-    printf("%s: stalls %llu (acquire %llu, %.3f ms; kernel clock %.3f ms; fault %llu, %.3f ms) "
+    printf("%s: stalls %llu (acquire %llu, %.3f ms; fault %llu, %.3f ms) "
            "== pager stall_count %llu, %.3f ms\n", name,
            (unsigned long long)(sum.acq_stalls + sum.stalls), (unsigned long long)sum.acq_stalls,
-           (double)sum.acq_stall_ns / 1e6, (double)h.sum_ns / 1e6,
+           (double)sum.acq_stall_ns / 1e6,
            (unsigned long long)sum.stalls, (double)sum.stall_ns / 1e6, (unsigned long long)pc,
            (double)pns / 1e6);
 }
@@ -399,8 +398,8 @@ static void attached(const char *driver, const char *dir)
 }
 
 /* The probes no code fires yet (trace-probes): 40 copies of 8192 bytes,
- * each at least 200 us; 30 hits and 10 misses, each followed by an acquired
- * that claims 100 us after >= 300 us; 64 faults in the region. */
+ * each at least 200 us; 40 acquires, 10 of which wait (acquired, claiming
+ * 100 us each), counted from the acquire counts; 64 faults in the region. */
 static void other_probes(const char *prog, const char *dir)
 {
     char json[512];
@@ -430,8 +429,8 @@ static void other_probes(const char *prog, const char *dir)
     struct fl_tr_hist ah;
     tr_stats_metric_hist(s, FL_TM_ACQUIRE, &ah);
     CHECK(sum.acq_stalls == 10 && sum.acq_stall_ns == 10 * 100000 && ah.count == 10 &&
-          ah.sum_ns >= 10 * 300000, "acquired: %llu stalls, %llu ns claimed, %llu timed "
-          "(%llu ns)", (unsigned long long)sum.acq_stalls, (unsigned long long)sum.acq_stall_ns,
+          ah.sum_ns == 10 * 100000, "acquired: %llu stalls, %llu ns claimed, %llu in the "
+          "histogram (%llu ns)", (unsigned long long)sum.acq_stalls, (unsigned long long)sum.acq_stall_ns,
           (unsigned long long)ah.count, (unsigned long long)ah.sum_ns);
     uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
     CHECK(pf >= 64 && pf < 80, "region page faults %llu", (unsigned long long)pf);
@@ -439,6 +438,43 @@ static void other_probes(const char *prog, const char *dir)
            "%llu region faults\n", (unsigned long long)sum.copies,
            (double)tr_hist_quantile(&h, 0.5) / 1e3, (unsigned long long)sum.hits,
            (unsigned long long)sum.misses, (unsigned long long)pf);
+    tr_stats_free(s);
+}
+
+/* -p on trace-probes: attached late, the acquire counts would include the
+ * acquires before the attach, so hits come from the hit probe instead: of
+ * every 4 acquires 3 hit and 1 waits, wherever the attach fell. */
+static void attached_hits(const char *prog, const char *dir)
+{
+    char json[512];
+    snprintf(json, sizeof(json), "%s/attached-probes.trace.json", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(prog, prog, "2500", "1500", (char *)NULL); /* ~4 s */
+        _exit(127);
+    }
+    usleep(300 * 1000);
+    char pids[16];
+    snprintf(pids, sizeof(pids), "%d", (int)pid);
+    char *av[] = { "trace", "--quiet", "--out", json, "-p", pids, NULL };
+    int rc = cli_trace(6, av), status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p probes: trace %d, "
+          "program %d", rc, status);
+    struct tr_stats *s = tr_stats_new();
+    struct fl_err err = { { 0 } };
+    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
+    struct fl_tr_counts sum = { 0 };
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    CHECK(sum.misses > 10 && sum.hits + 3 >= 3 * sum.misses && sum.hits <= 3 * sum.misses + 3,
+          "-p probes: %llu hits, %llu misses (want 3 hits a miss)",
+          (unsigned long long)sum.hits, (unsigned long long)sum.misses);
+    printf("-p %d: %llu hits, %llu misses from the hit probe after attaching late\n", (int)pid,
+           (unsigned long long)sum.hits, (unsigned long long)sum.misses);
     tr_stats_free(s);
 }
 
@@ -478,8 +514,10 @@ int main(int argc, char **argv)
                  "-ot attn_output=disk,exps=disk --ram-budget 1M", true, d);
     }
     const char *probes = getenv("FL_TRACE_PROBES");
-    if (probes)
+    if (probes) {
         other_probes(probes, keep ? keep : dir);
+        attached_hits(probes, keep ? keep : dir);
+    }
     if (!keep) {
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
