@@ -12,7 +12,11 @@
  * - where AVX2 and AVX-512 use the same per-row kernel (same int32 lanes and
  *   float ops) they must agree bit for bit; and for every kernel, every tile
  *   shape (nr x nc) must give exactly the single vec_dot's value.
- * - Q4_K's one-token kernel gives the per-row kernel's bits, row by row.
+ * - Q2_K, Q3_K, IQ4_XS, Q5_0, Q4_1, Q5_1 (k_exact): every level's vec_dot,
+ *   tile shapes and one-token kernel give vec_dot_ref's exact bits, also on
+ *   rows of all-0x00/0xff/0x55/0xaa bytes (quants and scales at their
+ *   extremes) against activations at +-127.
+ * - the K-quant one-token kernels give the per-row kernel's bits, row by row.
  * - activation quantizers: byte-identical with the types module's scalar
  *   fl_type_from_float_act (Q8_0 as llama.cpp's x86 build rounds it, Q8_K =
  *   ggml's quantize_row_q8_K), incl. rounding ties and all-zero blocks. */
@@ -80,6 +84,23 @@ static void rand_weights(uint32_t t, void *dst, int n)
             break;
         }
         case FL_TYPE_Q6_K: ((struct fl_block_q6_K *)dst)[b].d = rscale(-12, -8, 0); break;
+        case FL_TYPE_Q2_K: {
+            struct fl_block_q2_K *k = (struct fl_block_q2_K *)dst + b;
+            k->d = rscale(-10, -6, 1);
+            k->dmin = rscale(-10, -6, 1);
+            break;
+        }
+        case FL_TYPE_Q3_K: ((struct fl_block_q3_K *)dst)[b].d = rscale(-12, -8, 0); break;
+        case FL_TYPE_IQ4_XS: ((struct fl_block_iq4_xs *)dst)[b].d = rscale(-12, -8, 0); break;
+        case FL_TYPE_Q5_0: ((struct fl_block_q5_0 *)dst)[b].d = rscale(-8, -4, 0); break;
+        case FL_TYPE_Q4_1:
+            ((struct fl_block_q4_1 *)dst)[b].d = rscale(-8, -4, 0);
+            ((struct fl_block_q4_1 *)dst)[b].m = rscale(-8, -4, 0);
+            break;
+        case FL_TYPE_Q5_1:
+            ((struct fl_block_q5_1 *)dst)[b].d = rscale(-8, -4, 0);
+            ((struct fl_block_q5_1 *)dst)[b].m = rscale(-8, -4, 0);
+            break;
         default: break;
         }
     }
@@ -122,11 +143,44 @@ static void dequant_dot(uint32_t t, const void *w, const void *xa, int n, double
     free(b);
 }
 
+/* Q4_1/Q5_1 against Q8_1: the reference adds m * y.s, where y.s is the
+ * block's d * sum(q) rounded to f16 (ggml's Q8_1), not the exact sum the
+ * double-precision dot sees: allow each block's m * s an f16 rounding. */
+static double min_term_err(uint32_t t, const void *w, const void *xa, int n)
+{
+    if (t != FL_TYPE_Q4_1 && t != FL_TYPE_Q5_1)
+        return 0.0;
+    const size_t bs = fl_type_traits(t)->type_size;
+    const struct fl_block_q8_1 *y = xa;
+    double e = 0.0;
+    for (int b = 0; b < n / 32; b++) {
+        fl_f16 m; /* d then m lead both block types */
+        memcpy(&m, (const char *)w + (size_t)b * bs + 2, 2);
+        e += fabs((double)fl_f16_to_f32(m) * fl_f16_to_f32(y[b].s)) * 0x1p-10;
+    }
+    return e;
+}
+
 static const uint32_t k_types[] = {
     FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_IQ4_NL, FL_TYPE_MXFP4, FL_TYPE_Q4_K,
     FL_TYPE_Q5_K, FL_TYPE_Q6_K, FL_TYPE_F16, FL_TYPE_BF16, FL_TYPE_F32,
+    FL_TYPE_Q2_K, FL_TYPE_Q3_K, FL_TYPE_IQ4_XS, FL_TYPE_Q5_0, FL_TYPE_Q4_1, FL_TYPE_Q5_1,
 };
 #define N_TYPES (sizeof(k_types) / sizeof(k_types[0]))
+
+/* Types whose SIMD kernels follow the scalar reference's float order at
+ * every level (only integer sums regrouped): exact bits required. */
+static const uint32_t k_exact[] = { FL_TYPE_Q2_K, FL_TYPE_Q3_K, FL_TYPE_IQ4_XS,
+                                    FL_TYPE_Q5_0, FL_TYPE_Q4_1, FL_TYPE_Q5_1 };
+#define N_EXACT (sizeof(k_exact) / sizeof(k_exact[0]))
+
+static int exact_type(uint32_t t)
+{
+    for (size_t i = 0; i < N_EXACT; i++)
+        if (k_exact[i] == t)
+            return 1;
+    return 0;
+}
 
 /* y[t][level] for one random case, to compare levels afterwards */
 static float g_res[N_TYPES][8][3];
@@ -158,12 +212,13 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
             dequant_dot(t, w, xa, n, &dot, &mag);
             /* the AVX-512 row-transposed kernels follow the reference's
              * float order: exact */
-            if (level == FL_CPU_AVX512 && k->tile_r[t] == 8 && t != FL_TYPE_Q4_K)
+            if ((level == FL_CPU_AVX512 && k->tile_r[t] == 8 && t != FL_TYPE_Q4_K) ||
+                exact_type(t))
                 CHECK(memcmp(&s, &s_ref, 4) == 0, "%s %s n=%d: %.9g not exactly ref %.9g",
                       k->name, tr->name, n, s, s_ref);
             CHECK(fabs(s - s_ref) <= 2e-6 * mag + 1e-30,
                   "%s %s n=%d: simd %.9g ref %.9g (mag %.3g)", k->name, tr->name, n, s, s_ref, mag);
-            CHECK(fabs(s_ref - dot) <= 2e-6 * mag + 1e-30,
+            CHECK(fabs(s_ref - dot) <= 2e-6 * mag + min_term_err(t, w, xa, n) + 1e-30,
                   "%s n=%d: ref %.9g vs double %.9g", tr->name, n, s_ref, dot);
             g_res[ti][bi][level] = s;
             /* every tile shape gives the single dot's bits */
@@ -214,15 +269,33 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
            N_TYPES, checked);
 }
 
-/* Q4_K's one-token kernel (tile1) must give the bits of the per-row tile
- * kernel at nr = nc = 1 (the AVX2 level's vec_dot; AVX-512 runs the same
- * per-row arithmetic), row by row, for distinct rows at a real stride and
- * every row count a call may get; also with every weight nibble and
- * scale at its maximum against activations of -127 (the int16 products
- * at their largest). */
-static void test_q4k_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_kernels *k2)
+/* The K-quant one-token kernels (tile1: Q4_K, Q5_K, Q6_K) must give the
+ * bits of the per-row tile kernel at nr = nc = 1 (the AVX2 level's vec_dot;
+ * AVX-512 runs the same per-row arithmetic), row by row, for distinct rows
+ * at a real stride and every row count a call may get; also with every
+ * weight quant and scale at its extreme against activations of -127 (the
+ * int16 products at their largest). */
+static void extreme_kq_row(uint32_t t, char *w, int n)
 {
-    const uint32_t t = FL_TYPE_Q4_K;
+    memset(w, 0xff, fl_row_size(t, n)); /* quants at their maximum, scales and mins 63 */
+    for (int b = 0; b < n / FL_QK_K; b++) {
+        if (t == FL_TYPE_Q6_K) {
+            struct fl_block_q6_K *k = (struct fl_block_q6_K *)w + b;
+            for (int i = 0; i < 16; i++)
+                k->scales[i] = (int8_t)(i & 1 ? 127 : -128);
+            k->d = rscale(-12, -8, 0);
+            continue;
+        }
+        fl_f16 *dd = t == FL_TYPE_Q4_K ? &((struct fl_block_q4_K *)w)[b].d
+                                       : &((struct fl_block_q5_K *)w)[b].d;
+        dd[0] = rscale(-10, -6, 1); /* d, then dmin */
+        dd[1] = rscale(-10, -6, 1);
+    }
+}
+
+static void test_kq_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_kernels *k2,
+                           uint32_t t)
+{
     static const int k_lens[] = { 256, 1024, 2304, 3584 };
     int cases = 0;
     if (!k->tile1[t] || !k2->vec_dot[t])
@@ -238,11 +311,7 @@ static void test_q4k_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_
                 rand_weights(t, w + (size_t)r * rs, n);
             rand_act(x, n);
             if (extreme) {
-                memset(w, 0xff, rs); /* row 0: nibbles 15, scales and mins 63 */
-                for (int b = 0; b < n / FL_QK_K; b++) {
-                    ((struct fl_block_q4_K *)w)[b].d = rscale(-10, -6, 1);
-                    ((struct fl_block_q4_K *)w)[b].dmin = rscale(-10, -6, 1);
-                }
+                extreme_kq_row(t, w, n); /* row 0 */
                 for (int i = 0; i < n; i++)
                     x[i] = 1.0f; /* quantizes to -127 */
             }
@@ -256,8 +325,8 @@ static void test_q4k_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_
                 k->tile1[t](n, nr, w, rs, 1, xs, NULL, ys);
                 for (int r = 0; r < nr; r++)
                     CHECK(memcmp(&out[r], &ref[r], 4) == 0,
-                          "%s Q4_K tile1 n=%d nr=%d row %d: %.9g vs per-row %.9g", k->name, n,
-                          nr, r, out[r], ref[r]);
+                          "%s %s tile1 n=%d nr=%d row %d: %.9g vs per-row %.9g", k->name,
+                          fl_type_traits(t)->name, n, nr, r, out[r], ref[r]);
                 cases++;
             }
         }
@@ -265,8 +334,114 @@ static void test_q4k_decode(const struct fl_cpu_kernels *k, const struct fl_cpu_
         free(x);
         free(xa);
     }
-    printf("  %s: Q4_K one-token kernel = per-row kernel bit for bit: %d cases\n", k->name,
-           cases);
+    printf("  %s: %s one-token kernel = per-row kernel bit for bit: %d cases\n", k->name,
+           fl_type_traits(t)->name, cases);
+}
+
+/* The scale fields of an exact type's row after its bytes were set to a
+ * pattern: finite, moderate, positive. */
+static void fix_scales(uint32_t t, void *row, int n)
+{
+    for (int b = 0; b < n / (int)fl_type_traits(t)->blck_size; b++) {
+        switch (t) {
+        case FL_TYPE_Q2_K:
+            ((struct fl_block_q2_K *)row)[b].d = rscale(-10, -6, 1);
+            ((struct fl_block_q2_K *)row)[b].dmin = rscale(-10, -6, 1);
+            break;
+        case FL_TYPE_Q3_K: ((struct fl_block_q3_K *)row)[b].d = rscale(-12, -8, 1); break;
+        case FL_TYPE_IQ4_XS: ((struct fl_block_iq4_xs *)row)[b].d = rscale(-12, -8, 1); break;
+        case FL_TYPE_Q5_0: ((struct fl_block_q5_0 *)row)[b].d = rscale(-8, -4, 1); break;
+        case FL_TYPE_Q4_1:
+            ((struct fl_block_q4_1 *)row)[b].d = rscale(-8, -4, 1);
+            ((struct fl_block_q4_1 *)row)[b].m = rscale(-8, -4, 0);
+            break;
+        case FL_TYPE_Q5_1:
+            ((struct fl_block_q5_1 *)row)[b].d = rscale(-8, -4, 1);
+            ((struct fl_block_q5_1 *)row)[b].m = rscale(-8, -4, 0);
+            break;
+        default: break;
+        }
+    }
+}
+
+/* One exact type at one level: 8 distinct rows at a real stride (rows 0-3
+ * every weight byte 0x00, 0xff, 0x55, 0xaa: all quants and scales at their
+ * extremes) against activations at +-127 and random ones; every tile shape,
+ * the one-token kernel and vec_dot give vec_dot_ref's bits. */
+static int exact_case(const struct fl_cpu_kernels *k, uint32_t t, int n, int act)
+{
+    enum { NROW = 8 };
+    const struct fl_type_traits *tr = fl_type_traits(t);
+    const size_t rs = fl_row_size(t, n), as = (size_t)n * 2;
+    char *w = malloc(rs * NROW);
+    float *x = malloc((size_t)n * sizeof(float));
+    char *xa = malloc(as * FL_TILE_MAX_C);
+    float ref[FL_TILE_MAX_C][NROW];
+    int bad = 0;
+    for (int r = 0; r < NROW; r++) {
+        rand_weights(t, w + r * rs, n);
+        if (r < 4) {
+            static const uint8_t pat[4] = { 0x00, 0xff, 0x55, 0xaa };
+            memset(w + r * rs, pat[r], rs);
+            fix_scales(t, w + r * rs, n);
+        }
+    }
+    for (int c = 0; c < FL_TILE_MAX_C; c++) {
+        rand_act(x, n);
+        for (int i = 0; act && i < n; i++) /* 1 -> -127, -1 -> 127, mixed */
+            x[i] = act == 1 ? 1.0f : act == 2 ? -1.0f : (i + c) % 3 ? 1.0f : -1.0f;
+        quant_act(k, t, x, xa + c * as, n);
+        for (int r = 0; r < NROW; r++)
+            tr->vec_dot_ref(n, &ref[c][r], w + r * rs, xa + c * as);
+    }
+    for (int r = 0; r < NROW; r++) {
+        float s;
+        k->vec_dot[t](n, &s, w + r * rs, xa);
+        bad += memcmp(&s, &ref[0][r], 4) != 0;
+    }
+    for (int nr = 1; k->tile[t] && nr <= k->tile_r[t]; nr++)
+        for (int nc = 1; nc <= k->tile_c[t]; nc++)
+            for (int r0 = 0; r0 + nr <= NROW; r0 += nr) {
+                const void *xs[FL_TILE_MAX_C];
+                float out[FL_TILE_MAX_C][FL_TILE_MAX_R], *ys[FL_TILE_MAX_C];
+                for (int c = 0; c < nc; c++) {
+                    xs[c] = xa + c * as;
+                    ys[c] = out[c];
+                }
+                k->tile[t](n, nr, w + r0 * rs, rs, nc, xs, NULL, ys);
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < nr; r++)
+                        bad += memcmp(&out[c][r], &ref[c][r0 + r], 4) != 0;
+            }
+    for (int nr = 1; k->tile1[t] && nr <= k->tile1_r[t] && nr <= NROW; nr++) {
+        const void *xs[1] = { xa };
+        float out[NROW], *ys[1] = { out };
+        k->tile1[t](n, nr, w, rs, 1, xs, NULL, ys);
+        for (int r = 0; r < nr; r++)
+            bad += memcmp(&out[r], &ref[0][r], 4) != 0;
+    }
+    free(w);
+    free(x);
+    free(xa);
+    return bad;
+}
+
+static void test_exact(const struct fl_cpu_kernels *k)
+{
+    static const int k_lens[] = { 256, 768, 2304 };
+    for (size_t i = 0; i < N_EXACT; i++) {
+        const uint32_t t = k_exact[i];
+        int bad = 0, cases = 0;
+        for (int li = 0; li < 3; li++)
+            for (int act = 0; act < 4; act++, cases++)
+                /* 32-value blocks: also a tail of 5 after groups of 8 */
+                bad += exact_case(k, t, k_lens[li] + (fl_type_traits(t)->blck_size == 32 ? 160 : 0),
+                                  act);
+        CHECK(bad == 0, "%s %s: %d outputs differ from vec_dot_ref", k->name,
+              fl_type_traits(t)->name, bad);
+        printf("  %s: %s vec_dot, tiles, one-token = vec_dot_ref bit for bit, extremes incl.: "
+               "%d cases\n", k->name, fl_type_traits(t)->name, cases);
+    }
 }
 
 static void fill_tie_block(float *x)
@@ -342,10 +517,13 @@ int main(void)
         fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
         test_vec_dot(&k, lv);
         test_quant(&k);
+        test_exact(&k);
         if (lv >= FL_CPU_AVX2) {
             struct fl_cpu_kernels k2;
             fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
-            test_q4k_decode(&k, &k2);
+            test_kq_decode(&k, &k2, FL_TYPE_Q4_K);
+            test_kq_decode(&k, &k2, FL_TYPE_Q5_K);
+            test_kq_decode(&k, &k2, FL_TYPE_Q6_K);
         }
     }
     if (top >= FL_CPU_AVX512) {

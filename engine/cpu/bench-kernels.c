@@ -80,6 +80,28 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+/* Types the types module cannot quantize (Q2_K, Q3_K, IQ4_XS): random
+ * bytes with the f16 super-block scales set to 2^-10, so the float steps
+ * see ordinary numbers (no subnormals, infinities or NaNs). */
+static void random_blocks(uint32_t t, void *w, int64_t n_in)
+{
+    const struct fl_type_traits *tr = fl_type_traits(t);
+    unsigned char *p = w;
+    for (size_t i = 0; i < fl_row_size(t, n_in); i++)
+        p[i] = (unsigned char)(rand() >> 7);
+    const fl_f16 d = fl_f32_to_f16(0x1p-10f);
+    for (int64_t b = 0; b < n_in / tr->blck_size; b++) {
+        switch (t) {
+        case FL_TYPE_Q2_K:
+            ((struct fl_block_q2_K *)w)[b].d = ((struct fl_block_q2_K *)w)[b].dmin = d;
+            break;
+        case FL_TYPE_Q3_K: ((struct fl_block_q3_K *)w)[b].d = d; break;
+        case FL_TYPE_IQ4_XS: ((struct fl_block_iq4_xs *)w)[b].d = d; break;
+        default: break;
+        }
+    }
+}
+
 static void *make_weights(uint32_t t, int64_t n_in, int64_t n_out)
 {
     const size_t rs = fl_row_size(t, n_in);
@@ -93,7 +115,10 @@ static void *make_weights(uint32_t t, int64_t n_in, int64_t n_out)
     srand(1);
     for (int64_t i = 0; i < n_in; i++)
         row[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-    fl_type_traits(t)->from_float(row, w, n_in);
+    if (fl_type_traits(t)->from_float)
+        fl_type_traits(t)->from_float(row, w, n_in);
+    else
+        random_blocks(t, w, n_in);
     for (int64_t o = 1; o < n_out; o++)
         memcpy(w + (size_t)o * rs, w, rs);
     free(row);
@@ -164,7 +189,9 @@ int main(int argc, char **argv)
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name && rc == 0;
          name = strtok_r(NULL, ",", &save)) {
         const int t = fl_type_by_name(name);
-        if (t < 0 || fl_act_type((uint32_t)t) < 0 || !fl_type_traits((uint32_t)t)->from_float ||
+        if (t < 0 || fl_act_type((uint32_t)t) < 0 ||
+            (!fl_type_traits((uint32_t)t)->from_float && t != FL_TYPE_Q2_K &&
+             t != FL_TYPE_Q3_K && t != FL_TYPE_IQ4_XS) ||
             o.n_in % fl_type_traits((uint32_t)t)->blck_size != 0) {
             fprintf(stderr, "bench-kernels: cannot benchmark type '%s'\n", name);
             rc = 2;
