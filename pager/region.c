@@ -311,6 +311,45 @@ out:
     return rc;
 }
 
+static int by_offset(const void *a, const void *b)
+{
+    const struct pg_range *x = *(const struct pg_range *const *)a;
+    const struct pg_range *y = *(const struct pg_range *const *)b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+static void advise_huge(struct pager *p, uint64_t from, uint64_t to)
+{
+    uint64_t a = (from + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1), b = to & ~(HUGE_ALIGN - 1);
+    if (b > a)
+        madvise(p->base + a, b - a, MADV_HUGEPAGE);
+}
+
+/* RAM-tier weights in transparent huge pages: decode streams them from
+ * DRAM, and 4 KiB pages cost the mat-vec kernels 15-30 % in TLB misses
+ * (where THP is "madvise"-only, the default on many distributions, the
+ * region would otherwise get none). Only whole aligned 2 MiB extents
+ * between disk-tier ranges are advised, so the disk tier and the pages
+ * around it keep their 4 KiB pages and VMAs exactly as before. */
+static void advise_huge_ram_tier(struct pager *p)
+{
+    const struct pg_range **v = malloc(sizeof(*v) * (p->n_ranges ? p->n_ranges : 1));
+    if (!v)
+        return; /* advice only */
+    for (uint32_t k = 0; k < p->n_ranges; k++)
+        v[k] = &p->ranges[k];
+    qsort(v, p->n_ranges, sizeof(*v), by_offset);
+    uint64_t at = 0;
+    for (uint32_t k = 0; k < p->n_ranges; k++) {
+        uint64_t a = v[k]->off / p->page * p->page;
+        advise_huge(p, at, a);
+        uint64_t end = (v[k]->off + v[k]->len + p->page - 1) / p->page * p->page;
+        at = end > at ? end : at;
+    }
+    advise_huge(p, at, p->map_size);
+    free(v);
+}
+
 int pg_region_map(struct pager *p, struct fl_err *err)
 {
     p->map_size = (p->file_size + p->page - 1) / p->page * p->page;
@@ -328,13 +367,9 @@ int pg_region_map(struct pager *p, struct fl_err *err)
     /* A forked child must not inherit a region whose missing pages would read as zeros. */
     madvise(p->base, p->map_size, MADV_DONTFORK);
     FL_PROBE_REGION(p->base, p->map_size);
-    /* RAM-tier weights in transparent huge pages: decode streams them from
-     * DRAM, and 4 KiB pages cost the mat-vec kernels 15-30 % in TLB misses
-     * (where THP is "madvise"-only, the default on many distributions, the
-     * region would otherwise get none). Disk-tier pages are installed and
-     * evicted 4 KiB at a time; a THP there would make resident memory
-     * exceed what the budget accounts for. */
-    madvise(p->base, p->map_size, MADV_HUGEPAGE);
+    advise_huge_ram_tier(p);
+    /* Disk-tier pages are installed and evicted 4 KiB at a time; a THP
+     * would make resident memory exceed what the budget accounts for. */
     for (uint32_t k = 0; k < p->n_ranges; k++) {
         const struct pg_range *r = &p->ranges[k];
         uint64_t a = r->off / p->page * p->page;
