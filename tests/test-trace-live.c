@@ -22,6 +22,27 @@
 #define CHECK_OUT stderr
 #include "tests/check.h"
 
+/* Every (layer, expert, kind)'s counters of a trace, added up. */
+static struct fl_tr_counts sum_counts(const struct tr_stats *s)
+{
+    struct fl_tr_counts sum = { 0 };
+    size_t it = 0;
+    struct fl_tr_key k;
+    const struct fl_tr_counts *c;
+    while (tr_stats_next_counts(s, &it, &k, &c))
+        tr_counts_add(&sum, c);
+    return sum;
+}
+
+/* A saved trace, loaded (an empty one, after a counted failure, when it does not load). */
+static struct tr_stats *load_trace(const char *json)
+{
+    struct tr_stats *s = tr_stats_new();
+    struct fl_err err = { { 0 } };
+    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
+    return s;
+}
+
 /* The trace's counters of (layer, expert), summed over kinds. */
 static void trace_unit(const struct tr_stats *s, int layer, int expert, uint64_t *faults,
                        uint64_t *bytes)
@@ -98,21 +119,15 @@ static void one(const char *driver, const char *model, const char *dir)
                    (char *)driver, (char *)model, stats, "40", NULL };
     int rc = cli_trace(12, av);
     CHECK(rc == 0, "%s: faultline trace exited %d", model, rc);
-    struct tr_stats *s = tr_stats_new();
+    struct tr_stats *s = load_trace(json);
     struct fl_err err = { { 0 } };
     struct jv ps;
-    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
     CHECK(jv_parse_file(stats, NULL, &ps, &err) == 0, "%s", err.msg);
     compare(model, s, &ps);
     /* --detail: every slice's read is timed from its submission and installed,
      * and a load reads at least one slice */
-    struct fl_tr_counts sum = { 0 };
+    struct fl_tr_counts sum = sum_counts(s);
     struct fl_tr_hist rh;
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        tr_counts_add(&sum, c);
     tr_stats_metric_hist(s, FL_TM_READ, &rh);
     CHECK(sum.reads > 0 && sum.installs >= sum.reads && rh.count == sum.installs,
           "%s --detail: %llu loads, %llu installs, %llu timed reads", model,
@@ -232,12 +247,7 @@ static uint64_t compare_run(const char *name, const struct tr_stats *s, const st
     bad += !unit_matches(s, &chunks);
     CHECK(bad == 0, "%s: %d of %d experts (+ chunks) differ from the pager's stats", name, bad,
           experts);
-    struct fl_tr_counts sum = { 0 };
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        tr_counts_add(&sum, c);
+    struct fl_tr_counts sum = sum_counts(s);
     CHECK(sum.faults == jv_u64(tot, "faults") && sum.read_bytes == jv_u64(tot, "bytes_read") &&
           sum.prefetches == jv_u64(tot, "prefetches") &&
           sum.evictions == jv_u64(tot, "evictions"),
@@ -290,12 +300,7 @@ static void compare_stalls(const char *name, const struct tr_stats *s, const str
                            bool must_acquire)
 {
     const struct jv *tot = jv_get(ps, "totals");
-    struct fl_tr_counts sum = { 0 };
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        tr_counts_add(&sum, c);
+    struct fl_tr_counts sum = sum_counts(s);
     uint64_t pc = jv_u64(tot, "stall_count"), pns = jv_u64(tot, "stall_ns");
     CHECK(sum.acq_stalls + sum.stalls == pc && sum.acq_stall_ns + sum.stall_ns == pns,
           "%s: trace stalls acquire %llu + fault %llu (%llu + %llu ns), pager %llu (%llu ns)",
@@ -341,10 +346,9 @@ static void run_case(const char *cli, const char *name, const char *model, const
     fflush(stdout);
     int rc = cli_trace(ac, av);
     CHECK(rc == 0, "%s: faultline trace -- faultline run exited %d", name, rc);
-    struct tr_stats *s = tr_stats_new();
+    struct tr_stats *s = load_trace(json);
     struct fl_err err = { { 0 } };
     struct jv ps = { 0 };
-    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
     if (jv_parse_file(stats, NULL, &ps, &err) == 0) {
         uint64_t faults = compare_run(name, s, &ps);
         compare_stalls(name, s, &ps, !must_fault);
@@ -381,15 +385,8 @@ static void attached(const char *driver, const char *dir)
     waitpid(pid, &status, 0);
     CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p: trace %d, driver %d",
           rc, status);
-    struct tr_stats *s = tr_stats_new();
-    struct fl_err err = { { 0 } };
-    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
-    uint64_t faults = 0, pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        faults += c->faults;
+    struct tr_stats *s = load_trace(json);
+    uint64_t faults = sum_counts(s).faults, pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
     CHECK(faults > 0 && pf > 0, "-p: %llu faults, %llu region page faults",
           (unsigned long long)faults, (unsigned long long)pf);
     printf("-p %d: %llu faults, %llu region page faults after attaching late\n", (int)pid,
@@ -406,15 +403,8 @@ static void other_probes(const char *prog, const char *dir)
     snprintf(json, sizeof(json), "%s/probes.trace.json", dir);
     char *av[] = { "trace", "--quiet", "--out", json, "--", (char *)prog, "40", NULL };
     CHECK(cli_trace(7, av) == 0, "trace of %s", prog);
-    struct tr_stats *s = tr_stats_new();
-    struct fl_err err = { { 0 } };
-    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
-    struct fl_tr_counts sum = { 0 };
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        tr_counts_add(&sum, c);
+    struct tr_stats *s = load_trace(json);
+    struct fl_tr_counts sum = sum_counts(s);
     struct fl_tr_hist h;
     tr_stats_metric_hist(s, FL_TM_COPY, &h);
     uint64_t fast = 0;
@@ -461,15 +451,8 @@ static void attached_hits(const char *prog, const char *dir)
     waitpid(pid, &status, 0);
     CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p probes: trace %d, "
           "program %d", rc, status);
-    struct tr_stats *s = tr_stats_new();
-    struct fl_err err = { { 0 } };
-    CHECK(tr_json_load(json, s, &err) == 0, "%s", err.msg);
-    struct fl_tr_counts sum = { 0 };
-    size_t it = 0;
-    struct fl_tr_key k;
-    const struct fl_tr_counts *c;
-    while (tr_stats_next_counts(s, &it, &k, &c))
-        tr_counts_add(&sum, c);
+    struct tr_stats *s = load_trace(json);
+    struct fl_tr_counts sum = sum_counts(s);
     CHECK(sum.misses > 10 && sum.hits + 3 >= 3 * sum.misses && sum.hits <= 3 * sum.misses + 3,
           "-p probes: %llu hits, %llu misses (want 3 hits a miss)",
           (unsigned long long)sum.hits, (unsigned long long)sum.misses);
