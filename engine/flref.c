@@ -185,7 +185,7 @@ static double log_sum_exp(const float *x, int32_t n)
     return max + log(s);
 }
 
-static double kl_div(const float *p_logits, const float *q_logits, int32_t n)
+double flref_kl(const float *p_logits, const float *q_logits, int32_t n)
 {
     const double lp = log_sum_exp(p_logits, n), lq = log_sum_exp(q_logits, n);
     double kl = 0.0;
@@ -216,7 +216,7 @@ static void compare_positions(const struct flref_logits *ref, const struct flref
             sum_abs += d;
         }
         c->pos_max_abs[p] = m;
-        c->pos_kl[p] = kl_div(a, b, nv);
+        c->pos_kl[p] = flref_kl(a, b, nv);
         c->pos_top1[p] = flref_argmax(a, nv) == flref_argmax(b, nv);
         c->max_abs = m > c->max_abs ? m : c->max_abs;
         c->max_kl = c->pos_kl[p] > c->max_kl ? c->pos_kl[p] : c->max_kl;

@@ -41,6 +41,9 @@ void flref_routing_free(struct flref_routing *r);
  * also writes the logits of the generated positions (its tokens then go on
  * with its own greedy tokens), which lets the greedy comparison judge a
  * near-tie after the prompt. */
+/* KL(softmax(p) || softmax(q)) in nats, in double (never below 0). */
+double flref_kl(const float *p_logits, const float *q_logits, int32_t n);
+
 struct flref_cmp {
     int n_pos;            /* prompt positions compared (REF's n_tokens) */
     double *pos_max_abs;  /* [n_pos] max |ref - ours| */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/gpu-offload.h"
+#include "engine/flref.h"
 #include "engine/session.h"
 #include "tests/check.h"
 
@@ -78,24 +79,6 @@ static float *eval(struct eng_session_params *p, struct routing *r, int64_t *n_v
     return l;
 }
 
-static double kl_row(const float *a, const float *b, int64_t n)
-{
-    double ma = a[0], mb = b[0], sa = 0, sb = 0, kl = 0;
-    for (int64_t i = 1; i < n; i++) {
-        ma = fmax(ma, a[i]);
-        mb = fmax(mb, b[i]);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        sa += exp(a[i] - ma);
-        sb += exp(b[i] - mb);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const double la = a[i] - ma - log(sa), lb = b[i] - mb - log(sb);
-        kl += exp(la) * (la - lb);
-    }
-    return kl;
-}
-
 static double routing_agreement(const struct routing *a, const struct routing *b)
 {
     if (a->n_layer != b->n_layer || a->k != b->k)
@@ -152,7 +135,7 @@ static void test_model(const char *file, double max_kl)
         CHECK(ops > 0 && nv2 == nv, "%s (%s): nothing ran on the GPU", file, vs[v].name);
         double kl = 0.0;
         for (int t = 0; t < NP; t++)
-            kl += kl_row(ref + t * nv, got + t * nv, nv);
+            kl += flref_kl(ref + t * nv, got + t * nv, nv);
         kl /= NP;
         const double agree = routing_agreement(&rc, &rg);
         printf("%-28s %-18s mean KL %.3g, routing %.1f%% identical, %llu GPU ops\n", file,
