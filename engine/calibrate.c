@@ -39,15 +39,11 @@ static int read_tokens(const struct fl_tokenizer *tok, const char *path, int32_t
     if (rc)
         return fl_err_set(err, rc, "--calibrate %s: %s", path,
                           rc == -EFBIG ? "larger than 64 MiB" : strerror(-rc));
-    /* every token covers at least one byte, plus BOS/EOS */
-    int cap = (int)len + 8;
-    int32_t *ids = malloc(sizeof(*ids) * (size_t)cap);
-    int n = ids ? fl_tokenize(tok, text, len, true, false, ids, cap) : -ENOMEM;
+    int32_t *ids = NULL;
+    int n = fl_tokenize_alloc(tok, text, len, true, false, &ids);
     free(text);
-    if (n < 0) {
-        free(ids);
+    if (n < 0)
         return fl_err_set(err, n, "--calibrate %s: cannot tokenize it: %s", path, strerror(-n));
-    }
     if (n < 2) {
         free(ids);
         return fl_err_set(err, -EINVAL, "--calibrate %s: no text to calibrate on", path);

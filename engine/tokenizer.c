@@ -684,19 +684,27 @@ static int tokenize_frags(const struct fl_tokenizer *tok, const char *text, cons
     return rc;
 }
 
+/* The tokens of text in a vector the caller frees. */
+static int tokenize_vec(const struct fl_tokenizer *tok, const char *text, size_t len,
+                        bool add_special, bool parse_special, struct fl_tokvec *tv)
+{
+    struct frags fr = { 0 };
+    int rc = partition(tok, text, len, parse_special, &fr);
+    if (!rc)
+        rc = tokenize_frags(tok, text, &fr, add_special, tv);
+    free(fr.v);
+    if (!rc && tv->n > INT_MAX)
+        rc = -EOVERFLOW;
+    return rc;
+}
+
 int fl_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
                 bool add_special, bool parse_special, int32_t *out, int max)
 {
     if (!tok || (!text && len) || max < 0 || (!out && max > 0))
         return -EINVAL;
-    struct frags fr = { 0 };
     struct fl_tokvec tv = { 0 };
-    int rc = partition(tok, text, len, parse_special, &fr);
-    if (!rc)
-        rc = tokenize_frags(tok, text, &fr, add_special, &tv);
-    free(fr.v);
-    if (!rc && tv.n > INT_MAX)
-        rc = -EOVERFLOW;
+    int rc = tokenize_vec(tok, text, len, add_special, parse_special, &tv);
     if (!rc) {
         rc = (int)tv.n;
         if (out && tv.n > (size_t)max)
@@ -706,6 +714,24 @@ int fl_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
     }
     free(tv.v);
     return rc;
+}
+
+int fl_tokenize_alloc(const struct fl_tokenizer *tok, const char *text, size_t len,
+                      bool add_special, bool parse_special, int32_t **out)
+{
+    *out = NULL;
+    if (!tok || (!text && len))
+        return -EINVAL;
+    struct fl_tokvec tv = { 0 };
+    int rc = tokenize_vec(tok, text, len, add_special, parse_special, &tv);
+    if (rc) {
+        free(tv.v);
+        return rc;
+    }
+    *out = tv.v ? tv.v : malloc(sizeof(int32_t)); /* never NULL on success */
+    if (!*out)
+        return -ENOMEM;
+    return (int)tv.n;
 }
 
 /* ---- rendering ---------------------------------------------------------- */

@@ -84,6 +84,10 @@ int32_t fl_token_lookup(const struct fl_tokenizer *tok, const char *text, size_t
  * unknown token for some byte, -ENOMEM. */
 int fl_tokenize(const struct fl_tokenizer *tok, const char *text, size_t len,
                 bool add_special, bool parse_special, int32_t *out, int max);
+/* The same into a malloc'ed array of exactly the tokens (*out, freed by the
+ * caller, never NULL on success): one pass, no size to guess. */
+int fl_tokenize_alloc(const struct fl_tokenizer *tok, const char *text, size_t len,
+                      bool add_special, bool parse_special, int32_t **out);
 
 /* The bytes one token stands for, llama.cpp's token_to_piece: control and
  * unknown tokens render as nothing unless special; byte tokens as their

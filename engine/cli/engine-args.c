@@ -82,22 +82,9 @@ const char *eng_prompt_text(const char *prompt, const char *prompt_file, char **
 int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t len,
                         bool parse_special, int32_t **out)
 {
-    int n = fl_tokenize(tok, text, len, true, parse_special, NULL, 0);
-    if (n == -ENOSPC || n >= 0) {
-        int need = n >= 0 ? n : 0;
-        if (n == -ENOSPC) /* learn the size: some tokenizers say ENOSPC for max 0 */
-            need = (int)len + 8;
-        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1));
-        if (!ids)
-            return -ENOMEM;
-        n = fl_tokenize(tok, text, len, true, parse_special, ids, need);
-        if (n >= 0) {
-            *out = ids;
-            return n;
-        }
-        free(ids);
-    }
-    fprintf(stderr, "faultline: cannot tokenize the prompt: %s\n", strerror(-n));
+    int n = fl_tokenize_alloc(tok, text, len, true, parse_special, out);
+    if (n < 0)
+        fprintf(stderr, "faultline: cannot tokenize the prompt: %s\n", strerror(-n));
     return n;
 }
 

@@ -229,14 +229,9 @@ static int tokenize_text(const struct tok_args *a, const struct fl_tokenizer *to
                          size_t len)
 {
     const bool add_special = fl_tokenizer_add_bos(tok) && !a->no_bos;
-    int n = fl_tokenize(tok, text, len, add_special, a->parse_special, NULL, 0);
-    int32_t *ids = n > 0 ? malloc((size_t)n * sizeof(*ids)) : NULL;
-    if (n > 0 && !ids)
-        n = -ENOMEM;
-    if (n > 0)
-        n = fl_tokenize(tok, text, len, add_special, a->parse_special, ids, n);
+    int32_t *ids = NULL;
+    int n = fl_tokenize_alloc(tok, text, len, add_special, a->parse_special, &ids);
     if (n < 0) {
-        free(ids);
         fprintf(stderr, "faultline tokenize: %s: cannot tokenize the text: %s\n", a->model,
                 n == -EILSEQ ? "a byte has neither a byte token nor an unknown token" : strerror(-n));
         return 1;
