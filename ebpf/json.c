@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ebpf/json.h"
+#include "engine/whole-file.h"
 
 struct jp {
     const char *p, *begin, *end;
@@ -277,44 +278,16 @@ int32_t jv_i32(const struct jv *o, const char *key)
     return (int32_t)v->d;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += r;
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;   /* n < cap: the loop grows before the buffer is full */
-    *len = n;
-    return buf;
-}
-
-
 int jv_parse_file(const char *path, const char *skip, struct jv *out, struct fl_err *err)
 {
     size_t len = 0;
-    char *buf = slurp(path, &len);
+    char *buf = NULL;
+    int rc = fl_read_whole_file(path, SIZE_MAX / 2, &buf, &len); /* traces have no size cap */
     memset(out, 0, sizeof(*out));
-    if (!buf)
-        return fl_err_set(err, -errno, "%s: %s", path, strerror(errno));
+    if (rc)
+        return fl_err_set(err, rc, "%s: %s", path, strerror(-rc));
     struct jp j = { buf, buf, buf + len, 0, skip, { 0 } };
-    int rc = parse(&j, out, true);
+    rc = parse(&j, out, true);
     ws(&j);
     if (rc == 0 && j.p != j.end)
         rc = fail(&j, "trailing bytes");
