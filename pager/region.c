@@ -311,13 +311,6 @@ out:
     return rc;
 }
 
-static int by_offset(const void *a, const void *b)
-{
-    const struct pg_range *x = *(const struct pg_range *const *)a;
-    const struct pg_range *y = *(const struct pg_range *const *)b;
-    return (x->off > y->off) - (x->off < y->off);
-}
-
 static void advise_huge(struct pager *p, uint64_t from, uint64_t to)
 {
     uint64_t a = (from + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1), b = to & ~(HUGE_ALIGN - 1);
@@ -333,21 +326,14 @@ static void advise_huge(struct pager *p, uint64_t from, uint64_t to)
  * around it keep their 4 KiB pages and VMAs exactly as before. */
 static void advise_huge_ram_tier(struct pager *p)
 {
-    const struct pg_range **v = malloc(sizeof(*v) * (p->n_ranges ? p->n_ranges : 1));
-    if (!v)
-        return; /* advice only */
-    for (uint32_t k = 0; k < p->n_ranges; k++)
-        v[k] = &p->ranges[k];
-    qsort(v, p->n_ranges, sizeof(*v), by_offset);
     uint64_t at = 0;
     for (uint32_t k = 0; k < p->n_ranges; k++) {
-        uint64_t a = v[k]->off / p->page * p->page;
-        advise_huge(p, at, a);
-        uint64_t end = (v[k]->off + v[k]->len + p->page - 1) / p->page * p->page;
+        const struct pg_range *r = &p->ranges[p->by_off[k]];
+        advise_huge(p, at, r->off / p->page * p->page);
+        uint64_t end = (r->off + r->len + p->page - 1) / p->page * p->page;
         at = end > at ? end : at;
     }
     advise_huge(p, at, p->map_size);
-    free(v);
 }
 
 int pg_region_map(struct pager *p, struct fl_err *err)
