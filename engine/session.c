@@ -589,6 +589,8 @@ static void predict_json(const struct fl_predictor *pr, const struct fl_predict_
 
 int eng_session_report(struct eng_session *s, struct fl_err *err)
 {
+    if (s->stats || s->stats_json)
+        pager_settle(s->pager, 1000); /* a late stall, not an error: report what is counted */
     if (s->stats) {
         pager_stats_print(s->pager, stderr);
         if (s->pred)

@@ -3,7 +3,8 @@
  * A fault never resolves a single page: it queues a demand load of the
  * whole unit the page belongs to (an expert's bytes in every expert tensor
  * of its layer) and records the page as pending. The I/O thread installs the
- * unit with UFFDIO_COPY, which wakes the faulting thread. On failure the
+ * unit with UFFDIO_COPY (DONTWAKE), counts each pending page's stall and then
+ * wakes its thread, so a stall is counted before its thread runs on. On failure the
  * pending pages are poisoned (UFFDIO_POISON): the faulting thread retries,
  * meets the poison marker and receives SIGBUS. That is why the pager wants
  * UFFD_FEATURE_POISON (Linux 6.6): without it the only ways to release a
@@ -115,8 +116,10 @@ static void handle_fault(struct pager *p, uint64_t page_off)
         struct pg_unit *n = &p->units[u];
         pg_inc(&n->st.faults, 1);
         FL_PROBE_FAULT_BEGIN(n->layer, n->expert, p->ranges[n->first].kind, n->charge, page_off);
-        if (n->state == PG_RESIDENT && page_present(p, page_off)) {
-            pg_wake_range(p, page_off, p->page); /* installed while the message waited */
+        if (page_present(p, page_off)) {
+            /* installed while the message waited, by this unit's load or by a
+             * neighbour's sharing the page: its bytes are the file's either way */
+            pg_wake_range(p, page_off, p->page);
         } else {
             if (n->state == PG_ABSENT || n->state == PG_QUEUED)
                 pg_inc(&p->st.fault_loads, 1);

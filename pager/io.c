@@ -285,27 +285,26 @@ static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit, bool r
 }
 
 /* UFFDIO_COPY of whole pages; pages that exist already (a neighbour shares
- * them, or a RAM page) are skipped: their bytes are the file's. */
+ * them, or a RAM page) are skipped: their bytes are the file's. DONTWAKE:
+ * the faulting threads are woken by pending_resolve once their stall is
+ * counted, so that whoever reads the statistics after an access returned
+ * sees its stall (a thread woken here could finish the run first). */
 static int install_copy(struct pager *p, uint64_t off, uint64_t len, const uint8_t *src)
 {
     uint64_t done = 0;
-    bool skipped = false;
     while (done < len) {
         struct uffdio_copy c = { .dst = (uintptr_t)(p->base + off + done),
-                                 .src = (uintptr_t)(src + done), .len = len - done };
+                                 .src = (uintptr_t)(src + done), .len = len - done,
+                                 .mode = UFFDIO_COPY_MODE_DONTWAKE };
         if (ioctl(p->uffd, UFFDIO_COPY, &c) == 0)
             break;
         if (c.copy > 0)
             done += (uint64_t)c.copy;
-        if (errno == EEXIST) {
+        if (errno == EEXIST)
             done += p->page;
-            skipped = true;
-        } else if (errno != EAGAIN) {
+        else if (errno != EAGAIN)
             return -errno;
-        }
     }
-    if (skipped)
-        pg_wake_range(p, off, len);
     return 0;
 }
 

@@ -149,6 +149,14 @@ int pager_error(struct pager *p, struct fl_err *err);
 /* Fills src with the pager as the engine's eng_expert_source. */
 void pager_expert_source(struct pager *p, struct eng_expert_source *src);
 
+/* At a quiet point (no compute running, e.g. before the final statistics):
+ * waits up to timeout_ms until no fault is left waiting for a load in
+ * flight. The kernel may retry a fault and let its thread run on once the
+ * page is installed, before the load is done and the stall counted; this
+ * lets the last such stall into the statistics. 0, -ETIMEDOUT, or the
+ * pager's error. */
+int pager_settle(struct pager *p, int timeout_ms);
+
 /* Statistics (counters are cheap atomics). */
 struct pager_totals {
     uint64_t faults, fault_loads, prefetches, prefetch_hits, cache_hits, misses;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -262,24 +263,41 @@ uint32_t pg_next_load_locked(struct pager *p, bool allow_prefetch, bool *refill)
     return PG_NONE;
 }
 
+/* Whether unit u's load installed the page at page_off: its own pages and
+ * the boundary pages it shares with a neighbour (whose faults list the
+ * neighbour, the page's first owner). */
+static bool unit_installs_page(const struct pager *p, uint32_t u, uint64_t page_off)
+{
+    const struct pg_unit *n = &p->units[u];
+    for (uint32_t k = 0; k < n->n; k++) {
+        const struct pg_range *r = &p->ranges[n->first + k];
+        if (r->off < page_off + p->page && page_off < r->off + r->len)
+            return true;
+    }
+    return false;
+}
+
 static void pending_resolve(struct pager *p, uint32_t u, int err)
 {
     uint64_t now = pg_now_ns();
     uint32_t w = 0;
     for (uint32_t i = 0; i < p->n_pend; i++) {
         struct pg_pending *f = &p->pend[i];
-        if (f->unit != u && u != PG_NONE) {
+        bool mine = u == PG_NONE || f->unit == u || (!err && unit_installs_page(p, u, f->page_off));
+        if (!mine) {
             p->pend[w++] = *f;
             continue;
         }
-        if (err)
-            pg_poison_page(p, f->page_off);
-        else
-            pg_wake_range(p, f->page_off, p->page);
+        /* Counted before the thread is let go: once its access returns,
+         * its stall is in the statistics (and the trace). */
         pg_stall_record(p, now - f->t_ns);
         const struct pg_unit *n = &p->units[f->unit];
         FL_PROBE_FAULT_END(n->layer, n->expert, p->ranges[n->first].kind, now - f->t_ns,
                            f->page_off);
+        if (err)
+            pg_poison_page(p, f->page_off);
+        else
+            pg_wake_range(p, f->page_off, p->page);
     }
     p->n_pend = w;
 }
@@ -486,6 +504,25 @@ int pager_acquire(struct pager *p, int layer, int expert)
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+int pager_settle(struct pager *p, int timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&p->mu);
+    int rc = 0;
+    while (p->n_pend && !atomic_load(&p->failed) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+    int out = atomic_load(&p->failed) ? atomic_load(&p->failed) : p->n_pend ? -ETIMEDOUT : 0;
+    pthread_mutex_unlock(&p->mu);
+    return out;
 }
 
 void pager_release(struct pager *p, int layer, int expert)

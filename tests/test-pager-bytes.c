@@ -63,16 +63,38 @@ static void acquire_loop(struct pager *p, const struct run *r, int iters)
     }
 }
 
+/* A fault's stall is counted before its thread is woken. A thread that was
+ * preempted between queuing its fault and going to sleep, or whose fault the
+ * kernel retried, runs on as soon as its page is installed, before the load
+ * is done and the stall counted; pager_settle waits for that. After it, no
+ * stall may still come (the tracer's counts are compared with a snapshot
+ * taken there). Returns 1 for a stall counted after pager_settle; *early
+ * counts those counted only by pager_settle (printed, not checked: they
+ * depend on the scheduler). */
+static int stall_counted_late(struct pager *p, int *early)
+{
+    struct pager_totals now, settled, later;
+    pager_stats_totals(p, &now);
+    int rc = pager_settle(p, 2000);
+    pager_stats_totals(p, &settled);
+    usleep(200); /* the I/O thread's time to count a stall pager_settle missed */
+    pager_stats_totals(p, &later);
+    *early += settled.stall_count != now.stall_count;
+    return rc != 0 || later.stall_count != settled.stall_count;
+}
+
 /* uffd mode: unannounced reads of random ranges anywhere in the file. */
 static void touch_loop(struct pager *p, const struct run *r, int iters)
 {
     uint8_t buf[3 * 4096 + 512];
+    int late = 0, early = 0;
     for (int it = 0; it < iters; it++) {
         uint64_t len = 1 + t_rand() % sizeof(buf);
         uint64_t off = t_rand() % r->m->size;
         if (off + len > r->m->size)
             len = r->m->size - off;
         int sig = t_touch(pager_base(p), off, len, buf);
+        late += stall_counted_late(p, &early);
         CHECK(sig == 0, "%s: signal %d touching %llu", r->label, sig, (unsigned long long)off);
         CHECK(sig != 0 || memcmp(buf, r->m->bytes + off, len) == 0,
               "%s: bytes at %llu+%llu differ from the file", r->label, (unsigned long long)off,
@@ -80,6 +102,11 @@ static void touch_loop(struct pager *p, const struct run *r, int iters)
         if (it % 8 == 0)
             check_budget(p, r, "after touch");
     }
+    CHECK(late == 0, "%s: %d touches' fault stalls were counted after pager_settle", r->label,
+          late);
+    if (early)
+        printf("  %s: %d of %d touches returned before their stall was counted\n", r->label,
+               early, iters);
 }
 
 static void check_stats(struct pager *p, const struct run *r)

@@ -151,6 +151,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double tps = run(p, d.ml, tokens);
+    pager_settle(p, 1000);
     FILE *f = fopen(argv[2], "w");
     int rc = f ? pager_stats_json(p, f) : -errno;
     if (f && fclose(f) != 0)
