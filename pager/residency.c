@@ -8,9 +8,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "pager/internal.h"
 #include "pager/probes.h"

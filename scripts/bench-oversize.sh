@@ -37,10 +37,7 @@ trap bench_cleanup EXIT
 
 # --- the model ---------------------------------------------------------------
 bench_oversize_model
-size=$(stat -c %s "$model")
 cap=$((size * CAP_PCT / 100))
-ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
-[ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 budget=$((cap - ram_tier - RESERVE_MIB * 1048576))
 [ "$budget" -gt 0 ] || die "cap $cap B leaves no expert budget (RAM tier $ram_tier B)"
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }

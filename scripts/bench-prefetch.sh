@@ -38,9 +38,6 @@ work=$(mktemp -d /tmp/bench-prefetch.XXXXXX)
 trap bench_cleanup EXIT
 
 bench_oversize_model
-size=$(stat -c %s "$model")
-ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
-[ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 
 # run_capped LIMIT NAME CMD...: CMD in a fresh memory cgroup after dropping
 # caches; $work/NAME.{out,err,io} (.io: block-device bytes read, seconds, exit).

@@ -24,17 +24,22 @@ bench_ensure_fl() {
 
 # Sets model to $MODEL, or to the oversize benchmark's model (qwen3moe Q4_K,
 # n_embd 2048, 24 layers, 64 experts top-8, expert n_ff 768), generated once
-# under ~/.cache/faultline so every benchmark measures the same file.
+# under ~/.cache/faultline so every benchmark measures the same file; and
+# size (bytes) and ram_tier (its non-expert bytes, which stay in RAM).
 bench_oversize_model() {
   local cache=${XDG_CACHE_HOME:-$HOME/.cache}/faultline
   model=${MODEL:-$cache/oversize-qwen3moe-Q4_K.gguf}
-  [ -f "$model" ] && return 0
-  [ -n "${MODEL:-}" ] && die "$model: no such file"
-  mkdir -p "$cache"
-  say "generating $model (once)"
-  "$FL" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 --top-k 8 \
-    --expert-ff 768 --seed 1 -o "$model.tmp" >&2
-  mv "$model.tmp" "$model"
+  if [ ! -f "$model" ]; then
+    [ -n "${MODEL:-}" ] && die "$model: no such file"
+    mkdir -p "$cache"
+    say "generating $model (once)"
+    "$FL" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 --top-k 8 \
+      --expert-ff 768 --seed 1 -o "$model.tmp" >&2
+    mv "$model.tmp" "$model"
+  fi
+  size=$(stat -c %s "$model")
+  ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
+  [ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 }
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop caches"; }
