@@ -3,7 +3,7 @@
 fl_module(pager
   SOURCES pager/pager.c pager/region.c pager/io.c pager/fault.c pager/residency.c pager/stats.c
           pager/policy.c pager/predict.c
-  DEPS gguf types moelayout wholefile
+  DEPS gguf types moelayout wholefile hostmem
   LIBS PkgConfig::URING)
 target_include_directories(fl_pager PRIVATE ${SDT_INCLUDE})
 

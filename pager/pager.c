@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/gguf.h"
+#include "engine/host-memory.h"
 #include "engine/model.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
@@ -24,19 +25,6 @@ void pager_config_init(struct pager_config *c)
     c->watchdog_ms = DEFAULT_WATCHDOG_MS;
 }
 
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 static void resolve_budget(struct pager *p)
 {
     if (p->cfg.ram_budget) {
@@ -45,7 +33,7 @@ static void resolve_budget(struct pager *p)
     }
     double frac = p->cfg.auto_fraction > 0 && p->cfg.auto_fraction <= 1 ? p->cfg.auto_fraction
                                                                          : DEFAULT_AUTO_FRACTION;
-    p->budget = (uint64_t)((double)mem_available() * frac);
+    p->budget = (uint64_t)((double)fl_mem_available() * frac);
 }
 
 /* uffd when asked or possible; explicit mode otherwise, said once. */

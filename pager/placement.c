@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "engine/gguf.h"
+#include "engine/host-memory.h"
 #include "engine/units.h"
 
 #define PL_EXPERT_REGEX "\\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -160,15 +161,7 @@ void placement_print_usage(FILE *out)
 void placement_host_detect(struct placement_host *host)
 {
     memset(host, 0, sizeof(*host));
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    host->ram_available = (uint64_t)kb * 1024;
+    host->ram_available = fl_mem_available();
 }
 
 /* --- names ------------------------------------------------------------------- */

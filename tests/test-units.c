@@ -1,9 +1,12 @@
 /* Sizes as users type them: the parser's answers are checked against
- * arithmetic written out here, and malformed input must be refused. */
+ * arithmetic written out here, and malformed input must be refused; the
+ * host's available memory must be read and be no more than it has. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
+#include "engine/host-memory.h"
 #include "engine/units.h"
 
 static int failures;
@@ -57,6 +60,14 @@ int main(void)
     s = fl_format_size(1000, buf, sizeof(buf));
     if (strcmp(s, "1000 B")) {
         printf("FAIL format 1000 -> \"%s\"\n", s);
+        failures++;
+    }
+    /* MemAvailable: known on Linux, and never more than the machine has */
+    struct sysinfo si;
+    uint64_t avail = fl_mem_available();
+    if (sysinfo(&si) != 0 || avail == 0 || avail > (uint64_t)si.totalram * si.mem_unit) {
+        printf("FAIL MemAvailable %llu bytes, total %llu\n", (unsigned long long)avail,
+               (unsigned long long)si.totalram * si.mem_unit);
         failures++;
     }
     printf("%s\n", failures ? "units: FAILED" : "units: all checks passed");
