@@ -31,8 +31,8 @@
 /* Units per thread to aim for, so threads slowed by page faults or other
  * load even out. One token (decode) takes fewer, longer units: each is one
  * sequential stream from DRAM, and a thread that hops between short ones
- * makes the prefetcher start over (2 threads, 1.5 GB Q4_K MoE, tg64 in
- * alternating runs: 52.0 t/s median at 2 units per thread, 45.7 at 8). */
+ * makes the prefetcher start over (2 threads, 1.5 GB Q4_K MoE, tg64, five
+ * alternating runs each: median 54.0 t/s at 2 units per thread, 50.2 at 8). */
 #define FL_MM_UNITS_PER_THREAD 8
 #define FL_MM_DECODE_UNITS_PER_THREAD 2
 /* Below this many input values, quantizing on one thread is cheaper than
