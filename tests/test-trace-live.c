@@ -363,6 +363,28 @@ static void run_case(const char *cli, const char *name, const char *model, const
     tr_stats_free(s);
 }
 
+/* Starts prog (argv, which must run for seconds: long enough to still be
+ * running once the probes are attached on a loaded machine), attaches
+ * `faultline trace -p` to it 300 ms later, writing json; the tracer stops
+ * when the program exits. Checks that both succeeded; returns the pid. */
+static pid_t trace_attached_late(char *const argv[], const char *json, const char *what)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    usleep(300 * 1000);
+    char pids[16];
+    snprintf(pids, sizeof(pids), "%d", (int)pid);
+    char *av[] = { "trace", "--quiet", "--out", (char *)json, "-p", pids, NULL };
+    int rc = cli_trace(6, av), status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: trace %d, program %d",
+          what, rc, status);
+    return pid;
+}
+
 /* -p: attach to a driver that is already running; it learns the region
  * from /proc and stops when the process ends. */
 static void attached(const char *driver, const char *dir)
@@ -370,21 +392,9 @@ static void attached(const char *driver, const char *dir)
     char json[512], stats[512];
     snprintf(json, sizeof(json), "%s/attached.trace.json", dir);
     snprintf(stats, sizeof(stats), "%s/attached.stats.json", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* long enough (seconds) to still be running once the probes are
-         * attached on a loaded machine; the tracer stops when it exits */
-        execl(driver, driver, "tests/data/qwen3moe-tiny-F16.gguf", stats, "4000", (char *)NULL);
-        _exit(127);
-    }
-    usleep(300 * 1000);
-    char pids[16];
-    snprintf(pids, sizeof(pids), "%d", (int)pid);
-    char *av[] = { "trace", "--quiet", "--out", json, "-p", pids, NULL };
-    int rc = cli_trace(6, av), status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p: trace %d, driver %d",
-          rc, status);
+    char *const argv[] = { (char *)driver, "tests/data/qwen3moe-tiny-F16.gguf", stats, "4000",
+                           NULL };
+    pid_t pid = trace_attached_late(argv, json, "-p");
     struct tr_stats *s = load_trace(json);
     uint64_t faults = sum_counts(s).faults, pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
     CHECK(faults > 0 && pf > 0, "-p: %llu faults, %llu region page faults",
@@ -438,19 +448,8 @@ static void attached_hits(const char *prog, const char *dir)
 {
     char json[512];
     snprintf(json, sizeof(json), "%s/attached-probes.trace.json", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(prog, prog, "2500", "1500", (char *)NULL); /* ~4 s */
-        _exit(127);
-    }
-    usleep(300 * 1000);
-    char pids[16];
-    snprintf(pids, sizeof(pids), "%d", (int)pid);
-    char *av[] = { "trace", "--quiet", "--out", json, "-p", pids, NULL };
-    int rc = cli_trace(6, av), status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "-p probes: trace %d, "
-          "program %d", rc, status);
+    char *const argv[] = { (char *)prog, "2500", "1500", NULL }; /* ~4 s */
+    pid_t pid = trace_attached_late(argv, json, "-p probes");
     struct tr_stats *s = load_trace(json);
     struct fl_tr_counts sum = sum_counts(s);
     CHECK(sum.misses > 10 && sum.hits + 3 >= 3 * sum.misses && sum.hits <= 3 * sum.misses + 3,
