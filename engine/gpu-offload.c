@@ -88,10 +88,10 @@ bool eng_gpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, c
 }
 
 int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
-                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                float *out, struct fl_err *err)
+                const struct eng_expert_lists *L, const float *weights, int64_t k,
+                const struct eng_moe *e, float *out, struct fl_err *err)
 {
-    (void)c, (void)layer, (void)x, (void)n_tok, (void)ids, (void)weights, (void)k, (void)e;
+    (void)c, (void)layer, (void)x, (void)n_tok, (void)L, (void)weights, (void)k, (void)e;
     (void)out, (void)err;
     return 0;
 }
@@ -402,33 +402,6 @@ static bool experts_supported(const struct eng_moe *e)
            slice_bytes(e->up) % 16 == 0 && slice_bytes(e->down) % 16 == 0;
 }
 
-/* Tokens routed to each expert, grouped by expert (as moe.c's lists). */
-struct gpu_lists {
-    int32_t *start; /* [n_expert + 1] */
-    int32_t *tok;   /* token of each (token, slot) pair */
-    int32_t *slot;  /* t*k + j: the pair's output row */
-};
-
-static void build_lists(struct eng_ctx *c, const int32_t *ids, int64_t n_tok, int64_t k,
-                        int64_t n_expert, struct gpu_lists *L)
-{
-    L->start = eng_scratch(c, sizeof(int32_t) * (size_t)(n_expert + 1));
-    L->tok = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-    L->slot = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-    int32_t *fill = eng_scratch(c, sizeof(int32_t) * (size_t)(n_expert + 1));
-    memset(fill, 0, sizeof(int32_t) * (size_t)(n_expert + 1));
-    for (int64_t i = 0; i < n_tok * k; i++)
-        fill[ids[i] + 1]++;
-    for (int64_t e = 0; e < n_expert; e++)
-        fill[e + 1] += fill[e];
-    memcpy(L->start, fill, sizeof(int32_t) * (size_t)(n_expert + 1));
-    for (int64_t i = 0; i < n_tok * k; i++) {
-        const int32_t at = fill[ids[i]]++;
-        L->tok[at] = (int32_t)(i / k);
-        L->slot[at] = (int32_t)i;
-    }
-}
-
 /* Device buffers of one MoE call. */
 struct gpu_moe {
     struct eng_gpu *g;
@@ -439,7 +412,7 @@ struct gpu_moe {
 };
 
 static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, int64_t n_tok,
-                       int64_t k, const struct gpu_lists *L, struct fl_err *err)
+                       int64_t k, const struct eng_expert_lists *L, struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     const size_t f = sizeof(float), pairs = (size_t)(n_tok * k);
@@ -537,7 +510,7 @@ static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src,
 }
 
 static int run_layer(struct gpu_moe *s, struct eng_ctx *c, int layer, bool in_vram,
-                     const struct gpu_lists *L, int64_t n_expert, struct fl_err *err)
+                     const struct eng_expert_lists *L, int64_t n_expert, struct fl_err *err)
 {
     const struct eng_moe *e = s->e;
     int rc = 0;
@@ -560,8 +533,8 @@ static int run_layer(struct gpu_moe *s, struct eng_ctx *c, int layer, bool in_vr
 }
 
 int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
-                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                float *out, struct fl_err *err)
+                const struct eng_expert_lists *L, const float *weights, int64_t k,
+                const struct eng_moe *e, float *out, struct fl_err *err)
 {
     struct eng_gpu *g = c->gpu;
     if (g->failed)
@@ -577,14 +550,12 @@ int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
         return 0;
     }
     const int64_t n_expert = e->gate->ne[2];
-    struct gpu_lists L;
-    build_lists(c, ids, n_tok, k, n_expert, &L);
     struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
                          .n_embd = e->down->ne[1] };
-    int rc = moe_buffers(&s, x, weights, n_tok, k, &L, err);
+    int rc = moe_buffers(&s, x, weights, n_tok, k, L, err);
     if (rc)
         return fail(g, rc, err);
-    if ((rc = run_layer(&s, c, layer, where == ENG_GPU_RUN_VRAM, &L, n_expert, err)))
+    if ((rc = run_layer(&s, c, layer, where == ENG_GPU_RUN_VRAM, L, n_expert, err)))
         return rc;
     /* the weighted sum of the k slots, in slot order as the CPU path */
     float *d_out = NULL;

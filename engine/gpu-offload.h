@@ -93,13 +93,13 @@ void eng_gpu_close(struct eng_gpu *gpu);
 bool eng_gpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const float *x,
                     int64_t n_tok, float *y);
 
-/* eng_moe_ffn's GPU half, called after routing and the expert source's
- * prefetch: 1 when out was computed on the GPU, 0 when the CPU path must
- * run (eng_gpu_decide said so), or a negative errno with err set (the
- * expert source's read error, or a CUDA error). */
+/* eng_moe_ffn's GPU half, called after routing (L: its per-expert lists)
+ * and the expert source's prefetch: 1 when out was computed on the GPU, 0
+ * when the CPU path must run (eng_gpu_decide said so), or a negative errno
+ * with err set (the expert source's read error, or a CUDA error). */
 int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
-                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                float *out, struct fl_err *err);
+                const struct eng_expert_lists *L, const float *weights, int64_t k,
+                const struct eng_moe *e, float *out, struct fl_err *err);
 
 /* 0, or the first CUDA error an op hit (then err says which). */
 int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err);

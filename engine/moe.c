@@ -81,19 +81,8 @@ void eng_moe_route(float *logits, int64_t n_tok, const struct eng_route *r, int3
     free(sel);
 }
 
-/* Per-expert lists of the (token, slot) pairs routed to it. */
-struct expert_lists {
-    int64_t n_expert;
-    int32_t *count;  /* [n_expert] */
-    int32_t *start;  /* [n_expert + 1] offsets into tok/slot */
-    int32_t *tok;    /* token index for matmul_rows gathering */
-    int32_t *slot;   /* t*k + j: where the expert's output row lands */
-    int32_t *order;  /* experts in compute order */
-    int n_order;
-};
-
 static void build_lists(struct eng_ctx *c, const int32_t *ids, int64_t n_tok, int64_t k,
-                        int64_t n_expert, struct expert_lists *L)
+                        int64_t n_expert, struct eng_expert_lists *L)
 {
     L->n_expert = n_expert;
     L->count = eng_scratch(c, sizeof(int32_t) * (size_t)n_expert);
@@ -122,7 +111,7 @@ static void build_lists(struct eng_ctx *c, const int32_t *ids, int64_t n_tok, in
 
 /* Resident experts first (they compute while the others are read). */
 static void order_resident_first(const struct eng_expert_source *src, int layer,
-                                 struct expert_lists *L)
+                                 struct eng_expert_lists *L)
 {
     if (!src || !src->resident)
         return;
@@ -161,7 +150,7 @@ struct expert_bufs {
 struct moe_state {
     struct eng_ctx *c;
     const struct eng_moe *e;
-    const struct expert_lists *L;
+    const struct eng_expert_lists *L;
     int layer;
     struct fl_qact xg, xu;
     float *slots;    /* [n_tok*k][n_embd]: each (token, slot) written by one expert */
@@ -297,7 +286,7 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
     const int64_t n_expert = e->gate->ne[2], n_embd = e->down->ne[1];
     if (c->routing)
         c->routing->record(c->routing->ctx, layer, pos0, (int)n_tok, (int)k, ids, weights);
-    struct expert_lists L;
+    struct eng_expert_lists L;
     build_lists(c, ids, n_tok, k, n_expert, &L);
     const struct eng_expert_source *src = c->experts;
     if (src && src->hidden)
@@ -309,7 +298,7 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
                               strerror(-rc));
     }
     if (c->gpu) { /* experts in VRAM, or brought there by --gpu-experts */
-        int rc = eng_gpu_moe(c, layer, x, n_tok, ids, weights, k, e, out, err);
+        int rc = eng_gpu_moe(c, layer, x, n_tok, &L, weights, k, e, out, err);
         if (rc)
             return rc < 0 ? rc : 0;
     }

@@ -173,6 +173,18 @@ struct eng_moe {
     const void *act_arg;
 };
 
+/* The (token, slot) pairs of one MoE call grouped by expert: what
+ * eng_moe_ffn builds once for its CPU path and the GPU half (gpu-offload.h). */
+struct eng_expert_lists {
+    int64_t n_expert;
+    int32_t *count;  /* [n_expert] */
+    int32_t *start;  /* [n_expert + 1] offsets into tok/slot */
+    int32_t *tok;    /* token index of each pair, for gathering its row */
+    int32_t *slot;   /* t*k + j: where the expert's output row lands */
+    int32_t *order;  /* experts with pairs, in compute order */
+    int n_order;
+};
+
 /* out[t] = sum_j weights[t][j] * expert_{ids[t][j]}(x[t]) for the MoE of
  * block `layer`: prefetches the union of the selected experts, computes the
  * resident ones first, then acquire/compute/release each, all tokens routed
