@@ -42,7 +42,6 @@ struct eng_session {
     struct eng_ctx ctx;
     int n_batch, n_past;
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
-    struct eng_gpu *gpu;         /* NULL: everything runs on the CPU */
 };
 
 /* --- the weights region ------------------------------------------------------
@@ -223,11 +222,7 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
         .vram_budget = p->placement.vram_budget, .log = stderr, .verbose = p->placement.verbose,
     };
-    int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->gpu, err);
-    if (rc)
-        return rc;
-    s->ctx.gpu = s->gpu;
-    return 0;
+    return eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
 }
 
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
@@ -351,7 +346,7 @@ void eng_session_close(struct eng_session *s)
     if (!s)
         return;
     fl_pool_destroy(s->pool);
-    eng_gpu_close(s->gpu);
+    eng_gpu_close(s->ctx.gpu);
     eng_arena_destroy(s->arena);
     eng_kv_destroy(s->kv);
     fl_tokenizer_free(s->tok);
@@ -411,8 +406,8 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
                                .all_logits = all_logits, .logits = rows };
         /* without all_logits each chunk overwrites the one row: the last wins */
         int rc = eng_forward(&s->ctx, &b, err);
-        if (!rc && s->gpu) /* a failed GPU op was redone on the CPU; still an error */
-            rc = eng_gpu_error(s->gpu, err);
+        if (!rc && s->ctx.gpu) /* a failed GPU op was redone on the CPU; still an error */
+            rc = eng_gpu_error(s->ctx.gpu, err);
         if (rc && s->pager)
             pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
         if (rc)
@@ -542,7 +537,7 @@ bool eng_session_paged(const struct eng_session *s)
 
 struct eng_gpu *eng_session_gpu(const struct eng_session *s)
 {
-    return s->gpu;
+    return s->ctx.gpu;
 }
 
 struct fl_predictor *eng_session_predictor(const struct eng_session *s)
@@ -595,8 +590,8 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
         pager_stats_print(s->pager, stderr);
         if (s->pred)
             print_predict(s->pred, &s->predict, stderr);
-        if (s->gpu)
-            eng_gpu_print_stats(s->gpu, stderr);
+        if (s->ctx.gpu)
+            eng_gpu_print_stats(s->ctx.gpu, stderr);
     }
     if (!s->stats_json)
         return 0;
