@@ -210,6 +210,14 @@ void pg_wake_range(struct pager *p, uint64_t off, uint64_t len);
 uint64_t pg_now_ns(void);
 void pg_stall_record(struct pager *p, uint64_t ns);
 
+/* The pages a range touches: region offsets [*a, *b), page-aligned. */
+static inline void pg_range_pages(const struct pager *p, const struct pg_range *r, uint64_t *a,
+                                  uint64_t *b)
+{
+    *a = r->off / p->page * p->page;
+    *b = (r->off + r->len + p->page - 1) / p->page * p->page;
+}
+
 static inline void pg_inc(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);

@@ -315,14 +315,12 @@ static int slot_install(struct pager *p, struct pg_slot *s)
         const struct pg_range *r = &p->ranges[u->first + k];
         const struct pg_read *rd = &s->reads[k];
         int rc = 0;
+        uint64_t a, b;
+        pg_range_pages(p, r, &a, &b);
         if (p->uffd_mode) {
-            uint64_t a = r->off / p->page * p->page;
-            uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
             rc = install_copy(p, a, b - a, rd->buf + (a - rd->off));
         } else {
             /* One call faults in the whole window instead of a trap per page. */
-            uint64_t a = r->off / p->page * p->page;
-            uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
             madvise(p->base + a, b - a, MADV_POPULATE_WRITE);
             memcpy(p->base + r->off, rd->buf + (r->off - rd->off), r->len);
         }

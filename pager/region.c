@@ -328,9 +328,9 @@ static void advise_huge_ram_tier(struct pager *p)
 {
     uint64_t at = 0;
     for (uint32_t k = 0; k < p->n_ranges; k++) {
-        const struct pg_range *r = &p->ranges[p->by_off[k]];
-        advise_huge(p, at, r->off / p->page * p->page);
-        uint64_t end = (r->off + r->len + p->page - 1) / p->page * p->page;
+        uint64_t a, end;
+        pg_range_pages(p, &p->ranges[p->by_off[k]], &a, &end);
+        advise_huge(p, at, a);
         at = end > at ? end : at;
     }
     advise_huge(p, at, p->map_size);
@@ -357,9 +357,8 @@ int pg_region_map(struct pager *p, struct fl_err *err)
     /* Disk-tier pages are installed and evicted 4 KiB at a time; a THP
      * would make resident memory exceed what the budget accounts for. */
     for (uint32_t k = 0; k < p->n_ranges; k++) {
-        const struct pg_range *r = &p->ranges[k];
-        uint64_t a = r->off / p->page * p->page;
-        uint64_t b = (r->off + r->len + p->page - 1) / p->page * p->page;
+        uint64_t a, b;
+        pg_range_pages(p, &p->ranges[k], &a, &b);
         madvise(p->base + a, b - a, MADV_NOHUGEPAGE);
     }
     return 0;
@@ -396,9 +395,7 @@ int pg_uffd_setup(struct pager *p, struct fl_err *err)
     for (uint32_t k = 0; k <= p->n_ranges; k++) {
         uint64_t a = 0, b = 0;
         if (k < p->n_ranges) {
-            const struct pg_range *r = &p->ranges[p->by_off[k]];
-            a = r->off / p->page * p->page;
-            b = (r->off + r->len + p->page - 1) / p->page * p->page;
+            pg_range_pages(p, &p->ranges[p->by_off[k]], &a, &b);
             if (span_b > span_a && a <= span_b) {
                 if (b > span_b)
                     span_b = b;

@@ -122,8 +122,10 @@ static void drop_pages(struct pager *p, uint32_t u)
 {
     const struct pg_unit *n = &p->units[u];
     for (uint32_t k = n->first; k < n->first + n->n; k++) {
-        const struct pg_range *r = &p->ranges[k];
-        uint64_t a = r->off / p->page, b = (r->off + r->len + p->page - 1) / p->page;
+        uint64_t a, b;
+        pg_range_pages(p, &p->ranges[k], &a, &b);
+        a /= p->page;
+        b /= p->page;
         if (!page_droppable(p, a, u))
             a++;
         if (b > a && !page_droppable(p, b - 1, u))
