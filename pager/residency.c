@@ -272,8 +272,9 @@ static bool unit_installs_page(const struct pager *p, uint32_t u, uint64_t page_
 {
     const struct pg_unit *n = &p->units[u];
     for (uint32_t k = 0; k < n->n; k++) {
-        const struct pg_range *r = &p->ranges[n->first + k];
-        if (r->off < page_off + p->page && page_off < r->off + r->len)
+        uint64_t a, b;
+        pg_range_pages(p, &p->ranges[n->first + k], &a, &b);
+        if (a <= page_off && page_off < b)
             return true;
     }
     return false;
