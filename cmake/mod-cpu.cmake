@@ -1,13 +1,13 @@
 # CPU kernels: SIMD dispatch, thread pool, matrix multiplication.
 fl_module(cpu
   SOURCES engine/cpu/dispatch.c engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c
-          engine/cpu/threadpool.c engine/cpu/matmul.c
+          engine/cpu/threadpool.c engine/cpu/matmul.c engine/cpu/repack.c
   DEPS types)
 # Every multiply-add in the kernels is written out: with contraction the
 # compiler could fuse a product and a sum differently in each ISA's copy of
 # a kernel, and the row-transposed kernels reproduce the scalar reference's
 # rounding exactly.
-set_source_files_properties(engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c
+set_source_files_properties(engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c engine/cpu/repack.c
   PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 
 fl_test(test-cpu-kernels SOURCES tests/test-cpu-kernels.c MODULES cpu TIMEOUT 120)

@@ -2,7 +2,7 @@
 # session the CLI drives and the FLRF/FLRT files (module `engine`), and the
 # run/eval/bench/compare commands (module `cli-engine`).
 fl_module(model
-  SOURCES engine/model.c engine/arch.c engine/arch-llama.c engine/arch-qwen3moe.c
+  SOURCES engine/model.c engine/model-repack.c engine/arch.c engine/arch-llama.c engine/arch-qwen3moe.c
           engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
   # arch2: the deepseek2/gpt-oss entries of the registry; gpu: eng_matmul's and
   # eng_moe_ffn's GPU halves (engine/gpu-offload.h, a "no device" stub without CUDA)

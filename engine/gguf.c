@@ -535,7 +535,7 @@ static int tensor_size(struct parser *p, struct gguf_tensor *t)
 {
     const struct fl_type_traits *tt = fl_type_traits(t->type);
     char msg[96];
-    if (!tt) {
+    if (!tt || t->type >= FL_TYPE_FILE_COUNT) {
         snprintf(msg, sizeof(msg), "unknown type id %" PRIu32, t->type);
         return tensor_err(p, t, msg);
     }

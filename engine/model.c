@@ -31,6 +31,7 @@ static int build_table(struct eng_model *m, struct fl_err *err)
             t->ne[d] = d < (int)gt->n_dims ? gt->ne[d] : 1;
         t->offset = gt->offset;
         t->nbytes = gt->nbytes;
+        t->index = i;
     }
     m->n_tensors = n;
     qsort(m->tensors, (size_t)n, sizeof(*m->tensors), cmp_tensor);
@@ -276,6 +277,8 @@ void eng_model_free(struct eng_model *m)
         m->arch->unload(m);
     free(m->kv_k_dim);
     free(m->kv_v_dim);
+    for (int64_t i = 0; m->tensors && i < m->n_tensors; i++)
+        free(m->tensors[i].repacked);
     free(m->tensors);
     free(m);
 }

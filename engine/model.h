@@ -58,6 +58,11 @@ struct eng_tensor {
     int n_dims;
     int64_t ne[4];            /* ne[0] = row length; unused dims are 1 */
     uint64_t offset, nbytes;  /* in the file */
+    int64_t index;            /* in the file's tensor list */
+    /* Set by eng_model_repack: data then points at a copy of the bytes in
+     * another layout (type is then that layout's id, e.g. Q4_K_R8), owned
+     * by the model; offset/nbytes still name the bytes in the file. */
+    void *repacked;
 };
 
 enum eng_rope_mode {
@@ -118,6 +123,23 @@ struct eng_model {
 int eng_model_load(const struct gguf_file *g, const uint8_t *base,
                    struct eng_model **out, struct fl_err *err);
 void eng_model_free(struct eng_model *m);
+
+/* Rebuilds, in memory of their own, the weights that only matmuls read and
+ * that the CPU kernels have a faster layout for (engine/cpu/repack.h:
+ * Q4_K with 8 rows interleaved, on AVX-512 VNNI CPUs): attention and FFN
+ * projections, experts, the output matrix; never the token embeddings
+ * (rows are looked up one at a time) nor a router. Only tensors for which
+ * want(ctx, t) is true are considered: the caller's say on where the bytes
+ * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
+ * called after each rebuilt tensor (t still names its file bytes), so the
+ * caller can release the region's copy. Results are bit-identical to the
+ * file layout's (repack.h). Returns the number of tensors rebuilt, or
+ * -ENOMEM (err set; the tensors rebuilt so far stay valid). */
+struct fl_pool;
+int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
+                         bool (*want)(void *ctx, const struct eng_tensor *t),
+                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx,
+                         struct fl_err *err);
 
 /* Tensor by name, NULL when absent. */
 const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *name);

@@ -242,6 +242,54 @@ static int run_serial(struct moe_state *s, struct fl_err *err)
     return 0;
 }
 
+/* A decode step with every expert in RAM: the gate and up products of all
+ * routed experts in one pool round, then all down products in another;
+ * two wake-ups and waits per layer instead of three per expert (top-8:
+ * 24), and threads done with one expert's rows take the next one's. The
+ * same products as run_expert, so the same bits. */
+#define MOE_BATCH_EXPERTS 32
+static int run_batched(struct moe_state *s, struct fl_err *err)
+{
+    const struct eng_moe *m = s->e;
+    const struct eng_expert_lists *L = s->L;
+    const int64_t n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
+    struct fl_matmul_task t[2 * MOE_BATCH_EXPERTS] = { { 0 } };
+    struct fl_qact hq[MOE_BATCH_EXPERTS];
+    const int n = L->n_order;
+    for (int i = 0; i < n; i++) {
+        const int e = L->order[i];
+        const int32_t *tok = L->tok + L->start[e];
+        t[2 * i] = (struct fl_matmul_task){ expert_data(m->gate, e), m->gate->type, n_ff, &s->xg,
+                                            tok, L->count[e], s->bufs[i].g, n_ff, NULL };
+        t[2 * i + 1] = (struct fl_matmul_task){ expert_data(m->up, e), m->up->type, n_ff, &s->xu,
+                                                tok, L->count[e], s->bufs[i].u, n_ff, NULL };
+    }
+    int rc = fl_matmul_batch(s->c->pool, t, 2 * n);
+    eng_act_fn act = m->act ? m->act : eng_act_swiglu;
+    for (int i = 0; i < n && !rc; i++) {
+        const int e = L->order[i];
+        const int64_t cnt = L->count[e];
+        const struct expert_bufs *b = &s->bufs[i];
+        add_bias_rows(b->g, n_ff, NULL, cnt, m->gate_b, e);
+        add_bias_rows(b->u, n_ff, NULL, cnt, m->up_b, e);
+        for (int64_t r = 0; r < cnt; r++)
+            act(b->g + r * n_ff, b->u + r * n_ff, n_ff, m->act_arg);
+        fl_quantize_act(NULL, m->down->type, b->g, n_ff, cnt, n_ff, b->dscratch, &hq[i]);
+        t[i] = (struct fl_matmul_task){ expert_data(m->down, e), m->down->type, n_embd, &hq[i],
+                                        s->iota, cnt, s->slots, n_embd, L->slot + L->start[e] };
+    }
+    if (!rc)
+        rc = fl_matmul_batch(s->c->pool, t, n);
+    if (rc < 0)
+        return fl_err_set(err, rc, "layer %d: expert products failed: %s", s->layer,
+                          strerror(-rc));
+    for (int i = 0; i < n; i++) {
+        const int e = L->order[i];
+        add_bias_rows(s->slots, n_embd, L->slot + L->start[e], L->count[e], m->down_b, e);
+    }
+    return 0;
+}
+
 static void wave_worker(void *arg, int ith, int nth)
 {
     struct moe_state *s = arg;
@@ -304,10 +352,12 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
     }
     order_resident_first(src, layer, &L);
     const int nth = fl_pool_size(c->pool);
-    const bool waves = nth > 1 && L.n_order >= 2 * nth;
+    /* one token, nothing paged: no reads to overlap, only pool rounds to save */
+    const bool batched = nth > 1 && n_tok == 1 && !src && L.n_order <= MOE_BATCH_EXPERTS;
+    const bool waves = !batched && nth > 1 && L.n_order >= 2 * nth;
     struct moe_state s = { .c = c, .e = e, .L = &L, .layer = layer };
-    prepare_state(&s, x, n_tok, k, waves ? nth : 1);
-    int rc = waves ? run_waves(&s, nth, err) : run_serial(&s, err);
+    prepare_state(&s, x, n_tok, k, batched ? L.n_order : waves ? nth : 1);
+    int rc = batched ? run_batched(&s, err) : waves ? run_waves(&s, nth, err) : run_serial(&s, err);
     if (rc < 0)
         return rc;
     /* llama.cpp scales each slot's output by its weight, then adds the

@@ -225,6 +225,35 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
     return eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
 }
 
+/* Weights the pager keeps in RAM and no GPU reads are rebuilt in the CPU
+ * kernels' faster layouts (engine/cpu/repack.h); the region's copy of
+ * their bytes is then given back. */
+static bool repack_wanted(void *ctx, const struct eng_tensor *t)
+{
+    const struct eng_session *s = ctx;
+    return placement_tier(s->plan, t->index) != PL_TIER_DISK;
+}
+
+static void repack_done(void *ctx, const struct eng_tensor *t)
+{
+    const struct eng_session *s = ctx;
+    (void)pager_drop_range(s->pager, t->offset, t->nbytes); /* kept if it cannot */
+}
+
+static int repack_weights(struct eng_session *s, const struct eng_session_params *p,
+                          struct fl_err *err)
+{
+    if (s->ctx.gpu || p->no_repack)
+        return 0; /* the GPU uploads and copies the file layout */
+    const int64_t n = eng_model_repack(s->model, s->pool, repack_wanted, repack_done, s, err);
+    if (n < 0)
+        return (int)n;
+    if (n > 0 && p->placement.verbose)
+        fprintf(stderr, "faultline: %lld RAM-tier tensor(s) repacked for the CPU kernels\n",
+                (long long)n);
+    return 0;
+}
+
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
@@ -266,7 +295,9 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
             pager_expert_source(s->pager, &s->experts);
         s->ctx.experts = &s->experts;
     }
-    return open_gpu(s, p, err);
+    if ((rc = open_gpu(s, p, err)))
+        return rc;
+    return repack_weights(s, p, err);
 }
 
 /* pinned-hot needs exactly one profile: a stats file or a calibration pass. */
@@ -456,6 +487,10 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         p->stats = true;
         return 1;
     }
+    if (!strcmp(a, "--no-repack")) {
+        p->no_repack = true;
+        return 1;
+    }
     if (!strcmp(a, "--stats-json")) {
         if (!v)
             return fl_err_set(err, -EINVAL, "--stats-json needs a file name");
@@ -518,6 +553,8 @@ void eng_session_print_usage(FILE *out)
         "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n"
+        "  --no-repack                 keep RAM-tier weights in the file's layout (default:\n"
+        "                              Q4_K rebuilt for AVX-512 VNNI kernels; same results)\n"
         "gpu:\n"
         "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
         "                              default), managed memory (unified), or on the CPU (cpu)\n"

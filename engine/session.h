@@ -42,11 +42,12 @@ struct eng_session_params {
     int gpu_experts;                  /* --gpu-experts: enum eng_gpu_experts */
     int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
     bool gpu_flags;                   /* either was given (said when there is no GPU) */
+    bool no_repack;                   /* --no-repack: RAM-tier weights stay as in the file */
 };
 
 void eng_session_params_init(struct eng_session_params *p);
 /* Takes one session flag at argv[*i] (placement flags, --pager MODE,
- * --stats, --stats-json FILE, --numa MODE): 1 when taken (*i advanced past
+ * --stats, --stats-json FILE, --numa MODE, --no-repack): 1 when taken (*i advanced past
  * its value), 0 when not a session flag, -EINVAL with err for a bad value. */
 int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
                            struct fl_err *err);

@@ -148,6 +148,9 @@ static struct fl_type_traits g_traits[FL_TYPE_COUNT] = {
     QUANT(FL_TYPE_IQ4_NL, "IQ4_NL", iq4_nl, FL_QK4_NL, fl_q_from_float_iq4_nl, FL_TYPE_Q8_0),
     QUANT(FL_TYPE_IQ4_XS, "IQ4_XS", iq4_xs, FL_QK_K, NULL, FL_TYPE_Q8_K),
     QUANT(FL_TYPE_MXFP4, "MXFP4", mxfp4, FL_QK_MXFP4, fl_q_from_float_mxfp4, FL_TYPE_Q8_0),
+    [FL_TYPE_Q4_K_R8] = { .name = "Q4_K_R8", .blck_size = FL_QK_K,
+                          .type_size = sizeof(struct fl_block_q4_K_r8) / 8, .is_quantized = true,
+                          .is_layout = true, .vec_dot_type = FL_TYPE_Q8_K },
 };
 
 const struct fl_type_traits *fl_type_traits(uint32_t type)
@@ -193,7 +196,7 @@ int fl_type_by_name(const char *name)
 {
     if (!name)
         return -1;
-    for (int i = 0; i < FL_TYPE_COUNT; i++)
+    for (int i = 0; i < FL_TYPE_FILE_COUNT; i++) /* layouts are not for users to pick */
         if (g_traits[i].name && strcasecmp(g_traits[i].name, name) == 0)
             return i;
     return -1;

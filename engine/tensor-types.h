@@ -33,7 +33,11 @@ enum fl_type {
     FL_TYPE_IQ4_XS = 23,
     FL_TYPE_BF16 = 30,
     FL_TYPE_MXFP4 = 39,
-    FL_TYPE_COUNT = 40, /* one past the highest id the table is indexed by */
+    FL_TYPE_FILE_COUNT = 40, /* one past the highest id a GGUF file may hold */
+    /* Layouts faultline builds in memory, never found in a file (the GGUF
+     * reader rejects their ids); see struct fl_block_q4_K_r8. */
+    FL_TYPE_Q4_K_R8 = 40,
+    FL_TYPE_COUNT = 41, /* one past the highest id the table is indexed by */
 };
 
 typedef uint16_t fl_f16;  /* IEEE half, stored as bits */
@@ -65,6 +69,21 @@ struct fl_block_q4_K { fl_f16 d; fl_f16 dmin; uint8_t scales[FL_K_SCALE_SIZE]; u
 struct fl_block_q5_K { fl_f16 d; fl_f16 dmin; uint8_t scales[FL_K_SCALE_SIZE]; uint8_t qh[FL_QK_K / 8]; uint8_t qs[FL_QK_K / 2]; };
 struct fl_block_q6_K { uint8_t ql[FL_QK_K / 2]; uint8_t qh[FL_QK_K / 4]; int8_t scales[FL_QK_K / 16]; fl_f16 d; };
 struct fl_block_q8_K { float d; int8_t qs[FL_QK_K]; int16_t bsums[FL_QK_K / 16]; };
+/* Q4_K with 8 rows interleaved (engine/cpu/repack.h builds it from Q4_K
+ * rows; only the matmul kernels read it). For rows 8g..8g+7 and block b:
+ * the same values and scales as the 8 rows' Q4_K blocks, laid out so that
+ * one 32-byte load holds 4 quant bytes of each of the 8 rows and the scales
+ * need no unpacking: qs[i][j][4r + t] = row r's qs[32i + 4j + t],
+ * sc[k][r] = row r's scale k, mn[p][r][h] = row r's min 2p + h. A matrix
+ * is its groups one after another, each its blocks in order: rows 8g..8g+7
+ * start at 8g * fl_row_size(FL_TYPE_Q4_K_R8, n), as rows do in a file. */
+struct fl_block_q4_K_r8 {
+    fl_f16 d[8];
+    fl_f16 dmin[8];
+    uint8_t sc[8][8];
+    uint8_t mn[4][8][2];
+    uint8_t qs[4][8][32];
+};
 struct fl_block_iq4_xs { fl_f16 d; uint16_t scales_h; uint8_t scales_l[FL_QK_K / 64]; uint8_t qs[FL_QK_K / 2]; };
 
 _Static_assert(sizeof(struct fl_block_q4_0) == 18, "q4_0");
@@ -82,6 +101,7 @@ _Static_assert(sizeof(struct fl_block_q5_K) == 176, "q5_K");
 _Static_assert(sizeof(struct fl_block_q6_K) == 210, "q6_K");
 _Static_assert(sizeof(struct fl_block_q8_K) == 292, "q8_K");
 _Static_assert(sizeof(struct fl_block_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(struct fl_block_q4_K_r8) == 8 * 148, "q4_K_r8");
 
 /* n is always a multiple of the type's block size. */
 typedef void (*fl_to_float_fn)(const void *src, float *dst, int64_t n);
@@ -95,6 +115,11 @@ struct fl_type_traits {
     int blck_size;             /* values per block */
     size_t type_size;          /* bytes per block */
     bool is_quantized;
+    /* An in-memory layout (id >= FL_TYPE_FILE_COUNT): type_size is the bytes
+     * per block and row, but rows are interleaved, so there is no per-row
+     * to_float / vec_dot; the matmul kernels alone read it, with the
+     * activations in vec_dot_type. */
+    bool is_layout;
     fl_to_float_fn to_float;   /* exact dequantization (bit-exact with ggml) */
     fl_from_float_fn from_float; /* quantization; NULL where faultline cannot quantize */
     enum fl_type vec_dot_type; /* format the other operand of vec_dot is in */

@@ -120,6 +120,14 @@ uint64_t pager_min_budget(const struct pager *p);   /* 0 when nothing is paged *
 uint64_t pager_resident_bytes(const struct pager *p); /* charged disk-tier bytes now */
 uint64_t pager_peak_resident_bytes(const struct pager *p);
 
+/* The engine keeps its own copy of the RAM-tier bytes [off, off + len) (a
+ * repacked layout) and will not read the region there again: the pages
+ * wholly inside the range are given back to the system and made
+ * inaccessible, so a stray read faults loudly instead of seeing zeros.
+ * Pages shared with other bytes stay. 0, or -EINVAL when the range is
+ * outside the file or overlaps the disk tier. */
+int pager_drop_range(struct pager *p, uint64_t off, uint64_t len);
+
 /* Starts asynchronous reads of the listed experts of a layer (demand reads
  * go first). Experts not paged are ignored. 0, or -errno once failed. */
 int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n);

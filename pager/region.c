@@ -388,6 +388,24 @@ int pg_region_read_ram(struct pager *p, struct fl_err *err)
     return 0;
 }
 
+int pager_drop_range(struct pager *p, uint64_t off, uint64_t len)
+{
+    if (off > p->file_size || len > p->file_size - off)
+        return -EINVAL;
+    const uint64_t a = (off + p->page - 1) / p->page * p->page;
+    const uint64_t b = (off + len) / p->page * p->page;
+    if (b <= a)
+        return 0;
+    /* the first disk range ending past a must start at or after b */
+    const uint32_t k = pg_range_at(p, a);
+    if (k < p->n_ranges && p->ranges[p->by_off[k]].off < b)
+        return -EINVAL;
+    if (madvise(p->base + a, b - a, MADV_DONTNEED) != 0 ||
+        mprotect(p->base + a, b - a, PROT_NONE) != 0)
+        return -errno;
+    return 0;
+}
+
 /* Registers the page spans of the disk ranges for missing faults. */
 int pg_uffd_setup(struct pager *p, struct fl_err *err)
 {

@@ -28,6 +28,7 @@
 
 #include "engine/cpu/cpu-impl.h"
 #include "engine/cpu/cpu.h"
+#include "engine/cpu/repack.h"
 #include "engine/tensor-types.h"
 #include "tests/check.h"
 
@@ -507,6 +508,91 @@ static void test_quant(const struct fl_cpu_kernels *k)
     free(kb);
 }
 
+/* Q4_K_R8 (repack.h): every level's kernel, as tile (1-8 tokens) and as
+ * tile1 (one token, two groups per call), gives for each row and token the
+ * exact bits of AVX-512's Q4_K vec_dot on the rows it was repacked from
+ * (the float order a paged run uses on the file's bytes); also with the
+ * extreme row. Only where the CPU has AVX-512 (the only level that
+ * repacks). */
+static void test_repack_q4_K(enum fl_cpu_level top)
+{
+    if (top < FL_CPU_AVX512) {
+        printf("  Q4_K_R8: skipped (no AVX-512 VNNI: nothing is repacked)\n");
+        return;
+    }
+    static const int k_lens[] = { 256, 768, 2304, 3584 };
+    enum { NROW = 16, NTOK = 8 };
+    struct fl_cpu_kernels k512;
+    fl_cpu_kernels_for(FL_CPU_AVX512, &k512);
+    int cases = 0;
+    for (int li = 0; li < 4; li++) {
+        const int n = k_lens[li];
+        const size_t rs = fl_row_size(FL_TYPE_Q4_K, n), rs8 = fl_row_size(FL_TYPE_Q4_K_R8, n);
+        CHECK(fl_repack_layout(FL_TYPE_Q4_K, n, NROW) == FL_TYPE_Q4_K_R8 &&
+                  fl_repack_layout(FL_TYPE_Q4_K, n, NROW - 4) == -1 &&
+                  fl_repack_layout(FL_TYPE_Q8_0, n, NROW) == -1 &&
+                  fl_repack_size(FL_TYPE_Q4_K_R8, n, NROW) == rs8 * NROW,
+              "repack layout rules n=%d", n);
+        char *w = malloc(rs * NROW);
+        char *w8 = aligned_alloc(64, rs8 * NROW);
+        float *x = malloc((size_t)n * sizeof(float));
+        char *xa = malloc(fl_row_size(FL_TYPE_Q8_K, n) * NTOK);
+        for (int r = 0; r < NROW; r++)
+            rand_weights(FL_TYPE_Q4_K, w + (size_t)r * rs, n);
+        if (li == 3)
+            extreme_kq_row(FL_TYPE_Q4_K, w + 5 * rs, n);
+        for (int c = 0; c < NTOK; c++) {
+            rand_act(x, n);
+            if (li == 3 && c == 0)
+                for (int i = 0; i < n; i++)
+                    x[i] = 1.0f;
+            quant_act(&k512, FL_TYPE_Q4_K, x, xa + c * fl_row_size(FL_TYPE_Q8_K, n), n);
+        }
+        CHECK(fl_repack(FL_TYPE_Q4_K, w, w8, n, NROW) == 0, "repack n=%d", n);
+        float ref[NTOK][NROW];
+        const void *xs[NTOK];
+        for (int c = 0; c < NTOK; c++) {
+            xs[c] = xa + c * fl_row_size(FL_TYPE_Q8_K, n);
+            for (int r = 0; r < NROW; r++)
+                k512.vec_dot[FL_TYPE_Q4_K](n, &ref[c][r], w + (size_t)r * rs, xs[c]);
+        }
+        for (int lv = FL_CPU_SCALAR; lv <= (int)top; lv++) {
+            struct fl_cpu_kernels k;
+            fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
+            for (int nc = 1; nc <= NTOK; nc++) {
+                float out[NTOK][NROW];
+                float *ys[NTOK];
+                for (int c = 0; c < NTOK; c++)
+                    ys[c] = out[c];
+                memset(out, 0xff, sizeof(out));
+                for (int g = 0; g < NROW / 8; g++) {
+                    float *yg[NTOK];
+                    for (int c = 0; c < nc; c++)
+                        yg[c] = ys[c] + 8 * g;
+                    k.tile[FL_TYPE_Q4_K_R8](n, 8, w8 + (size_t)(8 * g) * rs8, rs8, nc, xs, NULL, yg);
+                }
+                for (int c = 0; c < nc; c++)
+                    for (int r = 0; r < NROW; r++)
+                        CHECK(memcmp(&out[c][r], &ref[c][r], 4) == 0,
+                              "%s Q4_K_R8 tile n=%d nc=%d row %d tok %d: %.9g vs Q4_K %.9g", k.name,
+                              n, nc, r, c, out[c][r], ref[c][r]);
+                cases++;
+            }
+            float one[NROW];
+            float *y1[1] = { one };
+            k.tile1[FL_TYPE_Q4_K_R8](n, NROW, w8, rs8, 1, xs, NULL, y1);
+            CHECK(memcmp(one, ref[0], sizeof(one)) == 0, "%s Q4_K_R8 tile1 n=%d", k.name, n);
+            cases++;
+        }
+        free(w);
+        free(w8);
+        free(x);
+        free(xa);
+    }
+    printf("  Q4_K_R8 (repacked) kernels of every level = AVX-512 Q4_K vec_dot bit for bit: %d cases\n",
+           cases);
+}
+
 int main(void)
 {
     fl_types_init();
@@ -521,11 +607,14 @@ int main(void)
         if (lv >= FL_CPU_AVX2) {
             struct fl_cpu_kernels k2;
             fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
-            test_kq_decode(&k, &k2, FL_TYPE_Q4_K);
+            /* AVX-512's Q4_K decode kernel follows its row-transposed
+             * kernel's float order, i.e. its own level's vec_dot */
+            test_kq_decode(&k, lv == FL_CPU_AVX512 ? &k : &k2, FL_TYPE_Q4_K);
             test_kq_decode(&k, &k2, FL_TYPE_Q5_K);
             test_kq_decode(&k, &k2, FL_TYPE_Q6_K);
         }
     }
+    test_repack_q4_K(top);
     if (top >= FL_CPU_AVX512) {
         /* the types both levels run as per-row 8-lane kernels */
         int same = 1, n_same = 0;

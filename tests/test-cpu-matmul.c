@@ -19,6 +19,7 @@
 
 #include "engine/cpu/cpu.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/repack.h"
 #include "engine/cpu/threadpool.h"
 #include "engine/tensor-types.h"
 #include "tests/check.h"
@@ -171,6 +172,78 @@ static void check_errors(void)
           "Q4_K scratch size");
 }
 
+/* fl_matmul_batch: a decode step's products (one token, as the MoE layer
+ * issues them: experts of mixed types, a repacked Q4_K matrix where this
+ * CPU repacks, an empty product, scattered outputs) and a prefill-sized
+ * batch give exactly the bits of one fl_matmul_rows call each, at 1-3
+ * threads; a bad task fails the whole batch with nothing written. */
+static void check_batch(const struct pools *pl)
+{
+    enum { NT = 6, N_TOK = 5 };
+    static const struct { uint32_t t; int64_t n_in, n_out; } sh[NT] = {
+        { FL_TYPE_Q4_K, 512, 48 }, { FL_TYPE_Q4_K, 512, 40 }, { FL_TYPE_Q8_0, 512, 37 },
+        { FL_TYPE_Q6_K, 512, 24 }, { FL_TYPE_Q4_K, 512, 0 },  { FL_TYPE_Q4_K, 512, 64 },
+    };
+    void *w[NT];
+    uint32_t wt[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = make_weights(sh[i].t, sh[i].n_in, sh[i].n_out > 0 ? sh[i].n_out : 1);
+        wt[i] = sh[i].t;
+    }
+    /* the last one repacked, as a resident expert is on AVX-512 */
+    const int lt = fl_repack_layout(FL_TYPE_Q4_K, 512, 64);
+    if (lt >= 0) {
+        void *r = aligned_alloc(64, fl_repack_size((uint32_t)lt, 512, 64));
+        CHECK(fl_repack(FL_TYPE_Q4_K, w[5], r, 512, 64) == 0, "repack");
+        free(w[5]);
+        w[5] = r;
+        wt[5] = (uint32_t)lt;
+    }
+    float x[N_TOK * 512];
+    for (int i = 0; i < N_TOK * 512; i++)
+        x[i] = gauss();
+    char *s8 = malloc(fl_matmul_scratch_size(FL_TYPE_Q8_0, 512, N_TOK));
+    char *sk = malloc(fl_matmul_scratch_size(FL_TYPE_Q4_K, 512, N_TOK));
+    struct fl_qact q8, qk;
+    CHECK(fl_quantize_act(NULL, FL_TYPE_Q8_0, x, 512, N_TOK, 512, s8, &q8) == 0 &&
+              fl_quantize_act(NULL, FL_TYPE_Q4_K, x, 512, N_TOK, 512, sk, &qk) == 0,
+          "quantize");
+    const int32_t tok3[1] = { 3 }, all[N_TOK] = { 4, 0, 2, 1, 3 }, slot[N_TOK] = { 1, 3, 0, 4, 2 };
+    for (int n_rows = 1; n_rows <= N_TOK; n_rows += N_TOK - 1) {
+        const int32_t *rows = n_rows == 1 ? tok3 : all;
+        struct fl_matmul_task t[NT];
+        float ref[NT][N_TOK * 64], out[NT][N_TOK * 64];
+        for (int i = 0; i < NT; i++) {
+            t[i] = (struct fl_matmul_task){ w[i], wt[i], sh[i].n_out,
+                                            sh[i].t == FL_TYPE_Q8_0 ? &q8 : &qk, rows, n_rows,
+                                            out[i], 64, i == 1 ? slot : NULL };
+            memset(ref[i], 0, sizeof(ref[i]));
+            CHECK(fl_matmul_rows(NULL, w[i], wt[i], sh[i].n_out, t[i].xq, rows, n_rows, ref[i],
+                                 64, t[i].out_rows) == 0, "rows %d", i);
+        }
+        for (int nth = 1; nth <= 3; nth++) {
+            memset(out, 0, sizeof(out));
+            CHECK(fl_matmul_batch(pl->p[nth], t, NT) == 0, "batch");
+            CHECK(memcmp(out, ref, sizeof(out)) == 0,
+                  "batch of %d products, %d token(s), %d thread(s): not fl_matmul_rows' bits", NT,
+                  n_rows, nth);
+        }
+        struct fl_matmul_task bad[2] = { t[0], t[2] };
+        bad[1].xq = &qk; /* Q8_0 weights against Q8_K activations */
+        memset(out, 0, sizeof(out));
+        CHECK(fl_matmul_batch(pl->p[2], bad, 2) == -EINVAL && out[0][0] == 0.0f,
+              "a bad task must fail the batch before anything runs");
+    }
+    CHECK(fl_matmul_batch(NULL, NULL, 0) == 0 && fl_matmul_batch(NULL, NULL, 1) == -EINVAL,
+          "empty / NULL batch");
+    printf("  fl_matmul_batch = fl_matmul_rows bit for bit (%s), 1-3 threads\n",
+           lt >= 0 ? "incl. a repacked Q4_K" : "no repacked layout on this CPU");
+    for (int i = 0; i < NT; i++)
+        free(w[i]);
+    free(s8);
+    free(sk);
+}
+
 int main(void)
 {
     static const struct { uint32_t t; int64_t n_in, n_out; } cases[] = {
@@ -197,6 +270,9 @@ int main(void)
             check_type(&pl, cases[i].t, cases[i].n_in, cases[i].n_out);
     }
     check_errors();
+    unsetenv("FL_CPU_FEATURES");
+    fl_types_init();
+    check_batch(&pl);
     fl_pool_destroy(pl.p[2]);
     fl_pool_destroy(pl.p[3]);
     return check_summary("test-cpu-matmul");

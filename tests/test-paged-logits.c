@@ -1,7 +1,8 @@
 /* test-paged-logits: paging must not change a single bit of the results.
  *
  * For one model (argv[1]) `faultline eval` runs once fully resident
- * (--cpu-moe) and then paged at several RAM budgets (the minimum, about a
+ * (--cpu-moe; Q4_K weights repacked where the CPU has AVX-512, and once
+ * more with --no-repack) and then paged at several RAM budgets (the minimum, about a
  * quarter and half of the paged bytes) and placements (--disk-moe,
  * --cpu-moe --n-disk-moe N, -ot rules that page some expert tensors and one
  * non-expert tensor), in uffd and explicit mode; every FLRF file must equal
@@ -144,6 +145,41 @@ static void too_small(struct ctx *c, uint64_t min, const char *mode)
     free(msg);
 }
 
+/* The resident run rebuilt its Q4_K weights in the repacked layout when the
+ * CPU kernels are AVX-512 (engine/cpu/repack.h); the paged runs read the
+ * file layout. So "paged = resident" also holds the two layouts to the same
+ * bits; here the resident run must equal one with --no-repack as well. */
+static void check_repack(struct ctx *c, const char *err, const char *ref)
+{
+    char *msg = check_read_file(err, NULL);
+    const bool repacked = msg && strstr(msg, "repacked for the CPU kernels");
+    free(msg);
+    char *vargv[] = { (char *)c->cli, "version", NULL };
+    char vout[512];
+    snprintf(vout, sizeof(vout), "%s/version.txt", c->dir);
+    t_run_cmd(vargv, vout, NULL, LIMIT_S);
+    char *ver = check_read_file(vout, NULL);
+    const bool avx512 = ver && strstr(ver, "cpu: avx512 ");
+    free(ver);
+    if (strstr(c->model, "Q4_K") && avx512)
+        CHECK(repacked, "%s: AVX-512 kernels but the resident run repacked nothing", c->model);
+    if (!repacked) {
+        printf("  resident run: nothing repacked (%s)\n",
+               avx512 ? "no Q4_K matrix" : "kernels below AVX-512");
+        return;
+    }
+    char out[512], json[512], err2[512];
+    snprintf(out, sizeof(out), "%s/norepack.flrf", c->dir);
+    snprintf(json, sizeof(json), "%s/norepack.json", c->dir);
+    snprintf(err2, sizeof(err2), "%s/norepack.err", c->dir);
+    char *flags[] = { "--cpu-moe", "--no-repack" };
+    int st = run_eval(c, flags, 2, NULL, 0, out, json, err2);
+    long d = st == 0 ? t_cmp(ref, out) : -1;
+    CHECK(st == 0 && d == 0, "%s: --no-repack run (exit %d) differs from the repacked one (%ld)",
+          c->model, st, d);
+    printf("  resident run repacked Q4_K; --no-repack: %s\n", d == 0 ? "identical" : "DIFFERENT");
+}
+
 int main(int argc, char **argv)
 {
     t_chdir_source();
@@ -159,8 +195,8 @@ int main(int argc, char **argv)
     snprintf(ref, sizeof(ref), "%s/resident.flrf", dir);
     snprintf(json, sizeof(json), "%s/resident.json", dir);
     snprintf(err, sizeof(err), "%s/resident.err", dir);
-    char *resident[] = { "--cpu-moe" };
-    int st = run_eval(&c, resident, 1, NULL, 0, ref, json, err);
+    char *resident[] = { "--cpu-moe", "--verbose" };
+    int st = run_eval(&c, resident, 2, NULL, 0, ref, json, err);
     uint64_t loads = 1;
     size_t ref_len = 0;
     free(check_read_file(ref, &ref_len));
@@ -170,6 +206,7 @@ int main(int argc, char **argv)
     if (st != 0)
         return print_err_file(err), 1;
     printf("%s: resident run, %zu bytes of FLRF\n", c.model, ref_len);
+    check_repack(&c, err, ref);
 
     for (int n = 1; n < 8; n++) {
         struct t_plan plan = { 0 };

@@ -9,7 +9,10 @@
  * pager's own threads; a node-0 binding set there holds (get_mempolicy). */
 #include <numaif.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <setjmp.h>
+#include <signal.h>
 
 #include "pager/numa.h"
 
@@ -228,6 +231,88 @@ static void test_place_hooks(struct t_model *m, enum pager_mode mode)
            mode == PAGER_MODE_UFFD ? "uffd" : "explicit", log.n_place, log.n_bind);
 }
 
+static sigjmp_buf g_probe_jmp;
+
+static void probe_segv(int sig)
+{
+    (void)sig;
+    siglongjmp(g_probe_jmp, 1);
+}
+
+/* Whether reading *addr raises SIGSEGV (in this process). */
+static bool read_faults(const volatile uint8_t *addr)
+{
+    struct sigaction sa = { .sa_handler = probe_segv }, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old);
+    bool faulted = true;
+    if (sigsetjmp(g_probe_jmp, 1) == 0) {
+        (void)*addr;
+        faulted = false;
+    }
+    sigaction(SIGSEGV, &old, NULL);
+    return faulted;
+}
+
+/* pager_drop_range (the engine repacked a RAM-tier tensor): the pages
+ * wholly inside the tensor leave memory and fault loudly when read; the
+ * bytes around them and the paging of experts are untouched; disk-tier or
+ * out-of-file ranges are refused. */
+static void test_drop_range(struct t_model *m, enum pager_mode mode)
+{
+    struct pager_config c;
+    struct pager *p;
+    t_config(&c, m, mode, 0);
+    if (pager_open(m->path, m->g, &c, &p, NULL)) {
+        CHECK(0, "open failed");
+        return;
+    }
+    const long page = sysconf(_SC_PAGESIZE);
+    const struct gguf_tensor *ram = NULL, *disk = NULL;
+    for (int64_t i = 0; i < gguf_n_tensors(m->g); i++) {
+        const struct gguf_tensor *t = gguf_tensor(m->g, i);
+        if (m->expert[i] && !disk)
+            disk = t;
+        if (!m->expert[i] && t->nbytes >= 4 * (uint64_t)page && (!ram || t->nbytes > ram->nbytes))
+            ram = t;
+    }
+    if (!ram || !disk) {
+        CHECK(0, "no RAM tensor of 4 pages / no expert tensor in the model");
+        pager_close(p);
+        return;
+    }
+    const uint8_t *base = pager_base(p);
+    const uint64_t a = (ram->offset + page - 1) / page * page;
+    const uint64_t b = (ram->offset + ram->nbytes) / page * page;
+    CHECK(pager_drop_range(p, disk->offset, disk->nbytes) == -EINVAL, "a disk-tier range dropped");
+    CHECK(pager_drop_range(p, pager_size(p), 4096) == -EINVAL &&
+              pager_drop_range(p, 0, UINT64_MAX) == -EINVAL, "a range outside the file dropped");
+    CHECK(pager_drop_range(p, ram->offset, ram->nbytes) == 0, "dropping %s failed", ram->name);
+    unsigned char vec[64];
+    const uint64_t n = (b - a) / page < 64 ? (b - a) / page : 64;
+    int resident = 0;
+    if (mincore((void *)(base + a), n * page, vec) == 0)
+        for (uint64_t i = 0; i < n; i++)
+            resident += vec[i] & 1;
+    else
+        resident = -1;
+    CHECK(resident == 0, "%d of %d dropped pages still resident", resident, (int)n);
+    /* the pages around the dropped ones keep the file's bytes */
+    const uint64_t lo = a >= (uint64_t)page ? a - page : 0;
+    const uint64_t hi = b + page <= m->size ? b + page : m->size;
+    CHECK(memcmp(base + lo, m->bytes + lo, a - lo) == 0 &&
+              memcmp(base + b, m->bytes + b, hi - b) == 0,
+          "bytes next to the dropped pages changed");
+    CHECK(read_faults(base + a + 1), "reading a dropped page did not fault");
+    CHECK(pager_acquire(p, 0, 1) == 0 && t_expert_diff(m, base, 0, 1) == 0,
+          "paging an expert after the drop failed");
+    pager_release(p, 0, 1);
+    pager_close(p);
+    printf("%s: dropped %llu pages of %s; disk-tier and outside ranges refused\n",
+           mode == PAGER_MODE_UFFD ? "uffd" : "explicit", (unsigned long long)((b - a) / page),
+           ram->name);
+}
+
 int main(void)
 {
     t_chdir_source();
@@ -242,11 +327,13 @@ int main(void)
         pager_close(p);
         run_mode(&m, PAGER_MODE_UFFD);
         test_place_hooks(&m, PAGER_MODE_UFFD);
+        test_drop_range(&m, PAGER_MODE_UFFD);
     } else {
         printf("userfaultfd unavailable here: only explicit mode is tested\n");
     }
     run_mode(&m, PAGER_MODE_EXPLICIT);
     test_place_hooks(&m, PAGER_MODE_EXPLICIT);
+    test_drop_range(&m, PAGER_MODE_EXPLICIT);
     t_model_close(&m);
     if (failures) {
         fprintf(stderr, "test-pager-pin: %d failures\n", failures);

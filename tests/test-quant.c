@@ -185,7 +185,13 @@ static void test_table(void)
     };
     int known = 0;
     for (uint32_t id = 0; id < FL_TYPE_COUNT + 5; id++)
-        known += fl_type_traits(id) != NULL;
+        known += fl_type_traits(id) != NULL && !fl_type_traits(id)->is_layout;
+    /* the one in-memory layout: known to the table, not by name */
+    const struct fl_type_traits *r8 = fl_type_traits(FL_TYPE_Q4_K_R8);
+    CHECK(r8 && r8->is_layout && !r8->to_float && !r8->vec_dot_ref &&
+              fl_row_size(FL_TYPE_Q4_K_R8, 512) * 8 == 2 * sizeof(struct fl_block_q4_K_r8) &&
+              fl_type_by_name("Q4_K_R8") == -1 && FL_TYPE_Q4_K_R8 >= FL_TYPE_FILE_COUNT,
+          "Q4_K_R8 traits");
     CHECK(known == (int)(sizeof(want) / sizeof(want[0])), "%d known types", known);
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const struct fl_type_traits *t = fl_type_traits(want[i].type);

@@ -54,6 +54,12 @@ void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k);
 void fl_cpu_kernels_avx2(struct fl_cpu_kernels *k);
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k);
 
+/* Q4_K_R8's scalar kernel (repack.c): groups of 8 rows from w (nr a
+ * multiple of 8 but for a matrix's last group), any nc; the bits of every
+ * level's Q4_K_R8 kernel and of AVX-512's Q4_K kernels. */
+void fl_tile_q4_K_r8_scalar(int n, int nr, const void *w, size_t ws, int nc,
+                            const void *const *x, const int16_t *const *xsum, float *const *y);
+
 /* The kernel set chosen by fl_types_init (called on first use). */
 const struct fl_cpu_kernels *fl_cpu_kernels(void);
 /* The highest level this CPU and FL_CPU_FEATURES allow. */

@@ -32,6 +32,10 @@ void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
     for (uint32_t t = 0; t < FL_TYPE_COUNT; t++)
         if (fl_type_traits(t))
             k->quant[t] = fl_type_from_float_act(t);
+    /* an interleaved layout has no per-row vec_dot: a kernel of 8 rows */
+    k->tile[FL_TYPE_Q4_K_R8] = k->tile1[FL_TYPE_Q4_K_R8] = fl_tile_q4_K_r8_scalar;
+    k->tile_r[FL_TYPE_Q4_K_R8] = k->tile1_r[FL_TYPE_Q4_K_R8] = 8;
+    k->tile_c[FL_TYPE_Q4_K_R8] = 8;
 }
 
 /* F16C straight from CPUID (leaf 1, ecx bit 29): clang's

@@ -272,9 +272,10 @@ FL_INL void t8k_pair(const struct t8k_rows *t, int i, const int nc, const void *
     t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]), nc, x, b, 64 * i + 32, S);
 }
 
-/* The block's float terms for one token: the mins against its bsums. */
-FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *yb, __m256i S,
-                         __m256 acc)
+/* The block's float terms for one token: the mins against its bsums.
+ * mn[p] holds each row's mins 2p, 2p+1 as int16 pairs; d, dmin per row. */
+FL_INL __m256 t8k_finish_with(const __m256i mn[4], __m256 d, __m256 dmin,
+                              const struct fl_block_q8_K *yb, __m256i S, __m256 acc)
 {
     const __m128i lo = _mm_loadu_si128((const __m128i *)yb->bsums);
     const __m128i hi = _mm_loadu_si128((const __m128i *)(yb->bsums + 8));
@@ -282,12 +283,20 @@ FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *y
     _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(lo, hi));
     __m256i M = _mm256_setzero_si256();
     for (int p = 0; p < 4; p++)
-        M = _mm256_dpwssd_epi32(M, _mm256_load_si256((const __m256i *)t->mn[p]),
-                                bcast4((const int8_t *)(bs + 2 * p)));
+        M = _mm256_dpwssd_epi32(M, mn[p], bcast4((const int8_t *)(bs + 2 * p)));
     const __m256 dy = _mm256_set1_ps(yb->d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(_mm256_loadu_ps(t->d), dy), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(d, dy), acc);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
-                           _mm256_mul_ps(_mm256_loadu_ps(t->dmin), dy), acc);
+                           _mm256_mul_ps(dmin, dy), acc);
+}
+
+FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *yb, __m256i S,
+                         __m256 acc)
+{
+    __m256i mn[4];
+    for (int p = 0; p < 4; p++)
+        mn[p] = _mm256_load_si256((const __m256i *)t->mn[p]);
+    return t8k_finish_with(mn, _mm256_loadu_ps(t->d), _mm256_loadu_ps(t->dmin), yb, S, acc);
 }
 
 FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int nc,
@@ -335,6 +344,151 @@ static FL_TGT void t8_vec_dot_q4_K(int n, float *s, const void *vx, const void *
     const void *xs[1] = { vy };
     float *ys[1] = { s };
     t8_q4_K_rc(n, 1, vx, 0, 1, xs, ys);
+}
+
+/* Q4_K against one token (decode) in t8_q4_K_rc's float order, so that a
+ * decode gives the bits of a prefill, and of the repacked layout's kernels
+ * (see q4_K_r8 below), which is what keeps a paged run bit-identical to a
+ * resident one. Rows are still read one after another (one sequential
+ * stream, see tile1_r): first pass, per row and block, the per-row
+ * kernel's integer lanes (exact) go to a small buffer; second pass, per
+ * block, 8 rows' lanes are summed into one lane per row and the float
+ * steps run lane-wise exactly as in t8k_finish. */
+#define DEC8_CHUNK 64 /* blocks per pass (a 16384-wide row), 36 KB on the stack */
+
+/* the sum of v[r]'s lanes in lane r (exact) */
+FL_INL __m256i lanesum8(const __m256i v[8])
+{
+    const __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                            _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* One row's block: lanes of S (the scaled sub-block dots) and of M. */
+FL_INL void dec8_block(const struct fl_block_q4_K *wb, const struct fl_block_q8_K *yb,
+                       __m256i *s_out, __m256i *m_out)
+{
+    struct kblk kb;
+    decode_q4_K(&kb, wb);
+    __m256i is[4];
+    for (int a = 0; a < 4; a++)
+        is[a] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * k));
+        is[k & 3] = dot_ss16(is[k & 3], _mm256_maddubs_epi16(q_q4_K(&kb, k), yv), sc_k4(&kb, k));
+    }
+    *s_out = _mm256_add_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_add_epi32(is[2], is[3]));
+    *m_out = _mm256_madd_epi16(kb.mins, _mm256_loadu_si256((const __m256i *)yb->bsums));
+}
+
+static FL_TGT void dec8_q4_K(int n, int nr, const void *w, size_t ws, int nc,
+                             const void *const *x, const int16_t *const *xsum, float *const *y)
+{
+    (void)nc; /* always 1 */
+    (void)xsum;
+    const struct fl_block_q8_K *yb = x[0];
+    const int nb = n / FL_QK_K;
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int rn = nr - r0 < 8 ? nr - r0 : 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (int b0 = 0; b0 < nb; b0 += DEC8_CHUNK) {
+            const int bn = nb - b0 < DEC8_CHUNK ? nb - b0 : DEC8_CHUNK;
+            __m256i sl[DEC8_CHUNK][8], ml[DEC8_CHUNK][8];
+            _Alignas(32) float d[DEC8_CHUNK][8], dmin[DEC8_CHUNK][8];
+            for (int r = 0; r < 8; r++) {
+                const struct fl_block_q4_K *wb =
+                    (const struct fl_block_q4_K *)((const char *)w + (size_t)(r0 + r) * ws) + b0;
+                for (int b = 0; b < bn; b++) {
+                    if (r >= rn) { /* lanes past the last row: zeros */
+                        sl[b][r] = ml[b][r] = _mm256_setzero_si256();
+                        d[b][r] = dmin[b][r] = 0.0f;
+                        continue;
+                    }
+                    dec8_block(wb + b, yb + b0 + b, &sl[b][r], &ml[b][r]);
+                    d[b][r] = h2f(wb[b].d);
+                    dmin[b][r] = h2f(wb[b].dmin);
+                }
+            }
+            for (int b = 0; b < bn; b++) {
+                const __m256 dy = _mm256_set1_ps(yb[b0 + b].d);
+                const __m256i S = lanesum8(sl[b]), M = lanesum8(ml[b]);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(_mm256_load_ps(d[b]), dy), acc);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
+                                      _mm256_mul_ps(_mm256_load_ps(dmin[b]), dy), acc);
+            }
+        }
+        float o[8];
+        _mm256_storeu_ps(o, acc);
+        memcpy(y[0] + r0, o, (size_t)rn * sizeof(float));
+    }
+}
+
+/* Q4_K_R8 (repack.h): t8_q4_K_rc on rows that were transposed once, at
+ * load. Per block of 8 rows, each 32-byte load is already 4 quant bytes of
+ * every row and the scales are bytes: no transposes, no unpacking. Same
+ * integer sums and float steps as t8_q4_K_rc, hence its bits. nr is a
+ * multiple of 8 (a whole matrix of groups; tile1 calls take several). */
+FL_INL void r8_group(int n, const struct fl_block_q4_K_r8 *g, const int nr, const int nc,
+                     const void *const *x, float *const *y, int r0)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[T8_KC];
+    for (int c = 0; c < nc; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int b = 0; b < n / FL_QK_K; b++) {
+        const struct fl_block_q4_K_r8 *blk = g + b;
+        __m256i S[T8_KC];
+        for (int c = 0; c < nc; c++)
+            S[c] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            __m256i raw[8], q[8];
+            for (int j = 0; j < 8; j++) {
+                raw[j] = _mm256_loadu_si256((const __m256i *)blk->qs[i][j]);
+                q[j] = _mm256_and_si256(raw[j], m4);
+            }
+            t8k_sub(q, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk->sc[2 * i])), nc,
+                    x, b, 64 * i, S);
+            for (int j = 0; j < 8; j++)
+                q[j] = _mm256_and_si256(_mm256_srli_epi16(raw[j], 4), m4);
+            t8k_sub(q, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk->sc[2 * i + 1])),
+                    nc, x, b, 64 * i + 32, S);
+        }
+        __m256i mn[4];
+        for (int p = 0; p < 4; p++)
+            mn[p] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)blk->mn[p]));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk->d));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk->dmin));
+        FL_UNROLL8 for (int c = 0; c < nc; c++)
+            acc[c] = t8k_finish_with(mn, d, dmin, (const struct fl_block_q8_K *)x[c] + b, S[c], acc[c]);
+    }
+    const int rn = nr - r0 < 8 ? nr - r0 : 8;
+    for (int c = 0; c < nc; c++) {
+        float o[8];
+        _mm256_storeu_ps(o, acc[c]);
+        memcpy(y[c] + r0, o, (size_t)rn * sizeof(float));
+    }
+}
+
+static FL_TGT void r8_q4_K(int n, int nr, const void *w, size_t ws, int nc, const void *const *x,
+                           const int16_t *const *xsum, float *const *y)
+{
+    (void)xsum;
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const struct fl_block_q4_K_r8 *g =
+            (const struct fl_block_q4_K_r8 *)((const char *)w + (size_t)r0 * ws);
+        switch (nc) {
+        case 1: r8_group(n, g, nr, 1, x, y, r0); break;
+        case 2: r8_group(n, g, nr, 2, x, y, r0); break;
+        case 3: r8_group(n, g, nr, 3, x, y, r0); break;
+        case 4: r8_group(n, g, nr, 4, x, y, r0); break;
+        case 5: r8_group(n, g, nr, 5, x, y, r0); break;
+        case 6: r8_group(n, g, nr, 6, x, y, r0); break;
+        case 7: r8_group(n, g, nr, 7, x, y, r0); break;
+        default: r8_group(n, g, nr, 8, x, y, r0); break;
+        }
+    }
 }
 
 /* BF16 x BF16 with AVX512-BF16 (where the CPU has it): one instruction
@@ -418,6 +572,9 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
     FL_SET_T8(mxfp4, FL_TYPE_MXFP4)
     FL_SET_T8(q4_K, FL_TYPE_Q4_K)
     k->tile_c[FL_TYPE_Q4_K] = T8_KC;
+    k->tile1[FL_TYPE_Q4_K] = dec8_q4_K;
+    k->tile[FL_TYPE_Q4_K_R8] = k->tile1[FL_TYPE_Q4_K_R8] = r8_q4_K;
+    k->tile_c[FL_TYPE_Q4_K_R8] = T8_KC;
 #undef FL_SET_T8
     if (__builtin_cpu_supports("avx512bf16")) {
         k->tile[FL_TYPE_BF16] = tile_bf16dp;

@@ -9,6 +9,7 @@
 #include "engine/cpu/matmul.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 #include "engine/cpu/cpu-impl.h"
 #include "engine/cpu/threadpool.h"
@@ -45,7 +46,7 @@
 int fl_act_type(uint32_t w_type)
 {
     const struct fl_type_traits *t = fl_type_traits(w_type);
-    if (!t || !t->vec_dot_ref)
+    if (!t || (!t->vec_dot_ref && !t->is_layout))
         return -1;
     return (int)t->vec_dot_type;
 }
@@ -206,24 +207,27 @@ static void mm_unit(const struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, 
     }
 }
 
+/* Unit u of a job: consecutive units share a token block, whose
+ * activations then stay in cache. */
+static void mm_do_unit(const struct mm_job *j, int64_t u)
+{
+    const int64_t tb = u / j->n_row_blocks, rb = u % j->n_row_blocks;
+    const int64_t r0 = rb * j->row_block;
+    const int64_t r1 = r0 + j->row_block < j->n_out ? r0 + j->row_block : j->n_out;
+    const int64_t t0 = tb * FL_MM_TOKEN_BLOCK;
+    const int64_t t1 = t0 + FL_MM_TOKEN_BLOCK < j->n_rows ? t0 + FL_MM_TOKEN_BLOCK : j->n_rows;
+    mm_unit(j, r0, r1, t0, t1);
+}
+
 static void mm_run(void *arg, int ith, int nth)
 {
     (void)ith;
     (void)nth;
     struct mm_job *j = arg;
     int64_t u0, u1;
-    while (fl_chunks_next(&j->units, &u0, &u1)) {
-        for (int64_t u = u0; u < u1; u++) {
-            /* consecutive units share a token block, whose activations
-             * then stay in cache */
-            const int64_t tb = u / j->n_row_blocks, rb = u % j->n_row_blocks;
-            const int64_t r0 = rb * j->row_block;
-            const int64_t r1 = r0 + j->row_block < j->n_out ? r0 + j->row_block : j->n_out;
-            const int64_t t0 = tb * FL_MM_TOKEN_BLOCK;
-            const int64_t t1 = t0 + FL_MM_TOKEN_BLOCK < j->n_rows ? t0 + FL_MM_TOKEN_BLOCK : j->n_rows;
-            mm_unit(j, r0, r1, t0, t1);
-        }
-    }
+    while (fl_chunks_next(&j->units, &u0, &u1))
+        for (int64_t u = u0; u < u1; u++)
+            mm_do_unit(j, u);
 }
 
 /* Row block: a multiple of the tile height giving each thread several
@@ -240,44 +244,119 @@ static int64_t pick_row_block(int64_t n_out, int64_t n_token_blocks, int nth, in
     return per < n_out ? per : n_out;
 }
 
+/* Checks one product and plans its units for nth threads: 0, 1 when there
+ * is nothing to compute, or -EINVAL. */
+static int mm_plan(struct mm_job *j, int nth, const struct fl_matmul_task *t)
+{
+    const int at = fl_act_type(t->w_type);
+    const struct fl_qact *xq = t->xq;
+    if (at < 0 || !xq || xq->type != (uint32_t)at || check_row_len(t->w_type, xq->n_in) < 0 ||
+        t->n_out < 0 || t->n_rows < 0 || t->ldy < t->n_out)
+        return -EINVAL;
+    for (int64_t i = 0; t->rows && i < t->n_rows; i++)
+        if (t->rows[i] < 0 || t->rows[i] >= xq->n_tok)
+            return -EINVAL;
+    if (!t->rows && t->n_rows > xq->n_tok)
+        return -EINVAL;
+    if (t->n_out == 0 || t->n_rows == 0)
+        return 1;
+    const struct fl_cpu_kernels *k = fl_cpu_kernels();
+    const uint32_t wt = t->w_type;
+    const int one = t->n_rows == 1 && k->tile1[wt];
+    *j = (struct mm_job){
+        .tile = one ? k->tile1[wt] : k->tile[wt], .vec_dot = k->vec_dot[wt],
+        .tr = one ? k->tile1_r[wt] : t->n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[wt],
+        .tc = k->tile_c[wt],
+        .w = t->w, .ws = fl_row_size(wt, xq->n_in), .n_in = (int)xq->n_in,
+        .n_out = t->n_out, .xq = xq, .rows = t->rows, .out_rows = t->out_rows,
+        .n_rows = t->n_rows, .y = t->y, .ldy = t->ldy,
+    };
+    if (!j->tile && !j->vec_dot)
+        return -EINVAL;
+    if (!j->tile)
+        j->tr = j->tc = 1;
+    const int64_t n_tb = (t->n_rows + FL_MM_TOKEN_BLOCK - 1) / FL_MM_TOKEN_BLOCK;
+    j->row_block = pick_row_block(t->n_out, n_tb, nth, j->tr, t->n_rows == 1);
+    j->n_row_blocks = (t->n_out + j->row_block - 1) / j->row_block;
+    j->n_units = j->n_row_blocks * n_tb;
+    return 0;
+}
+
 int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
                    const struct fl_qact *xq, const int32_t *rows, int64_t n_rows,
                    float *y, int64_t ldy, const int32_t *out_rows)
 {
-    const int at = fl_act_type(w_type);
-    if (at < 0 || !xq || xq->type != (uint32_t)at || check_row_len(w_type, xq->n_in) < 0 ||
-        n_out < 0 || n_rows < 0 || ldy < n_out)
-        return -EINVAL;
-    for (int64_t i = 0; rows && i < n_rows; i++)
-        if (rows[i] < 0 || rows[i] >= xq->n_tok)
-            return -EINVAL;
-    if (!rows && n_rows > xq->n_tok)
-        return -EINVAL;
-    if (n_out == 0 || n_rows == 0)
-        return 0;
-    const struct fl_cpu_kernels *k = fl_cpu_kernels();
-    const int one = n_rows == 1 && k->tile1[w_type];
-    struct mm_job j = {
-        .tile = one ? k->tile1[w_type] : k->tile[w_type], .vec_dot = k->vec_dot[w_type],
-        .tr = one ? k->tile1_r[w_type] : n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[w_type],
-        .tc = k->tile_c[w_type],
-        .w = w, .ws = fl_row_size(w_type, xq->n_in), .n_in = (int)xq->n_in,
-        .n_out = n_out, .xq = xq, .rows = rows, .out_rows = out_rows, .n_rows = n_rows,
-        .y = y, .ldy = ldy,
-    };
-    if (!j.tile && !j.vec_dot)
-        return -EINVAL;
-    if (!j.tile)
-        j.tr = j.tc = 1;
-    const int64_t n_tb = (n_rows + FL_MM_TOKEN_BLOCK - 1) / FL_MM_TOKEN_BLOCK;
-    j.row_block = pick_row_block(n_out, n_tb, fl_pool_size(pool), j.tr, n_rows == 1);
-    j.n_row_blocks = (n_out + j.row_block - 1) / j.row_block;
-    j.n_units = j.n_row_blocks * n_tb;
+    const struct fl_matmul_task t = { .w = w, .w_type = w_type, .n_out = n_out, .xq = xq,
+                                      .rows = rows, .n_rows = n_rows, .y = y, .ldy = ldy,
+                                      .out_rows = out_rows };
+    struct mm_job j;
+    const int rc = mm_plan(&j, fl_pool_size(pool), &t);
+    if (rc)
+        return rc < 0 ? rc : 0;
     fl_chunks_init(&j.units, j.n_units, 1);
     if (j.n_units == 1 || n_out * n_rows * xq->n_in < FL_MM_SERIAL_MACS)
         mm_run(&j, 0, 1);
     else
         fl_pool_run(pool, mm_run, &j);
+    return 0;
+}
+
+/* Several products' units behind one counter: unit u of the batch is unit
+ * u - first[i] of job i. */
+#define FL_MM_BATCH_MAX 64
+struct mm_batch {
+    struct mm_job jobs[FL_MM_BATCH_MAX];
+    int64_t first[FL_MM_BATCH_MAX + 1];
+    int n;
+    struct fl_chunks units;
+};
+
+static void mm_batch_run(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct mm_batch *b = arg;
+    int64_t u0, u1;
+    int i = 0;
+    while (fl_chunks_next(&b->units, &u0, &u1))
+        for (int64_t u = u0; u < u1; u++) {
+            while (u >= b->first[i + 1])
+                i++;
+            while (u < b->first[i])
+                i--;
+            mm_do_unit(&b->jobs[i], u - b->first[i]);
+        }
+}
+
+int fl_matmul_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, int n_tasks)
+{
+    if (n_tasks < 0 || n_tasks > FL_MM_BATCH_MAX || (n_tasks && !tasks))
+        return -EINVAL;
+    struct mm_batch *b = malloc(sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    const int nth = fl_pool_size(pool);
+    double macs = 0;
+    b->n = 0;
+    b->first[0] = 0;
+    for (int i = 0; i < n_tasks; i++) {
+        const int rc = mm_plan(&b->jobs[b->n], nth, &tasks[i]);
+        if (rc < 0) {
+            free(b);
+            return rc;
+        }
+        if (rc)
+            continue;
+        macs += (double)tasks[i].n_out * (double)tasks[i].n_rows * (double)tasks[i].xq->n_in;
+        b->first[b->n + 1] = b->first[b->n] + b->jobs[b->n].n_units;
+        b->n++;
+    }
+    fl_chunks_init(&b->units, b->first[b->n], 1);
+    if (b->first[b->n] <= 1 || macs < FL_MM_SERIAL_MACS)
+        mm_batch_run(b, 0, 1);
+    else if (b->n)
+        fl_pool_run(pool, mm_batch_run, b);
+    free(b);
     return 0;
 }
 

@@ -91,6 +91,28 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
                    const struct fl_qact *xq, const int32_t *rows, int64_t n_rows,
                    float *y, int64_t ldy, const int32_t *out_rows);
 
+/* One product of a batch: the arguments of fl_matmul_rows (rows and
+ * out_rows may be NULL: xq's first n_rows rows, y dense). */
+struct fl_matmul_task {
+    const void *w;
+    uint32_t w_type;
+    int64_t n_out;
+    const struct fl_qact *xq;
+    const int32_t *rows;
+    int64_t n_rows;
+    float *y;
+    int64_t ldy;
+    const int32_t *out_rows;
+};
+
+/* Several independent products (at most 64) in one pool round: their units
+ * share one work counter, so small products (a decode step's experts, each
+ * a few MB) cost one wake-up and one wait instead of one each, and threads
+ * that finish a product early take the next one's rows. Each output gets
+ * the bits fl_matmul_rows gives it. 0, -EINVAL as fl_matmul_rows (nothing
+ * computed), or -ENOMEM. */
+int fl_matmul_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, int n_tasks);
+
 /* The one-call form: quantize x (dense, [n_tok][n_in]) into scratch
  * (fl_matmul_scratch_size bytes) and multiply; y dense [n_tok][n_out].
  * Returns 0 or -EINVAL (unknown type, n_in not a multiple of the block). */
