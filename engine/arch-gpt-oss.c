@@ -196,11 +196,10 @@ static void attn_block(struct eng_ctx *c, const struct oss *a, int il, const flo
     float *v = eng_scratch_f32(c, n * nk), *att = eng_scratch_f32(c, n * nq);
     float *cs = eng_scratch_f32(c, n * hp->n_rot);
 
-    eng_matmul(c, L->wq, -1, x, n, q);
+    const struct eng_tensor *qkv[3] = { L->wq, L->wk, L->wv };
+    eng_matmul_shared(c, 3, qkv, x, n, (float *const[3]){ q, k, v });
     eng_add_bias(q, L->bq, n);
-    eng_matmul(c, L->wk, -1, x, n, k);
     eng_add_bias(k, L->bk, n);
-    eng_matmul(c, L->wv, -1, x, n, v);
     eng_add_bias(v, L->bv, n);
     yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
     eng_rope_rows(q, b->n_tok, nq, (int)hp->n_head, hd, (int)hp->n_rot, ENG_ROPE_NEOX, cs);

@@ -167,9 +167,8 @@ static void attention_block(struct eng_ctx *c, const struct eng_batch *b, int l,
     float *q = eng_scratch_f32(c, n * nq), *k = eng_scratch_f32(c, n * nk);
     float *v = eng_scratch_f32(c, n * nv), *a = eng_scratch_f32(c, n * hp->n_head * dv);
     eng_rmsnorm_rows(h, x, L->attn_norm, E, n, E, hp->rms_eps);
-    eng_matmul(c, L->wq, -1, h, n, q);
-    eng_matmul(c, L->wk, -1, h, n, k);
-    eng_matmul(c, L->wv, -1, h, n, v);
+    const struct eng_tensor *qkv[3] = { L->wq, L->wk, L->wv };
+    eng_matmul_shared(c, 3, qkv, h, n, (float *const[3]){ q, k, v });
     if (d->o.qk_norm) {
         eng_rmsnorm_rows(q, q, L->q_norm, dk, n * hp->n_head, dk, hp->rms_eps);
         eng_rmsnorm_rows(k, k, L->k_norm, dk, n * hp->n_head_kv, dk, hp->rms_eps);

@@ -159,14 +159,46 @@ void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const
                     n_tok, y, scratch);
 }
 
+void eng_matmul_shared(struct eng_ctx *c, int n, const struct eng_tensor *const *w,
+                       const float *x, int64_t n_tok, float *const *y)
+{
+    enum { MAX = 8 };
+    if (c->gpu || n > MAX) {
+        for (int i = 0; i < n; i++)
+            eng_matmul(c, w[i], -1, x, n_tok, y[i]);
+        return;
+    }
+    struct fl_qact xq[MAX];
+    struct fl_matmul_task t[MAX];
+    const int64_t n_in = w[0]->ne[0];
+    double work = 0;
+    for (int i = 0; i < n; i++) {
+        int same = -1;
+        for (int j = 0; j < i && same < 0; j++)
+            if (fl_act_type(w[j]->type) == fl_act_type(w[i]->type))
+                same = j;
+        if (same >= 0)
+            xq[i] = xq[same];
+        else /* shapes and types were checked at load: cannot fail */
+            (void)fl_quantize_act(eng_pool_for(c, (double)n_in * n_tok * 16), w[i]->type, x, n_in,
+                                  n_tok, n_in,
+                                  eng_scratch(c, fl_matmul_scratch_size(w[i]->type, n_in, n_tok) + 64),
+                                  &xq[i]);
+        t[i] = (struct fl_matmul_task){ w[i]->data, w[i]->type, w[i]->ne[1], &xq[i], NULL, n_tok,
+                                        y[i], w[i]->ne[1], NULL };
+        work += (double)n_in * (double)w[i]->ne[1] * (double)n_tok;
+    }
+    (void)fl_matmul_batch(eng_pool_for(c, work), t, n);
+}
+
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
              const struct eng_tensor *up, const struct eng_tensor *down, float *out)
 {
     const int64_t n_ff = gate->ne[1];
     float *g = eng_scratch_f32(c, n_tok * n_ff);
     float *u = eng_scratch_f32(c, n_tok * n_ff);
-    eng_matmul(c, gate, -1, x, n_tok, g);
-    eng_matmul(c, up, -1, x, n_tok, u);
+    const struct eng_tensor *gu[2] = { gate, up };
+    eng_matmul_shared(c, 2, gu, x, n_tok, (float *const[2]){ g, u });
     eng_swiglu(g, u, n_tok * n_ff);
     eng_matmul(c, down, -1, g, n_tok, out);
 }

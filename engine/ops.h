@@ -146,6 +146,14 @@ void eng_attention(struct eng_ctx *c, int layer, const float *q, int64_t q_strid
 void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const float *x,
                 int64_t n_tok, float *y);
 
+/* y[i] = w[i] · x for n (at most 8) weights that read the same x, e.g. an
+ * attention's q, k and v: x is quantized once per activation type and the
+ * products share one pool round (engine/cpu/matmul.h, fl_matmul_batch),
+ * so the small ones fill the big one's tail. The bits of n eng_matmul
+ * calls; with a GPU context it is exactly those calls. */
+void eng_matmul_shared(struct eng_ctx *c, int n, const struct eng_tensor *const *w,
+                       const float *x, int64_t n_tok, float *const *y);
+
 /* --- MoE ---------------------------------------------------------------------- */
 
 struct eng_route {
