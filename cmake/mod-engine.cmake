@@ -6,7 +6,7 @@ fl_module(model
           engine/ops.c engine/norm.c engine/attention.c engine/kv-cache.c engine/moe.c
   # arch2: the deepseek2/gpt-oss entries of the registry; gpu: eng_matmul's and
   # eng_moe_ffn's GPU halves (engine/gpu-offload.h, a "no device" stub without CUDA)
-  DEPS gguf types cpu arch2 gpu)
+  DEPS gguf types cpu arch2 gpu hostmem)
 
 # FLRF/FLRT files (reference logits and routing): outside input, fuzzed on its own.
 fl_module(flref SOURCES engine/flref.c DEPS wholefile)

@@ -7,6 +7,7 @@
 
 #include "engine/cpu/repack.h"
 #include "engine/cpu/threadpool.h"
+#include "engine/host-memory.h"
 #include "engine/model.h"
 #include "engine/tensor-types.h"
 
@@ -69,8 +70,7 @@ static void *alloc_weights(size_t bytes)
 
 int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                          bool (*want)(void *ctx, const struct eng_tensor *t),
-                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx,
-                         struct fl_err *err)
+                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx)
 {
     int64_t n_done = 0;
     for (int64_t i = 0; i < m->n_tensors; i++) {
@@ -81,10 +81,15 @@ int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
         if (layout < 0 || t->repacked || !matmul_only(t->name) || (want && !want(ctx, t)))
             continue;
         const size_t bytes = fl_repack_size((uint32_t)layout, t->ne[0], rows);
+        /* The copy exists beside the region's until done() frees that: a
+         * tensor that would leave less than its own size free keeps the
+         * file layout (an optimisation must not invite the OOM killer). */
+        const uint64_t avail = fl_mem_available();
+        if (avail && avail < 2 * (uint64_t)bytes)
+            continue;
         void *dst = alloc_weights(bytes);
         if (!dst)
-            return fl_err_set(err, -ENOMEM, "out of memory repacking %s (%zu bytes)", t->name,
-                              bytes);
+            continue;
         struct repack_job j = { .t = t, .dst = dst, .layout = (uint32_t)layout, .n_groups = rows / 8 };
         fl_pool_run(pool, repack_run, &j);
         if (done)

@@ -132,14 +132,14 @@ void eng_model_free(struct eng_model *m);
  * want(ctx, t) is true are considered: the caller's say on where the bytes
  * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
  * called after each rebuilt tensor (t still names its file bytes), so the
- * caller can release the region's copy. Results are bit-identical to the
- * file layout's (repack.h). Returns the number of tensors rebuilt, or
- * -ENOMEM (err set; the tensors rebuilt so far stay valid). */
+ * caller can release the region's copy. A tensor whose copy would leave
+ * less free memory (MemAvailable) than its own size, or that cannot be
+ * allocated, keeps the file layout. Results are bit-identical to the file
+ * layout's (repack.h). Returns the number of tensors rebuilt. */
 struct fl_pool;
 int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                          bool (*want)(void *ctx, const struct eng_tensor *t),
-                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx,
-                         struct fl_err *err);
+                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx);
 
 /* Tensor by name, NULL when absent. */
 const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *name);

@@ -240,18 +240,14 @@ static void repack_done(void *ctx, const struct eng_tensor *t)
     (void)pager_drop_range(s->pager, t->offset, t->nbytes); /* kept if it cannot */
 }
 
-static int repack_weights(struct eng_session *s, const struct eng_session_params *p,
-                          struct fl_err *err)
+static void repack_weights(struct eng_session *s, const struct eng_session_params *p)
 {
     if (s->ctx.gpu || p->no_repack)
-        return 0; /* the GPU uploads and copies the file layout */
-    const int64_t n = eng_model_repack(s->model, s->pool, repack_wanted, repack_done, s, err);
-    if (n < 0)
-        return (int)n;
+        return; /* the GPU uploads and copies the file layout */
+    const int64_t n = eng_model_repack(s->model, s->pool, repack_wanted, repack_done, s);
     if (n > 0 && p->placement.verbose)
         fprintf(stderr, "faultline: %lld RAM-tier tensor(s) repacked for the CPU kernels\n",
                 (long long)n);
-    return 0;
 }
 
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
@@ -297,7 +293,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     }
     if ((rc = open_gpu(s, p, err)))
         return rc;
-    return repack_weights(s, p, err);
+    repack_weights(s, p);
+    return 0;
 }
 
 /* pinned-hot needs exactly one profile: a stats file or a calibration pass. */
