@@ -1,7 +1,8 @@
 /* matmul.c: activation quantization and the blocked, threaded matmul.
  *
  * The output [tokens x rows] is cut into units of (row block x token block);
- * threads take units from a shared counter. Inside a unit, register tiles of
+ * each thread works through its own contiguous share of the units and then
+ * takes units from the back of the others' (see mm_round). Inside a unit, register tiles of
  * tile_r rows x tile_c tokens go to the ISA's tile kernel, which loads each
  * weight block once for tile_c tokens. Unit and tile boundaries only decide
  * which outputs share loads; every output is computed by the same sequence,
@@ -9,6 +10,7 @@
 #include "engine/cpu/matmul.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "engine/cpu/cpu-impl.h"
@@ -29,19 +31,22 @@
  * kernel (tile1) that reads its rows one after another takes tile1_r rows
  * per call instead. */
 #define FL_MM_DECODE_ROWS 1
-/* Units per thread to aim for, so threads slowed by page faults or other
- * load even out. One token (decode) takes fewer, longer units: each is one
- * sequential stream from DRAM, and a thread that hops between short ones
- * makes the prefetcher start over (2 threads, 1.5 GB Q4_K MoE, tg64, five
- * alternating runs each: median 54.0 t/s at 2 units per thread, 50.2 at 8). */
+/* Units per thread to aim for. A thread works through a contiguous share
+ * of them (one sequential stream), so they only set how fine the end of a
+ * round is balanced: the last unit is the most a thread waits for another.
+ * (Session 3 had one shared counter, where threads hop between units and
+ * 8 per thread ran slower than 2 for decode; with shares, 8 left the
+ * threads of a 2-thread Q4_K decode spinning 10.9 % of their time against
+ * 14.4 % at 2, perf on tg300.) */
 #define FL_MM_UNITS_PER_THREAD 8
-#define FL_MM_DECODE_UNITS_PER_THREAD 2
 /* Below this many input values, quantizing on one thread is cheaper than
  * waking the pool. */
 #define FL_MM_QUANT_SERIAL 8192
 /* Below this many multiply-adds (a few microseconds), the same for the
  * matmul itself: small experts with few tokens. */
 #define FL_MM_SERIAL_MACS (1 << 15)
+/* Products per fl_matmul_batch (matmul.h says 64). */
+#define FL_MM_BATCH_MAX 64
 
 int fl_act_type(uint32_t w_type)
 {
@@ -169,7 +174,6 @@ struct mm_job {
     float *y;
     int64_t ldy;
     int64_t row_block, n_row_blocks, n_units;
-    struct fl_chunks units;
 };
 
 static void mm_tile(const struct mm_job *j, int64_t r0, int nr, int64_t t0, int nc)
@@ -219,24 +223,11 @@ static void mm_do_unit(const struct mm_job *j, int64_t u)
     mm_unit(j, r0, r1, t0, t1);
 }
 
-static void mm_run(void *arg, int ith, int nth)
-{
-    (void)ith;
-    (void)nth;
-    struct mm_job *j = arg;
-    int64_t u0, u1;
-    while (fl_chunks_next(&j->units, &u0, &u1))
-        for (int64_t u = u0; u < u1; u++)
-            mm_do_unit(j, u);
-}
-
 /* Row block: a multiple of the tile height giving each thread several
  * units, but at least 16 rows so a unit amortizes its bookkeeping. */
-static int64_t pick_row_block(int64_t n_out, int64_t n_token_blocks, int nth, int tr,
-                              bool decode)
+static int64_t pick_row_block(int64_t n_out, int64_t n_token_blocks, int nth, int tr)
 {
-    const int64_t want_units =
-        (int64_t)nth * (decode ? FL_MM_DECODE_UNITS_PER_THREAD : FL_MM_UNITS_PER_THREAD);
+    const int64_t want_units = (int64_t)nth * FL_MM_UNITS_PER_THREAD;
     int64_t per = n_token_blocks >= want_units ? n_out : n_out * n_token_blocks / want_units;
     if (per < 16)
         per = 16;
@@ -276,10 +267,99 @@ static int mm_plan(struct mm_job *j, int nth, const struct fl_matmul_task *t)
     if (!j->tile)
         j->tr = j->tc = 1;
     const int64_t n_tb = (t->n_rows + FL_MM_TOKEN_BLOCK - 1) / FL_MM_TOKEN_BLOCK;
-    j->row_block = pick_row_block(t->n_out, n_tb, nth, j->tr, t->n_rows == 1);
+    j->row_block = pick_row_block(t->n_out, n_tb, nth, j->tr);
     j->n_row_blocks = (t->n_out + j->row_block - 1) / j->row_block;
     j->n_units = j->n_row_blocks * n_tb;
     return 0;
+}
+
+/* --- one pool round over the units of one or more products ----------------
+ * Thread i owns a contiguous share of the units, taken front to back: one
+ * sequential stream of weights per thread (what the hardware prefetcher
+ * follows). A thread whose share is done takes units from the back of the
+ * largest remaining share, so a round ends at most one unit after the
+ * last thread runs out of work, and units can be small (a decode step's
+ * tails cost one unit, not one per thread's share). Which thread computes
+ * a unit changes no bits. */
+#define FL_MM_SHARES 256 /* threads beyond this only take from the backs */
+struct mm_round {
+    const struct mm_job *jobs;
+    int64_t first[FL_MM_BATCH_MAX + 1]; /* unit u of the round is unit u - first[i] of job i */
+    int n_jobs, n_shares;
+    _Alignas(64) _Atomic uint64_t share[FL_MM_SHARES]; /* next | end << 32 */
+};
+
+static bool take_front(_Atomic uint64_t *sh, int64_t *u)
+{
+    uint64_t v = atomic_load_explicit(sh, memory_order_relaxed);
+    for (;;) {
+        const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+        if (lo >= hi)
+            return false;
+        if (atomic_compare_exchange_weak(sh, &v, (uint64_t)(lo + 1) | (uint64_t)hi << 32)) {
+            *u = lo;
+            return true;
+        }
+    }
+}
+
+static bool take_back(struct mm_round *r, int64_t *u)
+{
+    for (;;) {
+        int best = -1;
+        uint32_t most = 0;
+        for (int i = 0; i < r->n_shares; i++) {
+            const uint64_t v = atomic_load_explicit(&r->share[i], memory_order_relaxed);
+            const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+            if (hi > lo && hi - lo > most) {
+                most = hi - lo;
+                best = i;
+            }
+        }
+        if (best < 0)
+            return false;
+        uint64_t v = atomic_load_explicit(&r->share[best], memory_order_relaxed);
+        const uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+        if (lo < hi &&
+            atomic_compare_exchange_strong(&r->share[best], &v, (uint64_t)lo | (uint64_t)(hi - 1) << 32)) {
+            *u = hi - 1;
+            return true;
+        }
+    }
+}
+
+static void mm_round_run(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct mm_round *r = arg;
+    int i = 0;
+    int64_t u;
+    while ((ith < r->n_shares && take_front(&r->share[ith], &u)) || take_back(r, &u)) {
+        while (u >= r->first[i + 1])
+            i++;
+        while (u < r->first[i])
+            i--;
+        mm_do_unit(&r->jobs[i], u - r->first[i]);
+    }
+}
+
+/* Runs the round's planned jobs (first[] filled) on pool, or on this
+ * thread when the work is small. */
+static void mm_round_exec(struct fl_pool *pool, struct mm_round *r, double macs)
+{
+    const int64_t total = r->first[r->n_jobs];
+    const bool serial = total <= 1 || macs < FL_MM_SERIAL_MACS || fl_pool_size(pool) <= 1;
+    const int nth = serial ? 1 : fl_pool_size(pool);
+    r->n_shares = nth < FL_MM_SHARES ? nth : FL_MM_SHARES;
+    for (int i = 0; i < r->n_shares; i++) {
+        int64_t lo, hi;
+        fl_split_range(total, i, r->n_shares, &lo, &hi);
+        atomic_init(&r->share[i], (uint64_t)lo | (uint64_t)hi << 32);
+    }
+    if (serial)
+        mm_round_run(r, 0, 1);
+    else
+        fl_pool_run(pool, mm_round_run, r);
 }
 
 int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
@@ -293,71 +373,46 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
     const int rc = mm_plan(&j, fl_pool_size(pool), &t);
     if (rc)
         return rc < 0 ? rc : 0;
-    fl_chunks_init(&j.units, j.n_units, 1);
-    if (j.n_units == 1 || n_out * n_rows * xq->n_in < FL_MM_SERIAL_MACS)
-        mm_run(&j, 0, 1);
-    else
-        fl_pool_run(pool, mm_run, &j);
+    if (j.n_units > UINT32_MAX)
+        return -EINVAL;
+    struct mm_round r = { .jobs = &j, .first = { 0, j.n_units }, .n_jobs = 1 };
+    mm_round_exec(pool, &r, (double)n_out * (double)n_rows * (double)xq->n_in);
     return 0;
-}
-
-/* Several products' units behind one counter: unit u of the batch is unit
- * u - first[i] of job i. */
-#define FL_MM_BATCH_MAX 64
-struct mm_batch {
-    struct mm_job jobs[FL_MM_BATCH_MAX];
-    int64_t first[FL_MM_BATCH_MAX + 1];
-    int n;
-    struct fl_chunks units;
-};
-
-static void mm_batch_run(void *arg, int ith, int nth)
-{
-    (void)ith;
-    (void)nth;
-    struct mm_batch *b = arg;
-    int64_t u0, u1;
-    int i = 0;
-    while (fl_chunks_next(&b->units, &u0, &u1))
-        for (int64_t u = u0; u < u1; u++) {
-            while (u >= b->first[i + 1])
-                i++;
-            while (u < b->first[i])
-                i--;
-            mm_do_unit(&b->jobs[i], u - b->first[i]);
-        }
 }
 
 int fl_matmul_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, int n_tasks)
 {
     if (n_tasks < 0 || n_tasks > FL_MM_BATCH_MAX || (n_tasks && !tasks))
         return -EINVAL;
-    struct mm_batch *b = malloc(sizeof(*b));
-    if (!b)
+    struct mm_job *jobs = malloc(sizeof(*jobs) * (size_t)(n_tasks > 0 ? n_tasks : 1));
+    struct mm_round *r = malloc(sizeof(*r));
+    if (!jobs || !r) {
+        free(jobs);
+        free(r);
         return -ENOMEM;
+    }
     const int nth = fl_pool_size(pool);
     double macs = 0;
-    b->n = 0;
-    b->first[0] = 0;
-    for (int i = 0; i < n_tasks; i++) {
-        const int rc = mm_plan(&b->jobs[b->n], nth, &tasks[i]);
-        if (rc < 0) {
-            free(b);
-            return rc;
-        }
+    int n = 0, rc = 0;
+    r->first[0] = 0;
+    for (int i = 0; i < n_tasks && rc >= 0; i++) {
+        rc = mm_plan(&jobs[n], nth, &tasks[i]);
         if (rc)
             continue;
         macs += (double)tasks[i].n_out * (double)tasks[i].n_rows * (double)tasks[i].xq->n_in;
-        b->first[b->n + 1] = b->first[b->n] + b->jobs[b->n].n_units;
-        b->n++;
+        r->first[n + 1] = r->first[n] + jobs[n].n_units;
+        n++;
     }
-    fl_chunks_init(&b->units, b->first[b->n], 1);
-    if (b->first[b->n] <= 1 || macs < FL_MM_SERIAL_MACS)
-        mm_batch_run(b, 0, 1);
-    else if (b->n)
-        fl_pool_run(pool, mm_batch_run, b);
-    free(b);
-    return 0;
+    if (rc >= 0 && r->first[n] > UINT32_MAX)
+        rc = -EINVAL;
+    if (rc >= 0) {
+        r->jobs = jobs;
+        r->n_jobs = n;
+        mm_round_exec(pool, r, macs);
+    }
+    free(jobs);
+    free(r);
+    return rc < 0 ? rc : 0;
 }
 
 int fl_matmul_q(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
