@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/arch.h"
 #include "engine/tensor-types.h"
@@ -277,8 +278,8 @@ void eng_model_free(struct eng_model *m)
         m->arch->unload(m);
     free(m->kv_k_dim);
     free(m->kv_v_dim);
-    for (int64_t i = 0; m->tensors && i < m->n_tensors; i++)
-        free(m->tensors[i].repacked);
+    if (m->repack_arena)
+        munmap(m->repack_arena, m->repack_arena_size);
     free(m->tensors);
     free(m);
 }

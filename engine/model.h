@@ -59,10 +59,9 @@ struct eng_tensor {
     int64_t ne[4];            /* ne[0] = row length; unused dims are 1 */
     uint64_t offset, nbytes;  /* in the file */
     int64_t index;            /* in the file's tensor list */
-    /* Set by eng_model_repack: data then points at a copy of the bytes in
-     * another layout (type is then that layout's id, e.g. Q4_K_R8), owned
-     * by the model; offset/nbytes still name the bytes in the file. */
-    void *repacked;
+    /* After eng_model_repack, a rebuilt tensor's data points at a copy in
+     * another layout, owned by the model, and type is that layout's id
+     * (e.g. Q4_K_R8); offset/nbytes still name its bytes in the file. */
 };
 
 enum eng_rope_mode {
@@ -114,6 +113,8 @@ struct eng_model {
      * of that kind (MLA stores only K). */
     int64_t *kv_k_dim, *kv_v_dim;
     void *arch_data;              /* owned by the arch (freed by its unload) */
+    void *repack_arena;           /* eng_model_repack's copies (one mapping) */
+    size_t repack_arena_size;
 };
 
 /* Builds the model over `base` (offset in memory = offset in file): tensor
@@ -132,7 +133,8 @@ void eng_model_free(struct eng_model *m);
  * want(ctx, t) is true are considered: the caller's say on where the bytes
  * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
  * called after each rebuilt tensor (t still names its file bytes), so the
- * caller can release the region's copy. A tensor whose copy would leave
+ * caller can release the region's copy. Calling it again does nothing.
+ * A tensor whose copy would leave
  * less free memory (MemAvailable) than its own size, or that cannot be
  * allocated, keeps the file layout. Results are bit-identical to the file
  * layout's (repack.h). Returns the number of tensors rebuilt. */

@@ -248,6 +248,33 @@ static int run_serial(struct moe_state *s, struct fl_err *err)
  * 24), and threads done with one expert's rows take the next one's. The
  * same products as run_expert, so the same bits. */
 #define MOE_BATCH_EXPERTS 32
+
+struct act_job {
+    struct moe_state *s;
+    struct fl_qact *hq; /* [n_order]: each expert's down-projection input */
+};
+
+/* Biases, activation and the down input's quantization of every ith
+ * expert (each expert's result is the same whichever thread makes it). */
+static void act_worker(void *arg, int ith, int nth)
+{
+    const struct act_job *j = arg;
+    const struct moe_state *s = j->s;
+    const struct eng_moe *m = s->e;
+    const int64_t n_ff = m->gate->ne[1];
+    const eng_act_fn act = m->act ? m->act : eng_act_swiglu;
+    for (int i = ith; i < s->L->n_order; i += nth) {
+        const int e = s->L->order[i];
+        const int64_t cnt = s->L->count[e];
+        const struct expert_bufs *b = &s->bufs[i];
+        add_bias_rows(b->g, n_ff, NULL, cnt, m->gate_b, e);
+        add_bias_rows(b->u, n_ff, NULL, cnt, m->up_b, e);
+        for (int64_t r = 0; r < cnt; r++)
+            act(b->g + r * n_ff, b->u + r * n_ff, n_ff, m->act_arg);
+        fl_quantize_act(NULL, m->down->type, b->g, n_ff, cnt, n_ff, b->dscratch, &j->hq[i]);
+    }
+}
+
 static int run_batched(struct moe_state *s, struct fl_err *err)
 {
     const struct eng_moe *m = s->e;
@@ -265,18 +292,15 @@ static int run_batched(struct moe_state *s, struct fl_err *err)
                                                 tok, L->count[e], s->bufs[i].u, n_ff, NULL };
     }
     int rc = fl_matmul_batch(s->c->pool, t, 2 * n);
-    eng_act_fn act = m->act ? m->act : eng_act_swiglu;
+    if (!rc) { /* the activation (expf per value) is too long to leave to one thread */
+        struct act_job aj = { .s = s, .hq = hq };
+        fl_pool_run(s->c->pool, act_worker, &aj);
+    }
     for (int i = 0; i < n && !rc; i++) {
         const int e = L->order[i];
-        const int64_t cnt = L->count[e];
-        const struct expert_bufs *b = &s->bufs[i];
-        add_bias_rows(b->g, n_ff, NULL, cnt, m->gate_b, e);
-        add_bias_rows(b->u, n_ff, NULL, cnt, m->up_b, e);
-        for (int64_t r = 0; r < cnt; r++)
-            act(b->g + r * n_ff, b->u + r * n_ff, n_ff, m->act_arg);
-        fl_quantize_act(NULL, m->down->type, b->g, n_ff, cnt, n_ff, b->dscratch, &hq[i]);
         t[i] = (struct fl_matmul_task){ expert_data(m->down, e), m->down->type, n_embd, &hq[i],
-                                        s->iota, cnt, s->slots, n_embd, L->slot + L->start[e] };
+                                        s->iota, L->count[e], s->slots, n_embd,
+                                        L->slot + L->start[e] };
     }
     if (!rc)
         rc = fl_matmul_batch(s->c->pool, t, n);

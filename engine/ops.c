@@ -136,8 +136,10 @@ int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err
 
 /* Below this many multiply-adds a job runs on the calling thread: a pool
  * round trip costs a few microseconds on idle cores (far more on busy
- * ones), about what one core needs for this much quantized dot product. */
-#define ENG_PARALLEL_WORK (256.0 * 1024.0)
+ * ones), about what one core needs for this much quantized dot product.
+ * (256K kept a decode's attention over the first 128 positions on one
+ * thread while the others spun; at 64K it is split from 32 positions.) */
+#define ENG_PARALLEL_WORK (64.0 * 1024.0)
 
 struct fl_pool *eng_pool_for(const struct eng_ctx *c, double work)
 {
