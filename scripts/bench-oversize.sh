@@ -105,11 +105,12 @@ say "faultline capped at $(mib "$cap"), expert budget $(mib "$budget")"
 # prefill scratch = the uncapped runs' peak RSS difference (+32 MiB of slack)
 read -r _ _ _ _ rss_pp <"$work/fl-free-pp.io"
 read -r _ _ _ _ rss_tg <"$work/fl-free-tg.io"
-budget_pp=$((budget - (rss_pp > rss_tg ? rss_pp - rss_tg : 0) - 33554432))
+scratch_pp=$((rss_pp > rss_tg ? rss_pp - rss_tg : 0))
+budget_pp=$((budget - scratch_pp - 33554432))
 min_pp=$(("$FL" bench "${fl_common[@]}" -p 1 -n 0 --disk-moe --ram-budget 1 2>&1 || true) |
   grep -o 'below the [0-9.]* [KMG]iB' | awk '{printf "%d\n", ($3 + 0.01) * ($4 == "GiB" ? 1073741824 : $4 == "MiB" ? 1048576 : 1024) + 1048576}')
 [ "$budget_pp" -ge "${min_pp:-0}" ] || budget_pp=${min_pp:-$budget}
-say "prefill: scratch $(mib $((rss_pp - rss_tg))) measured uncapped, so expert budget $(mib "$budget_pp")"
+say "prefill: scratch $(mib "$scratch_pp") measured uncapped, so expert budget $(mib "$budget_pp")"
 run_capped "$cap" fl-cap-pp "$FL" bench "${fl_common[@]}" -p "$N_PROMPT" -n 0 --disk-moe \
   --ram-budget "$budget_pp" --stats-json "$work/fl-cap-pp.json"
 run_capped "$cap" fl-cap-tg "$FL" bench "${fl_common[@]}" -p 0 -n "$N_GEN" --disk-moe \
