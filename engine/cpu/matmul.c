@@ -2,11 +2,11 @@
  *
  * The output [tokens x rows] is cut into units of (row block x token block);
  * each thread works through its own contiguous share of the units and then
- * takes units from the back of the others' (see mm_round). Inside a unit, register tiles of
- * tile_r rows x tile_c tokens go to the ISA's tile kernel, which loads each
- * weight block once for tile_c tokens. Unit and tile boundaries only decide
- * which outputs share loads; every output is computed by the same sequence,
- * so y does not depend on the thread count (see matmul.h). */
+ * takes units from the back of the others' (see mm_round). Inside a unit,
+ * register tiles of tile_r rows x tile_c tokens go to the ISA's tile
+ * kernel, which loads each weight block once for tile_c tokens. Unit and
+ * tile boundaries only decide which outputs share loads; every output is
+ * computed by the same sequence, so y does not depend on the thread count (see matmul.h). */
 #include "engine/cpu/matmul.h"
 
 #include <errno.h>
@@ -362,6 +362,33 @@ static void mm_round_exec(struct fl_pool *pool, struct mm_round *r, double macs)
         fl_pool_run(pool, mm_round_run, r);
 }
 
+/* Plans tasks into jobs[] and runs them in one round r (both the
+ * caller's: on the stack for one product). 0 or -EINVAL (nothing run). */
+static int mm_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, int n_tasks,
+                    struct mm_job *jobs, struct mm_round *r)
+{
+    const int nth = fl_pool_size(pool);
+    double macs = 0;
+    int n = 0;
+    r->first[0] = 0;
+    for (int i = 0; i < n_tasks; i++) {
+        const int rc = mm_plan(&jobs[n], nth, &tasks[i]);
+        if (rc < 0)
+            return rc;
+        if (rc)
+            continue;
+        macs += (double)tasks[i].n_out * (double)tasks[i].n_rows * (double)tasks[i].xq->n_in;
+        r->first[n + 1] = r->first[n] + jobs[n].n_units;
+        n++;
+    }
+    if (r->first[n] > UINT32_MAX)
+        return -EINVAL;
+    r->jobs = jobs;
+    r->n_jobs = n;
+    mm_round_exec(pool, r, macs);
+    return 0;
+}
+
 int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
                    const struct fl_qact *xq, const int32_t *rows, int64_t n_rows,
                    float *y, int64_t ldy, const int32_t *out_rows)
@@ -370,14 +397,8 @@ int fl_matmul_rows(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t
                                       .rows = rows, .n_rows = n_rows, .y = y, .ldy = ldy,
                                       .out_rows = out_rows };
     struct mm_job j;
-    const int rc = mm_plan(&j, fl_pool_size(pool), &t);
-    if (rc)
-        return rc < 0 ? rc : 0;
-    if (j.n_units > UINT32_MAX)
-        return -EINVAL;
-    struct mm_round r = { .jobs = &j, .first = { 0, j.n_units }, .n_jobs = 1 };
-    mm_round_exec(pool, &r, (double)n_out * (double)n_rows * (double)xq->n_in);
-    return 0;
+    struct mm_round r;
+    return mm_batch(pool, &t, 1, &j, &r);
 }
 
 int fl_matmul_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, int n_tasks)
@@ -386,33 +407,10 @@ int fl_matmul_batch(struct fl_pool *pool, const struct fl_matmul_task *tasks, in
         return -EINVAL;
     struct mm_job *jobs = malloc(sizeof(*jobs) * (size_t)(n_tasks > 0 ? n_tasks : 1));
     struct mm_round *r = malloc(sizeof(*r));
-    if (!jobs || !r) {
-        free(jobs);
-        free(r);
-        return -ENOMEM;
-    }
-    const int nth = fl_pool_size(pool);
-    double macs = 0;
-    int n = 0, rc = 0;
-    r->first[0] = 0;
-    for (int i = 0; i < n_tasks && rc >= 0; i++) {
-        rc = mm_plan(&jobs[n], nth, &tasks[i]);
-        if (rc)
-            continue;
-        macs += (double)tasks[i].n_out * (double)tasks[i].n_rows * (double)tasks[i].xq->n_in;
-        r->first[n + 1] = r->first[n] + jobs[n].n_units;
-        n++;
-    }
-    if (rc >= 0 && r->first[n] > UINT32_MAX)
-        rc = -EINVAL;
-    if (rc >= 0) {
-        r->jobs = jobs;
-        r->n_jobs = n;
-        mm_round_exec(pool, r, macs);
-    }
+    int rc = jobs && r ? mm_batch(pool, tasks, n_tasks, jobs, r) : -ENOMEM;
     free(jobs);
     free(r);
-    return rc < 0 ? rc : 0;
+    return rc;
 }
 
 int fl_matmul_q(struct fl_pool *pool, const void *w, uint32_t w_type, int64_t n_out,
