@@ -272,6 +272,17 @@ FL_INL void t8k_pair(const struct t8k_rows *t, int i, const int nc, const void *
     t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]), nc, x, b, 64 * i + 32, S);
 }
 
+/* The float steps of a block, lane = row, from its exact integers S (scaled
+ * dots) and M (mins against bsums): the one order every AVX-512 Q4_K kernel
+ * (file layout or repacked, one token or many) follows. */
+FL_INL __m256 t8k_float(__m256i S, __m256i M, __m256 d, __m256 dmin, float dy, __m256 acc)
+{
+    const __m256 vy = _mm256_set1_ps(dy);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(d, vy), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
+                           _mm256_mul_ps(dmin, vy), acc);
+}
+
 /* The block's float terms for one token: the mins against its bsums.
  * mn[p] holds each row's mins 2p, 2p+1 as int16 pairs; d, dmin per row. */
 FL_INL __m256 t8k_finish_with(const __m256i mn[4], __m256 d, __m256 dmin,
@@ -284,10 +295,7 @@ FL_INL __m256 t8k_finish_with(const __m256i mn[4], __m256 d, __m256 dmin,
     __m256i M = _mm256_setzero_si256();
     for (int p = 0; p < 4; p++)
         M = _mm256_dpwssd_epi32(M, mn[p], bcast4((const int8_t *)(bs + 2 * p)));
-    const __m256 dy = _mm256_set1_ps(yb->d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(d, dy), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
-                           _mm256_mul_ps(dmin, dy), acc);
+    return t8k_float(S, M, d, dmin, yb->d, acc);
 }
 
 FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *yb, __m256i S,
@@ -351,9 +359,9 @@ static FL_TGT void t8_vec_dot_q4_K(int n, float *s, const void *vx, const void *
  * (see q4_K_r8 below), which is what keeps a paged run bit-identical to a
  * resident one. Rows are still read one after another (one sequential
  * stream, see tile1_r): first pass, per row and block, the per-row
- * kernel's integer lanes (exact) go to a small buffer; second pass, per
- * block, 8 rows' lanes are summed into one lane per row and the float
- * steps run lane-wise exactly as in t8k_finish. */
+ * kernel's integer lanes (dec_q4_K_ints, exact) go to a small buffer;
+ * second pass, per block, 8 rows' lanes are summed into one lane per row
+ * and t8k_float runs lane-wise. */
 #define DEC8_CHUNK 64 /* blocks per pass (a 16384-wide row), 36 KB on the stack */
 
 /* the sum of v[r]'s lanes in lane r (exact) */
@@ -364,23 +372,6 @@ FL_INL __m256i lanesum8(const __m256i v[8])
     const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                             _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
-/* One row's block: lanes of S (the scaled sub-block dots) and of M. */
-FL_INL void dec8_block(const struct fl_block_q4_K *wb, const struct fl_block_q8_K *yb,
-                       __m256i *s_out, __m256i *m_out)
-{
-    struct kblk kb;
-    decode_q4_K(&kb, wb);
-    __m256i is[4];
-    for (int a = 0; a < 4; a++)
-        is[a] = _mm256_setzero_si256();
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * k));
-        is[k & 3] = dot_ss16(is[k & 3], _mm256_maddubs_epi16(q_q4_K(&kb, k), yv), sc_k4(&kb, k));
-    }
-    *s_out = _mm256_add_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_add_epi32(is[2], is[3]));
-    *m_out = _mm256_madd_epi16(kb.mins, _mm256_loadu_si256((const __m256i *)yb->bsums));
 }
 
 static FL_TGT void dec8_q4_K(int n, int nr, const void *w, size_t ws, int nc,
@@ -406,18 +397,15 @@ static FL_TGT void dec8_q4_K(int n, int nr, const void *w, size_t ws, int nc,
                         d[b][r] = dmin[b][r] = 0.0f;
                         continue;
                     }
-                    dec8_block(wb + b, yb + b0 + b, &sl[b][r], &ml[b][r]);
-                    d[b][r] = h2f(wb[b].d);
-                    dmin[b][r] = h2f(wb[b].dmin);
+                    struct kblk kb;
+                    dec_q4_K_ints(wb + b, yb + b0 + b, &kb, &sl[b][r], &ml[b][r]);
+                    d[b][r] = kb.d;
+                    dmin[b][r] = kb.dmin;
                 }
             }
-            for (int b = 0; b < bn; b++) {
-                const __m256 dy = _mm256_set1_ps(yb[b0 + b].d);
-                const __m256i S = lanesum8(sl[b]), M = lanesum8(ml[b]);
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(_mm256_load_ps(d[b]), dy), acc);
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
-                                      _mm256_mul_ps(_mm256_load_ps(dmin[b]), dy), acc);
-            }
+            for (int b = 0; b < bn; b++)
+                acc = t8k_float(lanesum8(sl[b]), lanesum8(ml[b]), _mm256_load_ps(d[b]),
+                                _mm256_load_ps(dmin[b]), yb[b0 + b].d, acc);
         }
         float o[8];
         _mm256_storeu_ps(o, acc);

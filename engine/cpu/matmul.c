@@ -6,7 +6,8 @@
  * register tiles of tile_r rows x tile_c tokens go to the ISA's tile
  * kernel, which loads each weight block once for tile_c tokens. Unit and
  * tile boundaries only decide which outputs share loads; every output is
- * computed by the same sequence, so y does not depend on the thread count (see matmul.h). */
+ * computed by the same sequence, so y does not depend on the thread count
+ * (see matmul.h). */
 #include "engine/cpu/matmul.h"
 
 #include <errno.h>
