@@ -161,6 +161,21 @@ struct moe_state {
     int wave0;
 };
 
+/* Between expert e's gate/up products (in b) and its down product: the
+ * biases, the activation, and the down input quantized into *hq. */
+static void activate_expert(const struct moe_state *s, const struct expert_bufs *b,
+                            struct fl_pool *pool, int e, struct fl_qact *hq)
+{
+    const struct eng_moe *m = s->e;
+    const int64_t n = s->L->count[e], n_ff = m->gate->ne[1];
+    add_bias_rows(b->g, n_ff, NULL, n, m->gate_b, e);
+    add_bias_rows(b->u, n_ff, NULL, n, m->up_b, e);
+    const eng_act_fn act = m->act ? m->act : eng_act_swiglu;
+    for (int64_t i = 0; i < n; i++)
+        act(b->g + i * n_ff, b->u + i * n_ff, n_ff, m->act_arg);
+    fl_quantize_act(pool, m->down->type, b->g, n_ff, n, n_ff, b->dscratch, hq);
+}
+
 /* Expert e over its n routed rows, on `pool` (NULL: this thread only). */
 static void run_expert(struct moe_state *s, const struct expert_bufs *b, struct fl_pool *pool,
                        int e)
@@ -170,13 +185,8 @@ static void run_expert(struct moe_state *s, const struct expert_bufs *b, struct 
     const int64_t n = s->L->count[e], n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
     fl_matmul_rows(pool, expert_data(m->gate, e), m->gate->type, n_ff, &s->xg, tok, n, b->g, n_ff, NULL);
     fl_matmul_rows(pool, expert_data(m->up, e), m->up->type, n_ff, &s->xu, tok, n, b->u, n_ff, NULL);
-    add_bias_rows(b->g, n_ff, NULL, n, m->gate_b, e);
-    add_bias_rows(b->u, n_ff, NULL, n, m->up_b, e);
-    eng_act_fn act = m->act ? m->act : eng_act_swiglu;
-    for (int64_t i = 0; i < n; i++)
-        act(b->g + i * n_ff, b->u + i * n_ff, n_ff, m->act_arg);
     struct fl_qact hq;
-    fl_quantize_act(pool, m->down->type, b->g, n_ff, n, n_ff, b->dscratch, &hq);
+    activate_expert(s, b, pool, e, &hq);
     fl_matmul_rows(pool, expert_data(m->down, e), m->down->type, n_embd, &hq, s->iota, n, s->slots,
                    n_embd, slot);
     add_bias_rows(s->slots, n_embd, slot, n, m->down_b, e);
@@ -254,25 +264,13 @@ struct act_job {
     struct fl_qact *hq; /* [n_order]: each expert's down-projection input */
 };
 
-/* Biases, activation and the down input's quantization of every ith
- * expert (each expert's result is the same whichever thread makes it). */
+/* activate_expert for every ith expert (each expert's result is the same
+ * whichever thread makes it). */
 static void act_worker(void *arg, int ith, int nth)
 {
     const struct act_job *j = arg;
-    const struct moe_state *s = j->s;
-    const struct eng_moe *m = s->e;
-    const int64_t n_ff = m->gate->ne[1];
-    const eng_act_fn act = m->act ? m->act : eng_act_swiglu;
-    for (int i = ith; i < s->L->n_order; i += nth) {
-        const int e = s->L->order[i];
-        const int64_t cnt = s->L->count[e];
-        const struct expert_bufs *b = &s->bufs[i];
-        add_bias_rows(b->g, n_ff, NULL, cnt, m->gate_b, e);
-        add_bias_rows(b->u, n_ff, NULL, cnt, m->up_b, e);
-        for (int64_t r = 0; r < cnt; r++)
-            act(b->g + r * n_ff, b->u + r * n_ff, n_ff, m->act_arg);
-        fl_quantize_act(NULL, m->down->type, b->g, n_ff, cnt, n_ff, b->dscratch, &j->hq[i]);
-    }
+    for (int i = ith; i < j->s->L->n_order; i += nth)
+        activate_expert(j->s, &j->s->bufs[i], NULL, j->s->L->order[i], &j->hq[i]);
 }
 
 static int run_batched(struct moe_state *s, struct fl_err *err)
