@@ -546,3 +546,21 @@ void fl_q_from_float_q6_K(const float *src, void *dst, int64_t n)
     for (int64_t i = 0; i < n / QK; i++)
         quant_q6_K_block(src + i * QK, &y[i]);
 }
+
+void fl_q4_K_to_r8(const struct fl_block_q4_K *const rows[8], int64_t nb,
+                   struct fl_block_q4_K_r8 *out)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        struct fl_block_q4_K_r8 *o = out + b;
+        for (int r = 0; r < 8; r++) {
+            const struct fl_block_q4_K *x = rows[r] + b;
+            o->d[r] = x->d;
+            o->dmin[r] = x->dmin;
+            for (int k = 0; k < 8; k++)
+                fl_q_scale_min_k4(k, x->scales, &o->sc[k][r], &o->mn[k / 2][r][k % 2]);
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 8; j++)
+                    memcpy(&o->qs[i][j][4 * r], x->qs + 32 * i + 4 * j, 4);
+        }
+    }
+}

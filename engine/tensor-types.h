@@ -103,6 +103,11 @@ _Static_assert(sizeof(struct fl_block_q8_K) == 292, "q8_K");
 _Static_assert(sizeof(struct fl_block_iq4_xs) == 136, "iq4_xs");
 _Static_assert(sizeof(struct fl_block_q4_K_r8) == 8 * 148, "q4_K_r8");
 
+/* Rows 8g..8g+7 of a Q4_K matrix (rows[r]: row r's first block) as nb
+ * Q4_K_R8 blocks at out: the same values in the interleaved layout. */
+void fl_q4_K_to_r8(const struct fl_block_q4_K *const rows[8], int64_t nb,
+                   struct fl_block_q4_K_r8 *out);
+
 /* n is always a multiple of the type's block size. */
 typedef void (*fl_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*fl_from_float_fn)(const float *src, void *dst, int64_t n);

@@ -1,12 +1,12 @@
-/* repack.c: the Q4_K -> Q4_K_R8 rearrangement and the layout's scalar
- * kernel (the reference the SIMD kernel is held to; also what runs if a
- * repacked matrix meets a lower kernel level, e.g. FL_CPU_FEATURES in
- * tests). */
+/* repack.c: when and how a matrix is rebuilt in a faster layout (the block
+ * rearrangement itself is the types module's fl_q4_K_to_r8), and the
+ * layout's scalar kernel (the reference the SIMD kernel is held to; also
+ * what runs if a repacked matrix meets a lower kernel level, e.g.
+ * FL_CPU_FEATURES in tests). */
 #include "engine/cpu/repack.h"
 
 #include <errno.h>
 #include <math.h>
-#include <string.h>
 
 #include "engine/cpu/cpu-impl.h"
 
@@ -23,35 +23,6 @@ size_t fl_repack_size(uint32_t layout, int64_t n_in, int64_t n_rows)
     return n_rows < 0 ? 0 : fl_row_size(layout, n_in) * (size_t)n_rows;
 }
 
-/* Q4_K's 12 packed bytes to 8 six-bit scales and 8 mins (ggml's layout). */
-static void unpack_scales(const uint8_t *q, uint8_t sc[8], uint8_t mn[8])
-{
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((q[j + 8] & 0xf) | ((q[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
-    }
-}
-
-static void repack_group(const struct fl_block_q4_K *rows[8], int b, struct fl_block_q4_K_r8 *o)
-{
-    for (int r = 0; r < 8; r++) {
-        const struct fl_block_q4_K *x = rows[r] + b;
-        uint8_t sc[8], mn[8];
-        unpack_scales(x->scales, sc, mn);
-        o->d[r] = x->d;
-        o->dmin[r] = x->dmin;
-        for (int k = 0; k < 8; k++) {
-            o->sc[k][r] = sc[k];
-            o->mn[k / 2][r][k % 2] = mn[k];
-        }
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 8; j++)
-                memcpy(&o->qs[i][j][4 * r], x->qs + 32 * i + 4 * j, 4);
-    }
-}
-
 int fl_repack(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n_rows)
 {
     if (fl_repack_layout(type, n_in, n_rows) != FL_TYPE_Q4_K_R8)
@@ -63,8 +34,8 @@ int fl_repack(uint32_t type, const void *src, void *dst, int64_t n_in, int64_t n
         const struct fl_block_q4_K *rows[8];
         for (int r = 0; r < 8; r++)
             rows[r] = (const struct fl_block_q4_K *)((const char *)src + (size_t)(8 * g + r) * rs);
-        for (int64_t b = 0; b < nb; b++)
-            repack_group(rows, (int)b, o++);
+        fl_q4_K_to_r8(rows, nb, o);
+        o += nb;
     }
     return 0;
 }
