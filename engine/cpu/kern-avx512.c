@@ -13,10 +13,11 @@
  * Their float arithmetic per output is a plain sequence over the blocks,
  * acc += S_b * d_w * d_x with S_b the block's exact integer dot product, in
  * the types module's scalar order, so they give vec_dot_ref's exact bits
- * (Q4_K: its own order, see t8_q4_K_rc), for every tile shape. For one
- * token the transposes do not pay off: one-token matmuls keep the per-row
- * kernels (tile1; Q4_K's decode kernel in kern-x86.inc gives the per-row
- * kernel's bits), whose 8-lane sums differ in the last bits. */
+ * (Q4_K: its own order, t8k_float), for every tile shape. For one token
+ * the transposes do not pay off: one-token matmuls keep the per-row kernels
+ * (tile1), whose 8-lane sums differ in the last bits, except Q4_K, whose
+ * decode kernel (dec8_q4_K) and repacked layout (r8_q4_K, repack.h) follow
+ * t8k_float too. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
