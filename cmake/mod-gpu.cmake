@@ -1,7 +1,7 @@
 # The CUDA backend inside the forward pass (engine/gpu-offload.h, docs/cuda.md):
 # the session's GPU context, eng_matmul's and eng_moe_ffn's GPU halves.
 # Built in every configuration: without CUDA it only says "no device".
-fl_module(gpu SOURCES engine/gpu-offload.c DEPS cuda model placement gguf units)
+fl_module(gpu SOURCES engine/gpu-offload.c engine/gpu-forward.c DEPS cuda model placement gguf units)
 # FL_HAVE_CUDA comes from the cuda module (set only when it is built with nvcc).
 target_compile_definitions(fl_gpu PRIVATE $<TARGET_PROPERTY:fl_cuda,INTERFACE_COMPILE_DEFINITIONS>)
 

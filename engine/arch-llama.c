@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/arch.h"
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 
 struct llama_layer {
@@ -217,10 +218,118 @@ static int ffn_block(struct eng_ctx *c, const struct eng_batch *b, int l, float 
     return 0;
 }
 
+/* --- the pass on the device (engine/gpu-offload.h): the same blocks over
+ * activations in VRAM ------------------------------------------------------------- */
+
+/* Every tensor the device pass reads is in VRAM, save the experts (they
+ * reach the GPU through the expert cache, or run on the CPU) and the
+ * embedding (its rows are taken on the host) and the head (run on the
+ * host when it stayed there). */
+static bool on_device(const struct eng_ctx *c)
+{
+    const struct llama_data *d = c->m->arch_data;
+    if (!c->gpu || !eng_gpu_on_device(c, &d->output_norm, 1))
+        return false;
+    for (int l = 0; l < c->m->hp.n_layer; l++) {
+        const struct llama_layer *L = &d->layers[l];
+        const struct eng_tensor *w[] = { L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm,
+                                         L->k_norm, L->ffn_norm, L->gate_inp, L->ffn_gate,
+                                         L->ffn_up, L->ffn_down };
+        if (L->wo_b || !eng_gpu_on_device(c, w, (int)(sizeof(w) / sizeof(w[0]))))
+            return false;
+    }
+    return true;
+}
+
+static void gpu_attention_block(struct eng_ctx *c, const struct eng_batch *b, int l, float *x,
+                                const float *cs)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const struct llama_data *d = c->m->arch_data;
+    const struct llama_layer *L = &d->layers[l];
+    const int n = b->n_tok;
+    const int64_t E = hp->n_embd, dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
+    const int64_t nq = hp->n_head * dk, nk = hp->n_head_kv * dk, nv = hp->n_head_kv * dv;
+    float *h = eng_gpu_tmp(c, n * E), *q = eng_gpu_tmp(c, n * nq), *k = eng_gpu_tmp(c, n * nk);
+    float *v = eng_gpu_tmp(c, n * nv), *a = eng_gpu_tmp(c, n * hp->n_head * dv);
+    eng_gpu_rmsnorm_rows(c, h, x, L->attn_norm, E, n, E, hp->rms_eps);
+    eng_gpu_mm(c, L->wq, h, n, q);
+    eng_gpu_mm(c, L->wk, h, n, k);
+    eng_gpu_mm(c, L->wv, h, n, v);
+    if (d->o.qk_norm) {
+        eng_gpu_rmsnorm_rows(c, q, q, L->q_norm, dk, n * hp->n_head, dk, hp->rms_eps);
+        eng_gpu_rmsnorm_rows(c, k, k, L->k_norm, dk, n * hp->n_head_kv, dk, hp->rms_eps);
+    }
+    eng_gpu_rope_rows(c, q, n, nq, (int)hp->n_head, dk, (int)hp->n_rot, hp->rope_mode, cs);
+    eng_gpu_rope_rows(c, k, n, nk, (int)hp->n_head_kv, dk, (int)hp->n_rot, hp->rope_mode, cs);
+    eng_gpu_kv_store(c, l, b->pos0, n, k, nk, v, nv);
+    const struct eng_attn p = {
+        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = dk, .dv = dv,
+        .k_stride = dk, .v_stride = dv, .scale = 1.0f / sqrtf((float)dk),
+    };
+    eng_gpu_attention(c, l, q, nq, n, b->pos0, &p, a, hp->n_head * dv);
+    eng_gpu_mm(c, L->wo, a, n, h);
+    eng_gpu_add(c, x, h, n * E);
+}
+
+static void gpu_ffn_block(struct eng_ctx *c, const struct eng_batch *b, int l, float *x)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const struct llama_layer *L = &((const struct llama_data *)c->m->arch_data)->layers[l];
+    const int n = b->n_tok;
+    const int64_t E = hp->n_embd;
+    float *h = eng_gpu_tmp(c, n * E), *f = eng_gpu_tmp(c, n * E);
+    eng_gpu_rmsnorm_rows(c, h, x, L->ffn_norm, E, n, E, hp->rms_eps);
+    if (!L->gate_inp) {
+        const int64_t F = L->ffn_gate->ne[1];
+        float *g = eng_gpu_tmp(c, n * F), *u = eng_gpu_tmp(c, n * F);
+        eng_gpu_mm(c, L->ffn_gate, h, n, g);
+        eng_gpu_mm(c, L->ffn_up, h, n, u);
+        eng_gpu_swiglu(c, g, u, n * F);
+        eng_gpu_mm(c, L->ffn_down, g, n, f);
+    } else {
+        float *logits = eng_gpu_tmp(c, n * hp->n_expert);
+        eng_gpu_mm(c, L->gate_inp, h, n, logits);
+        const struct eng_route r = { .n_expert = hp->n_expert, .k = hp->n_expert_used,
+                                     .gating = hp->gating, .norm = hp->expert_weights_norm,
+                                     .scale = hp->expert_weights_scale };
+        const struct eng_moe e = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
+        eng_gpu_moe_ffn(c, l, b->pos0, h, n, logits, &r, &e, f);
+    }
+    eng_gpu_add(c, x, f, n * E);
+}
+
+static int gpu_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const struct llama_data *d = c->m->arch_data;
+    const int64_t n_rot = hp->n_rot > 0 ? hp->n_rot : 1;
+    float *x = eng_scratch_f32(c, b->n_tok * hp->n_embd);
+    int rc = eng_get_rows(d->tok_embd, b->tokens, b->n_tok, x, err);
+    if (rc)
+        return rc;
+    float *cs = eng_scratch_f32(c, (int64_t)b->n_tok * n_rot);
+    eng_rope_table(cs, (int)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale, b->pos0, b->n_tok);
+    float *d_x = eng_gpu_pass_begin(c, x, b->n_tok * hp->n_embd);
+    float *d_cs = eng_gpu_tmp(c, b->n_tok * n_rot);
+    eng_gpu_put(c, d_cs, cs, b->n_tok * n_rot);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const struct eng_scratch_mark mark = eng_scratch_mark(c);
+        const struct eng_gpu_mark dmark = eng_gpu_tmp_mark(c);
+        gpu_attention_block(c, b, l, d_x, d_cs);
+        gpu_ffn_block(c, b, l, d_x);
+        eng_gpu_tmp_release(c, dmark);
+        eng_scratch_release(c, mark);
+    }
+    return eng_gpu_pass_end(c, d_x, b, d->output_norm, d->output, hp->rms_eps, err);
+}
+
 int eng_llama_family_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
     const struct eng_hparams *hp = &c->m->hp;
     const struct llama_data *d = c->m->arch_data;
+    if (on_device(c))
+        return gpu_forward(c, b, err);
     float *x = eng_scratch_f32(c, b->n_tok * hp->n_embd);
     int rc = eng_get_rows(d->tok_embd, b->tokens, b->n_tok, x, err);
     if (rc)

@@ -5,6 +5,7 @@
  * with FL_HAVE_CUDA; a build without it has no device, so eng_gpu_open
  * says -ENODEV and nothing else is ever reached. */
 #include "engine/gpu-offload.h"
+#include "engine/gpu-impl.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -110,48 +111,31 @@ uint64_t eng_gpu_ops(const struct eng_gpu *gpu)
     return 0;
 }
 
+uint64_t eng_gpu_passes(const struct eng_gpu *gpu)
+{
+    (void)gpu;
+    return 0;
+}
+
 #else /* FL_HAVE_CUDA */
 
-/* Batches of at least this many tokens take the cuBLAS path, smaller ones
- * the matvec kernels (one weight pass per token). */
-#define GEMM_MIN_TOK 32
 /* VRAM left to cuBLAS, the GEMM's dequantized tiles and the activations
  * when the expert cache is sized. */
 #define VRAM_RESERVE ((size_t)768 << 20)
-
-/* Device buffers for activations, grown on demand, one per role. */
-enum { B_X, B_Y, B_XG, B_G, B_U, B_D, B_SLOTS, B_W, B_TOK, B_SLOT, B_OUT, B_COUNT };
-
-struct dbuf {
-    void *p;
-    size_t cap;
-};
-
-struct eng_gpu {
-    struct fl_cuda *cu;
-    const struct eng_model *m;
-    struct eng_gpu_options o;
-    void **d_tensor;            /* [m->n_tensors]: device copy, NULL on the host */
-    uint64_t up_bytes, up_limit; /* uploaded; --vram-budget, or free VRAM less the reserve */
-    int64_t n_up, n_kept;       /* gpu-tier matrices uploaded / left on the host */
-    struct fl_cuda_xcache *xc;  /* host experts; NULL: none, or no slot fits */
-    size_t slot_bytes;
-    struct dbuf buf[B_COUNT];
-    int failed;
-    struct fl_err err;
-    uint64_t n_matmul, n_moe_vram, n_moe_cache, n_moe_cpu, n_expert_runs;
-};
 
 static int dbuf_get(struct eng_gpu *g, int which, size_t bytes, void **out, struct fl_err *err)
 {
     struct dbuf *b = &g->buf[which];
     if (b->cap < bytes) {
-        /* cudaFree waits for the kernels still reading the old buffer */
+        /* queued kernels may still read the old buffer */
+        int rc = b->p ? fl_cuda_sync(g->cu, err) : 0;
+        if (rc)
+            return rc;
         fl_cuda_free(g->cu, b->p);
         b->p = NULL;
         b->cap = 0;
         size_t want = bytes + bytes / 2 + 256;
-        int rc = fl_cuda_malloc(g->cu, &b->p, want, err);
+        rc = fl_cuda_malloc(g->cu, &b->p, want, err);
         if (rc)
             return rc;
         b->cap = want;
@@ -161,7 +145,7 @@ static int dbuf_get(struct eng_gpu *g, int which, size_t bytes, void **out, stru
 }
 
 /* The GPU is not used again after its first error; eng_gpu_error says it. */
-static int fail(struct eng_gpu *g, int rc, const struct fl_err *err)
+int gpu_fail(struct eng_gpu *g, int rc, const struct fl_err *err)
 {
     if (!g->failed) {
         g->failed = rc;
@@ -179,7 +163,7 @@ static bool kernel_shape_ok(uint32_t type, int64_t n_in)
     return n_in > 0 && n_in % blk == 0;
 }
 
-static void *device_of(const struct eng_gpu *g, const struct eng_tensor *w)
+void *gpu_device_of(const struct eng_gpu *g, const struct eng_tensor *w)
 {
     const struct eng_model *m = g->m;
     const uintptr_t a = (uintptr_t)w, lo = (uintptr_t)m->tensors;
@@ -207,7 +191,7 @@ static int upload_one(struct eng_gpu *g, const struct eng_tensor *t, struct fl_e
 }
 
 /* Every gpu-tier matrix the kernels take goes to VRAM once, within the
- * budget; norms and other vectors are read on the CPU and stay there. */
+ * budget, and so do the F32 vectors (norms) the device pass reads. */
 static int upload_tier(struct eng_gpu *g, const struct gguf_file *gf,
                        const struct placement_plan *plan, struct fl_err *err)
 {
@@ -215,10 +199,11 @@ static int upload_tier(struct eng_gpu *g, const struct gguf_file *gf,
         if (placement_tier(plan, i) != PL_TIER_GPU)
             continue;
         const struct eng_tensor *t = eng_model_find(g->m, gguf_tensor(gf, i)->name);
-        if (!t || t->n_dims < 2)
+        const bool vec = t && t->n_dims == 1 && t->type == FL_TYPE_F32;
+        if (!t || (t->n_dims < 2 && !vec))
             continue;
         bool fits = g->up_bytes + t->nbytes <= g->up_limit;
-        if (!kernel_shape_ok(t->type, t->ne[0]) || !fits) {
+        if ((!vec && !kernel_shape_ok(t->type, t->ne[0])) || !fits) {
             g->n_kept++;
             if (g->o.verbose && g->o.log)
                 fprintf(g->o.log, "faultline: gpu: %s (%s) stays on the host: %s\n", t->name,
@@ -283,6 +268,75 @@ static int make_cache(struct eng_gpu *g, struct fl_err *err)
     return rc ? fl_err_set(err, rc, "%s", e2.msg) : 0;
 }
 
+struct page_span {
+    uintptr_t a, b;
+};
+
+static int by_start(const void *x, const void *y)
+{
+    const struct page_span *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+static bool pinnable(const struct eng_gpu *g, const struct placement_plan *plan, int64_t i)
+{
+    const struct eng_tensor *t = &g->m->tensors[i];
+    return t->n_dims == 3 && !g->d_tensor[i] && placement_is_expert(t->name) &&
+           placement_tier(plan, t->index) == PL_TIER_RAM;
+}
+
+/* The host experts the pager keeps resident (RAM tier) are page-locked
+ * where they lie, so a cache miss is one DMA from them instead of a CPU
+ * copy into staging and a DMA (the CPU copy was most of a miss's time).
+ * Disk-tier experts come and go with the pager's budget: they keep the
+ * staging path. Neighbouring tensors share pages, so their spans are
+ * merged before registering. A refusal (no rights, too little lockable
+ * memory) is not an error: the staging path serves every expert then. */
+static void pin_ram_experts(struct eng_gpu *g, const struct placement_plan *plan)
+{
+    const struct eng_model *m = g->m;
+    const uintptr_t pg = 4096;
+    const size_t n_t = (size_t)(m->n_tensors ? m->n_tensors : 1);
+    struct page_span *sp = calloc(n_t, sizeof(*sp));
+    g->t_pinned = calloc(n_t, sizeof(bool));
+    g->pins = calloc(n_t, sizeof(void *));
+    if (!sp || !g->t_pinned || !g->pins) {
+        free(sp);
+        return;
+    }
+    int n = 0;
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const struct eng_tensor *t = &m->tensors[i];
+        if (pinnable(g, plan, i))
+            sp[n++] = (struct page_span){ (uintptr_t)t->data & ~(pg - 1),
+                                          ((uintptr_t)t->data + t->nbytes + pg - 1) & ~(pg - 1) };
+    }
+    qsort(sp, (size_t)n, sizeof(*sp), by_start);
+    int k = 0;
+    for (int i = 0; i < n; i++) /* merge overlapping and touching spans */
+        if (k && sp[i].a <= sp[k - 1].b)
+            sp[k - 1].b = sp[i].b > sp[k - 1].b ? sp[i].b : sp[k - 1].b;
+        else
+            sp[k++] = sp[i];
+    struct fl_err err;
+    for (int i = 0; i < k; i++) {
+        if (fl_cuda_host_register((void *)sp[i].a, sp[i].b - sp[i].a, &err)) {
+            if (g->o.log)
+                fprintf(g->o.log, "faultline: gpu: RAM-tier experts not page-locked (%s); "
+                        "their copies go through staging\n", err.msg);
+            break;
+        }
+        g->pins[g->n_pins++] = (void *)sp[i].a;
+        g->pinned_bytes += sp[i].b - sp[i].a;
+    }
+    for (int64_t i = 0; i < m->n_tensors; i++) { /* tensors wholly inside a registered span */
+        const uintptr_t a = (uintptr_t)m->tensors[i].data, b = a + m->tensors[i].nbytes;
+        for (int j = 0; j < g->n_pins && pinnable(g, plan, i); j++)
+            g->t_pinned[i] |= a >= sp[j].a && b <= sp[j].b;
+    }
+    free(sp);
+}
+
 int eng_gpu_open(const struct eng_model *m, const struct gguf_file *gf,
                  const struct placement_plan *plan, const struct eng_gpu_options *o,
                  struct eng_gpu **out, struct fl_err *err)
@@ -311,6 +365,8 @@ int eng_gpu_open(const struct eng_model *m, const struct gguf_file *gf,
         rc = upload_tier(g, gf, plan, err);
     if (!rc)
         rc = make_cache(g, err);
+    if (!rc && g->xc && g->o.experts != ENG_GPU_EXPERTS_UNIFIED)
+        pin_ram_experts(g, plan);
     if (rc) {
         eng_gpu_close(g);
         return rc;
@@ -323,7 +379,12 @@ void eng_gpu_close(struct eng_gpu *g)
 {
     if (!g)
         return;
-    fl_cuda_xcache_destroy(g->xc);
+    fl_cuda_xcache_destroy(g->xc); /* waits for the copies out of pinned ranges */
+    gpu_forward_free(g);
+    for (int i = 0; i < g->n_pins; i++)
+        fl_cuda_host_unregister(g->pins[i]);
+    free(g->pins);
+    free(g->t_pinned);
     for (int i = 0; i < B_COUNT; i++)
         fl_cuda_free(g->cu, g->buf[i].p);
     for (int64_t i = 0; g->d_tensor && i < g->m->n_tensors; i++)
@@ -346,14 +407,14 @@ static int gpu_matmul(struct eng_gpu *g, const void *d_w, uint32_t type, int64_t
                       int64_t n_out, const float *d_x, int64_t n_tok, float *d_y,
                       struct fl_err *err)
 {
-    return fl_cuda_matmul(g->cu, d_w, type, n_in, n_out, d_x, n_tok, d_y, GEMM_MIN_TOK, err);
+    return fl_cuda_matmul(g->cu, d_w, type, n_in, n_out, d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, err);
 }
 
 bool eng_gpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, const float *x,
                     int64_t n_tok, float *y)
 {
     struct eng_gpu *g = c->gpu;
-    const uint8_t *d_w = g->failed ? NULL : device_of(g, w);
+    const uint8_t *d_w = g->failed ? NULL : gpu_device_of(g, w);
     if (!d_w)
         return false;
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
@@ -371,7 +432,7 @@ bool eng_gpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, c
     if (!rc)
         rc = fl_cuda_download(g->cu, y, d_y, sizeof(float) * (size_t)(n_tok * n_out), &err);
     if (rc) {
-        fail(g, rc, &err);
+        gpu_fail(g, rc, &err);
         return false; /* the CPU computes it; the forward pass then reports the error */
     }
     g->n_matmul++;
@@ -411,12 +472,14 @@ struct gpu_moe {
     int32_t *d_tok, *d_slot;
 };
 
+/* x and weights: host arrays to upload, or NULL when s->d_x / s->d_w
+ * already hold them on the device. */
 static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, int64_t n_tok,
                        int64_t k, const struct eng_expert_lists *L, struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     const size_t f = sizeof(float), pairs = (size_t)(n_tok * k);
-    int rc = dbuf_get(g, B_X, f * (size_t)(n_tok * s->n_in), (void **)&s->d_x, err);
+    int rc = x ? dbuf_get(g, B_X, f * (size_t)(n_tok * s->n_in), (void **)&s->d_x, err) : 0;
     if (!rc)
         rc = dbuf_get(g, B_XG, f * (size_t)(n_tok * s->n_in), (void **)&s->d_xg, err);
     if (!rc)
@@ -427,15 +490,15 @@ static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, 
         rc = dbuf_get(g, B_D, f * (size_t)(n_tok * s->n_embd), (void **)&s->d_d, err);
     if (!rc)
         rc = dbuf_get(g, B_SLOTS, f * pairs * (size_t)s->n_embd, (void **)&s->d_slots, err);
-    if (!rc)
+    if (!rc && weights)
         rc = dbuf_get(g, B_W, f * pairs, (void **)&s->d_w, err);
     if (!rc)
         rc = dbuf_get(g, B_TOK, sizeof(int32_t) * pairs, (void **)&s->d_tok, err);
     if (!rc)
         rc = dbuf_get(g, B_SLOT, sizeof(int32_t) * pairs, (void **)&s->d_slot, err);
-    if (!rc)
+    if (!rc && x)
         rc = fl_cuda_upload(g->cu, s->d_x, x, f * (size_t)(n_tok * s->n_in), err);
-    if (!rc)
+    if (!rc && weights)
         rc = fl_cuda_upload(g->cu, s->d_w, weights, f * pairs, err);
     if (!rc)
         rc = fl_cuda_upload(g->cu, s->d_tok, L->tok, sizeof(int32_t) * pairs, err);
@@ -472,22 +535,50 @@ static const uint8_t *host_slice(const struct eng_tensor *t, int ex)
     return t->data + (size_t)ex * slice_bytes(t);
 }
 
+static bool tensor_pinned(const struct eng_gpu *g, const struct eng_tensor *t)
+{
+    const struct eng_model *m = g->m;
+    return g->t_pinned && t >= m->tensors && t < m->tensors + m->n_tensors &&
+           g->t_pinned[t - m->tensors];
+}
+
+/* An expert's gate, up and down slices as the cache packs them. */
+static void expert_ranges(const struct gpu_moe *s, int ex, struct fl_cuda_xrange r[3])
+{
+    const struct eng_moe *e = s->e;
+    const struct eng_tensor *t[3] = { e->gate, e->up, e->down };
+    for (int i = 0; i < 3; i++)
+        r[i] = (struct fl_cuda_xrange){ .host = host_slice(t[i], ex), .bytes = slice_bytes(t[i]),
+                                        .offset = t[i]->offset + (uint64_t)ex * slice_bytes(t[i]),
+                                        .kind = i + 1, .pinned = tensor_pinned(s->g, t[i]) };
+}
+
+/* Runs an expert whose slot is held (its copy ordered before the kernels),
+ * then lets the slot go. */
+static int run_slot(struct gpu_moe *s, int layer, int ex, const uint8_t *base,
+                    const struct fl_cuda_xrange r[3], int64_t at, int64_t n, struct fl_err *err)
+{
+    int rc = run_expert(s, base, base + r[0].bytes, base + r[0].bytes + r[1].bytes, at, n, err);
+    struct fl_err e2;
+    int rc2 = fl_cuda_xcache_release(s->g->xc, layer, ex, &e2);
+    if (!rc && rc2) {
+        *err = e2;
+        rc = rc2;
+    }
+    return rc ? gpu_fail(s->g, rc, err) : 0;
+}
+
 /* A host expert through the VRAM cache: the expert source makes its bytes
- * resident only on a cache miss (a hit reads nothing on the host), and is
- * released as soon as the bytes are staged (the cache copies them out
- * before acquire returns). */
+ * resident only on a cache miss of an expert that is not page-locked (a
+ * hit reads nothing on the host), and is released as soon as the bytes
+ * are staged (the cache copies them out before acquire returns). */
 static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
                          int ex, int64_t at, int64_t n, struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
-    const struct eng_moe *e = s->e;
-    const struct eng_tensor *t[3] = { e->gate, e->up, e->down };
     struct fl_cuda_xrange r[3];
-    for (int i = 0; i < 3; i++)
-        r[i] = (struct fl_cuda_xrange){ .host = host_slice(t[i], ex), .bytes = slice_bytes(t[i]),
-                                        .offset = t[i]->offset + (uint64_t)ex * slice_bytes(t[i]),
-                                        .kind = i + 1 };
-    const bool read = src && !fl_cuda_xcache_cached(g->xc, layer, ex);
+    expert_ranges(s, ex, r);
+    const bool read = src && !r[0].pinned && !fl_cuda_xcache_cached(g->xc, layer, ex);
     int rc = read ? src->acquire(src->ctx, layer, ex) : 0;
     if (rc < 0)
         return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
@@ -496,40 +587,125 @@ static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src,
     rc = fl_cuda_xcache_acquire(g->xc, layer, ex, r, 3, &d, err);
     if (read)
         src->release(src->ctx, layer, ex);
-    if (rc)
-        return fail(g, rc, err);
-    const uint8_t *base = d;
-    rc = run_expert(s, base, base + r[0].bytes, base + r[0].bytes + r[1].bytes, at, n, err);
-    struct fl_err e2;
-    int rc2 = fl_cuda_xcache_release(g->xc, layer, ex, &e2);
-    if (!rc && rc2) {
-        *err = e2;
-        rc = rc2;
+    return rc ? gpu_fail(g, rc, err) : run_slot(s, layer, ex, d, r, at, n, err);
+}
+
+/* The layer's routed host experts through the cache. Slots that need no
+ * host work (hits, and misses of page-locked experts, whose fill only
+ * queues a DMA) are held first, so every transfer is queued before the
+ * first kernel; then the hits run while the copy stream brings the
+ * misses, which run last, each after its own copy. What could not be held
+ * (every slot pinned, or pager-backed experts) goes one by one. */
+enum { HOLD_NONE, HOLD_HIT, HOLD_MISS };
+
+static int hold_layer(struct gpu_moe *s, int layer, const struct eng_expert_lists *L,
+                      int64_t n_expert, void **d, int8_t *how, struct fl_err *err)
+{
+    struct fl_cuda_xrange r[3];
+    for (int want = HOLD_HIT; want <= HOLD_MISS; want++)
+        for (int64_t ex = 0; ex < n_expert; ex++) {
+            if (L->start[ex + 1] == L->start[ex] || how[ex] != HOLD_NONE)
+                continue;
+            expert_ranges(s, (int)ex, r);
+            const bool hit = fl_cuda_xcache_cached(s->g->xc, layer, (int)ex);
+            if ((want == HOLD_HIT) != hit || (!hit && !(r[0].pinned && r[1].pinned && r[2].pinned)))
+                continue;
+            int rc = fl_cuda_xcache_hold(s->g->xc, layer, (int)ex, r, 3, &d[ex], err);
+            if (rc == -EBUSY)
+                return 0;
+            if (rc)
+                return rc;
+            how[ex] = (int8_t)want;
+        }
+    return 0;
+}
+
+static int run_cached_layer(struct gpu_moe *s, struct eng_ctx *c, int layer,
+                            const struct eng_expert_lists *L, int64_t n_expert, struct fl_err *err)
+{
+    struct eng_gpu *g = s->g;
+    void **d = calloc((size_t)n_expert, sizeof(void *));
+    int8_t *how = calloc((size_t)n_expert, 1);
+    int rc = d && how ? hold_layer(s, layer, L, n_expert, d, how, err)
+                      : fl_err_set(err, -ENOMEM, "out of memory");
+    struct fl_cuda_xrange r[3];
+    for (int run = HOLD_HIT; run <= HOLD_MISS; run++)
+        for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
+            if (how[ex] != run)
+                continue;
+            const int64_t at = L->start[ex];
+            expert_ranges(s, (int)ex, r);
+            how[ex] = HOLD_NONE; /* run_slot releases it, failing or not */
+            rc = fl_cuda_xcache_ready(g->xc, layer, (int)ex, err);
+            if (rc)
+                fl_cuda_xcache_release(g->xc, layer, (int)ex, NULL);
+            else
+                rc = run_slot(s, layer, (int)ex, d[ex], r, at, L->start[ex + 1] - at, err);
+        }
+    for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
+        const int64_t at = L->start[ex], n = L->start[ex + 1] - at;
+        if (n && !d[ex])
+            rc = cached_expert(s, c->experts, layer, (int)ex, at, n, err);
     }
-    return rc ? fail(g, rc, err) : 0;
+    for (int64_t ex = 0; how && ex < n_expert; ex++) /* after an error: what is still held */
+        if (how[ex] != HOLD_NONE)
+            fl_cuda_xcache_release(g->xc, layer, (int)ex, NULL);
+    free(d);
+    free(how);
+    return rc ? gpu_fail(g, rc, err) : 0;
 }
 
 static int run_layer(struct gpu_moe *s, struct eng_ctx *c, int layer, bool in_vram,
                      const struct eng_expert_lists *L, int64_t n_expert, struct fl_err *err)
 {
+    if (!in_vram)
+        return run_cached_layer(s, c, layer, L, n_expert, err);
     const struct eng_moe *e = s->e;
-    int rc = 0;
-    for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
+    const uint8_t *dg = gpu_device_of(s->g, e->gate), *du = gpu_device_of(s->g, e->up),
+                  *dd = gpu_device_of(s->g, e->down);
+    for (int64_t ex = 0; ex < n_expert; ex++) {
         const int64_t at = L->start[ex], n = L->start[ex + 1] - at;
         if (!n)
             continue;
-        if (in_vram) {
-            const uint8_t *dg = device_of(s->g, e->gate), *du = device_of(s->g, e->up),
-                          *dd = device_of(s->g, e->down);
-            rc = run_expert(s, dg + ex * slice_bytes(e->gate), du + ex * slice_bytes(e->up),
+        int rc = run_expert(s, dg + ex * slice_bytes(e->gate), du + ex * slice_bytes(e->up),
                             dd + ex * slice_bytes(e->down), at, n, err);
-            if (rc)
-                fail(s->g, rc, err);
-        } else {
-            rc = cached_expert(s, c->experts, layer, (int)ex, at, n, err);
-        }
+        if (rc)
+            return gpu_fail(s->g, rc, err);
     }
-    return rc;
+    return 0;
+}
+
+static enum eng_gpu_where moe_where(struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok)
+{
+    const bool in_vram =
+        gpu_device_of(g, e->gate) && gpu_device_of(g, e->up) && gpu_device_of(g, e->down);
+    const bool fits =
+        g->xc && slice_bytes(e->gate) + slice_bytes(e->up) + slice_bytes(e->down) <= g->slot_bytes;
+    const enum eng_gpu_where where = g->failed ? ENG_GPU_RUN_CPU
+        : eng_gpu_decide(g->o.experts, experts_supported(e), in_vram, fits, n_tok, g->o.min_batch);
+    if (where == ENG_GPU_RUN_CPU)
+        g->n_moe_cpu++;
+    return where;
+}
+
+/* The experts, then the weighted sum of the k slots into d_out, in slot
+ * order as the CPU path. */
+static int moe_run(struct gpu_moe *s, struct eng_ctx *c, int layer, enum eng_gpu_where where,
+                   int64_t n_tok, const struct eng_expert_lists *L, int64_t k, float *d_out,
+                   struct fl_err *err)
+{
+    struct eng_gpu *g = s->g;
+    int rc = run_layer(s, c, layer, where == ENG_GPU_RUN_VRAM, L, s->e->gate->ne[2], err);
+    if (rc)
+        return rc;
+    rc = fl_cuda_moe_combine(g->cu, d_out, s->d_slots, s->d_w, n_tok, (int)k, s->n_embd, err);
+    if (rc)
+        return gpu_fail(g, rc, err);
+    if (where == ENG_GPU_RUN_VRAM)
+        g->n_moe_vram++;
+    else
+        g->n_moe_cache++;
+    return 0;
 }
 
 int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
@@ -537,55 +713,59 @@ int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
                 const struct eng_moe *e, float *out, struct fl_err *err)
 {
     struct eng_gpu *g = c->gpu;
-    if (g->failed)
+    const enum eng_gpu_where where = moe_where(g, e, n_tok);
+    if (where == ENG_GPU_RUN_CPU)
         return 0;
-    const bool in_vram = device_of(g, e->gate) && device_of(g, e->up) && device_of(g, e->down);
-    const enum eng_gpu_where where =
-        eng_gpu_decide(g->o.experts, experts_supported(e), in_vram,
-                       g->xc && slice_bytes(e->gate) + slice_bytes(e->up) + slice_bytes(e->down) <=
-                                    g->slot_bytes,
-                       n_tok, g->o.min_batch);
-    if (where == ENG_GPU_RUN_CPU) {
-        g->n_moe_cpu++;
-        return 0;
-    }
-    const int64_t n_expert = e->gate->ne[2];
     struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
                          .n_embd = e->down->ne[1] };
-    int rc = moe_buffers(&s, x, weights, n_tok, k, L, err);
-    if (rc)
-        return fail(g, rc, err);
-    if ((rc = run_layer(&s, c, layer, where == ENG_GPU_RUN_VRAM, L, n_expert, err)))
-        return rc;
-    /* the weighted sum of the k slots, in slot order as the CPU path */
     float *d_out = NULL;
-    rc = dbuf_get(g, B_OUT, sizeof(float) * (size_t)(n_tok * s.n_embd), (void **)&d_out, err);
+    int rc = moe_buffers(&s, x, weights, n_tok, k, L, err);
     if (!rc)
-        rc = fl_cuda_moe_combine(g->cu, d_out, s.d_slots, s.d_w, n_tok, (int)k, s.n_embd, err);
-    if (!rc)
-        rc = fl_cuda_download(g->cu, out, d_out, sizeof(float) * (size_t)(n_tok * s.n_embd), err);
+        rc = dbuf_get(g, B_OUT, sizeof(float) * (size_t)(n_tok * s.n_embd), (void **)&d_out, err);
     if (rc)
-        return fail(g, rc, err);
-    if (where == ENG_GPU_RUN_VRAM)
-        g->n_moe_vram++;
-    else
-        g->n_moe_cache++;
-    return 1;
+        return gpu_fail(g, rc, err);
+    if ((rc = moe_run(&s, c, layer, where, n_tok, L, k, d_out, err)))
+        return rc;
+    rc = fl_cuda_download(g->cu, out, d_out, sizeof(float) * (size_t)(n_tok * s.n_embd), err);
+    return rc ? gpu_fail(g, rc, err) : 1;
+}
+
+int gpu_moe_device(struct eng_ctx *c, int layer, const float *d_x, int64_t n_tok,
+                   const struct eng_expert_lists *L, const float *d_w, int64_t k,
+                   const struct eng_moe *e, float *d_out, struct fl_err *err)
+{
+    struct eng_gpu *g = c->gpu;
+    const enum eng_gpu_where where = moe_where(g, e, n_tok);
+    if (where == ENG_GPU_RUN_CPU)
+        return 0;
+    struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
+                         .n_embd = e->down->ne[1], .d_x = (float *)d_x, .d_w = (float *)d_w };
+    int rc = moe_buffers(&s, NULL, NULL, n_tok, k, L, err);
+    if (rc)
+        return gpu_fail(g, rc, err);
+    rc = moe_run(&s, c, layer, where, n_tok, L, k, d_out, err);
+    return rc ? rc : 1;
+}
+
+uint64_t eng_gpu_passes(const struct eng_gpu *g)
+{
+    return g ? g->n_pass : 0;
 }
 
 uint64_t eng_gpu_ops(const struct eng_gpu *g)
 {
-    return g ? g->n_matmul + g->n_moe_vram + g->n_moe_cache : 0;
+    return g ? g->n_pass + g->n_matmul + g->n_moe_vram + g->n_moe_cache : 0;
 }
 
 void eng_gpu_print_stats(const struct eng_gpu *g, FILE *out)
 {
     char a[32], b[32];
     fprintf(out, "gpu: %lld matrices (%s) in VRAM, %lld gpu-tier matrices on the host; "
-            "%llu matmuls on the GPU; MoE layers: %llu in VRAM, %llu through the expert cache, "
-            "%llu on the CPU (--gpu-experts %s, --offload-min-batch %d)\n",
+            "%llu passes wholly on the GPU, %llu matmuls offloaded; MoE layers: %llu in VRAM, "
+            "%llu through the expert cache, %llu on the CPU (--gpu-experts %s, "
+            "--offload-min-batch %d)\n",
             (long long)g->n_up, fl_format_size(g->up_bytes, a, sizeof(a)), (long long)g->n_kept,
-            (unsigned long long)g->n_matmul, (unsigned long long)g->n_moe_vram,
+            (unsigned long long)g->n_pass, (unsigned long long)g->n_matmul, (unsigned long long)g->n_moe_vram,
             (unsigned long long)g->n_moe_cache, (unsigned long long)g->n_moe_cpu,
             eng_gpu_experts_name(g->o.experts), g->o.min_batch);
     if (!g->xc)
@@ -602,6 +782,8 @@ void eng_gpu_print_stats(const struct eng_gpu *g, FILE *out)
             (unsigned long long)st.lru.evictions, (unsigned long long)st.copies,
             fl_format_size(st.copy_bytes, a, sizeof(a)), (double)st.copy_ns_total / n / 1e3,
             (double)st.copy_ns_max / 1e3);
+    fprintf(out, "gpu host experts page-locked for direct copies: %s in %d ranges\n",
+            fl_format_size(g->pinned_bytes, a, sizeof(a)), g->n_pins);
 }
 
 #endif /* FL_HAVE_CUDA */

@@ -101,10 +101,66 @@ int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
                 const struct eng_expert_lists *L, const float *weights, int64_t k,
                 const struct eng_moe *e, float *out, struct fl_err *err);
 
+/* --- the pass on the device ---------------------------------------------------------
+ * An architecture whose blocks the kernels cover (the llama family:
+ * engine/arch-llama.c) keeps a pass's activations in VRAM from the
+ * embedding to the logits: norms, projections, RoPE, the KV cache and
+ * attention, the router and the residual adds run on the device; the host
+ * sees the router's choices (for the pager and the expert cache, one wait
+ * per MoE layer) and the logits. The pass is taken only when every tensor
+ * it reads is in VRAM (eng_gpu_on_device), and for every batch of the
+ * session alike, since its KV cache lives in VRAM. Ops queue on the
+ * compute stream and do nothing once the GPU has failed; eng_gpu_pass_end
+ * reports the first failure, so a pass reads like the CPU one. Device
+ * pointers (d_*) come from eng_gpu_tmp. */
+
+/* c->gpu usable, and every non-NULL w[i] in VRAM. */
+bool eng_gpu_on_device(const struct eng_ctx *c, const struct eng_tensor *const *w, int n);
+/* Starts a pass: scratch reset, x [n floats] uploaded; its device copy. */
+float *eng_gpu_pass_begin(struct eng_ctx *c, const float *x, int64_t n);
+/* n floats of device scratch until the pass ends (NULL once failed). */
+float *eng_gpu_tmp(struct eng_ctx *c, int64_t n);
+struct eng_gpu_mark {
+    int block;
+    size_t used;
+};
+struct eng_gpu_mark eng_gpu_tmp_mark(const struct eng_ctx *c);
+void eng_gpu_tmp_release(struct eng_ctx *c, struct eng_gpu_mark m);
+void eng_gpu_put(struct eng_ctx *c, float *d, const float *x, int64_t n);
+/* The CPU ops of engine/ops.h over device rows (same arguments). */
+void eng_gpu_rmsnorm_rows(struct eng_ctx *c, float *d_y, const float *d_x,
+                          const struct eng_tensor *w, int64_t n, int64_t n_rows, int64_t stride,
+                          float eps);
+void eng_gpu_mm(struct eng_ctx *c, const struct eng_tensor *w, const float *d_x, int64_t n_tok,
+                float *d_y);
+void eng_gpu_rope_rows(struct eng_ctx *c, float *d_x, int n_tok, int64_t stride, int n_head,
+                       int64_t head_dim, int n_rot, enum eng_rope_mode mode, const float *d_cs);
+/* K/V rows [n_tok][kd] / [n_tok][vd] into the device cache at pos0.. */
+void eng_gpu_kv_store(struct eng_ctx *c, int layer, int pos0, int n_tok, const float *d_k,
+                      int64_t kd, const float *d_v, int64_t vd);
+void eng_gpu_attention(struct eng_ctx *c, int layer, const float *d_q, int64_t q_stride,
+                       int n_tok, int pos0, const struct eng_attn *p, float *d_out,
+                       int64_t out_stride);
+void eng_gpu_add(struct eng_ctx *c, float *d_y, const float *d_x, int64_t n);
+void eng_gpu_swiglu(struct eng_ctx *c, float *d_g, const float *d_u, int64_t n);
+/* eng_moe_route + eng_moe_ffn from device router logits: routing on the
+ * device, experts where --gpu-experts says (the CPU ones get their input
+ * downloaded and their sum uploaded), the sum in d_out. */
+void eng_gpu_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *d_x, int64_t n_tok,
+                     const float *d_logits, const struct eng_route *r, const struct eng_moe *e,
+                     float *d_out);
+/* The head (on the device when its tensors are, else on the host) into
+ * b->logits; 0, or the pass's first failure. */
+int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
+                     const struct eng_tensor *norm, const struct eng_tensor *output, float eps,
+                     struct fl_err *err);
+
 /* 0, or the first CUDA error an op hit (then err says which). */
 int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err);
 
-/* Matmuls plus MoE layers computed on the GPU so far (0 without one). */
+/* Passes run wholly on the device so far (0 without a GPU). */
+uint64_t eng_gpu_passes(const struct eng_gpu *gpu);
+/* Passes on the device, matmuls and MoE layers offloaded so far (0 without one). */
 uint64_t eng_gpu_ops(const struct eng_gpu *gpu);
 
 /* --stats: what ran where, and the expert cache's per-expert host->GPU

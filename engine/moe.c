@@ -349,36 +349,38 @@ static int run_waves(struct moe_state *s, int nth, struct fl_err *err)
     return 0;
 }
 
-int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
-                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                float *out, struct fl_err *err)
+int eng_moe_begin(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
+                  const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
+                  struct eng_expert_lists *L, struct fl_err *err)
 {
-    const int64_t n_expert = e->gate->ne[2], n_embd = e->down->ne[1];
     if (c->routing)
         c->routing->record(c->routing->ctx, layer, pos0, (int)n_tok, (int)k, ids, weights);
-    struct eng_expert_lists L;
-    build_lists(c, ids, n_tok, k, n_expert, &L);
+    build_lists(c, ids, n_tok, k, e->gate->ne[2], L);
     const struct eng_expert_source *src = c->experts;
     if (src && src->hidden)
         src->hidden(src->ctx, layer, x, n_tok);
     if (src && src->prefetch) {
-        int rc = src->prefetch(src->ctx, layer, L.order, L.n_order);
+        int rc = src->prefetch(src->ctx, layer, L->order, L->n_order);
         if (rc < 0)
             return fl_err_set(err, rc, "layer %d: prefetching experts failed: %s", layer,
                               strerror(-rc));
     }
-    if (c->gpu) { /* experts in VRAM, or brought there by --gpu-experts */
-        int rc = eng_gpu_moe(c, layer, x, n_tok, &L, weights, k, e, out, err);
-        if (rc)
-            return rc < 0 ? rc : 0;
-    }
-    order_resident_first(src, layer, &L);
+    return 0;
+}
+
+int eng_moe_cpu(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
+                struct eng_expert_lists *L, const float *weights, int64_t k,
+                const struct eng_moe *e, float *out, struct fl_err *err)
+{
+    const int64_t n_embd = e->down->ne[1];
+    const struct eng_expert_source *src = c->experts;
+    order_resident_first(src, layer, L);
     const int nth = fl_pool_size(c->pool);
     /* one token, nothing paged: no reads to overlap, only pool rounds to save */
-    const bool batched = nth > 1 && n_tok == 1 && !src && L.n_order <= MOE_BATCH_EXPERTS;
-    const bool waves = !batched && nth > 1 && L.n_order >= 2 * nth;
-    struct moe_state s = { .c = c, .e = e, .L = &L, .layer = layer };
-    prepare_state(&s, x, n_tok, k, batched ? L.n_order : waves ? nth : 1);
+    const bool batched = nth > 1 && n_tok == 1 && !src && L->n_order <= MOE_BATCH_EXPERTS;
+    const bool waves = !batched && nth > 1 && L->n_order >= 2 * nth;
+    struct moe_state s = { .c = c, .e = e, .L = L, .layer = layer };
+    prepare_state(&s, x, n_tok, k, batched ? L->n_order : waves ? nth : 1);
     int rc = batched ? run_batched(&s, err) : waves ? run_waves(&s, nth, err) : run_serial(&s, err);
     if (rc < 0)
         return rc;
@@ -398,4 +400,20 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
         }
     }
     return 0;
+}
+
+int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
+                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
+                float *out, struct fl_err *err)
+{
+    struct eng_expert_lists L;
+    int rc = eng_moe_begin(c, layer, pos0, x, n_tok, ids, weights, k, e, &L, err);
+    if (rc)
+        return rc;
+    if (c->gpu) { /* experts in VRAM, or brought there by --gpu-experts */
+        rc = eng_gpu_moe(c, layer, x, n_tok, &L, weights, k, e, out, err);
+        if (rc)
+            return rc < 0 ? rc : 0;
+    }
+    return eng_moe_cpu(c, layer, x, n_tok, &L, weights, k, e, out, err);
 }

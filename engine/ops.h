@@ -203,6 +203,18 @@ int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t 
                 const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
                 float *out, struct fl_err *err);
 
+/* eng_moe_ffn in its two halves, for a caller that computes the experts
+ * elsewhere (the device forward pass, engine/gpu-offload.h): begin records
+ * the routing, groups the pairs by expert into L (scratch memory) and
+ * tells the expert source what is coming; cpu computes the experts on the
+ * CPU and sums the slots into out. */
+int eng_moe_begin(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
+                  const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
+                  struct eng_expert_lists *L, struct fl_err *err);
+int eng_moe_cpu(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
+                struct eng_expert_lists *L, const float *weights, int64_t k,
+                const struct eng_moe *e, float *out, struct fl_err *err);
+
 /* Dense gated FFN (gate, up, down 2-D): out = down(act(gate x, up x)). */
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
              const struct eng_tensor *up, const struct eng_tensor *down, float *out);

@@ -1,7 +1,10 @@
 /* test-cuda-xcache.c: the VRAM expert cache on a device, in copy and
  * unified mode: bytes arrive intact, evictions refill correctly, a kernel
  * queued before a slot is refilled still reads the old expert (event
- * ordering), statistics count the copies, the budget caps the slots.
+ * ordering), statistics count the copies, the budget caps the slots;
+ * hold/ready (a layer's copies queued before its kernels) give the same
+ * products; and in copy mode from page-locked host memory (the DMA reads
+ * the experts in place) all of it again.
  * Skips (77) without a CUDA device. */
 #include <errno.h>
 #include <math.h>
@@ -28,18 +31,20 @@ static void make_experts(void)
     for (int l = 0; l < N_LAYER; l++)
         for (int e = 0; e < N_EXP; e++)
             for (int m = 0; m < 2; m++) {
-                float *w = host_expert[l][e][m] = malloc(MAT_BYTES);
+                float *w = host_expert[l][e][m] = aligned_alloc(4096, MAT_BYTES);
                 for (size_t i = 0; i < (size_t)N_IN * N_OUT; i++)
                     w[i] = (float)((int)((i * 7 + (size_t)l * 13 + (size_t)e * 31 + (size_t)m) % 17) - 8) / 8.0f;
             }
 }
+
+static bool pinned_run; /* the host experts are page-locked: ranges say so */
 
 static void ranges(int l, int e, struct fl_cuda_xrange r[2])
 {
     for (int m = 0; m < 2; m++)
         r[m] = (struct fl_cuda_xrange){.host = host_expert[l][e][m], .bytes = MAT_BYTES,
                                        .offset = ((uint64_t)(l * N_EXP + e) * 2 + (uint64_t)m) * MAT_BYTES,
-                                       .kind = 1 + m};
+                                       .kind = 1 + m, .pinned = pinned_run};
 }
 
 /* y = gate . x computed on the host, for the check. */
@@ -51,9 +56,50 @@ static double expect(int l, int e, const float *x, int o)
     return s;
 }
 
+static int check_products(struct fl_cuda *cu, const float *dy, const int (*seq)[2], int n,
+                          const float *xin)
+{
+    float *y = malloc((size_t)n * N_OUT * sizeof(float));
+    CHECK(fl_cuda_download(cu, y, dy, (size_t)n * N_OUT * sizeof(float), &err) == 0, "%s", err.msg);
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        for (int oo = 0; oo < N_OUT; oo++)
+            bad += fabs(y[i * N_OUT + oo] - expect(seq[i][0], seq[i][1], xin, oo)) > 1e-3;
+    free(y);
+    return bad;
+}
+
+/* A layer's way: hold three experts (copies queued, nothing ordered on
+ * the compute stream), a fourth is refused while all slots are held, then
+ * each one's ready + product, in another order than held. */
+static void hold_then_run(struct fl_cuda *cu, struct fl_cuda_xcache *x, const float *dx,
+                          float *dy, const float *xin)
+{
+    const int seq[3][2] = {{1, 0}, {0, 0}, {1, 1}};
+    void *d[3] = {NULL};
+    struct fl_cuda_xrange r[2];
+    for (int i = 0; i < 3; i++) {
+        ranges(seq[i][0], seq[i][1], r);
+        CHECK(fl_cuda_xcache_hold(x, seq[i][0], seq[i][1], r, 2, &d[i], &err) == 0, "hold %d: %s",
+              i, err.msg);
+    }
+    ranges(1, 2, r);
+    void *busy = NULL;
+    CHECK(fl_cuda_xcache_hold(x, 1, 2, r, 2, &busy, &err) == -EBUSY, "a 4th hold with 3 slots held");
+    CHECK(fl_cuda_xcache_ready(x, 1, 2, &err) == -EINVAL, "ready of an expert not held refused");
+    for (int i = 2; i >= 0; i--) {
+        CHECK(fl_cuda_xcache_ready(x, seq[i][0], seq[i][1], &err) == 0, "ready: %s", err.msg);
+        CHECK(fl_cuda_matvec(cu, d[i], FL_TYPE_F32, N_IN, N_OUT, dx, 1, dy + i * N_OUT, &err) == 0,
+              "matvec: %s", err.msg);
+        CHECK(fl_cuda_xcache_release(x, seq[i][0], seq[i][1], &err) == 0, "release: %s", err.msg);
+    }
+    CHECK(check_products(cu, dy, seq, 3, xin) == 0, "hold/ready: products read the wrong bytes");
+}
+
 static void run_mode(struct fl_cuda *cu, enum fl_cuda_xmode mode)
 {
-    printf("%s mode\n", mode == FL_CUDA_XCOPY ? "copy" : "unified");
+    printf("%s mode%s\n", mode == FL_CUDA_XCOPY ? "copy" : "unified",
+           pinned_run ? ", page-locked host experts" : "");
     struct fl_cuda_xcache_opts o = {.mode = mode, .slot_bytes = 2 * MAT_BYTES,
                                     .budget = 3 * 2 * MAT_BYTES + 100, .reserve = 0,
                                     .n_layer = N_LAYER, .n_expert = N_EXP};
@@ -96,14 +142,8 @@ static void run_mode(struct fl_cuda *cu, enum fl_cuda_xmode mode)
     CHECK(fl_cuda_xcache_release(x, 1, 5, &err) == -EINVAL, "release without acquire refused");
     CHECK(fl_cuda_sync(cu, &err) == 0, "sync: %s", err.msg);
 
-    float *y = malloc(8 * N_OUT * sizeof(float));
-    CHECK(fl_cuda_download(cu, y, dy, 8 * N_OUT * sizeof(float), &err) == 0, "%s", err.msg);
-    int bad = 0;
-    for (int i = 0; i < 8; i++)
-        for (int oo = 0; oo < N_OUT; oo++)
-            bad += fabs(y[i * N_OUT + oo] - expect(seq[i][0], seq[i][1], xin, oo)) > 1e-3;
+    int bad = check_products(cu, dy, seq, 8, xin);
     CHECK(bad == 0, "%d products read the wrong expert bytes", bad);
-    free(y);
 
     /* the second matrix of a resident expert: bytes intact at slot + MAT_BYTES */
     void *d = NULL;
@@ -129,6 +169,8 @@ static void run_mode(struct fl_cuda *cu, enum fl_cuda_xmode mode)
           (unsigned long long)st.lru.hits, (unsigned long long)st.lru.evictions);
     CHECK(st.copies == st.lru.misses && st.copy_bytes == st.copies * 2 * MAT_BYTES,
           "copy stats %llu", (unsigned long long)st.copies);
+
+    hold_then_run(cu, x, dx, dy, xin);
 
     /* too big for a slot */
     struct fl_cuda_xrange big = {.host = host_expert[0][0][0], .bytes = 3 * MAT_BYTES};
@@ -159,6 +201,18 @@ int main(void)
     make_experts();
     run_mode(cu, FL_CUDA_XCOPY);
     run_mode(cu, FL_CUDA_XUNIFIED);
+    int n_reg = 0;
+    for (int l = 0; l < N_LAYER; l++)
+        for (int e = 0; e < N_EXP; e++)
+            for (int m = 0; m < 2; m++)
+                n_reg += fl_cuda_host_register(host_expert[l][e][m], MAT_BYTES, &err) == 0;
+    CHECK(n_reg == N_LAYER * N_EXP * 2, "page-locking the host experts: %s", err.msg);
+    pinned_run = true;
+    run_mode(cu, FL_CUDA_XCOPY);
+    for (int l = 0; l < N_LAYER; l++)
+        for (int e = 0; e < N_EXP; e++)
+            for (int m = 0; m < 2; m++)
+                fl_cuda_host_unregister(host_expert[l][e][m]);
     fl_cuda_close(cu);
     return check_summary("test-cuda-xcache");
 }

@@ -4,7 +4,8 @@
  *   prefill  fl_cuda_matmul_gemm, 512 tokens: time and TFLOP/s
  *   experts  a synthetic MoE decode (layers x experts of Q4_K gate/up/down,
  *            skewed router picks) through a VRAM expert cache given a
- *            quarter of the experts' bytes, in copy and unified mode:
+ *            quarter of the experts' bytes, in copy mode (staged, and from
+ *            page-locked host memory) and unified mode:
  *            tokens/s, hit rate, mean/max copy latency.
  * Exits 77 without a device. */
 #include <stdio.h>
@@ -108,8 +109,8 @@ static void pick(uint64_t *rng, int *ids)
     }
 }
 
-static int bench_experts(struct fl_cuda *cu, enum fl_cuda_xmode mode, unsigned char *host,
-                         size_t mat_bytes, size_t down_bytes)
+static int bench_experts(struct fl_cuda *cu, enum fl_cuda_xmode mode, bool pinned,
+                         unsigned char *host, size_t mat_bytes, size_t down_bytes)
 {
     const size_t expert_bytes = 2 * mat_bytes + down_bytes;
     struct fl_cuda_xcache_opts o = {.mode = mode, .slot_bytes = expert_bytes,
@@ -117,7 +118,7 @@ static int bench_experts(struct fl_cuda *cu, enum fl_cuda_xmode mode, unsigned c
                                     .n_layer = LAYERS, .n_expert = EXPERTS};
     struct fl_cuda_xcache *xc;
     int rc = fl_cuda_xcache_create(cu, &o, &xc, &err);
-    const char *name = mode == FL_CUDA_XCOPY ? "copy" : "unified";
+    const char *name = mode == FL_CUDA_XUNIFIED ? "unified" : pinned ? "pinned" : "copy";
     if (rc) {
         printf("%-8s | not available: %s\n", name, err.msg);
         return 0;
@@ -135,9 +136,9 @@ static int bench_experts(struct fl_cuda *cu, enum fl_cuda_xmode mode, unsigned c
             for (int j = 0; j < K; j++) {
                 const unsigned char *e = host + (size_t)(l * EXPERTS + ids[j]) * expert_bytes;
                 const struct fl_cuda_xrange r[3] = {
-                    {e, mat_bytes, (uint64_t)(e - host), 1},
-                    {e + mat_bytes, mat_bytes, (uint64_t)(e - host) + mat_bytes, 2},
-                    {e + 2 * mat_bytes, down_bytes, (uint64_t)(e - host) + 2 * mat_bytes, 3}};
+                    {e, mat_bytes, (uint64_t)(e - host), 1, pinned},
+                    {e + mat_bytes, mat_bytes, (uint64_t)(e - host) + mat_bytes, 2, pinned},
+                    {e + 2 * mat_bytes, down_bytes, (uint64_t)(e - host) + 2 * mat_bytes, 3, pinned}};
                 void *d;
                 if (fl_cuda_xcache_acquire(xc, l, ids[j], r, 3, &d, &err))
                     return die("acquire");
@@ -184,7 +185,8 @@ int main(void)
         return 1;
     const size_t mat = fl_row_size(FL_TYPE_Q4_K, D) * FF, down = fl_row_size(FL_TYPE_Q4_K, FF) * D;
     const size_t total = (2 * mat + down) * LAYERS * EXPERTS;
-    unsigned char *host = malloc(total);
+    const size_t total_pages = (total + 4095) & ~(size_t)4095;
+    unsigned char *host = aligned_alloc(4096, total_pages);
     if (!host)
         return fprintf(stderr, "bench-cuda: out of memory\n"), 1;
     memset(host, 0x11, total);
@@ -192,8 +194,16 @@ int main(void)
            "cache budget 1/4\n", LAYERS, EXPERTS, D, FF, K, TOKENS, total / 1048576.0);
     printf("%-8s | slots        | tokens/s | hits    | copy mean   | copy max    | GB/s in\n", "mode");
     printf("---------+--------------+----------+---------+-------------+-------------+--------\n");
-    int rc = bench_experts(cu, FL_CUDA_XCOPY, host, mat, down) ||
-             bench_experts(cu, FL_CUDA_XUNIFIED, host, mat, down);
+    /* copy: staged through pinned buffers; pinned: the same host bytes
+     * page-locked in place (as RAM-tier experts are), read by the DMA */
+    int rc = bench_experts(cu, FL_CUDA_XCOPY, false, host, mat, down);
+    if (!rc && fl_cuda_host_register(host, total_pages, &err) == 0) {
+        rc = bench_experts(cu, FL_CUDA_XCOPY, true, host, mat, down);
+        fl_cuda_host_unregister(host);
+    } else if (!rc) {
+        printf("%-8s | not available: %s\n", "pinned", err.msg);
+    }
+    rc = rc || bench_experts(cu, FL_CUDA_XUNIFIED, false, host, mat, down);
     free(host);
     fl_cuda_close(cu);
     return rc;

@@ -78,6 +78,11 @@ int fl_cuda_download(struct fl_cuda *cu, void *dst, const void *d_src, size_t by
 /* Page-locked host memory (for copies that overlap compute). */
 int fl_cuda_host_alloc(void **out, size_t bytes, struct fl_err *err);
 void fl_cuda_host_free(void *p);
+/* Page-locks existing host memory (page-aligned, already resident) so the
+ * GPU's copy engines read it directly: no staging copy on the CPU. The
+ * range must stay mapped and its pages in place until unregistered. */
+int fl_cuda_host_register(void *p, size_t bytes, struct fl_err *err);
+void fl_cuda_host_unregister(void *p);
 
 /* --- matrix products ------------------------------------------------------------ */
 
@@ -121,6 +126,8 @@ int fl_cuda_f32_to_f16(struct fl_cuda *cu, const float *d_x, uint16_t *d_y, int6
  * `stride` floats apart in x and y (y may equal x); d_w NULL: no weight. */
 int fl_cuda_rmsnorm(struct fl_cuda *cu, float *d_y, const float *d_x, const float *d_w,
                     int64_t n, int64_t n_rows, int64_t stride, float eps, struct fl_err *err);
+/* y[i] += x[i] (residual adds). */
+int fl_cuda_add(struct fl_cuda *cu, float *d_y, const float *d_x, int64_t n, struct fl_err *err);
 /* g[i] = silu(g[i]) * u[i]. */
 int fl_cuda_swiglu(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n,
                    struct fl_err *err);

@@ -127,6 +127,13 @@ int fl_cuda_rmsnorm(struct fl_cuda *cu, float *d_y, const float *d_x, const floa
                     "rmsnorm");
 }
 
+int fl_cuda_add(struct fl_cuda *cu, float *d_y, const float *d_x, int64_t n, struct fl_err *err)
+{
+    if (n <= 0)
+        return n == 0 ? 0 : fl_err_set(err, -EINVAL, "cuda: add of %lld values", (long long)n);
+    return launched(err, flc_launch_add(cu->stream, d_y, d_x, n), "add");
+}
+
 int fl_cuda_swiglu(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n,
                    struct fl_err *err)
 {

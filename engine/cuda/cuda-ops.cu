@@ -85,6 +85,13 @@ __global__ void swiglu_kernel(float *g, const float *u, int64_t n)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+__global__ void add_kernel(float *y, const float *x, int64_t n)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = __fadd_rn(y[i], x[i]);
+}
+
 /* One thread per rotated pair of one head of one row. */
 __global__ void rope_kernel(float *x, int64_t n_tok, int64_t stride, int n_head,
                             int64_t head_dim, int n_rot, int neox, const float *cs)
@@ -337,6 +344,12 @@ extern "C" cudaError_t flc_launch_rmsnorm(cudaStream_t s, float *y, const float 
 extern "C" cudaError_t flc_launch_swiglu(cudaStream_t s, float *g, const float *u, int64_t n)
 {
     swiglu_kernel<<<blocks(n, 256), 256, 0, s>>>(g, u, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_add(cudaStream_t s, float *y, const float *x, int64_t n)
+{
+    add_kernel<<<blocks(n, 256), 256, 0, s>>>(y, x, n);
     return cudaGetLastError();
 }
 

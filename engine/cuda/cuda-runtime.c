@@ -186,3 +186,14 @@ int fl_cuda_host_alloc(void **out, size_t bytes, struct fl_err *err)
 }
 
 void fl_cuda_host_free(void *p) { cudaFreeHost(p); }
+
+int fl_cuda_host_register(void *p, size_t bytes, struct fl_err *err)
+{
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess)
+        return 0;
+    cudaGetLastError(); /* a refusal is an answer, not a sticky error */
+    return flc_err(err, e, "cudaHostRegister");
+}
+
+void fl_cuda_host_unregister(void *p) { cudaHostUnregister(p); }

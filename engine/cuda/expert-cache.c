@@ -207,9 +207,32 @@ static void CUDART_CB fill_done(void *arg)
     free(n);
 }
 
+static bool all_pinned(const struct fill_note *n)
+{
+    for (int r = 0; r < n->n; r++)
+        if (!n->r[r].pinned)
+            return false;
+    return true;
+}
+
+/* Host bytes -> slot, copy mode, page-locked ranges: the copy engine reads
+ * them where they are. */
+static cudaError_t fill_direct(struct fl_cuda_xcache *x, int slot, const struct fill_note *n)
+{
+    char *dst = x->arena + (size_t)slot * x->slot_bytes;
+    cudaError_t e = cudaStreamWaitEvent(x->copy, x->used[slot], 0);
+    for (int r = 0; r < n->n && e == cudaSuccess; r++) {
+        e = cudaMemcpyAsync(dst, n->r[r].host, n->r[r].bytes, cudaMemcpyHostToDevice, x->copy);
+        dst += n->r[r].bytes;
+    }
+    return e;
+}
+
 /* Host bytes -> slot, copy mode: through a pinned staging buffer. */
 static cudaError_t fill_copy(struct fl_cuda_xcache *x, int slot, const struct fill_note *n)
 {
+    if (all_pinned(n))
+        return fill_direct(x, slot, n);
     char *dst = x->arena + (size_t)slot * x->slot_bytes;
     const int i = x->next_stage;
     x->next_stage = (i + 1) % x->n_stage;
@@ -305,20 +328,36 @@ static int get_slot(struct fl_cuda_xcache *x, int layer, int expert,
     return res.slot;
 }
 
-int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
-                           const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
-                           struct fl_err *err)
+int fl_cuda_xcache_hold(struct fl_cuda_xcache *x, int layer, int expert,
+                        const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
+                        struct fl_err *err)
 {
     const int slot = get_slot(x, layer, expert, r, n_ranges, err);
     if (slot < 0)
         return slot;
-    cudaError_t e = cudaStreamWaitEvent(x->cu->stream, x->ready[slot], 0);
-    if (e != cudaSuccess) {
-        fl_xlru_release(x->lru, slot);
-        return flc_err(err, e, "waiting for an expert copy");
-    }
     *d_out = x->arena + (size_t)slot * x->slot_bytes;
     return 0;
+}
+
+int fl_cuda_xcache_ready(struct fl_cuda_xcache *x, int layer, int expert, struct fl_err *err)
+{
+    const int slot = fl_xlru_lookup(x->lru, layer, expert);
+    if (slot < 0 || fl_xlru_pins(x->lru, slot) == 0)
+        return fl_err_set(err, -EINVAL, "cuda: expert %d/%d is not held", layer, expert);
+    cudaError_t e = cudaStreamWaitEvent(x->cu->stream, x->ready[slot], 0);
+    return e == cudaSuccess ? 0 : flc_err(err, e, "waiting for an expert copy");
+}
+
+int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
+                           const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
+                           struct fl_err *err)
+{
+    int rc = fl_cuda_xcache_hold(x, layer, expert, r, n_ranges, d_out, err);
+    if (rc)
+        return rc;
+    if ((rc = fl_cuda_xcache_ready(x, layer, expert, err)))
+        fl_xlru_release(x->lru, fl_xlru_lookup(x->lru, layer, expert));
+    return rc;
 }
 
 bool fl_cuda_xcache_cached(const struct fl_cuda_xcache *x, int layer, int expert)

@@ -9,7 +9,9 @@
  *            bytes (made resident by the pager: reading them may fault them
  *            in) into a pinned staging buffer, then cudaMemcpyAsync on a
  *            copy stream, so the transfer overlaps kernels of experts that
- *            are already present.
+ *            are already present. Ranges marked `pinned` (page-locked and
+ *            never evicted: RAM-tier experts) skip the staging copy: the
+ *            copy engine reads them in place, and acquire returns at once.
  *   unified  slots in managed memory (cudaMallocManaged). A miss writes the
  *            bytes from the host and cudaMemPrefetchAsync migrates them to
  *            the device on the copy stream.
@@ -58,6 +60,7 @@ struct fl_cuda_xrange {
     size_t bytes;
     uint64_t offset;
     int kind;
+    bool pinned;   /* registered host memory that stays put until the copy is done */
 };
 #define FL_CUDA_XRANGES_MAX 4
 
@@ -78,6 +81,15 @@ int fl_cuda_xcache_slots(const struct fl_cuda_xcache *x);
 int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
                            const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
                            struct fl_err *err);
+/* acquire in two steps, so that a layer can queue all its copies before
+ * its first kernel: hold pins the slot (queueing its fill on a miss) and
+ * gives its address without ordering the compute stream; ready makes the
+ * compute stream wait for that fill (call it before queueing the kernels
+ * that read the slot). acquire = hold + ready. */
+int fl_cuda_xcache_hold(struct fl_cuda_xcache *x, int layer, int expert,
+                        const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
+                        struct fl_err *err);
+int fl_cuda_xcache_ready(struct fl_cuda_xcache *x, int layer, int expert, struct fl_err *err);
 /* Whether (layer, expert) holds a slot now (filled or being filled), so an
  * acquire would not read its host bytes; changes nothing. */
 bool fl_cuda_xcache_cached(const struct fl_cuda_xcache *x, int layer, int expert);
