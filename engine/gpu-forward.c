@@ -314,8 +314,8 @@ void eng_gpu_swiglu(struct eng_ctx *c, float *d_g, const float *d_u, int64_t n)
     GPU_OP(c, fl_cuda_swiglu(c->gpu->cu, d_g, d_u, n, &op_err));
 }
 
-/* Host copies of what the router chose (and of the input, when the CPU
- * needs it); one wait for the lot. */
+/* Host copies of what the router chose, and of the input when the expert
+ * source reads it. */
 static int fetch_route(struct eng_gpu *g, int32_t *ids, float *w, const int32_t *d_ids,
                        const float *d_w, size_t pairs, float *x, const float *d_x, size_t nx,
                        struct fl_err *err)

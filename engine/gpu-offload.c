@@ -467,10 +467,19 @@ static bool experts_supported(const struct eng_moe *e)
 struct gpu_moe {
     struct eng_gpu *g;
     const struct eng_moe *e;
-    int64_t n_in, n_ff, n_embd;
+    const struct eng_expert_lists *L;
+    int64_t n_in, n_ff, n_embd, n_tok, pairs;
     float *d_x, *d_xg, *d_g, *d_u, *d_d, *d_slots, *d_w;
     int32_t *d_tok, *d_slot;
+    bool lists_up;   /* d_tok/d_slot hold L's pairs (only the one-by-one path reads them) */
 };
+
+/* A decode step (one token: one pair per expert) with few enough experts
+ * runs them as groups: four launches for all, instead of six per expert. */
+static bool grouped(const struct gpu_moe *s)
+{
+    return s->n_tok == 1 && s->L->n_order <= FL_CUDA_GROUP_MAX;
+}
 
 /* x and weights: host arrays to upload, or NULL when s->d_x / s->d_w
  * already hold them on the device. */
@@ -482,10 +491,10 @@ static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, 
     int rc = x ? dbuf_get(g, B_X, f * (size_t)(n_tok * s->n_in), (void **)&s->d_x, err) : 0;
     if (!rc)
         rc = dbuf_get(g, B_XG, f * (size_t)(n_tok * s->n_in), (void **)&s->d_xg, err);
+    if (!rc) /* pairs rows: a group's experts each have their own */
+        rc = dbuf_get(g, B_G, f * pairs * (size_t)s->n_ff, (void **)&s->d_g, err);
     if (!rc)
-        rc = dbuf_get(g, B_G, f * (size_t)(n_tok * s->n_ff), (void **)&s->d_g, err);
-    if (!rc)
-        rc = dbuf_get(g, B_U, f * (size_t)(n_tok * s->n_ff), (void **)&s->d_u, err);
+        rc = dbuf_get(g, B_U, f * pairs * (size_t)s->n_ff, (void **)&s->d_u, err);
     if (!rc)
         rc = dbuf_get(g, B_D, f * (size_t)(n_tok * s->n_embd), (void **)&s->d_d, err);
     if (!rc)
@@ -500,10 +509,19 @@ static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, 
         rc = fl_cuda_upload(g->cu, s->d_x, x, f * (size_t)(n_tok * s->n_in), err);
     if (!rc && weights)
         rc = fl_cuda_upload(g->cu, s->d_w, weights, f * pairs, err);
-    if (!rc)
-        rc = fl_cuda_upload(g->cu, s->d_tok, L->tok, sizeof(int32_t) * pairs, err);
-    if (!rc)
-        rc = fl_cuda_upload(g->cu, s->d_slot, L->slot, sizeof(int32_t) * pairs, err);
+    s->L = L;
+    s->n_tok = n_tok;
+    s->pairs = (int64_t)pairs;
+    return rc;
+}
+
+static int lists_up(struct gpu_moe *s, struct fl_err *err)
+{
+    const size_t bytes = sizeof(int32_t) * (size_t)s->pairs;
+    int rc = s->lists_up ? 0 : fl_cuda_upload(s->g->cu, s->d_tok, s->L->tok, bytes, err);
+    if (!rc && !s->lists_up)
+        rc = fl_cuda_upload(s->g->cu, s->d_slot, s->L->slot, bytes, err);
+    s->lists_up = !rc;
     return rc;
 }
 
@@ -514,7 +532,9 @@ static int run_expert(struct gpu_moe *s, const uint8_t *d_gate, const uint8_t *d
 {
     struct eng_gpu *g = s->g;
     const struct eng_moe *e = s->e;
-    int rc = fl_cuda_copy_rows(g->cu, s->d_xg, s->d_x, s->n_in, s->d_tok + at, NULL, n, err);
+    int rc = lists_up(s, err);
+    if (!rc)
+        rc = fl_cuda_copy_rows(g->cu, s->d_xg, s->d_x, s->n_in, s->d_tok + at, NULL, n, err);
     if (!rc)
         rc = gpu_matmul(g, d_gate, e->gate->type, s->n_in, s->n_ff, s->d_xg, n, s->d_g, err);
     if (!rc)
@@ -527,6 +547,36 @@ static int run_expert(struct gpu_moe *s, const uint8_t *d_gate, const uint8_t *d
         rc = fl_cuda_copy_rows(g->cu, s->d_slots, s->d_d, s->n_embd, NULL, s->d_slot + at, n, err);
     if (!rc)
         g->n_expert_runs++;
+    return rc;
+}
+
+/* The n experts ex[j] of a decode step, their matrices at w[j][0..2]
+ * (gate, up, down) in VRAM: all gates in one launch, all ups, one SwiGLU,
+ * all downs, each writing its token's slot. */
+static int run_group(struct gpu_moe *s, int n, const int32_t *ex, const uint8_t *const (*w)[3],
+                     struct fl_err *err)
+{
+    struct eng_gpu *g = s->g;
+    const struct eng_moe *e = s->e;
+    const void *wg[FL_CUDA_GROUP_MAX], *wu[FL_CUDA_GROUP_MAX], *wd[FL_CUDA_GROUP_MAX];
+    const float *x[FL_CUDA_GROUP_MAX], *h[FL_CUDA_GROUP_MAX];
+    float *yg[FL_CUDA_GROUP_MAX], *yu[FL_CUDA_GROUP_MAX], *yd[FL_CUDA_GROUP_MAX];
+    for (int j = 0; j < n; j++) {
+        wg[j] = w[j][0], wu[j] = w[j][1], wd[j] = w[j][2];
+        x[j] = s->d_x;
+        h[j] = yg[j] = s->d_g + j * s->n_ff;
+        yu[j] = s->d_u + j * s->n_ff;
+        yd[j] = s->d_slots + (int64_t)s->L->slot[s->L->start[ex[j]]] * s->n_embd;
+    }
+    int rc = fl_cuda_matvec_group(g->cu, wg, e->gate->type, s->n_in, s->n_ff, x, yg, n, err);
+    if (!rc)
+        rc = fl_cuda_matvec_group(g->cu, wu, e->up->type, s->n_in, s->n_ff, x, yu, n, err);
+    if (!rc)
+        rc = fl_cuda_swiglu(g->cu, s->d_g, s->d_u, n * s->n_ff, err);
+    if (!rc)
+        rc = fl_cuda_matvec_group(g->cu, wd, e->down->type, s->n_ff, s->n_embd, h, yd, n, err);
+    if (!rc)
+        g->n_expert_runs += (uint64_t)n;
     return rc;
 }
 
@@ -598,9 +648,28 @@ static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src,
  * (every slot pinned, or pager-backed experts) goes one by one. */
 enum { HOLD_NONE, HOLD_HIT, HOLD_MISS };
 
-static int hold_layer(struct gpu_moe *s, int layer, const struct eng_expert_lists *L,
-                      int64_t n_expert, void **d, int8_t *how, struct fl_err *err)
+/* Holds a missed expert whose host bytes the expert source must make
+ * resident first (they are staged before hold returns, so the source lets
+ * go of them at once). */
+static int hold_read(struct gpu_moe *s, const struct eng_expert_source *src, int layer, int ex,
+                     const struct fl_cuda_xrange r[3], void **d, struct fl_err *err)
 {
+    int rc = src ? src->acquire(src->ctx, layer, ex) : 0;
+    if (rc < 0)
+        return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
+                          ex, strerror(-rc));
+    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r, 3, d, err);
+    if (src)
+        src->release(src->ctx, layer, ex);
+    return rc;
+}
+
+/* all: also the misses the expert source must read (a group needs every
+ * expert held); else only hits and page-locked misses. */
+static int hold_layer(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
+                      bool all, int64_t n_expert, void **d, int8_t *how, struct fl_err *err)
+{
+    const struct eng_expert_lists *L = s->L;
     struct fl_cuda_xrange r[3];
     for (int want = HOLD_HIT; want <= HOLD_MISS; want++)
         for (int64_t ex = 0; ex < n_expert; ex++) {
@@ -608,9 +677,11 @@ static int hold_layer(struct gpu_moe *s, int layer, const struct eng_expert_list
                 continue;
             expert_ranges(s, (int)ex, r);
             const bool hit = fl_cuda_xcache_cached(s->g->xc, layer, (int)ex);
-            if ((want == HOLD_HIT) != hit || (!hit && !(r[0].pinned && r[1].pinned && r[2].pinned)))
+            const bool locked = r[0].pinned && r[1].pinned && r[2].pinned;
+            if ((want == HOLD_HIT) != hit || (!hit && !locked && !all))
                 continue;
-            int rc = fl_cuda_xcache_hold(s->g->xc, layer, (int)ex, r, 3, &d[ex], err);
+            int rc = hit || locked ? fl_cuda_xcache_hold(s->g->xc, layer, (int)ex, r, 3, &d[ex], err)
+                                   : hold_read(s, src, layer, (int)ex, r, &d[ex], err);
             if (rc == -EBUSY)
                 return 0;
             if (rc)
@@ -620,14 +691,47 @@ static int hold_layer(struct gpu_moe *s, int layer, const struct eng_expert_list
     return 0;
 }
 
+/* Every routed expert held: one group, after all their copies. */
+static int run_held_group(struct gpu_moe *s, int layer, void **d, int8_t *how,
+                          struct fl_err *err)
+{
+    const struct eng_expert_lists *L = s->L;
+    const uint8_t *w[FL_CUDA_GROUP_MAX][3];
+    struct fl_cuda_xrange r[3];
+    int rc = 0;
+    for (int j = 0; j < L->n_order && !rc; j++) {
+        const int ex = L->order[j];
+        expert_ranges(s, ex, r);
+        w[j][0] = d[ex], w[j][1] = w[j][0] + r[0].bytes, w[j][2] = w[j][1] + r[1].bytes;
+        rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
+    }
+    if (!rc)
+        rc = run_group(s, L->n_order, L->order, (const uint8_t *const (*)[3])w, err);
+    for (int j = 0; j < L->n_order; j++) { /* after the kernels that read the slots */
+        const int ex = L->order[j];
+        how[ex] = HOLD_NONE;
+        struct fl_err e2;
+        int rc2 = fl_cuda_xcache_release(s->g->xc, layer, ex, &e2);
+        if (!rc && rc2)
+            *err = e2, rc = rc2;
+    }
+    return rc;
+}
+
 static int run_cached_layer(struct gpu_moe *s, struct eng_ctx *c, int layer,
                             const struct eng_expert_lists *L, int64_t n_expert, struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     void **d = calloc((size_t)n_expert, sizeof(void *));
     int8_t *how = calloc((size_t)n_expert, 1);
-    int rc = d && how ? hold_layer(s, layer, L, n_expert, d, how, err)
+    const bool group = grouped(s);
+    int rc = d && how ? hold_layer(s, c->experts, layer, group, n_expert, d, how, err)
                       : fl_err_set(err, -ENOMEM, "out of memory");
+    int held = 0;
+    for (int j = 0; how && j < L->n_order; j++)
+        held += how[L->order[j]] != HOLD_NONE;
+    if (!rc && group && held == L->n_order)
+        rc = run_held_group(s, layer, d, how, err);
     struct fl_cuda_xrange r[3];
     for (int run = HOLD_HIT; run <= HOLD_MISS; run++)
         for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
@@ -663,6 +767,16 @@ static int run_layer(struct gpu_moe *s, struct eng_ctx *c, int layer, bool in_vr
     const struct eng_moe *e = s->e;
     const uint8_t *dg = gpu_device_of(s->g, e->gate), *du = gpu_device_of(s->g, e->up),
                   *dd = gpu_device_of(s->g, e->down);
+    if (grouped(s)) {
+        const uint8_t *w[FL_CUDA_GROUP_MAX][3];
+        for (int j = 0; j < L->n_order; j++) {
+            const int64_t ex = L->order[j];
+            w[j][0] = dg + ex * slice_bytes(e->gate), w[j][1] = du + ex * slice_bytes(e->up);
+            w[j][2] = dd + ex * slice_bytes(e->down);
+        }
+        int rc = run_group(s, L->n_order, L->order, (const uint8_t *const (*)[3])w, err);
+        return rc ? gpu_fail(s->g, rc, err) : 0;
+    }
     for (int64_t ex = 0; ex < n_expert; ex++) {
         const int64_t at = L->start[ex], n = L->start[ex + 1] - at;
         if (!n)

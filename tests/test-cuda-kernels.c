@@ -55,6 +55,43 @@ static void *dev_alloc(size_t bytes)
 
 /* --- matrix products --------------------------------------------------------------- */
 
+/* A group of n_tok products, each of half the rows (product j takes the
+ * upper or lower half of W, token j's x, and writes its own output), must
+ * equal the single matvec's rows bit for bit. */
+static void test_group(uint32_t type, const void *dw, size_t row, int64_t n_in, int64_t n_out,
+                       const float *dx, int64_t n_tok)
+{
+    const int64_t half = n_out / 2;
+    const int n = n_tok < FL_CUDA_GROUP_MAX ? (int)n_tok : FL_CUDA_GROUP_MAX;
+    float *dy = dev_alloc(sizeof(float) * (size_t)(n_out * n_tok));
+    float *dg = dev_alloc(sizeof(float) * (size_t)(half * n));
+    const void *w[FL_CUDA_GROUP_MAX];
+    const float *x[FL_CUDA_GROUP_MAX];
+    float *y[FL_CUDA_GROUP_MAX];
+    for (int j = 0; j < n; j++) {
+        w[j] = (const char *)dw + (size_t)(j % 2) * (size_t)half * row;
+        x[j] = dx + j * n_in;
+        y[j] = dg + (n - 1 - j) * half; /* outputs in reverse order */
+    }
+    CHECK(fl_cuda_matvec(cu, dw, type, n_in, n_out, dx, n_tok, dy, &err) == 0, "%s", err.msg);
+    CHECK(fl_cuda_matvec_group(cu, w, type, n_in, half, x, y, n, &err) == 0, "group: %s", err.msg);
+    float *one = malloc(sizeof(float) * (size_t)(n_out * n_tok));
+    float *grp = malloc(sizeof(float) * (size_t)(half * n));
+    down(one, dy, sizeof(float) * (size_t)(n_out * n_tok));
+    down(grp, dg, sizeof(float) * (size_t)(half * n));
+    int64_t bad = 0;
+    for (int j = 0; j < n; j++)
+        for (int64_t o = 0; o < half; o++)
+            bad += memcmp(&grp[(n - 1 - j) * half + o], &one[j * n_out + (j % 2) * half + o],
+                          sizeof(float)) != 0;
+    CHECK(bad == 0, "%s group of %d: %lld values differ from matvec", fl_type_name(type), n,
+          (long long)bad);
+    CHECK(fl_cuda_matvec_group(cu, w, type, n_in, half, x, y, FL_CUDA_GROUP_MAX + 1, &err) == -EINVAL,
+          "an oversized group refused");
+    fl_cuda_free(cu, dy), fl_cuda_free(cu, dg);
+    free(one), free(grp);
+}
+
 static void test_matrix(uint32_t type, int64_t n_in, int64_t n_out, int64_t n_tok)
 {
     const struct fl_type_traits *tr = fl_type_traits(type);
@@ -119,6 +156,7 @@ static void test_matrix(uint32_t type, int64_t n_in, int64_t n_out, int64_t n_to
         CHECK(worst <= tol, "%s %s: relative error %.3e > %.0e", tr->name, name, worst, tol);
         CHECK(worst_cpu <= 3e-2, "%s %s: %.3e from the CPU engine", tr->name, name, worst_cpu);
     }
+    test_group(type, dw, row, n_in, n_out, dx, n_tok);
     CHECK(fl_cuda_matvec(cu, dw, type, n_in + 1, n_out, dx, n_tok, dy, &err) == -EINVAL,
           "bad shape refused");
     fl_cuda_free(cu, dw), fl_cuda_free(cu, dx), fl_cuda_free(cu, dy), fl_cuda_free(cu, d16);

@@ -104,6 +104,7 @@ struct variant {
     int min_batch;
     bool paged;           /* experts from disk under a small RAM budget */
     int split;            /* 0: the prompt in one batch; n: n tokens, then one at a time */
+    bool vram;            /* -ot exps=gpu: the experts too live in VRAM */
 };
 
 static void test_model(const char *file, double max_kl, bool device_pass)
@@ -119,13 +120,14 @@ static void test_model(const char *file, double max_kl, bool device_pass)
         return;
     CHECK(ops == 0, "%s: zeroed params keep the CPU session off the GPU", file);
     static const struct variant vs[] = {
-        { "copy", ENG_GPU_EXPERTS_COPY, 0, false, 0 },
-        { "unified", ENG_GPU_EXPERTS_UNIFIED, 0, false, 0 },
-        { "cpu", ENG_GPU_EXPERTS_CPU, 0, false, 0 },
-        { "cpu, min batch 4", ENG_GPU_EXPERTS_CPU, 4, false, 0 },
-        { "copy, paged", ENG_GPU_EXPERTS_COPY, 0, true, 0 },
-        { "copy, 4 then 1 by 1", ENG_GPU_EXPERTS_COPY, 0, false, 4 },
-        { "cpu, 4 then 1 by 1", ENG_GPU_EXPERTS_CPU, 0, false, 4 },
+        { "copy", ENG_GPU_EXPERTS_COPY, 0, false, 0, false },
+        { "unified", ENG_GPU_EXPERTS_UNIFIED, 0, false, 0, false },
+        { "cpu", ENG_GPU_EXPERTS_CPU, 0, false, 0, false },
+        { "cpu, min batch 4", ENG_GPU_EXPERTS_CPU, 4, false, 0, false },
+        { "copy, paged", ENG_GPU_EXPERTS_COPY, 0, true, 0, false },
+        { "copy, 4 then 1 by 1", ENG_GPU_EXPERTS_COPY, 0, false, 4, false },
+        { "cpu, 4 then 1 by 1", ENG_GPU_EXPERTS_CPU, 0, false, 4, false },
+        { "vram, 4 then 1 by 1", ENG_GPU_EXPERTS_COPY, 0, false, 4, true },
     };
     for (size_t v = 0; v < sizeof(vs) / sizeof(vs[0]); v++) {
         struct eng_session_params p;
@@ -136,6 +138,10 @@ static void test_model(const char *file, double max_kl, bool device_pass)
         p.placement.n_gpu_layers = -1;
         p.gpu_experts = vs[v].experts;
         p.offload_min_batch = vs[v].min_batch;
+        if (vs[v].vram) {
+            p.placement.overrides[0] = "exps=gpu";
+            p.placement.n_overrides = 1;
+        }
         if (vs[v].paged) {
             p.placement.ram_budget = 1 << 20;
             p.pager_mode = 2; /* explicit: no userfaultfd rights needed */

@@ -100,6 +100,14 @@ int fl_cuda_matvec(struct fl_cuda *cu, const void *d_w, uint32_t w_type, int64_t
                    int64_t n_out, const float *d_x, int64_t n_tok, float *d_y,
                    struct fl_err *err);
 
+/* Up to FL_CUDA_GROUP_MAX one-token products of one type and shape in one
+ * launch: y[j] = W[j] . x[j] (a decode step's routed experts, whose slots
+ * lie anywhere in VRAM). Each product is bit-identical to fl_cuda_matvec's. */
+#define FL_CUDA_GROUP_MAX 16
+int fl_cuda_matvec_group(struct fl_cuda *cu, const void *const *d_w, uint32_t w_type,
+                         int64_t n_in, int64_t n_out, const float *const *d_x,
+                         float *const *d_y, int n, struct fl_err *err);
+
 /* Dequantizes n_rows rows of n_in values to F16 (d_dst dense [n_rows][n_in]).
  * Each value is exactly the CPU's to_float result rounded to nearest F16. */
 int fl_cuda_dequant_f16(struct fl_cuda *cu, const void *d_w, uint32_t w_type, int64_t n_in,

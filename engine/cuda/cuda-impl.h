@@ -57,6 +57,15 @@ cudaError_t flc_launch_matvec(cudaStream_t s, const void *w, uint32_t type, int6
                               int64_t n_out, const float *x, int64_t n_tok, float *y);
 cudaError_t flc_launch_dequant_f16(cudaStream_t s, const void *w, uint32_t type, int64_t n_in,
                                    int64_t n_rows, uint16_t *dst);
+/* A group of one-token products, passed to the kernel by value. */
+typedef struct {
+    const void *w[FL_CUDA_GROUP_MAX];
+    const float *x[FL_CUDA_GROUP_MAX];
+    float *y[FL_CUDA_GROUP_MAX];
+    int n;
+} flc_mv_group;
+cudaError_t flc_launch_matvec_group(cudaStream_t s, const flc_mv_group *g, uint32_t type,
+                                    int64_t n_in, int64_t n_out);
 cudaError_t flc_launch_f32_to_f16(cudaStream_t s, const float *x, uint16_t *y, int64_t n);
 cudaError_t flc_launch_rmsnorm(cudaStream_t s, float *y, const float *x, const float *w,
                                int64_t n, int64_t n_rows, int64_t stride, float eps);

@@ -127,6 +127,25 @@ int fl_cuda_rmsnorm(struct fl_cuda *cu, float *d_y, const float *d_x, const floa
                     "rmsnorm");
 }
 
+int fl_cuda_matvec_group(struct fl_cuda *cu, const void *const *d_w, uint32_t w_type,
+                         int64_t n_in, int64_t n_out, const float *const *d_x,
+                         float *const *d_y, int n, struct fl_err *err)
+{
+    if (n < 1 || n > FL_CUDA_GROUP_MAX)
+        return fl_err_set(err, -EINVAL, "cuda: a group of %d products", n);
+    int rc = check_matrix(w_type, n_in, n_out, 1, err);
+    if (rc)
+        return rc;
+    flc_mv_group g = { .n = n };
+    for (int j = 0; j < n; j++) {
+        g.w[j] = d_w[j];
+        g.x[j] = d_x[j];
+        g.y[j] = d_y[j];
+    }
+    return launched(err, flc_launch_matvec_group(cu->stream, &g, w_type, n_in, n_out),
+                    "matvec group");
+}
+
 int fl_cuda_add(struct fl_cuda *cu, float *d_y, const float *d_x, int64_t n, struct fl_err *err)
 {
     if (n <= 0)

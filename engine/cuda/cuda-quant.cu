@@ -184,6 +184,23 @@ HD void row_unit(const uint8_t *row, int64_t u, float v[UNIT])
 
 constexpr int WARPS = 4; /* rows per block of the matvec kernel */
 
+/* One row's dot with xt, by a whole warp; lane 0 gets the sum. Both
+ * matvec kernels use it, so a grouped product is bit-identical to the
+ * single one. */
+template <int T>
+__device__ float row_dot(const uint8_t *row, const float *xt, int64_t n_in, int lane)
+{
+    float v[UNIT], acc = 0.0f;
+    for (int64_t u = lane; u < n_in / UNIT; u += 32) {
+        row_unit<T>(row, u, v);
+        for (int l = 0; l < UNIT; l++)
+            acc += v[l] * xt[u * UNIT + l];
+    }
+    for (int off = 16; off > 0; off /= 2)
+        acc += __shfl_down_sync(0xffffffffu, acc, off);
+    return acc;
+}
+
 template <int T>
 __global__ void matvec_kernel(const uint8_t *w, size_t row_bytes, int64_t n_in, int64_t n_out,
                               const float *x, float *y)
@@ -193,18 +210,23 @@ __global__ void matvec_kernel(const uint8_t *w, size_t row_bytes, int64_t n_in, 
     const int64_t t = blockIdx.y;
     if (o >= n_out)
         return;
-    const uint8_t *row = w + o * row_bytes;
-    const float *xt = x + t * n_in;
-    float v[UNIT], acc = 0.0f;
-    for (int64_t u = lane; u < n_in / UNIT; u += 32) {
-        row_unit<T>(row, u, v);
-        for (int l = 0; l < UNIT; l++)
-            acc += v[l] * xt[u * UNIT + l];
-    }
-    for (int off = 16; off > 0; off /= 2)
-        acc += __shfl_down_sync(0xffffffffu, acc, off);
+    const float acc = row_dot<T>(w + o * row_bytes, x + t * n_in, n_in, lane);
     if (lane == 0)
         y[t * n_out + o] = acc;
+}
+
+/* Product j of a group (blockIdx.y): its own matrix, input and output. */
+template <int T>
+__global__ void matvec_group_kernel(flc_mv_group g, size_t row_bytes, int64_t n_in, int64_t n_out)
+{
+    const int lane = threadIdx.x % 32;
+    const int64_t o = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
+    const int j = blockIdx.y;
+    if (o >= n_out)
+        return;
+    const float acc = row_dot<T>((const uint8_t *)g.w[j] + o * row_bytes, g.x[j], n_in, lane);
+    if (lane == 0)
+        g.y[j][o] = acc;
 }
 
 /* One thread per unit of the [n_rows][n_in] matrix. */
@@ -231,6 +253,15 @@ cudaError_t launch_matvec(cudaStream_t s, const void *w, int64_t n_in, int64_t n
     const size_t row_bytes = (size_t)(n_in / UNIT / unit_decoder<T>::per_block) * unit_decoder<T>::bytes;
     dim3 grid((unsigned)((n_out + WARPS - 1) / WARPS), (unsigned)n_tok);
     matvec_kernel<T><<<grid, 32 * WARPS, 0, s>>>((const uint8_t *)w, row_bytes, n_in, n_out, x, y);
+    return cudaGetLastError();
+}
+
+template <int T>
+cudaError_t launch_matvec_group(cudaStream_t s, const flc_mv_group *g, int64_t n_in, int64_t n_out)
+{
+    const size_t row_bytes = (size_t)(n_in / UNIT / unit_decoder<T>::per_block) * unit_decoder<T>::bytes;
+    dim3 grid((unsigned)((n_out + WARPS - 1) / WARPS), (unsigned)g->n);
+    matvec_group_kernel<T><<<grid, 32 * WARPS, 0, s>>>(*g, row_bytes, n_in, n_out);
     return cudaGetLastError();
 }
 
@@ -263,6 +294,17 @@ extern "C" cudaError_t flc_launch_matvec(cudaStream_t s, const void *w, uint32_t
 {
     switch (type) {
 #define CASE(t) case t: return launch_matvec<t>(s, w, n_in, n_out, x, n_tok, y);
+    FLC_TYPES(CASE)
+#undef CASE
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t flc_launch_matvec_group(cudaStream_t s, const flc_mv_group *g,
+                                               uint32_t type, int64_t n_in, int64_t n_out)
+{
+    switch (type) {
+#define CASE(t) case t: return launch_matvec_group<t>(s, g, n_in, n_out);
     FLC_TYPES(CASE)
 #undef CASE
     default: return cudaErrorInvalidValue;
