@@ -15,7 +15,9 @@
  *    copy stream; unified: managed slots migrated by cudaMemPrefetchAsync;
  *    cpu: computed by the CPU path), except that batches of at least
  *    --offload-min-batch tokens bring host experts to the GPU in every mode.
- * Attention, norms, RoPE and routing stay on the CPU (docs/cuda.md).
+ * An architecture can instead run its whole pass on the device ("the pass
+ * on the device" below; the llama family does), with norms, RoPE,
+ * attention and routing there too (docs/cuda.md).
  *
  * Without CUDA in the build, or without a device, eng_gpu_open fails with
  * -ENODEV and the session runs on the CPU; the decision and parsing helpers
