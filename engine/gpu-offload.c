@@ -250,11 +250,13 @@ static int make_cache(struct eng_gpu *g, struct fl_err *err)
         return 0;
     const bool unified = g->o.experts == ENG_GPU_EXPERTS_UNIFIED;
     size_t budget = SIZE_MAX; /* the cache caps itself at what is free */
+    const uint64_t used = g->up_bytes + g->o.kv_bytes;
     if (g->o.vram_budget)
-        budget = g->o.vram_budget > g->up_bytes ? (size_t)(g->o.vram_budget - g->up_bytes) : 0;
+        budget = g->o.vram_budget > used ? (size_t)(g->o.vram_budget - used) : 0;
     struct fl_cuda_xcache_opts xo = {
         .mode = unified ? FL_CUDA_XUNIFIED : FL_CUDA_XCOPY, .slot_bytes = g->slot_bytes,
-        .budget = budget, .reserve = VRAM_RESERVE, .n_layer = (int)hp->n_layer,
+        .budget = budget, .reserve = VRAM_RESERVE + (size_t)g->o.kv_bytes,
+        .n_layer = (int)hp->n_layer,
         .n_expert = (int)hp->n_expert,
     };
     struct fl_err e2;
@@ -355,10 +357,12 @@ int eng_gpu_open(const struct eng_model *m, const struct gguf_file *gf,
     if (!rc)
         rc = fl_cuda_device_info(o->device, &info, err);
     /* what does not fit stays on the host rather than failing the session */
+    /* the device pass's KV cache comes out of the budget (or of what is free) */
+    const uint64_t keep = VRAM_RESERVE + o->kv_bytes;
     if (!rc && o->vram_budget)
-        g->up_limit = o->vram_budget;
-    else if (!rc && info.free_bytes > VRAM_RESERVE)
-        g->up_limit = info.free_bytes - VRAM_RESERVE;
+        g->up_limit = o->vram_budget > o->kv_bytes ? o->vram_budget - o->kv_bytes : 0;
+    else if (!rc && info.free_bytes > keep)
+        g->up_limit = info.free_bytes - keep;
     if (!rc && !(g->d_tensor = calloc((size_t)(m->n_tensors ? m->n_tensors : 1), sizeof(void *))))
         rc = fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)

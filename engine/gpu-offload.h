@@ -69,6 +69,8 @@ struct eng_gpu_options {
     enum eng_gpu_experts experts;
     int min_batch;           /* --offload-min-batch; 0: ENG_GPU_MIN_BATCH_DEFAULT */
     uint64_t vram_budget;    /* --vram-budget; 0: what the device has free */
+    uint64_t kv_bytes;       /* the KV cache a pass on the device keeps in VRAM (eng_kv_bytes):
+                                held back from the budget, or from free memory */
     int device;
     FILE *log;               /* NULL, or where one-line notes go (an expert cache that cannot be made) */
     bool verbose;            /* also name each gpu-tier matrix left on the host, and why */

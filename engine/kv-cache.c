@@ -63,6 +63,14 @@ int eng_kv_n_ctx(const struct eng_kv *kv)
     return kv->n_ctx;
 }
 
+uint64_t eng_kv_bytes(const struct eng_kv *kv)
+{
+    uint64_t rows = 0;
+    for (int l = 0; l < kv->n_layer; l++)
+        rows += (uint64_t)(kv->k_dim[l] + kv->v_dim[l]);
+    return rows * (uint64_t)kv->n_ctx * sizeof(fl_f16);
+}
+
 fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int pos)
 {
     return kv->k[layer] + (int64_t)pos * kv->k_dim[layer];

@@ -72,6 +72,8 @@ void eng_scratch_release(struct eng_ctx *c, struct eng_scratch_mark m);
 int eng_kv_create(const struct eng_model *m, int n_ctx, struct eng_kv **out, struct fl_err *err);
 void eng_kv_destroy(struct eng_kv *kv);
 int eng_kv_n_ctx(const struct eng_kv *kv);
+/* K and V of every layer and position: what a copy of the cache takes. */
+uint64_t eng_kv_bytes(const struct eng_kv *kv);
 fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int pos); /* one row of kv_k_dim */
 fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int pos); /* one row of kv_v_dim */
 /* Converts rows [n_tok][kv_k_dim] / [n_tok][kv_v_dim] to F16 at pos0..; k or

@@ -220,7 +220,8 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         return 0;
     const struct eng_gpu_options o = {
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
-        .vram_budget = p->placement.vram_budget, .log = stderr, .verbose = p->placement.verbose,
+        .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
+        .verbose = p->placement.verbose,
     };
     return eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
 }

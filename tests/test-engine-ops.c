@@ -186,6 +186,9 @@ static void test_attention(struct fl_pool *pool)
     struct eng_ctx c = { .m = m, .pool = pool };
     struct fl_err err;
     CHECK(eng_kv_create(m, 128, &c.kv, &err) == 0, "kv create");
+    /* one layer, K rows of 2*32 and V rows of 2*16 halves, 128 positions */
+    CHECK(eng_kv_bytes(c.kv) == 128u * (2 * 32 + 2 * 16) * 2, "kv bytes %llu",
+          (unsigned long long)eng_kv_bytes(c.kv));
     CHECK(eng_arena_create(&c.arena) == 0, "arena");
     const float sinks[4] = { 0.5f, -1.0f, 2.0f, 0.0f };
     check_attention(&c, 1, 0, NULL);
