@@ -20,7 +20,7 @@
 #   FL_GPU_PREBUILT=1  take the binaries already in FL_GPU_BUILD (built on
 #       another machine with the same flags) instead of building: for a GPU
 #       host without the -dev packages; the libraries they need go in
-#       LD_LIBRARY_PATH
+#       LD_LIBRARY_PATH. scripts/gpu-bundle.sh DIR makes such a folder.
 #   FL_STEP_TIMEOUT  seconds per benchmark run (default 150)
 #   FL_TEST_TIMEOUT  seconds per test (default 300)   FL_GPU_LOG_DIR  keeps each test's output
 set -uo pipefail
