@@ -100,5 +100,8 @@ else()
   fl_module(cuda SOURCES engine/cuda/cuda-none.c engine/cuda/expert-lru.c DEPS types cpu)
 endif()
 
+# The cache policies replayed on a routing trace (docs/cuda.md): runs everywhere.
+fl_executable(bench-xlru SOURCES engine/cuda/bench-xlru.c MODULES cuda flref)
+
 # Host bookkeeping of the expert cache: runs everywhere.
 fl_test(test-cuda-lru SOURCES tests/test-cuda-lru.c MODULES cuda TIMEOUT 60)

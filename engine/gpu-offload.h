@@ -71,6 +71,8 @@ struct eng_gpu_options {
     uint64_t vram_budget;    /* --vram-budget; 0: what the device has free */
     uint64_t kv_bytes;       /* the KV cache a pass on the device keeps in VRAM (eng_kv_bytes):
                                 held back from the budget, or from free memory */
+    bool lru_cache;          /* --cache lru: the VRAM expert cache evicts the least recently
+                                used; otherwise lfu-decay with the pager's half-life */
     int device;
     FILE *log;               /* NULL, or where one-line notes go (an expert cache that cannot be made) */
     bool verbose;            /* also name each gpu-tier matrix left on the host, and why */

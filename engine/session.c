@@ -221,7 +221,7 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
     const struct eng_gpu_options o = {
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
         .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
-        .verbose = p->placement.verbose,
+        .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
     };
     return eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
 }
@@ -547,7 +547,8 @@ void eng_session_print_usage(FILE *out)
         "  --prefetch none|router|lookahead[:D]|history[:W]\n"
         "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
         "  --cache lru|lfu-decay|pinned-hot[:STATS.json]\n"
-        "                              which expert to evict (default lfu-decay)\n"
+        "                              which expert to evict (default lfu-decay); the VRAM\n"
+        "                              expert cache follows: lru, else lfu-decay\n"
         "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n"

@@ -1,7 +1,9 @@
 /* test-cuda-lru.c: the VRAM expert cache's slot bookkeeping (plain C; runs
- * without a GPU). Hand-made scenarios, then a random run checked against a
- * naive model (timestamps, linear scans) of the same policy. */
+ * without a GPU). Hand-made scenarios, then random runs checked against a
+ * naive model (timestamps, linear scans) of the same policy, LRU and
+ * lfu-decay. */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,34 +83,97 @@ static void scenario_budget(void)
     CHECK(fl_xlru_slots_for_budget(5 * M, 100 * M, 0, 0) == 0, "zero-size slot");
 }
 
+static void scenario_lfu(void)
+{
+    printf("scenario: lfu-decay keeps the often used, and forgets them\n");
+    for (int pass = 0; pass < 2; pass++) {
+        const double half_life = pass ? 1e9 : 4.0; /* 1e9: counts that never fade */
+        struct fl_xlru *c;
+        struct fl_xlru_res r;
+        CHECK(fl_xlru_create(2, 1, 8, &c) == 0 && fl_xlru_set_lfu(c, half_life) == 0, "create");
+        CHECK(fl_xlru_set_lfu(c, 0.0) == -EINVAL, "half-life 0 refused");
+        const int seq[] = { 0, 0, 0, 0, 0, 0, 1 }; /* 0 used six times, 1 once and last */
+        for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+            CHECK(acq(c, 0, seq[i], &r) == 0, "acquire %d", seq[i]);
+            fl_xlru_release(c, r.slot);
+        }
+        /* LRU would evict 0 (least recent); lfu-decay evicts 1 (fewer uses) */
+        CHECK(acq(c, 0, 2, &r) == 0 && r.evicted_expert == 1, "evicts the rarely used (got %d)",
+              r.evicted_expert);
+        fl_xlru_release(c, r.slot);
+        /* 2 and 3 in turn, 8 times: each miss evicts the other (fewer uses
+         * than 0's six); with a half-life of 4 acquires 0's old uses fade
+         * below theirs and 0 goes, with counts that never fade it stays */
+        for (int i = 0; i < 8; i++) {
+            CHECK(acq(c, 0, 2 + i % 2, &r) == 0, "turn %d", i);
+            fl_xlru_release(c, r.slot);
+        }
+        CHECK((fl_xlru_lookup(c, 0, 0) == -ENOENT) == !pass, "half-life %g: 0 %s", half_life,
+              pass ? "kept" : "evicted");
+        fl_xlru_destroy(c);
+    }
+}
+
 /* Naive model: per slot key, pins and a time stamp; the victim is a free
  * slot if any (the most recently invalidated first, then never-used ones
- * in index order), else the unpinned occupied slot used longest ago. */
+ * in index order), else the unpinned occupied slot used longest ago, or,
+ * with a half-life, the one of the smallest decayed use count (each use
+ * counts 1, halving every half_life acquires; ties to the least recent). */
 struct model {
     int n;
     int key[16], pins[16];
     long used[16]; /* last acquire time; free slots keep theirs, set to -1 on invalidation */
     long clock;
+    double half_life;       /* 0: LRU */
+    double count[64];       /* per key: decayed count as of its last use */
+    long last[64];          /* per key: acquires counted when last used */
+    long tick;
 };
+
+static double model_count(const struct model *m, int k)
+{
+    return m->count[k] * exp2(-(double)(m->tick - m->last[k]) / m->half_life);
+}
+
+static bool model_better(const struct model *m, int s, int best)
+{
+    const int fb = best >= 0 && m->key[best] < 0, fs = m->key[s] < 0;
+    if (best < 0 || (fs && !fb))
+        return true;
+    if (fs != fb)
+        return false;
+    if (m->half_life > 0 && !fs) {
+        const double cs = model_count(m, m->key[s]), cb = model_count(m, m->key[best]);
+        if (fabs(cs - cb) > 1e-9 * (cs + cb))
+            return cs < cb;
+    }
+    return m->used[s] < m->used[best];
+}
+
+static void model_use(struct model *m, int k)
+{
+    if (m->half_life > 0) {
+        m->count[k] = model_count(m, k) + 1.0;
+        m->last[k] = m->tick;
+    }
+}
 
 static int model_acquire(struct model *m, int k, int *evicted, bool *hit)
 {
     *evicted = -1;
     *hit = true;
+    m->tick++;
     for (int s = 0; s < m->n; s++)
         if (m->key[s] == k) {
             m->pins[s]++;
             m->used[s] = ++m->clock;
+            model_use(m, k);
             return s;
         }
     int best = -1;
-    for (int s = 0; s < m->n; s++) {
-        if (m->pins[s])
-            continue;
-        const int fb = best >= 0 && m->key[best] < 0, fs = m->key[s] < 0;
-        if (best < 0 || (fs && !fb) || (fs == fb && m->used[s] < m->used[best]))
+    for (int s = 0; s < m->n; s++)
+        if (!m->pins[s] && model_better(m, s, best))
             best = s;
-    }
     if (best < 0)
         return -EBUSY;
     *hit = false;
@@ -116,16 +181,19 @@ static int model_acquire(struct model *m, int k, int *evicted, bool *hit)
     m->key[best] = k;
     m->pins[best] = 1;
     m->used[best] = ++m->clock;
+    model_use(m, k);
     return best;
 }
 
-static void random_run(void)
+static void random_run(double half_life)
 {
-    printf("random: 20000 acquire/release/invalidate ops vs a naive model\n");
+    printf("random: 20000 acquire/release/invalidate ops vs a naive model (%s)\n",
+           half_life > 0 ? "lfu-decay" : "LRU");
     enum { SLOTS = 6, LAYERS = 3, EXPERTS = 5 };
     struct fl_xlru *c;
     CHECK(fl_xlru_create(SLOTS, LAYERS, EXPERTS, &c) == 0, "create");
-    struct model m = {.n = SLOTS};
+    CHECK(half_life == 0 || fl_xlru_set_lfu(c, half_life) == 0, "lfu");
+    struct model m = {.n = SLOTS, .half_life = half_life};
     for (int s = 0; s < SLOTS; s++) {
         m.key[s] = -1;
         m.used[s] = -(SLOTS - s); /* initial free order: slot 0 first */
@@ -186,7 +254,9 @@ int main(void)
     scenario_lru();
     scenario_pins();
     scenario_budget();
-    random_run();
+    scenario_lfu();
+    random_run(0.0);
+    random_run(6.0);
     printf("fl_cuda_available() = %d\n", fl_cuda_available());
     return check_summary("test-cuda-lru");
 }

@@ -166,6 +166,8 @@ int fl_cuda_xcache_create(struct fl_cuda *cu, const struct fl_cuda_xcache_opts *
     rc = e != cudaSuccess ? flc_err(err, e, "creating the copy stream") : size_cache(x, o, err);
     if (!rc && fl_xlru_create(x->n_slots, o->n_layer, o->n_expert, &x->lru))
         rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
+    if (!rc && o->lfu_half_life > 0 && fl_xlru_set_lfu(x->lru, o->lfu_half_life))
+        rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
     if (!rc)
         rc = alloc_slots(x, err);
     if (!rc)

@@ -2,8 +2,8 @@
  *
  * A cache of equal slots, each big enough for one expert (its gate, up and
  * down slices packed back to back), sized by a VRAM budget but never above
- * what cudaMemGetInfo reports free. Slot choice is the LRU of
- * engine/cuda/expert-lru.h; this file moves the bytes:
+ * what cudaMemGetInfo reports free. Slot choice is engine/cuda/expert-lru.h
+ * (LRU, or lfu-decay); this file moves the bytes:
  *
  *   copy     slots in cudaMalloc'd VRAM. A miss copies the expert's host
  *            bytes (made resident by the pager: reading them may fault them
@@ -50,6 +50,7 @@ struct fl_cuda_xcache_opts {
     size_t reserve;              /* free memory left alone for everything else */
     int n_layer, n_expert;
     int n_staging;               /* copy mode's pinned staging buffers; 0: 4 */
+    double lfu_half_life;        /* eviction: lfu-decay with this half-life in acquires; 0: LRU */
 };
 
 /* One contiguous piece of an expert in host memory (a GGUF tensor slice),

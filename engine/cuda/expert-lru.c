@@ -4,8 +4,14 @@
  * for the largest MoE models), so lookups are one load. The LRU order is a
  * doubly linked list over slot indices, most recent at the head; eviction
  * walks from the tail past pinned slots. Free slots sit at the tail, so
- * they are taken before any occupied one. */
+ * they are taken before any occupied one.
+ *
+ * lfu-decay keeps, per key, the use count decayed by 2^(-age/half_life)
+ * as one number that does not change with time: score = log2(count at
+ * its last use) + last_use / half_life. The decayed counts of two keys now
+ * compare as their scores do, so the victim scan needs no exponentials. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "engine/cuda/expert-lru.h"
@@ -17,6 +23,9 @@ struct fl_xlru {
     int *pins;          /* [n_slots] */
     int *prev, *next;   /* LRU list links, -1 at the ends */
     int head, tail;
+    double half_life;   /* lfu-decay, in acquires; 0: LRU */
+    double *score;      /* lfu-decay: [n_layer * n_expert], -inf before a key's first use */
+    uint64_t tick;      /* acquires so far */
     struct fl_xlru_stats st;
 };
 
@@ -95,7 +104,29 @@ void fl_xlru_destroy(struct fl_xlru *c)
     free(c->pins);
     free(c->prev);
     free(c->next);
+    free(c->score);
     free(c);
+}
+
+int fl_xlru_set_lfu(struct fl_xlru *c, double half_life)
+{
+    if (!(half_life > 0.0))
+        return -EINVAL;
+    const size_t nk = (size_t)c->n_layer * (size_t)c->n_expert;
+    if (!c->score && !(c->score = malloc(nk * sizeof(double))))
+        return -ENOMEM;
+    for (size_t i = 0; i < nk; i++)
+        c->score[i] = -INFINITY;
+    c->half_life = half_life;
+    return 0;
+}
+
+/* The key's decayed use count now, plus this use, as its new score. */
+static void count_use(struct fl_xlru *c, int k)
+{
+    const double now = (double)c->tick / c->half_life;
+    const double count = isinf(c->score[k]) ? 0.0 : exp2(c->score[k] - now);
+    c->score[k] = log2(count + 1.0) + now;
 }
 
 static bool key_ok(const struct fl_xlru *c, int layer, int expert)
@@ -103,13 +134,21 @@ static bool key_ok(const struct fl_xlru *c, int layer, int expert)
     return layer >= 0 && layer < c->n_layer && expert >= 0 && expert < c->n_expert;
 }
 
-/* Least recently used slot nobody holds, or -1. */
+/* Least recently used slot nobody holds, or -1; with lfu-decay, a free
+ * slot, else the held-by-nobody slot of the smallest decayed count, ties
+ * to the least recent. */
 static int victim(const struct fl_xlru *c)
 {
-    for (int s = c->tail; s >= 0; s = c->prev[s])
-        if (c->pins[s] == 0)
+    int best = -1;
+    for (int s = c->tail; s >= 0; s = c->prev[s]) {
+        if (c->pins[s] != 0)
+            continue;
+        if (!c->score || c->key[s] < 0)
             return s;
-    return -1;
+        if (best < 0 || c->score[c->key[s]] < c->score[c->key[best]])
+            best = s;
+    }
+    return best;
 }
 
 int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res *res)
@@ -118,6 +157,7 @@ int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res
         return -EINVAL;
     const int k = layer * c->n_expert + expert;
     int s = c->map[k];
+    c->tick++;
     res->evicted_layer = res->evicted_expert = -1;
     res->hit = s >= 0;
     if (s < 0) {
@@ -137,6 +177,8 @@ int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res
     } else {
         c->st.hits++;
     }
+    if (c->score)
+        count_use(c, k);
     c->pins[s]++;
     unlink_slot(c, s);
     push_head(c, s);

@@ -8,7 +8,10 @@
  * one layer never evict each other while their copies and kernels are
  * being queued; a pinned slot is never handed out again. When every slot
  * is pinned, acquire fails with -EBUSY (the caller computes that expert
- * elsewhere, e.g. on the CPU). Not thread-safe: one forward pass owns it. */
+ * elsewhere, e.g. on the CPU). Not thread-safe: one forward pass owns it.
+ * fl_xlru_set_lfu switches the choice among unheld occupied slots to the
+ * pager's lfu-decay (pager/policy.h): the fewest uses, each use's weight
+ * halving every half_life acquires, ties to the least recent. */
 #ifndef FL_CUDA_EXPERT_LRU_H
 #define FL_CUDA_EXPERT_LRU_H
 
@@ -35,6 +38,9 @@ struct fl_xlru_res {
  * -ENOMEM. */
 int fl_xlru_create(int n_slots, int n_layer, int n_expert, struct fl_xlru **out);
 void fl_xlru_destroy(struct fl_xlru *c);
+/* lfu-decay from now on (use counts start at zero); -EINVAL unless
+ * half_life > 0, -ENOMEM. */
+int fl_xlru_set_lfu(struct fl_xlru *c, double half_life);
 
 /* Slot of (layer, expert), pinned and made most recently used. 0 or
  * -EINVAL (key out of range), -EBUSY (every slot pinned). */
