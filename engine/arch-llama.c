@@ -154,6 +154,17 @@ void eng_llama_family_unload(struct eng_model *m)
     m->arch_data = NULL;
 }
 
+/* The attention of every block (CPU and device pass alike): GQA over the
+ * cache rows [n_head_kv][head dim], 1/sqrt(dk) scale. */
+static struct eng_attn attn_params(const struct eng_hparams *hp)
+{
+    const int64_t dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
+    return (struct eng_attn){
+        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = dk, .dv = dv,
+        .k_stride = dk, .v_stride = dv, .scale = 1.0f / sqrtf((float)dk),
+    };
+}
+
 /* x += attention block of layer l (h: scratch [n_tok][n_embd]). */
 static void attention_block(struct eng_ctx *c, const struct eng_batch *b, int l, float *x,
                             const float *cs)
@@ -177,10 +188,7 @@ static void attention_block(struct eng_ctx *c, const struct eng_batch *b, int l,
     eng_rope_rows(q, n, nq, (int)hp->n_head, dk, (int)hp->n_rot, hp->rope_mode, cs);
     eng_rope_rows(k, n, nk, (int)hp->n_head_kv, dk, (int)hp->n_rot, hp->rope_mode, cs);
     eng_kv_store(c->kv, l, b->pos0, n, k, v);
-    const struct eng_attn p = {
-        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = dk, .dv = dv,
-        .k_stride = dk, .v_stride = dv, .scale = 1.0f / sqrtf((float)dk),
-    };
+    const struct eng_attn p = attn_params(hp);
     eng_attention(c, l, q, nq, n, b->pos0, &p, a, hp->n_head * dv);
     eng_matmul(c, L->wo, -1, a, n, h);
     if (L->wo_b)
@@ -263,10 +271,7 @@ static void gpu_attention_block(struct eng_ctx *c, const struct eng_batch *b, in
     eng_gpu_rope_rows(c, q, n, nq, (int)hp->n_head, dk, (int)hp->n_rot, hp->rope_mode, cs);
     eng_gpu_rope_rows(c, k, n, nk, (int)hp->n_head_kv, dk, (int)hp->n_rot, hp->rope_mode, cs);
     eng_gpu_kv_store(c, l, b->pos0, n, k, nk, v, nv);
-    const struct eng_attn p = {
-        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = dk, .dv = dv,
-        .k_stride = dk, .v_stride = dv, .scale = 1.0f / sqrtf((float)dk),
-    };
+    const struct eng_attn p = attn_params(hp);
     eng_gpu_attention(c, l, q, nq, n, b->pos0, &p, a, hp->n_head * dv);
     eng_gpu_mm(c, L->wo, a, n, h);
     eng_gpu_add(c, x, h, n * E);

@@ -338,8 +338,10 @@ static void pin_ram_experts(struct eng_gpu *g, const struct placement_plan *plan
         g->pinned_bytes += sp[i].b - sp[i].a;
     }
     for (int64_t i = 0; i < m->n_tensors; i++) { /* tensors wholly inside a registered span */
+        if (!pinnable(g, plan, i))
+            continue;
         const uintptr_t a = (uintptr_t)m->tensors[i].data, b = a + m->tensors[i].nbytes;
-        for (int j = 0; j < g->n_pins && pinnable(g, plan, i); j++)
+        for (int j = 0; j < g->n_pins; j++)
             g->t_pinned[i] |= a >= sp[j].a && b <= sp[j].b;
     }
     free(sp);
@@ -491,16 +493,14 @@ static bool grouped(const struct gpu_moe *s)
     return s->n_tok == 1 && s->L->n_order <= FL_CUDA_GROUP_MAX;
 }
 
-/* x and weights: host arrays to upload, or NULL when s->d_x / s->d_w
- * already hold them on the device. */
-static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, int64_t n_tok,
-                       int64_t k, const struct eng_expert_lists *L, struct fl_err *err)
+/* The layer's working buffers; its input and routing weights are already
+ * on the device (s->d_x, s->d_w). */
+static int moe_buffers(struct gpu_moe *s, int64_t n_tok, int64_t k,
+                       const struct eng_expert_lists *L, struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     const size_t f = sizeof(float), pairs = (size_t)(n_tok * k);
-    int rc = x ? dbuf_get(g, B_X, f * (size_t)(n_tok * s->n_in), (void **)&s->d_x, err) : 0;
-    if (!rc)
-        rc = dbuf_get(g, B_XG, f * (size_t)(n_tok * s->n_in), (void **)&s->d_xg, err);
+    int rc = dbuf_get(g, B_XG, f * (size_t)(n_tok * s->n_in), (void **)&s->d_xg, err);
     if (!rc) /* pairs rows: a group's experts each have their own */
         rc = dbuf_get(g, B_G, f * pairs * (size_t)s->n_ff, (void **)&s->d_g, err);
     if (!rc)
@@ -509,16 +509,10 @@ static int moe_buffers(struct gpu_moe *s, const float *x, const float *weights, 
         rc = dbuf_get(g, B_D, f * (size_t)(n_tok * s->n_embd), (void **)&s->d_d, err);
     if (!rc)
         rc = dbuf_get(g, B_SLOTS, f * pairs * (size_t)s->n_embd, (void **)&s->d_slots, err);
-    if (!rc && weights)
-        rc = dbuf_get(g, B_W, f * pairs, (void **)&s->d_w, err);
     if (!rc)
         rc = dbuf_get(g, B_TOK, sizeof(int32_t) * pairs, (void **)&s->d_tok, err);
     if (!rc)
         rc = dbuf_get(g, B_SLOT, sizeof(int32_t) * pairs, (void **)&s->d_slot, err);
-    if (!rc && x)
-        rc = fl_cuda_upload(g->cu, s->d_x, x, f * (size_t)(n_tok * s->n_in), err);
-    if (!rc && weights)
-        rc = fl_cuda_upload(g->cu, s->d_w, weights, f * pairs, err);
     s->L = L;
     s->n_tok = n_tok;
     s->pairs = (int64_t)pairs;
@@ -628,26 +622,52 @@ static int run_slot(struct gpu_moe *s, int layer, int ex, const uint8_t *base,
     return rc ? gpu_fail(s->g, rc, err) : 0;
 }
 
-/* A host expert through the VRAM cache: the expert source makes its bytes
- * resident only on a cache miss of an expert that is not page-locked (a
- * hit reads nothing on the host), and is released as soon as the bytes
- * are staged (the cache copies them out before acquire returns). */
-static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
-                         int ex, int64_t at, int64_t n, struct fl_err *err)
+/* Every range of the expert page-locked: a miss needs no host work. */
+static bool locked(const struct fl_cuda_xrange r[3])
 {
-    struct eng_gpu *g = s->g;
-    struct fl_cuda_xrange r[3];
-    expert_ranges(s, ex, r);
-    const bool read = src && !r[0].pinned && !fl_cuda_xcache_cached(g->xc, layer, ex);
+    return r[0].pinned && r[1].pinned && r[2].pinned;
+}
+
+/* Pins (layer, ex)'s slot, queuing its fill on a miss. Only a miss of an
+ * expert that is not wholly page-locked reads host bytes: the expert
+ * source makes them resident for the fill and lets go of them at once
+ * (they are staged before hold returns). */
+static int hold_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
+                       int ex, const struct fl_cuda_xrange r[3], void **d, struct fl_err *err)
+{
+    const bool read = src && !locked(r) && !fl_cuda_xcache_cached(s->g->xc, layer, ex);
     int rc = read ? src->acquire(src->ctx, layer, ex) : 0;
     if (rc < 0)
         return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
                           ex, strerror(-rc));
-    void *d = NULL;
-    rc = fl_cuda_xcache_acquire(g->xc, layer, ex, r, 3, &d, err);
+    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r, 3, d, err);
     if (read)
         src->release(src->ctx, layer, ex);
-    return rc ? gpu_fail(g, rc, err) : run_slot(s, layer, ex, d, r, at, n, err);
+    return rc;
+}
+
+/* Runs a held expert once its fill is in, then lets its slot go. */
+static int run_held(struct gpu_moe *s, int layer, int ex, const uint8_t *d, int64_t at,
+                    int64_t n, struct fl_err *err)
+{
+    struct fl_cuda_xrange r[3];
+    expert_ranges(s, ex, r);
+    int rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
+    if (!rc)
+        return run_slot(s, layer, ex, d, r, at, n, err);
+    fl_cuda_xcache_release(s->g->xc, layer, ex, NULL);
+    return gpu_fail(s->g, rc, err);
+}
+
+/* A host expert through the VRAM cache, on its own. */
+static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
+                         int ex, int64_t at, int64_t n, struct fl_err *err)
+{
+    struct fl_cuda_xrange r[3];
+    expert_ranges(s, ex, r);
+    void *d = NULL;
+    int rc = hold_expert(s, src, layer, ex, r, &d, err);
+    return rc ? gpu_fail(s->g, rc, err) : run_held(s, layer, ex, d, at, n, err);
 }
 
 /* The layer's routed host experts through the cache. Slots that need no
@@ -657,22 +677,6 @@ static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src,
  * misses, which run last, each after its own copy. What could not be held
  * (every slot pinned, or pager-backed experts) goes one by one. */
 enum { HOLD_NONE, HOLD_HIT, HOLD_MISS };
-
-/* Holds a missed expert whose host bytes the expert source must make
- * resident first (they are staged before hold returns, so the source lets
- * go of them at once). */
-static int hold_read(struct gpu_moe *s, const struct eng_expert_source *src, int layer, int ex,
-                     const struct fl_cuda_xrange r[3], void **d, struct fl_err *err)
-{
-    int rc = src ? src->acquire(src->ctx, layer, ex) : 0;
-    if (rc < 0)
-        return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
-                          ex, strerror(-rc));
-    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r, 3, d, err);
-    if (src)
-        src->release(src->ctx, layer, ex);
-    return rc;
-}
 
 /* all: also the misses the expert source must read (a group needs every
  * expert held); else only hits and page-locked misses. */
@@ -687,11 +691,9 @@ static int hold_layer(struct gpu_moe *s, const struct eng_expert_source *src, in
                 continue;
             expert_ranges(s, (int)ex, r);
             const bool hit = fl_cuda_xcache_cached(s->g->xc, layer, (int)ex);
-            const bool locked = r[0].pinned && r[1].pinned && r[2].pinned;
-            if ((want == HOLD_HIT) != hit || (!hit && !locked && !all))
+            if ((want == HOLD_HIT) != hit || (!hit && !locked(r) && !all))
                 continue;
-            int rc = hit || locked ? fl_cuda_xcache_hold(s->g->xc, layer, (int)ex, r, 3, &d[ex], err)
-                                   : hold_read(s, src, layer, (int)ex, r, &d[ex], err);
+            int rc = hold_expert(s, src, layer, (int)ex, r, &d[ex], err);
             if (rc == -EBUSY)
                 return 0;
             if (rc)
@@ -742,19 +744,13 @@ static int run_cached_layer(struct gpu_moe *s, struct eng_ctx *c, int layer,
         held += how[L->order[j]] != HOLD_NONE;
     if (!rc && group && held == L->n_order)
         rc = run_held_group(s, layer, d, how, err);
-    struct fl_cuda_xrange r[3];
     for (int run = HOLD_HIT; run <= HOLD_MISS; run++)
         for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
             if (how[ex] != run)
                 continue;
             const int64_t at = L->start[ex];
-            expert_ranges(s, (int)ex, r);
-            how[ex] = HOLD_NONE; /* run_slot releases it, failing or not */
-            rc = fl_cuda_xcache_ready(g->xc, layer, (int)ex, err);
-            if (rc)
-                fl_cuda_xcache_release(g->xc, layer, (int)ex, NULL);
-            else
-                rc = run_slot(s, layer, (int)ex, d[ex], r, at, L->start[ex + 1] - at, err);
+            how[ex] = HOLD_NONE; /* run_held releases it, failing or not */
+            rc = run_held(s, layer, (int)ex, d[ex], at, L->start[ex + 1] - at, err);
         }
     for (int64_t ex = 0; ex < n_expert && !rc; ex++) {
         const int64_t at = L->start[ex], n = L->start[ex + 1] - at;
@@ -832,6 +828,20 @@ static int moe_run(struct gpu_moe *s, struct eng_ctx *c, int layer, enum eng_gpu
     return 0;
 }
 
+/* The layer's experts and their sum on the device, where says how. */
+static int moe_device(struct eng_ctx *c, int layer, enum eng_gpu_where where, const float *d_x,
+                      int64_t n_tok, const struct eng_expert_lists *L, const float *d_w,
+                      int64_t k, const struct eng_moe *e, float *d_out, struct fl_err *err)
+{
+    struct eng_gpu *g = c->gpu;
+    struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
+                         .n_embd = e->down->ne[1], .d_x = (float *)d_x, .d_w = (float *)d_w };
+    int rc = moe_buffers(&s, n_tok, k, L, err);
+    if (rc)
+        return gpu_fail(g, rc, err);
+    return moe_run(&s, c, layer, where, n_tok, L, k, d_out, err);
+}
+
 int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
                 const struct eng_expert_lists *L, const float *weights, int64_t k,
                 const struct eng_moe *e, float *out, struct fl_err *err)
@@ -840,17 +850,23 @@ int eng_gpu_moe(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
     const enum eng_gpu_where where = moe_where(g, e, n_tok);
     if (where == ENG_GPU_RUN_CPU)
         return 0;
-    struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
-                         .n_embd = e->down->ne[1] };
-    float *d_out = NULL;
-    int rc = moe_buffers(&s, x, weights, n_tok, k, L, err);
+    const size_t f = sizeof(float), nx = (size_t)(n_tok * e->gate->ne[0]);
+    const size_t pairs = (size_t)(n_tok * k), n_out = (size_t)(n_tok * e->down->ne[1]);
+    float *d_x = NULL, *d_w = NULL, *d_out = NULL;
+    int rc = dbuf_get(g, B_X, f * nx, (void **)&d_x, err);
     if (!rc)
-        rc = dbuf_get(g, B_OUT, sizeof(float) * (size_t)(n_tok * s.n_embd), (void **)&d_out, err);
+        rc = dbuf_get(g, B_W, f * pairs, (void **)&d_w, err);
+    if (!rc)
+        rc = dbuf_get(g, B_OUT, f * n_out, (void **)&d_out, err);
+    if (!rc)
+        rc = fl_cuda_upload(g->cu, d_x, x, f * nx, err);
+    if (!rc)
+        rc = fl_cuda_upload(g->cu, d_w, weights, f * pairs, err);
     if (rc)
         return gpu_fail(g, rc, err);
-    if ((rc = moe_run(&s, c, layer, where, n_tok, L, k, d_out, err)))
+    if ((rc = moe_device(c, layer, where, d_x, n_tok, L, d_w, k, e, d_out, err)))
         return rc;
-    rc = fl_cuda_download(g->cu, out, d_out, sizeof(float) * (size_t)(n_tok * s.n_embd), err);
+    rc = fl_cuda_download(g->cu, out, d_out, f * n_out, err);
     return rc ? gpu_fail(g, rc, err) : 1;
 }
 
@@ -858,16 +874,10 @@ int gpu_moe_device(struct eng_ctx *c, int layer, const float *d_x, int64_t n_tok
                    const struct eng_expert_lists *L, const float *d_w, int64_t k,
                    const struct eng_moe *e, float *d_out, struct fl_err *err)
 {
-    struct eng_gpu *g = c->gpu;
-    const enum eng_gpu_where where = moe_where(g, e, n_tok);
+    const enum eng_gpu_where where = moe_where(c->gpu, e, n_tok);
     if (where == ENG_GPU_RUN_CPU)
         return 0;
-    struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
-                         .n_embd = e->down->ne[1], .d_x = (float *)d_x, .d_w = (float *)d_w };
-    int rc = moe_buffers(&s, NULL, NULL, n_tok, k, L, err);
-    if (rc)
-        return gpu_fail(g, rc, err);
-    rc = moe_run(&s, c, layer, where, n_tok, L, k, d_out, err);
+    int rc = moe_device(c, layer, where, d_x, n_tok, L, d_w, k, e, d_out, err);
     return rc ? rc : 1;
 }
 
