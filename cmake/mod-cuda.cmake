@@ -8,8 +8,18 @@
 # Only kernels are CUDA sources (two .cu files, to keep CI's build short);
 # the context, memory, expert cache and cuBLAS calls are C over the runtime
 # API, compiled by the C compiler with the project's warnings.
+#
+# FAULTLINE_CUDA_EMU (tests only, docs/cuda.md "The emulated device"): the
+# backend's C sources over a host emulation of the device (engine/cuda/emu/)
+# instead of the kernels, cudart and cuBLAS, so that the GPU tests run, under
+# sanitizers too, where there is no GPU. Needs the toolkit's headers only.
 set(FL_CUDA_ON OFF)
-if(FAULTLINE_CUDA STREQUAL "AUTO" AND (FAULTLINE_SANITIZE OR FAULTLINE_FUZZ))
+if(FAULTLINE_CUDA_EMU)
+  if(FAULTLINE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FAULTLINE_CUDA_EMU replaces the real backend: use FAULTLINE_CUDA=OFF or AUTO with it")
+  endif()
+  message(STATUS "faultline cuda: emulated device (FAULTLINE_CUDA_EMU, for tests)")
+elseif(FAULTLINE_CUDA STREQUAL "AUTO" AND (FAULTLINE_SANITIZE OR FAULTLINE_FUZZ))
   # nvcc links these builds and cudart is not instrumented: AUTO means off
   message(STATUS "faultline cuda: off (sanitizer/fuzz build; FAULTLINE_CUDA=ON to force)")
 elseif(NOT FAULTLINE_CUDA STREQUAL "OFF")
@@ -93,11 +103,32 @@ if(FL_CUDA_ON)
 
   # The kernels' block decoders, run on the host: no device needed.
   fl_test(test-cuda-decode SOURCES tests/test-cuda-decode.c MODULES cuda types TIMEOUT 60)
-  # GPU tests: skip (77) where there is no device.
-  fl_test(test-cuda-kernels SOURCES tests/test-cuda-kernels.c MODULES cuda cpu LABELS gpu TIMEOUT 120)
-  fl_test(test-cuda-xcache SOURCES tests/test-cuda-xcache.c MODULES cuda LABELS gpu TIMEOUT 120)
+elseif(FAULTLINE_CUDA_EMU)
+  # The toolkit's headers only: nothing of CUDA is linked.
+  find_package(CUDAToolkit QUIET)
+  find_path(FL_CUDA_EMU_INCLUDE cuda_runtime_api.h cublas_v2.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS /usr/local/cuda/include NO_CACHE)
+  if(NOT FL_CUDA_EMU_INCLUDE)
+    message(FATAL_ERROR "FAULTLINE_CUDA_EMU needs the CUDA toolkit's headers (cuda_runtime_api.h, cublas_v2.h)")
+  endif()
+  fl_module(cuda
+    SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
+            engine/cuda/expert-lru.c engine/cuda/emu/cudart-emu.c engine/cuda/emu/devmem-emu.c
+            engine/cuda/emu/kernels-emu.c engine/cuda/emu/blas-emu.c
+    DEPS types cpu arch2math) # arch2math: the SwiGLU-OAI kernel is arch2_swiglu_oai
+  target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)
+  target_include_directories(fl_cuda SYSTEM PRIVATE ${FL_CUDA_EMU_INCLUDE})
+  # the kernels round each operation on its own (__fmul_rn, no FMA)
+  set_source_files_properties(engine/cuda/emu/kernels-emu.c engine/cuda/emu/blas-emu.c
+    PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 else()
   fl_module(cuda SOURCES engine/cuda/cuda-none.c engine/cuda/expert-lru.c DEPS types cpu)
+endif()
+
+if(FL_CUDA_ON OR FAULTLINE_CUDA_EMU)
+  # GPU tests: skip (77) where there is no device; always run on the emulated one.
+  fl_test(test-cuda-kernels SOURCES tests/test-cuda-kernels.c MODULES cuda cpu arch2math LABELS gpu TIMEOUT 120)
+  fl_test(test-cuda-xcache SOURCES tests/test-cuda-xcache.c MODULES cuda LABELS gpu TIMEOUT 120)
 endif()
 
 # The cache policies replayed on a routing trace (docs/cuda.md): runs everywhere.

@@ -17,6 +17,7 @@
 #include "engine/arch.h"
 #include "engine/arch2-ops.h"
 #include "engine/arch-prenorm.h"
+#include "engine/gpu-offload.h"
 #include "engine/mla.h"
 #include "engine/ops.h"
 #include "engine/yarn.h"
@@ -333,12 +334,90 @@ static int ds2_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
     return moe_block(c, a, L, il, x, b->n_tok, b->pos0, out, err);
 }
 
+/* --- the pass on the device (engine/gpu-offload.h) ---------------------------------- */
+
+static int ds2_gpu_tensors(const void *arch, int il, const struct eng_tensor **w)
+{
+    const struct ds2_layer *L = &((const struct ds2 *)arch)->layers[il];
+    int n = mla_gpu_tensors(&L->mla, w);
+    const struct eng_tensor *t[] = { L->gate, L->up, L->down, L->router, L->sel_bias,
+                                     L->gate_sh, L->up_sh, L->down_sh };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i])
+            w[n++] = t[i];
+    return n;
+}
+
+static void ds2_gpu_attention(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                              const struct eng_batch *b, float *d_out)
+{
+    const struct ds2 *a = arch;
+    mla_gpu_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, d_x, b->n_tok,
+                      b->pos0, d_out);
+}
+
+/* out = down(silu(gate x) * up x) on the device (dense blocks, shared experts). */
+static void gpu_dense_ffn(struct eng_ctx *c, const float *d_x, int64_t n_tok,
+                          const struct eng_tensor *gate, const struct eng_tensor *up,
+                          const struct eng_tensor *down, float *d_out)
+{
+    const int64_t f = gate->ne[1];
+    float *g = eng_gpu_tmp(c, n_tok * f), *u = eng_gpu_tmp(c, n_tok * f);
+    eng_gpu_mm(c, gate, d_x, n_tok, g);
+    eng_gpu_mm(c, up, d_x, n_tok, u);
+    eng_gpu_swiglu(c, g, u, n_tok * f);
+    eng_gpu_mm(c, down, g, n_tok, d_out);
+}
+
+/* Routed experts + shared experts. The router kernel has no expert groups:
+ * with them the logits come to the host and route_groups chooses. */
+static void gpu_moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L,
+                          int il, const float *d_x, int n_tok, int pos0, float *d_out)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int64_t k = hp->n_expert_used, X = hp->n_expert;
+    float *d_logits = eng_gpu_tmp(c, n_tok * X);
+    eng_gpu_mm(c, L->router, d_x, n_tok, d_logits);
+    struct eng_route r = {
+        .n_expert = X, .k = k, .gating = hp->gating, .norm = hp->expert_weights_norm,
+        .scale = hp->expert_weights_scale, .sel_bias = eng_gpu_tensor(c, L->sel_bias),
+    };
+    const struct eng_moe moe = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
+    if (a->n_groups > 1) {
+        float *logits = eng_scratch_f32(c, n_tok * X), *w = eng_scratch_f32(c, n_tok * k);
+        int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+        memset(logits, 0, sizeof(float) * (size_t)(n_tok * X)); /* stays so if the GPU failed */
+        eng_gpu_get(c, logits, d_logits, n_tok * X);
+        r.sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL;
+        route_groups(c, a, logits, n_tok, &r, ids, w);
+        eng_gpu_moe_ffn_routed(c, il, pos0, d_x, n_tok, ids, w, k, &moe, d_out);
+    } else {
+        eng_gpu_moe_ffn(c, il, pos0, d_x, n_tok, d_logits, &r, &moe, d_out);
+    }
+    float *sh = eng_gpu_tmp(c, n_tok * hp->n_embd);
+    gpu_dense_ffn(c, d_x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
+    eng_gpu_add(c, d_out, sh, n_tok * hp->n_embd);
+}
+
+static void ds2_gpu_ffn(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                        const struct eng_batch *b, float *d_out)
+{
+    const struct ds2 *a = arch;
+    const struct ds2_layer *L = &a->layers[il];
+    if (il < c->m->hp.n_layer_dense_lead)
+        gpu_dense_ffn(c, d_x, b->n_tok, L->gate, L->up, L->down, d_out);
+    else
+        gpu_moe_block(c, a, L, il, d_x, b->n_tok, b->pos0, d_out);
+}
+
 static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
     const struct ds2 *a = c->m->arch_data;
     const struct eng_prenorm p = {
         .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
         .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
+        .gpu_tensors = ds2_gpu_tensors, .gpu_attention = ds2_gpu_attention,
+        .gpu_ffn = ds2_gpu_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
 }

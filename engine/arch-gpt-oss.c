@@ -20,6 +20,7 @@
 #include "engine/arch.h"
 #include "engine/arch-prenorm.h"
 #include "engine/arch2-ops.h"
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 #include "engine/yarn.h"
 
@@ -261,13 +262,82 @@ static int oss_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
     return moe_block(c, arch, il, x, b, out, err);
 }
 
+/* --- the pass on the device (engine/gpu-offload.h): the same blocks over
+ * activations in VRAM; the sinks and biases are read there too --------------------- */
+
+static int oss_gpu_tensors(const void *arch, int il, const struct eng_tensor **w)
+{
+    const struct oss_layer *L = &((const struct oss *)arch)->layers[il];
+    const struct eng_tensor *t[] = { L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv, L->bo,
+                                     L->sinks, L->router, L->router_b };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        w[i] = t[i];
+    return (int)(sizeof(t) / sizeof(t[0]));
+}
+
+static void oss_gpu_attention(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                              const struct eng_batch *b, float *d_out)
+{
+    const struct oss *a = arch;
+    const struct eng_hparams *hp = &c->m->hp;
+    const struct oss_layer *L = &a->layers[il];
+    const int64_t n = b->n_tok, hd = hp->n_embd_head_k;
+    const int64_t nq = hp->n_head * hd, nk = hp->n_head_kv * hd;
+    float *q = eng_gpu_tmp(c, n * nq), *k = eng_gpu_tmp(c, n * nk);
+    float *v = eng_gpu_tmp(c, n * nk), *att = eng_gpu_tmp(c, n * nq);
+    float *cs = eng_scratch_f32(c, n * hp->n_rot), *d_cs = eng_gpu_tmp(c, n * hp->n_rot);
+    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
+    eng_gpu_put(c, d_cs, cs, n * hp->n_rot);
+
+    eng_gpu_mm(c, L->wq, d_x, n, q);
+    eng_gpu_add_bias(c, q, L->bq, n);
+    eng_gpu_mm(c, L->wk, d_x, n, k);
+    eng_gpu_add_bias(c, k, L->bk, n);
+    eng_gpu_mm(c, L->wv, d_x, n, v);
+    eng_gpu_add_bias(c, v, L->bv, n);
+    eng_gpu_rope_rows(c, q, b->n_tok, nq, (int)hp->n_head, hd, (int)hp->n_rot, ENG_ROPE_NEOX, d_cs);
+    eng_gpu_rope_rows(c, k, b->n_tok, nk, (int)hp->n_head_kv, hd, (int)hp->n_rot, ENG_ROPE_NEOX,
+                      d_cs);
+    eng_gpu_kv_store(c, il, b->pos0, b->n_tok, k, nk, v, nk);
+    const struct eng_attn p = {
+        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = hd, .dv = hd,
+        .k_stride = hd, .v_stride = hd, .scale = a->kq_scale, .window = L->window,
+        .sinks = eng_gpu_tensor(c, L->sinks),
+    };
+    eng_gpu_attention(c, il, q, nq, b->n_tok, b->pos0, &p, att, nq);
+    eng_gpu_mm(c, L->wo, att, n, d_out);
+    eng_gpu_add_bias(c, d_out, L->bo, n);
+}
+
+static void oss_gpu_ffn(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                        const struct eng_batch *b, float *d_out)
+{
+    const struct oss *a = arch;
+    const struct eng_hparams *hp = &c->m->hp;
+    const struct oss_layer *L = &a->layers[il];
+    float *logits = eng_gpu_tmp(c, b->n_tok * hp->n_expert);
+    eng_gpu_mm(c, L->router, d_x, b->n_tok, logits);
+    eng_gpu_add_bias(c, logits, L->router_b, b->n_tok);
+    const struct eng_route r = {
+        .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = ENG_GATING_SOFTMAX_WEIGHT,
+        .norm = false, .scale = hp->expert_weights_scale,
+    };
+    const struct eng_moe moe = {
+        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
+        .gate_b = L->gate_b, .up_b = L->up_b, .down_b = L->down_b,
+        .act = arch2_act_swiglu_oai, .act_arg = &a->act,
+    };
+    eng_gpu_moe_ffn(c, il, b->pos0, d_x, b->n_tok, logits, &r, &moe, d_out);
+}
+
 static int oss_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
     const struct oss *a = c->m->arch_data;
     const struct eng_prenorm p = {
         .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
         .n_layer = (int)c->m->hp.n_layer, .norms = oss_norms, .attention = oss_attention,
-        .ffn = oss_ffn,
+        .ffn = oss_ffn, .gpu_tensors = oss_gpu_tensors, .gpu_attention = oss_gpu_attention,
+        .gpu_ffn = oss_gpu_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
 }

@@ -24,7 +24,19 @@ struct eng_prenorm {
     /* out = FFN of the normed input x; -errno from the expert source */
     int (*ffn)(struct eng_ctx *c, const void *arch, int il, const float *x,
                const struct eng_batch *b, float *out, struct fl_err *err);
+
+    /* The pass on the device (engine/gpu-offload.h), taken when every tensor
+     * gpu_tensors names (at most PRENORM_GPU_TENSORS; experts excluded: they
+     * reach the GPU through the expert cache or run on the CPU) and the
+     * norms are in VRAM. NULL: the architecture has none. The callbacks are
+     * attention and ffn over device rows (errors surface at the pass end). */
+    int (*gpu_tensors)(const void *arch, int il, const struct eng_tensor **w);
+    void (*gpu_attention)(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                          const struct eng_batch *b, float *d_out);
+    void (*gpu_ffn)(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                    const struct eng_batch *b, float *d_out);
 };
+#define PRENORM_GPU_TENSORS 24
 
 int eng_prenorm_forward(struct eng_ctx *c, const struct eng_batch *b,
                         const struct eng_prenorm *p, struct fl_err *err);

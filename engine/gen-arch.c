@@ -90,6 +90,11 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
     if (p->n_expert_used > p->n_expert)
         return fl_err_set(err, -EINVAL, "--top-k %lld exceeds --experts %lld",
                           (long long)p->n_expert_used, (long long)p->n_expert);
+    const int64_t g = p->n_expert_groups, gu = p->n_expert_groups_used;
+    if (g > 1 && (p->arch != GEN_ARCH_DEEPSEEK2 || p->n_expert % g || p->n_expert / g < 2 ||
+                  gu < 1 || gu > g || p->n_expert_used > gu * (p->n_expert / g)))
+        return fl_err_set(err, -EINVAL, "bad expert groups %lld (%lld used) for %lld experts",
+                          (long long)g, (long long)gu, (long long)p->n_expert);
     if (p->arch == GEN_ARCH_DEEPSEEK2) {
         /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
          * which has no q_lora and would not load these tensors */
@@ -392,6 +397,10 @@ static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
         k->rc = gguf_writer_kv_bool(k->w, akey(k, "expert_weights_norm", key, sizeof(key)), true);
     }
     ku32(k, "expert_gating_func", 2); /* sigmoid */
+    if (p->n_expert_groups > 1) {
+        ku32(k, "expert_group_count", p->n_expert_groups);
+        ku32(k, "expert_group_used_count", p->n_expert_groups_used);
+    }
     ku32(k, "rope.dimension_count", p->qk_rope);
     kstr(k, "rope.scaling.type", "yarn");
     kf32(k, "rope.scaling.factor", 40.0f);

@@ -89,6 +89,39 @@ void eng_gpu_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *d_x, i
     (void)d_out;
 }
 
+void eng_gpu_moe_ffn_routed(struct eng_ctx *c, int layer, int pos0, const float *d_x,
+                            int64_t n_tok, const int32_t *ids, const float *w, int64_t k,
+                            const struct eng_moe *e, float *d_out)
+{
+    (void)c, (void)layer, (void)pos0, (void)d_x, (void)n_tok, (void)ids, (void)w, (void)k;
+    (void)e, (void)d_out;
+}
+
+const void *eng_gpu_tensor(const struct eng_ctx *c, const struct eng_tensor *t)
+{
+    (void)c, (void)t;
+    return NULL;
+}
+
+void eng_gpu_get(struct eng_ctx *c, float *x, const float *d, int64_t n) { (void)c, (void)x, (void)d, (void)n; }
+
+void eng_gpu_add_bias(struct eng_ctx *c, float *d_y, const struct eng_tensor *b, int64_t n_rows)
+{
+    (void)c, (void)d_y, (void)b, (void)n_rows;
+}
+
+void eng_gpu_copy_2d(struct eng_ctx *c, float *d_dst, int64_t dst_stride, const float *d_src,
+                     int64_t src_stride, int64_t width, int64_t n_rows)
+{
+    (void)c, (void)d_dst, (void)dst_stride, (void)d_src, (void)src_stride, (void)width, (void)n_rows;
+}
+
+void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, const float *d_x,
+                      int64_t n_tok, float *d_y)
+{
+    (void)c, (void)w, (void)i, (void)d_x, (void)n_tok, (void)d_y;
+}
+
 int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
                      const struct eng_tensor *norm, const struct eng_tensor *output, float eps,
                      struct fl_err *err)
@@ -249,7 +282,7 @@ static int kv_layer(struct eng_ctx *c, int layer, int64_t kd, int64_t vd, struct
                    ? 0 : fl_err_set(err, -EINVAL, "gpu: KV rows of layer %d changed size", layer);
     const size_t rows = (size_t)kv->n_ctx * sizeof(uint16_t);
     int rc = fl_cuda_malloc(c->gpu->cu, (void **)&kv->k[layer], rows * (size_t)kd, err);
-    if (!rc)
+    if (!rc && vd > 0) /* vd 0: the values are read from K (MLA) */
         rc = fl_cuda_malloc(c->gpu->cu, (void **)&kv->v[layer], rows * (size_t)vd, err);
     if (rc)
         return rc;
@@ -272,7 +305,7 @@ void eng_gpu_kv_store(struct eng_ctx *c, int layer, int pos0, int n_tok, const f
     if (!rc)
         rc = fl_cuda_f32_to_f16(c->gpu->cu, d_k, kv->k[layer] + (size_t)pos0 * (size_t)kd,
                                 (int64_t)n_tok * kd, &err);
-    if (!rc)
+    if (!rc && vd > 0)
         rc = fl_cuda_f32_to_f16(c->gpu->cu, d_v, kv->v[layer] + (size_t)pos0 * (size_t)vd,
                                 (int64_t)n_tok * vd, &err);
     if (rc)
@@ -287,19 +320,21 @@ void eng_gpu_attention(struct eng_ctx *c, int layer, const float *d_q, int64_t q
         return;
     struct fl_err err;
     const struct gpu_kv *kv = &c->gpu->kv;
-    if (p->v_in_k || p->sinks || !kv->k || layer >= kv->n_layer || !kv->k[layer]) {
-        op_failed(c, fl_err_set(&err, -EINVAL, "gpu: attention of layer %d: no device form "
-                                "(MLA, sinks) or no cached keys", layer), &err);
+    if (!kv->k || layer >= kv->n_layer || !kv->k[layer] || (!p->v_in_k && !kv->v[layer])) {
+        op_failed(c, fl_err_set(&err, -EINVAL, "gpu: attention of layer %d: no cached keys",
+                                layer), &err);
         return;
     }
+    /* MLA's values are the first dv halves of its key rows */
+    const uint16_t *d_v = p->v_in_k ? kv->k[layer] : kv->v[layer];
     const struct fl_cuda_attn a = {
         .n_head = p->n_head, .n_head_kv = p->n_head_kv, .dk = p->dk, .dv = p->dv,
-        .k_row = kv->kd[layer], .v_row = kv->vd[layer], .k_off = p->k_off, .v_off = p->v_off,
-        .k_stride = p->k_stride, .v_stride = p->v_stride, .scale = p->scale,
-        .softcap = p->softcap, .window = p->window,
+        .k_row = kv->kd[layer], .v_row = p->v_in_k ? kv->kd[layer] : kv->vd[layer],
+        .k_off = p->k_off, .v_off = p->v_off, .k_stride = p->k_stride, .v_stride = p->v_stride,
+        .scale = p->scale, .softcap = p->softcap, .window = p->window, .d_sinks = p->sinks,
     };
-    int rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, n_tok, pos0, kv->k[layer],
-                               kv->v[layer], &a, d_out, out_stride, &err);
+    int rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, n_tok, pos0, kv->k[layer], d_v, &a,
+                               d_out, out_stride, &err);
     if (rc)
         op_failed(c, rc, &err);
 }
@@ -314,18 +349,99 @@ void eng_gpu_swiglu(struct eng_ctx *c, float *d_g, const float *d_u, int64_t n)
     GPU_OP(c, fl_cuda_swiglu(c->gpu->cu, d_g, d_u, n, &op_err));
 }
 
-/* Host copies of what the router chose, and of the input when the expert
- * source reads it. */
-static int fetch_route(struct eng_gpu *g, int32_t *ids, float *w, const int32_t *d_ids,
-                       const float *d_w, size_t pairs, float *x, const float *d_x, size_t nx,
+const void *eng_gpu_tensor(const struct eng_ctx *c, const struct eng_tensor *t)
+{
+    return c->gpu && t ? gpu_device_of(c->gpu, t) : NULL;
+}
+
+void eng_gpu_get(struct eng_ctx *c, float *x, const float *d, int64_t n)
+{
+    GPU_OP(c, fl_cuda_download(c->gpu->cu, x, d, sizeof(float) * (size_t)n, &op_err));
+}
+
+void eng_gpu_add_bias(struct eng_ctx *c, float *d_y, const struct eng_tensor *b, int64_t n_rows)
+{
+    const float *d_b = usable(c) ? gpu_device_of(c->gpu, b) : NULL;
+    GPU_OP(c, d_b ? fl_cuda_add_rows(c->gpu->cu, d_y, d_b, b->ne[0], n_rows, b->ne[0], &op_err)
+                  : fl_err_set(&op_err, -EINVAL, "gpu: %s is not in VRAM", b->name));
+}
+
+void eng_gpu_copy_2d(struct eng_ctx *c, float *d_dst, int64_t dst_stride, const float *d_src,
+                     int64_t src_stride, int64_t width, int64_t n_rows)
+{
+    GPU_OP(c, fl_cuda_copy_2d(c->gpu->cu, d_dst, dst_stride, d_src, src_stride, width, n_rows,
+                              &op_err));
+}
+
+void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, const float *d_x,
+                      int64_t n_tok, float *d_y)
+{
+    const uint8_t *d_w = usable(c) ? gpu_device_of(c->gpu, w) : NULL;
+    const size_t slice = (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
+    GPU_OP(c, !d_w ? fl_err_set(&op_err, -EINVAL, "gpu: %s is not in VRAM", w->name)
+           : w->n_dims != 3 || i < 0 || i >= w->ne[2]
+               ? fl_err_set(&op_err, -EINVAL, "gpu: %s has no slice %lld", w->name, (long long)i)
+               : fl_cuda_matmul(c->gpu->cu, d_w + (size_t)i * slice, w->type, w->ne[0], w->ne[1],
+                                d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, &op_err));
+}
+
+/* The experts of a routed layer (ids/w on the host, d_w the weights on the
+ * device; x the input on the host, or NULL when nothing read it yet): on
+ * the device where --gpu-experts says, else on the CPU with the input
+ * downloaded and the sum uploaded. */
+static int moe_routed(struct eng_ctx *c, int layer, int pos0, const float *d_x, float *x,
+                      int64_t n_tok, const int32_t *ids, const float *w, const float *d_w,
+                      int64_t k, const struct eng_moe *e, float *d_out, struct fl_err *err)
+{
+    struct eng_gpu *g = c->gpu;
+    const int64_t n_in = e->gate->ne[0], n_embd = e->down->ne[1];
+    struct eng_expert_lists L;
+    int rc = eng_moe_begin(c, layer, pos0, x, n_tok, ids, w, k, e, &L, err);
+    if (!rc && (rc = gpu_moe_device(c, layer, d_x, n_tok, &L, d_w, k, e, d_out, err)) == 0) {
+        /* the CPU computes these experts (--gpu-experts cpu, or no kernel) */
+        float *out = eng_scratch_f32(c, n_tok * n_embd);
+        if (!x && (x = eng_scratch_f32(c, n_tok * n_in)))
+            rc = fl_cuda_download(g->cu, x, d_x, sizeof(float) * (size_t)(n_tok * n_in), err);
+        if (!rc)
+            rc = eng_moe_cpu(c, layer, x, n_tok, &L, w, k, e, out, err);
+        if (!rc)
+            rc = fl_cuda_upload(g->cu, d_out, out, sizeof(float) * (size_t)(n_tok * n_embd), err);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+/* The layer's input on the host when the expert source's predictor reads it. */
+static float *host_input(struct eng_ctx *c, int64_t n)
+{
+    return c->experts && c->experts->hidden ? eng_scratch_f32(c, n) : NULL;
+}
+
+/* The router's choices [ids | weights], and the layer's input when the host
+ * needs it (the predictor reads it, or the CPU computes the experts), side
+ * by side in VRAM so that one download (one wait) brings them all. */
+struct route_blob {
+    float *d;                  /* ids as int32, then weights, then x */
+    int32_t *ids;
+    float *w, *x;
+    size_t pairs, nx, n;
+};
+
+static int fetch_route(struct eng_ctx *c, struct route_blob *b, const float *d_x,
                        struct fl_err *err)
 {
-    int rc = fl_cuda_download(g->cu, ids, d_ids, sizeof(int32_t) * pairs, err);
+    struct eng_gpu *g = c->gpu;
+    int rc = b->x ? fl_cuda_copy_2d(g->cu, b->d + 2 * b->pairs, (int64_t)b->nx, d_x,
+                                    (int64_t)b->nx, (int64_t)b->nx, 1, err) : 0;
+    float *h = eng_scratch_f32(c, (int64_t)b->n);
     if (!rc)
-        rc = fl_cuda_download(g->cu, w, d_w, sizeof(float) * pairs, err);
-    if (!rc && x)
-        rc = fl_cuda_download(g->cu, x, d_x, sizeof(float) * nx, err);
-    return rc;
+        rc = fl_cuda_download(g->cu, h, b->d, sizeof(float) * b->n, err);
+    if (rc)
+        return rc;
+    memcpy(b->ids, h, sizeof(int32_t) * b->pairs);
+    memcpy(b->w, h + b->pairs, sizeof(float) * b->pairs);
+    if (b->x)
+        memcpy(b->x, h + 2 * b->pairs, sizeof(float) * b->nx);
+    return 0;
 }
 
 void eng_gpu_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *d_x, int64_t n_tok,
@@ -334,40 +450,48 @@ void eng_gpu_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *d_x, i
 {
     if (!usable(c))
         return;
-    struct eng_gpu *g = c->gpu;
     struct fl_err err;
-    const int64_t k = r->k, n_in = e->gate->ne[0], n_embd = e->down->ne[1];
-    const size_t pairs = (size_t)(n_tok * k);
-    int32_t *d_ids = (int32_t *)eng_gpu_tmp(c, (int64_t)pairs);
-    float *d_w = eng_gpu_tmp(c, (int64_t)pairs);
-    if (!d_ids || !d_w)
+    const int64_t k = r->k;
+    struct route_blob b = { .pairs = (size_t)(n_tok * k) };
+    b.ids = eng_scratch(c, sizeof(int32_t) * b.pairs);
+    b.w = eng_scratch_f32(c, (int64_t)b.pairs);
+    b.x = host_input(c, n_tok * e->gate->ne[0]);
+    if (!b.x && gpu_moe_on_cpu(c->gpu, e, n_tok))
+        b.x = eng_scratch_f32(c, n_tok * e->gate->ne[0]);
+    b.nx = b.x ? (size_t)(n_tok * e->gate->ne[0]) : 0;
+    b.n = 2 * b.pairs + b.nx;
+    if (!(b.d = eng_gpu_tmp(c, (int64_t)b.n)))
         return;
     const struct fl_cuda_route cr = { .n_expert = (int)r->n_expert, .k = (int)k,
                                       .gating = (enum fl_cuda_gating)r->gating, .norm = r->norm,
-                                      .scale = r->scale };
-    int rc = r->sel_bias ? fl_err_set(&err, -EINVAL, "gpu: a router selection bias has no "
-                                      "device form here")
-                         : fl_cuda_route(g->cu, d_logits, n_tok, &cr, d_ids, d_w, &err);
-    /* the expert source's predictor reads the layer's input on the host */
-    const bool hidden = c->experts && c->experts->hidden;
-    int32_t *ids = eng_scratch(c, sizeof(int32_t) * pairs);
-    float *w = eng_scratch_f32(c, (int64_t)pairs);
-    float *x = hidden ? eng_scratch_f32(c, n_tok * n_in) : NULL;
+                                      .scale = r->scale, .d_sel_bias = r->sel_bias };
+    int rc = fl_cuda_route(c->gpu->cu, d_logits, n_tok, &cr, (int32_t *)b.d, b.d + b.pairs, &err);
     if (!rc)
-        rc = fetch_route(g, ids, w, d_ids, d_w, pairs, x, d_x, (size_t)(n_tok * n_in), &err);
-    struct eng_expert_lists L;
+        rc = fetch_route(c, &b, d_x, &err);
     if (!rc)
-        rc = eng_moe_begin(c, layer, pos0, x, n_tok, ids, w, k, e, &L, &err);
-    if (!rc && (rc = gpu_moe_device(c, layer, d_x, n_tok, &L, d_w, k, e, d_out, &err)) == 0) {
-        /* the CPU computes these experts (--gpu-experts cpu, or no kernel) */
-        float *out = eng_scratch_f32(c, n_tok * n_embd);
-        if (!x && (x = eng_scratch_f32(c, n_tok * n_in)))
-            rc = fl_cuda_download(g->cu, x, d_x, sizeof(float) * (size_t)(n_tok * n_in), &err);
-        if (!rc)
-            rc = eng_moe_cpu(c, layer, x, n_tok, &L, w, k, e, out, &err);
-        if (!rc)
-            rc = fl_cuda_upload(g->cu, d_out, out, sizeof(float) * (size_t)(n_tok * n_embd), &err);
-    }
+        rc = moe_routed(c, layer, pos0, d_x, b.x, n_tok, b.ids, b.w, b.d + b.pairs, k, e, d_out,
+                        &err);
+    if (rc < 0)
+        op_failed(c, rc, &err);
+}
+
+void eng_gpu_moe_ffn_routed(struct eng_ctx *c, int layer, int pos0, const float *d_x,
+                            int64_t n_tok, const int32_t *ids, const float *w, int64_t k,
+                            const struct eng_moe *e, float *d_out)
+{
+    if (!usable(c))
+        return;
+    struct fl_err err;
+    const int64_t n_in = e->gate->ne[0];
+    float *d_w = eng_gpu_tmp(c, n_tok * k);
+    float *x = host_input(c, n_tok * n_in);
+    if (!d_w)
+        return;
+    int rc = fl_cuda_upload(c->gpu->cu, d_w, w, sizeof(float) * (size_t)(n_tok * k), &err);
+    if (!rc && x)
+        rc = fl_cuda_download(c->gpu->cu, x, d_x, sizeof(float) * (size_t)(n_tok * n_in), &err);
+    if (!rc)
+        rc = moe_routed(c, layer, pos0, d_x, x, n_tok, ids, w, d_w, k, e, d_out, &err);
     if (rc < 0)
         op_failed(c, rc, &err);
 }

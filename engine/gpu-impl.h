@@ -74,6 +74,9 @@ void *gpu_device_of(const struct eng_gpu *g, const struct eng_tensor *w);
 int gpu_moe_device(struct eng_ctx *c, int layer, const float *d_x, int64_t n_tok,
                    const struct eng_expert_lists *L, const float *d_w, int64_t k,
                    const struct eng_moe *e, float *d_out, struct fl_err *err);
+/* Whether gpu_moe_device would leave these experts to the CPU (so their
+ * input must come to the host). */
+bool gpu_moe_on_cpu(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok);
 /* Frees the device pass's arena and KV cache (eng_gpu_close). */
 void gpu_forward_free(struct eng_gpu *g);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/arch2-ops.h"
 #include "engine/cuda/cuda-backend.h"
 #include "engine/cuda/expert-cache.h"
 #include "engine/gguf.h"
@@ -117,6 +118,12 @@ uint64_t eng_gpu_passes(const struct eng_gpu *gpu)
     return 0;
 }
 
+uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *gpu)
+{
+    (void)gpu;
+    return 0;
+}
+
 #else /* FL_HAVE_CUDA */
 
 /* VRAM left to cuBLAS, the GEMM's dequantized tiles and the activations
@@ -161,6 +168,13 @@ static bool kernel_shape_ok(uint32_t type, int64_t n_in)
         return false;
     const int64_t blk = fl_type_traits(type)->blck_size < 32 ? 32 : fl_type_traits(type)->blck_size;
     return n_in > 0 && n_in % blk == 0;
+}
+
+/* One expert's share of an expert tensor: a 2-D slice of a 3-D matrix, or
+ * one row of a 2-D bias [n_out, n_expert]. */
+static size_t expert_bytes(const struct eng_tensor *t)
+{
+    return (size_t)(t->nbytes / (uint64_t)t->ne[t->n_dims - 1]);
 }
 
 void *gpu_device_of(const struct eng_gpu *g, const struct eng_tensor *w)
@@ -217,27 +231,30 @@ static int upload_tier(struct eng_gpu *g, const struct gguf_file *gf,
     return 0;
 }
 
-/* One expert's bytes across the layer's expert tensors that stay on the
- * host, the largest over the layers: the cache's slot size. */
+/* One expert's bytes across the layer's expert tensors (matrices and
+ * biases: a slot packs them all), the largest over the layers with experts
+ * on the host: the cache's slot size. */
 static size_t host_slot_bytes(const struct eng_gpu *g)
 {
     const struct eng_model *m = g->m;
     const int64_t n_layer = m->hp.n_layer;
     size_t best = 0;
     size_t *per = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(size_t));
-    if (!per)
-        return 0;
-    for (int64_t i = 0; i < m->n_tensors; i++) {
+    bool *host = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(bool));
+    for (int64_t i = 0; per && host && i < m->n_tensors; i++) {
         const struct eng_tensor *t = &m->tensors[i];
         const int il = placement_layer_of(t->name);
-        if (t->n_dims != 3 || il < 0 || il >= n_layer || g->d_tensor[i] ||
-            !placement_is_expert(t->name) || t->ne[2] < 1)
+        if ((t->n_dims != 3 && t->n_dims != 2) || il < 0 || il >= n_layer ||
+            !placement_is_expert(t->name) || t->ne[t->n_dims - 1] < 1)
             continue;
-        per[il] += (size_t)(t->nbytes / (uint64_t)t->ne[2]);
-        if (per[il] > best)
-            best = per[il];
+        per[il] += expert_bytes(t);
+        host[il] = host[il] || (t->n_dims == 3 && !g->d_tensor[i]);
     }
+    for (int64_t il = 0; per && host && il < n_layer; il++)
+        if (host[il] && per[il] > best)
+            best = per[il];
     free(per);
+    free(host);
     /* slots lie back to back: keep each one's start aligned for the kernels */
     return (best + 255) & ~(size_t)255;
 }
@@ -289,7 +306,7 @@ static int by_start(const void *x, const void *y)
 static bool pinnable(const struct eng_gpu *g, const struct placement_plan *plan, int64_t i)
 {
     const struct eng_tensor *t = &g->m->tensors[i];
-    return t->n_dims == 3 && !g->d_tensor[i] && placement_is_expert(t->name) &&
+    return (t->n_dims == 3 || t->n_dims == 2) && !g->d_tensor[i] && placement_is_expert(t->name) &&
            placement_tier(plan, t->index) == PL_TIER_RAM;
 }
 
@@ -453,26 +470,30 @@ bool eng_gpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int expert, c
 
 /* --- MoE -------------------------------------------------------------------------- */
 
-static size_t slice_bytes(const struct eng_tensor *t)
+/* Each bias NULL, or F32 [n_out, n_expert]: added on the device. */
+static bool bias_ok(const struct eng_tensor *b, const struct eng_tensor *w)
 {
-    return (size_t)t->ne[1] * fl_row_size(t->type, t->ne[0]);
+    return !b || (b->type == FL_TYPE_F32 && b->n_dims == 2 && b->ne[0] == w->ne[1] &&
+                  b->ne[1] == w->ne[2] && (b->ne[0] * 4) % 16 == 0);
 }
 
-/* The kernels cover plain SwiGLU experts without biases whose slices keep
- * the 16-byte alignment the block loads expect (gpt-oss's SwiGLU-OAI with
- * biases stays on the CPU). */
+/* The kernels cover SwiGLU and gpt-oss's SwiGLU-OAI experts, with or
+ * without biases, whose slices keep the 16-byte alignment the block loads
+ * expect. */
 static bool experts_supported(const struct eng_moe *e)
 {
-    if (e->gate_b || e->up_b || e->down_b || (e->act && e->act != eng_act_swiglu))
+    if (e->act && e->act != eng_act_swiglu && e->act != arch2_act_swiglu_oai)
         return false;
     const int64_t n_ff = e->gate->ne[1];
     if (e->up->ne[1] != n_ff || e->down->ne[0] != n_ff || e->up->ne[0] != e->gate->ne[0] ||
         e->gate->n_dims != 3 || e->up->n_dims != 3 || e->down->n_dims != 3)
         return false;
+    if (!bias_ok(e->gate_b, e->gate) || !bias_ok(e->up_b, e->up) || !bias_ok(e->down_b, e->down))
+        return false;
     return kernel_shape_ok(e->gate->type, e->gate->ne[0]) &&
            kernel_shape_ok(e->up->type, e->up->ne[0]) &&
-           kernel_shape_ok(e->down->type, e->down->ne[0]) && slice_bytes(e->gate) % 16 == 0 &&
-           slice_bytes(e->up) % 16 == 0 && slice_bytes(e->down) % 16 == 0;
+           kernel_shape_ok(e->down->type, e->down->ne[0]) && expert_bytes(e->gate) % 16 == 0 &&
+           expert_bytes(e->up) % 16 == 0 && expert_bytes(e->down) % 16 == 0;
 }
 
 /* Device buffers of one MoE call. */
@@ -529,10 +550,77 @@ static int lists_up(struct gpu_moe *s, struct fl_err *err)
     return rc;
 }
 
+/* One expert on the device: gate, up and down matrices, and their biases
+ * (NULL: none). */
+struct xdev {
+    const uint8_t *w[3];
+    const float *b[3];
+};
+
+/* The expert tensors in the order a cache slot packs them: gate, up, down,
+ * gate bias, up bias, down bias (NULL entries are skipped). */
+static void expert_roles(const struct eng_moe *e, const struct eng_tensor *t[6])
+{
+    t[0] = e->gate, t[1] = e->up, t[2] = e->down;
+    t[3] = e->gate_b, t[4] = e->up_b, t[5] = e->down_b;
+}
+
+static void set_role(struct xdev *x, int role, const uint8_t *d)
+{
+    if (role < 3)
+        x->w[role] = d;
+    else
+        x->b[role - 3] = (const float *)d;
+}
+
+/* Expert ex of tensors that live in VRAM. */
+static struct xdev vram_expert(const struct gpu_moe *s, int64_t ex)
+{
+    const struct eng_tensor *t[6];
+    struct xdev x = { 0 };
+    expert_roles(s->e, t);
+    for (int i = 0; i < 6; i++)
+        if (t[i])
+            set_role(&x, i, (const uint8_t *)gpu_device_of(s->g, t[i]) + ex * expert_bytes(t[i]));
+    return x;
+}
+
+/* The expert packed in a cache slot at `base`. */
+static struct xdev slot_expert(const struct gpu_moe *s, const uint8_t *base)
+{
+    const struct eng_tensor *t[6];
+    struct xdev x = { 0 };
+    expert_roles(s->e, t);
+    for (int i = 0; i < 6; i++)
+        if (t[i]) {
+            set_role(&x, i, base);
+            base += expert_bytes(t[i]);
+        }
+    return x;
+}
+
+/* The experts' activation: SwiGLU, or gpt-oss's SwiGLU-OAI. */
+static int activate(const struct gpu_moe *s, float *d_g, const float *d_u, int64_t n,
+                    struct fl_err *err)
+{
+    if (s->e->act == arch2_act_swiglu_oai) {
+        const struct arch2_oai_act *a = s->e->act_arg;
+        return fl_cuda_swiglu_oai(s->g->cu, d_g, d_u, n, a->alpha, a->limit, err);
+    }
+    return fl_cuda_swiglu(s->g->cu, d_g, d_u, n, err);
+}
+
+/* y (n rows of width) += bias, when there is one. */
+static int add_bias(const struct gpu_moe *s, float *d_y, const float *d_b, int64_t width,
+                    int64_t n, struct fl_err *err)
+{
+    return d_b ? fl_cuda_add_rows(s->g->cu, d_y, d_b, width, n, width, err) : 0;
+}
+
 /* gate/up/act/down of one expert over its n routed rows (list entries
  * from `at`), outputs scattered to their slots; queued on the stream. */
-static int run_expert(struct gpu_moe *s, const uint8_t *d_gate, const uint8_t *d_up,
-                      const uint8_t *d_down, int64_t at, int64_t n, struct fl_err *err)
+static int run_expert(struct gpu_moe *s, const struct xdev *x, int64_t at, int64_t n,
+                      struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     const struct eng_moe *e = s->e;
@@ -540,13 +628,19 @@ static int run_expert(struct gpu_moe *s, const uint8_t *d_gate, const uint8_t *d
     if (!rc)
         rc = fl_cuda_copy_rows(g->cu, s->d_xg, s->d_x, s->n_in, s->d_tok + at, NULL, n, err);
     if (!rc)
-        rc = gpu_matmul(g, d_gate, e->gate->type, s->n_in, s->n_ff, s->d_xg, n, s->d_g, err);
+        rc = gpu_matmul(g, x->w[0], e->gate->type, s->n_in, s->n_ff, s->d_xg, n, s->d_g, err);
     if (!rc)
-        rc = gpu_matmul(g, d_up, e->up->type, s->n_in, s->n_ff, s->d_xg, n, s->d_u, err);
+        rc = add_bias(s, s->d_g, x->b[0], s->n_ff, n, err);
     if (!rc)
-        rc = fl_cuda_swiglu(g->cu, s->d_g, s->d_u, n * s->n_ff, err);
+        rc = gpu_matmul(g, x->w[1], e->up->type, s->n_in, s->n_ff, s->d_xg, n, s->d_u, err);
     if (!rc)
-        rc = gpu_matmul(g, d_down, e->down->type, s->n_ff, s->n_embd, s->d_g, n, s->d_d, err);
+        rc = add_bias(s, s->d_u, x->b[1], s->n_ff, n, err);
+    if (!rc)
+        rc = activate(s, s->d_g, s->d_u, n * s->n_ff, err);
+    if (!rc)
+        rc = gpu_matmul(g, x->w[2], e->down->type, s->n_ff, s->n_embd, s->d_g, n, s->d_d, err);
+    if (!rc)
+        rc = add_bias(s, s->d_d, x->b[2], s->n_embd, n, err);
     if (!rc)
         rc = fl_cuda_copy_rows(g->cu, s->d_slots, s->d_d, s->n_embd, NULL, s->d_slot + at, n, err);
     if (!rc)
@@ -554,19 +648,32 @@ static int run_expert(struct gpu_moe *s, const uint8_t *d_gate, const uint8_t *d
     return rc;
 }
 
-/* The n experts ex[j] of a decode step, their matrices at w[j][0..2]
- * (gate, up, down) in VRAM: all gates in one launch, all ups, one SwiGLU,
- * all downs, each writing its token's slot. */
-static int run_group(struct gpu_moe *s, int n, const int32_t *ex, const uint8_t *const (*w)[3],
+/* Each product's bias (one row) onto its output, where the experts have one. */
+static int add_group_bias(const struct gpu_moe *s, int n, const struct xdev *x, int role,
+                          float *const *y, int64_t width, struct fl_err *err)
+{
+    int rc = 0;
+    for (int j = 0; j < n && !rc; j++)
+        rc = add_bias(s, y[j], x[j].b[role], width, 1, err);
+    return rc;
+}
+
+/* The n experts ex[j] of a decode step, x[j] on the device: all gates in
+ * one launch, all ups, one activation, all downs, each writing its token's
+ * slot (biases, where there are some, one launch per expert and matrix). */
+static int run_group(struct gpu_moe *s, int n, const int32_t *ex, const struct xdev *xd,
                      struct fl_err *err)
 {
     struct eng_gpu *g = s->g;
     const struct eng_moe *e = s->e;
-    const void *wg[FL_CUDA_GROUP_MAX], *wu[FL_CUDA_GROUP_MAX], *wd[FL_CUDA_GROUP_MAX];
-    const float *x[FL_CUDA_GROUP_MAX], *h[FL_CUDA_GROUP_MAX];
-    float *yg[FL_CUDA_GROUP_MAX], *yu[FL_CUDA_GROUP_MAX], *yd[FL_CUDA_GROUP_MAX];
+    /* zeroed: the compiler cannot see that n >= 1 */
+    const void *wg[FL_CUDA_GROUP_MAX] = { 0 }, *wu[FL_CUDA_GROUP_MAX] = { 0 };
+    const void *wd[FL_CUDA_GROUP_MAX] = { 0 };
+    const float *x[FL_CUDA_GROUP_MAX] = { 0 }, *h[FL_CUDA_GROUP_MAX] = { 0 };
+    float *yg[FL_CUDA_GROUP_MAX] = { 0 }, *yu[FL_CUDA_GROUP_MAX] = { 0 };
+    float *yd[FL_CUDA_GROUP_MAX] = { 0 };
     for (int j = 0; j < n; j++) {
-        wg[j] = w[j][0], wu[j] = w[j][1], wd[j] = w[j][2];
+        wg[j] = xd[j].w[0], wu[j] = xd[j].w[1], wd[j] = xd[j].w[2];
         x[j] = s->d_x;
         h[j] = yg[j] = s->d_g + j * s->n_ff;
         yu[j] = s->d_u + j * s->n_ff;
@@ -574,19 +681,20 @@ static int run_group(struct gpu_moe *s, int n, const int32_t *ex, const uint8_t 
     }
     int rc = fl_cuda_matvec_group(g->cu, wg, e->gate->type, s->n_in, s->n_ff, x, yg, n, err);
     if (!rc)
+        rc = add_group_bias(s, n, xd, 0, yg, s->n_ff, err);
+    if (!rc)
         rc = fl_cuda_matvec_group(g->cu, wu, e->up->type, s->n_in, s->n_ff, x, yu, n, err);
     if (!rc)
-        rc = fl_cuda_swiglu(g->cu, s->d_g, s->d_u, n * s->n_ff, err);
+        rc = add_group_bias(s, n, xd, 1, yu, s->n_ff, err);
+    if (!rc)
+        rc = activate(s, s->d_g, s->d_u, n * s->n_ff, err);
     if (!rc)
         rc = fl_cuda_matvec_group(g->cu, wd, e->down->type, s->n_ff, s->n_embd, h, yd, n, err);
     if (!rc)
+        rc = add_group_bias(s, n, xd, 2, yd, s->n_embd, err);
+    if (!rc)
         g->n_expert_runs += (uint64_t)n;
     return rc;
-}
-
-static const uint8_t *host_slice(const struct eng_tensor *t, int ex)
-{
-    return t->data + (size_t)ex * slice_bytes(t);
 }
 
 static bool tensor_pinned(const struct eng_gpu *g, const struct eng_tensor *t)
@@ -596,23 +704,36 @@ static bool tensor_pinned(const struct eng_gpu *g, const struct eng_tensor *t)
            g->t_pinned[t - m->tensors];
 }
 
-/* An expert's gate, up and down slices as the cache packs them. */
-static void expert_ranges(const struct gpu_moe *s, int ex, struct fl_cuda_xrange r[3])
+/* An expert's host slices as the cache packs them (slot_expert's order). */
+struct xranges {
+    struct fl_cuda_xrange r[6];
+    int n;
+};
+
+static struct xranges expert_ranges(const struct gpu_moe *s, int ex)
 {
-    const struct eng_moe *e = s->e;
-    const struct eng_tensor *t[3] = { e->gate, e->up, e->down };
-    for (int i = 0; i < 3; i++)
-        r[i] = (struct fl_cuda_xrange){ .host = host_slice(t[i], ex), .bytes = slice_bytes(t[i]),
-                                        .offset = t[i]->offset + (uint64_t)ex * slice_bytes(t[i]),
-                                        .kind = i + 1, .pinned = tensor_pinned(s->g, t[i]) };
+    const struct eng_tensor *t[6];
+    struct xranges x = { .n = 0 };
+    expert_roles(s->e, t);
+    for (int i = 0; i < 6; i++) {
+        if (!t[i])
+            continue;
+        const size_t bytes = expert_bytes(t[i]);
+        x.r[x.n++] = (struct fl_cuda_xrange){
+            .host = t[i]->data + (size_t)ex * bytes, .bytes = bytes,
+            .offset = t[i]->offset + (uint64_t)ex * bytes, .kind = i % 3 + 1,
+            .pinned = tensor_pinned(s->g, t[i]) };
+    }
+    return x;
 }
 
 /* Runs an expert whose slot is held (its copy ordered before the kernels),
  * then lets the slot go. */
-static int run_slot(struct gpu_moe *s, int layer, int ex, const uint8_t *base,
-                    const struct fl_cuda_xrange r[3], int64_t at, int64_t n, struct fl_err *err)
+static int run_slot(struct gpu_moe *s, int layer, int ex, const uint8_t *base, int64_t at,
+                    int64_t n, struct fl_err *err)
 {
-    int rc = run_expert(s, base, base + r[0].bytes, base + r[0].bytes + r[1].bytes, at, n, err);
+    const struct xdev x = slot_expert(s, base);
+    int rc = run_expert(s, &x, at, n, err);
     struct fl_err e2;
     int rc2 = fl_cuda_xcache_release(s->g->xc, layer, ex, &e2);
     if (!rc && rc2) {
@@ -623,9 +744,12 @@ static int run_slot(struct gpu_moe *s, int layer, int ex, const uint8_t *base,
 }
 
 /* Every range of the expert page-locked: a miss needs no host work. */
-static bool locked(const struct fl_cuda_xrange r[3])
+static bool locked(const struct xranges *x)
 {
-    return r[0].pinned && r[1].pinned && r[2].pinned;
+    for (int i = 0; i < x->n; i++)
+        if (!x->r[i].pinned)
+            return false;
+    return true;
 }
 
 /* Pins (layer, ex)'s slot, queuing its fill on a miss. Only a miss of an
@@ -633,14 +757,14 @@ static bool locked(const struct fl_cuda_xrange r[3])
  * source makes them resident for the fill and lets go of them at once
  * (they are staged before hold returns). */
 static int hold_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
-                       int ex, const struct fl_cuda_xrange r[3], void **d, struct fl_err *err)
+                       int ex, const struct xranges *r, void **d, struct fl_err *err)
 {
     const bool read = src && !locked(r) && !fl_cuda_xcache_cached(s->g->xc, layer, ex);
     int rc = read ? src->acquire(src->ctx, layer, ex) : 0;
     if (rc < 0)
         return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
                           ex, strerror(-rc));
-    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r, 3, d, err);
+    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r->r, r->n, d, err);
     if (read)
         src->release(src->ctx, layer, ex);
     return rc;
@@ -650,11 +774,9 @@ static int hold_expert(struct gpu_moe *s, const struct eng_expert_source *src, i
 static int run_held(struct gpu_moe *s, int layer, int ex, const uint8_t *d, int64_t at,
                     int64_t n, struct fl_err *err)
 {
-    struct fl_cuda_xrange r[3];
-    expert_ranges(s, ex, r);
     int rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
     if (!rc)
-        return run_slot(s, layer, ex, d, r, at, n, err);
+        return run_slot(s, layer, ex, d, at, n, err);
     fl_cuda_xcache_release(s->g->xc, layer, ex, NULL);
     return gpu_fail(s->g, rc, err);
 }
@@ -663,10 +785,9 @@ static int run_held(struct gpu_moe *s, int layer, int ex, const uint8_t *d, int6
 static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
                          int ex, int64_t at, int64_t n, struct fl_err *err)
 {
-    struct fl_cuda_xrange r[3];
-    expert_ranges(s, ex, r);
+    const struct xranges r = expert_ranges(s, ex);
     void *d = NULL;
-    int rc = hold_expert(s, src, layer, ex, r, &d, err);
+    int rc = hold_expert(s, src, layer, ex, &r, &d, err);
     return rc ? gpu_fail(s->g, rc, err) : run_held(s, layer, ex, d, at, n, err);
 }
 
@@ -684,16 +805,15 @@ static int hold_layer(struct gpu_moe *s, const struct eng_expert_source *src, in
                       bool all, int64_t n_expert, void **d, int8_t *how, struct fl_err *err)
 {
     const struct eng_expert_lists *L = s->L;
-    struct fl_cuda_xrange r[3];
     for (int want = HOLD_HIT; want <= HOLD_MISS; want++)
         for (int64_t ex = 0; ex < n_expert; ex++) {
             if (L->start[ex + 1] == L->start[ex] || how[ex] != HOLD_NONE)
                 continue;
-            expert_ranges(s, (int)ex, r);
+            const struct xranges r = expert_ranges(s, (int)ex);
             const bool hit = fl_cuda_xcache_cached(s->g->xc, layer, (int)ex);
-            if ((want == HOLD_HIT) != hit || (!hit && !locked(r) && !all))
+            if ((want == HOLD_HIT) != hit || (!hit && !locked(&r) && !all))
                 continue;
-            int rc = hold_expert(s, src, layer, (int)ex, r, &d[ex], err);
+            int rc = hold_expert(s, src, layer, (int)ex, &r, &d[ex], err);
             if (rc == -EBUSY)
                 return 0;
             if (rc)
@@ -708,17 +828,15 @@ static int run_held_group(struct gpu_moe *s, int layer, void **d, int8_t *how,
                           struct fl_err *err)
 {
     const struct eng_expert_lists *L = s->L;
-    const uint8_t *w[FL_CUDA_GROUP_MAX][3];
-    struct fl_cuda_xrange r[3];
+    struct xdev x[FL_CUDA_GROUP_MAX];
     int rc = 0;
     for (int j = 0; j < L->n_order && !rc; j++) {
         const int ex = L->order[j];
-        expert_ranges(s, ex, r);
-        w[j][0] = d[ex], w[j][1] = w[j][0] + r[0].bytes, w[j][2] = w[j][1] + r[1].bytes;
+        x[j] = slot_expert(s, d[ex]);
         rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
     }
     if (!rc)
-        rc = run_group(s, L->n_order, L->order, (const uint8_t *const (*)[3])w, err);
+        rc = run_group(s, L->n_order, L->order, x, err);
     for (int j = 0; j < L->n_order; j++) { /* after the kernels that read the slots */
         const int ex = L->order[j];
         how[ex] = HOLD_NONE;
@@ -770,39 +888,58 @@ static int run_layer(struct gpu_moe *s, struct eng_ctx *c, int layer, bool in_vr
 {
     if (!in_vram)
         return run_cached_layer(s, c, layer, L, n_expert, err);
-    const struct eng_moe *e = s->e;
-    const uint8_t *dg = gpu_device_of(s->g, e->gate), *du = gpu_device_of(s->g, e->up),
-                  *dd = gpu_device_of(s->g, e->down);
     if (grouped(s)) {
-        const uint8_t *w[FL_CUDA_GROUP_MAX][3];
-        for (int j = 0; j < L->n_order; j++) {
-            const int64_t ex = L->order[j];
-            w[j][0] = dg + ex * slice_bytes(e->gate), w[j][1] = du + ex * slice_bytes(e->up);
-            w[j][2] = dd + ex * slice_bytes(e->down);
-        }
-        int rc = run_group(s, L->n_order, L->order, (const uint8_t *const (*)[3])w, err);
+        struct xdev x[FL_CUDA_GROUP_MAX];
+        for (int j = 0; j < L->n_order; j++)
+            x[j] = vram_expert(s, L->order[j]);
+        int rc = run_group(s, L->n_order, L->order, x, err);
         return rc ? gpu_fail(s->g, rc, err) : 0;
     }
     for (int64_t ex = 0; ex < n_expert; ex++) {
         const int64_t at = L->start[ex], n = L->start[ex + 1] - at;
         if (!n)
             continue;
-        int rc = run_expert(s, dg + ex * slice_bytes(e->gate), du + ex * slice_bytes(e->up),
-                            dd + ex * slice_bytes(e->down), at, n, err);
+        const struct xdev x = vram_expert(s, ex);
+        int rc = run_expert(s, &x, at, n, err);
         if (rc)
             return gpu_fail(s->g, rc, err);
     }
     return 0;
 }
 
+/* Every expert tensor (biases too) in VRAM; *bytes: one expert's share of
+ * them all (what a cache slot must hold). */
+static bool experts_in_vram(const struct eng_gpu *g, const struct eng_moe *e, size_t *bytes)
+{
+    const struct eng_tensor *t[6];
+    expert_roles(e, t);
+    bool all = true;
+    *bytes = 0;
+    for (int i = 0; i < 6; i++)
+        if (t[i]) {
+            all = all && gpu_device_of(g, t[i]);
+            *bytes += expert_bytes(t[i]);
+        }
+    return all;
+}
+
+static enum eng_gpu_where decide(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok)
+{
+    size_t bytes;
+    const bool in_vram = experts_in_vram(g, e, &bytes);
+    const bool fits = g->xc && bytes <= g->slot_bytes;
+    return g->failed ? ENG_GPU_RUN_CPU
+        : eng_gpu_decide(g->o.experts, experts_supported(e), in_vram, fits, n_tok, g->o.min_batch);
+}
+
+bool gpu_moe_on_cpu(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok)
+{
+    return decide(g, e, n_tok) == ENG_GPU_RUN_CPU;
+}
+
 static enum eng_gpu_where moe_where(struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok)
 {
-    const bool in_vram =
-        gpu_device_of(g, e->gate) && gpu_device_of(g, e->up) && gpu_device_of(g, e->down);
-    const bool fits =
-        g->xc && slice_bytes(e->gate) + slice_bytes(e->up) + slice_bytes(e->down) <= g->slot_bytes;
-    const enum eng_gpu_where where = g->failed ? ENG_GPU_RUN_CPU
-        : eng_gpu_decide(g->o.experts, experts_supported(e), in_vram, fits, n_tok, g->o.min_batch);
+    const enum eng_gpu_where where = decide(g, e, n_tok);
     if (where == ENG_GPU_RUN_CPU)
         g->n_moe_cpu++;
     return where;
@@ -884,6 +1021,11 @@ int gpu_moe_device(struct eng_ctx *c, int layer, const float *d_x, int64_t n_tok
 uint64_t eng_gpu_passes(const struct eng_gpu *g)
 {
     return g ? g->n_pass : 0;
+}
+
+uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *g)
+{
+    return g ? g->n_moe_cpu : 0;
 }
 
 uint64_t eng_gpu_ops(const struct eng_gpu *g)

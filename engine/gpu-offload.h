@@ -144,17 +144,38 @@ void eng_gpu_rope_rows(struct eng_ctx *c, float *d_x, int n_tok, int64_t stride,
 /* K/V rows [n_tok][kd] / [n_tok][vd] into the device cache at pos0.. */
 void eng_gpu_kv_store(struct eng_ctx *c, int layer, int pos0, int n_tok, const float *d_k,
                       int64_t kd, const float *d_v, int64_t vd);
+/* p->sinks, when set, is a device pointer (eng_gpu_tensor); p->v_in_k reads
+ * the values from the K cache (MLA: store with vd 0). */
 void eng_gpu_attention(struct eng_ctx *c, int layer, const float *d_q, int64_t q_stride,
                        int n_tok, int pos0, const struct eng_attn *p, float *d_out,
                        int64_t out_stride);
 void eng_gpu_add(struct eng_ctx *c, float *d_y, const float *d_x, int64_t n);
 void eng_gpu_swiglu(struct eng_ctx *c, float *d_g, const float *d_u, int64_t n);
+/* d_y (n_rows rows of b's width) += the F32 bias b, which is in VRAM. */
+void eng_gpu_add_bias(struct eng_ctx *c, float *d_y, const struct eng_tensor *b, int64_t n_rows);
+/* n_rows rows of width floats, strides in floats (per-head slices). */
+void eng_gpu_copy_2d(struct eng_ctx *c, float *d_dst, int64_t dst_stride, const float *d_src,
+                     int64_t src_stride, int64_t width, int64_t n_rows);
+/* eng_matmul(c, w, i, ...): the product with slice i of a 3-D tensor in VRAM. */
+void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, const float *d_x,
+                      int64_t n_tok, float *d_y);
+/* The VRAM copy of t (NULL: on the host), for the device pointers of
+ * struct eng_attn / eng_route in a device pass. */
+const void *eng_gpu_tensor(const struct eng_ctx *c, const struct eng_tensor *t);
+/* n floats back to the host (waits for the pass so far). */
+void eng_gpu_get(struct eng_ctx *c, float *x, const float *d, int64_t n);
 /* eng_moe_route + eng_moe_ffn from device router logits: routing on the
- * device, experts where --gpu-experts says (the CPU ones get their input
- * downloaded and their sum uploaded), the sum in d_out. */
+ * device (r->sel_bias, when set, a device pointer), experts where
+ * --gpu-experts says (the CPU ones get their input downloaded and their sum
+ * uploaded), the sum in d_out. */
 void eng_gpu_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *d_x, int64_t n_tok,
                      const float *d_logits, const struct eng_route *r, const struct eng_moe *e,
                      float *d_out);
+/* The same after routing on the host (ids, w [n_tok][k]: a rule the router
+ * kernel lacks, DeepSeek-V3's expert groups). */
+void eng_gpu_moe_ffn_routed(struct eng_ctx *c, int layer, int pos0, const float *d_x,
+                            int64_t n_tok, const int32_t *ids, const float *w, int64_t k,
+                            const struct eng_moe *e, float *d_out);
 /* The head (on the device when its tensors are, else on the host) into
  * b->logits; 0, or the pass's first failure. */
 int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
@@ -164,6 +185,8 @@ int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch
 /* 0, or the first CUDA error an op hit (then err says which). */
 int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err);
 
+/* MoE layers whose experts the CPU computed so far (0 without a GPU). */
+uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *gpu);
 /* Passes run wholly on the device so far (0 without a GPU). */
 uint64_t eng_gpu_passes(const struct eng_gpu *gpu);
 /* Passes on the device, matmuls and MoE layers offloaded so far (0 without one). */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "engine/gpu-offload.h"
 #include "engine/ops.h"
 
 static const struct eng_tensor *need(const struct eng_model *m, int layer, const char *name,
@@ -140,4 +141,115 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
 
     float *o = decompress(c, d, t, att, n_tok);
     eng_matmul(c, t->o, -1, o, n_tok, out);
+}
+
+/* --- on the device: the same steps; the per-head products read and write
+ * their head's columns through 2-D copies ----------------------------------------- */
+
+int mla_gpu_tensors(const struct mla_tensors *t, const struct eng_tensor **w)
+{
+    const struct eng_tensor *all[] = { t->q_a, t->q_a_norm, t->q_b, t->q, t->kv_a,
+                                       t->kv_a_norm, t->k_b, t->v_b, t->o };
+    int n = 0;
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (all[i])
+            w[n++] = all[i];
+    return n;
+}
+
+static float *gpu_project_q(struct eng_ctx *c, const struct mla_dims *d,
+                            const struct mla_tensors *t, const float *d_x, int n_tok,
+                            const float *d_cs)
+{
+    const int64_t hk = d->qk_nope + d->qk_rope, nq = d->n_head * hk;
+    float *q = eng_gpu_tmp(c, n_tok * nq);
+    if (t->q_a) {
+        float *qa = eng_gpu_tmp(c, (int64_t)n_tok * d->q_lora);
+        eng_gpu_mm(c, t->q_a, d_x, n_tok, qa);
+        eng_gpu_rmsnorm_rows(c, qa, qa, t->q_a_norm, d->q_lora, n_tok, d->q_lora, d->eps);
+        eng_gpu_mm(c, t->q_b, qa, n_tok, q);
+    } else {
+        eng_gpu_mm(c, t->q, d_x, n_tok, q);
+    }
+    eng_gpu_rope_rows(c, q ? q + d->qk_nope : NULL, n_tok, nq, d->n_head, hk, d->qk_rope,
+                      ENG_ROPE_NORM, d_cs);
+    return q;
+}
+
+static void gpu_project_kv(struct eng_ctx *c, int layer, const struct mla_dims *d,
+                           const struct mla_tensors *t, const float *d_x, int n_tok, int pos0,
+                           const float *d_cs)
+{
+    const int64_t row = mla_cache_row(d);
+    float *kv = eng_gpu_tmp(c, n_tok * row);
+    eng_gpu_mm(c, t->kv_a, d_x, n_tok, kv);
+    eng_gpu_rope_rows(c, kv ? kv + d->kv_lora : NULL, n_tok, row, 1, d->qk_rope, d->qk_rope,
+                      ENG_ROPE_NORM, d_cs);
+    eng_gpu_rmsnorm_rows(c, kv, kv, t->kv_a_norm, d->kv_lora, n_tok, row, d->eps);
+    eng_gpu_kv_store(c, layer, pos0, n_tok, kv, row, NULL, 0);
+}
+
+/* query [n_tok][n_head][kv_lora+rope] = [k_b_h q_nope_h | q_pe_h]. */
+static float *gpu_absorb(struct eng_ctx *c, const struct mla_dims *d, const struct mla_tensors *t,
+                         const float *q, int n_tok)
+{
+    const int64_t hk = d->qk_nope + d->qk_rope, dk = mla_cache_row(d);
+    const int64_t nq = d->n_head * hk, nd = d->n_head * dk;
+    float *query = eng_gpu_tmp(c, n_tok * nd);
+    float *in = eng_gpu_tmp(c, (int64_t)n_tok * d->qk_nope);
+    float *res = eng_gpu_tmp(c, (int64_t)n_tok * d->kv_lora);
+    if (!q || !query || !in || !res)
+        return NULL; /* the GPU failed: the pass reports it */
+    for (int h = 0; h < d->n_head; h++) {
+        eng_gpu_copy_2d(c, in, d->qk_nope, q + (int64_t)h * hk, nq, d->qk_nope, n_tok);
+        eng_gpu_mm_slice(c, t->k_b, h, in, n_tok, res);
+        eng_gpu_copy_2d(c, query + (int64_t)h * dk, nd, res, d->kv_lora, d->kv_lora, n_tok);
+    }
+    /* every (token, head)'s rope part at once: rows hk apart in q, dk in query */
+    eng_gpu_copy_2d(c, query + d->kv_lora, dk, q + d->qk_nope, hk, d->qk_rope,
+                    (int64_t)n_tok * d->n_head);
+    return query;
+}
+
+/* o [n_tok][n_head*v_head], o_h = v_b_h att_h. */
+static float *gpu_decompress(struct eng_ctx *c, const struct mla_dims *d,
+                             const struct mla_tensors *t, const float *att, int n_tok)
+{
+    const int64_t no = (int64_t)d->n_head * d->v_head, na = (int64_t)d->n_head * d->kv_lora;
+    float *o = eng_gpu_tmp(c, n_tok * no);
+    float *in = eng_gpu_tmp(c, (int64_t)n_tok * d->kv_lora);
+    float *res = eng_gpu_tmp(c, (int64_t)n_tok * d->v_head);
+    if (!att || !o || !in || !res)
+        return NULL;
+    for (int h = 0; h < d->n_head; h++) {
+        eng_gpu_copy_2d(c, in, d->kv_lora, att + (int64_t)h * d->kv_lora, na, d->kv_lora, n_tok);
+        eng_gpu_mm_slice(c, t->v_b, h, in, n_tok, res);
+        eng_gpu_copy_2d(c, o + (int64_t)h * d->v_head, no, res, d->v_head, d->v_head, n_tok);
+    }
+    return o;
+}
+
+void mla_gpu_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
+                       const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
+                       const float *d_x, int n_tok, int pos0, float *d_out)
+{
+    const int64_t dk = mla_cache_row(d);
+    float *cs = eng_scratch_f32(c, (int64_t)n_tok * d->qk_rope);
+    float *d_cs = eng_gpu_tmp(c, (int64_t)n_tok * d->qk_rope);
+    yarn_rope_table(rope, cs, pos0, n_tok);
+    eng_gpu_put(c, d_cs, cs, (int64_t)n_tok * d->qk_rope);
+
+    float *q = gpu_project_q(c, d, t, d_x, n_tok, d_cs);
+    gpu_project_kv(c, layer, d, t, d_x, n_tok, pos0, d_cs);
+    float *query = gpu_absorb(c, d, t, q, n_tok);
+
+    const struct eng_attn a = {
+        .n_head = d->n_head, .n_head_kv = 1, .dk = dk, .dv = d->kv_lora,
+        .k_stride = dk, .v_stride = dk, .v_in_k = true, .scale = kq_scale,
+    };
+    float *att = eng_gpu_tmp(c, (int64_t)n_tok * d->n_head * d->kv_lora);
+    eng_gpu_attention(c, layer, query, d->n_head * dk, n_tok, pos0, &a, att,
+                      (int64_t)d->n_head * d->kv_lora);
+    float *o = gpu_decompress(c, d, t, query ? att : NULL, n_tok);
+    eng_gpu_mm(c, t->o, o, n_tok, d_out);
 }

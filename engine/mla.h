@@ -60,4 +60,12 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
                    const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
                    const float *x, int n_tok, int pos0, float *out);
 
+/* The same on the device (engine/gpu-offload.h's pass on the device): x
+ * and out in VRAM, the K cache rows in the device cache. */
+void mla_gpu_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
+                       const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
+                       const float *d_x, int n_tok, int pos0, float *d_out);
+/* The tensors mla_gpu_attention reads (at most 9, all needed in VRAM). */
+int mla_gpu_tensors(const struct mla_tensors *t, const struct eng_tensor **w);
+
 #endif

@@ -50,6 +50,8 @@ struct gen_params {
     int64_t n_expert_shared;   /* deepseek2 */
     int64_t n_layer_dense;     /* deepseek2: leading dense layers */
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
+    int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
+                                                    routing (0/1: none); library only */
 };
 
 const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe" */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds
-# (warnings are errors), runs ctest, then the same tests under ASan+UBSan, then
-# the libFuzzer targets for a bounded time. Exit status 0 only when all pass.
+# (warnings are errors), runs ctest, then the same tests under ASan+UBSan (with
+# the GPU tests on the emulated CUDA device), then the libFuzzer targets for a
+# bounded time. Exit status 0 only when all pass.
 #   FL_FUZZ_SECONDS   seconds per fuzz target (default 60)
 #   FL_JOBS           parallel build/test jobs (default: nproc)
 set -euo pipefail
@@ -22,9 +23,10 @@ cmake --build build -j "$jobs"
 step "tests (release)"
 ctest --test-dir build -j "$jobs" --output-on-failure --timeout 900
 
-step "sanitizer build (address,undefined)"
+step "sanitizer build (address,undefined; emulated CUDA device)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFAULTLINE_WERROR=ON \
-      -DFAULTLINE_SANITIZE=address,undefined -DFAULTLINE_CUDA=OFF -DFAULTLINE_BPF=OFF >/dev/null
+      -DFAULTLINE_SANITIZE=address,undefined -DFAULTLINE_CUDA=OFF -DFAULTLINE_CUDA_EMU=ON \
+      -DFAULTLINE_BPF=OFF >/dev/null
 cmake --build build-asan -j "$jobs"
 
 step "tests (address,undefined)"

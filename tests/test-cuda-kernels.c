@@ -3,14 +3,23 @@
  * weights' to_float from engine/tensor-types.h) and, loosely, against the
  * CPU engine's fl_matmul (engine/cpu/matmul.h, which quantizes activations);
  * dequantization: bit-exact against to_float rounded to F16. The other ops
- * against the plain double-precision formulas written out below.
+ * against the plain double-precision formulas written out below; SwiGLU-OAI
+ * against the CPU's arch2_swiglu_oai. On the emulated device
+ * (FAULTLINE_CUDA_EMU) also its own checks: a host read of device memory
+ * faults, bad device ranges fail the launch, memory is finite.
  * Skips (77) without a CUDA device. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef FL_CUDA_EMU
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
+#include "engine/arch2-ops.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cuda/cuda-backend.h"
 #include "engine/tensor-types.h"
@@ -258,6 +267,90 @@ static void test_rows(void)
     fl_cuda_free(cu, dh), fl_cuda_free(cu, dcs);
 }
 
+/* --- gpt-oss and MLA row ops --------------------------------------------------------- */
+
+/* SwiGLU-OAI against the CPU's (expf may differ by an ulp on a GPU), with
+ * gates and ups beyond the limit on both sides and NaNs that must pass. */
+static void test_swiglu_oai(void)
+{
+    printf("swiglu_oai, add_rows, copy_2d\n");
+    enum { N = 700 };
+    float g[N], u[N], ref[N], y[N];
+    for (int i = 0; i < N; i++)
+        g[i] = frand() * 12.0f, u[i] = frand() * 10.0f;
+    g[3] = NAN, u[5] = NAN, g[7] = INFINITY, u[9] = -INFINITY;
+    arch2_swiglu_oai(g, u, ref, N, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT);
+    float *dg = up(g, sizeof(g)), *du = up(u, sizeof(u));
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, N, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == 0, "%s",
+          err.msg);
+    down(y, dg, sizeof(y));
+    double worst = 0;
+    int nan_bad = 0;
+    for (int i = 0; i < N; i++) {
+        nan_bad += isnan(y[i]) != isnan(ref[i]);
+        if (!isnan(ref[i]))
+            worst = fmax(worst, fabs((double)y[i] - ref[i]) / (1.0 + fabs(ref[i])));
+    }
+    CHECK(nan_bad == 0, "swiglu_oai: %d NaNs differ from the CPU's", nan_bad);
+    CHECK(worst < 1e-5, "swiglu_oai error %.3e", worst);
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, 0, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == 0,
+          "an empty swiglu_oai is a no-op");
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, -1, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == -EINVAL,
+          "a negative swiglu_oai length refused");
+    fl_cuda_free(cu, dg), fl_cuda_free(cu, du);
+}
+
+/* A bias on n of each row's `stride` values: exact float adds, the rest
+ * of each row untouched. */
+static void test_add_rows(void)
+{
+    enum { N = 90, ROWS = 5, STRIDE = 128 };
+    float y[ROWS * STRIDE], b[N], out[ROWS * STRIDE];
+    for (int i = 0; i < ROWS * STRIDE; i++)
+        y[i] = frand();
+    for (int i = 0; i < N; i++)
+        b[i] = frand();
+    float *dy = up(y, sizeof(y)), *db = up(b, sizeof(b));
+    CHECK(fl_cuda_add_rows(cu, dy, db, N, ROWS, STRIDE, &err) == 0, "%s", err.msg);
+    down(out, dy, sizeof(out));
+    int bad = 0;
+    for (int r = 0; r < ROWS; r++)
+        for (int i = 0; i < STRIDE; i++) {
+            const float want = i < N ? y[r * STRIDE + i] + b[i] : y[r * STRIDE + i];
+            bad += memcmp(&out[r * STRIDE + i], &want, sizeof(float)) != 0;
+        }
+    CHECK(bad == 0, "add_rows: %d values wrong", bad);
+    CHECK(fl_cuda_add_rows(cu, dy, db, N, 0, STRIDE, &err) == 0, "no rows is a no-op");
+    CHECK(fl_cuda_add_rows(cu, dy, db, N, ROWS, N - 1, &err) == -EINVAL, "stride < n refused");
+    fl_cuda_free(cu, dy), fl_cuda_free(cu, db);
+}
+
+/* MLA's per-head slices: `width` floats of each row, from one stride to
+ * another; the destination's gaps keep what they held. */
+static void test_copy_2d(void)
+{
+    enum { ROWS = 4, SRC = 200, DST = 96, W = 70, OFF = 30 };
+    float src[ROWS * SRC], dst[ROWS * DST], out[ROWS * DST];
+    for (int i = 0; i < ROWS * SRC; i++)
+        src[i] = frand();
+    for (int i = 0; i < ROWS * DST; i++)
+        dst[i] = frand();
+    float *ds = up(src, sizeof(src)), *dd = up(dst, sizeof(dst));
+    CHECK(fl_cuda_copy_2d(cu, dd, DST, ds + OFF, SRC, W, ROWS, &err) == 0, "%s", err.msg);
+    down(out, dd, sizeof(out));
+    int bad = 0;
+    for (int r = 0; r < ROWS; r++)
+        for (int i = 0; i < DST; i++)
+            bad += out[r * DST + i] != (i < W ? src[r * SRC + OFF + i] : dst[r * DST + i]);
+    CHECK(bad == 0, "copy_2d: %d values wrong", bad);
+    CHECK(fl_cuda_copy_2d(cu, dd, DST, ds, SRC, 0, ROWS, &err) == 0, "an empty copy is a no-op");
+    CHECK(fl_cuda_copy_2d(cu, dd, W - 1, ds, SRC, W, ROWS, &err) == -EINVAL,
+          "a width above the destination's stride refused");
+    CHECK(fl_cuda_copy_2d(cu, dd, DST, ds, W - 1, W, ROWS, &err) == -EINVAL,
+          "a width above the source's stride refused");
+    fl_cuda_free(cu, ds), fl_cuda_free(cu, dd);
+}
+
 /* --- routing -------------------------------------------------------------------------- */
 
 static void route_ref(const float *l, int n, const struct fl_cuda_route *r, const float *bias,
@@ -451,6 +544,46 @@ static void test_attention(int softcap, int window, int sinks)
     free(q), free(out), free(k), free(v);
 }
 
+#ifdef FL_CUDA_EMU
+/* --- the emulated device's own checks ------------------------------------------------ */
+
+/* They are what makes the other tests meaningful in CI, so they are tested
+ * too (a GPU has none of them: this part runs on the emulator only). */
+static void test_emulator(void)
+{
+    printf("emulator: host reads of device memory fault, bad ranges fail, memory is finite\n");
+    float *d = dev_alloc(sizeof(float) * 100), *dx = dev_alloc(sizeof(float) * 100);
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL); /* die of it, not through ASan's report */
+        const volatile float *p = d;
+        _exit(p[0] == 0.0f ? 2 : 3);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+          "a host read of device memory did not fault (status %#x)", st);
+
+    float host[101] = { 0 };
+    CHECK(fl_cuda_add(cu, d, dx, 101, &err) == -EIO, "an add one past both buffers ran");
+    CHECK(fl_cuda_upload(cu, d, host, sizeof(host), &err) == -EIO, "an upload past the end ran");
+    CHECK(fl_cuda_add(cu, host, dx, 100, &err) == -EINVAL, "host memory taken as device memory");
+    CHECK(fl_cuda_download(cu, host, host, sizeof(float), &err) == -EINVAL,
+          "a download from host memory ran");
+
+    /* an allocation beyond what is free fails, and its error does not
+     * resurface at the next launch (the runtime keeps it as last error) */
+    struct fl_cuda_info info;
+    void *big = NULL;
+    CHECK(fl_cuda_device_info(0, &info, &err) == 0, "%s", err.msg);
+    CHECK(fl_cuda_malloc(cu, &big, info.free_bytes + 1, &err) == -ENOMEM,
+          "more than free memory allocated");
+    CHECK(fl_cuda_add(cu, d, dx, 100, &err) == 0, "a launch after a refused allocation: %s",
+          err.msg);
+    fl_cuda_free(cu, d), fl_cuda_free(cu, dx);
+}
+#endif
+
 int main(void)
 {
     if (fl_cuda_available() == 0) {
@@ -469,10 +602,16 @@ int main(void)
     test_rows();
     test_route();
     test_moe_rows();
+    test_swiglu_oai();
+    test_add_rows();
+    test_copy_2d();
     printf("attention\n");
     test_attention(0, 0, 0);
     test_attention(1, 0, 0);
     test_attention(0, 1, 1);
+#ifdef FL_CUDA_EMU
+    test_emulator();
+#endif
     CHECK(fl_cuda_sync(cu, &err) == 0, "sync: %s", err.msg);
     fl_cuda_close(cu);
     return check_summary("test-cuda-kernels");

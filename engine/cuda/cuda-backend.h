@@ -139,6 +139,18 @@ int fl_cuda_add(struct fl_cuda *cu, float *d_y, const float *d_x, int64_t n, str
 /* g[i] = silu(g[i]) * u[i]. */
 int fl_cuda_swiglu(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n,
                    struct fl_err *err);
+/* gpt-oss's SwiGLU-OAI (engine/arch2-ops.h), in place on g:
+ * g = min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1). */
+int fl_cuda_swiglu_oai(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n, float alpha,
+                       float limit, struct fl_err *err);
+/* y[r * stride + i] += b[i] for i < n, r < n_rows (a bias on every row). */
+int fl_cuda_add_rows(struct fl_cuda *cu, float *d_y, const float *d_b, int64_t n, int64_t n_rows,
+                     int64_t stride, struct fl_err *err);
+/* n_rows rows of `width` floats from d_src (rows src_stride floats apart)
+ * to d_dst (dst_stride apart), on the compute stream: the per-head slices
+ * of MLA's products. Rows must not overlap. */
+int fl_cuda_copy_2d(struct fl_cuda *cu, float *d_dst, int64_t dst_stride, const float *d_src,
+                    int64_t src_stride, int64_t width, int64_t n_rows, struct fl_err *err);
 
 enum fl_cuda_rope_mode { FL_CUDA_ROPE_NORM = 0, FL_CUDA_ROPE_NEOX = 2 }; /* = eng_rope_mode */
 

@@ -71,6 +71,10 @@ cudaError_t flc_launch_rmsnorm(cudaStream_t s, float *y, const float *x, const f
                                int64_t n, int64_t n_rows, int64_t stride, float eps);
 cudaError_t flc_launch_swiglu(cudaStream_t s, float *g, const float *u, int64_t n);
 cudaError_t flc_launch_add(cudaStream_t s, float *y, const float *x, int64_t n);
+cudaError_t flc_launch_swiglu_oai(cudaStream_t s, float *g, const float *u, int64_t n,
+                                  float alpha, float limit);
+cudaError_t flc_launch_add_rows(cudaStream_t s, float *y, const float *b, int64_t n,
+                                int64_t n_rows, int64_t stride);
 cudaError_t flc_launch_rope(cudaStream_t s, float *x, int64_t n_tok, int64_t stride, int n_head,
                             int64_t head_dim, int n_rot, int neox, const float *cs);
 cudaError_t flc_launch_route(cudaStream_t s, const float *logits, int64_t n_tok,

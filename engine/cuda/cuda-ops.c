@@ -161,6 +161,39 @@ int fl_cuda_swiglu(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n,
     return launched(err, flc_launch_swiglu(cu->stream, d_g, d_u, n), "swiglu");
 }
 
+int fl_cuda_swiglu_oai(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n, float alpha,
+                       float limit, struct fl_err *err)
+{
+    if (n <= 0)
+        return n == 0 ? 0 : fl_err_set(err, -EINVAL, "cuda: swiglu_oai of %lld values", (long long)n);
+    return launched(err, flc_launch_swiglu_oai(cu->stream, d_g, d_u, n, alpha, limit),
+                    "swiglu_oai");
+}
+
+int fl_cuda_add_rows(struct fl_cuda *cu, float *d_y, const float *d_b, int64_t n, int64_t n_rows,
+                     int64_t stride, struct fl_err *err)
+{
+    if (n < 0 || n_rows < 0 || stride < n)
+        return fl_err_set(err, -EINVAL, "cuda: bad add_rows shape");
+    if (n == 0 || n_rows == 0)
+        return 0;
+    return launched(err, flc_launch_add_rows(cu->stream, d_y, d_b, n, n_rows, stride), "add_rows");
+}
+
+int fl_cuda_copy_2d(struct fl_cuda *cu, float *d_dst, int64_t dst_stride, const float *d_src,
+                    int64_t src_stride, int64_t width, int64_t n_rows, struct fl_err *err)
+{
+    if (width < 0 || n_rows < 0 || dst_stride < width || src_stride < width)
+        return fl_err_set(err, -EINVAL, "cuda: bad copy_2d shape");
+    if (width == 0 || n_rows == 0)
+        return 0;
+    const size_t f = sizeof(float);
+    return launched(err, cudaMemcpy2DAsync(d_dst, (size_t)dst_stride * f, d_src,
+                                           (size_t)src_stride * f, (size_t)width * f,
+                                           (size_t)n_rows, cudaMemcpyDeviceToDevice, cu->stream),
+                    "copy_2d");
+}
+
 int fl_cuda_rope(struct fl_cuda *cu, float *d_x, int64_t n_tok, int64_t stride, int n_head,
                  int64_t head_dim, int n_rot, enum fl_cuda_rope_mode mode, const float *d_cs,
                  struct fl_err *err)

@@ -92,6 +92,29 @@ __global__ void add_kernel(float *y, const float *x, int64_t n)
         y[i] = __fadd_rn(y[i], x[i]);
 }
 
+/* As arch2_swiglu_oai: std::min/std::clamp order, so a NaN gate or up
+ * passes through as on the CPU. */
+__global__ void swiglu_oai_kernel(float *g, const float *u, int64_t n, float alpha, float limit)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float gi = g[i], ui = u[i];
+        const float x = limit < gi ? limit : gi;
+        const float y = ui < -limit ? -limit : (limit < ui ? limit : ui);
+        g[i] = x / (1.f + expf(alpha * (-x))) * (y + 1.f);
+    }
+}
+
+__global__ void add_rows_kernel(float *y, const float *b, int64_t n, int64_t n_rows,
+                                int64_t stride)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n * n_rows) {
+        const int64_t r = i / n, j = i % n;
+        y[r * stride + j] = __fadd_rn(y[r * stride + j], b[j]);
+    }
+}
+
 /* One thread per rotated pair of one head of one row. */
 __global__ void rope_kernel(float *x, int64_t n_tok, int64_t stride, int n_head,
                             int64_t head_dim, int n_rot, int neox, const float *cs)
@@ -350,6 +373,20 @@ extern "C" cudaError_t flc_launch_swiglu(cudaStream_t s, float *g, const float *
 extern "C" cudaError_t flc_launch_add(cudaStream_t s, float *y, const float *x, int64_t n)
 {
     add_kernel<<<blocks(n, 256), 256, 0, s>>>(y, x, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_swiglu_oai(cudaStream_t s, float *g, const float *u,
+                                             int64_t n, float alpha, float limit)
+{
+    swiglu_oai_kernel<<<blocks(n, 256), 256, 0, s>>>(g, u, n, alpha, limit);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_add_rows(cudaStream_t s, float *y, const float *b, int64_t n,
+                                           int64_t n_rows, int64_t stride)
+{
+    add_rows_kernel<<<blocks(n * n_rows, 256), 256, 0, s>>>(y, b, n, n_rows, stride);
     return cudaGetLastError();
 }
 

@@ -19,6 +19,11 @@ int flc_err(struct fl_err *err, cudaError_t e, const char *what)
     case cudaErrorInvalidConfiguration: code = -EINVAL; break;
     default: code = -EIO; break;
     }
+    /* The runtime also keeps e as the thread's last error, and the kernel
+     * launchers return cudaGetLastError(): left there, a refused cudaMalloc
+     * (which callers may survive) would fail the next, unrelated launch.
+     * Reported here, so cleared (a sticky error stays: the runtime repeats it). */
+    cudaGetLastError();
     return fl_err_set(err, code, "cuda: %s: %s (%s)", what, cudaGetErrorString(e),
                       cudaGetErrorName(e));
 }

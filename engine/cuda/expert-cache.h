@@ -63,7 +63,7 @@ struct fl_cuda_xrange {
     int kind;
     bool pinned;   /* registered host memory that stays put until the copy is done */
 };
-#define FL_CUDA_XRANGES_MAX 4
+#define FL_CUDA_XRANGES_MAX 6
 
 struct fl_cuda_xcache;
 
