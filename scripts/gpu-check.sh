@@ -13,6 +13,9 @@
 #      n_ff 768; 4.05 GiB) four times larger than --vram-budget, on the CPU
 #      and in each --gpu-experts mode, and prints one table (plus each
 #      mode's --stats GPU lines)
+#   5. the same for ~1 GiB generated deepseek2 Q4_K and gpt-oss MXFP4 models
+#      (their device passes: MLA; sinks, biases, SwiGLU-OAI experts) with a
+#      256M budget: CPU only, all in VRAM, copy mode
 # Exit status 0 only when everything that ran passed. Environment:
 #   FL_JOBS  build jobs (default nproc)    FL_GPU_BUILD  build dir (default build-gpu)
 #   FL_VRAM_BUDGET (default 1G)
@@ -110,27 +113,34 @@ if [ ! -f "$model" ]; then
   timeout 180 "$cli" gen --arch qwen3moe --type Q4_K --n-embd 2048 --layers 24 --experts 64 \
       --top-k 8 --expert-ff 768 --seed 1 -o "$model" >/dev/null || { fail "gen"; rm -f "$model"; }
 fi
-if [ -f "$model" ]; then
-  threads=$(( $(nproc) < 16 ? $(nproc) : 16 ))
+threads=$(( $(nproc) < 16 ? $(nproc) : 16 ))
+# bench_table MODEL BUDGET MODE...: one row of pp/tg per mode.
+# cpu-only: no GPU; vram: every weight in VRAM (the ceiling); cpu/copy/
+# unified: experts on the host, the rest in VRAM, --vram-budget for all
+bench_table() {
+  local model=$1 budget=$2 mode run res rc pp tg tag
+  shift 2
+  tag=$(basename "$model" .gguf)
   printf '| %-8s | %12s | %12s |\n' "experts" "pp256 t/s" "tg32 t/s"
   printf '| %-8s | %12s | %12s |\n' "--------" "-----------:" "-----------:"
-  # cpu-only: no GPU; vram: every weight in VRAM (the ceiling); cpu/copy/
-  # unified: experts on the host, the rest in VRAM, --vram-budget for all
-  for mode in cpu-only vram cpu copy unified; do
+  for mode in "$@"; do
     if [ $mode = cpu-only ]; then
       run=(env CUDA_VISIBLE_DEVICES= "$cli" bench -m "$model" -t $threads)
     elif [ $mode = vram ]; then
       run=("$cli" bench -m "$model" -t $threads -ngl all -ot 'exps=gpu')
     else
-      run=("$cli" bench -m "$model" -t $threads -ngl all --vram-budget "$vram" --gpu-experts $mode)
+      run=("$cli" bench -m "$model" -t $threads -ngl all --vram-budget "$budget" --gpu-experts $mode)
     fi
-    res=$(timeout "$step_timeout" "${run[@]}" -p 256 -n 32 -r 1 2>"$dir/bench-$mode.err")
+    res=$(timeout "$step_timeout" "${run[@]}" -p 256 -n 32 -r 1 2>"$dir/bench-$tag-$mode.err")
     rc=$?
     pp=$(echo "$res" | awk -F'|' '$7 ~ /pp256/ {gsub(/ /,"",$8); split($8,a,"±"); print a[1]}')
     tg=$(echo "$res" | awk -F'|' '$7 ~ /tg32/ {gsub(/ /,"",$8); split($8,a,"±"); print a[1]}')
     printf '| %-8s | %12s | %12s |\n' "$mode" "${pp:-failed}" "${tg:-failed}"
-    [ $rc -eq 0 ] && [ -n "$pp" ] || { fail "bench ($mode, exit $rc)"; tail -3 "$dir/bench-$mode.err"; }
+    [ $rc -eq 0 ] && [ -n "$pp" ] || { fail "bench $tag ($mode, exit $rc)"; tail -3 "$dir/bench-$tag-$mode.err"; }
   done
+}
+if [ -f "$model" ]; then
+  bench_table "$model" "$vram" cpu-only vram cpu copy unified
   echo "GPU statistics per mode (faultline run -n 32 --stats: what ran where, per-expert copy latency):"
   for mode in cpu copy unified; do
     echo "  $mode:"
@@ -138,6 +148,17 @@ if [ -f "$model" ]; then
         --vram-budget "$vram" --gpu-experts $mode --stats 2>&1 >/dev/null | grep '^gpu' | sed 's/^/    /'
   done
 fi
+
+# The other two device passes (MLA; sinks, biases, SwiGLU-OAI experts), on
+# ~1 GiB generated models with a 256M budget: a row each mode of interest.
+for spec in "deepseek2 Q4_K" "gpt-oss MXFP4"; do
+  set -- $spec
+  m2="$dir/$1-$2-1G.gguf"
+  step "benchmark: 1 GiB $1 $2, --vram-budget 256M"
+  [ -f "$m2" ] || timeout 120 "$cli" gen --arch "$1" --type "$2" --size 1G --seed 1 -o "$m2" \
+      >/dev/null || { fail "gen $1"; rm -f "$m2"; continue; }
+  bench_table "$m2" 256M cpu-only vram copy
+done
 
 step "kernel micro-benchmark (bench-cuda)"
 timeout 90 "$build/bench-cuda"; rc=$?
