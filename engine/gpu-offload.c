@@ -124,6 +124,12 @@ uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *gpu)
     return 0;
 }
 
+bool eng_gpu_holds_expert(void *gpu, int layer, int expert)
+{
+    (void)gpu, (void)layer, (void)expert;
+    return false;
+}
+
 #else /* FL_HAVE_CUDA */
 
 /* VRAM left to cuBLAS, the GEMM's dequantized tiles and the activations
@@ -1026,6 +1032,13 @@ uint64_t eng_gpu_passes(const struct eng_gpu *g)
 uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *g)
 {
     return g ? g->n_moe_cpu : 0;
+}
+
+bool eng_gpu_holds_expert(void *gpu, int layer, int expert)
+{
+    const struct eng_gpu *g = gpu;
+    return g && g->xc && g->o.experts != ENG_GPU_EXPERTS_CPU && !g->failed &&
+           fl_cuda_xcache_cached(g->xc, layer, expert);
 }
 
 uint64_t eng_gpu_ops(const struct eng_gpu *g)

@@ -185,6 +185,10 @@ int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch
 /* 0, or the first CUDA error an op hit (then err says which). */
 int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err);
 
+/* Whether (layer, expert) sits in the VRAM expert cache, so reading its
+ * host bytes ahead of time is wasted (pager_held_fn: gpu is a struct
+ * eng_gpu; false without a cache, and in --gpu-experts cpu mode). */
+bool eng_gpu_holds_expert(void *gpu, int layer, int expert);
 /* MoE layers whose experts the CPU computed so far (0 without a GPU). */
 uint64_t eng_gpu_moe_on_cpu(const struct eng_gpu *gpu);
 /* Passes run wholly on the device so far (0 without a GPU). */

@@ -223,7 +223,12 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
     };
-    return eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
+    int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
+    /* experts the VRAM cache holds are not read ahead from disk: the GPU
+     * will not touch their host bytes */
+    if (!rc && s->ctx.gpu && s->pager)
+        pager_set_held_elsewhere(s->pager, eng_gpu_holds_expert, s->ctx.gpu);
+    return rc;
 }
 
 /* Weights the pager keeps in RAM and no GPU reads are rebuilt in the CPU
@@ -375,6 +380,8 @@ void eng_session_close(struct eng_session *s)
     if (!s)
         return;
     fl_pool_destroy(s->pool);
+    if (s->pager)
+        pager_set_held_elsewhere(s->pager, NULL, NULL);
     eng_gpu_close(s->ctx.gpu);
     eng_arena_destroy(s->arena);
     eng_kv_destroy(s->kv);

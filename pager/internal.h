@@ -87,6 +87,7 @@ struct pg_queue { uint32_t *v; uint32_t head, len, cap; };
 struct pg_stats {
     _Atomic uint64_t faults, fault_loads, prefetches, prefetch_hits, cache_hits, misses;
     _Atomic uint64_t loads, bytes_read, evictions, reads_retried, stall_count, stall_ns;
+    _Atomic uint64_t prefetch_skips;  /* not read: held in VRAM (pager_set_held_elsewhere) */
     _Atomic uint64_t hist[PG_HIST];
 };
 
@@ -128,6 +129,8 @@ struct pager {
     double half_life;             /* lfu-decay: acquires for a use to count half */
     struct pg_pending *pend;
     uint32_t n_pend, cap_pend;
+    pager_held_fn held;        /* pager_set_held_elsewhere: prefetches it answers true for are skipped */
+    void *held_arg;
     _Atomic int failed;        /* 0 or -errno, sticky */
     struct fl_err errmsg;
 

@@ -136,6 +136,13 @@ int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n);
  * the guesses it did not choose the first to evict, so a wrong guess costs
  * its read but not a useful expert's place in the cache. */
 int pager_prefetch_guess(struct pager *p, int layer, const int32_t *experts, int n);
+/* Experts another tier already holds (the GPU's VRAM expert cache): their
+ * prefetches and guesses read nothing, since the computation will not
+ * touch their host bytes; an acquire still reads them (prefetch is a hint,
+ * so a wrong answer costs a read, never a result). fn runs under the
+ * pager's lock, on the thread that prefetches. NULL: none. */
+typedef bool (*pager_held_fn)(void *arg, int layer, int expert);
+void pager_set_held_elsewhere(struct pager *p, pager_held_fn fn, void *arg);
 /* The layer has routed (and its choice was given to pager_prefetch). */
 void pager_prefetch_settle(struct pager *p, int layer);
 /* Drops the prefetches still queued (not yet reading): predictions that
@@ -170,6 +177,7 @@ struct pager_totals {
     uint64_t faults, fault_loads, prefetches, prefetch_hits, cache_hits, misses;
     uint64_t loads, bytes_read, evictions, reads_retried;
     uint64_t stall_count, stall_ns;
+    uint64_t prefetch_skips;   /* prefetches not read: another tier held the expert */
 };
 void pager_stats_totals(const struct pager *p, struct pager_totals *t);
 /* Zeroes every counter (the histogram too). */

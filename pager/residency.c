@@ -409,6 +409,8 @@ static int prefetch(struct pager *p, int layer, const int32_t *experts, int n, b
             lru_remove(p, u);
             lru_push_mru(p, u);
             un->wanted = true;
+        } else if (un->state == PG_ABSENT && p->held && p->held(p->held_arg, layer, experts[i])) {
+            pg_inc(&p->st.prefetch_skips, 1);
         } else if (un->state == PG_ABSENT) {
             un->spec = guess;
             pg_request_locked(p, u, false);
@@ -419,6 +421,14 @@ static int prefetch(struct pager *p, int layer, const int32_t *experts, int n, b
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+void pager_set_held_elsewhere(struct pager *p, pager_held_fn fn, void *arg)
+{
+    pthread_mutex_lock(&p->mu);
+    p->held = fn;
+    p->held_arg = arg;
+    pthread_mutex_unlock(&p->mu);
 }
 
 int pager_prefetch(struct pager *p, int layer, const int32_t *experts, int n)

@@ -38,6 +38,7 @@ void pager_stats_totals(const struct pager *p, struct pager_totals *t)
         pg_ld(&s->prefetch_hits), pg_ld(&s->cache_hits), pg_ld(&s->misses),
         pg_ld(&s->loads), pg_ld(&s->bytes_read), pg_ld(&s->evictions),
         pg_ld(&s->reads_retried), pg_ld(&s->stall_count), pg_ld(&s->stall_ns),
+        pg_ld(&s->prefetch_skips),
     };
 }
 
@@ -46,7 +47,8 @@ void pager_stats_reset(struct pager *p)
     _Atomic uint64_t *g[] = { &p->st.faults, &p->st.fault_loads, &p->st.prefetches,
                               &p->st.prefetch_hits, &p->st.cache_hits, &p->st.misses,
                               &p->st.loads, &p->st.bytes_read, &p->st.evictions,
-                              &p->st.reads_retried, &p->st.stall_count, &p->st.stall_ns };
+                              &p->st.reads_retried, &p->st.stall_count, &p->st.stall_ns,
+                              &p->st.prefetch_skips };
     for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
         atomic_store(g[i], 0);
     for (int k = 0; k < PG_HIST; k++)
@@ -114,6 +116,9 @@ void pager_stats_print(const struct pager *p, FILE *out)
             "\n",
             t.faults, t.fault_loads, t.prefetches, t.loads, t.evictions,
             (double)t.bytes_read / (1 << 20), t.reads_retried);
+    if (t.prefetch_skips)
+        fprintf(out, "  prefetches not read (the expert was in VRAM): %" PRIu64 "\n",
+                t.prefetch_skips);
     fprintf(out, "  stalls %" PRIu64 ", mean %.1f us; histogram (us):", t.stall_count,
             t.stall_count ? (double)t.stall_ns / 1000.0 / (double)t.stall_count : 0.0);
     for (int k = 0; k < PG_HIST; k++) {
@@ -139,11 +144,12 @@ int pager_stats_json_with(const struct pager *p, const char *extra, FILE *out)
             ",\"fault_loads\":%" PRIu64 ",\"prefetches\":%" PRIu64 ",\"prefetch_hits\":%" PRIu64
             ",\"cache_hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"loads\":%" PRIu64
             ",\"bytes_read\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"reads_retried\":%" PRIu64
-            ",\"stall_count\":%" PRIu64 ",\"stall_ns\":%" PRIu64 "},\n \"stall_hist_log2_us\":[",
+            ",\"stall_count\":%" PRIu64 ",\"stall_ns\":%" PRIu64 ",\"prefetch_skips\":%" PRIu64
+            "},\n \"stall_hist_log2_us\":[",
             p->uffd_mode ? "uffd" : "explicit", p->direct ? "true" : "false", p->budget,
             p->min_budget, pager_peak_resident_bytes(p), t.faults, t.fault_loads, t.prefetches,
             t.prefetch_hits, t.cache_hits, t.misses, t.loads, t.bytes_read, t.evictions,
-            t.reads_retried, t.stall_count, t.stall_ns);
+            t.reads_retried, t.stall_count, t.stall_ns, t.prefetch_skips);
     for (int k = 0; k < PG_HIST; k++)
         fprintf(out, "%s%" PRIu64, k ? "," : "", pg_ld(&p->st.hist[k]));
     fprintf(out, "],\n \"units\":[");

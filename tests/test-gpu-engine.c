@@ -15,7 +15,9 @@
  * variant feeds the prompt as a 4-token batch and then token by token, so
  * decode steps read the device KV cache that earlier batches wrote. Outside
  * --gpu-experts cpu no MoE layer may fall back to the CPU (gpt-oss's biased
- * SwiGLU-OAI experts included). */
+ * SwiGLU-OAI experts included). With experts paged from disk, decode steps
+ * must skip the pager's read-ahead of experts the VRAM cache holds (some
+ * model must show it; test-pager-pin checks the rule itself). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include "engine/gpu-offload.h"
 #include "engine/model-gen.h"
 #include "engine/tensor-types.h"
+#include "pager/pager.h"
 #include "engine/flref.h"
 #include "engine/session.h"
 #include "tests/check.h"
@@ -63,7 +66,8 @@ static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32
 }
 
 static float *eval(struct eng_session_params *p, struct routing *r, int64_t *n_vocab,
-                   uint64_t *gpu_ops, uint64_t *passes, uint64_t *moe_cpu, int split)
+                   uint64_t *gpu_ops, uint64_t *passes, uint64_t *moe_cpu, uint64_t *skips,
+                   int split)
 {
     struct eng_session *s;
     struct fl_err err = { { 0 } };
@@ -84,6 +88,9 @@ static float *eval(struct eng_session_params *p, struct routing *r, int64_t *n_v
     *gpu_ops = eng_gpu_ops(eng_session_gpu(s));
     *passes = eng_gpu_passes(eng_session_gpu(s));
     *moe_cpu = eng_gpu_moe_on_cpu(eng_session_gpu(s));
+    struct pager_totals t;
+    pager_stats_totals(eng_session_pager(s), &t);
+    *skips = t.prefetch_skips;
     eng_session_close(s);
     if (rc) {
         free(l);
@@ -133,14 +140,18 @@ struct variant {
     bool vram;            /* -ot exps=gpu: the experts too live in VRAM */
 };
 
+/* Prefetches the pager skipped in the paged decode variants: experts the
+ * VRAM cache held (a model whose experts stay resident in RAM skips none). */
+static uint64_t paged_skips;
+
 static void test_model(const char *path, double max_kl)
 {
     const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     struct eng_session_params cpu = { .model_path = path, .n_ctx = 64, .n_threads = 2 };
     static struct routing rc, rg;
     int64_t nv = 0, nv2 = 0;
-    uint64_t ops = 0, passes = 0, moe_cpu = 0;
-    float *ref = eval(&cpu, &rc, &nv, &ops, &passes, &moe_cpu, 0);
+    uint64_t ops = 0, passes = 0, moe_cpu = 0, skips = 0;
+    float *ref = eval(&cpu, &rc, &nv, &ops, &passes, &moe_cpu, &skips, 0);
     if (!ref)
         return;
     CHECK(ops == 0, "%s: zeroed params keep the CPU session off the GPU", file);
@@ -151,6 +162,7 @@ static void test_model(const char *path, double max_kl)
         { "cpu, min batch 4", ENG_GPU_EXPERTS_CPU, 4, false, 0, false },
         { "copy, paged", ENG_GPU_EXPERTS_COPY, 0, true, 0, false },
         { "copy, 4 then 1 by 1", ENG_GPU_EXPERTS_COPY, 0, false, 4, false },
+        { "copy, paged, 4 then 1", ENG_GPU_EXPERTS_COPY, 0, true, 4, false },
         { "cpu, 4 then 1 by 1", ENG_GPU_EXPERTS_CPU, 0, false, 4, false },
         { "vram, 4 then 1 by 1", ENG_GPU_EXPERTS_COPY, 0, false, 4, true },
     };
@@ -171,13 +183,15 @@ static void test_model(const char *path, double max_kl)
             p.placement.ram_budget = 1 << 20;
             p.pager_mode = 2; /* explicit: no userfaultfd rights needed */
         }
-        float *got = eval(&p, &rg, &nv2, &ops, &passes, &moe_cpu, vs[v].split);
+        float *got = eval(&p, &rg, &nv2, &ops, &passes, &moe_cpu, &skips, vs[v].split);
         if (!got)
             continue;
         CHECK(ops > 0 && nv2 == nv, "%s (%s): nothing ran on the GPU", file, vs[v].name);
         CHECK(passes > 0, "%s (%s): no pass on the device", file, vs[v].name);
         CHECK(vs[v].experts == ENG_GPU_EXPERTS_CPU || moe_cpu == 0,
               "%s (%s): %llu MoE layers on the CPU", file, vs[v].name, (unsigned long long)moe_cpu);
+        if (vs[v].paged && vs[v].split)
+            paged_skips += skips;
         double kl = 0.0;
         for (int t = 0; t < NP; t++)
             kl += flref_kl(ref + t * nv, got + t * nv, nv);
@@ -232,5 +246,8 @@ int main(void)
         unlink(path);
     }
     rmdir(dir);
+    CHECK(paged_skips > 0, "paged decode steps read ahead experts the VRAM cache held");
+    printf("paged decode: %llu read-aheads of experts held in VRAM skipped\n",
+           (unsigned long long)paged_skips);
     return check_summary("test-gpu-engine");
 }

@@ -6,7 +6,8 @@
  * checks the budget with mincore throughout.
  * Also: the NUMA hooks (pager_config.place_memory / bind_thread) see every
  * staging buffer before it is pinned, outside the region, and run on the
- * pager's own threads; a node-0 binding set there holds (get_mempolicy). */
+ * pager's own threads; a node-0 binding set there holds (get_mempolicy).
+ * And pager_set_held_elsewhere: no read-ahead of experts held in VRAM. */
 #include <numaif.h>
 #include <pthread.h>
 #include <signal.h>
@@ -304,6 +305,56 @@ static void test_drop_range(struct t_model *m, enum pager_mode mode)
            ram->name);
 }
 
+/* Prefetches load in the background: waits up to 5 s for (layer, expert). */
+static bool wait_resident(struct pager *p, int layer, int expert)
+{
+    for (int i = 0; i < 5000 && !pager_resident(p, layer, expert); i++)
+        usleep(1000);
+    return pager_resident(p, layer, expert);
+}
+
+/* Odd experts of layer 0 are "in VRAM". */
+static bool held_odd(void *arg, int layer, int expert)
+{
+    ++*(int *)arg;
+    return layer == 0 && expert % 2;
+}
+
+/* pager_set_held_elsewhere: prefetches and guesses of held experts read
+ * nothing, the others load as before, and an acquire of a held expert
+ * still reads it (the filter is a hint, never a hole). */
+static void test_held_elsewhere(struct t_model *m, enum pager_mode mode)
+{
+    struct pager_config c;
+    struct pager *p;
+    t_config(&c, m, mode, 0);
+    if (pager_open(m->path, m->g, &c, &p, NULL)) {
+        CHECK(0, "open failed");
+        return;
+    }
+    int asked = 0;
+    pager_set_held_elsewhere(p, held_odd, &asked);
+    const int32_t ex[4] = { 0, 1, 2, 3 };
+    CHECK(pager_prefetch(p, 0, ex, 2) == 0 && pager_prefetch_guess(p, 0, ex + 2, 2) == 0,
+          "prefetch failed");
+    CHECK(wait_resident(p, 0, 0) && wait_resident(p, 0, 2), "a prefetch was not read");
+    struct pager_totals t;
+    pager_stats_totals(p, &t);
+    CHECK(asked >= 2 && t.prefetch_skips == 2 && t.prefetches == 2,
+          "held experts: %llu skipped, %llu prefetched (want 2 and 2)",
+          (unsigned long long)t.prefetch_skips, (unsigned long long)t.prefetches);
+    CHECK(!pager_resident(p, 0, 1) && !pager_resident(p, 0, 3), "a held expert was read ahead");
+    CHECK(pager_acquire(p, 0, 1) == 0 && t_expert_diff(m, pager_base(p), 0, 1) == 0,
+          "acquiring a held expert did not read it");
+    pager_release(p, 0, 1);
+    pager_set_held_elsewhere(p, NULL, NULL);
+    CHECK(pager_prefetch(p, 0, ex + 3, 1) == 0 && wait_resident(p, 0, 3),
+          "without the filter the prefetch was not read");
+    pager_close(p);
+    printf("%s: prefetches of experts held elsewhere skipped, acquires still read\n",
+           mode == PAGER_MODE_UFFD ? "uffd" : "explicit");
+}
+
 int main(void)
 {
     t_chdir_source();
@@ -319,12 +370,14 @@ int main(void)
         run_mode(&m, PAGER_MODE_UFFD);
         test_place_hooks(&m, PAGER_MODE_UFFD);
         test_drop_range(&m, PAGER_MODE_UFFD);
+        test_held_elsewhere(&m, PAGER_MODE_UFFD);
     } else {
         printf("userfaultfd unavailable here: only explicit mode is tested\n");
     }
     run_mode(&m, PAGER_MODE_EXPLICIT);
     test_place_hooks(&m, PAGER_MODE_EXPLICIT);
     test_drop_range(&m, PAGER_MODE_EXPLICIT);
+    test_held_elsewhere(&m, PAGER_MODE_EXPLICIT);
     t_model_close(&m);
     if (failures) {
         fprintf(stderr, "test-pager-pin: %d failures\n", failures);
