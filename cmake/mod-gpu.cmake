@@ -10,3 +10,4 @@ fl_test(test-gpu-offload SOURCES tests/test-gpu-offload.c MODULES gpu cli-engine
 add_dependencies(test-gpu-offload faultline)
 # On a device: CPU vs GPU logits and routing on every model in tests/data (77 without one).
 fl_test(test-gpu-engine SOURCES tests/test-gpu-engine.c MODULES gpu cli-engine gen LABELS gpu TIMEOUT 300)
+add_dependencies(test-gpu-engine faultline) # its --stats check runs the CLI

@@ -140,6 +140,27 @@ struct variant {
     bool vram;            /* -ot exps=gpu: the experts too live in VRAM */
 };
 
+/* The CLI's --stats on the device: what ran where and the per-expert
+ * host->GPU copy latency of the expert cache (issue 6's acceptance). */
+static void test_cli_stats(void)
+{
+    const char *cli = getenv("FL_CLI") ? getenv("FL_CLI") : "build/faultline";
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s run -m tests/data/qwen3moe-tiny-F16.gguf -p 'The quick brown' "
+             "-n 4 -t 2 -ngl all --gpu-experts copy --stats 2>&1 >/dev/null", cli);
+    FILE *f = popen(cmd, "r");
+    char line[4096];
+    bool where = false, latency = false;
+    while (f && fgets(line, sizeof(line), f)) {
+        where |= strstr(line, "passes wholly on the GPU") && strstr(line, "through the expert cache");
+        latency |= strstr(line, "gpu expert cache (copy)") && strstr(line, "per expert") &&
+                   strstr(line, "us mean");
+    }
+    const int rc = f ? pclose(f) : -1;
+    CHECK(rc == 0 && where && latency, "%s: exit %d, what-ran-where line %s, copy latency line %s",
+          cmd, rc, where ? "seen" : "missing", latency ? "seen" : "missing");
+}
+
 /* Prefetches the pager skipped in the paged decode variants: experts the
  * VRAM cache held (a model whose experts stay resident in RAM skips none). */
 static uint64_t paged_skips;
@@ -220,6 +241,7 @@ int main(void)
         printf("skipped: no CUDA device (%s)\n", why);
         return 77;
     }
+    test_cli_stats();
     test_model("tests/data/qwen3moe-tiny-F16.gguf", 1e-3);
     test_model("tests/data/qwen3moe-tiny-Q8_0.gguf", 1e-3);
     test_model("tests/data/deepseek2-tiny-F16.gguf", 1e-3);
