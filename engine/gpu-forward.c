@@ -122,6 +122,14 @@ void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, 
     (void)c, (void)w, (void)i, (void)d_x, (void)n_tok, (void)d_y;
 }
 
+void eng_gpu_mm_heads(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                      const float *d_x, int64_t x_head, int64_t x_stride, float *d_y,
+                      int64_t y_head, int64_t y_stride, int64_t n_tok)
+{
+    (void)c, (void)w, (void)n_head, (void)d_x, (void)x_head, (void)x_stride, (void)d_y;
+    (void)y_head, (void)y_stride, (void)n_tok;
+}
+
 int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
                      const struct eng_tensor *norm, const struct eng_tensor *output, float eps,
                      struct fl_err *err)
@@ -383,6 +391,53 @@ void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, 
                ? fl_err_set(&op_err, -EINVAL, "gpu: %s has no slice %lld", w->name, (long long)i)
                : fl_cuda_matmul(c->gpu->cu, d_w + (size_t)i * slice, w->type, w->ne[0], w->ne[1],
                                 d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, &op_err));
+}
+
+/* One token: every head's product straight from its strided columns, as
+ * groups of one-token products (bit-identical to single matvecs). */
+static void heads_grouped(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                          const float *d_x, int64_t x_head, float *d_y, int64_t y_head)
+{
+    const uint8_t *d_w = gpu_device_of(c->gpu, w);
+    const size_t slice = (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
+    for (int h0 = 0; h0 < n_head && usable(c); h0 += FL_CUDA_GROUP_MAX) {
+        const int n = n_head - h0 < FL_CUDA_GROUP_MAX ? n_head - h0 : FL_CUDA_GROUP_MAX;
+        const void *wj[FL_CUDA_GROUP_MAX];
+        const float *xj[FL_CUDA_GROUP_MAX];
+        float *yj[FL_CUDA_GROUP_MAX];
+        for (int j = 0; j < n; j++) {
+            wj[j] = d_w + (size_t)(h0 + j) * slice;
+            xj[j] = d_x + (int64_t)(h0 + j) * x_head;
+            yj[j] = d_y + (int64_t)(h0 + j) * y_head;
+        }
+        GPU_OP(c, fl_cuda_matvec_group(c->gpu->cu, wj, w->type, w->ne[0], w->ne[1], xj, yj, n,
+                                       &op_err));
+    }
+}
+
+void eng_gpu_mm_heads(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                      const float *d_x, int64_t x_head, int64_t x_stride, float *d_y,
+                      int64_t y_head, int64_t y_stride, int64_t n_tok)
+{
+    const int64_t n_in = w->ne[0], n_out = w->ne[1];
+    if (!usable(c) || !d_x || !d_y)
+        return;
+    if (!gpu_device_of(c->gpu, w) || w->n_dims != 3 || w->ne[2] < n_head) {
+        struct fl_err err;
+        op_failed(c, fl_err_set(&err, -EINVAL, "gpu: %s is not %d heads in VRAM", w->name,
+                                n_head), &err);
+        return;
+    }
+    if (n_tok == 1) {
+        heads_grouped(c, w, n_head, d_x, x_head, d_y, y_head);
+        return;
+    }
+    float *in = eng_gpu_tmp(c, n_tok * n_in), *res = eng_gpu_tmp(c, n_tok * n_out);
+    for (int h = 0; h < n_head && in && res; h++) {
+        eng_gpu_copy_2d(c, in, n_in, d_x + (int64_t)h * x_head, x_stride, n_in, n_tok);
+        eng_gpu_mm_slice(c, w, h, in, n_tok, res);
+        eng_gpu_copy_2d(c, d_y + (int64_t)h * y_head, y_stride, res, n_out, n_out, n_tok);
+    }
 }
 
 /* The experts of a routed layer (ids/w on the host, d_w the weights on the

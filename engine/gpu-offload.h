@@ -159,6 +159,12 @@ void eng_gpu_copy_2d(struct eng_ctx *c, float *d_dst, int64_t dst_stride, const 
 /* eng_matmul(c, w, i, ...): the product with slice i of a 3-D tensor in VRAM. */
 void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, const float *d_x,
                       int64_t n_tok, float *d_y);
+/* y_h = (slice h of the 3-D w) . x_h for every head h < n_head and token:
+ * x_h's row of a token at d_x + h * x_head, tokens x_stride floats apart;
+ * y_h likewise (MLA's per-head products, without moving the heads). */
+void eng_gpu_mm_heads(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                      const float *d_x, int64_t x_head, int64_t x_stride, float *d_y,
+                      int64_t y_head, int64_t y_stride, int64_t n_tok);
 /* The VRAM copy of t (NULL: on the host), for the device pointers of
  * struct eng_attn / eng_route in a device pass. */
 const void *eng_gpu_tensor(const struct eng_ctx *c, const struct eng_tensor *t);

@@ -143,8 +143,7 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
     eng_matmul(c, t->o, -1, o, n_tok, out);
 }
 
-/* --- on the device: the same steps; the per-head products read and write
- * their head's columns through 2-D copies ----------------------------------------- */
+/* --- on the device: the same steps (the per-head products: eng_gpu_mm_heads) ----- */
 
 int mla_gpu_tensors(const struct mla_tensors *t, const struct eng_tensor **w)
 {
@@ -196,15 +195,9 @@ static float *gpu_absorb(struct eng_ctx *c, const struct mla_dims *d, const stru
     const int64_t hk = d->qk_nope + d->qk_rope, dk = mla_cache_row(d);
     const int64_t nq = d->n_head * hk, nd = d->n_head * dk;
     float *query = eng_gpu_tmp(c, n_tok * nd);
-    float *in = eng_gpu_tmp(c, (int64_t)n_tok * d->qk_nope);
-    float *res = eng_gpu_tmp(c, (int64_t)n_tok * d->kv_lora);
-    if (!q || !query || !in || !res)
+    if (!q || !query)
         return NULL; /* the GPU failed: the pass reports it */
-    for (int h = 0; h < d->n_head; h++) {
-        eng_gpu_copy_2d(c, in, d->qk_nope, q + (int64_t)h * hk, nq, d->qk_nope, n_tok);
-        eng_gpu_mm_slice(c, t->k_b, h, in, n_tok, res);
-        eng_gpu_copy_2d(c, query + (int64_t)h * dk, nd, res, d->kv_lora, d->kv_lora, n_tok);
-    }
+    eng_gpu_mm_heads(c, t->k_b, d->n_head, q, hk, nq, query, dk, nd, n_tok);
     /* every (token, head)'s rope part at once: rows hk apart in q, dk in query */
     eng_gpu_copy_2d(c, query + d->kv_lora, dk, q + d->qk_nope, hk, d->qk_rope,
                     (int64_t)n_tok * d->n_head);
@@ -217,15 +210,9 @@ static float *gpu_decompress(struct eng_ctx *c, const struct mla_dims *d,
 {
     const int64_t no = (int64_t)d->n_head * d->v_head, na = (int64_t)d->n_head * d->kv_lora;
     float *o = eng_gpu_tmp(c, n_tok * no);
-    float *in = eng_gpu_tmp(c, (int64_t)n_tok * d->kv_lora);
-    float *res = eng_gpu_tmp(c, (int64_t)n_tok * d->v_head);
-    if (!att || !o || !in || !res)
+    if (!att || !o)
         return NULL;
-    for (int h = 0; h < d->n_head; h++) {
-        eng_gpu_copy_2d(c, in, d->kv_lora, att + (int64_t)h * d->kv_lora, na, d->kv_lora, n_tok);
-        eng_gpu_mm_slice(c, t->v_b, h, in, n_tok, res);
-        eng_gpu_copy_2d(c, o + (int64_t)h * d->v_head, no, res, d->v_head, d->v_head, n_tok);
-    }
+    eng_gpu_mm_heads(c, t->v_b, d->n_head, att, d->kv_lora, na, o, d->v_head, no, n_tok);
     return o;
 }
 
