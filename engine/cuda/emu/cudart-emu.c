@@ -44,7 +44,10 @@ static int device_count(void)
     return n;
 }
 
-cudaError_t flemu_enter(void)
+/* What every call checks; the calls that give something back (frees,
+ * destroys, unregisters) stop here, so that after an injected sticky error
+ * the process still releases what it holds, as the driver does at exit. */
+static cudaError_t enter_release(void)
 {
     if (in_host_fn) {
         fprintf(stderr, "faultline CUDA emulator: a CUDA call from a cudaLaunchHostFunc "
@@ -54,11 +57,24 @@ cudaError_t flemu_enter(void)
     return device_count() ? cudaSuccess : cudaErrorNoDevice;
 }
 
+cudaError_t flemu_enter(void)
+{
+    const cudaError_t e = enter_release();
+    return e != cudaSuccess ? e : flemu_sticky();
+}
+
 #define ENTER()                                \
     do {                                       \
         const cudaError_t enter_ = flemu_enter(); \
         if (enter_ != cudaSuccess)             \
             return flemu_fail(enter_);         \
+    } while (0)
+
+#define ENTER_RELEASE()                              \
+    do {                                             \
+        const cudaError_t enter_ = enter_release();  \
+        if (enter_ != cudaSuccess)                   \
+            return flemu_fail(enter_);               \
     } while (0)
 
 bool flemu_stream_ok(cudaStream_t s)
@@ -87,6 +103,7 @@ cudaError_t CUDARTAPI cudaGetLastError(void)
     X(cudaErrorInvalidDevice, "invalid device ordinal")                                        \
     X(cudaErrorInvalidResourceHandle, "invalid resource handle")                               \
     X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                     \
+    X(cudaErrorLaunchFailure, "unspecified launch failure")                                    \
     X(cudaErrorLaunchOutOfResources, "too many resources requested for launch")                \
     X(cudaErrorHostMemoryAlreadyRegistered,                                                    \
       "part or all of the requested memory range is already mapped")                           \
@@ -191,7 +208,7 @@ cudaError_t CUDARTAPI cudaMalloc(void **p, size_t bytes)
 
 cudaError_t CUDARTAPI cudaFree(void *p)
 {
-    ENTER();
+    ENTER_RELEASE();
     return p ? flemu_fail(flemu_free(FLEMU_DEVICE, p)) : cudaSuccess;
 }
 
@@ -203,7 +220,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void **p, size_t bytes)
 
 cudaError_t CUDARTAPI cudaFreeHost(void *p)
 {
-    ENTER();
+    ENTER_RELEASE();
     return p ? flemu_fail(flemu_free(FLEMU_PINNED, p)) : cudaSuccess;
 }
 
@@ -225,7 +242,7 @@ cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t bytes, unsigned int flags
 
 cudaError_t CUDARTAPI cudaHostUnregister(void *p)
 {
-    ENTER();
+    ENTER_RELEASE();
     return flemu_free(FLEMU_REGISTERED, p) == cudaSuccess
                ? cudaSuccess : flemu_fail(cudaErrorHostMemoryNotRegistered);
 }
@@ -311,7 +328,7 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int fl
 
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s)
 {
-    ENTER();
+    ENTER_RELEASE();
     if (!s || !flemu_stream_ok(s) || s == cudaStreamLegacy || s == cudaStreamPerThread)
         return flemu_fail(cudaErrorInvalidResourceHandle);
     s->tag = 0;
@@ -345,7 +362,7 @@ cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flag
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t e)
 {
-    ENTER();
+    ENTER_RELEASE();
     if (!event_ok(e))
         return flemu_fail(cudaErrorInvalidResourceHandle);
     e->tag = 0;

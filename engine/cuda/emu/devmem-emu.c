@@ -10,6 +10,7 @@
  * touches against the allocation that holds its pointer. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +55,24 @@ static size_t parse_size(const char *s, size_t dflt)
     return (size_t)v << shift;
 }
 
+/* FL_CUDA_EMU_FAIL_OP=N: the Nth kernel or copy fails as a faulting kernel
+ * does (cudaErrorLaunchFailure) and the context stays failed, every later
+ * call returning that error, as a real device's sticky error: the tests of
+ * an error in the middle of a run. 0: never. */
+static long fail_at, n_ops;
+static _Atomic int sticky;
+
 static void init(void)
 {
     T.page = (size_t)sysconf(_SC_PAGESIZE);
     T.total = parse_size(getenv("FL_CUDA_EMU_MEM"), (size_t)4 << 30);
+    const char *f = getenv("FL_CUDA_EMU_FAIL_OP");
+    fail_at = f ? strtol(f, NULL, 10) : 0;
+}
+
+cudaError_t flemu_sticky(void)
+{
+    return (cudaError_t)atomic_load(&sticky);
 }
 
 /* The entry with the greatest lo below `below` (NULL if none). */
@@ -269,6 +284,10 @@ void flemu_begin(struct flemu_op *op, const char *what, cudaStream_t s)
     if (op->err == cudaSuccess && !flemu_stream_ok(s))
         op->err = cudaErrorInvalidResourceHandle;
     pthread_mutex_lock(&T.lock);
+    if (op->err == cudaSuccess && fail_at > 0 && ++n_ops == fail_at) {
+        atomic_store(&sticky, cudaErrorLaunchFailure);
+        op->err = cudaErrorLaunchFailure;
+    }
 }
 
 /* Makes the pages of [lo, hi) of a device allocation accessible until flemu_end. */

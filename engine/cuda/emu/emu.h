@@ -66,6 +66,9 @@ cudaError_t flemu_fail(cudaError_t e);
 /* cudaSuccess, or why no runtime call may be made now: no device, or
  * inside a cudaLaunchHostFunc callback (which must not call CUDA). */
 cudaError_t flemu_enter(void);
+/* The injected failure every call now returns (FL_CUDA_EMU_FAIL_OP), or
+ * cudaSuccess. */
+cudaError_t flemu_sticky(void);
 /* Whether the stream handle is the default stream or a live stream. */
 bool flemu_stream_ok(cudaStream_t s);
 
