@@ -551,6 +551,32 @@ void eng_gpu_moe_ffn_routed(struct eng_ctx *c, int layer, int pos0, const float 
         op_failed(c, rc, &err);
 }
 
+/* Whether the host reads t in the passes on the device (or might, through
+ * the predictor or a CPU fallback): see eng_gpu_options.host_copy_unused. */
+static bool host_reads(const struct eng_tensor *t, bool head_on_device)
+{
+    const char *n = t->name;
+    if (!strcmp(n, "output.weight") || !strcmp(n, "output_norm.weight"))
+        return !head_on_device;
+    return t->n_dims < 2 || !strcmp(n, "token_embd.weight") || strstr(n, "norm") ||
+           strstr(n, "ffn_gate_inp") || strstr(n, "exp_probs_b") || strstr(n, "_exps") ||
+           strstr(n, "_chexps");
+}
+
+/* After the first pass on the device: the host copies nothing reads again. */
+static void release_host_copies(struct eng_gpu *g, const struct eng_tensor *norm,
+                                const struct eng_tensor *output)
+{
+    if (!g->o.host_copy_unused)
+        return;
+    const bool head = gpu_device_of(g, norm) && gpu_device_of(g, output);
+    for (int64_t i = 0; i < g->m->n_tensors; i++) {
+        const struct eng_tensor *t = &g->m->tensors[i];
+        if (g->d_tensor[i] && !host_reads(t, head))
+            g->o.host_copy_unused(g->o.host_copy_ctx, t);
+    }
+}
+
 int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
                      const struct eng_tensor *norm, const struct eng_tensor *output, float eps,
                      struct fl_err *err)
@@ -572,8 +598,8 @@ int eng_gpu_pass_end(struct eng_ctx *c, const float *d_x, const struct eng_batch
             eng_output(c, x, b, norm, output, eps);
     }
     int rc = eng_gpu_error(g, err);
-    if (!rc)
-        g->n_pass++;
+    if (!rc && g->n_pass++ == 0)
+        release_host_copies(g, norm, output);
     return rc;
 }
 

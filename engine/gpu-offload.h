@@ -75,6 +75,15 @@ struct eng_gpu_options {
                                 used; otherwise lfu-decay with the pager's half-life */
     int device;
     FILE *log;               /* NULL, or where one-line notes go (an expert cache that cannot be made) */
+    /* Called after the first pass that ran wholly on the device, once per
+     * uploaded matrix the host will not read again (every later pass runs
+     * there too and reads the VRAM copy): the session gives its pages back.
+     * Kept: the embedding (its rows are taken on the host), norms, routers
+     * and selection biases (the predictor and host routing read them),
+     * experts (the CPU computes those the kernels cannot) and the head when
+     * it runs on the host. NULL: the host keeps every copy. */
+    void (*host_copy_unused)(void *ctx, const struct eng_tensor *t);
+    void *host_copy_ctx;
     bool verbose;            /* also name each gpu-tier matrix left on the host, and why */
 };
 

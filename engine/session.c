@@ -20,6 +20,7 @@
 #include "engine/ops.h"
 #include "engine/tensor-types.h"
 #include "engine/tokenizer.h"
+#include "engine/units.h"
 #include "pager/pager.h"
 #include "pager/policy.h"
 
@@ -42,6 +43,7 @@ struct eng_session {
     struct eng_ctx ctx;
     int n_batch, n_past;
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
+    uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
 };
 
 /* --- the weights region ------------------------------------------------------
@@ -210,6 +212,15 @@ static int physical_cores(void)
     return n_core > 0 ? n_core : 1;
 }
 
+/* A matrix only the GPU reads now: its pages of the region go back (a
+ * stray host read then faults instead of seeing zeros). */
+static void host_copy_unused(void *ctx, const struct eng_tensor *t)
+{
+    struct eng_session *s = ctx;
+    if (pager_drop_range(s->pager, t->offset, t->nbytes) == 0)
+        s->gpu_dropped += t->nbytes;
+}
+
 /* The GPU context, when there is a device and something for it to do:
  * gpu-tier tensors, or experts --gpu-experts may bring over. */
 static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
@@ -222,6 +233,7 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
         .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
+        .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
     };
     int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
     /* experts the VRAM cache holds are not read ahead from disk: the GPU
@@ -373,6 +385,11 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     }
     *out = s;
     return 0;
+}
+
+uint64_t eng_session_host_released(const struct eng_session *s)
+{
+    return s->gpu_dropped;
 }
 
 void eng_session_close(struct eng_session *s)
@@ -635,6 +652,11 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
             print_predict(s->pred, &s->predict, stderr);
         if (s->ctx.gpu)
             eng_gpu_print_stats(s->ctx.gpu, stderr);
+        if (s->gpu_dropped) {
+            char b[32];
+            fprintf(stderr, "gpu: host copies of VRAM-only weights given back: %s\n",
+                    fl_format_size(s->gpu_dropped, b, sizeof(b)));
+        }
     }
     if (!s->stats_json)
         return 0;

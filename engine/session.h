@@ -79,6 +79,9 @@ void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sin
  * the expert source's -errno. On error n_past is left unchanged. */
 /* The pager behind the weights (statistics, errors). */
 struct pager *eng_session_pager(const struct eng_session *s);
+/* Bytes of weights whose host copy was given back after the first pass on
+ * the device (only the GPU reads them; eng_gpu_options.host_copy_unused). */
+uint64_t eng_session_host_released(const struct eng_session *s);
 /* Whether any tensor is paged from disk (the disk tier is not empty). */
 bool eng_session_paged(const struct eng_session *s);
 /* The expert predictor between engine and pager; NULL when nothing is paged. */

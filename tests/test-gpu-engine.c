@@ -17,7 +17,9 @@
  * --gpu-experts cpu no MoE layer may fall back to the CPU (gpt-oss's biased
  * SwiGLU-OAI experts included). With experts paged from disk, decode steps
  * must skip the pager's read-ahead of experts the VRAM cache holds (some
- * model must show it; test-pager-pin checks the rule itself). */
+ * model must show it; test-pager-pin checks the rule itself). After the
+ * first pass on the device, the host copies of VRAM-only matrices are given
+ * back (inaccessible: the passes after it would fault on a host read). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +67,9 @@ static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32
     }
 }
 
+/* Bytes of host copies the last session gave back after its first device pass. */
+static uint64_t last_released;
+
 static float *eval(struct eng_session_params *p, struct routing *r, int64_t *n_vocab,
                    uint64_t *gpu_ops, uint64_t *passes, uint64_t *moe_cpu, uint64_t *skips,
                    int split)
@@ -91,6 +96,7 @@ static float *eval(struct eng_session_params *p, struct routing *r, int64_t *n_v
     struct pager_totals t;
     pager_stats_totals(eng_session_pager(s), &t);
     *skips = t.prefetch_skips;
+    last_released = eng_session_host_released(s);
     eng_session_close(s);
     if (rc) {
         free(l);
@@ -209,6 +215,8 @@ static void test_model(const char *path, double max_kl)
             continue;
         CHECK(ops > 0 && nv2 == nv, "%s (%s): nothing ran on the GPU", file, vs[v].name);
         CHECK(passes > 0, "%s (%s): no pass on the device", file, vs[v].name);
+        /* the later passes ran with them gone: a host read would have faulted */
+        CHECK(last_released > 0, "%s (%s): no host copy given back", file, vs[v].name);
         CHECK(vs[v].experts == ENG_GPU_EXPERTS_CPU || moe_cpu == 0,
               "%s (%s): %llu MoE layers on the CPU", file, vs[v].name, (unsigned long long)moe_cpu);
         if (vs[v].paged && vs[v].split)
