@@ -834,15 +834,24 @@ static int run_held_group(struct gpu_moe *s, int layer, void **d, int8_t *how,
                           struct fl_err *err)
 {
     const struct eng_expert_lists *L = s->L;
-    struct xdev x[FL_CUDA_GROUP_MAX];
     int rc = 0;
-    for (int j = 0; j < L->n_order && !rc; j++) {
-        const int ex = L->order[j];
-        x[j] = slot_expert(s, d[ex]);
-        rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
+    /* the hits' group first: its kernels wait for no copy, so they run
+     * while the copy stream brings the misses, whose group follows */
+    for (int want = HOLD_HIT; want <= HOLD_MISS && !rc; want++) {
+        struct xdev x[FL_CUDA_GROUP_MAX];
+        int32_t ids[FL_CUDA_GROUP_MAX];
+        int n = 0;
+        for (int j = 0; j < L->n_order && !rc; j++) {
+            const int ex = L->order[j];
+            if (how[ex] != want)
+                continue;
+            ids[n] = ex;
+            x[n++] = slot_expert(s, d[ex]);
+            rc = fl_cuda_xcache_ready(s->g->xc, layer, ex, err);
+        }
+        if (!rc && n)
+            rc = run_group(s, n, ids, x, err);
     }
-    if (!rc)
-        rc = run_group(s, L->n_order, L->order, x, err);
     for (int j = 0; j < L->n_order; j++) { /* after the kernels that read the slots */
         const int ex = L->order[j];
         how[ex] = HOLD_NONE;
