@@ -12,5 +12,5 @@ add_dependencies(test-gpu-offload faultline)
 fl_test(test-gpu-engine SOURCES tests/test-gpu-engine.c MODULES gpu cli-engine gen LABELS gpu TIMEOUT 300)
 add_dependencies(test-gpu-engine faultline) # its --stats check runs the CLI
 # A GPU failing mid-run: one-line error or the same text, never a crash (emulated device only).
-fl_test(test-gpu-errors SOURCES tests/test-gpu-errors.c MODULES gpu LABELS gpu TIMEOUT 600)
+fl_test(test-gpu-errors SOURCES tests/test-gpu-errors.c MODULES gpu placement gguf LABELS gpu TIMEOUT 600)
 add_dependencies(test-gpu-errors faultline)

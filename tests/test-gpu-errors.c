@@ -8,15 +8,11 @@
  * without failure (the failure came after the last op, or on a path the
  * GPU recovers from), or exit non-zero with a one-line error that names the
  * CUDA error: never a signal, a hang (60 s timeout) or different text with
- * exit 0. Without the emulator (a real device, or none) it skips. */
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "tests/check.h"
+ * exit 0. And the disk failing under the VRAM expert cache: the file is
+ * truncated while a paged run keeps refilling an 11-slot cache (explicit and
+ * uffd mode): the run must exit with one line on stderr within 60 s.
+ * Without the emulator (a real device, or none) it skips. */
+#include "tests/test-paged-util.h"
 
 #ifdef FL_CUDA_EMU
 
@@ -85,6 +81,51 @@ static void test_model(const char *cli, const char *model, const char *mode, con
     free(clean.err);
 }
 
+/* eval over a copy of the model with the experts paged at the minimum RAM
+ * budget and a 3M VRAM budget (the KV cache takes 2 MiB: 11 slots for 32
+ * experts, so misses keep reading), the file
+ * truncated 0.4 s in. */
+static void truncated_under_cache(const char *cli, const char *pager_mode, const char *dir)
+{
+    const char *model = "tests/data/qwen3moe-tiny-F16.gguf";
+    char copy[600], err[600], out[600], budget[32], cmd[1400];
+    snprintf(copy, sizeof(copy), "%s/model.gguf", dir);
+    snprintf(err, sizeof(err), "%s/err", dir);
+    snprintf(out, sizeof(out), "%s/out.flrf", dir);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", model, copy);
+    struct t_plan plan;
+    char *disk[] = { "--disk-moe" };
+    if (system(cmd) != 0 || t_plan_for(model, disk, 1, &plan)) {
+        CHECK(0, "cannot copy or plan %s", model);
+        return;
+    }
+    snprintf(budget, sizeof(budget), "%" PRIu64, plan.min_budget);
+    char *argv[] = { (char *)cli, "eval", "-m", copy, "-p", "The capital of France is", "-n",
+                     "3500", "-t", "2", "-c", "4096", "-ngl", "all", "--gpu-experts", "copy",
+                     "--vram-budget", "3M", "--disk-moe", "--ram-budget", budget, "--pager",
+                     (char *)pager_mode, "--logits-out", out, NULL };
+    const double t0 = t_now();
+    pid_t pid = t_spawn(argv, NULL, err);
+    usleep(400000);
+    siginfo_t si = { 0 };
+    const bool running = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                         si.si_pid == 0;
+    CHECK(running, "%s: the run ended before the file was truncated", pager_mode);
+    CHECK(truncate(copy, 4096) == 0, "truncate: %s", strerror(errno));
+    struct t_run r = t_wait(pid, t0, 60.0);
+    char *msg = check_read_file(err, NULL);
+    const int lines = t_count_lines(err);
+    CHECK(r.status > 0 && r.status < 128, "%s: exit %d, expected an error exit (not a signal, "
+          "not a hang)", pager_mode, r.status);
+    CHECK(lines == 1, "%s: %d lines on stderr, expected one:\n%s", pager_mode, lines,
+          msg ? msg : "");
+    printf("file truncated under the VRAM cache (%s): exit %d after %.2f s: %s", pager_mode,
+           r.status, r.seconds, msg ? msg : "\n");
+    free(msg);
+    unlink(copy);
+    unlink(out);
+}
+
 #endif /* FL_CUDA_EMU */
 
 int main(void)
@@ -106,7 +147,12 @@ int main(void)
         test_model(cli, models[i], "copy", dir);
         test_model(cli, models[i], "cpu", dir);
     }
+    if (access("/dev/userfaultfd", R_OK | W_OK) == 0 || geteuid() == 0)
+        truncated_under_cache(cli, "uffd", dir);
+    truncated_under_cache(cli, "explicit", dir);
     char f[600];
+    snprintf(f, sizeof(f), "%s/err", dir);
+    unlink(f);
     snprintf(f, sizeof(f), "%s/out", dir);
     unlink(f);
     snprintf(f, sizeof(f), "%s/err", dir);
