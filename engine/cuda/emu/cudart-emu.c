@@ -3,8 +3,16 @@
  * only). One device, "faultline CUDA emulator (host)", compute capability
  * 9.0, concurrent managed access; none when CUDA_VISIBLE_DEVICES hides
  * device 0 (the test harness hides devices from CPU tests that way).
- * Work runs at once, in order, so streams and events only need to be live
- * handles; host functions run at once, and may not call CUDA (as on a GPU).
+ * Kernels and most copies run at once, in order. A copy from page-locked
+ * host memory (cudaMallocHost, cudaHostRegister) to the device is truly
+ * asynchronous on a GPU, so here it is deferred, with whatever its stream
+ * queues behind it (host functions), until something waits for it: its
+ * stream's next kernel or synchronous copy, a cudaStreamSynchronize, an
+ * event recorded after it being waited on or synchronized, or a free. So a
+ * kernel that reads a slot without waiting for the slot's fill reads the
+ * old bytes, and a staging buffer refilled before its copy ran sends the
+ * new bytes: the ordering bugs a synchronous emulator would hide. Host
+ * functions may not call CUDA (as on a GPU).
  * Errors follow the runtime: each failing call sets the thread's last
  * error, which cudaGetLastError returns and clears. */
 #include <stdio.h>
@@ -17,11 +25,35 @@
  * use is a use-after-free ASan reports, and one never destroyed a leak. */
 #define STREAM_TAG 0x5354524du
 #define EVENT_TAG 0x45564e54u
-struct CUstream_st { uint32_t tag; };
-struct CUevent_st { uint32_t tag; };
+
+/* Work a stream holds back: a copy from page-locked memory, or a host
+ * function queued behind one. */
+struct deferred {
+    void *dst;
+    const void *src;
+    size_t dpitch, spitch, width, height;
+    cudaHostFn_t fn;  /* non-NULL: a host function, not a copy */
+    void *arg;
+};
+struct CUstream_st {
+    uint32_t tag;
+    struct deferred *q;
+    size_t head, tail, cap;  /* q[head..tail) not run yet */
+};
+struct CUevent_st {
+    uint32_t tag;
+    cudaStream_t s;          /* where it was last recorded (a created stream), or NULL */
+    size_t seq;              /* that stream's tail then: the work it waits for */
+};
 
 static _Thread_local cudaError_t last_error;
-static _Thread_local bool in_host_fn;
+static _Thread_local bool in_host_fn, flushing;
+
+/* The created streams, for flushes that wait for everything (frees). */
+#define MAX_STREAMS 64
+static cudaStream_t live[MAX_STREAMS];
+static int n_live;
+static void flush_all(void);
 
 cudaError_t flemu_fail(cudaError_t e)
 {
@@ -209,6 +241,7 @@ cudaError_t CUDARTAPI cudaMalloc(void **p, size_t bytes)
 cudaError_t CUDARTAPI cudaFree(void *p)
 {
     ENTER_RELEASE();
+    flush_all(); /* frees synchronize the device */
     return p ? flemu_fail(flemu_free(FLEMU_DEVICE, p)) : cudaSuccess;
 }
 
@@ -221,6 +254,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void **p, size_t bytes)
 cudaError_t CUDARTAPI cudaFreeHost(void *p)
 {
     ENTER_RELEASE();
+    flush_all(); /* frees synchronize the device */
     return p ? flemu_fail(flemu_free(FLEMU_PINNED, p)) : cudaSuccess;
 }
 
@@ -243,6 +277,7 @@ cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t bytes, unsigned int flags
 cudaError_t CUDARTAPI cudaHostUnregister(void *p)
 {
     ENTER_RELEASE();
+    flush_all(); /* frees synchronize the device */
     return flemu_free(FLEMU_REGISTERED, p) == cudaSuccess
                ? cudaSuccess : flemu_fail(cudaErrorHostMemoryNotRegistered);
 }
@@ -250,6 +285,68 @@ cudaError_t CUDARTAPI cudaHostUnregister(void *p)
 static bool location_ok(struct cudaMemLocation l)
 {
     return (l.type == cudaMemLocationTypeDevice && l.id == 0) || l.type == cudaMemLocationTypeHost;
+}
+
+static bool created(cudaStream_t s)
+{
+    for (int i = 0; s && i < n_live; i++)
+        if (live[i] == s)
+            return true;
+    return false;
+}
+
+static cudaError_t copy_now(const char *what, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                            cudaStream_t stream);
+
+static void run_deferred(cudaStream_t s, const struct deferred *d)
+{
+    if (d->fn) {
+        in_host_fn = true;
+        d->fn(d->arg);
+        in_host_fn = false;
+    } else {
+        copy_now("cudaMemcpyAsync (deferred)", d->dst, d->dpitch, d->src, d->spitch, d->width,
+                 d->height, cudaMemcpyHostToDevice, s);
+    }
+}
+
+/* Runs s's deferred work up to (not including) position upto. */
+static void flush_to(cudaStream_t s, size_t upto)
+{
+    if (flushing || !created(s))
+        return;
+    flushing = true; /* what runs here does not flush again */
+    while (s->head < upto && s->head < s->tail)
+        run_deferred(s, &s->q[s->head++]);
+    flushing = false;
+}
+
+void flemu_stream_flush(cudaStream_t s)
+{
+    if (created(s))
+        flush_to(s, s->tail);
+}
+
+/* Frees synchronize the device, as the runtime's do. */
+static void flush_all(void)
+{
+    for (int i = 0; i < n_live; i++)
+        flemu_stream_flush(live[i]);
+}
+
+static cudaError_t defer(cudaStream_t s, struct deferred d)
+{
+    if (s->tail == s->cap) {
+        const size_t cap = s->cap ? 2 * s->cap : 16;
+        struct deferred *q = realloc(s->q, cap * sizeof(*q));
+        if (!q)
+            return flemu_fail(cudaErrorMemoryAllocation);
+        s->q = q;
+        s->cap = cap;
+    }
+    s->q[s->tail++] = d;
+    return cudaSuccess;
 }
 
 /* Managed memory never moves here: advice and prefetches are checked only. */
@@ -274,9 +371,9 @@ cudaError_t CUDARTAPI cudaMemPrefetchAsync(const void *p, size_t count,
 }
 
 /* Rows of a copy of `kind` checked on both sides, then copied. */
-static cudaError_t copy_2d(const char *what, void *dst, size_t dpitch, const void *src,
-                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
-                           cudaStream_t stream)
+static cudaError_t copy_now(const char *what, void *dst, size_t dpitch, const void *src,
+                            size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                            cudaStream_t stream)
 {
     if (width > dpitch || width > spitch)
         return flemu_fail(cudaErrorInvalidPitchValue);
@@ -297,6 +394,32 @@ static cudaError_t copy_2d(const char *what, void *dst, size_t dpitch, const voi
     for (size_t r = 0; op.err == cudaSuccess && r < height; r++)
         memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return flemu_end(&op);
+}
+
+/* A copy from page-locked host memory on a created stream is checked now
+ * (without running what the stream deferred) and deferred; the rest run. */
+static cudaError_t copy_2d(const char *what, void *dst, size_t dpitch, const void *src,
+                           size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,
+                           cudaStream_t stream)
+{
+    const size_t sext = height ? (height - 1) * spitch + width : 0;
+    if (kind != cudaMemcpyHostToDevice || !created(stream) || !width || !height ||
+        !flemu_is_locked_host(src, sext))
+        return copy_now(what, dst, dpitch, src, spitch, width, height, kind, stream);
+    const bool was = flushing;
+    flushing = true;
+    struct flemu_op op; /* the checks copy_now makes, nothing copied */
+    flemu_begin(&op, what, stream);
+    if (width > dpitch || width > spitch)
+        op.err = cudaErrorInvalidPitchValue;
+    flemu_dev(&op, dst, (height - 1) * dpitch + width, "dst");
+    flemu_host(&op, src, sext, "src");
+    cudaError_t e = flemu_end(&op);
+    flushing = was;
+    if (e != cudaSuccess)
+        return e;
+    return defer(stream, (struct deferred){ .dst = dst, .src = src, .dpitch = dpitch,
+                                            .spitch = spitch, .width = width, .height = height });
 }
 
 cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t count,
@@ -320,9 +443,10 @@ cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int fl
 {
     (void)flags;
     ENTER();
-    if (!(*s = malloc(sizeof(**s))))
+    if (n_live == MAX_STREAMS || !(*s = calloc(1, sizeof(**s))))
         return flemu_fail(cudaErrorMemoryAllocation);
     (*s)->tag = STREAM_TAG;
+    live[n_live++] = *s;
     return cudaSuccess;
 }
 
@@ -331,7 +455,12 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s)
     ENTER_RELEASE();
     if (!s || !flemu_stream_ok(s) || s == cudaStreamLegacy || s == cudaStreamPerThread)
         return flemu_fail(cudaErrorInvalidResourceHandle);
+    flemu_stream_flush(s); /* its queued work completes first */
+    for (int i = 0; i < n_live; i++)
+        if (live[i] == s)
+            live[i] = live[--n_live];
     s->tag = 0;
+    free(s->q);
     free(s);
     return cudaSuccess;
 }
@@ -339,22 +468,28 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s)
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t s)
 {
     ENTER();
-    return flemu_stream_ok(s) ? cudaSuccess : flemu_fail(cudaErrorInvalidResourceHandle);
+    if (!flemu_stream_ok(s))
+        return flemu_fail(cudaErrorInvalidResourceHandle);
+    flemu_stream_flush(s);
+    return flemu_sticky() ? flemu_fail(flemu_sticky()) : cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
     (void)flags;
     ENTER();
-    return flemu_stream_ok(s) && event_ok(e) ? cudaSuccess
-                                            : flemu_fail(cudaErrorInvalidResourceHandle);
+    if (!flemu_stream_ok(s) || !event_ok(e))
+        return flemu_fail(cudaErrorInvalidResourceHandle);
+    if (e->s) /* s's later work sees everything before the record */
+        flush_to(e->s, e->seq);
+    return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     (void)flags;
     ENTER();
-    if (!(*e = malloc(sizeof(**e))))
+    if (!(*e = calloc(1, sizeof(**e))))
         return flemu_fail(cudaErrorMemoryAllocation);
     (*e)->tag = EVENT_TAG;
     return cudaSuccess;
@@ -373,22 +508,31 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t e)
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     ENTER();
-    return event_ok(e) && flemu_stream_ok(s) ? cudaSuccess
-                                             : flemu_fail(cudaErrorInvalidResourceHandle);
+    if (!event_ok(e) || !flemu_stream_ok(s))
+        return flemu_fail(cudaErrorInvalidResourceHandle);
+    e->s = created(s) ? s : NULL;
+    e->seq = e->s ? s->tail : 0;
+    return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t e)
 {
     ENTER();
-    return event_ok(e) ? cudaSuccess : flemu_fail(cudaErrorInvalidResourceHandle);
+    if (!event_ok(e))
+        return flemu_fail(cudaErrorInvalidResourceHandle);
+    if (e->s)
+        flush_to(e->s, e->seq);
+    return cudaSuccess;
 }
 
-/* Runs fn at once: everything queued before it is done already. */
+/* Runs fn after what its stream deferred: queued behind it, or at once. */
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg)
 {
     ENTER();
     if (!flemu_stream_ok(s) || !fn)
         return flemu_fail(fn ? cudaErrorInvalidResourceHandle : cudaErrorInvalidValue);
+    if (created(s) && s->head < s->tail)
+        return defer(s, (struct deferred){ .fn = fn, .arg = arg });
     in_host_fn = true;
     fn(arg);
     in_host_fn = false;

@@ -246,6 +246,16 @@ cudaError_t flemu_register(void *p, size_t bytes)
     return r;
 }
 
+bool flemu_is_locked_host(const void *p, size_t bytes)
+{
+    pthread_mutex_lock(&T.lock);
+    const struct flemu_alloc *a = find((uintptr_t)p);
+    const bool ok = a && (a->kind == FLEMU_PINNED || a->kind == FLEMU_REGISTERED) &&
+                    (uintptr_t)p + bytes <= a->hi;
+    pthread_mutex_unlock(&T.lock);
+    return ok;
+}
+
 bool flemu_is_managed(const void *p, size_t bytes)
 {
     pthread_mutex_lock(&T.lock);
@@ -278,6 +288,7 @@ static void op_error(struct flemu_op *op, cudaError_t e, const char *arg, const 
 void flemu_begin(struct flemu_op *op, const char *what, cudaStream_t s)
 {
     pthread_once(&T.once, init);
+    flemu_stream_flush(s); /* in order: what the stream deferred runs first */
     op->what = what;
     op->n = 0;
     op->err = flemu_enter();

@@ -4,8 +4,10 @@
  * engine/gpu-offload.c, engine/gpu-forward.c) run in CI under ASan+UBSan,
  * on a machine without a GPU.
  *
- * Everything runs synchronously when it is enqueued, in order, on the
- * calling thread; streams and events are only checked handles.
+ * Kernels and most copies run when they are enqueued, in order, on the
+ * calling thread; copies from page-locked host memory wait on their stream
+ * until something waits for them (cudart-emu.c), as on a GPU, so missing
+ * waits show.
  *
  * Device memory (cudaMalloc) lives in mmap'ed regions kept PROT_NONE, so a
  * host read or write of a device pointer faults at once. An emulated
@@ -89,6 +91,13 @@ cudaError_t flemu_alloc(enum flemu_kind kind, size_t bytes, void **out);
 cudaError_t flemu_free(enum flemu_kind kind, void *p);
 /* Page-locks [p, p + bytes): refused when a page of it is already locked. */
 cudaError_t flemu_register(void *p, size_t bytes);
+/* Whether [p, p + bytes) lies inside one page-locked host range
+ * (cudaMallocHost or cudaHostRegister): copies from there are deferred. */
+bool flemu_is_locked_host(const void *p, size_t bytes);
+/* Runs the work stream s deferred (copies from page-locked memory and the
+ * host functions behind them); nothing for the default streams, and
+ * nothing while deferred work is running (no nesting). */
+void flemu_stream_flush(cudaStream_t s);
 /* Whether [p, p + bytes) lies inside one managed allocation. */
 bool flemu_is_managed(const void *p, size_t bytes);
 /* Device memory: total (FL_CUDA_EMU_MEM, default 4 GiB) and in use. */
