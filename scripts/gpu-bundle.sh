@@ -19,7 +19,7 @@ targets="faultline test-cuda-lru test-cuda-decode test-cuda-kernels test-cuda-xc
 command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] ||
   { echo "gpu-bundle: nvcc not found: the bundle needs the CUDA build" >&2; exit 1; }
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_WERROR=ON \
-      -DFAULTLINE_CUDA=ON >/dev/null
+      -DFAULTLINE_CUDA=ON -DFAULTLINE_BPF=AUTO >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$build" -j "$(nproc)" --target $targets
 
