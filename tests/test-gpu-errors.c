@@ -3,7 +3,8 @@
  * kernel does, and every later call fail too, like a real sticky error).
  *
  * For each model and --gpu-experts mode, the CLI generates greedily with the
- * failure injected at op 1, 2, 3, 5, 8, ... until a run no longer reaches
+ * failure injected at op 1, 3, 4, 7, 11, ... (each the sum of the two
+ * before) until a run no longer reaches
  * it. Every run must either end with exit 0 and exactly the text of a run
  * without failure (the failure came after the last op, or on a path the
  * GPU recovers from), or exit non-zero with a one-line error that names the
@@ -54,7 +55,7 @@ static void test_model(const char *cli, const char *model, const char *mode, con
     CHECK(clean.status == 0 && clean.out, "%s (%s): clean run failed", model, mode);
     int failed = 0, ok_after = 0;
     long a = 1, b = 2;
-    for (; ok_after < 2 && a < 100000; a += b, b = a - b) { /* 1 2 3 5 8 13 ... */
+    for (; ok_after < 2 && a < 100000; a += b, b = a - b) { /* 1 3 4 7 11 18 ... */
         struct outcome r = run_cli(cli, model, mode, a, dir);
         const bool signalled = r.status == -1 || WIFSIGNALED(r.status) ||
                                (WIFEXITED(r.status) && WEXITSTATUS(r.status) >= 124);
