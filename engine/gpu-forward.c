@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/tensor-types.h"
+#include "pager/placement.h"
 
 #ifndef FL_HAVE_CUDA
 
@@ -381,16 +382,21 @@ void eng_gpu_copy_2d(struct eng_ctx *c, float *d_dst, int64_t dst_stride, const 
                               &op_err));
 }
 
+/* Bytes of one 2-D slice of a 3-D tensor (a head of MLA's k_b / v_b). */
+static size_t slice_bytes(const struct eng_tensor *w)
+{
+    return (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
+}
+
 void eng_gpu_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t i, const float *d_x,
                       int64_t n_tok, float *d_y)
 {
     const uint8_t *d_w = usable(c) ? gpu_device_of(c->gpu, w) : NULL;
-    const size_t slice = (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
     GPU_OP(c, !d_w ? fl_err_set(&op_err, -EINVAL, "gpu: %s is not in VRAM", w->name)
            : w->n_dims != 3 || i < 0 || i >= w->ne[2]
                ? fl_err_set(&op_err, -EINVAL, "gpu: %s has no slice %lld", w->name, (long long)i)
-               : fl_cuda_matmul(c->gpu->cu, d_w + (size_t)i * slice, w->type, w->ne[0], w->ne[1],
-                                d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, &op_err));
+               : fl_cuda_matmul(c->gpu->cu, d_w + (size_t)i * slice_bytes(w), w->type, w->ne[0],
+                                w->ne[1], d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, &op_err));
 }
 
 /* One token: every head's product straight from its strided columns, as
@@ -399,7 +405,7 @@ static void heads_grouped(struct eng_ctx *c, const struct eng_tensor *w, int n_h
                           const float *d_x, int64_t x_head, float *d_y, int64_t y_head)
 {
     const uint8_t *d_w = gpu_device_of(c->gpu, w);
-    const size_t slice = (size_t)w->ne[1] * fl_row_size(w->type, w->ne[0]);
+    const size_t slice = slice_bytes(w);
     for (int h0 = 0; h0 < n_head && usable(c); h0 += FL_CUDA_GROUP_MAX) {
         const int n = n_head - h0 < FL_CUDA_GROUP_MAX ? n_head - h0 : FL_CUDA_GROUP_MAX;
         const void *wj[FL_CUDA_GROUP_MAX];
@@ -559,8 +565,7 @@ static bool host_reads(const struct eng_tensor *t, bool head_on_device)
     if (!strcmp(n, "output.weight") || !strcmp(n, "output_norm.weight"))
         return !head_on_device;
     return t->n_dims < 2 || !strcmp(n, "token_embd.weight") || strstr(n, "norm") ||
-           strstr(n, "ffn_gate_inp") || strstr(n, "exp_probs_b") || strstr(n, "_exps") ||
-           strstr(n, "_chexps");
+           strstr(n, "ffn_gate_inp") || strstr(n, "exp_probs_b") || placement_is_expert(n);
 }
 
 /* After the first pass on the device: the host copies nothing reads again. */

@@ -135,6 +135,26 @@ static double routing_agreement(const struct routing *a, const struct routing *b
  * before its copy): a staging buffer refilled before its copy ran, or a
  * kernel not waiting for its slot's fill, changes the logits (the emulated
  * device defers such copies until something waits for them). */
+/* A GPU session of path: -ngl all, --gpu-experts `experts`, the test's context and threads. */
+static void gpu_params(struct eng_session_params *p, const char *path, int experts)
+{
+    eng_session_params_init(p);
+    p->model_path = path;
+    p->n_ctx = 64;
+    p->n_threads = 2;
+    p->placement.n_gpu_layers = -1;
+    p->gpu_experts = experts;
+}
+
+/* Mean KL(ref || got) over the NP positions of n_vocab logits each. */
+static double mean_kl(const float *ref, const float *got, int64_t nv)
+{
+    double kl = 0.0;
+    for (int t = 0; t < NP; t++)
+        kl += flref_kl(ref + t * nv, got + t * nv, nv);
+    return kl / NP;
+}
+
 static void test_staged_decode(const char *path)
 {
     struct eng_session_params cpu = { .model_path = path, .n_ctx = 64, .n_threads = 2 };
@@ -143,21 +163,13 @@ static void test_staged_decode(const char *path)
     uint64_t ops = 0, passes = 0, moe_cpu = 0, skips = 0;
     float *ref = eval(&cpu, &rc, &nv, &ops, &passes, &moe_cpu, &skips, 0);
     struct eng_session_params p;
-    eng_session_params_init(&p);
-    p.model_path = path;
-    p.n_ctx = 64;
-    p.n_threads = 2;
-    p.placement.n_gpu_layers = -1;
-    p.gpu_experts = ENG_GPU_EXPERTS_COPY;
+    gpu_params(&p, path, ENG_GPU_EXPERTS_COPY);
     p.placement.ram_budget = 2 << 20;
     p.placement.vram_budget = 2 << 20;
     p.pager_mode = 2; /* explicit */
     float *got = ref ? eval(&p, &rg, &nv2, &ops, &passes, &moe_cpu, &skips, 4) : NULL;
     if (got) {
-        double kl = 0.0;
-        for (int t = 0; t < NP; t++)
-            kl += flref_kl(ref + t * nv, got + t * nv, nv);
-        kl /= NP;
+        const double kl = mean_kl(ref, got, nv);
         printf("%-28s %-20s mean KL %.3g, routing %.1f%% identical\n", "qwen3moe-16x8-F16",
                "staged decode", kl, 100.0 * routing_agreement(&rc, &rg));
         CHECK(passes > 0 && moe_cpu == 0 && kl <= 5e-5, "staged decode: KL %.3g, %llu passes, "
@@ -237,12 +249,7 @@ static void test_model(const char *path, double max_kl)
     };
     for (size_t v = 0; v < sizeof(vs) / sizeof(vs[0]); v++) {
         struct eng_session_params p;
-        eng_session_params_init(&p);
-        p.model_path = path;
-        p.n_ctx = 64;
-        p.n_threads = 2;
-        p.placement.n_gpu_layers = -1;
-        p.gpu_experts = vs[v].experts;
+        gpu_params(&p, path, vs[v].experts);
         p.offload_min_batch = vs[v].min_batch;
         if (vs[v].vram) {
             p.placement.overrides[0] = "exps=gpu";
@@ -263,10 +270,7 @@ static void test_model(const char *path, double max_kl)
               "%s (%s): %llu MoE layers on the CPU", file, vs[v].name, (unsigned long long)moe_cpu);
         if (vs[v].paged && vs[v].split)
             paged_skips += skips;
-        double kl = 0.0;
-        for (int t = 0; t < NP; t++)
-            kl += flref_kl(ref + t * nv, got + t * nv, nv);
-        kl /= NP;
+        const double kl = mean_kl(ref, got, nv);
         const double agree = routing_agreement(&rc, &rg);
         printf("%-28s %-20s mean KL %.3g, routing %.1f%% identical, %llu GPU ops, %llu device "
                "passes\n", file, vs[v].name, kl, 100.0 * agree, (unsigned long long)ops,

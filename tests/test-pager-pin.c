@@ -246,19 +246,28 @@ static bool read_faults(const uint8_t *base, uint64_t off)
     return sig == SIGSEGV;
 }
 
-/* pager_drop_range (the engine repacked a RAM-tier tensor): the pages
- * wholly inside the tensor leave memory and fault loudly when read; the
- * bytes around them and the paging of experts are untouched; disk-tier or
- * out-of-file ranges are refused. */
-static void test_drop_range(struct t_model *m, enum pager_mode mode)
+/* A pager over m with the test's default config; NULL (a failed check) if it cannot open. */
+static struct pager *open_plain(struct t_model *m, enum pager_mode mode)
 {
     struct pager_config c;
     struct pager *p;
     t_config(&c, m, mode, 0);
     if (pager_open(m->path, m->g, &c, &p, NULL)) {
         CHECK(0, "open failed");
-        return;
+        return NULL;
     }
+    return p;
+}
+
+/* pager_drop_range (the engine repacked a RAM-tier tensor): the pages
+ * wholly inside the tensor leave memory and fault loudly when read; the
+ * bytes around them and the paging of experts are untouched; disk-tier or
+ * out-of-file ranges are refused. */
+static void test_drop_range(struct t_model *m, enum pager_mode mode)
+{
+    struct pager *p = open_plain(m, mode);
+    if (!p)
+        return;
     const long page = sysconf(_SC_PAGESIZE);
     const struct gguf_tensor *ram = NULL, *disk = NULL;
     for (int64_t i = 0; i < gguf_n_tensors(m->g); i++) {
@@ -325,13 +334,9 @@ static bool held_odd(void *arg, int layer, int expert)
  * still reads it (the filter is a hint, never a hole). */
 static void test_held_elsewhere(struct t_model *m, enum pager_mode mode)
 {
-    struct pager_config c;
-    struct pager *p;
-    t_config(&c, m, mode, 0);
-    if (pager_open(m->path, m->g, &c, &p, NULL)) {
-        CHECK(0, "open failed");
+    struct pager *p = open_plain(m, mode);
+    if (!p)
         return;
-    }
     int asked = 0;
     pager_set_held_elsewhere(p, held_odd, &asked);
     const int32_t ex[4] = { 0, 1, 2, 3 };
