@@ -15,3 +15,12 @@ add_dependencies(test-paged-errors faultline)
 fl_test(test-paged-rss SOURCES tests/test-paged-rss.c MODULES placement gguf LABELS nosanitize
   TIMEOUT 120)
 add_dependencies(test-paged-rss faultline)
+
+# Logits of every forward path byte for byte against tests/data/regress/
+# (recorded by an earlier build: `test-logits-regress --record`). The device
+# modes run only over the emulated device, whose arithmetic is fixed.
+fl_test(test-logits-regress SOURCES tests/test-logits-regress.c MODULES placement gguf TIMEOUT 1200)
+add_dependencies(test-logits-regress faultline)
+if(FAULTLINE_CUDA_EMU)
+  target_compile_definitions(test-logits-regress PRIVATE FL_REGRESS_DEVICE=1)
+endif()
