@@ -1,3 +1,14 @@
-# The CLI's own commands (others live with the module they drive).
-fl_module(cli SOURCES engine/cli/version.c DEPS cpu)
+# app/cli/: the faultline commands (main.c dispatches; app/cli/commands.h lists them).
+fl_module(cli
+  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/eval.c app/cli/compare.c app/cli/run.c
+          app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
+          app/cli/inspect-doc.c app/cli/inspect-json.c
+  DEPS app gen trace text model plan cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
+
+fl_test(test-reference SOURCES tests/test-reference.c MODULES cli TIMEOUT 300)
+fl_test(test-engine-session SOURCES tests/test-engine-session.c MODULES cli TIMEOUT 120)
+fl_test(test-cli-tokenize SOURCES tests/test-cli-tokenize.c MODULES cli TIMEOUT 60)
+fl_test(test-inspect SOURCES tests/test-inspect.c MODULES cli TIMEOUT 120)
+fl_test(test-predict-logits SOURCES tests/test-predict-logits.c MODULES plan gguf TIMEOUT 120)
+add_dependencies(test-predict-logits faultline)

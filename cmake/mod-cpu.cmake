@@ -1,13 +1,13 @@
 # CPU kernels: SIMD dispatch, thread pool, matrix multiplication.
 fl_module(cpu
-  SOURCES engine/cpu/dispatch.c engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c
-          engine/cpu/threadpool.c engine/cpu/matmul.c engine/cpu/repack.c
-  DEPS types)
+  SOURCES backend/cpu/dispatch.c backend/cpu/kern-avx2.c backend/cpu/kern-avx512.c
+          backend/cpu/threadpool.c backend/cpu/matmul.c backend/cpu/repack.c
+  DEPS gguf base)
 # Every multiply-add in the kernels is written out: with contraction the
 # compiler could fuse a product and a sum differently in each ISA's copy of
 # a kernel, and the row-transposed kernels reproduce the scalar reference's
 # rounding exactly.
-set_source_files_properties(engine/cpu/kern-avx2.c engine/cpu/kern-avx512.c engine/cpu/repack.c
+set_source_files_properties(backend/cpu/kern-avx2.c backend/cpu/kern-avx512.c backend/cpu/repack.c
   PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 
 fl_test(test-cpu-kernels SOURCES tests/test-cpu-kernels.c MODULES cpu TIMEOUT 120)
@@ -15,4 +15,4 @@ fl_test(test-cpu-matmul SOURCES tests/test-cpu-matmul.c MODULES cpu TIMEOUT 120)
 fl_test(test-cpu-pool SOURCES tests/test-cpu-pool.c MODULES cpu TIMEOUT 60)
 
 # Micro-benchmark (not a test): GFLOP/s of fl_matmul per type, decode and prefill.
-fl_executable(bench-kernels SOURCES engine/cpu/bench-kernels.c MODULES cpu)
+fl_executable(bench-kernels SOURCES backend/cpu/bench-kernels.c MODULES cpu)

@@ -1,4 +1,4 @@
-# The CUDA backend (engine/cuda/, docs/cuda.md).
+# The CUDA backend (backend/cuda/, docs/cuda.md).
 #
 # FAULTLINE_CUDA: ON requires nvcc; AUTO builds the backend when nvcc is
 # found (on PATH or in /usr/local/cuda/bin); OFF never does. Without it the
@@ -10,7 +10,7 @@
 # API, compiled by the C compiler with the project's warnings.
 #
 # FAULTLINE_CUDA_EMU (tests only, docs/cuda.md "The emulated device"): the
-# backend's C sources over a host emulation of the device (engine/cuda/emu/)
+# backend's C sources over a host emulation of the device (backend/cuda/emu/)
 # instead of the kernels, cudart and cuBLAS, so that the GPU tests run, under
 # sanitizers too, where there is no GPU. Needs the toolkit's headers only.
 set(FL_CUDA_ON OFF)
@@ -66,12 +66,13 @@ if(FL_CUDA_ON)
   endforeach()
 
   fl_module(cuda
-    SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-blas.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
-            engine/cuda/expert-lru.c engine/cuda/cuda-quant.cu engine/cuda/cuda-ops.cu
-    DEPS types cpu
+    SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-blas.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
+            backend/cuda/expert-lru.c backend/cuda/cuda-quant.cu backend/cuda/cuda-ops.cu
+            backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+    DEPS model plan cpu gguf base
     LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
-  # cuBLAS is dlopen'ed on first use (engine/cuda/cuda-blas.c): linking it
+  # cuBLAS is dlopen'ed on first use (backend/cuda/cuda-blas.c): linking it
   # costs every process half a second of start-up.
   get_target_property(fl_cublas_loc CUDA::cublas IMPORTED_LOCATION)
   get_filename_component(fl_cublas_dir "${fl_cublas_loc}" DIRECTORY)
@@ -99,10 +100,10 @@ if(FL_CUDA_ON)
   set_property(TARGET fl_cuda PROPERTY COMPILE_OPTIONS ${fl_cuda_c_opts})
 
   # Kernel and expert-cache micro-benchmark (scripts/gpu-check.sh runs it).
-  fl_executable(bench-cuda SOURCES engine/cuda/bench-cuda.c MODULES cuda types)
+  fl_executable(bench-cuda SOURCES backend/cuda/bench-cuda.c MODULES cuda gguf)
 
   # The kernels' block decoders, run on the host: no device needed.
-  fl_test(test-cuda-decode SOURCES tests/test-cuda-decode.c MODULES cuda types TIMEOUT 60)
+  fl_test(test-cuda-decode SOURCES tests/test-cuda-decode.c MODULES cuda gguf TIMEOUT 60)
 elseif(FAULTLINE_CUDA_EMU)
   # The toolkit's headers only: nothing of CUDA is linked.
   find_package(CUDAToolkit QUIET)
@@ -112,27 +113,36 @@ elseif(FAULTLINE_CUDA_EMU)
     message(FATAL_ERROR "FAULTLINE_CUDA_EMU needs the CUDA toolkit's headers (cuda_runtime_api.h, cublas_v2.h)")
   endif()
   fl_module(cuda
-    SOURCES engine/cuda/cuda-runtime.c engine/cuda/cuda-ops.c engine/cuda/expert-cache.c
-            engine/cuda/expert-lru.c engine/cuda/emu/cudart-emu.c engine/cuda/emu/devmem-emu.c
-            engine/cuda/emu/kernels-emu.c engine/cuda/emu/blas-emu.c
-    DEPS types cpu arch2math) # arch2math: the SwiGLU-OAI kernel is arch2_swiglu_oai
+    SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
+            backend/cuda/expert-lru.c backend/cuda/emu/cudart-emu.c backend/cuda/emu/devmem-emu.c
+            backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+    DEPS model plan cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)
   target_include_directories(fl_cuda SYSTEM PRIVATE ${FL_CUDA_EMU_INCLUDE})
   # the kernels round each operation on its own (__fmul_rn, no FMA)
-  set_source_files_properties(engine/cuda/emu/kernels-emu.c engine/cuda/emu/blas-emu.c
+  set_source_files_properties(backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c
     PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 else()
-  fl_module(cuda SOURCES engine/cuda/cuda-none.c engine/cuda/expert-lru.c DEPS types cpu)
+  fl_module(cuda SOURCES backend/cuda/cuda-none.c backend/cuda/expert-lru.c backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+    DEPS model plan cpu gguf base)
 endif()
 
 if(FL_CUDA_ON OR FAULTLINE_CUDA_EMU)
   # GPU tests: skip (77) where there is no device; always run on the emulated one.
-  fl_test(test-cuda-kernels SOURCES tests/test-cuda-kernels.c MODULES cuda cpu arch2math LABELS gpu TIMEOUT 120)
+  fl_test(test-cuda-kernels SOURCES tests/test-cuda-kernels.c MODULES cuda cpu model LABELS gpu TIMEOUT 120)
   fl_test(test-cuda-xcache SOURCES tests/test-cuda-xcache.c MODULES cuda LABELS gpu TIMEOUT 120)
 endif()
 
-# The cache policies replayed on a routing trace (docs/cuda.md): runs everywhere.
-fl_executable(bench-xlru SOURCES engine/cuda/bench-xlru.c MODULES cuda flref)
-
 # Host bookkeeping of the expert cache: runs everywhere.
 fl_test(test-cuda-lru SOURCES tests/test-cuda-lru.c MODULES cuda TIMEOUT 60)
+
+# The backend inside the forward pass (backend/cuda/gpu-offload.h, docs/cuda.md).
+# Runs everywhere: flag parsing, the offload rule, the no-device behaviour of the CLI.
+fl_test(test-gpu-offload SOURCES tests/test-gpu-offload.c MODULES cuda cli TIMEOUT 120)
+add_dependencies(test-gpu-offload faultline)
+# On a device: CPU vs GPU logits and routing on every model in tests/data (77 without one).
+fl_test(test-gpu-engine SOURCES tests/test-gpu-engine.c MODULES cuda cli gen LABELS gpu TIMEOUT 300)
+add_dependencies(test-gpu-engine faultline) # its --stats check runs the CLI
+# A GPU failing mid-run: one-line error or the same text, never a crash (emulated device only).
+fl_test(test-gpu-errors SOURCES tests/test-gpu-errors.c MODULES cuda plan gguf LABELS gpu TIMEOUT 600)
+add_dependencies(test-gpu-errors faultline)

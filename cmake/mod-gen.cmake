@@ -1,6 +1,4 @@
-# faultline gen: synthetic MoE models of any size, and the streaming GGUF writer.
-fl_module(gen SOURCES engine/gguf-writer.c engine/model-gen.c engine/gen-arch.c
-          engine/gen-synth.c engine/gen-vocab.c engine/cli/gen.c
-          DEPS gguf types units)
+# gen/: synthetic MoE models of any size (faultline gen), streamed, deterministic.
+fl_module(gen SOURCES gen/model-gen.c gen/gen-arch.c gen/gen-synth.c gen/gen-vocab.c DEPS gguf base)
 
-fl_test(test-gen SOURCES tests/test-gen.c MODULES gen TIMEOUT 180)
+fl_test(test-gen SOURCES tests/test-gen.c MODULES gen cli TIMEOUT 180)

@@ -1,5 +1,16 @@
-# The GGUF header reader and its table of known keys.
-fl_module(gguf SOURCES engine/gguf.c engine/gguf-keys.c DEPS types)
+# gguf/: the file format — header reader and its table of keys, the
+# streaming writer, ggml's tensor formats (block codecs, quantizers, scalar
+# dot products) and where each layer's experts lie in the file.
+fl_module(gguf
+  SOURCES gguf/gguf.c gguf/gguf-keys.c gguf/gguf-writer.c gguf/tensor-types.c gguf/quant-legacy.c
+          gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c
+  DEPS base)
+# Bit-exactness with ggml needs every float operation rounded on its own:
+# a fused multiply-add (allowed by GNU C's default contraction on FMA
+# targets) would change dequantized values and quantizer decisions.
+set_source_files_properties(gguf/tensor-types.c gguf/quant-legacy.c gguf/quant-k.c gguf/quant-nl.c
+  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 
-fl_test(test-gguf SOURCES tests/test-gguf.c MODULES gguf types TIMEOUT 120)
-fl_fuzz(gguf SOURCES tests/fuzz/fuzz-gguf.c MODULES gguf types moelayout)
+fl_test(test-gguf SOURCES tests/test-gguf.c MODULES gguf TIMEOUT 120)
+fl_test(test-quant SOURCES tests/test-quant.c MODULES gguf TIMEOUT 120)
+fl_fuzz(gguf SOURCES tests/fuzz/fuzz-gguf.c MODULES gguf)

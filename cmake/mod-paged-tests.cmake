@@ -3,23 +3,23 @@
 # The suites run `faultline`, so building them builds it.
 foreach(model qwen3moe-tiny-F16 qwen3moe-tiny-Q8_0 mixtral-tiny-Q4_K_M deepseek2-tiny-F16
               gpt-oss-tiny-MXFP4)
-  fl_test(test-paged-logits-${model} SOURCES tests/test-paged-logits.c MODULES placement gguf
+  fl_test(test-paged-logits-${model} SOURCES tests/test-paged-logits.c MODULES plan gguf
     ARGS tests/data/${model}.gguf TIMEOUT 120)
   add_dependencies(test-paged-logits-${model} faultline)
 endforeach()
 
-fl_test(test-paged-errors SOURCES tests/test-paged-errors.c MODULES placement gguf TIMEOUT 120)
+fl_test(test-paged-errors SOURCES tests/test-paged-errors.c MODULES plan gguf TIMEOUT 120)
 add_dependencies(test-paged-errors faultline)
 
 # Peak RSS of paged runs on a generated 128 MiB model; RSS means nothing under ASan.
-fl_test(test-paged-rss SOURCES tests/test-paged-rss.c MODULES placement gguf LABELS nosanitize
+fl_test(test-paged-rss SOURCES tests/test-paged-rss.c MODULES plan gguf LABELS nosanitize
   TIMEOUT 120)
 add_dependencies(test-paged-rss faultline)
 
 # Logits of every forward path byte for byte against tests/data/regress/
 # (recorded by an earlier build: `test-logits-regress --record`). The device
 # modes run only over the emulated device, whose arithmetic is fixed.
-fl_test(test-logits-regress SOURCES tests/test-logits-regress.c MODULES placement gguf TIMEOUT 1200)
+fl_test(test-logits-regress SOURCES tests/test-logits-regress.c MODULES plan gguf TIMEOUT 1200)
 add_dependencies(test-logits-regress faultline)
 if(FAULTLINE_CUDA_EMU)
   target_compile_definitions(test-logits-regress PRIVATE FL_REGRESS_DEVICE=1)

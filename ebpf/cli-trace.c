@@ -15,7 +15,7 @@
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
-#include "engine/cli/commands.h"
+#include "app/cli/commands.h"
 
 static void usage(FILE *f)
 {

@@ -3,7 +3,7 @@
  *
  * This kernel offers uprobes and tracepoints but no kprobes or fentry, so
  * everything hangs off the pager's own USDT probes (pager/probes.h, copies:
- * engine/probes-gpu.h) plus three tracepoint families:
+ * backend/cuda/probes-gpu.h) plus three tracepoint families:
  *   exceptions:page_fault_user  faults inside the paged region, whoever takes them
  *   io_uring:io_uring_submit_req / io_uring_complete  in-kernel read latency (--detail)
  *   syscalls:sys_enter_ioctl    UFFDIO_REGISTER tells where the region is

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ebpf/json.h"
-#include "engine/whole-file.h"
+#include "base/whole-file.h"
 
 struct jp {
     const char *p, *begin, *end;

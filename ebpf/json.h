@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/fl-error.h"
+#include "base/error.h"
 
 enum jv_type { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 

@@ -8,7 +8,7 @@
 #include <sys/types.h>
 
 #include "ebpf/trace-stats.h"
-#include "engine/fl-error.h"
+#include "base/error.h"
 
 struct tr_session;
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "ebpf/trace-stats.h"
-#include "engine/fl-error.h"
+#include "base/error.h"
 
 struct tr_json;
 

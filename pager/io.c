@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/host-memory.h"
-#include "engine/model.h"
+#include "gguf/gguf.h"
+#include "base/host-memory.h"
+#include "model/model.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 
@@ -202,7 +202,7 @@ void pager_expert_source(struct pager *p, struct eng_expert_source *src)
     src->acquire = src_acquire;
     src->release = src_release;
     src->resident = src_resident;
-    src->hidden = NULL; /* the pager predicts nothing itself (pager/predict.h does) */
+    src->hidden = NULL; /* the pager predicts nothing itself (app/predict.h does) */
     /* min_budget = n_used x the largest expert, so this many of the largest
      * fit the budget at once: the most the engine may hold pinned. */
     uint64_t largest = p->n_units && p->n_used > 0 ? p->min_budget / (uint64_t)p->n_used : 0;

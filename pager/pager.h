@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/fl-error.h"
+#include "base/error.h"
 
 struct gguf_file;
 struct eng_expert_source;
@@ -88,7 +88,7 @@ struct pager_config {
     const struct pager_hot_unit *hot;
     int n_hot;
     double hot_fraction;
-    /* Optional NUMA placement (engine/session.c passes pager/numa.h's):
+    /* Optional NUMA placement (app/session.c passes plan/numa.h's):
      * place_memory gets every host buffer the pager allocates outside the
      * region (the staging slots) before it is pinned; bind_thread runs first
      * thing on the pager's I/O and fault threads. Failures only cost speed. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/whole-file.h"
+#include "base/whole-file.h"
 #include "pager/internal.h"
 
 /* A use counts half after this many tokens (x n_layers x n_used acquires):

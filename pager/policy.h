@@ -10,7 +10,7 @@
 #ifndef FL_PAGER_POLICY_H
 #define FL_PAGER_POLICY_H
 
-#include "engine/fl-error.h"
+#include "base/error.h"
 #include "pager/pager.h"
 
 /* "lru", "lfu-decay" or "pinned-hot:STATS.json" (a previous run's

@@ -12,8 +12,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/moe-layout.h"
+#include "gguf/gguf.h"
+#include "gguf/moe-layout.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 

@@ -1,4 +1,4 @@
-/* test-arch2-mla.c: the absorbed MLA block (engine/mla.h) against a plain
+/* test-arch2-mla.c: the absorbed MLA block (model/mla.h) against a plain
  * double-precision evaluation of the same layer in its decompressed form:
  * per head k_nope = k_b^T c and v = v_b c for every cached latent c, full
  * softmax attention over [q_nope | q_pe] . [k_nope | k_pe], then wo. The two
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/mla.h"
-#include "engine/ops.h"
+#include "model/mla.h"
+#include "model/ops.h"
 #include "tests/check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/arch.h"
-#include "engine/cpu/threadpool.h"
-#include "engine/flref.h"
-#include "engine/ops.h"
+#include "model/arch.h"
+#include "backend/cpu/threadpool.h"
+#include "app/flref.h"
+#include "model/ops.h"
 #include "tests/check.h"
 
 struct blob {
@@ -235,7 +235,7 @@ int main(void)
 {
     fl_types_init();
     if (!eng_arch_find("deepseek2") || !eng_arch_find("gpt-oss")) {
-        printf("SKIP: deepseek2/gpt-oss not in the arch registry (engine/arch.c)\n");
+        printf("SKIP: deepseek2/gpt-oss not in the arch registry (model/arch.c)\n");
         return 77;
     }
     const struct model_case cases[] = {

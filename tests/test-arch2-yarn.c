@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/arch2-ops.h"
-#include "engine/gguf.h"
-#include "engine/yarn.h"
+#include "model/arch2-ops.h"
+#include "gguf/gguf.h"
+#include "model/yarn.h"
 #include "tests/check.h"
 
 static double corr_dim_d(int n_dims, int ctx, double beta, double base)

@@ -1,5 +1,5 @@
 /* test-calibrate: the calibration pass behind `--cache pinned-hot
- * --calibrate PROMPTS` (engine/calibrate.h).
+ * --calibrate PROMPTS` (app/calibrate.h).
  *  - eng_calibrate's per-(layer, expert) counts equal the router's choices
  *    this test counts itself, over the same tokens in windows of the
  *    context size each from position 0 (a context smaller than the text,
@@ -10,9 +10,9 @@
  *  - `bench --seed`: a profiling run for pinned-hot:STATS.json decodes other
  *    random tokens than the measured runs (the same seed: the same experts
  *    used, another seed: other ones). */
-#include "engine/calibrate.h"
-#include "engine/session.h"
-#include "engine/tokenizer.h"
+#include "app/calibrate.h"
+#include "app/session.h"
+#include "text/tokenizer.h"
 #include "pager/policy.h"
 #include "tests/test-paged-util.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"
+#include "app/cli/commands.h"
 
 /* printf("%.*s", LINE1(s)): the first line of s */
 #define LINE1(s) (int)strcspn(s, "\n"), (s)

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cpu/cpu-impl.h"
-#include "engine/cpu/cpu.h"
-#include "engine/cpu/repack.h"
-#include "engine/tensor-types.h"
+#include "backend/cpu/cpu-impl.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/repack.h"
+#include "gguf/tensor-types.h"
 #include "tests/check.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;

@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cpu/cpu.h"
-#include "engine/cpu/matmul.h"
-#include "engine/cpu/repack.h"
-#include "engine/cpu/threadpool.h"
-#include "engine/tensor-types.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/repack.h"
+#include "backend/cpu/threadpool.h"
+#include "gguf/tensor-types.h"
 #include "tests/check.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;

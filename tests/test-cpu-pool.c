@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/cpu/threadpool.h"
+#include "backend/cpu/threadpool.h"
 #include "tests/check.h"
 
 #define N_ITEMS 10007

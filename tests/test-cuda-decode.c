@@ -1,5 +1,5 @@
 /* test-cuda-decode.c: the GPU kernels' block decoders (cuda-quant.cu), run
- * on the host, against engine/tensor-types.h's to_float: every value must
+ * on the host, against gguf/tensor-types.h's to_float: every value must
  * be bit-identical, for every type the kernels take. Needs no device: this
  * is what checks the block layouts on machines without a GPU. Also checks
  * that cuBLAS, which is loaded lazily, can be found. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cuda/cuda-impl.h"
-#include "engine/tensor-types.h"
+#include "backend/cuda/cuda-impl.h"
+#include "gguf/tensor-types.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float frand(void)

@@ -1,7 +1,7 @@
 /* test-cuda-kernels.c: every CUDA kernel against a CPU reference on random
  * data. Matrix products: against dequantize-then-dot in double (the
- * weights' to_float from engine/tensor-types.h) and, loosely, against the
- * CPU engine's fl_matmul (engine/cpu/matmul.h, which quantizes activations);
+ * weights' to_float from gguf/tensor-types.h) and, loosely, against the
+ * CPU engine's fl_matmul (backend/cpu/matmul.h, which quantizes activations);
  * dequantization: bit-exact against to_float rounded to F16. The other ops
  * against the plain double-precision formulas written out below; SwiGLU-OAI
  * against the CPU's arch2_swiglu_oai. On the emulated device
@@ -19,10 +19,10 @@
 #include <unistd.h>
 #endif
 
-#include "engine/arch2-ops.h"
-#include "engine/cpu/matmul.h"
-#include "engine/cuda/cuda-backend.h"
-#include "engine/tensor-types.h"
+#include "model/arch2-ops.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cuda/cuda-backend.h"
+#include "gguf/tensor-types.h"
 #include "tests/check.h"
 
 static struct fl_cuda *cu;

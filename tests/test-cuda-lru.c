@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/cuda/cuda-backend.h"
-#include "engine/cuda/expert-lru.h"
+#include "backend/cuda/cuda-backend.h"
+#include "backend/cuda/expert-lru.h"
 #include "tests/check.h"
 
 static int acq(struct fl_xlru *c, int l, int e, struct fl_xlru_res *r)

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cuda/cuda-backend.h"
-#include "engine/cuda/expert-cache.h"
-#include "engine/tensor-types.h"
+#include "backend/cuda/cuda-backend.h"
+#include "backend/cuda/expert-cache.h"
+#include "gguf/tensor-types.h"
 #include "tests/check.h"
 
 static struct fl_err err;

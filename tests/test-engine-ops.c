@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cpu/threadpool.h"
-#include "engine/ops.h"
+#include "backend/cpu/threadpool.h"
+#include "model/ops.h"
 #include "tests/check.h"
 
 static bool near(double a, double b, double tol)

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"
-#include "engine/flref.h"
-#include "engine/session.h"
+#include "app/cli/commands.h"
+#include "app/flref.h"
+#include "app/session.h"
 #include "tests/check.h"
 
 static const int32_t prompt[] = { 464, 649, 636, 481, 670, 351, 477, 286, 606, 11, 523, 326 };

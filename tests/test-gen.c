@@ -27,10 +27,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"
-#include "engine/gguf.h"
-#include "engine/model-gen.h"
-#include "engine/tensor-types.h"
+#include "app/cli/commands.h"
+#include "gguf/gguf.h"
+#include "gen/model-gen.h"
+#include "gguf/tensor-types.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/tensor-types.h"
+#include "gguf/gguf.h"
+#include "gguf/tensor-types.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

@@ -27,12 +27,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/gpu-offload.h"
-#include "engine/model-gen.h"
-#include "engine/tensor-types.h"
+#include "backend/cuda/gpu-offload.h"
+#include "gen/model-gen.h"
+#include "gguf/tensor-types.h"
 #include "pager/pager.h"
-#include "engine/flref.h"
-#include "engine/session.h"
+#include "app/flref.h"
+#include "app/session.h"
 #include "tests/check.h"
 
 static const int32_t prompt[] = { 464, 649, 636, 481, 670, 351, 477, 286, 606, 11, 523, 326 };

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/gpu-offload.h"
-#include "engine/session.h"
+#include "backend/cuda/gpu-offload.h"
+#include "app/session.h"
 #include "tests/check.h"
 
 static int parse(struct eng_session_params *p, const char *flag, const char *value,

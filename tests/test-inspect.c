@@ -1,4 +1,4 @@
-/* test-inspect: the MoE layout (engine/moe-layout.h) and `faultline inspect`.
+/* test-inspect: the MoE layout (gguf/moe-layout.h) and `faultline inspect`.
  *
  * The expected layout of each reference model is derived here from the
  * shapes and formats tests/data/ref/README.md states (n_embd, expert n_ff,
@@ -15,10 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"
-#include "engine/gguf.h"
-#include "engine/moe-layout.h"
-#include "engine/tensor-types.h"
+#include "app/cli/commands.h"
+#include "gguf/gguf.h"
+#include "gguf/moe-layout.h"
+#include "gguf/tensor-types.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

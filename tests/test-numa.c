@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pager/numa.h"
+#include "plan/numa.h"
 #include "tests/check.h"
 
 static void test_thread_mapping(void)

@@ -146,7 +146,7 @@ static void too_small(struct ctx *c, uint64_t min, const char *mode)
 }
 
 /* The resident run rebuilt its Q4_K weights in the repacked layout when the
- * CPU kernels are AVX-512 (engine/cpu/repack.h); the paged runs read the
+ * CPU kernels are AVX-512 (backend/cpu/repack.h); the paged runs read the
  * file layout. So "paged = resident" also holds the two layouts to the same
  * bits; here the resident run must equal one with --no-repack as well. */
 static void check_repack(struct ctx *c, const char *err, const char *ref)

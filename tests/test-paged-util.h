@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "pager/placement.h"
+#include "gguf/gguf.h"
+#include "plan/placement.h"
 
 extern char **environ;
 

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-#include "pager/numa.h"
+#include "plan/numa.h"
 
 #include "tests/test-pager-util.h"
 

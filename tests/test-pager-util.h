@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/gguf.h"
-#include "engine/moe-layout.h"
+#include "gguf/gguf.h"
+#include "gguf/moe-layout.h"
 #include "pager/pager.h"
 
 #define CHECK_OUT stderr

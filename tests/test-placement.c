@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "pager/placement.h"
+#include "gguf/gguf.h"
+#include "plan/placement.h"
 #include "tests/check.h"
 
 #define MODEL "tests/data/qwen3moe-tiny-F16.gguf"

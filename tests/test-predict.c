@@ -1,4 +1,4 @@
-/* test-predict: the predictors' precision/recall arithmetic (pager/predict.h).
+/* test-predict: the predictors' precision/recall arithmetic (app/predict.h).
  *   - --prefetch parsing, good and bad values;
  *   - a hand-made routing trace whose counts are worked out below;
  *   - every recorded reference trace (the .flrt files in tests/data/ref whose MoE layers
@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/flref.h"
-#include "engine/gguf.h"
-#include "pager/predict.h"
+#include "app/flref.h"
+#include "gguf/gguf.h"
+#include "app/predict.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

@@ -20,10 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/arch.h"
-#include "engine/cli/commands.h"
-#include "engine/flref.h"
-#include "engine/gguf.h"
+#include "model/arch.h"
+#include "app/cli/commands.h"
+#include "app/flref.h"
+#include "gguf/gguf.h"
 
 #define MAX_CASES 64
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "text/sampler.h"
 #include "tests/check.h"
 
 static struct fl_sampler_params plain(void)

@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/chat.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer-impl.h" /* fl_bpe_split, for the pre-tokenizer cases */
-#include "engine/tokenizer.h"
+#include "text/chat.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer-impl.h" /* fl_bpe_split, for the pre-tokenizer cases */
+#include "text/tokenizer.h"
 #include "tests/check.h"
 
 static struct fl_tokenizer *load(const char *path)

@@ -18,7 +18,7 @@
 #include "ebpf/trace-bpf.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
-#include "engine/cli/commands.h"
+#include "app/cli/commands.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

@@ -12,7 +12,7 @@
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
-#include "engine/cli/commands.h"
+#include "app/cli/commands.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 

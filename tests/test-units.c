@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 
-#include "engine/host-memory.h"
-#include "engine/units.h"
+#include "base/host-memory.h"
+#include "base/units.h"
 
 static int failures;
 

@@ -15,8 +15,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "engine/gguf.h"
-#include "engine/moe-layout.h"
+#include "gguf/gguf.h"
+#include "gguf/moe-layout.h"
 #include "pager/pager.h"
 
 struct drv { struct moe_layout *ml; bool *expert; };

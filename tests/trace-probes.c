@@ -1,5 +1,5 @@
 /* trace-probes.c: fires probes at known times and counts, for
- * test-trace-live: host->GPU copies (engine/probes-gpu.h, which only CUDA
+ * test-trace-live: host->GPU copies (backend/cuda/probes-gpu.h, which only CUDA
  * builds fire), the region probe and page faults in that region, and the
  * acquire accounting: 3 of 4 acquires hit (the hit probe, which a launched
  * tracer leaves unattached), every 4th waits and fires acquired claiming a
@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/probes-gpu.h"
+#include "backend/cuda/probes-gpu.h"
 #include "pager/pager.h"
 #include "pager/probes.h"
 

@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat.h"
-#include "engine/gguf.h"
-#include "engine/units.h"
-#include "pager/placement.h"
+#include "text/chat.h"
+#include "gguf/gguf.h"
+#include "base/units.h"
+#include "plan/placement.h"
 
 #ifndef FL_SOURCE_DIR
 #define FL_SOURCE_DIR "."

@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/flref.h"
+#include "app/flref.h"
 
 struct memfile {
     int fd;

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/moe-layout.h"
-#include "engine/tensor-types.h"
+#include "gguf/gguf.h"
+#include "gguf/moe-layout.h"
+#include "gguf/tensor-types.h"
 
 static uint64_t sink;
 

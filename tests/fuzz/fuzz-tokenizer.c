@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 #ifndef FL_SOURCE_DIR
 #define FL_SOURCE_DIR "."

@@ -1,0 +1,281 @@
+/* faultline gen: writes a synthetic MoE model (see gen/model-gen.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app/cli/commands.h"
+#include "gen/model-gen.h"
+#include "gguf/tensor-types.h"
+#include "base/units.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: faultline gen --arch ARCH [--size SIZE] [--type TYPE] [--seed N] -o FILE [shape]\n"
+        "\n"
+        "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
+        "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss\n"
+        "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
+        "                     and expert counts left free (default 1G unless --layers)\n"
+        "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
+        "  --seed N           seed (default 1); same seed and options, same bytes\n"
+        "  -o, --output FILE  where to write\n"
+        "shape (default: chosen from --size):\n"
+        "  --n-embd N --layers N --experts N --top-k N --expert-ff N --ff N\n"
+        "  --heads N --heads-kv N --head-dim N\n"
+        "  --shared-experts N --dense-layers N   (deepseek2)\n"
+        "other:\n"
+        "  --skew X           router power-law exponent (default 0.3, 0 = uniform)\n"
+        "  --threads N        synthesis threads (default 2)\n"
+        "  --dry-run          print the chosen shape and size, write nothing\n"
+        "  -q, --quiet        no shape, progress or statistics\n");
+}
+
+enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
+       O_FF, O_HEADS, O_HKV, O_HDIM, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY };
+
+static const struct option long_opts[] = {
+    { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
+    { "type", required_argument, 0, O_TYPE }, { "seed", required_argument, 0, O_SEED },
+    { "output", required_argument, 0, 'o' }, { "n-embd", required_argument, 0, O_EMBD },
+    { "layers", required_argument, 0, O_LAYERS }, { "experts", required_argument, 0, O_EXPERTS },
+    { "top-k", required_argument, 0, O_TOPK }, { "expert-ff", required_argument, 0, O_EFF },
+    { "ff", required_argument, 0, O_FF }, { "heads", required_argument, 0, O_HEADS },
+    { "heads-kv", required_argument, 0, O_HKV }, { "head-dim", required_argument, 0, O_HDIM },
+    { "shared-experts", required_argument, 0, O_SHARED },
+    { "dense-layers", required_argument, 0, O_DENSE }, { "skew", required_argument, 0, O_SKEW },
+    { "threads", required_argument, 0, O_THREADS }, { "dry-run", no_argument, 0, O_DRY },
+    { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+};
+
+/* One line on stderr; the exit status for a usage error. */
+static __attribute__((format(printf, 1, 2))) int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "faultline gen: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* A positive integer option value (up to 2^40). */
+static int parse_count(const char *opt, const char *text, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < 1 || v > (1ll << 40))
+        return bad("--%s: '%s' is not a positive integer", opt, text);
+    *out = v;
+    return 0;
+}
+
+struct opts {
+    struct gen_params p;
+    const char *out;
+    bool quiet, dry;
+};
+
+static int64_t *count_field(struct gen_params *p, int o)
+{
+    switch (o) {
+    case O_EMBD: return &p->n_embd;
+    case O_LAYERS: return &p->n_layer;
+    case O_EXPERTS: return &p->n_expert;
+    case O_TOPK: return &p->n_expert_used;
+    case O_EFF: return &p->n_ff_exp;
+    case O_FF: return &p->n_ff;
+    case O_HEADS: return &p->n_head;
+    case O_HKV: return &p->n_head_kv;
+    case O_HDIM: return &p->head_dim;
+    case O_SHARED: return &p->n_expert_shared;
+    case O_DENSE: return &p->n_layer_dense;
+    default: return NULL;
+    }
+}
+
+static int parse_one(struct opts *o, int c, const char *arg, const char *name)
+{
+    int64_t v = 0;
+    char *end;
+    switch (c) {
+    case O_ARCH:
+        if (gen_arch_by_name(arg) < 0)
+            return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss)", arg);
+        o->p.arch = (enum gen_arch)gen_arch_by_name(arg);
+        return 0;
+    case O_SIZE:
+        if (fl_parse_size(arg, &o->p.target_size) || o->p.target_size < (1u << 20))
+            return bad("--size: '%s' is not a size of at least 1M (e.g. 256M, 20G)", arg);
+        return 0;
+    case O_TYPE:
+        if (fl_type_by_name(arg) < 0)
+            return bad("unknown --type '%s' (F16, Q8_0, Q4_K, MXFP4)", arg);
+        o->p.type = (uint32_t)fl_type_by_name(arg);
+        return 0;
+    case O_SEED:
+        errno = 0;
+        o->p.seed = strtoull(arg, &end, 0);
+        if (errno || end == arg || *end || *arg == '-')
+            return bad("--seed: '%s' is not a non-negative integer", arg);
+        return 0;
+    case O_SKEW:
+        o->p.skew = strtod(arg, &end);
+        if (end == arg || *end || !(o->p.skew >= 0 && o->p.skew <= 10))
+            return bad("--skew: '%s' is not a number in [0, 10]", arg);
+        return 0;
+    case O_THREADS:
+        if (parse_count(name, arg, &v))
+            return 2;
+        o->p.n_threads = v > 64 ? 64 : (int)v;
+        return 0;
+    default:
+        if (parse_count(name, arg, &v))
+            return 2;
+        *count_field(&o->p, c) = v;
+        return 0;
+    }
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+    int c, idx;
+    bool have_arch = false;
+    o->p.type = FL_TYPE_Q8_0;
+    o->p.seed = 1;
+    o->p.skew = -1;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":o:qh", long_opts, &idx)) != -1) {
+        const char *name = c >= O_ARCH ? long_opts[idx].name : "";
+        if (c == 'h') {
+            usage(stdout);
+            return -1;
+        } else if (c == '?') {
+            return bad("unknown option '%s' (see --help)", argv[optind - 1]);
+        } else if (c == ':') {
+            return bad("option '%s' needs a value", argv[optind - 1]);
+        } else if (c == 'o') {
+            o->out = optarg;
+        } else if (c == 'q') {
+            o->quiet = true;
+        } else if (c == O_DRY) {
+            o->dry = true;
+        } else {
+            have_arch |= c == O_ARCH;
+            int rc = parse_one(o, c, optarg, name);
+            if (rc)
+                return rc;
+        }
+    }
+    if (optind < argc)
+        return bad("unexpected argument '%s'", argv[optind]);
+    if (!have_arch)
+        return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss)");
+    if (!o->out && !o->dry)
+        return bad("-o FILE is required");
+    return 0;
+}
+
+static void print_shape(const struct gen_params *p, uint64_t size)
+{
+    char sz[32];
+    printf("%s %s: n_embd %lld, %lld layers, %lld experts (top %lld", gen_arch_name(p->arch),
+           fl_type_name(p->type), (long long)p->n_embd, (long long)p->n_layer,
+           (long long)p->n_expert, (long long)p->n_expert_used);
+    if (p->arch == GEN_ARCH_DEEPSEEK2)
+        printf(", %lld shared, %lld dense layers, q/kv lora %lld/%lld",
+               (long long)p->n_expert_shared,
+               (long long)p->n_layer_dense, (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
+    printf("), expert n_ff %lld, %lld heads", (long long)p->n_ff_exp, (long long)p->n_head);
+    if (p->arch != GEN_ARCH_DEEPSEEK2)
+        printf(" (%lld kv) x %lld", (long long)p->n_head_kv, (long long)p->head_dim);
+    printf(", %s (%llu bytes)\n", fl_format_size(size, sz, sizeof(sz)), (unsigned long long)size);
+    fflush(stdout);
+}
+
+struct bar {
+    bool tty;
+    struct timespec t0;
+};
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static void progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct bar *b = ctx;
+    if (!b->tty || !total)
+        return;
+    int width = 40, fill = (int)((double)done / (double)total * width);
+    double s = since(&b->t0);
+    fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %6.0f MiB/s", fill,
+            "########################################", width - fill, "",
+            100.0 * (double)done / (double)total, s > 0 ? (double)done / s / 1048576.0 : 0.0);
+    if (done == total)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static void print_skew(const struct gen_params *p)
+{
+    double lo = 1, hi = 0, sum = 0;
+    int64_t n = 0;
+    int64_t first = p->arch == GEN_ARCH_DEEPSEEK2 ? p->n_layer_dense : 0;
+    if (p->n_expert <= 8)
+        return;
+    for (int64_t il = first; il < p->n_layer; il++, n++) {
+        double s = gen_router_top8_share(p, il, 512);
+        lo = s < lo ? s : lo;
+        hi = s > hi ? s : hi;
+        sum += s;
+    }
+    printf("router skew (planted, simulated): top-8 of %lld experts take %.0f%% of selections "
+           "(layers %.0f%%..%.0f%%; uniform %.0f%%)\n", (long long)p->n_expert,
+           100 * sum / (double)n, 100 * lo, 100 * hi, 800.0 / (double)p->n_expert);
+}
+
+int cli_gen(int argc, char **argv)
+{
+    struct opts o = {0};
+    struct fl_err err = {{0}};
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (gen_resolve(&o.p, &err)) {
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    uint64_t size = gen_file_size(&o.p);
+    if (!o.quiet)
+        print_shape(&o.p, size);
+    if (o.dry)
+        return 0;
+    struct bar b = { .tty = !o.quiet && isatty(STDERR_FILENO) };
+    clock_gettime(CLOCK_MONOTONIC, &b.t0);
+    if (gen_write(&o.p, o.out, progress, &b, &err)) {
+        if (b.tty)
+            fputc('\n', stderr);
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    if (!o.quiet) {
+        double s = since(&b.t0);
+        printf("wrote %s in %.1f s (%.0f MiB/s)\n", o.out, s,
+               (double)size / 1048576.0 / (s > 0 ? s : 1));
+        print_skew(&o.p);
+    }
+    return 0;
+}

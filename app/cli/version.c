@@ -1,0 +1,15 @@
+#include <stdio.h>
+
+#include "app/cli/commands.h"
+#include "backend/cpu/cpu.h"
+#include "gguf/tensor-types.h"
+
+int cli_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fl_types_init();
+    printf("faultline %s\n", FL_VERSION);
+    printf("cpu: %s\n", fl_cpu_features());
+    return 0;
+}

@@ -1,0 +1,673 @@
+/* session.c: model + KV cache + tokenizer + threads, glued for the CLI. */
+#include "app/session.h"
+
+#include "app/calibrate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/cpu/threadpool.h"
+#include "gguf/gguf.h"
+#include "backend/cuda/gpu-offload.h"
+#include "model/ops.h"
+#include "gguf/tensor-types.h"
+#include "text/tokenizer.h"
+#include "base/units.h"
+#include "pager/pager.h"
+#include "pager/policy.h"
+
+struct eng_session {
+    struct gguf_file *gguf;
+    const uint8_t *base;         /* the pager's region */
+    struct pager *pager;
+    struct placement_plan *plan;
+    struct eng_expert_source experts;
+    struct fl_predictor *pred;   /* --prefetch: the engine's expert source over the pager */
+    struct fl_predict_config predict;
+    struct fl_numa *numa;
+    bool stats;
+    const char *stats_json;
+    struct eng_model *model;
+    struct eng_kv *kv;
+    struct fl_tokenizer *tok;
+    struct fl_pool *pool;
+    struct eng_arena *arena;
+    struct eng_ctx ctx;
+    int n_batch, n_past;
+    bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
+    uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
+};
+
+/* --- the weights region ------------------------------------------------------
+ * The pager maps the whole file as one region (offset in memory = offset in
+ * file), reads the RAM tier up front and pages the disk tier (experts, by
+ * default when the file does not fit the budget) under the RAM budget. */
+
+static enum pager_tier plan_tier(void *ctx, int64_t tensor_index)
+{
+    /* gpu-tier tensors are host-resident too until the CUDA backend takes them */
+    return placement_tier(ctx, tensor_index) == PL_TIER_DISK ? PAGER_TIER_DISK : PAGER_TIER_RAM;
+}
+
+/* A SIGBUS inside the region means the pager failed (read error, truncated
+ * file, dead handler) and poisoned the page rather than hand out zeros: say
+ * why in one line and exit, instead of dumping core. */
+static struct pager *sigbus_pager;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    struct pager *p = sigbus_pager;
+    const uint8_t *a = si->si_addr;
+    if (p && a >= pager_base(p) && a < pager_base(p) + pager_size(p)) {
+        struct fl_err e = { "weights region: the pager failed" };
+        pager_error(p, &e);
+        static const char prefix[] = "faultline: ";
+        if (write(2, prefix, sizeof(prefix) - 1) < 0 || write(2, e.msg, strlen(e.msg)) < 0 ||
+            write(2, "\n", 1) < 0)
+            _exit(1);
+        _exit(1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void watch_sigbus(struct pager *p)
+{
+    struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO };
+    sigemptyset(&sa.sa_mask);
+    sigbus_pager = p;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+/* The pager's staging buffers and threads go where the weights region goes:
+ * the compute threads' node(s), so a read lands in local memory and the
+ * install copies node-local. */
+static void place_pager_memory(void *numa, void *addr, size_t len)
+{
+    (void)fl_numa_place(numa, addr, len);
+}
+
+static void bind_pager_thread(void *numa)
+{
+    (void)fl_numa_bind_thread(numa, 0, 1);
+}
+
+/* Without a device every GPU request falls back to the CPU, said in one
+ * line: the plan's gpu -> ram warning, and the GPU flags that go unused. */
+static void warn_no_gpu(const struct eng_session *s, const struct eng_session_params *p,
+                        const char *why)
+{
+    const char *w = placement_warning(s->plan);
+    const bool flags = !s->have_gpu && (p->gpu_flags || p->placement.vram_budget);
+    if (!w && !flags)
+        return;
+    if (!w)
+        fprintf(stderr, "faultline: no GPU (%s): --gpu-experts, --offload-min-batch and "
+                "--vram-budget have no effect; running on the CPU\n", why);
+    else if (flags)
+        fprintf(stderr, "faultline: %s (%s); --gpu-experts, --offload-min-batch and "
+                "--vram-budget have no effect\n", w, why);
+    else
+        fprintf(stderr, "faultline: %s%s%s%s\n", w, why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+static int open_region(struct eng_session *s, const struct eng_session_params *p,
+                       struct fl_err *err)
+{
+    struct placement_host host;
+    placement_host_detect(&host);
+    const char *no_gpu = NULL;
+    host.have_gpu = s->have_gpu = eng_gpu_detect(&host.vram_available, &no_gpu);
+    int rc = placement_plan_build(s->gguf, &p->placement, &host, &s->plan, err);
+    if (rc)
+        return rc;
+    const char *why = NULL;
+    uint64_t budget = placement_ram_budget(s->plan), min = placement_min_budget(s->plan);
+    if (placement_tier_bytes(s->plan, PL_TIER_DISK) && min > budget) {
+        placement_fits(s->plan, &why);
+        return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
+    }
+    warn_no_gpu(s, p, no_gpu);
+    struct pager_config cfg;
+    pager_config_init(&cfg);
+    cfg.ram_budget = budget > min ? budget : min;
+    cfg.tier = plan_tier;
+    cfg.tier_ctx = s->plan;
+    cfg.mode = (enum pager_mode)p->pager_mode;
+    cfg.cache = (enum pager_cache)p->cache;
+    if (fl_numa_active(s->numa)) {
+        cfg.place_memory = place_pager_memory;
+        cfg.bind_thread = bind_pager_thread;
+        cfg.place_ctx = s->numa;
+    }
+    struct pager_hot_unit *hot = NULL;
+    if (p->hot_profile &&
+        (rc = pager_hot_profile_load(p->hot_profile, &hot, &cfg.n_hot, err)))
+        return rc;
+    cfg.hot = hot;
+    rc = pager_open(p->model_path, s->gguf, &cfg, &s->pager, err);
+    free(hot);
+    if (rc)
+        return rc;
+    s->base = pager_base(s->pager);
+    if (pager_uses_uffd(s->pager))
+        watch_sigbus(s->pager);
+    /* resident and paged-in pages land on the compute threads' node(s) */
+    if ((rc = fl_numa_place(s->numa, (void *)s->base, pager_size(s->pager))))
+        return fl_err_set(err, rc, "numa: cannot place the weights region: %s", strerror(-rc));
+    return 0;
+}
+
+/* Each worker thread binds itself to its node (a no-op unless --numa is on
+ * and the machine has several nodes). */
+static void bind_worker(void *arg, int ith, int nth)
+{
+    fl_numa_bind_thread(arg, ith, nth);
+}
+
+/* Physical cores this process may run on: distinct (package, core) pairs of
+ * the CPUs in its affinity mask; all of them when topology is unreadable. */
+static int physical_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    int n_cpu = CPU_COUNT(&set), n_core = 0;
+    long seen[CPU_SETSIZE];
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        char path[128];
+        long pkg = 0, core = -1;
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+        FILE *f = fopen(path, "r");
+        if (!f || fscanf(f, "%ld", &core) != 1)
+            core = -1;
+        if (f)
+            fclose(f);
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%ld", &pkg) != 1)
+                pkg = 0;
+            fclose(f);
+        }
+        if (core < 0)
+            return n_cpu > 0 ? n_cpu : 1;
+        long id = pkg * 1000000 + core;
+        int dup = 0;
+        for (int i = 0; i < n_core && !dup; i++)
+            dup = seen[i] == id;
+        if (!dup)
+            seen[n_core++] = id;
+    }
+    return n_core > 0 ? n_core : 1;
+}
+
+/* A matrix only the GPU reads now: its pages of the region go back (a
+ * stray host read then faults instead of seeing zeros). */
+static void host_copy_unused(void *ctx, const struct eng_tensor *t)
+{
+    struct eng_session *s = ctx;
+    if (pager_drop_range(s->pager, t->offset, t->nbytes) == 0)
+        s->gpu_dropped += t->nbytes;
+}
+
+/* The GPU context, when there is a device and something for it to do:
+ * gpu-tier tensors, or experts --gpu-experts may bring over. */
+static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
+                    struct fl_err *err)
+{
+    const bool experts = s->model->hp.n_expert > 0 && p->gpu_experts != ENG_GPU_EXPERTS_NONE;
+    if (!s->have_gpu || (!placement_tier_bytes(s->plan, PL_TIER_GPU) && !experts))
+        return 0;
+    const struct eng_gpu_options o = {
+        .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
+        .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
+        .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
+        .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
+    };
+    int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
+    /* experts the VRAM cache holds are not read ahead from disk: the GPU
+     * will not touch their host bytes */
+    if (!rc && s->ctx.gpu && s->pager)
+        pager_set_held_elsewhere(s->pager, eng_gpu_holds_expert, s->ctx.gpu);
+    return rc;
+}
+
+/* Weights the pager keeps in RAM and no GPU reads are rebuilt in the CPU
+ * kernels' faster layouts (backend/cpu/repack.h); the region's copy of
+ * their bytes is then given back. */
+static bool repack_wanted(void *ctx, const struct eng_tensor *t)
+{
+    const struct eng_session *s = ctx;
+    return placement_tier(s->plan, t->index) != PL_TIER_DISK;
+}
+
+static void repack_done(void *ctx, const struct eng_tensor *t)
+{
+    const struct eng_session *s = ctx;
+    (void)pager_drop_range(s->pager, t->offset, t->nbytes); /* kept if it cannot */
+}
+
+static void repack_weights(struct eng_session *s, const struct eng_session_params *p)
+{
+    if (s->ctx.gpu || p->no_repack)
+        return; /* the GPU uploads and copies the file layout */
+    const int64_t n = eng_model_repack(s->model, s->pool, repack_wanted, repack_done, s);
+    if (n > 0 && p->placement.verbose)
+        fprintf(stderr, "faultline: %lld RAM-tier tensor(s) repacked for the CPU kernels\n",
+                (long long)n);
+}
+
+static int open_parts(struct eng_session *s, const struct eng_session_params *p,
+                      struct fl_err *err)
+{
+    int rc = gguf_open(p->model_path, &s->gguf, err);
+    if (rc)
+        return rc;
+    if ((rc = open_region(s, p, err)))
+        return rc;
+    if ((rc = eng_model_load(s->gguf, s->base, &s->model, err)))
+        return rc;
+    if ((rc = fl_tokenizer_load(s->gguf, &s->tok, err)))
+        return rc == -ENOENT ? fl_err_set(err, -EINVAL, "%s: the file has no tokenizer", p->model_path)
+                             : rc;
+    if (fl_tokenizer_warning(s->tok))
+        fprintf(stderr, "faultline: %s\n", fl_tokenizer_warning(s->tok));
+    int n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
+    if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
+        n_ctx = (int)s->model->hp.n_ctx_train;
+    if ((rc = eng_kv_create(s->model, n_ctx, &s->kv, err)))
+        return rc;
+    int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
+    if (!(s->pool = fl_pool_create(nt)))
+        return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
+    if (fl_numa_active(s->numa))
+        fl_pool_run(s->pool, bind_worker, s->numa);
+    if (eng_arena_create(&s->arena))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
+                               .arena = s->arena };
+    if (placement_tier_bytes(s->plan, PL_TIER_DISK)) {
+        const struct eng_hparams *hp = &s->model->hp;
+        if (hp->n_expert > 0 &&
+            (rc = fl_predictor_create(&p->predict, s->pager, s->gguf, s->base, (int)hp->n_layer,
+                                      (int)hp->n_expert, (int)hp->n_expert_used, &s->pred, err)))
+            return rc;
+        if (s->pred)
+            fl_predictor_source(s->pred, &s->experts);
+        else
+            pager_expert_source(s->pager, &s->experts);
+        s->ctx.experts = &s->experts;
+    }
+    if ((rc = open_gpu(s, p, err)))
+        return rc;
+    repack_weights(s, p);
+    return 0;
+}
+
+/* pinned-hot needs exactly one profile: a stats file or a calibration pass. */
+static int check_cache_params(const struct eng_session_params *p, struct fl_err *err)
+{
+    bool pinned = p->cache == PAGER_CACHE_PINNED_HOT;
+    if (p->calibrate && !pinned)
+        return fl_err_set(err, -EINVAL, "--calibrate makes the profile of --cache pinned-hot; "
+                          "add --cache pinned-hot");
+    if (p->calibrate && p->hot_profile)
+        return fl_err_set(err, -EINVAL, "--cache pinned-hot:%s and --calibrate %s: give one "
+                          "profile", p->hot_profile, p->calibrate);
+    if (pinned && !p->calibrate && !p->hot_profile)
+        return fl_err_set(err, -EINVAL, "--cache pinned-hot needs a profile: "
+                          "pinned-hot:STATS.json or --calibrate PROMPTS.txt");
+    return 0;
+}
+
+/* The calibration pass (app/calibrate.h) picks the hot experts; the
+ * statistics then start from zero, so --stats describes the run itself. */
+static int calibrate(struct eng_session *s, const char *path, struct fl_err *err)
+{
+    if (!eng_session_paged(s)) {
+        fprintf(stderr, "faultline: nothing is paged from disk; --calibrate skipped\n");
+        return 0;
+    }
+    struct pager_hot_unit *hot = NULL;
+    int n = 0;
+    int64_t n_tok = 0;
+    int rc = eng_calibrate(s, path, &hot, &n, &n_tok, err);
+    if (rc)
+        return rc;
+    int chosen = pager_set_hot(s->pager, hot, n);
+    free(hot);
+    if (chosen < 0)
+        return fl_err_set(err, chosen, "--calibrate: %s", strerror(-chosen));
+    fprintf(stderr, "faultline: calibrated on %s: %lld tokens, %d of %d routed experts kept "
+            "resident\n", path, (long long)n_tok, chosen, n);
+    pager_stats_reset(s->pager);
+    if (s->pred)
+        fl_predictor_stats_reset(s->pred);
+    return 0;
+}
+
+int eng_session_open(const struct eng_session_params *p, struct eng_session **out,
+                     struct fl_err *err)
+{
+    if (!p->model_path)
+        return fl_err_set(err, -EINVAL, "no model file given (-m FILE)");
+    if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->n_threads > 1024)
+        return fl_err_set(err, -EINVAL, "bad context/batch/thread count");
+    fl_types_init();
+    struct eng_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    s->stats = p->stats;
+    s->stats_json = p->stats_json;
+    s->predict = p->predict;
+    int rc = check_cache_params(p, err);
+    if (!rc)
+        rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
+    if (!rc)
+        rc = open_parts(s, p, err);
+    if (!rc && p->calibrate)
+        rc = calibrate(s, p->calibrate, err);
+    if (rc) {
+        eng_session_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+uint64_t eng_session_host_released(const struct eng_session *s)
+{
+    return s->gpu_dropped;
+}
+
+void eng_session_close(struct eng_session *s)
+{
+    if (!s)
+        return;
+    fl_pool_destroy(s->pool);
+    if (s->pager)
+        pager_set_held_elsewhere(s->pager, NULL, NULL);
+    eng_gpu_close(s->ctx.gpu);
+    eng_arena_destroy(s->arena);
+    eng_kv_destroy(s->kv);
+    fl_tokenizer_free(s->tok);
+    eng_model_free(s->model);
+    fl_predictor_free(s->pred);
+    if (sigbus_pager == s->pager)
+        sigbus_pager = NULL;
+    pager_close(s->pager);
+    placement_plan_free(s->plan);
+    fl_numa_free(s->numa);
+    gguf_close(s->gguf);
+    free(s);
+}
+
+const struct eng_model *eng_session_model(const struct eng_session *s) { return s->model; }
+const struct fl_tokenizer *eng_session_tokenizer(const struct eng_session *s) { return s->tok; }
+const struct gguf_file *eng_session_gguf(const struct eng_session *s) { return s->gguf; }
+int eng_session_n_ctx(const struct eng_session *s) { return eng_kv_n_ctx(s->kv); }
+int eng_session_n_past(const struct eng_session *s) { return s->n_past; }
+int eng_session_n_threads(const struct eng_session *s) { return s->ctx.n_threads; }
+uint64_t eng_session_file_size(const struct eng_session *s) { return gguf_file_size(s->gguf); }
+void eng_session_reset(struct eng_session *s) { s->n_past = 0; }
+
+int64_t eng_session_n_params(const struct eng_session *s)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < s->model->n_tensors; i++) {
+        const struct eng_tensor *t = &s->model->tensors[i];
+        n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    return n;
+}
+
+void eng_session_set_experts(struct eng_session *s, const struct eng_expert_source *src)
+{
+    s->ctx.experts = src;
+}
+
+void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sink *sink)
+{
+    s->ctx.routing = sink;
+}
+
+int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool all_logits,
+                     float *logits, struct fl_err *err)
+{
+    if (n < 1)
+        return fl_err_set(err, -EINVAL, "nothing to evaluate");
+    if (n > eng_kv_n_ctx(s->kv) - s->n_past)
+        return fl_err_set(err, -ENOSPC, "%d tokens at position %d do not fit the context of %d",
+                          n, s->n_past, eng_kv_n_ctx(s->kv));
+    const int64_t n_vocab = s->model->hp.n_vocab;
+    for (int done = 0; done < n;) {
+        const int chunk = n - done < s->n_batch ? n - done : s->n_batch;
+        float *rows = all_logits ? logits + (int64_t)done * n_vocab : logits;
+        struct eng_batch b = { .tokens = tokens + done, .n_tok = chunk, .pos0 = s->n_past + done,
+                               .all_logits = all_logits, .logits = rows };
+        /* without all_logits each chunk overwrites the one row: the last wins */
+        int rc = eng_forward(&s->ctx, &b, err);
+        if (!rc && s->ctx.gpu) /* a failed GPU op was redone on the CPU; still an error */
+            rc = eng_gpu_error(s->ctx.gpu, err);
+        if (rc && s->pager)
+            pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
+        if (rc)
+            return rc;
+        done += chunk;
+    }
+    s->n_past += n;
+    return 0;
+}
+
+/* --- options and statistics --------------------------------------------------- */
+
+void eng_session_params_init(struct eng_session_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    placement_options_init(&p->placement);
+    p->pager_mode = PAGER_MODE_AUTO;
+    p->numa = FL_NUMA_OFF;
+    fl_predict_config_init(&p->predict);
+    p->cache = PAGER_CACHE_LFU_DECAY; /* won the grid at a 25 % cap (docs/prefetch.md) */
+    p->gpu_experts = ENG_GPU_EXPERTS_COPY;
+}
+
+static int parse_pager_mode(const char *v, int *out)
+{
+    static const struct { const char *name; enum pager_mode mode; } modes[] = {
+        { "auto", PAGER_MODE_AUTO }, { "uffd", PAGER_MODE_UFFD }, { "explicit", PAGER_MODE_EXPLICIT },
+    };
+    for (size_t i = 0; v && i < sizeof(modes) / sizeof(modes[0]); i++)
+        if (!strcmp(v, modes[i].name)) {
+            *out = modes[i].mode;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
+                           struct fl_err *err)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int rc = placement_parse_flag(&p->placement, argc, argv, i, err);
+    if (rc)
+        return rc;
+    if (!strcmp(a, "--stats")) {
+        p->stats = true;
+        return 1;
+    }
+    if (!strcmp(a, "--no-repack")) {
+        p->no_repack = true;
+        return 1;
+    }
+    if (!strcmp(a, "--stats-json")) {
+        if (!v)
+            return fl_err_set(err, -EINVAL, "--stats-json needs a file name");
+        p->stats_json = v;
+    } else if (!strcmp(a, "--pager")) {
+        if (parse_pager_mode(v, &p->pager_mode))
+            return fl_err_set(err, -EINVAL, "--pager: expected auto, uffd or explicit, got '%s'",
+                              v ? v : "");
+    } else if (!strcmp(a, "--prefetch")) {
+        if ((rc = fl_predict_parse(v, &p->predict, err)))
+            return rc;
+    } else if (!strcmp(a, "--cache")) {
+        enum pager_cache c;
+        if ((rc = pager_cache_parse(v, &c, &p->hot_profile, err)))
+            return rc;
+        p->cache = c;
+    } else if (!strcmp(a, "--calibrate")) {
+        if (!v)
+            return fl_err_set(err, -EINVAL, "--calibrate needs a prompt file");
+        p->calibrate = v;
+    } else if (!strcmp(a, "--gpu-experts")) {
+        enum eng_gpu_experts m;
+        if (eng_gpu_experts_parse(v, &m))
+            return fl_err_set(err, -EINVAL, "--gpu-experts: expected copy, unified or cpu, got '%s'",
+                              v ? v : "");
+        p->gpu_experts = m;
+        p->gpu_flags = true;
+    } else if (!strcmp(a, "--offload-min-batch")) {
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (!v || end == v || *end || n < 1 || n > 1000000)
+            return fl_err_set(err, -EINVAL, "--offload-min-batch: expected a token count of 1 or "
+                              "more, got '%s'", v ? v : "");
+        p->offload_min_batch = (int)n;
+        p->gpu_flags = true;
+    } else if (!strcmp(a, "--numa")) {
+        if (!v || fl_numa_parse(v, &p->numa))
+            return fl_err_set(err, -EINVAL,
+                              "--numa: expected distribute, isolate, gpu-local or off, got '%s'",
+                              v ? v : "");
+    } else {
+        return 0;
+    }
+    (*i)++;
+    return 1;
+}
+
+void eng_session_print_usage(FILE *out)
+{
+    placement_print_usage(out);
+    fprintf(out,
+        "paging:\n"
+        "  --pager auto|uffd|explicit  userfaultfd faults, or reads only where the engine asks\n"
+        "  --stats                     per-expert paging table at the end\n"
+        "  --stats-json FILE           all paging statistics as JSON\n"
+        "  --prefetch none|router|lookahead[:D]|history[:W]\n"
+        "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
+        "  --cache lru|lfu-decay|pinned-hot[:STATS.json]\n"
+        "                              which expert to evict (default lfu-decay); the VRAM\n"
+        "                              expert cache follows: lru, else lfu-decay\n"
+        "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
+        "  --numa distribute|isolate|gpu-local|off\n"
+        "  --verbose                   say where things go\n"
+        "  --no-repack                 keep RAM-tier weights in the file's layout (default:\n"
+        "                              Q4_K rebuilt for AVX-512 VNNI kernels; same results)\n"
+        "gpu:\n"
+        "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
+        "                              default), managed memory (unified), or on the CPU (cpu)\n"
+        "  --offload-min-batch N       batches of N+ tokens bring host experts to the GPU in\n"
+        "                              every mode (default 32)\n");
+}
+
+struct pager *eng_session_pager(const struct eng_session *s)
+{
+    return s->pager;
+}
+
+bool eng_session_paged(const struct eng_session *s)
+{
+    return placement_tier_bytes(s->plan, PL_TIER_DISK) > 0;
+}
+
+struct eng_gpu *eng_session_gpu(const struct eng_session *s)
+{
+    return s->ctx.gpu;
+}
+
+struct fl_predictor *eng_session_predictor(const struct eng_session *s)
+{
+    return s->pred;
+}
+
+/* One line of prediction quality under --stats (docs/prefetch.md). */
+static void print_predict(const struct fl_predictor *pr, const struct fl_predict_config *c,
+                          FILE *out)
+{
+    struct fl_predict_stats st;
+    char name[32];
+    fl_predictor_stats(pr, &st);
+    fprintf(out, "  prefetch %s: %.1f%% of routed experts resident when chosen",
+            fl_predict_name(c, name, sizeof(name)),
+            st.routed ? 100.0 * (double)st.ready / (double)st.routed : 0.0);
+    if (st.scored)
+        fprintf(out, "; %llu routings predicted, precision %.1f%%, recall %.1f%%",
+                (unsigned long long)st.scored, 100.0 * fl_predict_precision(&st),
+                100.0 * fl_predict_recall(&st));
+    fputc('\n', out);
+}
+
+/* The predictor's figures as a member of the --stats-json object;
+ * precision and recall are null where nothing was predicted. */
+static void predict_json(const struct fl_predictor *pr, const struct fl_predict_config *c,
+                         char *out, size_t cap)
+{
+    struct fl_predict_stats st;
+    char name[32], prec[32] = "null", rec[32] = "null";
+    fl_predictor_stats(pr, &st);
+    if (st.predicted)
+        snprintf(prec, sizeof(prec), "%.6f", fl_predict_precision(&st));
+    if (st.chosen)
+        snprintf(rec, sizeof(rec), "%.6f", fl_predict_recall(&st));
+    snprintf(out, cap, "\"prediction\":{\"predictor\":\"%s\",\"routed\":%llu,\"ready\":%llu,"
+             "\"scored\":%llu,\"predicted\":%llu,\"hits\":%llu,\"chosen\":%llu,"
+             "\"precision\":%s,\"recall\":%s}", fl_predict_name(c, name, sizeof(name)),
+             (unsigned long long)st.routed, (unsigned long long)st.ready,
+             (unsigned long long)st.scored, (unsigned long long)st.predicted,
+             (unsigned long long)st.hits, (unsigned long long)st.chosen, prec, rec);
+}
+
+int eng_session_report(struct eng_session *s, struct fl_err *err)
+{
+    if (s->stats || s->stats_json)
+        pager_settle(s->pager, 1000); /* a late stall, not an error: report what is counted */
+    if (s->stats) {
+        pager_stats_print(s->pager, stderr);
+        if (s->pred)
+            print_predict(s->pred, &s->predict, stderr);
+        if (s->ctx.gpu)
+            eng_gpu_print_stats(s->ctx.gpu, stderr);
+        if (s->gpu_dropped) {
+            char b[32];
+            fprintf(stderr, "gpu: host copies of VRAM-only weights given back: %s\n",
+                    fl_format_size(s->gpu_dropped, b, sizeof(b)));
+        }
+    }
+    if (!s->stats_json)
+        return 0;
+    FILE *f = fopen(s->stats_json, "w");
+    if (!f)
+        return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
+    char extra[512] = "";
+    if (s->pred)
+        predict_json(s->pred, &s->predict, extra, sizeof(extra));
+    int rc = pager_stats_json_with(s->pager, s->pred ? extra : NULL, f);
+    if (fclose(f) && !rc)
+        rc = -errno;
+    return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;
+}

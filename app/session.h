@@ -1,0 +1,97 @@
+/* session.h: a model ready to run — the object the CLI drives.
+ *
+ * A session owns the parsed GGUF header, the weights region, the model, its
+ * F16 KV cache, the tokenizer, a thread pool and the scratch arena. Tokens
+ * are evaluated at positions n_past, n_past+1, ...; a batch longer than
+ * n_batch runs as several forward calls of at most n_batch tokens. */
+#ifndef FL_SESSION_H
+#define FL_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/error.h"
+#include "model/model.h"
+#include "plan/numa.h"
+#include "plan/placement.h"
+#include "app/predict.h"
+
+struct eng_session;
+struct fl_tokenizer;
+
+struct eng_session_params {
+    const char *model_path;
+    int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
+    int n_batch;    /* most tokens per forward call; 0: 512 */
+    int n_threads;  /* 0: physical cores */
+    /* Where the weights live: tiers, RAM/VRAM budgets (plan/placement.h).
+     * Zero-initialised means the defaults; call eng_session_params_init. */
+    struct placement_options placement;
+    int pager_mode;          /* enum pager_mode: auto, uffd, explicit */
+    bool stats;              /* print the pager's per-expert table at the end */
+    const char *stats_json;  /* write all pager statistics there */
+    enum fl_numa_mode numa;
+    struct fl_predict_config predict; /* --prefetch (app/predict.h) */
+    int cache;                        /* --cache: enum pager_cache */
+    const char *hot_profile;          /* --cache pinned-hot:FILE */
+    const char *calibrate;            /* --calibrate PROMPTS: pinned-hot's profile */
+    /* The GPU (backend/cuda/gpu-offload.h). Zeroed params use none for host
+     * experts; eng_session_params_init sets the CLI's default, copy. */
+    int gpu_experts;                  /* --gpu-experts: enum eng_gpu_experts */
+    int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
+    bool gpu_flags;                   /* either was given (said when there is no GPU) */
+    bool no_repack;                   /* --no-repack: RAM-tier weights stay as in the file */
+};
+
+void eng_session_params_init(struct eng_session_params *p);
+/* Takes one session flag at argv[*i] (placement flags, --pager MODE,
+ * --stats, --stats-json FILE, --numa MODE, --no-repack): 1 when taken (*i advanced past
+ * its value), 0 when not a session flag, -EINVAL with err for a bad value. */
+int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
+                           struct fl_err *err);
+void eng_session_print_usage(FILE *out);
+
+/* Opens the model (errors name the file and the problem). */
+int eng_session_open(const struct eng_session_params *p, struct eng_session **out,
+                     struct fl_err *err);
+void eng_session_close(struct eng_session *s);
+
+const struct eng_model *eng_session_model(const struct eng_session *s);
+const struct fl_tokenizer *eng_session_tokenizer(const struct eng_session *s);
+const struct gguf_file *eng_session_gguf(const struct eng_session *s);
+int eng_session_n_ctx(const struct eng_session *s);
+int eng_session_n_past(const struct eng_session *s);
+int eng_session_n_threads(const struct eng_session *s);
+uint64_t eng_session_file_size(const struct eng_session *s);
+int64_t eng_session_n_params(const struct eng_session *s);
+void eng_session_reset(struct eng_session *s); /* forget the context: n_past = 0 */
+
+/* Where experts come from (NULL: resident) and who hears the routing (NULL:
+ * nobody). The pointed-to structs must outlive their use. */
+void eng_session_set_experts(struct eng_session *s, const struct eng_expert_source *src);
+void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sink *sink);
+
+/* Evaluates n tokens at n_past..n_past+n-1 and advances n_past. logits gets
+ * a row of n_vocab per token (all_logits) or the last token's row only.
+ * -ENOSPC when the tokens do not fit the context; -EINVAL for a bad id;
+ * the expert source's -errno. On error n_past is left unchanged. */
+/* The pager behind the weights (statistics, errors). */
+struct pager *eng_session_pager(const struct eng_session *s);
+/* Bytes of weights whose host copy was given back after the first pass on
+ * the device (only the GPU reads them; eng_gpu_options.host_copy_unused). */
+uint64_t eng_session_host_released(const struct eng_session *s);
+/* Whether any tensor is paged from disk (the disk tier is not empty). */
+bool eng_session_paged(const struct eng_session *s);
+/* The expert predictor between engine and pager; NULL when nothing is paged. */
+struct fl_predictor *eng_session_predictor(const struct eng_session *s);
+/* The GPU context (backend/cuda/gpu-offload.h); NULL when everything runs on the CPU. */
+struct eng_gpu *eng_session_gpu(const struct eng_session *s);
+/* Prints/writes the statistics asked for in the params (--stats, --stats-json). */
+int eng_session_report(struct eng_session *s, struct fl_err *err);
+
+int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool all_logits,
+                     float *logits, struct fl_err *err);
+
+#endif

@@ -1,0 +1,78 @@
+/* cpu-impl.h: private interface between the CPU dispatcher, the per-ISA
+ * kernel files and matmul. Not for use outside backend/cpu/ and its tests. */
+#ifndef FL_CPU_IMPL_H
+#define FL_CPU_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/tensor-types.h"
+
+enum fl_cpu_level { FL_CPU_SCALAR = 0, FL_CPU_AVX2 = 1, FL_CPU_AVX512 = 2 };
+
+/* Largest register tile any level uses (rows x tokens). */
+#define FL_TILE_MAX_R 8
+#define FL_TILE_MAX_C 8
+
+/* A register-tile kernel: for r < nr, c < nc,
+ *   y[c][r] = dot(row r of W, x[c]) over n values,
+ * row r at (const char *)w + r * w_stride, x[c] a row of the weight type's
+ * vec_dot_type. xsum is NULL or, for Q8_0 activations, xsum[c] points at the
+ * per-block sums of x[c]'s quants (kernels that need them compute them when
+ * xsum is NULL). Each y value is computed by the same instructions whatever
+ * nr and nc are (see matmul.h, "Determinism"). 1 <= nr <= tile_r,
+ * 1 <= nc <= tile_c. */
+typedef void (*fl_tile_fn)(int n, int nr, const void *w, size_t w_stride, int nc,
+                           const void *const *x, const int16_t *const *xsum, float *const *y);
+
+/* Activation quantizer for one row (n a multiple of the block size). */
+typedef void (*fl_act_quant_fn)(const float *x, void *y, int64_t n);
+
+struct fl_cpu_kernels {
+    const char *name;                  /* "scalar", "avx2", "avx512" */
+    fl_tile_fn tile[FL_TYPE_COUNT];    /* by weight type; NULL: pairwise vec_dot */
+    uint8_t tile_r[FL_TYPE_COUNT];     /* the largest nr, nc tile[] accepts */
+    uint8_t tile_c[FL_TYPE_COUNT];
+    /* For one-token matmuls (decode) where a kernel made for token tiles
+     * wastes work: NULL = use tile[]. Its float order may differ from
+     * tile[]'s, so matmul picks one kernel per call, never per tile. */
+    fl_tile_fn tile1[FL_TYPE_COUNT];
+    /* The rows matmul hands one tile1 call. A one-token matmul reads each
+     * weight byte once, from DRAM; more than 1 only where the kernel reads
+     * its rows one after another (one sequential stream; rows read side
+     * by side interleave streams and run slower, see matmul.c). */
+    uint8_t tile1_r[FL_TYPE_COUNT];
+    fl_vec_dot_fn vec_dot[FL_TYPE_COUNT];
+    /* by activation type; all levels give the bytes of the types module's
+     * fl_type_from_float_act (llama.cpp's x86 activation rounding) */
+    fl_act_quant_fn quant[FL_TYPE_COUNT];
+};
+
+/* Each fills in what its ISA accelerates; entries it leaves alone keep the
+ * lower level's choice. */
+void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k);
+void fl_cpu_kernels_avx2(struct fl_cpu_kernels *k);
+void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k);
+
+/* Q4_K_R8's scalar kernel (repack.c): groups of 8 rows from w (nr a
+ * multiple of 8 but for a matrix's last group), any nc; the bits of every
+ * level's Q4_K_R8 kernel and of AVX-512's Q4_K kernels. */
+void fl_tile_q4_K_r8_scalar(int n, int nr, const void *w, size_t ws, int nc,
+                            const void *const *x, const int16_t *const *xsum, float *const *y);
+
+/* The kernel set chosen by fl_types_init (called on first use). */
+const struct fl_cpu_kernels *fl_cpu_kernels(void);
+/* The highest level this CPU and FL_CPU_FEATURES allow. */
+enum fl_cpu_level fl_cpu_level(void);
+/* Builds the kernel set of one level (<= fl_cpu_level()), for tests. */
+void fl_cpu_kernels_for(enum fl_cpu_level level, struct fl_cpu_kernels *k);
+
+/* ggml's E8M0 exponent to float, halved (MXFP4 values are stored doubled). */
+static inline float fl_e8m0_half(uint8_t e)
+{
+    union { uint32_t u; float f; } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
+
+#endif

@@ -1,0 +1,5 @@
+# base/: what every module may use — errors, sizes as typed on command
+# lines, a whole small file in one call, the kernel's MemAvailable, a heap.
+fl_module(base SOURCES base/units.c base/whole-file.c base/host-memory.c base/merge-heap.c)
+
+fl_test(test-units SOURCES tests/test-units.c MODULES base)

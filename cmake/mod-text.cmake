@@ -1,0 +1,15 @@
+# text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
+# pre-tokenizers), the sampler and chat templates.
+fl_module(text
+  SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
+          text/sampler.c
+  DEPS gguf base LIBS PkgConfig::PCRE2)
+
+fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)
+fl_test(test-sampler SOURCES tests/test-sampler.c MODULES text)
+# The targets read fixed data (vocabularies, a model) from the source tree;
+# FL_SOURCE_DIR in the environment overrides where that is.
+fl_fuzz(tokenizer SOURCES tests/fuzz/fuzz-tokenizer.c MODULES text)
+if(TARGET fuzz-tokenizer)
+  target_compile_definitions(fuzz-tokenizer PRIVATE FL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()

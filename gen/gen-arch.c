@@ -1,0 +1,458 @@
+/* gen-arch.c: what each architecture's GGUF holds, as llama.cpp loads it:
+ * default shapes (scaled by one width), the tensor list in file order and
+ * the metadata keys. The layouts follow the reference models in tests/data
+ * and llama.cpp's src/models/<arch>.cpp. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gen/gen-internal.h"
+#include "gguf/tensor-types.h"
+
+static int64_t round256(int64_t x)
+{
+    return x < 256 ? 256 : (x + 255) / 256 * 256;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* Sets each shape field still 0 from a model of the given width, after the
+ * real models each architecture is named for (Qwen3-30B-A3B, Mixtral-8x7B,
+ * DeepSeek-V2-Lite, gpt-oss-20b at their own widths). Widths and FFN sizes
+ * stay multiples of 256 so Q4_K fits every big matrix. */
+void gen_arch_defaults(struct gen_params *p, int64_t w)
+{
+#define DEF(field, value) do { if (!p->field) p->field = (value); } while (0)
+    DEF(n_embd, w);
+    w = p->n_embd;
+    switch (p->arch) {
+    case GEN_ARCH_QWEN3MOE:
+        DEF(head_dim, w >= 2048 ? 128 : 64);
+        DEF(n_head, max64(1, 2 * w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_expert, 128);
+        DEF(n_expert_used, 8);
+        DEF(n_ff_exp, round256(w * 3 / 8));
+        DEF(n_ff, round256(w * 3));
+        break;
+    case GEN_ARCH_LLAMA:
+        DEF(head_dim, w >= 2048 ? 128 : 64);
+        DEF(n_head, max64(1, w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 4));
+        DEF(n_expert, 8);
+        DEF(n_expert_used, 2);
+        DEF(n_ff_exp, round256(w * 7 / 2));
+        break;
+    case GEN_ARCH_DEEPSEEK2:
+        DEF(n_head, max64(2, w / 128));
+        DEF(q_lora_rank, max64(32, w * 3 / 4 / 32 * 32));
+        DEF(kv_lora_rank, max64(32, w / 4 / 32 * 32));
+        DEF(qk_nope, w >= 2048 ? 128 : 64);
+        DEF(qk_rope, p->qk_nope / 2);
+        DEF(v_head, p->qk_nope);
+        DEF(n_expert, 64);
+        DEF(n_expert_used, 6);
+        DEF(n_expert_shared, 2);
+        DEF(n_layer_dense, 1);
+        DEF(n_ff_exp, round256(w * 11 / 16));
+        DEF(n_ff, round256(w * 21 / 4));
+        break;
+    case GEN_ARCH_GPT_OSS:
+        DEF(head_dim, 64);
+        DEF(n_head, max64(1, 2 * w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_expert, 32);
+        DEF(n_expert_used, 4);
+        DEF(n_ff_exp, round256(w));
+        break;
+    default:
+        break;
+    }
+#undef DEF
+}
+
+int64_t gen_arch_base_width(enum gen_arch a)
+{
+    return a == GEN_ARCH_LLAMA ? 4096 : 2048;
+}
+
+/* Shape constraints llama.cpp (or the file format) relies on. */
+int gen_arch_check(const struct gen_params *p, struct fl_err *err)
+{
+    const char *arch = gen_arch_name(p->arch);
+    if (p->n_embd % 32)
+        return fl_err_set(err, -EINVAL, "--n-embd %lld must be a multiple of 32",
+                          (long long)p->n_embd);
+    if (p->n_expert_used > p->n_expert)
+        return fl_err_set(err, -EINVAL, "--top-k %lld exceeds --experts %lld",
+                          (long long)p->n_expert_used, (long long)p->n_expert);
+    const int64_t g = p->n_expert_groups, gu = p->n_expert_groups_used;
+    if (g > 1 && (p->arch != GEN_ARCH_DEEPSEEK2 || p->n_expert % g || p->n_expert / g < 2 ||
+                  gu < 1 || gu > g || p->n_expert_used > gu * (p->n_expert / g)))
+        return fl_err_set(err, -EINVAL, "bad expert groups %lld (%lld used) for %lld experts",
+                          (long long)g, (long long)gu, (long long)p->n_expert);
+    if (p->arch == GEN_ARCH_DEEPSEEK2) {
+        /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
+         * which has no q_lora and would not load these tensors */
+        if (p->n_layer == 26 || p->n_layer == 27)
+            return fl_err_set(err, -EINVAL, "deepseek2 cannot have 26 or 27 layers "
+                              "(llama.cpp reads those as DeepSeek-V2-Lite)");
+        if (p->n_layer <= p->n_layer_dense)
+            return fl_err_set(err, -EINVAL, "deepseek2 needs more layers than its %lld "
+                              "dense ones", (long long)p->n_layer_dense);
+        if (p->qk_rope % 2 || p->qk_nope % 32 || p->kv_lora_rank % 32 || p->q_lora_rank % 32)
+            return fl_err_set(err, -EINVAL, "deepseek2 MLA ranks must be multiples of 32");
+    } else if (p->head_dim % 2 || p->head_dim < 2 || p->head_dim > 1024) {
+        return fl_err_set(err, -EINVAL, "%s --head-dim %lld must be even and at most 1024",
+                          arch, (long long)p->head_dim);
+    } else if (p->n_head_kv < 1 || p->n_head % p->n_head_kv) {
+        return fl_err_set(err, -EINVAL, "--heads %lld is not a multiple of --heads-kv %lld",
+                          (long long)p->n_head, (long long)p->n_head_kv);
+    }
+    return 0;
+}
+
+/* --- tensor types ---------------------------------------------------------- */
+
+enum role { ROLE_EXPERT, ROLE_DENSE, ROLE_EDGE, ROLE_F32 };
+
+/* llama-quantize's mixes, loosely: experts in the file's type; MXFP4 files
+ * (MXFP4_MOE) keep every other matrix in Q8_0; embeddings and the output
+ * head, made from real floats, are Q8_0 in every quantized file. A row
+ * that does not fill the type's blocks falls back to Q8_0, then F16. */
+static uint32_t pick_type(const struct gen_params *p, enum role r, int64_t ne0)
+{
+    uint32_t t = p->type;
+    if (r == ROLE_F32)
+        return FL_TYPE_F32;
+    if (t != FL_TYPE_F16 && (r == ROLE_EDGE || (r == ROLE_DENSE && t == FL_TYPE_MXFP4)))
+        t = FL_TYPE_Q8_0;
+    if (ne0 % fl_type_traits(t)->blck_size)
+        t = ne0 % FL_QK8_0 ? FL_TYPE_F16 : FL_TYPE_Q8_0;
+    return t;
+}
+
+struct tb {
+    struct gen_plan *plan;
+    int rc;
+    float rho; /* std scale of residual writers */
+};
+
+static void add(struct tb *b, int il, const char *name, enum role r, enum gen_init init,
+                float sigma, bool orth, int64_t ne0, int64_t ne1, int64_t ne2)
+{
+    struct gen_tensor t = {0};
+    if (b->rc)
+        return;
+    if (il >= 0)
+        snprintf(t.name, sizeof(t.name), "blk.%d.%s", il, name);
+    else
+        snprintf(t.name, sizeof(t.name), "%s", name);
+    t.ne[0] = ne0;
+    t.ne[1] = ne1 ? ne1 : 1;
+    t.ne[2] = ne2 ? ne2 : 1;
+    t.ne[3] = 1;
+    t.n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    t.type = pick_type(b->plan->p, r, ne0);
+    t.init = init;
+    t.orth = orth;
+    t.layer = il;
+    /* matrices: std 1/sqrt(fan_in), residual writers scaled down */
+    t.sigma = init == GEN_INIT_MATRIX ? (orth ? b->rho : 1.0f) / sqrtf((float)ne0) : sigma;
+    b->rc = gen_plan_add(b->plan, &t);
+}
+
+/* A matrix: dense or expert, writer of the residual stream or not. */
+static void mat(struct tb *b, int il, const char *name, bool orth, int64_t ne0, int64_t ne1,
+                int64_t ne2)
+{
+    add(b, il, name, ne2 && strstr(name, "exps") ? ROLE_EXPERT : ROLE_DENSE, GEN_INIT_MATRIX,
+        0, orth, ne0, ne1, ne2);
+}
+
+static void norm(struct tb *b, int il, const char *name, int64_t n)
+{
+    add(b, il, name, ROLE_F32, GEN_INIT_NORM, 0.05f, false, n, 0, 0);
+}
+
+static void noise(struct tb *b, int il, const char *name, float sigma, bool orth, int64_t ne0,
+                  int64_t ne1)
+{
+    add(b, il, name, ROLE_F32, GEN_INIT_NOISE, sigma, orth, ne0, ne1, 0);
+}
+
+static void router(struct tb *b, int il, const struct gen_params *p)
+{
+    add(b, il, "ffn_gate_inp.weight", ROLE_F32, GEN_INIT_ROUTER, 1.0f / sqrtf((float)p->n_embd),
+        false, p->n_embd, p->n_expert, 0);
+}
+
+static void edges(struct tb *b, const struct gen_params *p)
+{
+    int64_t nv = gen_vocab_n_tokens;
+    add(b, -1, "token_embd.weight", ROLE_EDGE, GEN_INIT_EMBD, 1.0f, false, p->n_embd, nv, 0);
+    norm(b, -1, "output_norm.weight", p->n_embd);
+    /* std 10/sqrt(n_embd): logits of std ~9, clearly peaked */
+    add(b, -1, "output.weight", ROLE_EDGE, GEN_INIT_OUTPUT, 10.0f / sqrtf((float)p->n_embd),
+        true, p->n_embd, nv, 0);
+}
+
+/* qwen3moe and llama share the plain GQA block; qwen3moe adds QK-norm. */
+static void gqa_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    norm(b, il, "attn_norm.weight", e);
+    mat(b, il, "attn_q.weight", false, e, nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    if (p->arch == GEN_ARCH_QWEN3MOE) {
+        norm(b, il, "attn_q_norm.weight", p->head_dim);
+        norm(b, il, "attn_k_norm.weight", p->head_dim);
+    }
+    norm(b, il, "ffn_norm.weight", e);
+    router(b, il, p);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+}
+
+static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t e = p->n_embd, h = p->n_head, kvl = p->kv_lora_rank;
+    norm(b, il, "attn_norm.weight", e);
+    norm(b, il, "attn_q_a_norm.weight", p->q_lora_rank);
+    norm(b, il, "attn_kv_a_norm.weight", kvl);
+    mat(b, il, "attn_q_a.weight", false, e, p->q_lora_rank, 0);
+    mat(b, il, "attn_q_b.weight", false, p->q_lora_rank, h * (p->qk_nope + p->qk_rope), 0);
+    mat(b, il, "attn_kv_a_mqa.weight", false, e, kvl + p->qk_rope, 0);
+    mat(b, il, "attn_k_b.weight", false, p->qk_nope, kvl, h);
+    mat(b, il, "attn_v_b.weight", false, kvl, p->v_head, h);
+    mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
+    norm(b, il, "ffn_norm.weight", e);
+    if (il < p->n_layer_dense) {
+        mat(b, il, "ffn_gate.weight", false, e, p->n_ff, 0);
+        mat(b, il, "ffn_up.weight", false, e, p->n_ff, 0);
+        mat(b, il, "ffn_down.weight", true, p->n_ff, e, 0);
+        return;
+    }
+    int64_t ff = p->n_ff_exp, ne = p->n_expert, fs = p->n_ff_exp * p->n_expert_shared;
+    router(b, il, p);
+    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+}
+
+static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    norm(b, il, "attn_norm.weight", e);
+    mat(b, il, "attn_q.weight", false, e, nq, 0);
+    noise(b, il, "attn_q.bias", 0.02f, false, nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    noise(b, il, "attn_k.bias", 0.02f, false, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    noise(b, il, "attn_v.bias", 0.02f, false, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    noise(b, il, "attn_output.bias", 0.02f, true, e, 0);
+    noise(b, il, "attn_sinks.weight", 1.0f, false, p->n_head, 0);
+    norm(b, il, "post_attention_norm.weight", e);
+    router(b, il, p);
+    noise(b, il, "ffn_gate_inp.bias", 0.02f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    noise(b, il, "ffn_gate_exps.bias", 0.02f, false, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    noise(b, il, "ffn_up_exps.bias", 0.02f, false, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    noise(b, il, "ffn_down_exps.bias", 0.02f, true, e, ne);
+}
+
+int gen_arch_tensors(struct gen_plan *plan)
+{
+    const struct gen_params *p = plan->p;
+    /* GPT-2-style residual scaling: each layer's writes shrink with depth
+     * so the stream keeps v a steady share of its norm in every layer, and
+     * with it the planted router skew */
+    struct tb b = { .plan = plan, .rho = 1.0f / sqrtf((float)p->n_layer) };
+    edges(&b, p);
+    for (int il = 0; il < p->n_layer; il++) {
+        switch (p->arch) {
+        case GEN_ARCH_DEEPSEEK2: deepseek2_layer(&b, p, il); break;
+        case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
+        default: gqa_layer(&b, p, il); break;
+        }
+    }
+    return b.rc;
+}
+
+/* --- metadata -------------------------------------------------------------- */
+
+static uint32_t file_type(uint32_t type)
+{
+    switch (type) {
+    case FL_TYPE_F16: return 1;    /* LLAMA_FTYPE_MOSTLY_F16 */
+    case FL_TYPE_Q8_0: return 7;   /* MOSTLY_Q8_0 */
+    case FL_TYPE_Q4_K: return 14;  /* MOSTLY_Q4_K_S: experts and attention all Q4_K */
+    case FL_TYPE_MXFP4: return 38; /* MOSTLY_MXFP4_MOE */
+    default: return 0;
+    }
+}
+
+struct kw {
+    struct gguf_writer *w;
+    const char *arch;
+    int rc;
+};
+
+static const char *akey(struct kw *k, const char *suffix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s", k->arch, suffix);
+    return buf;
+}
+
+static void ku32(struct kw *k, const char *suffix, int64_t v)
+{
+    char key[128];
+    if (!k->rc)
+        k->rc = gguf_writer_kv_u32(k->w, akey(k, suffix, key, sizeof(key)), (uint32_t)v);
+}
+
+static void kf32(struct kw *k, const char *suffix, float v)
+{
+    char key[128];
+    if (!k->rc)
+        k->rc = gguf_writer_kv_f32(k->w, akey(k, suffix, key, sizeof(key)), v);
+}
+
+static void kstr(struct kw *k, const char *suffix, const char *v)
+{
+    char key[128];
+    if (!k->rc)
+        k->rc = gguf_writer_kv_str(k->w, akey(k, suffix, key, sizeof(key)), v);
+}
+
+static int general_and_vocab(const struct gen_params *p, struct gguf_writer *w)
+{
+    char name[64], desc[160];
+    snprintf(name, sizeof(name), "faultline-gen-%s", gen_arch_name(p->arch));
+    snprintf(desc, sizeof(desc), "synthetic MoE model, random weights (faultline gen, %s, "
+             "seed %llu)", fl_type_name(p->type), (unsigned long long)p->seed);
+    int rc = gguf_writer_kv_str(w, "general.architecture", gen_arch_name(p->arch));
+    if (!rc) rc = gguf_writer_kv_str(w, "general.name", name);
+    if (!rc) rc = gguf_writer_kv_str(w, "general.description", desc);
+    if (!rc) rc = gguf_writer_kv_u32(w, "general.file_type", file_type(p->type));
+    if (!rc) rc = gguf_writer_kv_u32(w, "general.quantization_version", 2);
+    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.pre", "gpt-2");
+    if (!rc) rc = gguf_writer_kv_str_arr(w, "tokenizer.ggml.tokens", gen_vocab_tokens,
+                                         gen_vocab_n_tokens);
+    if (!rc) rc = gguf_writer_kv_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32,
+                                     gen_vocab_token_type, gen_vocab_n_tokens);
+    if (!rc) rc = gguf_writer_kv_str_arr(w, "tokenizer.ggml.merges", gen_vocab_merges,
+                                         gen_vocab_n_merges);
+    if (!rc) rc = gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", gen_vocab_eos_id);
+    if (!rc) rc = gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", gen_vocab_eos_id);
+    return rc;
+}
+
+static void common_hparams(struct kw *k, const struct gen_params *p, int64_t ctx)
+{
+    ku32(k, "vocab_size", gen_vocab_n_tokens);
+    ku32(k, "context_length", ctx);
+    ku32(k, "embedding_length", p->n_embd);
+    ku32(k, "block_count", p->n_layer);
+    ku32(k, "attention.head_count", p->n_head);
+    ku32(k, "expert_count", p->n_expert);
+    ku32(k, "expert_used_count", p->n_expert_used);
+}
+
+static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "feed_forward_length", p->n_ff);
+    ku32(k, "attention.head_count_kv", 1); /* MLA is MQA over the latent */
+    kf32(k, "rope.freq_base", 10000.0f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
+    ku32(k, "leading_dense_block_count", p->n_layer_dense);
+    ku32(k, "attention.q_lora_rank", p->q_lora_rank);
+    ku32(k, "attention.kv_lora_rank", p->kv_lora_rank);
+    ku32(k, "attention.key_length", p->kv_lora_rank + p->qk_rope);
+    ku32(k, "attention.value_length", p->kv_lora_rank);
+    ku32(k, "attention.key_length_mla", p->qk_nope + p->qk_rope);
+    ku32(k, "attention.value_length_mla", p->v_head);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_shared_count", p->n_expert_shared);
+    kf32(k, "expert_weights_scale", 2.5f);
+    if (!k->rc) {
+        char key[128];
+        k->rc = gguf_writer_kv_bool(k->w, akey(k, "expert_weights_norm", key, sizeof(key)), true);
+    }
+    ku32(k, "expert_gating_func", 2); /* sigmoid */
+    if (p->n_expert_groups > 1) {
+        ku32(k, "expert_group_count", p->n_expert_groups);
+        ku32(k, "expert_group_used_count", p->n_expert_groups_used);
+    }
+    ku32(k, "rope.dimension_count", p->qk_rope);
+    kstr(k, "rope.scaling.type", "yarn");
+    kf32(k, "rope.scaling.factor", 40.0f);
+    ku32(k, "rope.scaling.original_context_length", 4096);
+    kf32(k, "rope.scaling.yarn_log_multiplier", 0.1f);
+}
+
+int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
+{
+    struct kw k = { .w = w, .arch = gen_arch_name(p->arch) };
+    k.rc = general_and_vocab(p, w);
+    common_hparams(&k, p, p->arch == GEN_ARCH_GPT_OSS ? 131072 : 4096);
+    switch (p->arch) {
+    case GEN_ARCH_QWEN3MOE:
+        ku32(&k, "feed_forward_length", p->n_ff);
+        ku32(&k, "attention.head_count_kv", p->n_head_kv);
+        ku32(&k, "attention.key_length", p->head_dim);
+        ku32(&k, "attention.value_length", p->head_dim);
+        kf32(&k, "rope.freq_base", 1e6f);
+        kf32(&k, "attention.layer_norm_rms_epsilon", 1e-6f);
+        ku32(&k, "expert_feed_forward_length", p->n_ff_exp);
+        break;
+    case GEN_ARCH_LLAMA:
+        ku32(&k, "feed_forward_length", p->n_ff_exp); /* Mixtral: the experts' n_ff */
+        ku32(&k, "attention.head_count_kv", p->n_head_kv);
+        if (p->head_dim * p->n_head != p->n_embd) {
+            /* llama.cpp assumes n_embd / n_head unless told */
+            ku32(&k, "attention.key_length", p->head_dim);
+            ku32(&k, "attention.value_length", p->head_dim);
+        }
+        ku32(&k, "rope.dimension_count", p->head_dim);
+        kf32(&k, "rope.freq_base", 1e6f);
+        kf32(&k, "attention.layer_norm_rms_epsilon", 1e-5f);
+        break;
+    case GEN_ARCH_DEEPSEEK2:
+        deepseek2_hparams(&k, p);
+        break;
+    case GEN_ARCH_GPT_OSS:
+        ku32(&k, "feed_forward_length", p->n_ff_exp);
+        ku32(&k, "attention.head_count_kv", p->n_head_kv);
+        ku32(&k, "attention.key_length", p->head_dim);
+        ku32(&k, "attention.value_length", p->head_dim);
+        kf32(&k, "rope.freq_base", 150000.0f);
+        kf32(&k, "attention.layer_norm_rms_epsilon", 1e-5f);
+        ku32(&k, "expert_feed_forward_length", p->n_ff_exp);
+        ku32(&k, "attention.sliding_window", 128);
+        kstr(&k, "rope.scaling.type", "yarn");
+        kf32(&k, "rope.scaling.factor", 32.0f);
+        ku32(&k, "rope.scaling.original_context_length", 4096);
+        break;
+    default:
+        break;
+    }
+    return k.rc;
+}

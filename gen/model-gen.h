@@ -1,0 +1,82 @@
+/* model-gen.h: synthetic MoE models in GGUF, of any size, for tests and
+ * benchmarks ("faultline gen").
+ *
+ * The files have exactly the tensors and metadata llama.cpp expects for
+ * qwen3moe, llama (Mixtral layout), deepseek2 (MLA) and gpt-oss, a small
+ * built-in byte-level BPE vocabulary and random weights that still make a
+ * well-behaved network: matrices have std ~ 1/sqrt(fan_in), and a fixed
+ * direction v in every token's residual stream gives each layer's router a
+ * power-law preference over its experts (see gen-synth.c).
+ *
+ * Output is a pure function of the parameters and the seed: every chunk of
+ * every tensor draws from its own PRNG stream, so any number of threads
+ * writes the same bytes. Memory stays bounded (a few MiB per thread)
+ * whatever the file size. */
+#ifndef FL_MODEL_GEN_H
+#define FL_MODEL_GEN_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+
+enum gen_arch {
+    GEN_ARCH_QWEN3MOE,
+    GEN_ARCH_LLAMA,
+    GEN_ARCH_DEEPSEEK2,
+    GEN_ARCH_GPT_OSS,
+    GEN_ARCH_COUNT
+};
+
+/* What the user asks for. Every shape field left 0 is chosen by
+ * gen_resolve(): from the architecture's defaults, scaled to target_size
+ * when one is given. */
+struct gen_params {
+    enum gen_arch arch;
+    uint32_t type;         /* enum fl_type of the big matrices: F16, Q8_0, Q4_K, MXFP4 */
+    uint64_t seed;
+    uint64_t target_size;  /* bytes; 0 = no target */
+    int n_threads;         /* 0 = 2 */
+    double skew;           /* router power-law exponent; < 0 = default, 0 = none */
+
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_expert;
+    int64_t n_expert_used;
+    int64_t n_ff_exp;      /* per expert */
+    int64_t n_ff;          /* dense FFN (deepseek2's leading dense layers) */
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;      /* qwen3moe/llama/gpt-oss; deepseek2 uses the MLA dims */
+    int64_t n_expert_shared;   /* deepseek2 */
+    int64_t n_layer_dense;     /* deepseek2: leading dense layers */
+    int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
+    int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
+                                                    routing (0/1: none); library only */
+};
+
+const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe" */
+int gen_arch_by_name(const char *name);     /* enum gen_arch or -1 */
+
+/* Fills the free shape fields, fitting target_size, and validates them all.
+ * -EINVAL with a one-line message in err for an impossible request. */
+int gen_resolve(struct gen_params *p, struct fl_err *err);
+
+/* Exact size in bytes of the file gen_write() would write for p (resolved). */
+uint64_t gen_file_size(const struct gen_params *p);
+
+/* Called from the calling thread about every 100 ms while writing, and
+ * once at the end with done == total. */
+typedef void (*gen_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/* Writes the model to path (resolved p). On failure the partial file is
+ * removed. */
+int gen_write(const struct gen_params *p, const char *path, gen_progress_fn progress,
+              void *ctx, struct fl_err *err);
+
+/* Router skew of MoE layer il as the generator planted it: the share of
+ * top-k selections that go to that layer's 8 most popular experts, estimated
+ * by routing n_tokens simulated tokens (random router noise on top of the
+ * planted per-expert offsets). Deterministic for (p, il, n_tokens). */
+double gen_router_top8_share(const struct gen_params *p, int64_t il, int n_tokens);
+
+#endif

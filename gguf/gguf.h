@@ -1,0 +1,117 @@
+/* gguf.h: reads and validates the header of a GGUF file (v2 and v3).
+ *
+ * Only the header is read: metadata, tensor infos and where the data section
+ * starts. Tensor data is never touched here; the pager maps it. Every length
+ * and count in the file is checked against the file size before anything is
+ * allocated from it, so a hostile file costs at most its own size in memory. */
+#ifndef FL_GGUF_H
+#define FL_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+#define GGUF_MAX_DIMS 4
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+enum gguf_vtype {
+    GGUF_VT_UINT8 = 0,
+    GGUF_VT_INT8 = 1,
+    GGUF_VT_UINT16 = 2,
+    GGUF_VT_INT16 = 3,
+    GGUF_VT_UINT32 = 4,
+    GGUF_VT_INT32 = 5,
+    GGUF_VT_FLOAT32 = 6,
+    GGUF_VT_BOOL = 7,
+    GGUF_VT_STRING = 8,
+    GGUF_VT_ARRAY = 9,
+    GGUF_VT_UINT64 = 10,
+    GGUF_VT_INT64 = 11,
+    GGUF_VT_FLOAT64 = 12,
+    GGUF_VT_COUNT
+};
+
+struct gguf_str {
+    const char *data; /* NUL-terminated copy; len excludes the NUL */
+    uint64_t len;
+};
+
+/* One metadata value. Numeric arrays hold their elements packed in native
+ * representation (elems points at n values of arr.type); string arrays hold
+ * n struct gguf_str; nested arrays hold n struct gguf_value. */
+struct gguf_value {
+    enum gguf_vtype type;
+    union {
+        uint8_t u8; int8_t i8; uint16_t u16; int16_t i16;
+        uint32_t u32; int32_t i32; uint64_t u64; int64_t i64;
+        float f32; double f64; bool b;
+        struct gguf_str str;
+        struct {
+            enum gguf_vtype type;
+            uint64_t n;
+            const void *elems;
+        } arr;
+    };
+};
+
+struct gguf_tensor {
+    const char *name;
+    uint32_t type;        /* enum fl_type */
+    uint32_t n_dims;
+    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] is the row length; unused dims are 1 */
+    uint64_t offset;      /* absolute offset of the data in the file */
+    uint64_t nbytes;
+    uint64_t info_offset; /* where its tensor-info record starts, for messages */
+};
+
+struct gguf_file;
+
+/* Opens and validates path. On failure returns -errno (-EINVAL for a
+ * malformed file) and err holds "PATH: problem at byte N". */
+int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err);
+
+/* The same validation over a header already in memory: buf holds the first
+ * len bytes of a file of file_size bytes (len may be < file_size; the header
+ * must lie inside buf). name is used in messages. For tests and fuzzing. */
+int gguf_parse(const void *buf, size_t len, uint64_t file_size, const char *name,
+               struct gguf_file **out, struct fl_err *err);
+
+void gguf_close(struct gguf_file *f);
+
+const char *gguf_name(const struct gguf_file *f);
+uint32_t gguf_version(const struct gguf_file *f);
+uint64_t gguf_file_size(const struct gguf_file *f);
+uint64_t gguf_alignment(const struct gguf_file *f);
+uint64_t gguf_data_offset(const struct gguf_file *f); /* start of the data section */
+
+int64_t gguf_n_kv(const struct gguf_file *f);
+const char *gguf_kv_key(const struct gguf_file *f, int64_t i);
+const struct gguf_value *gguf_kv_value(const struct gguf_file *f, int64_t i);
+int64_t gguf_find_kv(const struct gguf_file *f, const char *key); /* -1 if absent */
+
+/* Typed lookups: 0 on success, -ENOENT when the key is absent, -EINVAL when
+ * it holds another kind of value. Integers of any width (and bool) convert
+ * to int64_t when the value fits; get_float accepts floats and integers. */
+int gguf_get_int(const struct gguf_file *f, const char *key, int64_t *out);
+int gguf_get_float(const struct gguf_file *f, const char *key, double *out);
+int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out);
+int gguf_get_str(const struct gguf_file *f, const char *key, const char **out);
+int gguf_get_arr(const struct gguf_file *f, const char *key, const struct gguf_value **out);
+
+int64_t gguf_n_tensors(const struct gguf_file *f);
+const struct gguf_tensor *gguf_tensor(const struct gguf_file *f, int64_t i);
+const struct gguf_tensor *gguf_find_tensor(const struct gguf_file *f, const char *name);
+
+const char *gguf_vtype_name(enum gguf_vtype t);
+
+/* Extensions. Tensors are one array: gguf_tensor(f, i) == gguf_tensor(f, 0) + i,
+ * so a tensor's index is its pointer minus the first. */
+uint64_t gguf_header_size(const struct gguf_file *f);  /* bytes up to the end of the tensor infos */
+uint64_t gguf_kv_offset(const struct gguf_file *f, int64_t i); /* where entry i starts, for messages */
+/* gguf_get_int's conversion applied to a value already at hand (an array
+ * element, say): 0, -EINVAL for a non-integer, -ERANGE for a u64 > INT64_MAX. */
+int gguf_value_int(const struct gguf_value *v, int64_t *out);
+
+#endif

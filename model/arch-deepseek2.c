@@ -1,0 +1,430 @@
+/* arch-deepseek2.c: DeepSeek-V2/V3-style MoE (llama.cpp arch "deepseek2").
+ *
+ * Blocks: RMSNorm -> multi-head latent attention (model/mla.h, absorbed
+ * layout, YaRN rope on the rope part) -> residual -> RMSNorm -> FFN ->
+ * residual. The first leading_dense_block_count blocks have a dense SwiGLU
+ * FFN; the others a routed MoE (gating softmax or sigmoid, the optional
+ * exp_probs_b bias deciding the choice only, optional renormalisation and
+ * scale, optional group-limited choice) plus shared experts (ffn_*_shexp)
+ * added to the routed output, as llama.cpp's src/models/deepseek2.cpp.
+ * Trailing next-token-prediction blocks (nextn_predict_layers) are not part
+ * of the normal forward pass; they are neither loaded nor run. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+#include "model/arch2-ops.h"
+#include "model/arch-prenorm.h"
+#include "backend/cuda/gpu-offload.h"
+#include "model/mla.h"
+#include "model/ops.h"
+#include "model/yarn.h"
+
+struct ds2_layer {
+    const struct eng_tensor *attn_norm, *ffn_norm;
+    struct mla_tensors mla;
+    const struct eng_tensor *gate, *up, *down;                /* dense blocks */
+    const struct eng_tensor *router, *sel_bias;               /* MoE blocks */
+    const struct eng_tensor *gate_exps, *up_exps, *down_exps;
+    const struct eng_tensor *gate_sh, *up_sh, *down_sh;
+};
+
+struct ds2 {
+    struct mla_dims d;
+    int n_groups, n_group_used; /* DeepSeek-V3 group-limited routing; 0/1: off */
+    int n_trunk;                /* blocks run per token: block_count minus the
+                                   nextn (multi-token-prediction) blocks */
+    struct yarn_rope rope;
+    float kq_scale;
+    const struct eng_tensor *embd, *out_norm, *output;
+    struct ds2_layer *layers;
+};
+
+static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
+
+/* The MLA sizes: q/kv LoRA ranks and the MLA head lengths. */
+static int load_mla_dims(struct eng_model *m, struct mla_dims *d, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &m->hp;
+    int64_t q_lora = 0, kv_lora = 0, k_mla = 0, v_mla = 0;
+    int rc = eng_model_key_int(m, "attention.q_lora_rank", false, &q_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.kv_lora_rank", true, &kv_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.key_length_mla", true, &k_mla, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.value_length_mla", true, &v_mla, err);
+    if (rc)
+        return rc;
+    if (q_lora < 0 || q_lora > (1 << 16) || kv_lora < 1 || kv_lora > (1 << 16) ||
+        k_mla <= hp->n_rot || k_mla > (1 << 16) || v_mla < 1 || v_mla > (1 << 16) || hp->n_rot < 2)
+        return fl_err_set(err, -EINVAL,
+                          "%s: bad MLA sizes (q_lora_rank %lld, kv_lora_rank %lld, key_length_mla "
+                          "%lld, value_length_mla %lld, rope dims %lld)",
+                          fname(m), (long long)q_lora, (long long)kv_lora, (long long)k_mla,
+                          (long long)v_mla, (long long)hp->n_rot);
+    /* The MQA view the file advertises must be the latent cache. */
+    if (hp->n_head_kv != 1 || hp->n_embd_head_k != kv_lora + hp->n_rot ||
+        hp->n_embd_head_v != kv_lora)
+        return fl_err_set(err, -EINVAL,
+                          "%s: not an absorbed-MLA file (head_count_kv %lld, key_length %lld, "
+                          "value_length %lld; expected 1, %lld, %lld)",
+                          fname(m), (long long)hp->n_head_kv, (long long)hp->n_embd_head_k,
+                          (long long)hp->n_embd_head_v, (long long)(kv_lora + hp->n_rot),
+                          (long long)kv_lora);
+    *d = (struct mla_dims){
+        .n_embd = (int)hp->n_embd, .n_head = (int)hp->n_head, .q_lora = (int)q_lora,
+        .kv_lora = (int)kv_lora, .qk_nope = (int)(k_mla - hp->n_rot), .qk_rope = (int)hp->n_rot,
+        .v_head = (int)v_mla, .eps = hp->rms_eps,
+    };
+    return 0;
+}
+
+static const struct eng_tensor *need(const struct eng_model *m, int layer, const char *name,
+                                     int n_dims, int64_t a, int64_t b, int64_t c,
+                                     struct fl_err *err)
+{
+    const int64_t ne[3] = { a, b, c };
+    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
+}
+
+static int load_dense(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd, f = m->hp.n_ff;
+    if (f < 1)
+        return fl_err_set(err, -EINVAL, "%s: missing key %s.feed_forward_length", fname(m),
+                          m->hp.arch);
+    if (!(L->gate = need(m, il, "ffn_gate.weight", 2, e, f, 1, err)) ||
+        !(L->up = need(m, il, "ffn_up.weight", 2, e, f, 1, err)) ||
+        !(L->down = need(m, il, "ffn_down.weight", 2, f, e, 1, err)))
+        return -EINVAL;
+    return 0;
+}
+
+static int load_moe(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &m->hp;
+    const int64_t e = hp->n_embd, f = hp->n_ff_exp, n = hp->n_expert, fs = f * hp->n_expert_shared;
+    const int64_t nb[1] = { n };
+    if (n < 1 || hp->n_expert_used < 1 || f < 1 || hp->n_expert_shared < 1)
+        return fl_err_set(err, -EINVAL,
+                          "%s: MoE block %d needs expert_count, expert_used_count, "
+                          "expert_feed_forward_length and expert_shared_count",
+                          fname(m), il);
+    if (!(L->router = need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
+        !(L->gate_exps = need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
+        !(L->up_exps = need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
+        !(L->down_exps = need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
+        !(L->gate_sh = need(m, il, "ffn_gate_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->up_sh = need(m, il, "ffn_up_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->down_sh = need(m, il, "ffn_down_shexp.weight", 2, fs, e, 1, err)))
+        return -EINVAL;
+    L->sel_bias = eng_model_tensor(m, il, "exp_probs_b.bias", false, 1, nb, err);
+    if (L->sel_bias && L->sel_bias->type != FL_TYPE_F32)
+        return fl_err_set(err, -EINVAL, "%s: blk.%d.exp_probs_b.bias must be F32", fname(m), il);
+    return 0;
+}
+
+static int load_layer(const struct eng_model *m, const struct ds2 *a, int il,
+                      struct ds2_layer *L, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd;
+    if (!(L->attn_norm = need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
+        !(L->ffn_norm = need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
+        return -EINVAL;
+    int rc = mla_find_tensors(m, il, &a->d, &L->mla, err);
+    if (rc)
+        return rc;
+    return il < m->hp.n_layer_dense_lead ? load_dense(m, il, L, err) : load_moe(m, il, L, err);
+}
+
+/* expert_group_count / expert_group_used_count (DeepSeek-V3: 8 / 4). */
+static int load_groups(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t groups = 0, used = 0;
+    int rc = eng_model_key_int(m, "expert_group_count", false, &groups, err);
+    rc = rc ? rc : eng_model_key_int(m, "expert_group_used_count", false, &used, err);
+    if (rc || groups <= 1)
+        return rc;
+    const int64_t n = m->hp.n_expert;
+    if (groups > 256 || n % groups || n / groups < 2 || used < 1 || used > groups ||
+        m->hp.n_expert_used > used * (n / groups))
+        return fl_err_set(err, -EINVAL,
+                          "%s: bad expert groups (expert_group_count %lld, used %lld, %lld experts, "
+                          "%lld per token)",
+                          fname(m), (long long)groups, (long long)used, (long long)n,
+                          (long long)m->hp.n_expert_used);
+    a->n_groups = (int)groups;
+    a->n_group_used = (int)used;
+    return 0;
+}
+
+static int load_rope(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    struct yarn_params yp;
+    float log_mul = 0.0f, temp_scale = 0.0f;
+    int rc = eng_model_key_float(m, "attention.temperature_scale", false, &temp_scale, err);
+    if (rc)
+        return rc;
+    if (temp_scale != 0.0f)
+        return fl_err_set(err, -EINVAL, "%s: attention temperature scaling is not supported",
+                          fname(m));
+    if ((rc = yarn_from_gguf(m->gguf, m->hp.arch, a->d.qk_rope, &yp, &log_mul, err)) < 0)
+        return rc;
+    if (yarn_rope_init(&a->rope, &yp) < 0)
+        return fl_err_set(err, -EINVAL, "%s: bad rope settings", fname(m));
+    a->kq_scale = yarn_deepseek2_kq_scale(&yp, log_mul, a->d.qk_nope + a->d.qk_rope);
+    return 0;
+}
+
+static void ds2_unload(struct eng_model *m)
+{
+    struct ds2 *a = m->arch_data;
+    if (a)
+        free(a->layers);
+    free(a);
+    m->arch_data = NULL;
+}
+
+static int load_globals(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd;
+    a->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
+    a->out_norm = need(m, -1, "output_norm.weight", 1, e, 1, 1, err);
+    if (!a->embd || !a->out_norm)
+        return -EINVAL;
+    /* Untied head when present, else the embedding (as llama.cpp). */
+    a->output = eng_model_tensor(m, -1, "output.weight", false, 0, NULL, err);
+    if (!a->output)
+        a->output = a->embd;
+    if (a->output->n_dims != 2 || a->output->ne[0] != e || a->output->ne[1] != m->hp.n_vocab)
+        return fl_err_set(err, -EINVAL, "%s: output.weight is not [%lld, %lld]", fname(m),
+                          (long long)e, (long long)m->hp.n_vocab);
+    return 0;
+}
+
+/* Which blocks are dense, and how many run (the nextn blocks do not). */
+static int load_layout(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t nextn = 0;
+    int rc = eng_model_key_int(m, "nextn_predict_layers", false, &nextn, err);
+    if (rc)
+        return rc;
+    if (nextn < 0 || nextn >= m->hp.n_layer)
+        return fl_err_set(err, -EINVAL, "%s: nextn_predict_layers %lld is out of range", fname(m),
+                          (long long)nextn);
+    a->n_trunk = (int)(m->hp.n_layer - nextn);
+    if (m->hp.n_layer_dense_lead < 0 || m->hp.n_layer_dense_lead > a->n_trunk)
+        return fl_err_set(err, -EINVAL, "%s: leading_dense_block_count %lld is out of range",
+                          fname(m), (long long)m->hp.n_layer_dense_lead);
+    return 0;
+}
+
+static int ds2_load(struct eng_model *m, struct fl_err *err)
+{
+    struct ds2 *a = calloc(1, sizeof(*a));
+    if (!a)
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    m->arch_data = a;
+    int rc = eng_model_load_common_hparams(m, err);
+    rc = rc ? rc : load_mla_dims(m, &a->d, err);
+    rc = rc ? rc : load_rope(m, a, err);
+    rc = rc ? rc : load_groups(m, a, err);
+    rc = rc ? rc : load_globals(m, a, err);
+    rc = rc ? rc : load_layout(m, a, err);
+    if (rc)
+        return rc;
+    a->layers = calloc((size_t)a->n_trunk, sizeof(*a->layers));
+    if (!a->layers)
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    for (int il = 0; il < a->n_trunk && !rc; il++)
+        rc = load_layer(m, a, il, &a->layers[il], err);
+    /* The cache holds the latent + rope key only; V is read from it. */
+    rc = rc ? rc : eng_model_default_kv_dims(m, err);
+    for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
+        m->kv_k_dim[l] = l < a->n_trunk ? mla_cache_row(&a->d) : 0;
+        m->kv_v_dim[l] = 0;
+    }
+    return rc;
+}
+
+/* Group-limited routing, token by token: the groups allowed for a token
+ * become -inf entries of its selection bias. */
+static void route_groups(struct eng_ctx *c, const struct ds2 *a, float *logits, int n_tok,
+                         const struct eng_route *r, int32_t *ids, float *w)
+{
+    const int64_t n = r->n_expert;
+    float *sel = eng_scratch_f32(c, n), *bias = eng_scratch_f32(c, n);
+    for (int t = 0; t < n_tok; t++) {
+        float *lt = logits + t * n;
+        /* selection score = gating output + bias, as the router computes it */
+        memcpy(sel, lt, sizeof(float) * n);
+        if (r->gating == ENG_GATING_SOFTMAX)
+            eng_softmax(sel, n);
+        else if (r->gating == ENG_GATING_SIGMOID)
+            for (int64_t i = 0; i < n; i++)
+                sel[i] = 1.0f / (1.0f + expf(-sel[i]));
+        for (int64_t i = 0; i < n && r->sel_bias; i++)
+            sel[i] += r->sel_bias[i];
+        arch2_group_mask(sel, (int)n, a->n_groups, a->n_group_used, bias);
+        for (int64_t i = 0; i < n && r->sel_bias; i++)
+            bias[i] += r->sel_bias[i];
+        struct eng_route rt = *r;
+        rt.sel_bias = bias;
+        eng_moe_route(lt, 1, &rt, ids + t * r->k, w + t * r->k);
+    }
+}
+
+/* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
+static int moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L, int il,
+                     const float *x, int n_tok, int pos0, float *out, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int64_t k = hp->n_expert_used, e = hp->n_embd;
+    float *logits = eng_scratch_f32(c, n_tok * hp->n_expert);
+    int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+    float *w = eng_scratch_f32(c, n_tok * k);
+    eng_matmul(c, L->router, -1, x, n_tok, logits);
+    const struct eng_route r = {
+        .n_expert = hp->n_expert, .k = k, .gating = hp->gating,
+        .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+        .sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL,
+    };
+    if (a->n_groups > 1)
+        route_groups(c, a, logits, n_tok, &r, ids, w);
+    else
+        eng_moe_route(logits, n_tok, &r, ids, w);
+    const struct eng_moe moe = {
+        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
+    };
+    int rc = eng_moe_ffn(c, il, pos0, x, n_tok, ids, w, k, &moe, out, err);
+    if (rc)
+        return rc;
+    float *sh = eng_scratch_f32(c, n_tok * e);
+    eng_ffn(c, x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
+    eng_add(out, sh, n_tok * e);
+    return 0;
+}
+
+static void ds2_norms(const void *arch, int il, const struct eng_tensor **attn_norm,
+                      const struct eng_tensor **ffn_norm)
+{
+    const struct ds2_layer *L = &((const struct ds2 *)arch)->layers[il];
+    *attn_norm = L->attn_norm;
+    *ffn_norm = L->ffn_norm;
+}
+
+static void ds2_attention(struct eng_ctx *c, const void *arch, int il, const float *x,
+                          const struct eng_batch *b, float *out)
+{
+    const struct ds2 *a = arch;
+    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, x, b->n_tok, b->pos0,
+                  out);
+}
+
+/* The leading dense layers run a plain FFN, the others the MoE block. */
+static int ds2_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
+                   const struct eng_batch *b, float *out, struct fl_err *err)
+{
+    const struct ds2 *a = arch;
+    const struct ds2_layer *L = &a->layers[il];
+    if (il < c->m->hp.n_layer_dense_lead) {
+        eng_ffn(c, x, b->n_tok, L->gate, L->up, L->down, out);
+        return 0;
+    }
+    return moe_block(c, a, L, il, x, b->n_tok, b->pos0, out, err);
+}
+
+/* --- the pass on the device (backend/cuda/gpu-offload.h) ---------------------------------- */
+
+static int ds2_gpu_tensors(const void *arch, int il, const struct eng_tensor **w)
+{
+    const struct ds2_layer *L = &((const struct ds2 *)arch)->layers[il];
+    int n = mla_gpu_tensors(&L->mla, w);
+    const struct eng_tensor *t[] = { L->gate, L->up, L->down, L->router, L->sel_bias,
+                                     L->gate_sh, L->up_sh, L->down_sh };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i])
+            w[n++] = t[i];
+    return n;
+}
+
+static void ds2_gpu_attention(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                              const struct eng_batch *b, float *d_out)
+{
+    const struct ds2 *a = arch;
+    mla_gpu_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, d_x, b->n_tok,
+                      b->pos0, d_out);
+}
+
+/* out = down(silu(gate x) * up x) on the device (dense blocks, shared experts). */
+static void gpu_dense_ffn(struct eng_ctx *c, const float *d_x, int64_t n_tok,
+                          const struct eng_tensor *gate, const struct eng_tensor *up,
+                          const struct eng_tensor *down, float *d_out)
+{
+    const int64_t f = gate->ne[1];
+    float *g = eng_gpu_tmp(c, n_tok * f), *u = eng_gpu_tmp(c, n_tok * f);
+    eng_gpu_mm(c, gate, d_x, n_tok, g);
+    eng_gpu_mm(c, up, d_x, n_tok, u);
+    eng_gpu_swiglu(c, g, u, n_tok * f);
+    eng_gpu_mm(c, down, g, n_tok, d_out);
+}
+
+/* Routed experts + shared experts. The router kernel has no expert groups:
+ * with them the logits come to the host and route_groups chooses. */
+static void gpu_moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L,
+                          int il, const float *d_x, int n_tok, int pos0, float *d_out)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int64_t k = hp->n_expert_used, X = hp->n_expert;
+    float *d_logits = eng_gpu_tmp(c, n_tok * X);
+    eng_gpu_mm(c, L->router, d_x, n_tok, d_logits);
+    struct eng_route r = {
+        .n_expert = X, .k = k, .gating = hp->gating, .norm = hp->expert_weights_norm,
+        .scale = hp->expert_weights_scale, .sel_bias = eng_gpu_tensor(c, L->sel_bias),
+    };
+    const struct eng_moe moe = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
+    if (a->n_groups > 1) {
+        float *logits = eng_scratch_f32(c, n_tok * X), *w = eng_scratch_f32(c, n_tok * k);
+        int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
+        memset(logits, 0, sizeof(float) * (size_t)(n_tok * X)); /* stays so if the GPU failed */
+        eng_gpu_get(c, logits, d_logits, n_tok * X);
+        r.sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL;
+        route_groups(c, a, logits, n_tok, &r, ids, w);
+        eng_gpu_moe_ffn_routed(c, il, pos0, d_x, n_tok, ids, w, k, &moe, d_out);
+    } else {
+        eng_gpu_moe_ffn(c, il, pos0, d_x, n_tok, d_logits, &r, &moe, d_out);
+    }
+    float *sh = eng_gpu_tmp(c, n_tok * hp->n_embd);
+    gpu_dense_ffn(c, d_x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
+    eng_gpu_add(c, d_out, sh, n_tok * hp->n_embd);
+}
+
+static void ds2_gpu_ffn(struct eng_ctx *c, const void *arch, int il, const float *d_x,
+                        const struct eng_batch *b, float *d_out)
+{
+    const struct ds2 *a = arch;
+    const struct ds2_layer *L = &a->layers[il];
+    if (il < c->m->hp.n_layer_dense_lead)
+        gpu_dense_ffn(c, d_x, b->n_tok, L->gate, L->up, L->down, d_out);
+    else
+        gpu_moe_block(c, a, L, il, d_x, b->n_tok, b->pos0, d_out);
+}
+
+static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+{
+    const struct ds2 *a = c->m->arch_data;
+    const struct eng_prenorm p = {
+        .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
+        .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
+        .gpu_tensors = ds2_gpu_tensors, .gpu_attention = ds2_gpu_attention,
+        .gpu_ffn = ds2_gpu_ffn,
+    };
+    return eng_prenorm_forward(c, b, &p, err);
+}
+
+const struct eng_arch eng_arch_deepseek2 = {
+    .name = "deepseek2",
+    .load = ds2_load,
+    .unload = ds2_unload,
+    .forward = ds2_forward,
+};

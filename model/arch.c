@@ -1,0 +1,37 @@
+/* arch.c: the architecture registry. */
+#include <string.h>
+
+#include "model/arch.h"
+
+extern const struct eng_arch eng_arch_llama;
+extern const struct eng_arch eng_arch_qwen3moe;
+extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c (module arch2) */
+extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c (module arch2) */
+
+static const struct eng_arch *const archs[] = {
+    &eng_arch_llama,
+    &eng_arch_qwen3moe,
+    &eng_arch_deepseek2,
+    &eng_arch_gpt_oss,
+};
+
+const struct eng_arch *eng_arch_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
+        if (!strcmp(archs[i]->name, name))
+            return archs[i];
+    return NULL;
+}
+
+const char *eng_arch_names(void)
+{
+    static char names[256];
+    if (!names[0]) {
+        for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
+            if (i)
+                strncat(names, ", ", sizeof(names) - strlen(names) - 1);
+            strncat(names, archs[i]->name, sizeof(names) - strlen(names) - 1);
+        }
+    }
+    return names;
+}

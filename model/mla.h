@@ -1,0 +1,71 @@
+/* mla.h: DeepSeek's multi-head latent attention in the absorbed form
+ * llama.cpp runs.
+ *
+ * Per token x (already attention-normed):
+ *   q      = q_b(rmsnorm(q_a x)) (or q x without a q LoRA), per head split into
+ *            q_nope [qk_nope] and q_pe [qk_rope]; q_pe is roped
+ *   kv     = kv_a_mqa x, split into the latent c [kv_lora] and k_pe [qk_rope]
+ *            (one rope part shared by all heads); c = rmsnorm(c); k_pe roped
+ *   cache  = one F16 K row per position: [c | k_pe] (MQA: one KV head of key
+ *            length kv_lora + qk_rope; the value is the row's first kv_lora)
+ *   query  = [k_b_h q_nope_h | q_pe_h] per head (k_b "absorbed" into q)
+ *   o_h    = v_b_h attention(query_h, cache)   (decompression to v_head)
+ *   out    = wo [o_0 .. o_{n_head-1}]
+ * which equals standard attention with k_nope_h = k_b_h^T c and
+ * v_h = v_b_h c, with a cache of kv_lora + qk_rope values per position.
+ *
+ * Tensors are the GGUF's absorbed layout: attn_k_b [qk_nope, kv_lora, n_head],
+ * attn_v_b [kv_lora, v_head, n_head] (ggml order). Old files with a joint
+ * attn_kv_b are not supported (they fail at load with a clear message). */
+#ifndef FL_MLA_H
+#define FL_MLA_H
+
+#include "base/error.h"
+#include "model/model.h"
+#include "model/yarn.h"
+
+struct eng_ctx;
+
+struct mla_dims {
+    int n_embd, n_head;
+    int q_lora;   /* 0: plain q projection (attn_q) */
+    int kv_lora;
+    int qk_nope, qk_rope, v_head;
+    float eps;    /* rms norm epsilon */
+};
+
+struct mla_tensors {
+    const struct eng_tensor *q_a, *q_a_norm, *q_b; /* with a q LoRA */
+    const struct eng_tensor *q;                    /* without */
+    const struct eng_tensor *kv_a, *kv_a_norm;
+    const struct eng_tensor *k_b, *v_b, *o;
+};
+
+/* F16 values of one K cache row (no V cache: V lives in K). */
+static inline int64_t mla_cache_row(const struct mla_dims *d)
+{
+    return (int64_t)d->kv_lora + d->qk_rope;
+}
+
+/* Finds and shape-checks the MLA tensors of block `layer` of m. Returns 0
+ * or -EINVAL with "FILE: missing tensor ..."/"... has shape ..." in err. */
+int mla_find_tensors(const struct eng_model *m, int layer, const struct mla_dims *d,
+                     struct mla_tensors *t, struct fl_err *err);
+
+/* Runs the attention block of `layer` on x [n_tok][n_embd] (normed input)
+ * for positions pos0.. and writes out [n_tok][n_embd] (before the residual
+ * add). rope has n_dims = qk_rope (NORM pairing); kq_scale is applied to
+ * q.k. The layer's K cache rows pos0..pos0+n_tok-1 are written. */
+void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
+                   const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
+                   const float *x, int n_tok, int pos0, float *out);
+
+/* The same on the device (backend/cuda/gpu-offload.h's pass on the device): x
+ * and out in VRAM, the K cache rows in the device cache. */
+void mla_gpu_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
+                       const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
+                       const float *d_x, int n_tok, int pos0, float *d_out);
+/* The tensors mla_gpu_attention reads (at most 9, all needed in VRAM). */
+int mla_gpu_tensors(const struct mla_tensors *t, const struct eng_tensor **w);
+
+#endif

@@ -1,0 +1,177 @@
+/* model.h: a loaded model as the forward passes see it.
+ *
+ * The engine never opens the model file. It is given `base`, a region where
+ * offset in memory = offset in file (the pager maps the whole file as one
+ * region), and the parsed gguf_file; from those it builds a tensor table
+ * (name -> pointer, type, shape). Expert weights (the 3-D *_exps tensors)
+ * are only touched between acquire and release of an eng_expert_source.
+ *
+ * This header is the framework's interface for architecture implementations
+ * (model/arch-*.c); the CLI drives the engine through app/session.h. */
+#ifndef FL_MODEL_H
+#define FL_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "gguf/gguf.h"
+
+/* Where expert weights come from. The pager implements it; NULL everywhere
+ * means every expert is resident. `layer` is the block index (blk.N). */
+struct eng_expert_source {
+    void *ctx;
+    /* Right after routing, with the union of the experts the batch selected
+     * in that layer. May start I/O and return at once. */
+    int (*prefetch)(void *ctx, int layer, const int32_t *experts, int n);
+    /* Blocks until all of the expert's tensors in that layer are resident
+     * and pins them; -errno on I/O error (the forward pass then stops). */
+    int (*acquire)(void *ctx, int layer, int expert);
+    void (*release)(void *ctx, int layer, int expert);
+    /* Optional (may be NULL): true when the expert is resident now, so the
+     * MoE layer computes those first while the others are read. A hint only:
+     * acquire is still called before any use. */
+    bool (*resident)(void *ctx, int layer, int expert);
+    /* How many experts may be pinned at once (0: no limit). The budget holds
+     * at least one layer's n_expert_used; pinning more than it holds would
+     * wait forever for a release, so the MoE layer never does. */
+    int max_pinned;
+    /* Optional (may be NULL): the layer's FFN input (n_tok rows of n_embd,
+     * after its norm), right before prefetch; predictors read it. */
+    void (*hidden)(void *ctx, int layer, const float *x, int64_t n_tok);
+};
+
+/* Receives the routing of every MoE layer (for FLRT files and statistics).
+ * ids/weights are [n_tok][k] in llama.cpp's order (descending selection
+ * score); weights are the final gate weights applied to each expert output. */
+struct eng_routing_sink {
+    void *ctx;
+    void (*record)(void *ctx, int layer, int pos0, int n_tok, int k,
+                   const int32_t *ids, const float *weights);
+};
+
+struct eng_tensor {
+    const char *name;         /* points into the gguf_file */
+    const uint8_t *data;      /* base + file offset */
+    uint32_t type;            /* enum fl_type */
+    int n_dims;
+    int64_t ne[4];            /* ne[0] = row length; unused dims are 1 */
+    uint64_t offset, nbytes;  /* in the file */
+    int64_t index;            /* in the file's tensor list */
+    /* After eng_model_repack, a rebuilt tensor's data points at a copy in
+     * another layout, owned by the model, and type is that layout's id
+     * (e.g. Q4_K_R8); offset/nbytes still name its bytes in the file. */
+};
+
+enum eng_rope_mode {
+    ENG_ROPE_NORM = 0, /* rotates adjacent pairs (x[2i], x[2i+1]) */
+    ENG_ROPE_NEOX = 2, /* rotates (x[i], x[i + n_rot/2]) */
+};
+
+/* Values as llama.cpp's llama_expert_gating_func_type. */
+enum eng_gating {
+    ENG_GATING_SOFTMAX = 1,        /* probs = softmax(logits) over all experts */
+    ENG_GATING_SIGMOID = 2,        /* probs = sigmoid(logits) */
+    ENG_GATING_SOFTMAX_WEIGHT = 3, /* pick by logits, softmax over the k picked */
+};
+
+/* Hyperparameters common to the architectures; all read from metadata by
+ * the arch's load function (helpers below). Arch-specific extras live in
+ * the arch's own data (eng_model.arch_data). */
+struct eng_hparams {
+    const char *arch;        /* general.architecture */
+    int64_t n_vocab;
+    int64_t n_ctx_train;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head, n_head_kv;
+    int64_t n_embd_head_k, n_embd_head_v;
+    int64_t n_rot;
+    enum eng_rope_mode rope_mode;
+    float rope_freq_base, rope_freq_scale;
+    float rms_eps;
+    int64_t n_ff;            /* dense FFN width; 0 when the arch has none */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    int64_t n_expert_shared, n_layer_dense_lead;
+    enum eng_gating gating;
+    bool expert_weights_norm;
+    float expert_weights_scale; /* 0 or 1 = no scaling */
+};
+
+struct eng_arch;
+
+struct eng_model {
+    const struct gguf_file *gguf;
+    const uint8_t *base;
+    const struct eng_arch *arch;
+    struct eng_hparams hp;
+    int64_t n_tensors;
+    struct eng_tensor *tensors;   /* sorted by name */
+    /* Per layer: floats of one K row and one V row in the KV cache (all KV
+     * heads together). Set by the arch's load; 0 = that layer caches nothing
+     * of that kind (MLA stores only K). */
+    int64_t *kv_k_dim, *kv_v_dim;
+    void *arch_data;              /* owned by the arch (freed by its unload) */
+    void *repack_arena;           /* eng_model_repack's copies (one mapping) */
+    size_t repack_arena_size;
+};
+
+/* Builds the model over `base` (offset in memory = offset in file): tensor
+ * table, hparams and per-arch setup. The gguf_file must outlive the model.
+ * Errors: -EINVAL with "FILE: ..." in err (unknown arch, missing key or
+ * tensor, wrong shape). */
+int eng_model_load(const struct gguf_file *g, const uint8_t *base,
+                   struct eng_model **out, struct fl_err *err);
+void eng_model_free(struct eng_model *m);
+
+/* Rebuilds, in memory of their own, the weights that only matmuls read and
+ * that the CPU kernels have a faster layout for (backend/cpu/repack.h:
+ * Q4_K with 8 rows interleaved, on AVX-512 VNNI CPUs): attention and FFN
+ * projections, experts, the output matrix; never the token embeddings
+ * (rows are looked up one at a time) nor a router. Only tensors for which
+ * want(ctx, t) is true are considered: the caller's say on where the bytes
+ * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
+ * called after each rebuilt tensor (t still names its file bytes), so the
+ * caller can release the region's copy. Calling it again does nothing.
+ * A tensor whose copy would leave
+ * less free memory (MemAvailable) than its own size, or that cannot be
+ * allocated, keeps the file layout. Results are bit-identical to the file
+ * layout's (repack.h). Returns the number of tensors rebuilt. */
+struct fl_pool;
+int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
+                         bool (*want)(void *ctx, const struct eng_tensor *t),
+                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx);
+
+/* Tensor by name, NULL when absent. */
+const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *name);
+
+/* --- helpers for an arch's load function ---------------------------------- */
+
+/* Tensor "blk.<layer>.<name>" (layer < 0: just <name>); required ones set err
+ * "FILE: missing tensor NAME" and return NULL. When n_dims > 0 the shape is
+ * checked against ne[0..n_dims-1] (a value < 0 matches anything). */
+const struct eng_tensor *eng_model_tensor(const struct eng_model *m, int layer, const char *name,
+                                          bool required, int n_dims, const int64_t *ne,
+                                          struct fl_err *err);
+
+/* Metadata "<arch>.<key>"; required ones give "FILE: missing key ARCH.KEY".
+ * On absence of an optional key *out keeps its value and 0 is returned. */
+int eng_model_key_int(const struct eng_model *m, const char *key, bool required,
+                      int64_t *out, struct fl_err *err);
+int eng_model_key_float(const struct eng_model *m, const char *key, bool required,
+                        float *out, struct fl_err *err);
+int eng_model_key_bool(const struct eng_model *m, const char *key, bool required,
+                       bool *out, struct fl_err *err);
+
+/* The keys every architecture here shares: vocab (token_embd rows),
+ * context, embedding, blocks, heads, head dims (key_length/value_length,
+ * default n_embd/n_head), rope (dimension_count default head dim, freq_base
+ * default 10000, scaling factor), rms eps, expert count/used/ffn length and
+ * the expert gating/norm/scale keys when present. Sets m->hp. */
+int eng_model_load_common_hparams(struct eng_model *m, struct fl_err *err);
+
+/* Allocates kv_k_dim/kv_v_dim with n_head_kv*n_embd_head_{k,v} per layer. */
+int eng_model_default_kv_dims(struct eng_model *m, struct fl_err *err);
+
+#endif

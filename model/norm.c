@@ -1,0 +1,130 @@
+/* norm.c: row-wise ops of the forward passes (norms, softmax, activations,
+ * RoPE, embedding lookup), with llama.cpp's CPU arithmetic where it decides
+ * results: sums of squares and exponent sums in double, RoPE angles built by
+ * repeated float multiplication. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "model/ops.h"
+
+void eng_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * scale;
+    }
+}
+
+void eng_rmsnorm_rows(float *y, const float *x, const struct eng_tensor *w, int64_t n,
+                      int64_t n_rows, int64_t stride, float eps)
+{
+    const float *wf = w ? (const float *)w->data : NULL;
+    for (int64_t r = 0; r < n_rows; r++)
+        eng_rmsnorm(y + r * stride, x + r * stride, wf, n, eps);
+}
+
+void eng_softmax(float *x, int64_t n)
+{
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+void eng_swiglu(float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void eng_act_swiglu(float *gate, const float *up, int64_t n, const void *arg)
+{
+    (void)arg;
+    eng_swiglu(gate, up, n);
+}
+
+void eng_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+void eng_add_bias(float *y, const struct eng_tensor *b, int64_t n_tok)
+{
+    const int64_t n = b->ne[0];
+    for (int64_t t = 0; t < n_tok; t++)
+        eng_add(y + t * n, (const float *)b->data, n);
+}
+
+int eng_get_rows(const struct eng_tensor *t, const int32_t *ids, int n, float *out,
+                 struct fl_err *err)
+{
+    const struct fl_type_traits *tr = fl_type_traits(t->type);
+    if (!tr || !tr->to_float)
+        return fl_err_set(err, -EINVAL, "%s: cannot read rows of type %u", t->name, t->type);
+    const size_t row = fl_row_size(t->type, t->ne[0]);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->ne[1])
+            return fl_err_set(err, -EINVAL, "token id %d is outside the vocabulary [0, %lld)",
+                              ids[i], (long long)t->ne[1]);
+        tr->to_float(t->data + (size_t)ids[i] * row, out + (int64_t)i * t->ne[0], t->ne[0]);
+    }
+    return 0;
+}
+
+void eng_rope_table(float *cs, int n_rot, float freq_base, float freq_scale, int pos0, int n_pos)
+{
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    for (int p = 0; p < n_pos; p++) {
+        float theta = (float)(pos0 + p);
+        float *c = cs + (int64_t)p * n_rot;
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const float th = freq_scale * theta;
+            c[i0] = cosf(th);
+            c[i0 + 1] = sinf(th);
+            theta *= theta_scale;
+        }
+    }
+}
+
+void eng_rope(float *x, int n_head, int64_t head_dim, int n_rot, enum eng_rope_mode mode,
+              const float *cs)
+{
+    /* NORM pairs adjacent values, NEOX pairs the two halves of the rotated
+     * part; both use angle i0/2 for pair i0. */
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cs[i0], s = cs[i0 + 1];
+            const int a = mode == ENG_ROPE_NEOX ? i0 / 2 : i0;
+            const int b = mode == ENG_ROPE_NEOX ? i0 / 2 + half : i0 + 1;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void eng_rope_rows(float *x, int n_tok, int64_t stride, int n_head, int64_t head_dim, int n_rot,
+                   enum eng_rope_mode mode, const float *cs)
+{
+    for (int t = 0; t < n_tok; t++)
+        eng_rope(x + (int64_t)t * stride, n_head, head_dim, n_rot, mode, cs + (int64_t)t * n_rot);
+}

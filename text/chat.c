@@ -1,0 +1,338 @@
+/* chat.c: see chat.h. Formats and template markers follow llama.cpp's
+ * llama-chat.cpp (llm_chat_detect_template, llm_chat_apply_template). */
+#include "text/chat.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+
+static const struct {
+    const char *name;
+    enum fl_chat_format fmt;
+} names[] = {
+    { "chatml", FL_CHAT_CHATML },
+    { "llama2", FL_CHAT_LLAMA2 },
+    { "llama2-sys", FL_CHAT_LLAMA2_SYS },
+    { "llama2-sys-bos", FL_CHAT_LLAMA2_SYS_BOS },
+    { "llama2-sys-strip", FL_CHAT_LLAMA2_SYS_STRIP },
+    { "mistral-v1", FL_CHAT_MISTRAL_V1 },
+    { "mistral-v3", FL_CHAT_MISTRAL_V3 },
+    { "mistral-v3-tekken", FL_CHAT_MISTRAL_V3_TEKKEN },
+    { "mistral-v7", FL_CHAT_MISTRAL_V7 },
+    { "llama3", FL_CHAT_LLAMA3 },
+    { "deepseek2", FL_CHAT_DEEPSEEK2 },
+    { "deepseek3", FL_CHAT_DEEPSEEK3 },
+    { "gpt-oss", FL_CHAT_HARMONY },
+    { "harmony", FL_CHAT_HARMONY },
+};
+
+enum fl_chat_format fl_chat_format_from_name(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(names[i].name, name) == 0)
+            return names[i].fmt;
+    return FL_CHAT_UNKNOWN;
+}
+
+const char *fl_chat_format_name(enum fl_chat_format fmt)
+{
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (names[i].fmt == fmt)
+            return names[i].name;
+    return "unknown";
+}
+
+/* ---- detection ---------------------------------------------------------- */
+
+static enum fl_chat_format detect_inst(const char *t)
+{
+    if (strstr(t, "[SYSTEM_PROMPT]"))
+        return FL_CHAT_MISTRAL_V7;
+    if (strstr(t, "' [INST] ' + system_message") || strstr(t, "[AVAILABLE_TOOLS]")) {
+        if (strstr(t, " [INST]"))
+            return FL_CHAT_MISTRAL_V1;
+        if (strstr(t, "\"[INST]\""))
+            return FL_CHAT_MISTRAL_V3_TEKKEN;
+        return FL_CHAT_MISTRAL_V3;
+    }
+    if (strstr(t, "content.strip()"))
+        return FL_CHAT_LLAMA2_SYS_STRIP;
+    if (strstr(t, "bos_token + '[INST]"))
+        return FL_CHAT_LLAMA2_SYS_BOS;
+    if (strstr(t, "<<SYS>>"))
+        return FL_CHAT_LLAMA2_SYS;
+    return FL_CHAT_LLAMA2;
+}
+
+static enum fl_chat_format detect_template(const char *t)
+{
+    if (strstr(t, "<|im_start|>"))
+        return FL_CHAT_CHATML;
+    if (strncmp(t, "mistral", 7) == 0 || strstr(t, "[INST]"))
+        return detect_inst(t);
+    if (strstr(t, "<|start_header_id|>") && strstr(t, "<|end_header_id|>"))
+        return FL_CHAT_LLAMA3;
+    if (strstr(t, "'Assistant: ' + message['content'] + eos_token"))
+        return FL_CHAT_DEEPSEEK2;
+    if (strstr(t, "<｜Assistant｜>") && strstr(t, "<｜User｜>") &&
+        strstr(t, "<｜end▁of▁sentence｜>"))
+        return FL_CHAT_DEEPSEEK3;
+    if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
+        return FL_CHAT_HARMONY;
+    return FL_CHAT_UNKNOWN;
+}
+
+enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
+{
+    enum fl_chat_format f = tmpl ? detect_template(tmpl) : FL_CHAT_UNKNOWN;
+    if (f != FL_CHAT_UNKNOWN || !arch)
+        return f;
+    if (strncmp(arch, "qwen", 4) == 0)
+        return FL_CHAT_CHATML;
+    if (strcmp(arch, "llama") == 0)
+        return FL_CHAT_LLAMA2; /* Mixtral-Instruct's [INST] format */
+    if (strcmp(arch, "deepseek2") == 0)
+        return FL_CHAT_DEEPSEEK3; /* V3, R1 and Kimi K2 all load as deepseek2 */
+    if (strcmp(arch, "gpt-oss") == 0)
+        return FL_CHAT_HARMONY;
+    return FL_CHAT_UNKNOWN;
+}
+
+enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f)
+{
+    const char *arch = NULL, *tmpl = NULL;
+    if (gguf_get_str(f, "general.architecture", &arch) != 0)
+        arch = NULL;
+    if (gguf_get_str(f, "tokenizer.chat_template", &tmpl) != 0)
+        tmpl = NULL;
+    return fl_chat_detect(arch, tmpl);
+}
+
+/* ---- rendering ---------------------------------------------------------- */
+
+struct sbuf {
+    char *p;
+    size_t n, cap;
+    int err;
+};
+
+static void put_n(struct sbuf *b, const char *s, size_t len)
+{
+    if (b->err)
+        return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + len + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->err = -ENOMEM;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = 0;
+}
+
+static void put(struct sbuf *b, const char *s)
+{
+    put_n(b, s, strlen(s));
+}
+
+/* Content without leading/trailing ASCII whitespace (llama.cpp's trim). */
+static void put_trimmed(struct sbuf *b, const char *s)
+{
+    size_t start = 0, end = strlen(s);
+    while (start < end && isspace((unsigned char)s[start]))
+        start++;
+    while (end > start && isspace((unsigned char)s[end - 1]))
+        end--;
+    put_n(b, s + start, end - start);
+}
+
+static bool is(const char *role, const char *name)
+{
+    return strcmp(role, name) == 0;
+}
+
+static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(b, "<|im_start|>");
+        put(b, m[i].role);
+        put(b, "\n");
+        put(b, m[i].content);
+        put(b, "<|im_end|>\n");
+    }
+    if (add)
+        put(b, "<|im_start|>assistant\n");
+}
+
+static void apply_llama2(struct sbuf *b, enum fl_chat_format fmt, const struct fl_chat_msg *m,
+                         size_t n)
+{
+    bool sys = fmt != FL_CHAT_LLAMA2, bos_inside = fmt == FL_CHAT_LLAMA2_SYS_BOS;
+    bool strip = fmt == FL_CHAT_LLAMA2_SYS_STRIP, inside = true;
+    put(b, "[INST] "); /* the tokenizer adds the first BOS */
+    for (size_t i = 0; i < n; i++) {
+        if (!inside) {
+            put(b, bos_inside ? "<s>[INST] " : "[INST] ");
+            inside = true;
+        }
+        bool is_sys = is(m[i].role, "system"), is_user = is(m[i].role, "user");
+        if (is_sys && sys)
+            put(b, "<<SYS>>\n");
+        if (strip)
+            put_trimmed(b, m[i].content);
+        else
+            put(b, m[i].content);
+        if (is_sys) {
+            put(b, sys ? "\n<</SYS>>\n\n" : "\n");
+        } else if (is_user) {
+            put(b, " [/INST]");
+        } else {
+            put(b, "</s>");
+            inside = false;
+        }
+    }
+}
+
+static void apply_mistral(struct sbuf *b, enum fl_chat_format fmt, const struct fl_chat_msg *m,
+                          size_t n)
+{
+    const char *lead = fmt == FL_CHAT_MISTRAL_V1 ? " " : "";
+    const char *trail = fmt == FL_CHAT_MISTRAL_V3_TEKKEN ? "" : " ";
+    bool inside = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!inside) {
+            put(b, lead);
+            put(b, "[INST]");
+            put(b, trail);
+            inside = true;
+        }
+        if (is(m[i].role, "system")) {
+            put(b, m[i].content);
+            put(b, "\n\n");
+        } else if (is(m[i].role, "user")) {
+            put(b, m[i].content);
+            put(b, lead);
+            put(b, "[/INST]");
+        } else {
+            put(b, trail);
+            if (fmt == FL_CHAT_MISTRAL_V3)
+                put_trimmed(b, m[i].content);
+            else
+                put(b, m[i].content);
+            put(b, "</s>");
+            inside = false;
+        }
+    }
+}
+
+static void apply_mistral_v7(struct sbuf *b, const struct fl_chat_msg *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (is(m[i].role, "system")) {
+            put(b, "[SYSTEM_PROMPT] ");
+            put(b, m[i].content);
+            put(b, "[/SYSTEM_PROMPT]");
+        } else if (is(m[i].role, "user")) {
+            put(b, "[INST] ");
+            put(b, m[i].content);
+            put(b, "[/INST]");
+        } else {
+            put(b, " ");
+            put(b, m[i].content);
+            put(b, "</s>");
+        }
+    }
+}
+
+static void apply_llama3(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(b, "<|start_header_id|>");
+        put(b, m[i].role);
+        put(b, "<|end_header_id|>\n\n");
+        put_trimmed(b, m[i].content);
+        put(b, "<|eot_id|>");
+    }
+    if (add)
+        put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void apply_deepseek(struct sbuf *b, bool v3, const struct fl_chat_msg *m, size_t n,
+                           bool add)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (is(m[i].role, "system")) {
+            put(b, m[i].content);
+            put(b, "\n\n");
+        } else if (is(m[i].role, "user")) {
+            put(b, v3 ? "<｜User｜>" : "User: ");
+            put(b, m[i].content);
+            if (!v3)
+                put(b, "\n\n");
+        } else if (is(m[i].role, "assistant")) {
+            put(b, v3 ? "<｜Assistant｜>" : "Assistant: ");
+            put(b, m[i].content);
+            put(b, "<｜end▁of▁sentence｜>");
+        }
+    }
+    if (add)
+        put(b, v3 ? "<｜Assistant｜>" : "Assistant:");
+}
+
+static void apply_harmony(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(b, "<|start|>");
+        put(b, m[i].role);
+        put(b, "<|message|>");
+        put(b, m[i].content);
+        put(b, is(m[i].role, "assistant") ? "<|return|>" : "<|end|>");
+    }
+    if (add)
+        put(b, "<|start|>assistant");
+}
+
+int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                  bool add_assistant, char **out)
+{
+    struct sbuf b = { 0 };
+    *out = NULL;
+    if (!msgs && n)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return -EINVAL;
+    switch (fmt) {
+    case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_LLAMA2:
+    case FL_CHAT_LLAMA2_SYS:
+    case FL_CHAT_LLAMA2_SYS_BOS:
+    case FL_CHAT_LLAMA2_SYS_STRIP: apply_llama2(&b, fmt, msgs, n); break;
+    case FL_CHAT_MISTRAL_V1:
+    case FL_CHAT_MISTRAL_V3:
+    case FL_CHAT_MISTRAL_V3_TEKKEN: apply_mistral(&b, fmt, msgs, n); break;
+    case FL_CHAT_MISTRAL_V7: apply_mistral_v7(&b, msgs, n); break;
+    case FL_CHAT_LLAMA3: apply_llama3(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
+    case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
+    case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
+    default: return -EINVAL;
+    }
+    put(&b, ""); /* an empty conversation is still a string */
+    if (b.err) {
+        free(b.p);
+        return b.err;
+    }
+    *out = b.p;
+    return (int)b.n;
+}
