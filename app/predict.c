@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "model/expert-source.h"
 #include "model/model.h"
 #include "gguf/tensor-types.h"
 #include "pager/pager.h"
@@ -455,7 +456,5 @@ void fl_predictor_source(struct fl_predictor *pr, struct eng_expert_source *src)
     src->release = src_release;
     src->resident = src_resident;
     src->hidden = src_hidden;
-    struct eng_expert_source direct;
-    pager_expert_source(pr->pager, &direct);
-    src->max_pinned = direct.max_pinned; /* the pager's limit, unchanged by prediction */
+    src->max_pinned = pager_max_pinned(pr->pager); /* the pager's limit, unchanged by prediction */
 }

@@ -14,11 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/threadpool.h"
+#include "backend/cuda/gpu.h"
 #include "gguf/gguf.h"
-#include "backend/cuda/gpu-offload.h"
-#include "model/ops.h"
 #include "gguf/tensor-types.h"
+#include "model/kv-cache.h"
 #include "text/tokenizer.h"
 #include "base/units.h"
 #include "pager/pager.h"
@@ -236,6 +237,8 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
     };
     int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
+    if (!rc && s->ctx.gpu)
+        s->ctx.pick = eng_gpu_pick; /* each pass: on the device, or the CPU's with offloads */
     /* experts the VRAM cache holds are not read ahead from disk: the GPU
      * will not touch their host bytes */
     if (!rc && s->ctx.gpu && s->pager)
@@ -296,17 +299,16 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     if (eng_arena_create(&s->arena))
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
-                               .arena = s->arena };
-    if (placement_tier_bytes(s->plan, PL_TIER_DISK)) {
-        const struct eng_hparams *hp = &s->model->hp;
-        if (hp->n_expert > 0 &&
-            (rc = fl_predictor_create(&p->predict, s->pager, s->gguf, s->base, (int)hp->n_layer,
+                               .arena = s->arena, .cpu = &eng_cpu_backend };
+    /* paged experts reach the pass through the predictor, which reads
+     * ahead what it expects (a model without experts pages no unit: its
+     * disk tier is read in 2 MiB chunks by faults or up front) */
+    const struct eng_hparams *hp = &s->model->hp;
+    if (placement_tier_bytes(s->plan, PL_TIER_DISK) && hp->n_expert > 0) {
+        if ((rc = fl_predictor_create(&p->predict, s->pager, s->gguf, s->base, (int)hp->n_layer,
                                       (int)hp->n_expert, (int)hp->n_expert_used, &s->pred, err)))
             return rc;
-        if (s->pred)
-            fl_predictor_source(s->pred, &s->experts);
-        else
-            pager_expert_source(s->pager, &s->experts);
+        fl_predictor_source(s->pred, &s->experts);
         s->ctx.experts = &s->experts;
     }
     if ((rc = open_gpu(s, p, err)))
@@ -459,8 +461,6 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
                                .all_logits = all_logits, .logits = rows };
         /* without all_logits each chunk overwrites the one row: the last wins */
         int rc = eng_forward(&s->ctx, &b, err);
-        if (!rc && s->ctx.gpu) /* a failed GPU op was redone on the CPU; still an error */
-            rc = eng_gpu_error(s->ctx.gpu, err);
         if (rc && s->pager)
             pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
         if (rc)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "model/expert-source.h"
 #include "model/model.h"
 #include "plan/numa.h"
 #include "plan/placement.h"
@@ -37,7 +38,7 @@ struct eng_session_params {
     int cache;                        /* --cache: enum pager_cache */
     const char *hot_profile;          /* --cache pinned-hot:FILE */
     const char *calibrate;            /* --calibrate PROMPTS: pinned-hot's profile */
-    /* The GPU (backend/cuda/gpu-offload.h). Zeroed params use none for host
+    /* The GPU (backend/cuda/gpu.h). Zeroed params use none for host
      * experts; eng_session_params_init sets the CLI's default, copy. */
     int gpu_experts;                  /* --gpu-experts: enum eng_gpu_experts */
     int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
@@ -86,7 +87,7 @@ uint64_t eng_session_host_released(const struct eng_session *s);
 bool eng_session_paged(const struct eng_session *s);
 /* The expert predictor between engine and pager; NULL when nothing is paged. */
 struct fl_predictor *eng_session_predictor(const struct eng_session *s);
-/* The GPU context (backend/cuda/gpu-offload.h); NULL when everything runs on the CPU. */
+/* The GPU context (backend/cuda/gpu.h); NULL when everything runs on the CPU. */
 struct eng_gpu *eng_session_gpu(const struct eng_session *s);
 /* Prints/writes the statistics asked for in the params (--stats, --stats-json). */
 int eng_session_report(struct eng_session *s, struct fl_err *err);

@@ -68,7 +68,8 @@ if(FL_CUDA_ON)
   fl_module(cuda
     SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-blas.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
             backend/cuda/expert-lru.c backend/cuda/cuda-quant.cu backend/cuda/cuda-ops.cu
-            backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+            backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
+            backend/cuda/gpu-pass.c backend/cuda/gpu-offload.c backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base
     LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
@@ -115,7 +116,8 @@ elseif(FAULTLINE_CUDA_EMU)
   fl_module(cuda
     SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
             backend/cuda/expert-lru.c backend/cuda/emu/cudart-emu.c backend/cuda/emu/devmem-emu.c
-            backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+            backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
+            backend/cuda/gpu-pass.c backend/cuda/gpu-offload.c backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)
   target_include_directories(fl_cuda SYSTEM PRIVATE ${FL_CUDA_EMU_INCLUDE})
@@ -123,7 +125,8 @@ elseif(FAULTLINE_CUDA_EMU)
   set_source_files_properties(backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c
     PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 else()
-  fl_module(cuda SOURCES backend/cuda/cuda-none.c backend/cuda/expert-lru.c backend/cuda/gpu-offload.c backend/cuda/gpu-forward.c
+  fl_module(cuda SOURCES backend/cuda/cuda-none.c backend/cuda/expert-lru.c backend/cuda/gpu-rule.c
+            backend/cuda/gpu-none.c
     DEPS model plan cpu gguf base)
 endif()
 
@@ -136,7 +139,7 @@ endif()
 # Host bookkeeping of the expert cache: runs everywhere.
 fl_test(test-cuda-lru SOURCES tests/test-cuda-lru.c MODULES cuda TIMEOUT 60)
 
-# The backend inside the forward pass (backend/cuda/gpu-offload.h, docs/cuda.md).
+# The GPU backend of the forward pass (backend/cuda/gpu.h, docs/cuda.md).
 # Runs everywhere: flag parsing, the offload rule, the no-device behaviour of the CLI.
 fl_test(test-gpu-offload SOURCES tests/test-gpu-offload.c MODULES cuda cli TIMEOUT 120)
 add_dependencies(test-gpu-offload faultline)

@@ -14,12 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/arch.h"
-#include "model/arch2-ops.h"
+#include "gguf/tensor-types.h"
 #include "model/arch-prenorm.h"
-#include "backend/cuda/gpu-offload.h"
+#include "model/arch.h"
 #include "model/mla.h"
-#include "model/ops.h"
 #include "model/yarn.h"
 
 struct ds2_layer {
@@ -79,7 +77,7 @@ static int load_mla_dims(struct eng_model *m, struct mla_dims *d, struct fl_err 
     return 0;
 }
 
-static const struct eng_tensor *need(const struct eng_model *m, int layer, const char *name,
+static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
                                      int n_dims, int64_t a, int64_t b, int64_t c,
                                      struct fl_err *err)
 {
@@ -87,7 +85,7 @@ static const struct eng_tensor *need(const struct eng_model *m, int layer, const
     return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
 }
 
-static int load_dense(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+static int load_dense(struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd, f = m->hp.n_ff;
     if (f < 1)
@@ -100,7 +98,7 @@ static int load_dense(const struct eng_model *m, int il, struct ds2_layer *L, st
     return 0;
 }
 
-static int load_moe(const struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
+static int load_moe(struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, f = hp->n_ff_exp, n = hp->n_expert, fs = f * hp->n_expert_shared;
@@ -124,7 +122,7 @@ static int load_moe(const struct eng_model *m, int il, struct ds2_layer *L, stru
     return 0;
 }
 
-static int load_layer(const struct eng_model *m, const struct ds2 *a, int il,
+static int load_layer(struct eng_model *m, const struct ds2 *a, int il,
                       struct ds2_layer *L, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd;
@@ -199,6 +197,9 @@ static int load_globals(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     if (a->output->n_dims != 2 || a->output->ne[0] != e || a->output->ne[1] != m->hp.n_vocab)
         return fl_err_set(err, -EINVAL, "%s: output.weight is not [%lld, %lld]", fname(m),
                           (long long)e, (long long)m->hp.n_vocab);
+    m->embd = a->embd;
+    m->out_norm = a->out_norm;
+    m->output = a->output;
     return 0;
 }
 
@@ -236,8 +237,12 @@ static int ds2_load(struct eng_model *m, struct fl_err *err)
     a->layers = calloc((size_t)a->n_trunk, sizeof(*a->layers));
     if (!a->layers)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
-    for (int il = 0; il < a->n_trunk && !rc; il++)
+    for (int il = 0; il < a->n_trunk && !rc; il++) {
+        const struct ds2_layer *L = &a->layers[il];
         rc = load_layer(m, a, il, &a->layers[il], err);
+        if (!rc && L->router)
+            rc = eng_model_set_router(m, il, L->router, NULL, L->ffn_norm, err);
+    }
     /* The cache holds the latent + rope key only; V is read from it. */
     rc = rc ? rc : eng_model_default_kv_dims(m, err);
     for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
@@ -247,61 +252,26 @@ static int ds2_load(struct eng_model *m, struct fl_err *err)
     return rc;
 }
 
-/* Group-limited routing, token by token: the groups allowed for a token
- * become -inf entries of its selection bias. */
-static void route_groups(struct eng_ctx *c, const struct ds2 *a, float *logits, int n_tok,
-                         const struct eng_route *r, int32_t *ids, float *w)
-{
-    const int64_t n = r->n_expert;
-    float *sel = eng_scratch_f32(c, n), *bias = eng_scratch_f32(c, n);
-    for (int t = 0; t < n_tok; t++) {
-        float *lt = logits + t * n;
-        /* selection score = gating output + bias, as the router computes it */
-        memcpy(sel, lt, sizeof(float) * n);
-        if (r->gating == ENG_GATING_SOFTMAX)
-            eng_softmax(sel, n);
-        else if (r->gating == ENG_GATING_SIGMOID)
-            for (int64_t i = 0; i < n; i++)
-                sel[i] = 1.0f / (1.0f + expf(-sel[i]));
-        for (int64_t i = 0; i < n && r->sel_bias; i++)
-            sel[i] += r->sel_bias[i];
-        arch2_group_mask(sel, (int)n, a->n_groups, a->n_group_used, bias);
-        for (int64_t i = 0; i < n && r->sel_bias; i++)
-            bias[i] += r->sel_bias[i];
-        struct eng_route rt = *r;
-        rt.sel_bias = bias;
-        eng_moe_route(lt, 1, &rt, ids + t * r->k, w + t * r->k);
-    }
-}
-
 /* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
 static int moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L, int il,
-                     const float *x, int n_tok, int pos0, float *out, struct fl_err *err)
+                     const float *x, const struct eng_batch *b, float *out, struct fl_err *err)
 {
     const struct eng_hparams *hp = &c->m->hp;
-    const int64_t k = hp->n_expert_used, e = hp->n_embd;
-    float *logits = eng_scratch_f32(c, n_tok * hp->n_expert);
-    int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-    float *w = eng_scratch_f32(c, n_tok * k);
-    eng_matmul(c, L->router, -1, x, n_tok, logits);
+    const int64_t n_tok = b->n_tok, e = hp->n_embd;
+    float *logits = eng_tmp(c, n_tok * hp->n_expert);
+    eng_matmul(c, L->router, x, n_tok, logits);
     const struct eng_route r = {
-        .n_expert = hp->n_expert, .k = k, .gating = hp->gating,
+        .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = hp->gating,
         .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
-        .sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL,
+        .sel_bias = L->sel_bias, .n_groups = a->n_groups, .n_group_used = a->n_group_used,
     };
-    if (a->n_groups > 1)
-        route_groups(c, a, logits, n_tok, &r, ids, w);
-    else
-        eng_moe_route(logits, n_tok, &r, ids, w);
-    const struct eng_moe moe = {
-        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
-    };
-    int rc = eng_moe_ffn(c, il, pos0, x, n_tok, ids, w, k, &moe, out, err);
+    const struct eng_moe moe = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
+    int rc = eng_moe(c, il, b, x, logits, &r, &moe, out, err);
     if (rc)
         return rc;
-    float *sh = eng_scratch_f32(c, n_tok * e);
+    float *sh = eng_tmp(c, n_tok * e);
     eng_ffn(c, x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
-    eng_add(out, sh, n_tok * e);
+    eng_add(c, out, sh, n_tok * e);
     return 0;
 }
 
@@ -313,111 +283,32 @@ static void ds2_norms(const void *arch, int il, const struct eng_tensor **attn_n
     *ffn_norm = L->ffn_norm;
 }
 
-static void ds2_attention(struct eng_ctx *c, const void *arch, int il, const float *x,
-                          const struct eng_batch *b, float *out)
+static void ds2_attention(struct eng_ctx *c, const struct eng_prenorm *p, int il,
+                          const float *x, const struct eng_batch *b, float *out)
 {
-    const struct ds2 *a = arch;
-    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, x, b->n_tok, b->pos0,
-                  out);
+    const struct ds2 *a = p->arch;
+    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, x, b, out);
 }
 
 /* The leading dense layers run a plain FFN, the others the MoE block. */
-static int ds2_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
+static int ds2_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, const float *x,
                    const struct eng_batch *b, float *out, struct fl_err *err)
 {
-    const struct ds2 *a = arch;
+    const struct ds2 *a = p->arch;
     const struct ds2_layer *L = &a->layers[il];
     if (il < c->m->hp.n_layer_dense_lead) {
         eng_ffn(c, x, b->n_tok, L->gate, L->up, L->down, out);
         return 0;
     }
-    return moe_block(c, a, L, il, x, b->n_tok, b->pos0, out, err);
-}
-
-/* --- the pass on the device (backend/cuda/gpu-offload.h) ---------------------------------- */
-
-static int ds2_gpu_tensors(const void *arch, int il, const struct eng_tensor **w)
-{
-    const struct ds2_layer *L = &((const struct ds2 *)arch)->layers[il];
-    int n = mla_gpu_tensors(&L->mla, w);
-    const struct eng_tensor *t[] = { L->gate, L->up, L->down, L->router, L->sel_bias,
-                                     L->gate_sh, L->up_sh, L->down_sh };
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        if (t[i])
-            w[n++] = t[i];
-    return n;
-}
-
-static void ds2_gpu_attention(struct eng_ctx *c, const void *arch, int il, const float *d_x,
-                              const struct eng_batch *b, float *d_out)
-{
-    const struct ds2 *a = arch;
-    mla_gpu_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, d_x, b->n_tok,
-                      b->pos0, d_out);
-}
-
-/* out = down(silu(gate x) * up x) on the device (dense blocks, shared experts). */
-static void gpu_dense_ffn(struct eng_ctx *c, const float *d_x, int64_t n_tok,
-                          const struct eng_tensor *gate, const struct eng_tensor *up,
-                          const struct eng_tensor *down, float *d_out)
-{
-    const int64_t f = gate->ne[1];
-    float *g = eng_gpu_tmp(c, n_tok * f), *u = eng_gpu_tmp(c, n_tok * f);
-    eng_gpu_mm(c, gate, d_x, n_tok, g);
-    eng_gpu_mm(c, up, d_x, n_tok, u);
-    eng_gpu_swiglu(c, g, u, n_tok * f);
-    eng_gpu_mm(c, down, g, n_tok, d_out);
-}
-
-/* Routed experts + shared experts. The router kernel has no expert groups:
- * with them the logits come to the host and route_groups chooses. */
-static void gpu_moe_block(struct eng_ctx *c, const struct ds2 *a, const struct ds2_layer *L,
-                          int il, const float *d_x, int n_tok, int pos0, float *d_out)
-{
-    const struct eng_hparams *hp = &c->m->hp;
-    const int64_t k = hp->n_expert_used, X = hp->n_expert;
-    float *d_logits = eng_gpu_tmp(c, n_tok * X);
-    eng_gpu_mm(c, L->router, d_x, n_tok, d_logits);
-    struct eng_route r = {
-        .n_expert = X, .k = k, .gating = hp->gating, .norm = hp->expert_weights_norm,
-        .scale = hp->expert_weights_scale, .sel_bias = eng_gpu_tensor(c, L->sel_bias),
-    };
-    const struct eng_moe moe = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
-    if (a->n_groups > 1) {
-        float *logits = eng_scratch_f32(c, n_tok * X), *w = eng_scratch_f32(c, n_tok * k);
-        int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-        memset(logits, 0, sizeof(float) * (size_t)(n_tok * X)); /* stays so if the GPU failed */
-        eng_gpu_get(c, logits, d_logits, n_tok * X);
-        r.sel_bias = L->sel_bias ? (const float *)L->sel_bias->data : NULL;
-        route_groups(c, a, logits, n_tok, &r, ids, w);
-        eng_gpu_moe_ffn_routed(c, il, pos0, d_x, n_tok, ids, w, k, &moe, d_out);
-    } else {
-        eng_gpu_moe_ffn(c, il, pos0, d_x, n_tok, d_logits, &r, &moe, d_out);
-    }
-    float *sh = eng_gpu_tmp(c, n_tok * hp->n_embd);
-    gpu_dense_ffn(c, d_x, n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
-    eng_gpu_add(c, d_out, sh, n_tok * hp->n_embd);
-}
-
-static void ds2_gpu_ffn(struct eng_ctx *c, const void *arch, int il, const float *d_x,
-                        const struct eng_batch *b, float *d_out)
-{
-    const struct ds2 *a = arch;
-    const struct ds2_layer *L = &a->layers[il];
-    if (il < c->m->hp.n_layer_dense_lead)
-        gpu_dense_ffn(c, d_x, b->n_tok, L->gate, L->up, L->down, d_out);
-    else
-        gpu_moe_block(c, a, L, il, d_x, b->n_tok, b->pos0, d_out);
+    return moe_block(c, a, L, il, x, b, out, err);
 }
 
 static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
     const struct ds2 *a = c->m->arch_data;
     const struct eng_prenorm p = {
-        .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
-        .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
-        .gpu_tensors = ds2_gpu_tensors, .gpu_attention = ds2_gpu_attention,
-        .gpu_ffn = ds2_gpu_ffn,
+        .arch = a, .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention,
+        .ffn = ds2_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
 }

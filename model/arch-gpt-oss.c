@@ -17,11 +17,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "model/arch.h"
+#include "model/activation.h"
+#include "gguf/tensor-types.h"
 #include "model/arch-prenorm.h"
-#include "model/arch2-ops.h"
-#include "backend/cuda/gpu-offload.h"
-#include "model/ops.h"
+#include "model/arch.h"
 #include "model/yarn.h"
 
 struct oss_layer {
@@ -35,14 +34,13 @@ struct oss_layer {
 struct oss {
     struct yarn_rope rope, rope_swa;
     float kq_scale;
-    struct arch2_oai_act act;
     const struct eng_tensor *embd, *out_norm, *output;
     struct oss_layer *layers;
 };
 
 static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
 
-static const struct eng_tensor *need(const struct eng_model *m, int layer, const char *name,
+static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
                                      int n_dims, int64_t a, int64_t b, int64_t c,
                                      struct fl_err *err)
 {
@@ -62,7 +60,7 @@ static int check_f32(const struct eng_model *m, int il, const struct oss_layer *
     return 0;
 }
 
-static int load_attn(const struct eng_model *m, int il, struct oss_layer *L, struct fl_err *err)
+static int load_attn(struct eng_model *m, int il, struct oss_layer *L, struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, nq = hp->n_head * hp->n_embd_head_k;
@@ -82,7 +80,7 @@ static int load_attn(const struct eng_model *m, int il, struct oss_layer *L, str
     return 0;
 }
 
-static int load_moe(const struct eng_model *m, int il, struct oss_layer *L, struct fl_err *err)
+static int load_moe(struct eng_model *m, int il, struct oss_layer *L, struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, f = hp->n_ff_exp, n = hp->n_expert;
@@ -149,7 +147,9 @@ static int load_globals(struct eng_model *m, struct oss *a, struct fl_err *err)
     a->output = need(m, -1, "output.weight", 2, hp->n_embd, hp->n_vocab, 1, err);
     if (!a->embd || !a->out_norm || !a->output)
         return -EINVAL;
-    a->act = (struct arch2_oai_act){ ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT };
+    m->embd = a->embd;
+    m->out_norm = a->out_norm;
+    m->output = a->output;
     return 0;
 }
 
@@ -178,68 +178,69 @@ static int oss_load(struct eng_model *m, struct fl_err *err)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
     rc = load_windows(m, a, err);
     for (int il = 0; !rc && il < m->hp.n_layer; il++) {
+        const struct oss_layer *L = &a->layers[il];
         rc = load_attn(m, il, &a->layers[il], err);
         rc = rc ? rc : load_moe(m, il, &a->layers[il], err);
         rc = rc ? rc : check_f32(m, il, &a->layers[il], err);
+        rc = rc ? rc : eng_model_set_router(m, il, L->router, L->router_b, L->post_norm, err);
     }
     return rc ? rc : eng_model_default_kv_dims(m, err);
 }
 
-/* Attention block of layer il on normed x; out [n_tok][n_embd] incl. bias. */
-static void attn_block(struct eng_ctx *c, const struct oss *a, int il, const float *x,
-                       const struct eng_batch *b, float *out)
+/* Attention of layer il on normed x: biased q/k/v/o, YaRN NEOX rope (the
+ * sliding layers' own base), sinks, the window; out [n_tok][n_embd]. */
+static void oss_attention(struct eng_ctx *c, const struct eng_prenorm *p, int il,
+                          const float *x, const struct eng_batch *b, float *out)
 {
     const struct eng_hparams *hp = &c->m->hp;
+    const struct oss *a = p->arch;
     const struct oss_layer *L = &a->layers[il];
     const int64_t n = b->n_tok, hd = hp->n_embd_head_k;
     const int64_t nq = hp->n_head * hd, nk = hp->n_head_kv * hd;
-    float *q = eng_scratch_f32(c, n * nq), *k = eng_scratch_f32(c, n * nk);
-    float *v = eng_scratch_f32(c, n * nk), *att = eng_scratch_f32(c, n * nq);
+    float *q = eng_tmp(c, n * nq), *k = eng_tmp(c, n * nk);
+    float *v = eng_tmp(c, n * nk), *att = eng_tmp(c, n * nq);
     float *cs = eng_scratch_f32(c, n * hp->n_rot);
+    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
+    const float *d_cs = eng_upload(c, cs, n * hp->n_rot);
 
     const struct eng_tensor *qkv[3] = { L->wq, L->wk, L->wv };
     eng_matmul_shared(c, 3, qkv, x, n, (float *const[3]){ q, k, v });
-    eng_add_bias(q, L->bq, n);
-    eng_add_bias(k, L->bk, n);
-    eng_add_bias(v, L->bv, n);
-    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
-    eng_rope_rows(q, b->n_tok, nq, (int)hp->n_head, hd, (int)hp->n_rot, ENG_ROPE_NEOX, cs);
-    eng_rope_rows(k, b->n_tok, nk, (int)hp->n_head_kv, hd, (int)hp->n_rot, ENG_ROPE_NEOX, cs);
-    eng_kv_store(c->kv, il, b->pos0, b->n_tok, k, v);
-
-    const struct eng_attn p = {
+    eng_add_bias(c, q, L->bq, n);
+    eng_add_bias(c, k, L->bk, n);
+    eng_add_bias(c, v, L->bv, n);
+    eng_rope(c, q, b->n_tok, nq, (int)hp->n_head, hd, (int)hp->n_rot, ENG_ROPE_NEOX, d_cs);
+    eng_rope(c, k, b->n_tok, nk, (int)hp->n_head_kv, hd, (int)hp->n_rot, ENG_ROPE_NEOX, d_cs);
+    eng_kv_store(c, il, b, k, nk, v, nk);
+    const struct eng_attn at = {
         .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = hd, .dv = hd,
-        .k_off = 0, .v_off = 0, .k_stride = hd, .v_stride = hd, .v_in_k = false,
-        .scale = a->kq_scale, .softcap = 0.0f, .window = L->window,
-        .sinks = (const float *)L->sinks->data,
+        .k_stride = hd, .v_stride = hd, .scale = a->kq_scale, .window = L->window,
+        .sinks = L->sinks,
     };
-    eng_attention(c, il, q, nq, b->n_tok, b->pos0, &p, att, nq);
-    eng_matmul(c, L->wo, -1, att, n, out);
-    eng_add_bias(out, L->bo, n);
+    eng_attention(c, il, b, q, nq, &at, att, nq);
+    eng_matmul(c, L->wo, att, n, out);
+    eng_add_bias(c, out, L->bo, n);
 }
 
-static int moe_block(struct eng_ctx *c, const struct oss *a, int il, const float *x,
-                     const struct eng_batch *b, float *out, struct fl_err *err)
+/* Experts picked by raw (biased) router logit, weighted by a softmax over
+ * the k picked; biased SwiGLU-OAI experts. */
+static int oss_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, const float *x,
+                   const struct eng_batch *b, float *out, struct fl_err *err)
 {
     const struct eng_hparams *hp = &c->m->hp;
-    const struct oss_layer *L = &a->layers[il];
-    const int64_t n = b->n_tok, k = hp->n_expert_used;
-    float *logits = eng_scratch_f32(c, n * hp->n_expert);
-    int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n * k));
-    float *w = eng_scratch_f32(c, n * k);
-    eng_matmul(c, L->router, -1, x, n, logits);
-    eng_add_bias(logits, L->router_b, n);
+    const struct oss_layer *L = &((const struct oss *)p->arch)->layers[il];
+    float *logits = eng_tmp(c, b->n_tok * hp->n_expert);
+    eng_matmul(c, L->router, x, b->n_tok, logits);
+    eng_add_bias(c, logits, L->router_b, b->n_tok);
     const struct eng_route r = {
-        .n_expert = hp->n_expert, .k = k, .gating = ENG_GATING_SOFTMAX_WEIGHT,
-        .norm = false, .scale = hp->expert_weights_scale, .sel_bias = NULL,
+        .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = ENG_GATING_SOFTMAX_WEIGHT,
+        .norm = false, .scale = hp->expert_weights_scale,
     };
-    eng_moe_route(logits, n, &r, ids, w);
     const struct eng_moe moe = {
         .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
         .gate_b = L->gate_b, .up_b = L->up_b, .down_b = L->down_b,
-        .act = arch2_act_swiglu_oai, .act_arg = &a->act,
+        .act = ENG_ACT_SWIGLU_OAI, .alpha = ENG_OAI_ALPHA, .limit = ENG_OAI_LIMIT,
     };
-    return eng_moe_ffn(c, il, b->pos0, x, n, ids, w, k, &moe, out, err);
+    return eng_moe(c, il, b, x, logits, &r, &moe, out, err);
 }
 
 static void oss_norms(const void *arch, int il, const struct eng_tensor **attn_norm,
@@ -250,94 +251,11 @@ static void oss_norms(const void *arch, int il, const struct eng_tensor **attn_n
     *ffn_norm = L->post_norm;
 }
 
-static void oss_attention(struct eng_ctx *c, const void *arch, int il, const float *x,
-                          const struct eng_batch *b, float *out)
-{
-    attn_block(c, arch, il, x, b, out);
-}
-
-static int oss_ffn(struct eng_ctx *c, const void *arch, int il, const float *x,
-                   const struct eng_batch *b, float *out, struct fl_err *err)
-{
-    return moe_block(c, arch, il, x, b, out, err);
-}
-
-/* --- the pass on the device (backend/cuda/gpu-offload.h): the same blocks over
- * activations in VRAM; the sinks and biases are read there too --------------------- */
-
-static int oss_gpu_tensors(const void *arch, int il, const struct eng_tensor **w)
-{
-    const struct oss_layer *L = &((const struct oss *)arch)->layers[il];
-    const struct eng_tensor *t[] = { L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv, L->bo,
-                                     L->sinks, L->router, L->router_b };
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        w[i] = t[i];
-    return (int)(sizeof(t) / sizeof(t[0]));
-}
-
-static void oss_gpu_attention(struct eng_ctx *c, const void *arch, int il, const float *d_x,
-                              const struct eng_batch *b, float *d_out)
-{
-    const struct oss *a = arch;
-    const struct eng_hparams *hp = &c->m->hp;
-    const struct oss_layer *L = &a->layers[il];
-    const int64_t n = b->n_tok, hd = hp->n_embd_head_k;
-    const int64_t nq = hp->n_head * hd, nk = hp->n_head_kv * hd;
-    float *q = eng_gpu_tmp(c, n * nq), *k = eng_gpu_tmp(c, n * nk);
-    float *v = eng_gpu_tmp(c, n * nk), *att = eng_gpu_tmp(c, n * nq);
-    float *cs = eng_scratch_f32(c, n * hp->n_rot), *d_cs = eng_gpu_tmp(c, n * hp->n_rot);
-    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
-    eng_gpu_put(c, d_cs, cs, n * hp->n_rot);
-
-    eng_gpu_mm(c, L->wq, d_x, n, q);
-    eng_gpu_add_bias(c, q, L->bq, n);
-    eng_gpu_mm(c, L->wk, d_x, n, k);
-    eng_gpu_add_bias(c, k, L->bk, n);
-    eng_gpu_mm(c, L->wv, d_x, n, v);
-    eng_gpu_add_bias(c, v, L->bv, n);
-    eng_gpu_rope_rows(c, q, b->n_tok, nq, (int)hp->n_head, hd, (int)hp->n_rot, ENG_ROPE_NEOX, d_cs);
-    eng_gpu_rope_rows(c, k, b->n_tok, nk, (int)hp->n_head_kv, hd, (int)hp->n_rot, ENG_ROPE_NEOX,
-                      d_cs);
-    eng_gpu_kv_store(c, il, b->pos0, b->n_tok, k, nk, v, nk);
-    const struct eng_attn p = {
-        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = hd, .dv = hd,
-        .k_stride = hd, .v_stride = hd, .scale = a->kq_scale, .window = L->window,
-        .sinks = eng_gpu_tensor(c, L->sinks),
-    };
-    eng_gpu_attention(c, il, q, nq, b->n_tok, b->pos0, &p, att, nq);
-    eng_gpu_mm(c, L->wo, att, n, d_out);
-    eng_gpu_add_bias(c, d_out, L->bo, n);
-}
-
-static void oss_gpu_ffn(struct eng_ctx *c, const void *arch, int il, const float *d_x,
-                        const struct eng_batch *b, float *d_out)
-{
-    const struct oss *a = arch;
-    const struct eng_hparams *hp = &c->m->hp;
-    const struct oss_layer *L = &a->layers[il];
-    float *logits = eng_gpu_tmp(c, b->n_tok * hp->n_expert);
-    eng_gpu_mm(c, L->router, d_x, b->n_tok, logits);
-    eng_gpu_add_bias(c, logits, L->router_b, b->n_tok);
-    const struct eng_route r = {
-        .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = ENG_GATING_SOFTMAX_WEIGHT,
-        .norm = false, .scale = hp->expert_weights_scale,
-    };
-    const struct eng_moe moe = {
-        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
-        .gate_b = L->gate_b, .up_b = L->up_b, .down_b = L->down_b,
-        .act = arch2_act_swiglu_oai, .act_arg = &a->act,
-    };
-    eng_gpu_moe_ffn(c, il, b->pos0, d_x, b->n_tok, logits, &r, &moe, d_out);
-}
-
 static int oss_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
-    const struct oss *a = c->m->arch_data;
     const struct eng_prenorm p = {
-        .arch = a, .embd = a->embd, .out_norm = a->out_norm, .output = a->output,
-        .n_layer = (int)c->m->hp.n_layer, .norms = oss_norms, .attention = oss_attention,
-        .ffn = oss_ffn, .gpu_tensors = oss_gpu_tensors, .gpu_attention = oss_gpu_attention,
-        .gpu_ffn = oss_gpu_ffn,
+        .arch = c->m->arch_data, .n_layer = (int)c->m->hp.n_layer, .norms = oss_norms,
+        .attention = oss_attention, .ffn = oss_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
 }

@@ -5,8 +5,8 @@
 
 extern const struct eng_arch eng_arch_llama;
 extern const struct eng_arch eng_arch_qwen3moe;
-extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c (module arch2) */
-extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c (module arch2) */
+extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c */
+extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
 
 static const struct eng_arch *const archs[] = {
     &eng_arch_llama,

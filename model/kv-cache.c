@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "model/ops.h"
+#include "model/kv-cache.h"
 
 struct eng_kv {
     int n_ctx;
@@ -87,7 +87,7 @@ static void to_f16(fl_f16 *dst, const float *src, int64_t n)
         dst[i] = fl_f32_to_f16(src[i]);
 }
 
-void eng_kv_store(struct eng_kv *kv, int layer, int pos0, int n_tok, const float *k,
+void eng_kv_write(struct eng_kv *kv, int layer, int pos0, int n_tok, const float *k,
                   const float *v)
 {
     const int64_t kd = kv->k_dim[layer], vd = kv->v_dim[layer];

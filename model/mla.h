@@ -25,6 +25,7 @@
 #include "model/yarn.h"
 
 struct eng_ctx;
+struct eng_batch;
 
 struct mla_dims {
     int n_embd, n_head;
@@ -49,23 +50,15 @@ static inline int64_t mla_cache_row(const struct mla_dims *d)
 
 /* Finds and shape-checks the MLA tensors of block `layer` of m. Returns 0
  * or -EINVAL with "FILE: missing tensor ..."/"... has shape ..." in err. */
-int mla_find_tensors(const struct eng_model *m, int layer, const struct mla_dims *d,
+int mla_find_tensors(struct eng_model *m, int layer, const struct mla_dims *d,
                      struct mla_tensors *t, struct fl_err *err);
 
-/* Runs the attention block of `layer` on x [n_tok][n_embd] (normed input)
- * for positions pos0.. and writes out [n_tok][n_embd] (before the residual
- * add). rope has n_dims = qk_rope (NORM pairing); kq_scale is applied to
- * q.k. The layer's K cache rows pos0..pos0+n_tok-1 are written. */
+/* The attention block of `layer` on x [n_tok][n_embd] (normed input, the
+ * backend's memory) for the batch's positions into out [n_tok][n_embd]
+ * (before the residual add). rope has n_dims = qk_rope (NORM pairing);
+ * kq_scale is applied to q.k. The layer's K cache rows are written. */
 void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
                    const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
-                   const float *x, int n_tok, int pos0, float *out);
-
-/* The same on the device (backend/cuda/gpu-offload.h's pass on the device): x
- * and out in VRAM, the K cache rows in the device cache. */
-void mla_gpu_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
-                       const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
-                       const float *d_x, int n_tok, int pos0, float *d_out);
-/* The tensors mla_gpu_attention reads (at most 9, all needed in VRAM). */
-int mla_gpu_tensors(const struct mla_tensors *t, const struct eng_tensor **w);
+                   const float *x, const struct eng_batch *b, float *out);
 
 #endif

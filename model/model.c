@@ -45,7 +45,7 @@ const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *n
     return bsearch(&key, m->tensors, (size_t)m->n_tensors, sizeof(key), cmp_tensor);
 }
 
-const struct eng_tensor *eng_model_tensor(const struct eng_model *m, int layer, const char *name,
+const struct eng_tensor *eng_model_tensor(struct eng_model *m, int layer, const char *name,
                                           bool required, int n_dims, const int64_t *ne,
                                           struct fl_err *err)
 {
@@ -72,7 +72,26 @@ const struct eng_tensor *eng_model_tensor(const struct eng_model *m, int layer, 
                    t->type);
         return NULL;
     }
+    m->tensors[t - m->tensors].in_pass = true; /* the model's own table */
     return t;
+}
+
+int eng_model_set_router(struct eng_model *m, int il, const struct eng_tensor *w,
+                         const struct eng_tensor *bias, const struct eng_tensor *norm,
+                         struct fl_err *err)
+{
+    if (il < 0 || il >= m->hp.n_layer)
+        return fl_err_set(err, -EINVAL, "%s: no layer %d", gguf_name(m->gguf), il);
+    if (!m->routers && !(m->routers = calloc((size_t)m->hp.n_layer, sizeof(*m->routers))))
+        return fl_err_set(err, -ENOMEM, "%s: out of memory", gguf_name(m->gguf));
+    m->routers[il] = (struct eng_router){ .w = w, .bias = bias, .norm = norm };
+    return 0;
+}
+
+const struct eng_router *eng_model_router(const struct eng_model *m, int il)
+{
+    return m->routers && il >= 0 && il < m->hp.n_layer && m->routers[il].w ? &m->routers[il]
+                                                                            : NULL;
 }
 
 static int key_result(const struct eng_model *m, const char *full, int rc, bool required,
@@ -259,9 +278,9 @@ int eng_model_load(const struct gguf_file *g, const uint8_t *base, struct eng_mo
     int rc = build_table(m, err);
     if (!rc)
         rc = arch->load(m, err);
-    if (!rc && (!m->kv_k_dim || !m->kv_v_dim))
-        rc = fl_err_set(err, -EINVAL, "%s: architecture %s set no KV cache layout", gguf_name(g),
-                        arch_name);
+    if (!rc && (!m->kv_k_dim || !m->kv_v_dim || !m->embd || !m->out_norm || !m->output))
+        rc = fl_err_set(err, -EINVAL, "%s: architecture %s set no KV cache layout or head",
+                        gguf_name(g), arch_name);
     if (rc) {
         eng_model_free(m);
         return rc;
@@ -278,6 +297,7 @@ void eng_model_free(struct eng_model *m)
         m->arch->unload(m);
     free(m->kv_k_dim);
     free(m->kv_v_dim);
+    free(m->routers);
     if (m->repack_arena)
         munmap(m->repack_arena, m->repack_arena_size);
     free(m->tensors);

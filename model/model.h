@@ -18,39 +18,6 @@
 #include "base/error.h"
 #include "gguf/gguf.h"
 
-/* Where expert weights come from. The pager implements it; NULL everywhere
- * means every expert is resident. `layer` is the block index (blk.N). */
-struct eng_expert_source {
-    void *ctx;
-    /* Right after routing, with the union of the experts the batch selected
-     * in that layer. May start I/O and return at once. */
-    int (*prefetch)(void *ctx, int layer, const int32_t *experts, int n);
-    /* Blocks until all of the expert's tensors in that layer are resident
-     * and pins them; -errno on I/O error (the forward pass then stops). */
-    int (*acquire)(void *ctx, int layer, int expert);
-    void (*release)(void *ctx, int layer, int expert);
-    /* Optional (may be NULL): true when the expert is resident now, so the
-     * MoE layer computes those first while the others are read. A hint only:
-     * acquire is still called before any use. */
-    bool (*resident)(void *ctx, int layer, int expert);
-    /* How many experts may be pinned at once (0: no limit). The budget holds
-     * at least one layer's n_expert_used; pinning more than it holds would
-     * wait forever for a release, so the MoE layer never does. */
-    int max_pinned;
-    /* Optional (may be NULL): the layer's FFN input (n_tok rows of n_embd,
-     * after its norm), right before prefetch; predictors read it. */
-    void (*hidden)(void *ctx, int layer, const float *x, int64_t n_tok);
-};
-
-/* Receives the routing of every MoE layer (for FLRT files and statistics).
- * ids/weights are [n_tok][k] in llama.cpp's order (descending selection
- * score); weights are the final gate weights applied to each expert output. */
-struct eng_routing_sink {
-    void *ctx;
-    void (*record)(void *ctx, int layer, int pos0, int n_tok, int k,
-                   const int32_t *ids, const float *weights);
-};
-
 struct eng_tensor {
     const char *name;         /* points into the gguf_file */
     const uint8_t *data;      /* base + file offset */
@@ -59,6 +26,7 @@ struct eng_tensor {
     int64_t ne[4];            /* ne[0] = row length; unused dims are 1 */
     uint64_t offset, nbytes;  /* in the file */
     int64_t index;            /* in the file's tensor list */
+    bool in_pass;             /* read by the forward pass (found through eng_model_tensor) */
     /* After eng_model_repack, a rebuilt tensor's data points at a copy in
      * another layout, owned by the model, and type is that layout's id
      * (e.g. Q4_K_R8); offset/nbytes still name its bytes in the file. */
@@ -101,6 +69,12 @@ struct eng_hparams {
 
 struct eng_arch;
 
+/* A MoE layer's router: logits = w . x (+ bias) of the layer's normed FFN
+ * input x (norm: the weight of that RMSNorm, NULL when it has none). */
+struct eng_router {
+    const struct eng_tensor *w, *bias, *norm;
+};
+
 struct eng_model {
     const struct gguf_file *gguf;
     const uint8_t *base;
@@ -113,6 +87,12 @@ struct eng_model {
      * of that kind (MLA stores only K). */
     int64_t *kv_k_dim, *kv_v_dim;
     void *arch_data;              /* owned by the arch (freed by its unload) */
+    /* Set by the arch's load: the embedding (rows looked up on the host),
+     * the final norm and the output matrix (the embedding when tied). */
+    const struct eng_tensor *embd, *out_norm, *output;
+    /* Per layer: its router and the norm before it (NULL: the layer routes
+     * nothing), for predictors that guess a later layer's experts. */
+    struct eng_router *routers;
     void *repack_arena;           /* eng_model_repack's copies (one mapping) */
     size_t repack_arena_size;
 };
@@ -150,8 +130,11 @@ const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *n
 
 /* Tensor "blk.<layer>.<name>" (layer < 0: just <name>); required ones set err
  * "FILE: missing tensor NAME" and return NULL. When n_dims > 0 the shape is
- * checked against ne[0..n_dims-1] (a value < 0 matches anything). */
-const struct eng_tensor *eng_model_tensor(const struct eng_model *m, int layer, const char *name,
+ * checked against ne[0..n_dims-1] (a value < 0 matches anything). A tensor
+ * found is marked in_pass: the pass reads it (the device pass is taken only
+ * when every such tensor but the experts, the embedding and the output
+ * matrix is in VRAM). */
+const struct eng_tensor *eng_model_tensor(struct eng_model *m, int layer, const char *name,
                                           bool required, int n_dims, const int64_t *ne,
                                           struct fl_err *err);
 
@@ -173,5 +156,12 @@ int eng_model_load_common_hparams(struct eng_model *m, struct fl_err *err);
 
 /* Allocates kv_k_dim/kv_v_dim with n_head_kv*n_embd_head_{k,v} per layer. */
 int eng_model_default_kv_dims(struct eng_model *m, struct fl_err *err);
+
+/* Layer il's router (m->routers, allocated on first use); -ENOMEM. */
+int eng_model_set_router(struct eng_model *m, int il, const struct eng_tensor *w,
+                         const struct eng_tensor *bias, const struct eng_tensor *norm,
+                         struct fl_err *err);
+/* Layer il's router, NULL when it routes nothing. */
+const struct eng_router *eng_model_router(const struct eng_model *m, int il);
 
 #endif

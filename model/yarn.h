@@ -8,7 +8,7 @@
  * multiplication as ggml does, so faultline's rotated q/k match llama.cpp's to
  * the last bit or two.
  *
- * Rotation itself is model/ops.h's eng_rope over these tables.
+ * Rotation itself is the backend's eng_rope (model/backend.h) over these tables.
  *
  * The model-level numbers (freq_scale, ext_factor, the attention factor) come
  * from GGUF metadata through the same chain llama.cpp applies when it creates
@@ -56,7 +56,7 @@ int yarn_rope_init(struct yarn_rope *r, const struct yarn_params *p);
 void yarn_rope_cache(const struct yarn_rope *r, int32_t pos, float *cache);
 
 /* The same for positions pos0 .. pos0+n_pos-1: row p at cs + p*n_dims, the
- * table model/ops.h's eng_rope / eng_rope_rows take. */
+ * table the backend's eng_rope takes (after eng_upload). */
 void yarn_rope_table(const struct yarn_rope *r, float *cs, int32_t pos0, int n_pos);
 
 /* The magnitude factor llama.cpp hands to rope (cparams.yarn_attn_factor)

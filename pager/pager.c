@@ -11,7 +11,6 @@
 
 #include "gguf/gguf.h"
 #include "base/host-memory.h"
-#include "model/model.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 
@@ -174,38 +173,11 @@ int pager_error(struct pager *p, struct fl_err *err)
     return rc;
 }
 
-/* eng_expert_source adapters: the engine calls through void *ctx. */
-static int src_prefetch(void *ctx, int layer, const int32_t *experts, int n)
+int pager_max_pinned(const struct pager *p)
 {
-    return pager_prefetch(ctx, layer, experts, n);
-}
-
-static int src_acquire(void *ctx, int layer, int expert)
-{
-    return pager_acquire(ctx, layer, expert);
-}
-
-static void src_release(void *ctx, int layer, int expert)
-{
-    pager_release(ctx, layer, expert);
-}
-
-static bool src_resident(void *ctx, int layer, int expert)
-{
-    return pager_resident(ctx, layer, expert);
-}
-
-void pager_expert_source(struct pager *p, struct eng_expert_source *src)
-{
-    src->ctx = p;
-    src->prefetch = src_prefetch;
-    src->acquire = src_acquire;
-    src->release = src_release;
-    src->resident = src_resident;
-    src->hidden = NULL; /* the pager predicts nothing itself (app/predict.h does) */
     /* min_budget = n_used x the largest expert, so this many of the largest
-     * fit the budget at once: the most the engine may hold pinned. */
+     * fit the budget at once: the most a user may hold pinned. */
     uint64_t largest = p->n_units && p->n_used > 0 ? p->min_budget / (uint64_t)p->n_used : 0;
     uint64_t fit = largest ? p->budget / largest : 0;
-    src->max_pinned = largest ? (int)(fit < INT32_MAX ? fit : INT32_MAX) : 0;
+    return largest ? (int)(fit < INT32_MAX ? fit : INT32_MAX) : 0;
 }

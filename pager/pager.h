@@ -26,7 +26,6 @@
 #include "base/error.h"
 
 struct gguf_file;
-struct eng_expert_source;
 struct pager;
 
 enum pager_mode {
@@ -161,8 +160,10 @@ bool pager_resident(struct pager *p, int layer, int expert);
  * ("FILE: read of tensor T at offset N: Input/output error"). */
 int pager_error(struct pager *p, struct fl_err *err);
 
-/* Fills src with the pager as the engine's eng_expert_source. */
-void pager_expert_source(struct pager *p, struct eng_expert_source *src);
+/* How many experts may be pinned at once without waiting forever for a
+ * release (the budget holds this many of the largest); 0: no limit (nothing
+ * is paged). */
+int pager_max_pinned(const struct pager *p);
 
 /* At a quiet point (no compute running, e.g. before the final statistics):
  * waits up to timeout_ms until no fault is left waiting for a load in

@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "model/mla.h"
-#include "model/ops.h"
+#include "backend/cpu/cpu-backend.h"
+#include "model/kv-cache.h"
 #include "tests/check.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -220,7 +221,8 @@ static void run_case(int q_lora)
     struct eng_arena *arena;
     CHECK(eng_kv_create(&m, 16, &kv, &err) == 0, "kv: %s", err.msg);
     CHECK(eng_arena_create(&arena) == 0, "arena");
-    struct eng_ctx c = { .m = &m, .pool = NULL, .n_threads = 1, .kv = kv, .arena = arena };
+    struct eng_ctx c = { .m = &m, .pool = NULL, .n_threads = 1, .kv = kv, .arena = arena,
+                         .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
 
     struct yarn_params yp = { 8, 4096, 1e4f, 1.0f / 40, 1.0f, 0.8f, 32.0f, 1.0f };
     struct yarn_rope r;
@@ -231,10 +233,12 @@ static void run_case(int q_lora)
     for (int i = 0; i < n_tok * e; i++)
         x[i] = (float)gauss();
     eng_arena_reset(arena);
-    mla_attention(&c, 0, &L.d, &L.t, &r, scale, x, n_prefill, 0, out);
+    const struct eng_batch prefill = { .n_tok = n_prefill, .pos0 = 0 };
+    mla_attention(&c, 0, &L.d, &L.t, &r, scale, x, &prefill, out);
     for (int t = n_prefill; t < n_tok; t++) { /* decode, one token at a time */
+        const struct eng_batch step = { .n_tok = 1, .pos0 = t };
         eng_arena_reset(arena);
-        mla_attention(&c, 0, &L.d, &L.t, &r, scale, x + t * e, 1, t, out + t * e);
+        mla_attention(&c, 0, &L.d, &L.t, &r, scale, x + t * e, &step, out + t * e);
     }
     double worst = 0, mag = 0;
     for (int t = 0; t < n_tok; t++) {

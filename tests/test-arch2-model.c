@@ -22,7 +22,8 @@
 #include "model/arch.h"
 #include "backend/cpu/threadpool.h"
 #include "app/flref.h"
-#include "model/ops.h"
+#include "backend/cpu/cpu-backend.h"
+#include "model/kv-cache.h"
 #include "tests/check.h"
 
 struct blob {
@@ -84,7 +85,7 @@ static int run_open(struct run *r, struct gguf_file *g, const uint8_t *base, str
     r->cap.ids = calloc(128 * 16 * 8, sizeof(int32_t));
     r->sink = (struct eng_routing_sink){ &r->cap, record };
     r->c = (struct eng_ctx){ .m = r->m, .pool = fl_pool_create(2), .n_threads = 2,
-                             .routing = &r->sink };
+                             .routing = &r->sink, .cpu = &eng_cpu_backend };
     rc = eng_kv_create(r->m, 256, &r->c.kv, err);
     return rc ? rc : eng_arena_create(&r->c.arena);
 }

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/arch2-ops.h"
 #include "gguf/gguf.h"
+#include "model/activation.h"
+#include "model/moe-route.h"
 #include "model/yarn.h"
 #include "tests/check.h"
 
@@ -150,7 +151,7 @@ static void test_swiglu_oai(void)
     const float g[] = { -20, -3, -0.5f, 0, 0.25f, 2, 6.9f, 7, 7.5f, 100 };
     const float u[] = { -9, -7, -6.5f, 0, 1, -0.3f, 8, 7, 3, -100 };
     float out[10];
-    arch2_swiglu_oai(g, u, out, 10, 1.702f, 7.0f);
+    eng_swiglu_oai(g, u, out, 10, 1.702f, 7.0f);
     for (int i = 0; i < 10; i++) {
         double x = fmin(g[i], 7.0), y = fmax(-7.0, fmin(u[i], 7.0));
         double want = x / (1 + exp(-1.702 * x)) * (y + 1);
@@ -160,10 +161,9 @@ static void test_swiglu_oai(void)
     float gate[10];
     for (int i = 0; i < 10; i++)
         gate[i] = g[i];
-    const struct arch2_oai_act a = { 1.702f, 7.0f };
-    arch2_act_swiglu_oai(gate, u, 10, &a);
+    eng_swiglu_oai(gate, u, gate, 10, 1.702f, 7.0f);
     for (int i = 0; i < 10; i++)
-        CHECK(gate[i] == out[i], "callback form differs at %d", i);
+        CHECK(gate[i] == out[i], "in-place form differs at %d", i);
     printf("swiglu_oai: ok\n");
 }
 
@@ -180,7 +180,7 @@ static void test_group_mask(void)
     const float sel[16] = { 1.0f, 0.5f, 0.1f, 0.0f,  0.1f, 0.2f, 0.0f, 0.0f,
                             0.9f, 0.2f, 1.0f, 0.3f,  0.9f, 0.1f, 0.0f, 0.1f };
     float mask[16];
-    arch2_group_mask(sel, 16, 4, 2, mask);
+    eng_moe_group_mask(sel, 16, 4, 2, mask);
     for (int e = 0; e < 16; e++) {
         int allowed = e / 4 == 0 || e / 4 == 2;
         CHECK(allowed ? mask[e] == 0.0f : isinf(mask[e]) && mask[e] < 0, "mask[%d] = %g", e,
@@ -195,7 +195,7 @@ static void test_group_mask(void)
             s = s * 1664525u + 1013904223u;
             v[i] = (float)(s >> 8) / 16777216.0f;
         }
-        arch2_group_mask(v, n, groups, used, m);
+        eng_moe_group_mask(v, n, groups, used, m);
         for (int g = 0; g < groups; g++) {
             float tmp[8];
             for (int i = 0; i < per; i++)

@@ -4,7 +4,7 @@
  * CPU engine's fl_matmul (backend/cpu/matmul.h, which quantizes activations);
  * dequantization: bit-exact against to_float rounded to F16. The other ops
  * against the plain double-precision formulas written out below; SwiGLU-OAI
- * against the CPU's arch2_swiglu_oai. On the emulated device
+ * against the CPU's eng_swiglu_oai. On the emulated device
  * (FAULTLINE_CUDA_EMU) also its own checks: a host read of device memory
  * faults, bad device ranges fail the launch, memory is finite.
  * Skips (77) without a CUDA device. */
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #endif
 
-#include "model/arch2-ops.h"
+#include "model/activation.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda-backend.h"
 #include "gguf/tensor-types.h"
@@ -279,9 +279,9 @@ static void test_swiglu_oai(void)
     for (int i = 0; i < N; i++)
         g[i] = frand() * 12.0f, u[i] = frand() * 10.0f;
     g[3] = NAN, u[5] = NAN, g[7] = INFINITY, u[9] = -INFINITY;
-    arch2_swiglu_oai(g, u, ref, N, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT);
+    eng_swiglu_oai(g, u, ref, N, ENG_OAI_ALPHA, ENG_OAI_LIMIT);
     float *dg = up(g, sizeof(g)), *du = up(u, sizeof(u));
-    CHECK(fl_cuda_swiglu_oai(cu, dg, du, N, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == 0, "%s",
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, N, ENG_OAI_ALPHA, ENG_OAI_LIMIT, &err) == 0, "%s",
           err.msg);
     down(y, dg, sizeof(y));
     double worst = 0;
@@ -293,9 +293,9 @@ static void test_swiglu_oai(void)
     }
     CHECK(nan_bad == 0, "swiglu_oai: %d NaNs differ from the CPU's", nan_bad);
     CHECK(worst < 1e-5, "swiglu_oai error %.3e", worst);
-    CHECK(fl_cuda_swiglu_oai(cu, dg, du, 0, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == 0,
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, 0, ENG_OAI_ALPHA, ENG_OAI_LIMIT, &err) == 0,
           "an empty swiglu_oai is a no-op");
-    CHECK(fl_cuda_swiglu_oai(cu, dg, du, -1, ARCH2_OAI_ALPHA, ARCH2_OAI_LIMIT, &err) == -EINVAL,
+    CHECK(fl_cuda_swiglu_oai(cu, dg, du, -1, ENG_OAI_ALPHA, ENG_OAI_LIMIT, &err) == -EINVAL,
           "a negative swiglu_oai length refused");
     fl_cuda_free(cu, dg), fl_cuda_free(cu, du);
 }

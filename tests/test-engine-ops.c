@@ -7,8 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/attention.h"
+#include "backend/cpu/cpu-backend.h"
+#include "backend/cpu/cpu-ops.h"
 #include "backend/cpu/threadpool.h"
-#include "model/ops.h"
+#include "model/kv-cache.h"
+#include "model/moe-route.h"
+#include "model/rope.h"
 #include "tests/check.h"
 
 static bool near(double a, double b, double tol)
@@ -19,7 +24,7 @@ static bool near(double a, double b, double tol)
 static void test_rmsnorm_softmax(void)
 {
     float x[2] = { 3, 4 }, y[2], w[2] = { 2, 0.5f };
-    eng_rmsnorm(y, x, w, 2, 0.0f);
+    cpu_rmsnorm(y, x, w, 2, 0.0f);
     /* mean of squares 12.5, rms 3.5355339 */
     CHECK(near(y[0], 2 * 3 / 3.5355339, 1e-6) && near(y[1], 0.5 * 4 / 3.5355339, 1e-6),
           "rmsnorm gave %g %g", y[0], y[1]);
@@ -28,7 +33,7 @@ static void test_rmsnorm_softmax(void)
     CHECK(near(s[0], 0.25, 1e-6) && near(s[1], 0.75, 1e-6) && s[2] == 0, "softmax gave %g %g %g",
           s[0], s[1], s[2]);
     float g[2] = { 0, 2 }, u[2] = { 5, 3 };
-    eng_swiglu(g, u, 2);
+    cpu_swiglu(g, u, 2);
     CHECK(g[0] == 0 && near(g[1], 2 / (1 + exp(-2.0)) * 3, 1e-6), "swiglu gave %g %g", g[0], g[1]);
     printf("rmsnorm, softmax, swiglu: checked\n");
 }
@@ -37,15 +42,15 @@ static void test_rope(void)
 {
     float cs[4];
     /* position 1, base 10000, 4 rotated dims: pair 0 angle 1, pair 1 angle 10000^-0.5 */
-    eng_rope_table(cs, 4, 10000.0f, 1.0f, 1, 1);
+    eng_rope_cache(cs, 4, 10000.0f, 1.0f, 1, 1);
     float x[4] = { 1, 1, 0, 0 };
-    eng_rope(x, 1, 4, 4, ENG_ROPE_NEOX, cs);
+    cpu_rope(x, 1, 4, 4, ENG_ROPE_NEOX, cs);
     CHECK(near(x[0], cos(1.0), 1e-6) && near(x[2], sin(1.0), 1e-6) && near(x[1], cos(0.01), 1e-6) &&
               near(x[3], sin(0.01), 1e-5),
           "neox rope gave %g %g %g %g", x[0], x[1], x[2], x[3]);
     float y[6] = { 1, 0, 0, 1, 7, 8 }; /* 2 rotated pairs + 2 dims left alone */
-    eng_rope_table(cs, 4, 10000.0f, 1.0f, 1, 1);
-    eng_rope(y, 1, 6, 4, ENG_ROPE_NORM, cs);
+    eng_rope_cache(cs, 4, 10000.0f, 1.0f, 1, 1);
+    cpu_rope(y, 1, 6, 4, ENG_ROPE_NORM, cs);
     CHECK(near(y[0], cos(1.0), 1e-6) && near(y[1], sin(1.0), 1e-6) && near(y[2], -sin(0.01), 1e-5) &&
               near(y[3], cos(0.01), 1e-6) && y[4] == 7 && y[5] == 8,
           "norm rope gave %g %g %g %g %g %g", y[0], y[1], y[2], y[3], y[4], y[5]);
@@ -64,8 +69,10 @@ static void test_routing(void)
     /* sigmoid gating: the bias decides the choice, the weights stay unbiased */
     float l2[4] = { 0, 1, 2, -1 };
     const float bias[4] = { 0, 0, -5, 10 };
+    const struct eng_tensor tb = { .name = "bias", .data = (const uint8_t *)bias,
+                                   .type = FL_TYPE_F32, .n_dims = 1, .ne = { 4, 1, 1, 1 } };
     r = (struct eng_route){ .n_expert = 4, .k = 2, .gating = ENG_GATING_SIGMOID, .norm = false,
-                            .scale = 2.5f, .sel_bias = bias };
+                            .scale = 2.5f, .sel_bias = &tb };
     eng_moe_route(l2, 1, &r, ids, w);
     const double s1 = 1 / (1 + exp(1.0)), s2 = 1 / (1 + exp(-1.0));
     CHECK(ids[0] == 3 && ids[1] == 1 && near(w[0], 2.5 * s1, 1e-6) && near(w[1], 2.5 * s2, 1e-6),
@@ -112,7 +119,8 @@ static float f16r(float x)
 
 /* Plain softmax attention in double over F16-rounded q, k, v. */
 static void ref_attention(const float *q, const float *k, const float *v, int qpos,
-                          const struct eng_attn *p, int h, int64_t kdim, int64_t vdim, double *out)
+                          const struct eng_attn *p, const float *sinks, int h, int64_t kdim,
+                          int64_t vdim, double *out)
 {
     const int kvh = h / (p->n_head / p->n_head_kv);
     double s[256], max = -INFINITY, sum = 0;
@@ -126,8 +134,8 @@ static void ref_attention(const float *q, const float *k, const float *v, int qp
         s[kp] = d * p->scale;
         max = s[kp] > max ? s[kp] : max;
     }
-    if (p->sinks && p->sinks[h] > max)
-        max = p->sinks[h];
+    if (sinks && sinks[h] > max)
+        max = sinks[h];
     for (int64_t d = 0; d < p->dv; d++)
         out[d] = 0;
     for (int kp = 0; kp <= qpos; kp++) {
@@ -136,8 +144,8 @@ static void ref_attention(const float *q, const float *k, const float *v, int qp
         for (int64_t d = 0; d < p->dv; d++)
             out[d] += e * f16r(v[kp * vdim + kvh * p->dv + d]);
     }
-    if (p->sinks)
-        sum += exp(p->sinks[h] - max);
+    if (sinks)
+        sum += exp(sinks[h] - max);
     for (int64_t d = 0; d < p->dv; d++)
         out[d] /= sum;
 }
@@ -155,15 +163,19 @@ static void check_attention(struct eng_ctx *c, int n_tok, int window, const floa
         k[i] = rnd(&seed);
     for (int i = 0; i < n_tok * vdim; i++)
         v[i] = rnd(&seed);
-    eng_kv_store(c->kv, 0, 0, n_tok, k, v);
+    eng_kv_write(c->kv, 0, 0, n_tok, k, v);
+    const struct eng_tensor ts = { .name = "sinks", .data = (const uint8_t *)sinks,
+                                   .type = FL_TYPE_F32, .n_dims = 1, .ne = { NH, 1, 1, 1 } };
     const struct eng_attn p = { .n_head = NH, .n_head_kv = NKV, .dk = DK, .dv = DV, .k_stride = DK,
-                                .v_stride = DV, .scale = 0.7f, .window = window, .sinks = sinks };
+                                .v_stride = DV, .scale = 0.7f, .window = window,
+                                .sinks = sinks ? &ts : NULL };
+    const struct eng_batch b = { .n_tok = n_tok, .pos0 = 0 };
     eng_arena_reset(c->arena);
-    eng_attention(c, 0, q, NH * DK, n_tok, 0, &p, o, NH * DV);
+    cpu_attention(c, 0, &b, q, NH * DK, &p, o, NH * DV);
     double worst = 0, ref[DV];
     for (int t = 0; t < n_tok; t++)
         for (int h = 0; h < NH; h++) {
-            ref_attention(q + t * NH * DK, k, v, t, &p, h, kdim, vdim, ref);
+            ref_attention(q + t * NH * DK, k, v, t, &p, sinks, h, kdim, vdim, ref);
             for (int d = 0; d < DV; d++) {
                 const double e = fabs(o[(t * NH + h) * DV + d] - ref[d]);
                 worst = e > worst ? e : worst;
@@ -183,7 +195,7 @@ static void check_attention(struct eng_ctx *c, int n_tok, int window, const floa
 static void test_attention(struct fl_pool *pool)
 {
     struct eng_model *m = fake_model(1, 2 * 32, 2 * 16);
-    struct eng_ctx c = { .m = m, .pool = pool };
+    struct eng_ctx c = { .m = m, .pool = pool, .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
     struct fl_err err;
     CHECK(eng_kv_create(m, 128, &c.kv, &err) == 0, "kv create");
     /* one layer, K rows of 2*32 and V rows of 2*16 halves, 128 positions */
@@ -276,6 +288,16 @@ static void moe_reference(const float *x, const int32_t *ids, const float *w, co
         }
 }
 
+/* The CPU's MoE layer after routing (what its moe op runs once it chose). */
+static int moe_ffn(struct eng_ctx *c, int layer, const float *x, const int32_t *ids,
+                   const float *w, const struct eng_moe *moe, float *out, struct fl_err *err)
+{
+    const struct eng_batch b = { .n_tok = NT, .pos0 = 0 };
+    struct eng_expert_lists L;
+    int rc = eng_moe_begin(c, layer, &b, x, ids, w, K, NE, &L, err);
+    return rc ? rc : eng_cpu_moe_experts(c, layer, x, NT, &L, w, K, moe, out, err);
+}
+
 static void test_moe(struct fl_pool *pool)
 {
     static float g[NE * FF * EMB], u[NE * FF * EMB], d[NE * EMB * FF], x[NT * EMB];
@@ -296,12 +318,13 @@ static void test_moe(struct fl_pool *pool)
     struct fake_source fs = { .fail_expert = -1, .resident_one = 2 };
     const struct eng_expert_source src = { .ctx = &fs, .prefetch = src_prefetch, .acquire = src_acquire,
                                            .release = src_release, .resident = src_resident };
-    struct eng_ctx c = { .pool = pool, .experts = &src };
+    struct eng_ctx c = { .pool = pool, .experts = &src, .cpu = &eng_cpu_backend,
+                         .be = &eng_cpu_backend };
     eng_arena_create(&c.arena);
     float out[NT * EMB];
     double ref[NT * EMB];
     struct fl_err err = { { 0 } };
-    int rc = eng_moe_ffn(&c, 3, 0, x, NT, ids, w, K, &moe, out, &err);
+    int rc = moe_ffn(&c, 3, x, ids, w, &moe, out, &err);
     moe_reference(x, ids, w, g, u, d, ref);
     double worst = 0;
     for (int i = 0; i < NT * EMB; i++)
@@ -321,7 +344,7 @@ static void test_moe(struct fl_pool *pool)
                                             .release = src_release, .resident = NULL };
     c.experts = &bsrc;
     eng_arena_reset(c.arena);
-    rc = eng_moe_ffn(&c, 3, 0, x, NT, ids, w, K, &moe, out, &err);
+    rc = moe_ffn(&c, 3, x, ids, w, &moe, out, &err);
     CHECK(rc == -EIO && strstr(err.msg, "expert 2") && bad.acquired[0] == bad.released[0],
           "acquire failure: rc %d, msg '%s'", rc, err.msg);
     printf("moe: acquire error -> rc %d, \"%s\"\n", rc, err.msg);
@@ -333,7 +356,7 @@ static void test_moe(struct fl_pool *pool)
                                             .release = src_release, .resident = src_resident };
     c.experts = &src4;
     eng_arena_reset(c.arena);
-    rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);
+    rc = moe_ffn(&c, 1, x, ids4, w, &moe, out, &err);
     moe_reference(x, ids4, w, g, u, d, ref);
     worst = 0;
     for (int i = 0; i < NT * EMB; i++)
@@ -348,7 +371,7 @@ static void test_moe(struct fl_pool *pool)
                                             .release = src_release, .resident = NULL };
     c.experts = &bsrc4;
     eng_arena_reset(c.arena);
-    rc = eng_moe_ffn(&c, 1, 0, x, NT, ids4, w, K, &moe, out, &err);
+    rc = moe_ffn(&c, 1, x, ids4, w, &moe, out, &err);
     bool balanced = true;
     for (int e = 0; e < NE; e++)
         balanced = balanced && bad4.acquired[e] == bad4.released[e];

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cuda/gpu-offload.h"
+#include "backend/cuda/gpu.h"
 #include "gen/model-gen.h"
 #include "gguf/tensor-types.h"
 #include "pager/pager.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cuda/gpu-offload.h"
+#include "backend/cuda/gpu.h"
 #include "app/session.h"
 #include "tests/check.h"
 

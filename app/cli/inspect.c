@@ -11,7 +11,7 @@
 #include "app/cli/inspect-model.h"
 #include "gguf/gguf-keys.h"
 #include "gguf/gguf.h"
-#include "backend/cuda/gpu-offload.h"
+#include "backend/cuda/gpu.h"
 #include "gguf/tensor-types.h"
 #include "base/units.h"
 #include "plan/placement.h"

@@ -22,7 +22,7 @@
  * included); nothing aborts or prints. Launch errors are reported by the
  * launching call; errors inside a kernel surface at the next sync.
  *
- * Layouts are the CPU engine's (model/ops.h, backend/cpu/matmul.h):
+ * Layouts are the CPU engine's (model/backend.h, backend/cpu/matmul.h):
  * activations row-major [n_tok][width] float, weights ggml-shaped rows of
  * n_in values in their GGUF type, row o at w + o * fl_row_size(type, n_in). */
 #ifndef FL_CUDA_BACKEND_H
@@ -139,7 +139,7 @@ int fl_cuda_add(struct fl_cuda *cu, float *d_y, const float *d_x, int64_t n, str
 /* g[i] = silu(g[i]) * u[i]. */
 int fl_cuda_swiglu(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n,
                    struct fl_err *err);
-/* gpt-oss's SwiGLU-OAI (model/arch2-ops.h), in place on g:
+/* gpt-oss's SwiGLU-OAI (model/activation.h), in place on g:
  * g = min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1). */
 int fl_cuda_swiglu_oai(struct fl_cuda *cu, float *d_g, const float *d_u, int64_t n, float alpha,
                        float limit, struct fl_err *err);

@@ -1,16 +1,16 @@
-/* gpu-impl.h: what the two halves of the GPU backend inside the forward
- * pass share (not an interface: backend/cuda/gpu-offload.h is). gpu-offload.c
- * opens the device, uploads the gpu tier, runs offloaded matmuls and MoE
- * layers; gpu-forward.c keeps a whole pass's activations in VRAM. Only
- * built with FL_HAVE_CUDA. */
+/* gpu-impl.h: what the parts of the GPU backend share (not an interface:
+ * backend/cuda/gpu.h is). gpu-open.c opens the device and uploads the gpu
+ * tier; gpu-moe.c runs a MoE layer's experts on the device; gpu-pass.c is
+ * the pass on the device; gpu-offload.c the CPU's pass with products sent
+ * to the device, and the choice between the two; gpu-stats.c --stats.
+ * Only built with FL_HAVE_CUDA (gpu-none.c stands in otherwise). */
 #ifndef FL_GPU_IMPL_H
 #define FL_GPU_IMPL_H
 
-#ifdef FL_HAVE_CUDA
-
 #include "backend/cuda/cuda-backend.h"
 #include "backend/cuda/expert-cache.h"
-#include "backend/cuda/gpu-offload.h"
+#include "backend/cuda/gpu.h"
+#include "model/moe-route.h"
 
 /* Batches of at least this many tokens take the cuBLAS path, smaller ones
  * the matvec kernels (one weight pass per token). */
@@ -49,6 +49,7 @@ struct eng_gpu {
     void **d_tensor;            /* [m->n_tensors]: device copy, NULL on the host */
     uint64_t up_bytes, up_limit; /* uploaded; --vram-budget, or free VRAM less the reserve */
     int64_t n_up, n_kept;       /* gpu-tier matrices uploaded / left on the host */
+    bool trunk_in_vram;         /* every tensor the pass reads but experts, embedding, head */
     struct fl_cuda_xcache *xc;  /* host experts; NULL: none, or no slot fits */
     size_t slot_bytes;
     bool *t_pinned;             /* [m->n_tensors]: page-locked in place (RAM-tier experts) */
@@ -59,26 +60,48 @@ struct eng_gpu {
     struct gpu_arena arena;
     struct gpu_kv kv;
     bool device_pass;           /* a pass ran on the device: its KV cache is in VRAM */
+    struct eng_backend offload; /* the CPU's ops, products of VRAM weights on the device */
     int failed;
     struct fl_err err;
     uint64_t n_matmul, n_moe_vram, n_moe_cache, n_moe_cpu, n_expert_runs, n_pass;
 };
 
+/* gpu-open.c */
 /* Keeps the first error (the GPU is not used again after it); returns rc. */
 int gpu_fail(struct eng_gpu *g, int rc, const struct fl_err *err);
 /* The VRAM copy of a model tensor, NULL when it stays on the host. */
 void *gpu_device_of(const struct eng_gpu *g, const struct eng_tensor *w);
+/* Buffer `which` of at least `bytes` (grown, after the queued kernels). */
+int gpu_dbuf(struct eng_gpu *g, int which, size_t bytes, void **out, struct fl_err *err);
+/* One expert's share of an expert tensor: a 2-D slice of a 3-D matrix, or
+ * one row of a 2-D bias [n_out, n_expert]. */
+size_t gpu_expert_bytes(const struct eng_tensor *t);
+/* Widths the kernels take: a whole number of 32-value units and blocks. */
+bool gpu_kernel_shape_ok(uint32_t type, int64_t n_in);
+
+/* gpu-moe.c */
 /* The MoE experts of one layer on the device, input d_x and routing
  * weights d_w already there, the sum left in d_out: 1 when computed, 0
  * when the CPU must compute them (eng_gpu_decide), -errno with err set. */
 int gpu_moe_device(struct eng_ctx *c, int layer, const float *d_x, int64_t n_tok,
                    const struct eng_expert_lists *L, const float *d_w, int64_t k,
                    const struct eng_moe *e, float *d_out, struct fl_err *err);
+/* The same from host rows x and weights, out on the host (a CPU pass). */
+int gpu_moe_host(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
+                 const struct eng_expert_lists *L, const float *weights, int64_t k,
+                 const struct eng_moe *e, float *out, struct fl_err *err);
 /* Whether gpu_moe_device would leave these experts to the CPU (so their
  * input must come to the host). */
 bool gpu_moe_on_cpu(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok);
-/* Frees the device pass's arena and KV cache (eng_gpu_close). */
-void gpu_forward_free(struct eng_gpu *g);
 
-#endif /* FL_HAVE_CUDA */
+/* gpu-pass.c */
+extern const struct eng_backend gpu_pass_backend;
+/* Frees the device pass's arena and KV cache (eng_gpu_close). */
+void gpu_pass_free(struct eng_gpu *g);
+
+/* gpu-offload.c */
+/* g->offload: the CPU backend's table, its products of VRAM weights and its
+ * MoE layers sent to the device. */
+void gpu_offload_init(struct eng_gpu *g);
+
 #endif

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/arch2-ops.h"
+#include "model/activation.h"
 #include "backend/cuda/cuda-impl.h"
 #include "backend/cuda/emu/emu.h"
 #include "gguf/tensor-types.h"
@@ -182,7 +182,7 @@ cudaError_t flc_launch_swiglu_oai(cudaStream_t s, float *g, const float *u, int6
     flemu_dev(&op, g, F32(n), "g");
     flemu_dev(&op, u, F32(n), "u");
     if (op.err == cudaSuccess) /* the kernel is this formula, element by element */
-        arch2_swiglu_oai(g, u, g, n, alpha, limit);
+        eng_swiglu_oai(g, u, g, n, alpha, limit);
     return flemu_launched(&op);
 }
 

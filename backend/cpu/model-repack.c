@@ -8,6 +8,7 @@
 #include "backend/cpu/repack.h"
 #include "backend/cpu/threadpool.h"
 #include "base/host-memory.h"
+#include "backend/cpu/cpu-backend.h"
 #include "model/model.h"
 #include "gguf/tensor-types.h"
 

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/attention.h"
+#include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/threadpool.h"
-#include "model/ops.h"
+#include "model/kv-cache.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -181,6 +183,7 @@ struct attn_job {
     const float *q;
     int64_t q_stride, out_stride;
     const struct eng_attn *p;
+    const float *sinks;  /* p->sinks' values, or NULL */
     float *out;
     float *scratch; /* per thread: scratch_per floats */
     int64_t scratch_per;
@@ -231,8 +234,8 @@ static float softcapped(const struct eng_attn *p, float s)
 static void finish(const struct attn_job *j, int t, int h, float *acc, float M, float S)
 {
     const struct eng_attn *p = j->p;
-    if (p->sinks)
-        apply_sink(p->sinks[h], &M, &S, acc, p->dv);
+    if (j->sinks)
+        apply_sink(j->sinks[h], &M, &S, acc, p->dv);
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     float *o = j->out + (int64_t)t * j->out_stride + (int64_t)h * p->dv;
     for (int64_t d = 0; d < p->dv; d++)
@@ -554,18 +557,20 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
-void eng_attention(struct eng_ctx *c, int layer, const float *q, int64_t q_stride, int n_tok,
-                   int pos0, const struct eng_attn *p, float *out, int64_t out_stride)
+void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
+                   int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride)
 {
+    const int n_tok = b->n_tok, pos0 = b->pos0;
     static struct f16_kernels kernels;
     if (!kernels.dot)
         kernels = pick_kernels(); /* idempotent: a race writes the same value */
     const int n_kv = pos0 + n_tok;
-    struct fl_pool *pool = eng_pool_for(c, (double)n_tok * p->n_head * n_kv * (p->dk + p->dv));
+    struct fl_pool *pool = eng_cpu_pool_for(c, (double)n_tok * p->n_head * n_kv * (p->dk + p->dv));
     const int nth = fl_pool_size(pool);
     struct attn_job j = {
         .c = c, .k = kernels, .layer = layer, .n_tok = n_tok, .pos0 = pos0, .n_kv = n_kv, .q = q,
         .q_stride = q_stride, .out_stride = out_stride, .p = p, .out = out,
+        .sinks = p->sinks ? (const float *)p->sinks->data : NULL,
     };
     /* F32 acc + F16 q + F16 acc, or F32 acc + scores; plus a K row */
     int64_t per = p->dv + (p->dk + p->dv + 1) / 2 + 1;

@@ -1,14 +1,12 @@
-/* norm.c: row-wise ops of the forward passes (norms, softmax, activations,
- * RoPE, embedding lookup), with llama.cpp's CPU arithmetic where it decides
- * results: sums of squares and exponent sums in double, RoPE angles built by
- * repeated float multiplication. */
+/* cpu-ops.c: the CPU's row ops (backend/cpu/cpu-ops.h). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
-#include "model/ops.h"
+#include "backend/cpu/cpu-ops.h"
+#include "gguf/tensor-types.h"
 
-void eng_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+void cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++)
@@ -24,55 +22,34 @@ void eng_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
     }
 }
 
-void eng_rmsnorm_rows(float *y, const float *x, const struct eng_tensor *w, int64_t n,
+void cpu_rmsnorm_rows(float *y, const float *x, const struct eng_tensor *w, int64_t n,
                       int64_t n_rows, int64_t stride, float eps)
 {
     const float *wf = w ? (const float *)w->data : NULL;
     for (int64_t r = 0; r < n_rows; r++)
-        eng_rmsnorm(y + r * stride, x + r * stride, wf, n, eps);
+        cpu_rmsnorm(y + r * stride, x + r * stride, wf, n, eps);
 }
 
-void eng_softmax(float *x, int64_t n)
-{
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        max = x[i] > max ? x[i] : max;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= inv;
-}
-
-void eng_swiglu(float *g, const float *u, int64_t n)
+void cpu_swiglu(float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void eng_act_swiglu(float *gate, const float *up, int64_t n, const void *arg)
-{
-    (void)arg;
-    eng_swiglu(gate, up, n);
-}
-
-void eng_add(float *y, const float *x, int64_t n)
+void cpu_add(float *y, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] += x[i];
 }
 
-void eng_add_bias(float *y, const struct eng_tensor *b, int64_t n_tok)
+void cpu_add_bias(float *y, const struct eng_tensor *b, int64_t n_tok)
 {
     const int64_t n = b->ne[0];
     for (int64_t t = 0; t < n_tok; t++)
-        eng_add(y + t * n, (const float *)b->data, n);
+        cpu_add(y + t * n, (const float *)b->data, n);
 }
 
-int eng_get_rows(const struct eng_tensor *t, const int32_t *ids, int n, float *out,
+int cpu_get_rows(const struct eng_tensor *t, const int32_t *ids, int n, float *out,
                  struct fl_err *err)
 {
     const struct fl_type_traits *tr = fl_type_traits(t->type);
@@ -88,22 +65,7 @@ int eng_get_rows(const struct eng_tensor *t, const int32_t *ids, int n, float *o
     return 0;
 }
 
-void eng_rope_table(float *cs, int n_rot, float freq_base, float freq_scale, int pos0, int n_pos)
-{
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
-    for (int p = 0; p < n_pos; p++) {
-        float theta = (float)(pos0 + p);
-        float *c = cs + (int64_t)p * n_rot;
-        for (int i0 = 0; i0 < n_rot; i0 += 2) {
-            const float th = freq_scale * theta;
-            c[i0] = cosf(th);
-            c[i0 + 1] = sinf(th);
-            theta *= theta_scale;
-        }
-    }
-}
-
-void eng_rope(float *x, int n_head, int64_t head_dim, int n_rot, enum eng_rope_mode mode,
+void cpu_rope(float *x, int n_head, int64_t head_dim, int n_rot, enum eng_rope_mode mode,
               const float *cs)
 {
     /* NORM pairs adjacent values, NEOX pairs the two halves of the rotated
@@ -122,9 +84,9 @@ void eng_rope(float *x, int n_head, int64_t head_dim, int n_rot, enum eng_rope_m
     }
 }
 
-void eng_rope_rows(float *x, int n_tok, int64_t stride, int n_head, int64_t head_dim, int n_rot,
+void cpu_rope_rows(float *x, int n_tok, int64_t stride, int n_head, int64_t head_dim, int n_rot,
                    enum eng_rope_mode mode, const float *cs)
 {
     for (int t = 0; t < n_tok; t++)
-        eng_rope(x + (int64_t)t * stride, n_head, head_dim, n_rot, mode, cs + (int64_t)t * n_rot);
+        cpu_rope(x + (int64_t)t * stride, n_head, head_dim, n_rot, mode, cs + (int64_t)t * n_rot);
 }

@@ -1,129 +1,19 @@
-/* moe.c: expert routing and the mixture-of-experts FFN.
+/* cpu-moe.c: the mixture-of-experts FFN's experts on the CPU.
  *
- * Routing follows llama.cpp's build_moe_ffn: gating function, optional
- * selection bias for the choice only, top-k by descending score, weights
- * renormalised (sum clamped below at F16's smallest normal) and scaled.
- * The expert FFN walks experts, not tokens: every token routed to expert e
- * goes through e's matrices in one matmul, between acquire and release of
- * that expert, so a paged expert is read once per layer and batch. */
+ * It walks experts, not tokens: every token routed to expert e goes through
+ * e's matrices in one matmul, between acquire and release of that expert,
+ * so a paged expert is read once per layer and batch. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu-backend.h"
+#include "backend/cpu/cpu-ops.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/threadpool.h"
-#include "backend/cuda/gpu-offload.h"
-#include "model/ops.h"
-
-/* Indices of the k largest scores, descending; ties go to the lower id
- * (a stable selection). k is small, so insertion into a sorted list. */
-static void top_k(const float *score, int64_t n, int64_t k, int32_t *ids)
-{
-    int64_t have = 0;
-    for (int64_t e = 0; e < n; e++) {
-        if (have == k && !(score[e] > score[ids[k - 1]]))
-            continue;
-        int64_t pos = have < k ? have : k - 1; /* when full, the last one drops out */
-        while (pos > 0 && score[ids[pos - 1]] < score[e]) {
-            ids[pos] = ids[pos - 1];
-            pos--;
-        }
-        ids[pos] = (int32_t)e;
-        if (have < k)
-            have++;
-    }
-}
-
-static void route_one(float *logits, const struct eng_route *r, float *sel, int32_t *ids,
-                      float *w)
-{
-    const int64_t n = r->n_expert, k = r->k;
-    if (r->gating == ENG_GATING_SOFTMAX)
-        eng_softmax(logits, n);
-    else if (r->gating == ENG_GATING_SIGMOID)
-        for (int64_t e = 0; e < n; e++)
-            logits[e] = 1.0f / (1.0f + expf(-logits[e]));
-    const float *score = logits;
-    if (r->sel_bias) {
-        for (int64_t e = 0; e < n; e++)
-            sel[e] = logits[e] + r->sel_bias[e];
-        score = sel;
-    }
-    top_k(score, n, k, ids);
-    for (int64_t j = 0; j < k; j++)
-        w[j] = logits[ids[j]];
-    if (r->gating == ENG_GATING_SOFTMAX_WEIGHT)
-        eng_softmax(w, k);
-    if (r->norm) {
-        double sum = 0.0;
-        for (int64_t j = 0; j < k; j++)
-            sum += (double)w[j];
-        float s = (float)sum;
-        if (!(s >= 6.103515625e-5f))
-            s = 6.103515625e-5f;
-        for (int64_t j = 0; j < k; j++)
-            w[j] = w[j] / s;
-    }
-    if (r->scale != 0.0f && r->scale != 1.0f)
-        for (int64_t j = 0; j < k; j++)
-            w[j] *= r->scale;
-}
-
-void eng_moe_route(float *logits, int64_t n_tok, const struct eng_route *r, int32_t *ids,
-                   float *weights)
-{
-    float *sel = malloc((size_t)r->n_expert * sizeof(float));
-    if (!sel)
-        abort();
-    for (int64_t t = 0; t < n_tok; t++)
-        route_one(logits + t * r->n_expert, r, sel, ids + t * r->k, weights + t * r->k);
-    free(sel);
-}
-
-static void build_lists(struct eng_ctx *c, const int32_t *ids, int64_t n_tok, int64_t k,
-                        int64_t n_expert, struct eng_expert_lists *L)
-{
-    L->n_expert = n_expert;
-    L->count = eng_scratch(c, sizeof(int32_t) * (size_t)n_expert);
-    L->start = eng_scratch(c, sizeof(int32_t) * (size_t)(n_expert + 1));
-    L->tok = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-    L->slot = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
-    L->order = eng_scratch(c, sizeof(int32_t) * (size_t)n_expert);
-    memset(L->count, 0, sizeof(int32_t) * (size_t)n_expert);
-    for (int64_t i = 0; i < n_tok * k; i++)
-        L->count[ids[i]]++;
-    L->start[0] = 0;
-    for (int64_t e = 0; e < n_expert; e++)
-        L->start[e + 1] = L->start[e] + L->count[e];
-    int32_t *fill = L->order; /* reused as a cursor before the order is built */
-    memcpy(fill, L->start, sizeof(int32_t) * (size_t)n_expert);
-    for (int64_t i = 0; i < n_tok * k; i++) {
-        const int32_t e = ids[i], at = fill[e]++;
-        L->tok[at] = (int32_t)(i / k);
-        L->slot[at] = (int32_t)i;
-    }
-    L->n_order = 0;
-    for (int64_t e = 0; e < n_expert; e++)
-        if (L->count[e])
-            L->order[L->n_order++] = (int32_t)e;
-}
-
-/* Resident experts first (they compute while the others are read). */
-static void order_resident_first(const struct eng_expert_source *src, int layer,
-                                 struct eng_expert_lists *L)
-{
-    if (!src || !src->resident)
-        return;
-    int front = 0;
-    for (int i = 0; i < L->n_order; i++) {
-        if (src->resident(src->ctx, layer, L->order[i])) {
-            int32_t e = L->order[i];
-            memmove(L->order + front + 1, L->order + front, sizeof(int32_t) * (size_t)(i - front));
-            L->order[front++] = e;
-        }
-    }
-}
+#include "gguf/tensor-types.h"
+#include "model/activation.h"
 
 static void add_bias_rows(float *y, int64_t ldy, const int32_t *rows, int64_t n,
                           const struct eng_tensor *b, int expert)
@@ -132,7 +22,7 @@ static void add_bias_rows(float *y, int64_t ldy, const int32_t *rows, int64_t n,
         return;
     const float *bv = (const float *)b->data + (int64_t)expert * b->ne[0];
     for (int64_t i = 0; i < n; i++)
-        eng_add(y + (rows ? rows[i] : i) * ldy, bv, b->ne[0]);
+        cpu_add(y + (rows ? rows[i] : i) * ldy, bv, b->ne[0]);
 }
 
 static const uint8_t *expert_data(const struct eng_tensor *w, int e)
@@ -170,9 +60,13 @@ static void activate_expert(const struct moe_state *s, const struct expert_bufs 
     const int64_t n = s->L->count[e], n_ff = m->gate->ne[1];
     add_bias_rows(b->g, n_ff, NULL, n, m->gate_b, e);
     add_bias_rows(b->u, n_ff, NULL, n, m->up_b, e);
-    const eng_act_fn act = m->act ? m->act : eng_act_swiglu;
-    for (int64_t i = 0; i < n; i++)
-        act(b->g + i * n_ff, b->u + i * n_ff, n_ff, m->act_arg);
+    for (int64_t i = 0; i < n; i++) {
+        float *g = b->g + i * n_ff;
+        if (m->act == ENG_ACT_SWIGLU_OAI)
+            eng_swiglu_oai(g, b->u + i * n_ff, g, n_ff, m->alpha, m->limit);
+        else
+            cpu_swiglu(g, b->u + i * n_ff, n_ff);
+    }
     fl_quantize_act(pool, m->down->type, b->g, n_ff, n, n_ff, b->dscratch, hq);
 }
 
@@ -198,7 +92,7 @@ static void prepare_state(struct moe_state *s, const float *x, int64_t n_tok, in
     const struct eng_moe *m = s->e;
     const int64_t n_in = m->gate->ne[0], n_ff = m->gate->ne[1], n_embd = m->down->ne[1];
     const int64_t rows = n_tok; /* an expert sees each token at most once */
-    struct fl_pool *qpool = eng_pool_for(c, (double)n_tok * n_in * 16);
+    struct fl_pool *qpool = eng_cpu_pool_for(c, (double)n_tok * n_in * 16);
     fl_quantize_act(qpool, m->gate->type, x, n_in, n_tok, n_in,
                     eng_scratch(c, fl_matmul_scratch_size(m->gate->type, n_in, n_tok) + 64), &s->xg);
     if (fl_act_type(m->up->type) == fl_act_type(m->gate->type))
@@ -246,7 +140,7 @@ static int run_serial(struct moe_state *s, struct fl_err *err)
         if (rc)
             return rc;
         const double work = (double)s->L->count[e] * m->gate->ne[1] * m->down->ne[1];
-        run_expert(s, &s->bufs[0], eng_pool_for(s->c, work), e);
+        run_expert(s, &s->bufs[0], eng_cpu_pool_for(s->c, work), e);
         release_range(src, s->layer, &s->L->order[i], 1);
     }
     return 0;
@@ -349,32 +243,13 @@ static int run_waves(struct moe_state *s, int nth, struct fl_err *err)
     return 0;
 }
 
-int eng_moe_begin(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
-                  const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                  struct eng_expert_lists *L, struct fl_err *err)
-{
-    if (c->routing)
-        c->routing->record(c->routing->ctx, layer, pos0, (int)n_tok, (int)k, ids, weights);
-    build_lists(c, ids, n_tok, k, e->gate->ne[2], L);
-    const struct eng_expert_source *src = c->experts;
-    if (src && src->hidden)
-        src->hidden(src->ctx, layer, x, n_tok);
-    if (src && src->prefetch) {
-        int rc = src->prefetch(src->ctx, layer, L->order, L->n_order);
-        if (rc < 0)
-            return fl_err_set(err, rc, "layer %d: prefetching experts failed: %s", layer,
-                              strerror(-rc));
-    }
-    return 0;
-}
-
-int eng_moe_cpu(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
-                struct eng_expert_lists *L, const float *weights, int64_t k,
-                const struct eng_moe *e, float *out, struct fl_err *err)
+int eng_cpu_moe_experts(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
+                        struct eng_expert_lists *L, const float *weights, int64_t k,
+                        const struct eng_moe *e, float *out, struct fl_err *err)
 {
     const int64_t n_embd = e->down->ne[1];
     const struct eng_expert_source *src = c->experts;
-    order_resident_first(src, layer, L);
+    eng_moe_resident_first(src, layer, L);
     const int nth = fl_pool_size(c->pool);
     /* one token, nothing paged: no reads to overlap, only pool rounds to save */
     const bool batched = nth > 1 && n_tok == 1 && !src && L->n_order <= MOE_BATCH_EXPERTS;
@@ -400,20 +275,4 @@ int eng_moe_cpu(struct eng_ctx *c, int layer, const float *x, int64_t n_tok,
         }
     }
     return 0;
-}
-
-int eng_moe_ffn(struct eng_ctx *c, int layer, int pos0, const float *x, int64_t n_tok,
-                const int32_t *ids, const float *weights, int64_t k, const struct eng_moe *e,
-                float *out, struct fl_err *err)
-{
-    struct eng_expert_lists L;
-    int rc = eng_moe_begin(c, layer, pos0, x, n_tok, ids, weights, k, e, &L, err);
-    if (rc)
-        return rc;
-    if (c->gpu) { /* experts in VRAM, or brought there by --gpu-experts */
-        rc = eng_gpu_moe(c, layer, x, n_tok, &L, weights, k, e, out, err);
-        if (rc)
-            return rc < 0 ? rc : 0;
-    }
-    return eng_moe_cpu(c, layer, x, n_tok, &L, weights, k, e, out, err);
 }

@@ -1,0 +1,20 @@
+/* activation.h: gated activations the CPU and the emulated device share
+ * (the CUDA kernels are written to match them).
+ *
+ * SwiGLU-OAI (ggml_swiglu_oai): the gate is clamped from above, the up
+ * projection to [-limit, limit], and the "+1" on up keeps a residual path:
+ *   out = min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1)
+ * gpt-oss uses alpha 1.702 and limit 7 (fixed in llama.cpp, not metadata). */
+#ifndef FL_ACTIVATION_H
+#define FL_ACTIVATION_H
+
+#include <stdint.h>
+
+#define ENG_OAI_ALPHA 1.702f
+#define ENG_OAI_LIMIT 7.0f
+
+/* out[i] for i < n as above; out may alias gate. */
+void eng_swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float alpha,
+                    float limit);
+
+#endif

@@ -1,0 +1,321 @@
+/* backend.h: where the ops of a forward pass run.
+ *
+ * Each architecture's pass (model/arch-*.c) is written once, as
+ * straight-line C over the ops below; a backend is a table of those ops
+ * over its own memory. The CPU's (backend/cpu/cpu-backend.c) runs them on
+ * host rows; the GPU's (backend/cuda/) keeps a pass's activations in VRAM
+ * from the embedding to the logits, or, when some tensor the pass reads is
+ * not there, is the CPU's table with the products of weights it holds sent
+ * to the device. eng_forward asks the context's pick() which one runs a
+ * pass: the one place the choice is made (as redis's ae.c picks its
+ * multiplexer, and ggml's backends decide what they offload).
+ *
+ * Activations are row-major [n_tok][width] float32 in the backend's memory
+ * (eng_tmp); a head h of a row occupies [h*head_dim, (h+1)*head_dim).
+ * Weight tensors are ggml-shaped: ne[0] = input width, ne[1] = output width,
+ * ne[2] = expert (or head). Ops that cannot fail return nothing; a device
+ * that fails keeps the first error, does nothing more, and the pass
+ * reports it at eng_output, so a pass reads the same on every backend.
+ *
+ * Numerics follow llama.cpp's CPU backend where it decides results:
+ * matmuls quantize activations to the weight's vec_dot_type, F16 KV cache,
+ * flash-attention style attention, RMSNorm sums in double, softmax
+ * exponent sums in double. */
+#ifndef FL_BACKEND_H
+#define FL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "model/arch.h"
+#include "model/expert-source.h"
+#include "model/model.h"
+#include "model/scratch.h"
+
+struct eng_kv;
+struct fl_pool;
+struct eng_gpu;
+struct eng_backend;
+
+/* Everything a forward pass needs besides the batch. Owned by the session. */
+struct eng_ctx {
+    const struct eng_model *m;
+    struct fl_pool *pool;                      /* the CPU's threads */
+    int n_threads;
+    struct eng_kv *kv;                         /* the host KV cache */
+    const struct eng_expert_source *experts;   /* NULL: all experts resident */
+    const struct eng_routing_sink *routing;    /* NULL: routing not recorded */
+    struct eng_arena *arena;                   /* host scratch of the pass */
+    /* The backend of every pass (backend/cpu: eng_cpu_backend), unless pick
+     * is set: then pick(c) says which backend runs the next pass. */
+    const struct eng_backend *cpu;
+    const struct eng_backend *(*pick)(struct eng_ctx *c);
+    struct eng_gpu *gpu;                       /* the device pick() chooses among (backend/cuda) */
+    const struct eng_backend *be;              /* the backend of the pass running now */
+};
+
+/* Runs one batch through c->m's architecture: checks positions against the
+ * KV cache and token ids against the vocabulary, resets the scratch, picks
+ * the backend and calls arch->forward. */
+int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err);
+
+/* --- the ops' parameters ---------------------------------------------------- */
+
+struct eng_attn {
+    int n_head, n_head_kv;     /* GQA: query head h reads KV head h / (n_head/n_head_kv) */
+    int64_t dk, dv;            /* head dims of K and V */
+    int64_t k_off, v_off;      /* where KV head 0 starts inside a cache row (0 usually) */
+    int64_t k_stride, v_stride;/* distance between KV heads inside a cache row (dk, dv usually) */
+    bool v_in_k;               /* V rows are read from the K cache (MLA) */
+    float scale;               /* applied to q.k */
+    float softcap;             /* 0 = none */
+    int window;                /* >0: key p0 masked for query p1 iff p1 - p0 >= window */
+    const struct eng_tensor *sinks; /* NULL or F32 [n_head] logits in the softmax denominator */
+};
+
+struct eng_route {
+    int64_t n_expert, k;
+    enum eng_gating gating;
+    bool norm;                 /* renormalise the k weights to sum 1 */
+    float scale;               /* 0 or 1: none */
+    const struct eng_tensor *sel_bias; /* NULL or F32 [n_expert], added for the choice only */
+    /* DeepSeek-V3's group-limited choice: n_groups > 1 consecutive groups of
+     * experts, only the n_group_used best of which may be chosen (0: none) */
+    int n_groups, n_group_used;
+};
+
+/* The gated activation between an expert's (gate, up) and down products. */
+enum eng_act {
+    ENG_ACT_SWIGLU = 0,        /* silu(gate) * up (ggml_swiglu_split) */
+    ENG_ACT_SWIGLU_OAI,        /* gpt-oss's clamped form (model/activation.h) */
+};
+
+struct eng_moe {
+    const struct eng_tensor *gate, *up, *down;       /* 3-D [n_in, n_out, n_expert] */
+    const struct eng_tensor *gate_b, *up_b, *down_b; /* NULL or 2-D [n_out, n_expert] F32 */
+    enum eng_act act;
+    float alpha, limit;                              /* ENG_ACT_SWIGLU_OAI's */
+};
+
+/* --- the op table -------------------------------------------------------------
+ * Pointers to activations (x, y, q, ...) are the backend's memory (eng_tmp);
+ * every other argument is on the host. */
+
+struct eng_dev_mark {
+    int block;
+    size_t used;
+};
+
+struct eng_backend {
+    const char *name;
+    /* Before the pass: device scratch reset (may be NULL). */
+    void (*begin)(struct eng_ctx *c);
+    /* n floats of the backend's memory, valid until the pass ends (a failed
+     * device gives NULL, and every op then does nothing). */
+    float *(*tmp)(struct eng_ctx *c, int64_t n);
+    /* The backend's own part of eng_mark/eng_release (NULL: none). */
+    struct eng_dev_mark (*mark)(struct eng_ctx *c);
+    void (*release)(struct eng_ctx *c, struct eng_dev_mark m);
+    /* n host floats where the backend reads them: x itself on the host, a
+     * copy in device memory on a device. */
+    const float *(*upload)(struct eng_ctx *c, const float *x, int64_t n);
+    /* x[i] = row b->tokens[i] of t (the embedding, looked up on the host). */
+    int (*embed)(struct eng_ctx *c, const struct eng_tensor *t, const struct eng_batch *b,
+                 float *x, struct fl_err *err);
+    /* y = x / sqrt(mean(x^2) + eps) * w over n_rows rows of n, `stride`
+     * floats apart (w NULL: no weight; F32 [n]); y may equal x. */
+    void (*rmsnorm)(struct eng_ctx *c, float *y, const float *x, const struct eng_tensor *w,
+                    int64_t n, int64_t n_rows, int64_t stride, float eps);
+    /* y[n_tok][ne[1]] = x[n_tok][ne[0]] . W^T for a 2-D weight (slice < 0),
+     * or slice `slice` of a 3-D one; activations quantized as llama.cpp
+     * does for w's type. */
+    void (*matmul)(struct eng_ctx *c, const struct eng_tensor *w, int64_t slice, const float *x,
+                   int64_t n_tok, float *y);
+    /* y[i] = w[i] . x for n <= 8 weights that read the same x (q, k and v):
+     * the bits of n matmuls, x quantized once per activation type. */
+    void (*matmul_shared)(struct eng_ctx *c, int n, const struct eng_tensor *const *w,
+                          const float *x, int64_t n_tok, float *const *y);
+    /* y_h = (slice h of the 3-D w) . x_h for every head h < n_head: x_h of a
+     * token at x + h*x_head, tokens x_stride apart; y_h likewise (MLA's
+     * per-head products, heads left where they are). */
+    void (*matmul_heads)(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                         const float *x, int64_t x_head, int64_t x_stride, float *y,
+                         int64_t y_head, int64_t y_stride, int64_t n_tok);
+    /* Rotates the first n_rot dims of n_head heads of each of n_tok rows
+     * (`stride` apart); cs is uploaded (cos, sin) pairs, n_rot per token. */
+    void (*rope)(struct eng_ctx *c, float *x, int n_tok, int64_t stride, int n_head,
+                 int64_t head_dim, int n_rot, enum eng_rope_mode mode, const float *cs);
+    /* K rows [n_tok][kd] and V rows [n_tok][vd] of the batch's positions
+     * into layer's cache (F16); v NULL (vd 0): only K (MLA). */
+    void (*kv_store)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *k,
+                     int64_t kd, const float *v, int64_t vd);
+    /* out[t][h*dv ..] = softmax(q_t.K^T * scale + mask) V over the cached
+     * positions 0 .. own position of layer (causal); q [n_tok][q_stride]
+     * with head h at q + h*dk. */
+    void (*attention)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
+                      int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride);
+    void (*add)(struct eng_ctx *c, float *y, const float *x, int64_t n); /* y += x */
+    /* y (n_rows rows of b->ne[0]) += the F32 bias b */
+    void (*add_bias)(struct eng_ctx *c, float *y, const struct eng_tensor *b, int64_t n_rows);
+    /* g[i] = silu(g[i]) * u[i] */
+    void (*swiglu)(struct eng_ctx *c, float *g, const float *u, int64_t n);
+    /* n_rows rows of width floats; strides in floats */
+    void (*copy_2d)(struct eng_ctx *c, float *dst, int64_t dst_stride, const float *src,
+                    int64_t src_stride, int64_t width, int64_t n_rows);
+    /* The mixture of experts of block `layer` on its normed input x
+     * (n_tok rows), from the router's logits (overwritten): routing (the
+     * routing sink hears it), the expert source's prefetch, every expert's
+     * tokens in one product between acquire and release, the slots summed
+     * in order 0..k-1 into out. The expert source's -errno stops the pass. */
+    int (*moe)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *x,
+               float *logits, const struct eng_route *r, const struct eng_moe *e, float *out,
+               struct fl_err *err);
+    /* The final norm and output projection of the rows the batch wants
+     * (every row or the last) into b->logits; 0, or the pass's first error. */
+    int (*output)(struct eng_ctx *c, const float *x, const struct eng_batch *b,
+                  const struct eng_tensor *norm, const struct eng_tensor *w, float eps,
+                  struct fl_err *err);
+};
+
+/* --- what a pass calls: the running backend's ops ------------------------------ */
+
+static inline float *eng_tmp(struct eng_ctx *c, int64_t n)
+{
+    return c->be->tmp(c, n);
+}
+
+/* Host scratch of the pass (64-byte aligned, uninitialised; never NULL:
+ * out of memory aborts, a pass cannot go on without it). */
+static inline void *eng_scratch(struct eng_ctx *c, size_t bytes)
+{
+    return eng_arena_alloc(c->arena, bytes);
+}
+
+static inline float *eng_scratch_f32(struct eng_ctx *c, int64_t n)
+{
+    return eng_arena_alloc(c->arena, (size_t)n * sizeof(float));
+}
+
+/* A layer's scratch (host and backend) dies with the layer: mark before it,
+ * release after, and scratch stays at one layer's worth. */
+struct eng_mark {
+    struct eng_scratch_mark host;
+    struct eng_dev_mark dev;
+};
+
+static inline struct eng_mark eng_mark(struct eng_ctx *c)
+{
+    struct eng_mark m = { .host = eng_scratch_mark(c->arena) };
+    if (c->be->mark)
+        m.dev = c->be->mark(c);
+    return m;
+}
+
+static inline void eng_release(struct eng_ctx *c, struct eng_mark m)
+{
+    if (c->be->release)
+        c->be->release(c, m.dev);
+    eng_scratch_release(c->arena, m.host);
+}
+
+static inline const float *eng_upload(struct eng_ctx *c, const float *x, int64_t n)
+{
+    return c->be->upload(c, x, n);
+}
+
+static inline int eng_embed(struct eng_ctx *c, const struct eng_tensor *t,
+                            const struct eng_batch *b, float *x, struct fl_err *err)
+{
+    return c->be->embed(c, t, b, x, err);
+}
+
+static inline void eng_rmsnorm(struct eng_ctx *c, float *y, const float *x,
+                               const struct eng_tensor *w, int64_t n, int64_t n_rows,
+                               int64_t stride, float eps)
+{
+    c->be->rmsnorm(c, y, x, w, n, n_rows, stride, eps);
+}
+
+static inline void eng_matmul(struct eng_ctx *c, const struct eng_tensor *w, const float *x,
+                              int64_t n_tok, float *y)
+{
+    c->be->matmul(c, w, -1, x, n_tok, y);
+}
+
+static inline void eng_matmul_shared(struct eng_ctx *c, int n, const struct eng_tensor *const *w,
+                                     const float *x, int64_t n_tok, float *const *y)
+{
+    c->be->matmul_shared(c, n, w, x, n_tok, y);
+}
+
+static inline void eng_matmul_heads(struct eng_ctx *c, const struct eng_tensor *w, int n_head,
+                                    const float *x, int64_t x_head, int64_t x_stride, float *y,
+                                    int64_t y_head, int64_t y_stride, int64_t n_tok)
+{
+    c->be->matmul_heads(c, w, n_head, x, x_head, x_stride, y, y_head, y_stride, n_tok);
+}
+
+static inline void eng_rope(struct eng_ctx *c, float *x, int n_tok, int64_t stride, int n_head,
+                            int64_t head_dim, int n_rot, enum eng_rope_mode mode, const float *cs)
+{
+    c->be->rope(c, x, n_tok, stride, n_head, head_dim, n_rot, mode, cs);
+}
+
+static inline void eng_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                                const float *k, int64_t kd, const float *v, int64_t vd)
+{
+    c->be->kv_store(c, layer, b, k, kd, v, vd);
+}
+
+static inline void eng_attention(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                                 const float *q, int64_t q_stride, const struct eng_attn *p,
+                                 float *out, int64_t out_stride)
+{
+    c->be->attention(c, layer, b, q, q_stride, p, out, out_stride);
+}
+
+static inline void eng_add(struct eng_ctx *c, float *y, const float *x, int64_t n)
+{
+    c->be->add(c, y, x, n);
+}
+
+static inline void eng_add_bias(struct eng_ctx *c, float *y, const struct eng_tensor *b,
+                                int64_t n_rows)
+{
+    c->be->add_bias(c, y, b, n_rows);
+}
+
+static inline void eng_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride,
+                               const float *src, int64_t src_stride, int64_t width,
+                               int64_t n_rows)
+{
+    c->be->copy_2d(c, dst, dst_stride, src, src_stride, width, n_rows);
+}
+
+static inline int eng_moe(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                          const float *x, float *logits, const struct eng_route *r,
+                          const struct eng_moe *e, float *out, struct fl_err *err)
+{
+    return c->be->moe(c, layer, b, x, logits, r, e, out, err);
+}
+
+static inline int eng_output(struct eng_ctx *c, const float *x, const struct eng_batch *b,
+                             const struct eng_tensor *norm, const struct eng_tensor *w,
+                             float eps, struct fl_err *err)
+{
+    return c->be->output(c, x, b, norm, w, eps, err);
+}
+
+/* Dense gated FFN (gate, up, down 2-D): out = down(silu(gate x) * up x). */
+void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+             const struct eng_tensor *up, const struct eng_tensor *down, float *out);
+
+/* The (cos, sin) table of the batch's positions for eng_rope, n_rot/2 pairs
+ * per token, uploaded: theta_i = pos * freq_scale * base^(-2i/n_rot)
+ * (powers accumulated by repeated float multiplication, as ggml). */
+const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b, int n_rot,
+                            float freq_base, float freq_scale);
+
+#endif
