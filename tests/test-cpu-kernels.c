@@ -593,6 +593,80 @@ static void test_repack_q4_K(enum fl_cpu_level top)
            cases);
 }
 
+/* Attention's kernels of one level against the scalar level's: the F16
+ * steps give the same bits (conversions and FMAs are exact), the F32 steps
+ * agree within float rounding of the double-precision sums. */
+static void test_attn(const struct fl_cpu_kernels *k, int level)
+{
+    struct fl_cpu_kernels ref;
+    fl_cpu_kernels_for(FL_CPU_SCALAR, &ref);
+    enum { N = 200, DK = 72, R = 4 };
+    fl_f16 x[N], y[N], acc[N], acc_ref[N];
+    float f[N], f_ref[N], q[R * DK], kt[DK * N], s[R * N], s2[N], w[N], v[N * DK];
+    float wr[DK], wr_ref[DK];
+    for (int i = 0; i < N; i++) {
+        x[i] = fl_f32_to_f16((float)((int)(rnd() % 2001) - 1000) / 256.0f);
+        y[i] = fl_f32_to_f16((float)((int)(rnd() % 2001) - 1000) / 512.0f);
+        acc[i] = acc_ref[i] = fl_f32_to_f16((float)((int)(rnd() % 201) - 100) / 64.0f);
+        w[i] = (float)(rnd() % 1000) / 1000.0f;
+    }
+    for (int i = 0; i < R * DK; i++)
+        q[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < DK * N; i++)
+        kt[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < N * DK; i++)
+        v[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    int same = 1;
+    for (int n = 1; n <= N; n += 37) {
+        float a = k->attn.dot_f16(x, y, n), b = ref.attn.dot_f16(x, y, n);
+        same &= memcmp(&a, &b, sizeof(a)) == 0;
+    }
+    k->attn.mad_f16(acc, x, 0.37f, N);
+    ref.attn.mad_f16(acc_ref, x, 0.37f, N);
+    k->attn.scale_f16(acc, 0.61f, N);
+    ref.attn.scale_f16(acc_ref, 0.61f, N);
+    k->attn.f16_to_f32(acc, f, N);
+    ref.attn.f16_to_f32(acc_ref, f_ref, N);
+    same &= memcmp(acc, acc_ref, sizeof(acc)) == 0 && memcmp(f, f_ref, sizeof(f)) == 0;
+    CHECK(same, "level %d: attention's F16 steps differ from the scalar ones", level);
+    /* key scores: every head of a group, one at a time and together */
+    double worst = 0;
+    for (int h = 0; h < R; h++) {
+        k->attn.key_scores(s + h * N, q + h * DK, kt, N, DK, N);
+        for (int i = 0; i < N; i++) {
+            double d = 0;
+            for (int j = 0; j < DK; j++)
+                d += (double)q[h * DK + j] * kt[j * N + i];
+            worst = fmax(worst, fabs(s[h * N + i] - d));
+        }
+    }
+    if (k->attn.key_scores_group) {
+        float g[R * N];
+        k->attn.key_scores_group(g, N, q, R, kt, N, DK, N);
+        for (int i = 0; i < R * N; i++)
+            worst = fmax(worst, fabs(g[i] - s[i]));
+    }
+    CHECK(worst < 1e-4, "level %d: key scores off by %g", level, worst);
+    for (int i = 0; i < N; i++)
+        s2[i] = s[i] - 5.0f;
+    const float sum = k->attn.exp_shifted(s2, N, 1.0f);
+    double dsum = 0, werr = 0;
+    for (int i = 0; i < N; i++) {
+        const double e = exp((double)s[i] - 6.0);
+        dsum += e;
+        werr = fmax(werr, fabs(s2[i] - e) / e);
+    }
+    CHECK(werr < 3e-6 && fabs(sum - dsum) / dsum < 1e-5, "level %d: exp off by %g", level, werr);
+    k->attn.weighted_rows(wr, w, v, N, DK);
+    ref.attn.weighted_rows(wr_ref, w, v, N, DK);
+    double rerr = 0;
+    for (int d = 0; d < DK; d++)
+        rerr = fmax(rerr, fabs(wr[d] - wr_ref[d]));
+    CHECK(rerr < 1e-4, "level %d: weighted rows off by %g", level, rerr);
+    printf("  attention kernels (level %d): F16 steps = scalar bits; key scores %.1e, exp %.1e, "
+           "weighted rows %.1e from the references\n", level, worst, werr, rerr);
+}
+
 int main(void)
 {
     fl_types_init();
@@ -602,6 +676,7 @@ int main(void)
         struct fl_cpu_kernels k;
         fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
         test_vec_dot(&k, lv);
+        test_attn(&k, lv);
         test_quant(&k);
         test_exact(&k);
         if (lv >= FL_CPU_AVX2) {
@@ -640,6 +715,10 @@ int main(void)
     CHECK(strncmp(fl_cpu_features(), "scalar", 6) == 0, "features string: %s", fl_cpu_features());
     CHECK(fl_type_traits(FL_TYPE_Q4_K)->vec_dot == fl_type_traits(FL_TYPE_Q4_K)->vec_dot_ref,
           "scalar level must install the reference vec_dot");
+    struct fl_cpu_kernels ks;
+    fl_cpu_kernels_for(FL_CPU_SCALAR, &ks);
+    CHECK(memcmp(&fl_cpu_kernels()->attn, &ks.attn, sizeof(ks.attn)) == 0,
+          "FL_CPU_FEATURES=scalar: attention keeps another level's kernels");
     if (top >= FL_CPU_AVX2) {
         setenv("FL_CPU_FEATURES", "avx2", 1);
         fl_types_init();

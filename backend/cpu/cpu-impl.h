@@ -28,6 +28,28 @@ typedef void (*fl_tile_fn)(int n, int nr, const void *w, size_t w_stride, int nc
 /* Activation quantizer for one row (n a multiple of the block size). */
 typedef void (*fl_act_quant_fn)(const float *x, void *y, int64_t n);
 
+/* Attention's kernels (backend/cpu/attn-kernels.c, used by attention.c). */
+struct fl_attn_kernels {
+    /* F16 steps of the short-batch kernel: a dot product summed as ggml's
+     * AVX-512 build sums it; acc = f16(v*s + acc); acc = f16(acc*s); to F32 */
+    float (*dot_f16)(const fl_f16 *x, const fl_f16 *y, int64_t n);
+    void (*mad_f16)(fl_f16 *acc, const fl_f16 *v, float s, int64_t n);
+    void (*scale_f16)(fl_f16 *acc, float s, int64_t n);
+    void (*f16_to_f32)(const fl_f16 *x, float *y, int64_t n);
+    /* F32 path: s[i] = q . kt[.][i] for n keys (kt rows ld apart); the same
+     * for r <= 8 query heads at once (NULL: one head at a time), s rows lds
+     * apart; s[i] = exp(s[i] - M) returning the sum; acc = sum_i w[i] v[i] */
+    void (*key_scores)(float *s, const float *q, const float *kt, int64_t ld, int64_t dk, int n);
+    void (*key_scores_group)(float *s, int64_t lds, const float *q, int r, const float *kt,
+                             int64_t ld, int64_t dk, int n);
+    float (*exp_shifted)(float *s, int n, float M);
+    void (*weighted_rows)(float *acc, const float *w, const float *v, int n, int64_t dv);
+};
+
+void fl_attn_kernels_scalar(struct fl_attn_kernels *k);
+void fl_attn_kernels_avx2(struct fl_attn_kernels *k);
+void fl_attn_kernels_avx512(struct fl_attn_kernels *k);
+
 struct fl_cpu_kernels {
     const char *name;                  /* "scalar", "avx2", "avx512" */
     fl_tile_fn tile[FL_TYPE_COUNT];    /* by weight type; NULL: pairwise vec_dot */
@@ -46,6 +68,7 @@ struct fl_cpu_kernels {
     /* by activation type; all levels give the bytes of the types module's
      * fl_type_from_float_act (llama.cpp's x86 activation rounding) */
     fl_act_quant_fn quant[FL_TYPE_COUNT];
+    struct fl_attn_kernels attn;
 };
 
 /* Each fills in what its ISA accelerates; entries it leaves alone keep the

@@ -70,10 +70,15 @@ static enum fl_cpu_level detect_level(void)
 void fl_cpu_kernels_for(enum fl_cpu_level level, struct fl_cpu_kernels *k)
 {
     fl_cpu_kernels_scalar(k);
-    if (level >= FL_CPU_AVX2)
+    fl_attn_kernels_scalar(&k->attn);
+    if (level >= FL_CPU_AVX2) {
         fl_cpu_kernels_avx2(k);
-    if (level >= FL_CPU_AVX512)
+        fl_attn_kernels_avx2(&k->attn);
+    }
+    if (level >= FL_CPU_AVX512) {
         fl_cpu_kernels_avx512(k);
+        fl_attn_kernels_avx512(&k->attn);
+    }
 }
 
 static void describe(void)
