@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
+#include "gguf/tensor-types.h"
 #include "model/expert-source.h"
 #include "model/model.h"
-#include "gguf/tensor-types.h"
 #include "pager/pager.h"
 
 #define MAX_DEPTH 8
@@ -26,8 +25,8 @@ struct fl_predictor {
     uint8_t *hist;            /* [n_layers][window][n_expert] */
     int *hist_head, *hist_len;
     /* lookahead */
-    const float **router;     /* [n_layers] F32 [n_expert][n_embd] or NULL */
-    const float **norm;       /* [n_layers] ffn_norm weights or NULL */
+    const struct eng_router **router; /* [n_layers]: F32 [n_embd, n_expert] routers, or NULL */
+    const float **norm;       /* [n_layers] the norm before each router, or NULL */
     int64_t n_embd;
     int32_t *staged;          /* [depth][n_expert] experts predicted by the last hidden() */
     int staged_n[MAX_DEPTH], staged_layer[MAX_DEPTH];
@@ -91,29 +90,20 @@ const char *fl_predict_name(const struct fl_predict_config *c, char *buf, size_t
 
 /* --- set-up ------------------------------------------------------------------ */
 
-static const struct gguf_tensor *blk_tensor(const struct gguf_file *g, int l, const char *name)
-{
-    char full[96];
-    snprintf(full, sizeof(full), "blk.%d.%s", l, name);
-    return gguf_find_tensor(g, full);
-}
-
 /* Router (and norm) weights of every MoE layer, for lookahead. A layer
  * whose router is not an F32 [n_embd, n_expert] matrix is not predicted
  * (lookahead is the default: it must not refuse a model). */
-static int find_routers(struct fl_predictor *pr, const struct gguf_file *g, const uint8_t *base,
-                        struct fl_err *err)
+static int find_routers(struct fl_predictor *pr, const struct eng_model *m, struct fl_err *err)
 {
     for (int l = 0; l < pr->n_layers; l++) {
-        const struct gguf_tensor *r = blk_tensor(g, l, "ffn_gate_inp.weight");
-        if (!r || r->type != FL_TYPE_F32 || r->ne[1] != pr->n_expert ||
-            (pr->n_embd && r->ne[0] != pr->n_embd))
+        const struct eng_router *r = eng_model_router(m, l);
+        if (!r || r->w->type != FL_TYPE_F32 || r->w->ne[1] != pr->n_expert ||
+            (pr->n_embd && r->w->ne[0] != pr->n_embd))
             continue;
-        pr->n_embd = r->ne[0];
-        pr->router[l] = (const float *)(base + r->offset);
-        const struct gguf_tensor *w = blk_tensor(g, l, "ffn_norm.weight");
-        if (w && w->type == FL_TYPE_F32 && w->ne[0] == r->ne[0])
-            pr->norm[l] = (const float *)(base + w->offset);
+        pr->n_embd = r->w->ne[0];
+        pr->router[l] = r;
+        if (r->norm && r->norm->type == FL_TYPE_F32 && r->norm->ne[0] == r->w->ne[0])
+            pr->norm[l] = (const float *)r->norm->data;
     }
     if (!pr->n_embd)
         return 0; /* nothing to look ahead with: the router's prefetch only */
@@ -131,7 +121,7 @@ static int alloc_all(struct fl_predictor *pr)
     pr->hist = calloc(L * (W ? W : 1) * E, 1);
     pr->hist_head = calloc(L, sizeof(int));
     pr->hist_len = calloc(L, sizeof(int));
-    pr->router = calloc(L, sizeof(float *));
+    pr->router = calloc(L, sizeof(*pr->router));
     pr->norm = calloc(L, sizeof(float *));
     pr->staged = calloc(MAX_DEPTH * E, sizeof(int32_t));
     pr->logits = calloc(E, sizeof(float));
@@ -142,8 +132,8 @@ static int alloc_all(struct fl_predictor *pr)
 }
 
 int fl_predictor_create(const struct fl_predict_config *cfg, struct pager *pager,
-                        const struct gguf_file *g, const uint8_t *base, int n_layers,
-                        int n_expert, int n_used, struct fl_predictor **out, struct fl_err *err)
+                        const struct eng_model *m, int n_layers, int n_expert, int n_used,
+                        struct fl_predictor **out, struct fl_err *err)
 {
     *out = NULL;
     if (n_layers <= 0 || n_expert <= 0 || n_used <= 0 || n_used > n_expert)
@@ -159,10 +149,10 @@ int fl_predictor_create(const struct fl_predict_config *cfg, struct pager *pager
     pr->hidden_layer = -1;
     int rc = alloc_all(pr) ? fl_err_set(err, -ENOMEM, "out of memory") : 0;
     for (int l = 0; rc == 0 && l < n_layers; l++)
-        pr->moe[l] = !g || blk_tensor(g, l, "ffn_gate_inp.weight") != NULL;
+        pr->moe[l] = !m || eng_model_router(m, l) != NULL;
     if (rc == 0 && cfg->kind == FL_PREDICT_LOOKAHEAD)
-        rc = g && base ? find_routers(pr, g, base, err)
-                       : fl_err_set(err, -EINVAL, "--prefetch lookahead needs the model");
+        rc = m ? find_routers(pr, m, err)
+               : fl_err_set(err, -EINVAL, "--prefetch lookahead needs the model");
     if (rc) {
         fl_predictor_free(pr);
         return rc;
@@ -264,13 +254,7 @@ static int lookahead_token(struct fl_predictor *pr, int from, int t, const float
     const float *a = pr->norm[from], *b = pr->norm[t];
     for (int64_t i = 0; i < D; i++)
         pr->xs[i] = a && b && a[i] != 0.0f ? x[i] / a[i] * b[i] : x[i];
-    for (int e = 0; e < pr->n_expert; e++) {
-        const float *w = pr->router[t] + (int64_t)e * D;
-        double s = 0.0;
-        for (int64_t i = 0; i < D; i++)
-            s += (double)w[i] * pr->xs[i];
-        pr->logits[e] = (float)s;
-    }
+    eng_router_logits(pr->router[t], pr->xs, pr->logits);
     /* top-k on shifted logits: monotonic gating keeps the same choice */
     float lo = pr->logits[0];
     for (int e = 1; e < pr->n_expert; e++)

@@ -30,7 +30,6 @@
 #include "base/error.h"
 #include "pager/pager.h"
 
-struct gguf_file;
 struct pager;
 struct eng_expert_source;
 
@@ -54,13 +53,14 @@ const char *fl_predict_name(const struct fl_predict_config *c, char *buf, size_t
 struct fl_predictor;
 
 /* pager: where prefetches go (NULL: accounting only, as on a recorded
- * trace). g and base (offset in memory = offset in file): the router and
- * norm weights lookahead reads, and which blocks are MoE layers; g may be
- * NULL except for lookahead (then every block is a MoE layer); lookahead
- * skips layers whose router is not F32. Errors: -EINVAL, -ENOMEM. */
+ * trace). m: the model, whose routers (eng_model_router) say which blocks
+ * are MoE layers and are what lookahead applies; NULL except for lookahead
+ * (then every block is a MoE layer); lookahead skips layers whose router is
+ * not F32. Errors: -EINVAL, -ENOMEM. */
+struct eng_model;
 int fl_predictor_create(const struct fl_predict_config *cfg, struct pager *pager,
-                        const struct gguf_file *g, const uint8_t *base, int n_layers,
-                        int n_expert, int n_used, struct fl_predictor **out, struct fl_err *err);
+                        const struct eng_model *m, int n_layers, int n_expert, int n_used,
+                        struct fl_predictor **out, struct fl_err *err);
 void fl_predictor_free(struct fl_predictor *pr);
 
 /* The engine's expert source: the pager's, with prefetch going through

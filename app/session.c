@@ -305,7 +305,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
      * disk tier is read in 2 MiB chunks by faults or up front) */
     const struct eng_hparams *hp = &s->model->hp;
     if (placement_tier_bytes(s->plan, PL_TIER_DISK) && hp->n_expert > 0) {
-        if ((rc = fl_predictor_create(&p->predict, s->pager, s->gguf, s->base, (int)hp->n_layer,
+        if ((rc = fl_predictor_create(&p->predict, s->pager, s->model, (int)hp->n_layer,
                                       (int)hp->n_expert, (int)hp->n_expert_used, &s->pred, err)))
             return rc;
         fl_predictor_source(s->pred, &s->experts);

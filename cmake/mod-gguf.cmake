@@ -3,7 +3,7 @@
 # dot products) and where each layer's experts lie in the file.
 fl_module(gguf
   SOURCES gguf/gguf.c gguf/gguf-keys.c gguf/gguf-writer.c gguf/tensor-types.c gguf/quant-legacy.c
-          gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c
+          gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c gguf/tensor-names.c
   DEPS base)
 # Bit-exactness with ggml needs every float operation rounded on its own:
 # a fused multiply-add (allowed by GNU C's default contraction on FMA
@@ -13,4 +13,5 @@ set_source_files_properties(gguf/tensor-types.c gguf/quant-legacy.c gguf/quant-k
 
 fl_test(test-gguf SOURCES tests/test-gguf.c MODULES gguf TIMEOUT 120)
 fl_test(test-quant SOURCES tests/test-quant.c MODULES gguf TIMEOUT 120)
+fl_test(test-tensor-names SOURCES tests/test-tensor-names.c MODULES gguf LIBS PkgConfig::PCRE2)
 fl_fuzz(gguf SOURCES tests/fuzz/fuzz-gguf.c MODULES gguf)

@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "gguf/moe-layout.h"
+#include "gguf/tensor-names.h"
 
 /* Bounds on what we allocate per layer; far above any real model. */
-#define MOE_MAX_LAYERS 65536
+#define MOE_MAX_LAYERS (FL_TENSOR_MAX_BLOCK + 1)
 #define MOE_MAX_EXPERTS 65536
 
 static const char *const role_names[MOE_N_ROLES] = {
@@ -18,42 +19,6 @@ static const char *const role_names[MOE_N_ROLES] = {
 const char *moe_role_name(enum moe_role r)
 {
     return (unsigned)r < MOE_N_ROLES ? role_names[r] : "?";
-}
-
-/* "blk.<il>.<rest>": the block index (-1 if name is not a block tensor). */
-static long block_of(const char *name, const char **rest)
-{
-    if (strncmp(name, "blk.", 4))
-        return -1;
-    const char *s = name + 4;
-    long il = 0;
-    if (*s < '0' || *s > '9')
-        return -1;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        il = il * 10 + (*s - '0');
-        if (il > MOE_MAX_LAYERS)
-            return -1;
-    }
-    if (*s != '.')
-        return -1;
-    *rest = s + 1;
-    return il;
-}
-
-/* The expert role a block tensor's name ends in, or -1. */
-static int role_of(const char *rest)
-{
-    static const char *const ffn[] = { "ffn_gate_exps.", "ffn_up_exps.", "ffn_down_exps.", "ffn_gate_up_exps." };
-    for (int r = 0; r < 4; r++) {
-        size_t n = strlen(ffn[r]);
-        if (strncmp(rest, ffn[r], n))
-            continue;
-        if (!strcmp(rest + n, "weight"))
-            return r;
-        if (!strcmp(rest + n, "bias"))
-            return r + MOE_GATE_BIAS;
-    }
-    return -1;
 }
 
 struct ctx {
@@ -95,8 +60,7 @@ static int count_layers(const struct ctx *c, int *n_layer)
     if (n < 0) {
         n = 0;
         for (int64_t i = 0; i < gguf_n_tensors(c->f); i++) {
-            const char *rest;
-            long il = block_of(gguf_tensor(c->f, i)->name, &rest);
+            const int il = fl_tensor_block(gguf_tensor(c->f, i)->name);
             if (il >= n)
                 n = il + 1;
         }
@@ -114,11 +78,13 @@ static int bad_tensor(const struct ctx *c, const struct gguf_tensor *t, const ch
 /* Files one tensor into its layer's role, checking its shape. */
 static int add_tensor(const struct ctx *c, struct moe_layout *l, const struct gguf_tensor *t)
 {
-    const char *rest;
-    long il = block_of(t->name, &rest);
-    int role = il < 0 ? -1 : role_of(rest);
-    if (role < 0)
+    bool bias = false;
+    const int part = fl_tensor_expert_part(t->name, &bias);
+    if (part < 0)
         return 0;
+    const int il = fl_tensor_block(t->name);
+    /* the roles are the parts, then the parts' biases */
+    const int role = bias ? part + MOE_GATE_BIAS : part;
     if (il >= l->n_layer)
         return bad_tensor(c, t, "block index beyond block_count", l->n_layer);
     if (l->n_expert <= 0)
@@ -210,3 +176,7 @@ void moe_layout_free(struct moe_layout *l)
     free(l->layers);
     free(l);
 }
+
+_Static_assert((int)MOE_GATE == (int)FL_EXPERT_GATE && (int)MOE_UP == (int)FL_EXPERT_UP &&
+               (int)MOE_DOWN == (int)FL_EXPERT_DOWN && (int)MOE_GATE_UP == (int)FL_EXPERT_GATE_UP,
+               "moe roles follow the expert parts");

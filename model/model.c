@@ -88,6 +88,20 @@ int eng_model_set_router(struct eng_model *m, int il, const struct eng_tensor *w
     return 0;
 }
 
+void eng_router_logits(const struct eng_router *r, const float *x, float *logits)
+{
+    const int64_t d = r->w->ne[0];
+    const float *bias = r->bias && r->bias->type == FL_TYPE_F32 ? (const float *)r->bias->data
+                                                                : NULL;
+    for (int64_t e = 0; e < r->w->ne[1]; e++) {
+        const float *w = (const float *)r->w->data + e * d;
+        double s = 0.0;
+        for (int64_t i = 0; i < d; i++)
+            s += (double)w[i] * x[i];
+        logits[e] = bias ? (float)s + bias[e] : (float)s;
+    }
+}
+
 const struct eng_router *eng_model_router(const struct eng_model *m, int il)
 {
     return m->routers && il >= 0 && il < m->hp.n_layer && m->routers[il].w ? &m->routers[il]

@@ -9,15 +9,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gguf/gguf.h"
 #include "base/host-memory.h"
 #include "base/units.h"
+#include "gguf/gguf.h"
+#include "gguf/tensor-names.h"
 
-#define PL_EXPERT_REGEX "\\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 #define PL_PAGE 4096ull
 
+/* A rule: the user's regex (-ot, --regex-offload), or, for the built-in
+ * flags (--cpu-moe, --n-cpu-moe N, ...), the expert tensors of the first
+ * n_layers blocks (n_layers < 0: of every block). */
 struct pl_rule {
     pcre2_code *re;
+    int n_layers;
     enum pl_tier tier;
     char reason[160];
 };
@@ -164,19 +168,6 @@ void placement_host_detect(struct placement_host *host)
     host->ram_available = fl_mem_available();
 }
 
-/* --- names ------------------------------------------------------------------- */
-
-int placement_layer_of(const char *name)
-{
-    if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4]))
-        return -1;
-    char *end = NULL;
-    long n = strtol(name + 4, &end, 10);
-    if (*end != '.' || n > 1000000)
-        return -1;
-    return (int)n;
-}
-
 static pcre2_code *compile_regex(const char *pattern, struct fl_err *err)
 {
     int code = 0;
@@ -202,17 +193,6 @@ static bool regex_search(pcre2_code *re, const char *s)
     return rc >= 0;
 }
 
-bool placement_is_expert(const char *name)
-{
-    static pcre2_code *re;
-    if (!re) {
-        pcre2_code *fresh = compile_regex(PL_EXPERT_REGEX, NULL);
-        if (!__sync_bool_compare_and_swap(&re, NULL, fresh))
-            pcre2_code_free(fresh);
-    }
-    return re && regex_search(re, name);
-}
-
 /* --- rules ------------------------------------------------------------------- */
 
 struct pl_rules {
@@ -227,7 +207,8 @@ static void rules_free(struct pl_rules *r)
     free(r->v);
 }
 
-static int rules_add(struct pl_rules *r, const char *pattern, enum pl_tier tier,
+/* pattern NULL: the experts of the first n_layers blocks (all when < 0). */
+static int rules_add(struct pl_rules *r, const char *pattern, int n_layers, enum pl_tier tier,
                      const char *reason, struct fl_err *err)
 {
     if (r->n == r->cap) {
@@ -238,14 +219,24 @@ static int rules_add(struct pl_rules *r, const char *pattern, enum pl_tier tier,
         r->v = v;
         r->cap = cap;
     }
-    pcre2_code *re = compile_regex(pattern, err);
-    if (!re)
+    pcre2_code *re = pattern ? compile_regex(pattern, err) : NULL;
+    if (pattern && !re)
         return -EINVAL;
     struct pl_rule *rule = &r->v[r->n++];
     rule->re = re;
+    rule->n_layers = n_layers;
     rule->tier = tier;
     snprintf(rule->reason, sizeof(rule->reason), "%s", reason);
     return 0;
+}
+
+static bool rule_matches(const struct pl_rule *rule, const char *name)
+{
+    if (rule->re)
+        return regex_search(rule->re, name);
+    return fl_tensor_is_expert(name) &&
+           (rule->n_layers < 0 || (fl_tensor_block(name) >= 0 &&
+                                   fl_tensor_block(name) < rule->n_layers));
 }
 
 /* One -ot value: "REGEX=TIER[,REGEX=TIER...]", like llama.cpp. */
@@ -271,47 +262,38 @@ static int rules_add_overrides(struct pl_rules *r, const char *spec, struct fl_e
         }
         char reason[160];
         snprintf(reason, sizeof(reason), "-ot %s=%s", item, eq + 1);
-        rc = rules_add(r, item, tier, reason, err);
+        rc = rules_add(r, item, 0, tier, reason, err);
     }
     free(copy);
     return rc;
 }
 
-/* Layers past the file's last block cannot match, so --n-cpu-moe 1000000 on a
- * 40-layer model compiles 40 regexes, not a million. */
-static int rules_add_layers(struct pl_rules *r, int n_layers, int n_blocks, enum pl_tier tier,
+static int rules_add_layers(struct pl_rules *r, int n_layers, enum pl_tier tier,
                             const char *flag, struct fl_err *err)
 {
-    for (int il = 0; il < n_layers && il < n_blocks; il++) {
-        char pattern[96], reason[64];
-        snprintf(pattern, sizeof(pattern), "blk\\.%d%s", il, PL_EXPERT_REGEX);
-        snprintf(reason, sizeof(reason), "%s %d", flag, n_layers);
-        int rc = rules_add(r, pattern, tier, reason, err);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    char reason[64];
+    snprintf(reason, sizeof(reason), "%s %d", flag, n_layers);
+    return rules_add(r, NULL, n_layers, tier, reason, err);
 }
 
-static int rules_build(struct pl_rules *r, const struct placement_options *o, int n_blocks,
-                       struct fl_err *err)
+static int rules_build(struct pl_rules *r, const struct placement_options *o, struct fl_err *err)
 {
     int rc = 0;
     for (int i = 0; i < o->n_overrides && !rc; i++)
         rc = rules_add_overrides(r, o->overrides[i], err);
     if (!rc && o->n_disk_moe)
-        rc = rules_add_layers(r, o->n_disk_moe, n_blocks, PL_TIER_DISK, "--n-disk-moe", err);
+        rc = rules_add_layers(r, o->n_disk_moe, PL_TIER_DISK, "--n-disk-moe", err);
     if (!rc && o->n_cpu_moe)
-        rc = rules_add_layers(r, o->n_cpu_moe, n_blocks, PL_TIER_RAM, "--n-cpu-moe", err);
+        rc = rules_add_layers(r, o->n_cpu_moe, PL_TIER_RAM, "--n-cpu-moe", err);
     if (!rc && (o->cpu_moe || o->disk_moe)) {
         bool disk = o->disk_moe && (!o->cpu_moe || o->last_all_moe == PL_TIER_DISK);
-        rc = rules_add(r, PL_EXPERT_REGEX, disk ? PL_TIER_DISK : PL_TIER_RAM,
+        rc = rules_add(r, NULL, -1, disk ? PL_TIER_DISK : PL_TIER_RAM,
                        disk ? "--disk-moe" : "--cpu-moe", err);
     }
     if (!rc && o->regex_offload) {
         char reason[160];
         snprintf(reason, sizeof(reason), "--regex-offload %s", o->regex_offload);
-        rc = rules_add(r, o->regex_offload, PL_TIER_GPU, reason, err);
+        rc = rules_add(r, o->regex_offload, 0, PL_TIER_GPU, reason, err);
     }
     return rc;
 }
@@ -347,7 +329,7 @@ static void read_model(const struct gguf_file *f, struct pl_model *m)
  * offloaded (-1), everything else (output, output_norm, ...) is layer n_layer. */
 static int ngl_layer(const char *name, const struct pl_model *m)
 {
-    int il = placement_layer_of(name);
+    int il = fl_tensor_block(name);
     if (il >= 0)
         return il;
     if (!strncmp(name, "token_embd", 10))
@@ -359,7 +341,7 @@ static void decide_default(struct placement_plan *p, int64_t i, const char *name
                            const struct placement_options *o, const struct pl_model *m,
                            bool file_fits)
 {
-    if (placement_is_expert(name)) {
+    if (fl_tensor_is_expert(name)) {
         p->tier[i] = file_fits ? PL_TIER_RAM : PL_TIER_DISK;
         snprintf(p->reason[i], sizeof(p->reason[i]), "default: expert, file %s the RAM budget",
                  file_fits ? "fits" : "exceeds");
@@ -403,10 +385,10 @@ static void compute_min_budget(struct placement_plan *p, const struct gguf_file 
         return;
     for (int64_t i = 0; i < p->n_tensors; i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
-        int il = placement_layer_of(t->name);
+        int il = fl_tensor_block(t->name);
         if (p->tier[i] != PL_TIER_DISK || il < 0 || il >= n_layer)
             continue;
-        per_layer[il] += placement_is_expert(t->name) ? expert_slice_bytes(t, m->n_expert)
+        per_layer[il] += fl_tensor_is_expert(t->name) ? expert_slice_bytes(t, m->n_expert)
                                                       : t->nbytes;
     }
     int k = m->n_expert_used > 0 ? m->n_expert_used : 1;
@@ -464,18 +446,6 @@ static void resolve(struct placement_plan *p, const struct gguf_file *f,
     check_fit(p);
 }
 
-/* One more than the highest blk.N among the tensors' names. */
-static int count_blocks(const struct gguf_file *f)
-{
-    int n = 0;
-    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
-        int il = placement_layer_of(gguf_tensor(f, i)->name);
-        if (il >= n)
-            n = il + 1;
-    }
-    return n;
-}
-
 int placement_plan_build(const struct gguf_file *f, const struct placement_options *o,
                          const struct placement_host *host, struct placement_plan **out,
                          struct fl_err *err)
@@ -483,7 +453,7 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
     struct pl_rules rules = { 0 };
     struct pl_model m;
     read_model(f, &m);
-    int rc = rules_build(&rules, o, count_blocks(f), err);
+    int rc = rules_build(&rules, o, err);
     struct placement_plan *p = calloc(1, sizeof(*p));
     int64_t n = gguf_n_tensors(f);
     if (!rc && p) {
@@ -507,7 +477,7 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
     for (int64_t i = 0; i < n; i++) {
         const char *name = gguf_tensor(f, i)->name;
         int r = 0;
-        while (r < rules.n && !regex_search(rules.v[r].re, name))
+        while (r < rules.n && !rule_matches(&rules.v[r], name))
             r++;
         if (r < rules.n) {
             p->tier[i] = rules.v[r].tier;

@@ -93,9 +93,5 @@ const char *placement_tier_name(enum pl_tier t);
 /* "gpu"/"ram"/"disk" and llama.cpp's buffer names ("CPU" → ram, "CUDA0" → gpu). */
 int placement_tier_parse(const char *name, enum pl_tier *out);
 
-/* Layer index of a tensor named "blk.N....", or -1. */
-int placement_layer_of(const char *tensor_name);
-/* Whether the name is a MoE expert tensor (llama.cpp's \.ffn_(up|down|gate|gate_up)_(ch|)exps). */
-bool placement_is_expert(const char *tensor_name);
 
 #endif

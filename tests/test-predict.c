@@ -19,17 +19,18 @@
 #include "app/flref.h"
 #include "gguf/gguf.h"
 #include "app/predict.h"
+#include "model/model.h"
 #define CHECK_OUT stderr
 #include "tests/check.h"
 
-static struct fl_predictor *make(const char *spec, const struct gguf_file *g, const uint8_t *base,
-                                 int n_layers, int n_expert, int k)
+static struct fl_predictor *make(const char *spec, const struct eng_model *m, int n_layers,
+                                 int n_expert, int k)
 {
     struct fl_predict_config c;
     struct fl_err err = { { 0 } };
     struct fl_predictor *pr = NULL;
     if (fl_predict_parse(spec, &c, &err) ||
-        fl_predictor_create(&c, NULL, g, base, n_layers, n_expert, k, &pr, &err))
+        fl_predictor_create(&c, NULL, m, n_layers, n_expert, k, &pr, &err))
         fprintf(stderr, "%s: %s\n", spec, err.msg);
     return pr;
 }
@@ -63,7 +64,7 @@ static void test_hand_trace(void)
 {
     static const int32_t tr[3][2][2] = { { { 0, 1 }, { 2, 3 } }, { { 0, 2 }, { 2, 4 } },
                                          { { 1, 2 }, { 5, 6 } } };
-    struct fl_predictor *pr = make("history:1", NULL, NULL, 2, 8, 2);
+    struct fl_predictor *pr = make("history:1", NULL, 2, 8, 2);
     CHECK(pr, "history:1 not created");
     if (!pr)
         return;
@@ -111,7 +112,7 @@ static int test_trace(const char *path)
         flref_routing_free(&r);
         return 0;
     }
-    struct fl_predictor *pr = make("history:1", NULL, NULL, r.n_layers, max_id + 1, r.k);
+    struct fl_predictor *pr = make("history:1", NULL, r.n_layers, max_id + 1, r.k);
     uint64_t hits = 0, scored = 0;
     for (int p = 0; pr && p < r.n_pos; p++)
         for (int l = 0; l < r.n_layers; l++) {
@@ -199,7 +200,9 @@ static void test_lookahead(const char *model)
     CHECK(r1 && n0 && n1, "%s: no router/norm weights", model);
     int64_t dim = r1 ? r1->ne[0] : 0;
     int n_exp = r1 ? (int)r1->ne[1] : 0, k = 2;
-    struct fl_predictor *pr = r1 ? make("lookahead:1", g, base, 2, n_exp, k) : NULL;
+    struct eng_model *m = NULL;
+    CHECK(eng_model_load(g, base, &m, &err) == 0, "%s: %s", model, err.msg);
+    struct fl_predictor *pr = r1 && m ? make("lookahead:1", m, 2, n_exp, k) : NULL;
     CHECK(pr || !r1, "lookahead:1 not created");
     float *x = malloc(sizeof(float) * (size_t)dim * 2), *xs = malloc(sizeof(float) * (size_t)dim);
     int32_t want[2][8], none[1] = { 0 };
@@ -229,6 +232,7 @@ static void test_lookahead(const char *model)
                model, (unsigned long long)st.hits, (unsigned long long)st.predicted);
     }
     fl_predictor_free(pr);
+    eng_model_free(m);
     free(x);
     free(xs);
     free(base);

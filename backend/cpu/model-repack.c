@@ -10,30 +10,21 @@
 #include "base/host-memory.h"
 #include "backend/cpu/cpu-backend.h"
 #include "model/model.h"
+#include "gguf/tensor-names.h"
 #include "gguf/tensor-types.h"
 
-/* Tensors that only eng_matmul / fl_matmul_rows read (by name suffix).
- * Left out on purpose: token_embd (row lookups, and the output matrix when
- * tied), routers, norms, biases, fused gate_up experts (sliced by rows). */
-static const char *const k_matmul_only[] = {
-    "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-    "attn_q_a.weight", "attn_q_b.weight", "attn_kv_a_mqa.weight", "attn_k_b.weight",
-    "attn_v_b.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-    "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
-    "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
-};
-
+/* Tensors that only products read: block projections, the routed experts'
+ * gate/up/down stacks and the output matrix. Left out on purpose:
+ * token_embd (row lookups, and the output matrix when tied), routers,
+ * norms, biases, fused gate_up experts (sliced by rows). */
 static bool matmul_only(const char *name)
 {
-    if (strcmp(name, "output.weight") == 0)
-        return true;
-    const size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof(k_matmul_only) / sizeof(k_matmul_only[0]); i++) {
-        const size_t k = strlen(k_matmul_only[i]);
-        if (n > k && name[n - k - 1] == '.' && strcmp(name + n - k, k_matmul_only[i]) == 0)
-            return true;
-    }
-    return false;
+    if (!fl_tensor_is_weight(name))
+        return false;
+    const enum fl_tensor_role r = fl_tensor_role(name);
+    const int part = fl_tensor_expert_part(name, NULL);
+    return r == FL_TENSOR_PROJECTION || r == FL_TENSOR_OUTPUT ||
+           part == FL_EXPERT_GATE || part == FL_EXPERT_UP || part == FL_EXPERT_DOWN;
 }
 
 struct repack_job {

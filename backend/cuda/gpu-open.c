@@ -8,6 +8,7 @@
 
 #include "base/units.h"
 #include "gguf/gguf.h"
+#include "gguf/tensor-names.h"
 #include "gguf/tensor-types.h"
 #include "plan/placement.h"
 
@@ -138,9 +139,9 @@ static size_t host_slot_bytes(const struct eng_gpu *g)
     bool *host = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(bool));
     for (int64_t i = 0; per && host && i < m->n_tensors; i++) {
         const struct eng_tensor *t = &m->tensors[i];
-        const int il = placement_layer_of(t->name);
+        const int il = fl_tensor_block(t->name);
         if ((t->n_dims != 3 && t->n_dims != 2) || il < 0 || il >= n_layer ||
-            !placement_is_expert(t->name) || t->ne[t->n_dims - 1] < 1)
+            !fl_tensor_is_expert(t->name) || t->ne[t->n_dims - 1] < 1)
             continue;
         per[il] += gpu_expert_bytes(t);
         host[il] = host[il] || (t->n_dims == 3 && !g->d_tensor[i]);
@@ -201,7 +202,7 @@ static int by_start(const void *x, const void *y)
 static bool pinnable(const struct eng_gpu *g, const struct placement_plan *plan, int64_t i)
 {
     const struct eng_tensor *t = &g->m->tensors[i];
-    return (t->n_dims == 3 || t->n_dims == 2) && !g->d_tensor[i] && placement_is_expert(t->name) &&
+    return (t->n_dims == 3 || t->n_dims == 2) && !g->d_tensor[i] && fl_tensor_is_expert(t->name) &&
            placement_tier(plan, t->index) == PL_TIER_RAM;
 }
 
@@ -269,7 +270,7 @@ static bool trunk_in_vram(const struct eng_gpu *g)
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct eng_tensor *t = &m->tensors[i];
         if (t->in_pass && !g->d_tensor[i] && t != m->embd && t != m->output &&
-            !placement_is_expert(t->name))
+            !fl_tensor_is_expert(t->name))
             return false;
     }
     return true;

@@ -12,9 +12,9 @@
 
 #include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/cpu-ops.h"
+#include "gguf/tensor-names.h"
 #include "gguf/tensor-types.h"
 #include "model/kv-cache.h"
-#include "plan/placement.h"
 
 /* Smallest scratch block: a decode step's whole pass fits in one. */
 #define ARENA_BLOCK ((size_t)64 << 20)
@@ -455,11 +455,13 @@ static int pass_moe(struct eng_ctx *c, int layer, const struct eng_batch *b, con
  * the predictor or a CPU fallback): see eng_gpu_options.host_copy_unused. */
 static bool host_reads(const struct eng_tensor *t, bool head_on_device)
 {
-    const char *n = t->name;
-    if (!strcmp(n, "output.weight") || !strcmp(n, "output_norm.weight"))
+    const enum fl_tensor_role r = fl_tensor_role(t->name);
+    if (t->n_dims < 2)
+        return true;
+    if (r == FL_TENSOR_OUTPUT || r == FL_TENSOR_OUTPUT_NORM)
         return !head_on_device;
-    return t->n_dims < 2 || !strcmp(n, "token_embd.weight") || strstr(n, "norm") ||
-           strstr(n, "ffn_gate_inp") || strstr(n, "exp_probs_b") || placement_is_expert(n);
+    return r == FL_TENSOR_TOKEN_EMBD || r == FL_TENSOR_NORM || r == FL_TENSOR_ROUTER ||
+           r == FL_TENSOR_SEL_BIAS || r == FL_TENSOR_EXPERTS;
 }
 
 /* After the first pass on the device: the host copies nothing reads again. */

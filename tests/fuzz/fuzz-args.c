@@ -22,6 +22,7 @@
 #include "text/chat.h"
 #include "gguf/gguf.h"
 #include "base/units.h"
+#include "gguf/tensor-names.h"
 #include "plan/placement.h"
 
 #ifndef FL_SOURCE_DIR
@@ -146,7 +147,13 @@ static void fuzz_placement(char **s, int n, uint8_t sel)
     placement_plan_free(p);
     for (int i = 0; i < n; i++) {
         enum pl_tier t;
-        sink += (uint32_t)placement_layer_of(s[i]) + placement_is_expert(s[i]);
+        bool bias = false;
+        const int part = fl_tensor_expert_part(s[i], &bias);
+        const int il = fl_tensor_block(s[i]);
+        if (il < -1 || il > FL_TENSOR_MAX_BLOCK || part < -1 || part > FL_EXPERT_GATE_UP ||
+            (part >= 0 && (il < 0 || !fl_tensor_is_expert(s[i]))))
+            die("tensor-names disagree with themselves");
+        sink += (uint32_t)il + (uint32_t)fl_tensor_role(s[i]);
         if (placement_tier_parse(s[i], &t) == 0 && (unsigned)t >= PL_TIER_COUNT)
             die("placement_tier_parse gave a bad tier");
     }
