@@ -2,6 +2,7 @@
 #include "app/session.h"
 
 #include "app/calibrate.h"
+#include "app/stats-json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include "base/units.h"
 #include "pager/pager.h"
 #include "pager/policy.h"
+#include "plan/pager-layout.h"
 
 struct eng_session {
     struct gguf_file *gguf;
@@ -141,8 +143,6 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     struct pager_config cfg;
     pager_config_init(&cfg);
     cfg.ram_budget = budget > min ? budget : min;
-    cfg.tier = plan_tier;
-    cfg.tier_ctx = s->plan;
     cfg.mode = (enum pager_mode)p->pager_mode;
     cfg.cache = (enum pager_cache)p->cache;
     if (fl_numa_active(s->numa)) {
@@ -152,10 +152,14 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     }
     struct pager_hot_unit *hot = NULL;
     if (p->hot_profile &&
-        (rc = pager_hot_profile_load(p->hot_profile, &hot, &cfg.n_hot, err)))
+        (rc = eng_hot_profile_load(p->hot_profile, &hot, &cfg.n_hot, err)))
         return rc;
     cfg.hot = hot;
-    rc = pager_open(p->model_path, s->gguf, &cfg, &s->pager, err);
+    struct pager_layout layout;
+    rc = placement_pager_layout(s->gguf, plan_tier, s->plan, &layout, err);
+    if (!rc)
+        rc = pager_open(p->model_path, &layout, &cfg, &s->pager, err);
+    placement_pager_layout_free(&layout);
     free(hot);
     if (rc)
         return rc;
@@ -622,26 +626,6 @@ static void print_predict(const struct fl_predictor *pr, const struct fl_predict
     fputc('\n', out);
 }
 
-/* The predictor's figures as a member of the --stats-json object;
- * precision and recall are null where nothing was predicted. */
-static void predict_json(const struct fl_predictor *pr, const struct fl_predict_config *c,
-                         char *out, size_t cap)
-{
-    struct fl_predict_stats st;
-    char name[32], prec[32] = "null", rec[32] = "null";
-    fl_predictor_stats(pr, &st);
-    if (st.predicted)
-        snprintf(prec, sizeof(prec), "%.6f", fl_predict_precision(&st));
-    if (st.chosen)
-        snprintf(rec, sizeof(rec), "%.6f", fl_predict_recall(&st));
-    snprintf(out, cap, "\"prediction\":{\"predictor\":\"%s\",\"routed\":%llu,\"ready\":%llu,"
-             "\"scored\":%llu,\"predicted\":%llu,\"hits\":%llu,\"chosen\":%llu,"
-             "\"precision\":%s,\"recall\":%s}", fl_predict_name(c, name, sizeof(name)),
-             (unsigned long long)st.routed, (unsigned long long)st.ready,
-             (unsigned long long)st.scored, (unsigned long long)st.predicted,
-             (unsigned long long)st.hits, (unsigned long long)st.chosen, prec, rec);
-}
-
 int eng_session_report(struct eng_session *s, struct fl_err *err)
 {
     if (s->stats || s->stats_json)
@@ -663,10 +647,7 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
     FILE *f = fopen(s->stats_json, "w");
     if (!f)
         return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
-    char extra[512] = "";
-    if (s->pred)
-        predict_json(s->pred, &s->predict, extra, sizeof(extra));
-    int rc = pager_stats_json_with(s->pager, s->pred ? extra : NULL, f);
+    int rc = eng_stats_json_write(f, s->pager, s->pred, &s->predict);
     if (fclose(f) && !rc)
         rc = -errno;
     return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;

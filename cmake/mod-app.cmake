@@ -1,7 +1,7 @@
 # app/: the session the CLI drives (placement plan -> pager region -> model,
 # KV cache, tokenizer, threads, GPU), the calibration pass, expert
 # predictors between engine and pager, and FLRF/FLRT files.
-fl_module(app SOURCES app/session.c app/calibrate.c app/flref.c app/predict.c
+fl_module(app SOURCES app/session.c app/calibrate.c app/flref.c app/predict.c app/stats-json.c
   DEPS model text pager plan cpu cuda gguf base)
 
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)

@@ -2,7 +2,7 @@
 fl_module(cli
   SOURCES app/cli/version.c app/cli/engine-args.c app/cli/eval.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
-          app/cli/inspect-doc.c app/cli/inspect-json.c
+          app/cli/inspect-doc.c
   DEPS app gen trace text model plan cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
 

@@ -1,6 +1,6 @@
 # plan/: where each tensor lives (gpu / ram / disk tier) from PCRE2 rules
 # and llama.cpp-style flags, and NUMA placement of threads and host buffers.
-fl_module(plan SOURCES plan/placement.c plan/numa.c DEPS gguf base
+fl_module(plan SOURCES plan/placement.c plan/numa.c plan/pager-layout.c DEPS pager gguf base
   LIBS PkgConfig::PCRE2 ${NUMA_LIB})
 target_include_directories(fl_plan PUBLIC ${NUMA_INCLUDE})
 

@@ -35,7 +35,7 @@ if(NOT FAULTLINE_BPF STREQUAL "OFF")
 endif()
 
 set(FL_TRACE_SOURCES ebpf/cli-trace.c ebpf/trace-stats.c ebpf/trace-tables.c ebpf/trace-json.c
-  ebpf/trace-json-read.c ebpf/json.c ebpf/trace-html.c)
+  ebpf/trace-json-read.c ebpf/trace-html.c)
 if(FL_TRACE_BPF)
   set(gen ${PROJECT_BINARY_DIR}/ebpf)
   file(MAKE_DIRECTORY ${gen})
@@ -81,7 +81,7 @@ endif()
 
 # A small program that drives the pager in uffd mode and writes its stats
 # JSON: the tracee of the tests and of scripts/bench-trace.sh.
-fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager)
+fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager plan app)
 target_include_directories(trace-driver PRIVATE ${SDT_INCLUDE})
 
 # Fires the copy, hit/miss and region probes nothing fires yet (links the
@@ -106,4 +106,4 @@ foreach(mode json html)
     $<TARGET_FILE:test-trace-stats> ${live_args} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(test-trace-${mode} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
 endforeach()
-fl_fuzz(trace-json SOURCES tests/fuzz/fuzz-trace-json.c MODULES trace)
+fl_fuzz(trace-json SOURCES tests/fuzz/fuzz-trace-json.c MODULES trace app)

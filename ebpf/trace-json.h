@@ -26,8 +26,13 @@ void tr_json_event(struct tr_json *w, const struct fl_tr_event *ev, uint32_t wai
  * 0 or -EIO. */
 int tr_json_end(struct tr_json *w, const struct tr_stats *s);
 
-/* The "faultline" aggregate as a JSON object (also embedded in the HTML report). */
-void tr_json_summary(FILE *f, const struct tr_stats *s);
+/* The "faultline" aggregate as a JSON object (also embedded in the HTML
+ * report: '/' is escaped). 0, -ENOMEM or -EIO. */
+int tr_json_summary(FILE *f, const struct tr_stats *s);
+
+/* What precedes the aggregate in a trace tr_json_end writes: the last
+ * member of the document. */
+#define TR_JSON_AGGREGATE_MARKER "\"faultline\":"
 
 /* Reads a saved trace's aggregate into s (fresh). 0, or -errno with err. */
 int tr_json_load(const char *path, struct tr_stats *s, struct fl_err *err);

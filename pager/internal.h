@@ -17,7 +17,7 @@
 
 #define PG_NONE UINT32_MAX
 #define PG_CHUNK (2u << 20)    /* fault granularity outside expert slices */
-#define PG_HIST 32             /* log2 buckets of stall time in microseconds */
+#define PG_HIST PAGER_STALL_BUCKETS /* log2 buckets of stall time in microseconds */
 
 enum pg_state { PG_ABSENT = 0, PG_QUEUED, PG_LOADING, PG_RESIDENT };
 
@@ -26,7 +26,7 @@ enum pg_state { PG_ABSENT = 0, PG_QUEUED, PG_LOADING, PG_RESIDENT };
 struct pg_range {
     uint64_t off, len;    /* exact file bytes */
     uint32_t unit;
-    int32_t tensor;       /* gguf tensor index, for messages */
+    int32_t ext;          /* the extent it comes from (p->ext), for messages */
     uint8_t kind;         /* enum pager_kind */
 };
 
@@ -78,7 +78,7 @@ struct pg_slot {            /* a pinned staging buffer for one unit */
     int left;               /* reads not completed */
     int err;
     uint64_t err_off;
-    int32_t err_tensor;
+    int32_t err_ext;
     struct pg_read *reads;  /* [max ranges per unit] */
 };
 
@@ -93,7 +93,10 @@ struct pg_stats {
 
 struct pager {
     char *path;
-    const struct gguf_file *g;
+    struct pager_extent *ext;  /* the layout's table, in its order */
+    int64_t n_ext;
+    int64_t *ext_by_off;       /* ext indices sorted by offset (names of offsets) */
+    int layout_used;           /* the layout's n_used */
     struct pager_config cfg;
     uint64_t page;
     uint64_t file_size, map_size;
@@ -162,6 +165,8 @@ int pg_region_map(struct pager *p, struct fl_err *err);
 int pg_region_read_ram(struct pager *p, struct fl_err *err);
 int pg_uffd_setup(struct pager *p, struct fl_err *err);
 void pg_region_unmap(struct pager *p);
+/* The name of the extent holding file offset off ("(header)" outside them). */
+const char *pg_name_at(const struct pager *p, uint64_t off);
 /* Index of the first range whose end is past off, or n_ranges. */
 uint32_t pg_range_at(const struct pager *p, uint64_t off);
 bool pg_page_is_ram(const struct pager *p, uint64_t page_index);

@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf/gguf.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 
@@ -28,16 +27,6 @@
 #define MAX_RETRIES 64
 #define EFD_TAG ((uint64_t)1)
 #define SLOT_BYTES (64ull << 20)   /* staging memory to aim for */
-
-static const char *tensor_name_at(const struct pager *p, uint64_t off)
-{
-    for (int64_t i = 0; i < gguf_n_tensors(p->g); i++) {
-        const struct gguf_tensor *t = gguf_tensor(p->g, i);
-        if (off >= t->offset && off < t->offset + t->nbytes)
-            return t->name;
-    }
-    return "(header)";
-}
 
 static int apply_hook(struct pager *p, uint64_t off, uint64_t len, int res)
 {
@@ -228,7 +217,7 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
             if (c < 0 && rc == 0)
                 rc = fl_err_set(err, c == -ENODATA ? -EIO : c,
                                 "%s: read of %s at offset %llu: %s", p->path,
-                                tensor_name_at(p, r->off + r->done),
+                                pg_name_at(p, r->off + r->done),
                                 (unsigned long long)(r->off + r->done),
                                 c == -ENODATA ? "short read (file truncated?)" : strerror(-c));
             r->done = UINT64_MAX; /* free */
@@ -327,7 +316,7 @@ static int slot_install(struct pager *p, struct pg_slot *s)
         if (rc < 0) {
             s->err = rc;
             s->err_off = r->off;
-            s->err_tensor = r->tensor;
+            s->err_ext = r->ext;
             return rc;
         }
         FL_PROBE_INSTALLED(u->layer, u->expert, r->kind, r->len, r->off);
@@ -356,10 +345,11 @@ static void slot_finish(struct pager *p, struct pg_slot *s)
         probe_loaded(p, s);
     pthread_mutex_lock(&p->mu);
     if (s->err < 0) {
-        const struct gguf_tensor *t = gguf_tensor(p->g, s->err_tensor);
+        const struct pager_extent *e = s->err_ext >= 0 && s->err_ext < p->n_ext
+                                           ? &p->ext[s->err_ext] : NULL;
         pg_fail(p, s->err == -ENODATA ? -EIO : s->err,
                 "%s: read of tensor %s (layer %d expert %d) at offset %llu: %s", p->path,
-                t ? t->name : "?", u->layer, u->expert, (unsigned long long)s->err_off,
+                e && e->name ? e->name : "?", u->layer, u->expert, (unsigned long long)s->err_off,
                 s->err == -ENODATA ? "short read (file truncated?)" : strerror(-s->err));
     }
     pg_load_done_locked(p, s->unit, s->refill, s->err);
@@ -397,7 +387,7 @@ static void read_complete(struct pager *p, struct pg_read *rd, int res)
         if (s->err == 0) {
             s->err = res < 0 ? res : -ENODATA;
             s->err_off = rd->off + rd->done > r->off ? rd->off + rd->done : r->off;
-            s->err_tensor = r->tensor;
+            s->err_ext = r->ext;
         }
     }
     if (--s->left == 0)

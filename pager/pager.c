@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf/gguf.h"
 #include "base/host-memory.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
@@ -88,16 +87,31 @@ static int open_steps(struct pager *p, struct fl_err *err)
     return 0;
 }
 
-int pager_open(const char *path, const struct gguf_file *g, const struct pager_config *cfg,
-               struct pager **out, struct fl_err *err)
+/* The pager keeps its own copy of the table (the caller's may go). */
+static int copy_layout(struct pager *p, const struct pager_layout *l)
+{
+    p->file_size = l->file_size;
+    p->layout_used = l->n_used;
+    p->n_ext = l->n_extents > 0 ? l->n_extents : 0;
+    p->ext = malloc(sizeof(*p->ext) * ((size_t)p->n_ext + 1));
+    if (!p->ext)
+        return -ENOMEM;
+    if (p->n_ext)
+        memcpy(p->ext, l->extents, sizeof(*p->ext) * (size_t)p->n_ext);
+    return 0;
+}
+
+int pager_open(const char *path, const struct pager_layout *layout,
+               const struct pager_config *cfg, struct pager **out, struct fl_err *err)
 {
     *out = NULL;
     struct pager *p = calloc(1, sizeof(*p));
-    if (!p || !(p->path = strdup(path))) {
+    if (!p || !(p->path = strdup(path)) || copy_layout(p, layout)) {
+        if (p)
+            free(p->path);
         free(p);
         return fl_err_set(err, -ENOMEM, "%s: out of memory", path);
     }
-    p->g = g;
     if (cfg)
         p->cfg = *cfg;
     else
@@ -105,7 +119,6 @@ int pager_open(const char *path, const struct gguf_file *g, const struct pager_c
     if (p->cfg.watchdog_ms == 0)
         p->cfg.watchdog_ms = DEFAULT_WATCHDOG_MS;
     p->page = (uint64_t)sysconf(_SC_PAGESIZE);
-    p->file_size = gguf_file_size(g);
     p->fd = p->dfd = p->uffd = p->stop_efd = p->io_efd = -1;
     int rc = open_steps(p, err);
     if (rc < 0) {
@@ -151,6 +164,8 @@ void pager_close(struct pager *p)
     free(p->units);
     free(p->unit_of);
     free(p->ram_pg);
+    free(p->ext);
+    free(p->ext_by_off);
     free(p->path);
     free(p);
 }

@@ -1,11 +1,15 @@
-/* pager.h: the GGUF file as one virtual region, expert weights paged in on
+/* pager.h: a model file as one virtual region, expert weights paged in on
  * demand under a RAM budget.
  *
- * pager_open reserves the whole file's size as one anonymous region (offset
- * in region = offset in file), reads every RAM-tier byte up front and leaves
- * the disk-tier tensors (expert weights by default) unpopulated. The unit of
- * residency is one expert of one layer: all of its bytes in every 3-D
- * *_exps tensor of that layer (gate, up, down), read together. In uffd mode
+ * The pager knows bytes, not file formats (as LLNL UMap's stores do): the
+ * caller describes the file as a table of extents — runs of bytes, each
+ * with a name for messages, a tier, and for an expert's slice of a layer's
+ * expert tensor its (layer, expert); plan/pager-layout.h makes that table
+ * from a GGUF header and a placement plan. pager_open reserves the whole
+ * file's size as one anonymous region (offset in region = offset in file),
+ * reads every RAM-tier byte up front and leaves the disk-tier extents
+ * unpopulated. The unit of residency is one expert of one layer: all of its
+ * slices (gate, up, down, biases), read together. In uffd mode
  * the first touch of an absent expert faults and a handler thread resolves
  * the whole expert; in explicit mode (no userfaultfd) only acquire makes an
  * expert resident, so acquire must precede every expert access.
@@ -25,7 +29,6 @@
 
 #include "base/error.h"
 
-struct gguf_file;
 struct pager;
 
 enum pager_mode {
@@ -64,17 +67,33 @@ struct pager_hooks {
     void (*on_fault)(void *ctx, uint64_t file_off);
 };
 
+/* A run of the file's bytes and what it is to the pager. */
+struct pager_extent {
+    uint64_t off, len;       /* bytes of the file */
+    const char *name;        /* what they are, for messages (a tensor's name); must outlive the pager */
+    enum pager_tier tier;    /* RAM: read up front; DISK: paged */
+    /* >= 0: one expert's slice of layer `layer`'s expert tensor; the disk
+     * extents of one (layer, expert) are one unit, read and evicted
+     * together. -1: other bytes; on disk they are paged in 2 MiB chunks in
+     * uffd mode and read up front in explicit mode. */
+    int32_t layer, expert;
+    uint8_t kind;            /* enum pager_kind: statistics and probes */
+};
+
+/* The file as the pager sees it. Bytes no extent covers (the header) are
+ * RAM-tier. The table is copied by pager_open (names are not). */
+struct pager_layout {
+    uint64_t file_size;      /* the size the layout was made for (checked against the file) */
+    const struct pager_extent *extents;
+    int64_t n_extents;
+    int n_used;              /* experts a layer pins at once (per token): the minimum budget */
+};
+
 struct pager_config {
     /* Bytes of disk-tier data that may be resident at once; 0 = auto. */
     uint64_t ram_budget;
     /* auto budget = this fraction of MemAvailable (0 → 0.5). */
     double auto_fraction;
-    /* Tier per tensor (index into the gguf file); NULL = default: expert
-     * tensors (3-D *_exps) on disk when the file does not fit the budget,
-     * everything else in RAM. Non-expert disk-tier tensors are paged in 2 MiB
-     * chunks in uffd mode and read up front in explicit mode. */
-    enum pager_tier (*tier)(void *ctx, int64_t tensor_index);
-    void *tier_ctx;
     enum pager_mode mode;
     enum pager_direct direct;  /* O_DIRECT for reads (auto: when the file system supports it) */
     /* A fault left unresolved this long (stuck or dead handler, stalled read)
@@ -97,15 +116,15 @@ struct pager_config {
     struct pager_hooks hooks;
 };
 
-/* Fills c with the defaults (auto budget, auto mode, default tiers). */
+/* Fills c with the defaults (auto budget, auto mode). */
 void pager_config_init(struct pager_config *c);
 
-/* Opens path (whose header g was parsed from; g must outlive the pager) as
- * a region. cfg may be NULL (defaults). Errors: -errno
- * with err "PATH: ..."; -ENOMEM with the minimum when the budget is below one
- * layer's n_expert_used largest experts. */
-int pager_open(const char *path, const struct gguf_file *g, const struct pager_config *cfg,
-               struct pager **out, struct fl_err *err);
+/* Opens path, laid out as `layout` says, as a region. cfg may be NULL
+ * (defaults). Errors: -errno with err "PATH: ..."; -EINVAL for a layout
+ * the file contradicts (another size, extents outside it); -ENOMEM with the
+ * minimum when the budget is below one layer's n_used largest experts. */
+int pager_open(const char *path, const struct pager_layout *layout,
+               const struct pager_config *cfg, struct pager **out, struct fl_err *err);
 /* Stops the threads and unmaps the region. */
 void pager_close(struct pager *p);
 
@@ -185,11 +204,24 @@ void pager_stats_totals(const struct pager *p, struct pager_totals *t);
 void pager_stats_reset(struct pager *p);
 /* A summary table: totals, stall histogram and the busiest experts. */
 void pager_stats_print(const struct pager *p, FILE *out);
-/* Everything as JSON: totals, histogram, one object per expert with activity. */
-int pager_stats_json(const struct pager *p, FILE *out);
-/* The same with more members in the top-level object: `extra` is inserted
- * as is (e.g. "\"prediction\":{...}"; NULL: none). */
-int pager_stats_json_with(const struct pager *p, const char *extra, FILE *out);
+
+/* Stalls by log2 of their microseconds: hist[k] counts [2^k, 2^(k+1)) us
+ * (k = 0: below 2 us). */
+#define PAGER_STALL_BUCKETS 32
+void pager_stats_hist(const struct pager *p, uint64_t hist[PAGER_STALL_BUCKETS]);
+
+/* One unit's counters (an expert of a layer; layer and expert -1 for a
+ * chunk of other paged bytes). */
+struct pager_unit_stats {
+    int32_t layer, expert;
+    uint64_t offset;         /* its first byte in the file */
+    uint64_t bytes;          /* what it charges the budget (page-rounded) */
+    uint64_t loads, faults, cache_hits, prefetch_hits, misses, evictions, bytes_read;
+};
+/* Units are numbered 0 .. pager_n_units() - 1; false for one that saw no
+ * load, fault or hit (nothing worth reporting). */
+uint32_t pager_n_units(const struct pager *p);
+bool pager_unit_stats(const struct pager *p, uint32_t unit, struct pager_unit_stats *out);
 /* pinned-hot only (-EINVAL otherwise): replaces the hot set with the
  * hottest of hot[0..n) that fit the policy's share of the budget and starts
  * reading those not resident; returns how many experts are hot now. For a

@@ -1,5 +1,5 @@
-/* policy.c: the cache policies (lru, lfu-decay, pinned-hot) and the
- * pinned-hot profile reader. See pager/policy.h. */
+/* policy.c: the cache policies (lru, lfu-decay, pinned-hot). See
+ * pager/policy.h. */
 #include "pager/policy.h"
 
 #include <errno.h>
@@ -9,15 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/whole-file.h"
 #include "pager/internal.h"
 
 /* A use counts half after this many tokens (x n_layers x n_used acquires):
  * long enough to see a hot expert come back, short enough to forget a topic. */
 #define LFU_HALF_LIFE_TOKENS 8.0
 #define DEFAULT_HOT_FRACTION 0.5
-/* ~100 bytes per expert: room for a million experts */
-#define PROFILE_MAX_BYTES ((size_t)1 << 28)
 
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err)
@@ -36,82 +33,6 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
         return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, pinned-hot or "
                           "pinned-hot:STATS.json, got '%s'", s ? s : "");
     }
-    return 0;
-}
-
-/* The number after "key": in obj (a JSON object's text), or -1. */
-static int64_t json_num(const char *obj, const char *end, const char *key)
-{
-    char pat[48];
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    size_t n = strlen(pat);
-    for (const char *q = obj; q + n < end; q++)
-        if (!memcmp(q, pat, n)) {
-            char *e;
-            long long v = strtoll(q + n, &e, 10);
-            return e == q + n || v < 0 ? -1 : v;
-        }
-    return -1;
-}
-
-/* One unit object {"layer":..,"expert":..,...} into u; false when it is not one. */
-static bool parse_unit(const char *a, const char *b, struct pager_hot_unit *u)
-{
-    int64_t l = json_num(a, b, "layer"), e = json_num(a, b, "expert");
-    int64_t c = json_num(a, b, "cache_hits"), ph = json_num(a, b, "prefetch_hits");
-    int64_t m = json_num(a, b, "misses"), f = json_num(a, b, "faults");
-    if (l < 0 || e < 0 || l > INT32_MAX || e > INT32_MAX || c < 0 || ph < 0 || m < 0)
-        return false;
-    *u = (struct pager_hot_unit){ (int32_t)l, (int32_t)e,
-                                  (uint64_t)c + (uint64_t)ph + (uint64_t)m + (f > 0 ? (uint64_t)f : 0) };
-    return true;
-}
-
-int pager_hot_profile_load(const char *path, struct pager_hot_unit **out, int *n,
-                           struct fl_err *err)
-{
-    *out = NULL;
-    *n = 0;
-    char *txt;
-    size_t len;
-    int rc = fl_read_whole_file(path, PROFILE_MAX_BYTES, &txt, &len);
-    if (rc)
-        return fl_err_set(err, rc, "%s: %s", path,
-                          rc == -EFBIG ? "too large for a --stats-json file" : strerror(-rc));
-    const char *units = strstr(txt, "\"units\":[");
-    if (!units) {
-        free(txt);
-        return fl_err_set(err, -EINVAL, "%s: not a faultline --stats-json file (no \"units\")", path);
-    }
-    int cap = 0;
-    /* unit objects hold numbers only, so the first ']' ends the array (other
-     * members, such as "prediction", may follow it) */
-    const char *last = strchr(units + 9, ']');
-    for (const char *q = units + 9; (q = strchr(q, '{')) && (!last || q < last); q++) {
-        const char *end = strchr(q, '}');
-        if (!end)
-            break;
-        if (*n == cap) {
-            struct pager_hot_unit *nv = realloc(*out, sizeof(**out) * (size_t)(cap = cap * 2 + 256));
-            if (!nv) {
-                free(txt);
-                free(*out);
-                *out = NULL;
-                return fl_err_set(err, -ENOMEM, "%s: out of memory", path);
-            }
-            *out = nv;
-        }
-        if (!parse_unit(q, end, &(*out)[*n])) {
-            free(txt);
-            free(*out);
-            *out = NULL;
-            *n = 0;
-            return fl_err_set(err, -EINVAL, "%s: a unit object lacks layer/expert/counts", path);
-        }
-        (*n)++;
-        q = end;
-    }
-    free(txt);
     return 0;
 }
 

@@ -1,5 +1,5 @@
-/* policy.h: choosing the cache policy (--cache) and reading the profile that
- * pinned-hot keeps resident.
+/* policy.h: choosing the cache policy (--cache). (pinned-hot's profile is a
+ * --stats-json file: app/stats-json.h reads it.)
  *
  * The policies themselves run inside the pager (pager/policy.c, under its
  * lock): lru evicts the least recently used unpinned expert; lfu-decay the
@@ -18,11 +18,5 @@
  * -EINVAL with err for anything else. */
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err);
-
-/* Reads the per-expert objects of a --stats-json file; an expert's heat is
- * its acquires (cache hits + prefetch hits + misses) plus its faults.
- * *out is malloc'ed (free it). -errno/-EINVAL with "FILE: problem". */
-int pager_hot_profile_load(const char *path, struct pager_hot_unit **out, int *n,
-                           struct fl_err *err);
 
 #endif

@@ -12,26 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "gguf/gguf.h"
-#include "gguf/moe-layout.h"
 #include "pager/internal.h"
 #include "pager/probes.h"
 
 #define HUGE_ALIGN (2ull << 20)
-
-static const uint8_t role_kind[MOE_N_ROLES] = {
-    [MOE_GATE] = PAGER_KIND_GATE, [MOE_UP] = PAGER_KIND_UP, [MOE_DOWN] = PAGER_KIND_DOWN,
-    [MOE_GATE_UP] = PAGER_KIND_GATE_UP, [MOE_GATE_BIAS] = PAGER_KIND_GATE,
-    [MOE_UP_BIAS] = PAGER_KIND_UP, [MOE_DOWN_BIAS] = PAGER_KIND_DOWN,
-    [MOE_GATE_UP_BIAS] = PAGER_KIND_GATE_UP,
-};
-
-static enum pager_tier tensor_tier(struct pager *p, int64_t i, bool expert)
-{
-    if (p->cfg.tier)
-        return p->cfg.tier(p->cfg.tier_ctx, i);
-    return expert && p->file_size > p->budget ? PAGER_TIER_DISK : PAGER_TIER_RAM;
-}
 
 static int push_range(struct pager *p, uint32_t *cap, struct pg_range r)
 {
@@ -66,55 +50,62 @@ static int push_unit(struct pager *p, uint32_t *cap, int layer, int expert)
     return 0;
 }
 
-/* Units for the disk-tier expert tensors: one per (layer, expert). */
-static int layout_experts(struct pager *p, const int32_t *tlayer, const uint8_t *tkind,
-                          const int32_t *tnexp, uint32_t *ucap, uint32_t *rcap)
+static int by_unit_cmp(const void *a, const void *b, void *ctx)
 {
-    int64_t nt = gguf_n_tensors(p->g), n = 0;
-    int64_t *mine = malloc(sizeof(int64_t) * ((size_t)nt + 1)); /* one layer's tensors */
-    if (!mine)
+    const struct pager_extent *e = ctx;
+    const int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    if (e[i].layer != e[j].layer)
+        return e[i].layer < e[j].layer ? -1 : 1;
+    if (e[i].expert != e[j].expert)
+        return e[i].expert < e[j].expert ? -1 : 1;
+    return i < j ? -1 : i > j; /* a unit's slices in the table's order */
+}
+
+static bool paged_slice(const struct pager_extent *e)
+{
+    return e->tier == PAGER_TIER_DISK && e->layer >= 0 && e->expert >= 0 && e->len > 0;
+}
+
+/* Units for the disk-tier expert slices: one per (layer, expert), in
+ * layer then expert order. */
+static int layout_experts(struct pager *p, uint32_t *ucap, uint32_t *rcap)
+{
+    int64_t n = 0;
+    int64_t *idx = malloc(sizeof(int64_t) * ((size_t)p->n_ext + 1));
+    if (!idx)
         return -ENOMEM;
+    for (int64_t i = 0; i < p->n_ext; i++)
+        if (paged_slice(&p->ext[i]))
+            idx[n++] = i;
+    qsort_r(idx, (size_t)n, sizeof(int64_t), by_unit_cmp, p->ext);
     int rc = 0;
-    for (int l = 0; l < p->n_layers && rc == 0; l++) {
-        n = 0;
-        for (int64_t i = 0; i < nt; i++)
-            if (tlayer[i] == l)
-                mine[n++] = i;
-        for (int e = 0; e < p->n_expert && rc == 0; e++) {
-            bool any = false;
-            for (int64_t k = 0; k < n && rc == 0; k++) {
-                int64_t i = mine[k];
-                const struct gguf_tensor *t = gguf_tensor(p->g, i);
-                if (e >= tnexp[i])
-                    continue;
-                if (!any && (rc = push_unit(p, ucap, l, e)) < 0)
-                    break;
-                any = true;
-                uint64_t slice = t->nbytes / (uint64_t)tnexp[i];
-                struct pg_range r = { t->offset + (uint64_t)e * slice, slice,
-                                      p->n_units - 1, (int32_t)i, tkind[i] };
-                if ((rc = push_range(p, rcap, r)) == 0)
-                    p->units[p->n_units - 1].n++;
-            }
-            if (any && rc == 0)
-                p->unit_of[l * p->n_expert + e] = (int32_t)(p->n_units - 1);
-        }
+    for (int64_t k = 0; k < n && rc == 0; k++) {
+        const struct pager_extent *e = &p->ext[idx[k]];
+        const bool first = k == 0 || e->layer != p->ext[idx[k - 1]].layer ||
+                           e->expert != p->ext[idx[k - 1]].expert;
+        if (first && (rc = push_unit(p, ucap, e->layer, e->expert)) < 0)
+            break;
+        const struct pg_range r = { e->off, e->len, p->n_units - 1, (int32_t)idx[k], e->kind };
+        if ((rc = push_range(p, rcap, r)) == 0)
+            p->units[p->n_units - 1].n++;
+        p->unit_of[e->layer * p->n_expert + e->expert] = (int32_t)(p->n_units - 1);
     }
-    free(mine);
+    free(idx);
     return rc;
 }
 
-/* Units for non-expert disk-tier tensors: 2 MiB file-aligned chunks. */
-static int layout_chunks(struct pager *p, const bool *chunked, uint32_t *ucap, uint32_t *rcap)
+/* Units for other disk-tier bytes: 2 MiB file-aligned chunks (uffd mode
+ * only: explicit mode cannot page what nobody acquires, so it reads them). */
+static int layout_chunks(struct pager *p, uint32_t *ucap, uint32_t *rcap)
 {
-    for (int64_t i = 0; i < gguf_n_tensors(p->g); i++) {
-        if (!chunked[i])
+    for (int64_t i = 0; p->uffd_mode && i < p->n_ext; i++) {
+        const struct pager_extent *e = &p->ext[i];
+        if (e->tier != PAGER_TIER_DISK || e->layer >= 0 || e->len == 0)
             continue;
-        const struct gguf_tensor *t = gguf_tensor(p->g, i);
-        for (uint64_t o = t->offset; o < t->offset + t->nbytes;) {
+        for (uint64_t o = e->off; o < e->off + e->len;) {
             uint64_t end = (o / PG_CHUNK + 1) * PG_CHUNK;
-            if (end > t->offset + t->nbytes)
-                end = t->offset + t->nbytes;
+            if (end > e->off + e->len)
+                end = e->off + e->len;
             if (push_unit(p, ucap, -1, -1) < 0)
                 return -ENOMEM;
             struct pg_range r = { o, end - o, p->n_units - 1, (int32_t)i, PAGER_KIND_OTHER };
@@ -221,74 +212,72 @@ static void layout_sizes(struct pager *p)
     free(layer_max);
 }
 
-/* Which tensors are paged expert tensors (per moe-layout), their layer,
- * kind and expert count; which non-expert tensors are paged in chunks. */
-static int layout_scan(struct pager *p, const struct moe_layout *ml, int32_t *tlayer,
-                       uint8_t *tkind, int32_t *tnexp, bool *chunked)
+static int ext_off_cmp(const void *a, const void *b, void *ctx)
 {
-    int64_t nt = gguf_n_tensors(p->g);
-    for (int64_t i = 0; i < nt; i++)
-        tlayer[i] = -2; /* not an expert tensor */
-    for (int l = 0; l < ml->n_layer; l++) {
-        const struct moe_layer *ly = &ml->layers[l];
-        for (int r = 0; ly->is_moe && r < MOE_N_ROLES; r++) {
-            const struct gguf_tensor *t = ly->role[r].t;
-            if (!t)
-                continue;
-            int64_t i = t - gguf_tensor(p->g, 0);
-            tlayer[i] = l;
-            tkind[i] = role_kind[r];
-            tnexp[i] = ly->n_expert;
-        }
+    const struct pager_extent *e = ctx;
+    const uint64_t x = e[*(const int64_t *)a].off, y = e[*(const int64_t *)b].off;
+    return x < y ? -1 : x > y;
+}
+
+const char *pg_name_at(const struct pager *p, uint64_t off)
+{
+    int64_t lo = 0, hi = p->n_ext; /* the last extent starting at or before off */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (p->ext[p->ext_by_off[mid]].off <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    for (int64_t i = 0; i < nt; i++) {
-        const struct gguf_tensor *t = gguf_tensor(p->g, i);
-        bool ex = tlayer[i] >= 0;
-        if (tensor_tier(p, i, ex) != PAGER_TIER_DISK || t->nbytes == 0) {
-            tlayer[i] = -1;
+    for (int64_t k = lo - 1; k >= 0 && k >= lo - 64; k--) { /* overlapping slices: look back */
+        const struct pager_extent *e = &p->ext[p->ext_by_off[k]];
+        if (off >= e->off && off < e->off + e->len)
+            return e->name ? e->name : "?";
+    }
+    return "(header)";
+}
+
+/* The table's extents lie in the file; the paged ones' layers and experts
+ * size the unit map. */
+static int layout_check(struct pager *p, struct fl_err *err)
+{
+    for (int64_t i = 0; i < p->n_ext; i++) {
+        const struct pager_extent *e = &p->ext[i];
+        if (e->off > p->file_size || e->len > p->file_size - e->off)
+            return fl_err_set(err, -EINVAL, "%s: %s (bytes %llu..%llu) lies outside the file (%llu "
+                              "bytes)", p->path, e->name ? e->name : "?",
+                              (unsigned long long)e->off, (unsigned long long)(e->off + e->len),
+                              (unsigned long long)p->file_size);
+        if (!paged_slice(e))
             continue;
-        }
-        if (ex) {
-            if (tlayer[i] + 1 > p->n_layers)
-                p->n_layers = tlayer[i] + 1;
-            if (tnexp[i] > p->n_expert)
-                p->n_expert = tnexp[i];
-            int used = ml->layers[tlayer[i]].n_expert_used;
-            if (used > p->n_used)
-                p->n_used = used;
-        } else if (p->uffd_mode) {
-            chunked[i] = true;
-        } /* explicit mode cannot page what nobody acquires: it stays in RAM */
-        tlayer[i] = ex ? tlayer[i] : -1;
+        if (e->layer + 1 > p->n_layers)
+            p->n_layers = e->layer + 1;
+        if (e->expert + 1 > p->n_expert)
+            p->n_expert = e->expert + 1;
     }
-    if (p->n_used < 1)
-        p->n_used = 1;
+    p->n_used = p->layout_used > 0 ? p->layout_used : 1;
     return 0;
 }
 
 int pg_layout_build(struct pager *p, struct fl_err *err)
 {
-    int64_t nt = gguf_n_tensors(p->g);
-    struct moe_layout *ml = NULL;
-    int rc = moe_layout_compute(p->g, &ml, err);
-    if (rc < 0)
-        return rc;
-    int32_t *tlayer = calloc((size_t)nt + 1, sizeof(*tlayer));
-    int32_t *tnexp = calloc((size_t)nt + 1, sizeof(*tnexp));
-    uint8_t *tkind = calloc((size_t)nt + 1, 1);
-    bool *chunked = calloc((size_t)nt + 1, sizeof(bool));
     uint32_t ucap = 0, rcap = 0;
+    int rc = layout_check(p, err);
+    if (rc)
+        return rc;
     rc = -ENOMEM;
-    if (!tlayer || !tkind || !chunked || !tnexp)
+    p->ext_by_off = malloc(sizeof(int64_t) * ((size_t)p->n_ext + 1));
+    if (!p->ext_by_off)
         goto out;
-    layout_scan(p, ml, tlayer, tkind, tnexp, chunked);
+    for (int64_t i = 0; i < p->n_ext; i++)
+        p->ext_by_off[i] = i;
+    qsort_r(p->ext_by_off, (size_t)p->n_ext, sizeof(int64_t), ext_off_cmp, p->ext);
     p->unit_of = malloc(sizeof(int32_t) * ((size_t)p->n_layers * (size_t)p->n_expert + 1));
     if (!p->unit_of)
         goto out;
     for (int64_t i = 0; i < (int64_t)p->n_layers * p->n_expert; i++)
         p->unit_of[i] = -1;
-    if (layout_experts(p, tlayer, tkind, tnexp, &ucap, &rcap) < 0 ||
-        layout_chunks(p, chunked, &ucap, &rcap) < 0)
+    if (layout_experts(p, &ucap, &rcap) < 0 || layout_chunks(p, &ucap, &rcap) < 0)
         goto out;
     p->by_off = malloc(sizeof(uint32_t) * (p->n_ranges + 1));
     if (!p->by_off)
@@ -301,11 +290,6 @@ int pg_layout_build(struct pager *p, struct fl_err *err)
     layout_sizes(p);
     rc = 0;
 out:
-    moe_layout_free(ml);
-    free(tlayer);
-    free(tnexp);
-    free(tkind);
-    free(chunked);
     if (rc < 0)
         fl_err_set(err, rc, "%s: out of memory laying out the pager", p->path);
     return rc;

@@ -130,43 +130,28 @@ void pager_stats_print(const struct pager *p, FILE *out)
     print_units(p, out, 16);
 }
 
-int pager_stats_json(const struct pager *p, FILE *out)
+void pager_stats_hist(const struct pager *p, uint64_t hist[PAGER_STALL_BUCKETS])
 {
-    return pager_stats_json_with(p, NULL, out);
+    for (int k = 0; k < PAGER_STALL_BUCKETS; k++)
+        hist[k] = pg_ld(&p->st.hist[k]);
 }
 
-int pager_stats_json_with(const struct pager *p, const char *extra, FILE *out)
+uint32_t pager_n_units(const struct pager *p)
 {
-    struct pager_totals t;
-    pager_stats_totals(p, &t);
-    fprintf(out, "{\"mode\":\"%s\",\"direct_io\":%s,\"budget\":%" PRIu64 ",\"min_budget\":%" PRIu64
-            ",\"peak_resident\":%" PRIu64 ",\n \"totals\":{\"faults\":%" PRIu64
-            ",\"fault_loads\":%" PRIu64 ",\"prefetches\":%" PRIu64 ",\"prefetch_hits\":%" PRIu64
-            ",\"cache_hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"loads\":%" PRIu64
-            ",\"bytes_read\":%" PRIu64 ",\"evictions\":%" PRIu64 ",\"reads_retried\":%" PRIu64
-            ",\"stall_count\":%" PRIu64 ",\"stall_ns\":%" PRIu64 ",\"prefetch_skips\":%" PRIu64
-            "},\n \"stall_hist_log2_us\":[",
-            p->uffd_mode ? "uffd" : "explicit", p->direct ? "true" : "false", p->budget,
-            p->min_budget, pager_peak_resident_bytes(p), t.faults, t.fault_loads, t.prefetches,
-            t.prefetch_hits, t.cache_hits, t.misses, t.loads, t.bytes_read, t.evictions,
-            t.reads_retried, t.stall_count, t.stall_ns, t.prefetch_skips);
-    for (int k = 0; k < PG_HIST; k++)
-        fprintf(out, "%s%" PRIu64, k ? "," : "", pg_ld(&p->st.hist[k]));
-    fprintf(out, "],\n \"units\":[");
-    bool first = true;
-    for (uint32_t u = 0; u < p->n_units; u++) {
-        const struct pg_unit *n = &p->units[u];
-        if (!unit_activity(n))
-            continue;
-        fprintf(out, "%s\n  {\"layer\":%d,\"expert\":%d,\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
-                ",\"loads\":%" PRIu64 ",\"faults\":%" PRIu64 ",\"cache_hits\":%" PRIu64
-                ",\"prefetch_hits\":%" PRIu64 ",\"misses\":%" PRIu64 ",\"evictions\":%" PRIu64
-                ",\"bytes_read\":%" PRIu64 "}", first ? "" : ",", n->layer, n->expert,
-                p->ranges[n->first].off, n->charge, pg_ld(&n->st.loads), pg_ld(&n->st.faults),
-                pg_ld(&n->st.cache_hits), pg_ld(&n->st.prefetch_hits), pg_ld(&n->st.misses),
-                pg_ld(&n->st.evictions), pg_ld(&n->st.bytes_read));
-        first = false;
-    }
-    fprintf(out, "\n]%s%s}\n", extra ? ",\n " : "", extra ? extra : "");
-    return ferror(out) ? -EIO : 0;
+    return p->n_units;
+}
+
+bool pager_unit_stats(const struct pager *p, uint32_t unit, struct pager_unit_stats *out)
+{
+    if (unit >= p->n_units || !unit_activity(&p->units[unit]))
+        return false;
+    const struct pg_unit *n = &p->units[unit];
+    *out = (struct pager_unit_stats){
+        .layer = n->layer, .expert = n->expert, .offset = p->ranges[n->first].off,
+        .bytes = n->charge, .loads = pg_ld(&n->st.loads), .faults = pg_ld(&n->st.faults),
+        .cache_hits = pg_ld(&n->st.cache_hits), .prefetch_hits = pg_ld(&n->st.prefetch_hits),
+        .misses = pg_ld(&n->st.misses), .evictions = pg_ld(&n->st.evictions),
+        .bytes_read = pg_ld(&n->st.bytes_read),
+    };
+    return true;
 }

@@ -13,6 +13,7 @@
 #include "app/calibrate.h"
 #include "app/session.h"
 #include "text/tokenizer.h"
+#include "app/stats-json.h"
 #include "pager/policy.h"
 #include "tests/test-paged-util.h"
 
@@ -174,7 +175,7 @@ static char *bench_heat(const char *cli, const char *dir, const char *seed)
     struct pager_hot_unit *h = NULL;
     int n = 0;
     struct fl_err err = { { 0 } };
-    if (t_run_cmd(argv, NULL, NULL, 60).status != 0 || pager_hot_profile_load(json, &h, &n, &err))
+    if (t_run_cmd(argv, NULL, NULL, 60).status != 0 || eng_hot_profile_load(json, &h, &n, &err))
         return NULL;
     char *text = calloc((size_t)n + 1, 48);
     size_t len = 0;

@@ -3,6 +3,7 @@
  * buffered reads, at budgets from "everything" down to the minimum; resident
  * paged bytes never exceed the budget (own accounting and mincore); evicted
  * experts come back with the same bytes. */
+#include "app/stats-json.h"
 #include "tests/test-pager-util.h"
 
 struct run {
@@ -141,7 +142,7 @@ static void check_stats(struct pager *p, const struct run *r)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(f && pager_stats_json(p, f) == 0, "%s: stats json failed", r->label);
+    CHECK(f && eng_stats_json_write(f, p, NULL, NULL) == 0, "%s: stats json failed", r->label);
     pager_stats_print(p, f);
     fclose(f);
     CHECK(buf && strstr(buf, "\"units\":[") && strstr(buf, "stalls"), "%s: stats output wrong",
@@ -156,7 +157,7 @@ static int run_one(const struct run *r)
     struct fl_err err = { { 0 } };
     t_config(&c, r->m, r->mode, r->budget);
     c.direct = r->direct;
-    int rc = pager_open(r->m->path, r->m->g, &c, &p, &err);
+    int rc = t_pager_open(r->m->path, r->m->g, &c, &p, &err);
     if (rc < 0) {
         CHECK(0, "%s: pager_open: %s", r->label, err.msg);
         return rc;
@@ -189,7 +190,7 @@ static void run_refill(struct t_model *m)
     struct pager *p;
     struct fl_err err = { { 0 } };
     t_config(&c, m, PAGER_MODE_UFFD, m->size);
-    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+    if (t_pager_open(m->path, m->g, &c, &p, &err) < 0) {
         CHECK(0, "refill: %s", err.msg);
         return;
     }
@@ -233,15 +234,16 @@ static void run_all_disk(struct t_model *m)
     struct pager *p;
     struct fl_err err = { { 0 } };
     t_config(&c, m, PAGER_MODE_UFFD, m->size);
-    c.tier = all_on_disk;
-    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+    t_tier = all_on_disk;
+    if (t_pager_open(m->path, m->g, &c, &p, &err) < 0) {
+        t_tier = t_experts_on_disk;
         CHECK(0, "all on disk: %s", err.msg);
         return;
     }
     uint64_t min = pager_min_budget(p);
     pager_close(p);
     c.ram_budget = min;
-    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+    if (t_pager_open(m->path, m->g, &c, &p, &err) < 0) {
         CHECK(0, "all on disk at the minimum: %s", err.msg);
         return;
     }
@@ -252,6 +254,7 @@ static void run_all_disk(struct t_model *m)
     CHECK(pager_resident_bytes(p) <= min, "all on disk: over budget");
     printf("  %-58s budget %llu\n", r.label, (unsigned long long)min);
     pager_close(p);
+    t_tier = t_experts_on_disk;
 }
 
 static bool uffd_available(struct t_model *m)
@@ -259,7 +262,7 @@ static bool uffd_available(struct t_model *m)
     struct pager_config c;
     struct pager *p;
     t_config(&c, m, PAGER_MODE_UFFD, m->size);
-    if (pager_open(m->path, m->g, &c, &p, NULL) < 0)
+    if (t_pager_open(m->path, m->g, &c, &p, NULL) < 0)
         return false;
     pager_close(p);
     return true;
@@ -283,7 +286,7 @@ int main(void)
         struct pager *p;
         struct fl_err err = { { 0 } };
         t_config(&c, &m, PAGER_MODE_EXPLICIT, m.size);
-        if (pager_open(m.path, m.g, &c, &p, &err) < 0) {
+        if (t_pager_open(m.path, m.g, &c, &p, &err) < 0) {
             fprintf(stderr, "FAIL: %s\n", err.msg);
             return 1;
         }

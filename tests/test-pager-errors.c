@@ -113,7 +113,7 @@ static struct pager *open_inj(struct t_model *m, const char *path, enum pager_mo
     c.hooks.on_fault = hook_fault;
     if (wd_ms)
         c.watchdog_ms = wd_ms;
-    if (pager_open(path, m->g, &c, &p, &err) < 0)
+    if (t_pager_open(path, m->g, &c, &p, &err) < 0)
         CHECK(0, "pager_open: %s", err.msg);
     return p;
 }
@@ -128,12 +128,12 @@ static void test_min_budget(struct t_model *m, enum pager_mode mode)
     struct pager_config c;
     struct fl_err err = { { 0 } };
     t_config(&c, m, mode, min - 1);
-    int rc = pager_open(m->path, m->g, &c, &p, &err);
+    int rc = t_pager_open(m->path, m->g, &c, &p, &err);
     CHECK(rc == -ENOMEM && strstr(err.msg, "below the minimum"),
           "budget %llu below the minimum %llu: rc %d, \"%s\"", (unsigned long long)(min - 1),
           (unsigned long long)min, rc, err.msg);
     t_config(&c, m, mode, min);
-    rc = pager_open(m->path, m->g, &c, &p, &err);
+    rc = t_pager_open(m->path, m->g, &c, &p, &err);
     CHECK(rc == 0, "the minimum budget itself is refused: %s", err.msg);
     if (rc == 0)
         pager_close(p);
@@ -284,7 +284,7 @@ int main(void)
     struct pager_config c;
     struct pager *p;
     t_config(&c, &m, PAGER_MODE_UFFD, 0);
-    bool uffd = pager_open(m.path, m.g, &c, &p, NULL) == 0;
+    bool uffd = t_pager_open(m.path, m.g, &c, &p, NULL) == 0;
     if (uffd)
         pager_close(p);
     else

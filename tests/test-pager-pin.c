@@ -120,14 +120,14 @@ static void run_mode(struct t_model *m, enum pager_mode mode)
     struct pager *p;
     struct fl_err err = { { 0 } };
     t_config(&c, m, mode, m->size);
-    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+    if (t_pager_open(m->path, m->g, &c, &p, &err) < 0) {
         CHECK(0, "%s", err.msg);
         return;
     }
     uint64_t budget = WORKERS * pager_min_budget(p);
     pager_close(p);
     t_config(&c, m, mode, budget);
-    if (pager_open(m->path, m->g, &c, &p, &err) < 0) {
+    if (t_pager_open(m->path, m->g, &c, &p, &err) < 0) {
         CHECK(0, "%s", err.msg);
         return;
     }
@@ -199,7 +199,7 @@ static void test_place_hooks(struct t_model *m, enum pager_mode mode)
     c.place_memory = log_place;
     c.bind_thread = log_bind;
     c.place_ctx = &log;
-    if (pager_open(m->path, m->g, &c, &p, NULL)) {
+    if (t_pager_open(m->path, m->g, &c, &p, NULL)) {
         CHECK(0, "open with placement hooks failed");
         return;
     }
@@ -252,7 +252,7 @@ static struct pager *open_plain(struct t_model *m, enum pager_mode mode)
     struct pager_config c;
     struct pager *p;
     t_config(&c, m, mode, 0);
-    if (pager_open(m->path, m->g, &c, &p, NULL)) {
+    if (t_pager_open(m->path, m->g, &c, &p, NULL)) {
         CHECK(0, "open failed");
         return NULL;
     }
@@ -370,7 +370,7 @@ int main(void)
     struct pager_config c;
     struct pager *p;
     t_config(&c, &m, PAGER_MODE_UFFD, 0);
-    if (pager_open(m.path, m.g, &c, &p, NULL) == 0) {
+    if (t_pager_open(m.path, m.g, &c, &p, NULL) == 0) {
         pager_close(p);
         run_mode(&m, PAGER_MODE_UFFD);
         test_place_hooks(&m, PAGER_MODE_UFFD);

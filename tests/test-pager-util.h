@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "gguf/moe-layout.h"
 #include "pager/pager.h"
+#include "plan/pager-layout.h"
 
 #define CHECK_OUT stderr
 #include "tests/check.h"
@@ -83,15 +84,34 @@ static inline enum pager_tier t_experts_on_disk(void *ctx, int64_t i)
     return m->expert[i] ? PAGER_TIER_DISK : PAGER_TIER_RAM;
 }
 
+/* The tiers t_pager_open lays the file out with (t_config sets them). */
+static enum pager_tier (*t_tier)(void *ctx, int64_t i);
+static void *t_tier_ctx;
+
 static inline void t_config(struct pager_config *c, struct t_model *m, enum pager_mode mode,
                      uint64_t budget)
 {
     pager_config_init(c);
     c->mode = mode;
     c->ram_budget = budget;
-    c->tier = t_experts_on_disk;
-    c->tier_ctx = m;
     c->quiet = true;
+    t_tier = t_experts_on_disk;
+    t_tier_ctx = m;
+}
+
+/* pager_open over the file's layout with the tiers t_config chose. */
+static inline int t_pager_open(const char *path, const struct gguf_file *g,
+                               const struct pager_config *c, struct pager **p,
+                               struct fl_err *err)
+{
+    struct pager_layout l;
+    struct fl_err e2;
+    int rc = placement_pager_layout(g, t_tier, t_tier_ctx, &l, err ? err : &e2);
+    if (rc)
+        return rc;
+    rc = pager_open(path, &l, c, p, err);
+    placement_pager_layout_free(&l);
+    return rc;
 }
 
 /* Compares every slice of (layer, expert) in the region with the file;

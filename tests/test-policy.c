@@ -8,6 +8,7 @@
  *     the budget) and evicts the others first;
  * plus --cache parsing and the --stats-json profile reader on good and bad
  * files. */
+#include "app/stats-json.h"
 #include "pager/policy.h"
 #include "tests/test-pager-util.h"
 
@@ -23,7 +24,7 @@ static struct pager *open_with(struct t_model *m, enum pager_cache c, uint64_t b
     cfg.cache = c;
     cfg.hot = hot;
     cfg.n_hot = n_hot;
-    if (pager_open(m->path, m->g, &cfg, &p, &err) < 0)
+    if (t_pager_open(m->path, m->g, &cfg, &p, &err) < 0)
         fprintf(stderr, "%s\n", err.msg);
     return p;
 }
@@ -144,21 +145,21 @@ static void test_parse_profile(void)
     fclose(f);
     struct pager_hot_unit *h = NULL;
     int n = 0;
-    CHECK(pager_hot_profile_load(path, &h, &n, &err) == 0 && n == 2, "profile: %s", err.msg);
+    CHECK(eng_hot_profile_load(path, &h, &n, &err) == 0 && n == 2, "profile: %s", err.msg);
     CHECK(n == 2 && h[0].layer == 1 && h[0].expert == 5 && h[0].count == 19 && h[1].count == 1,
           "profile: heat = hits + misses + faults");
     free(h);
     f = fopen(path, "w");
     fprintf(f, "{\"units\":[{\"layer\":1}]}");
     fclose(f);
-    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -EINVAL, "a unit without counts accepted");
+    CHECK(eng_hot_profile_load(path, &h, &n, &err) == -EINVAL, "a unit without counts accepted");
     f = fopen(path, "w");
     fprintf(f, "not json");
     fclose(f);
-    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -EINVAL && strstr(err.msg, path),
+    CHECK(eng_hot_profile_load(path, &h, &n, &err) == -EINVAL && strstr(err.msg, path),
           "garbage accepted");
     unlink(path);
-    CHECK(pager_hot_profile_load(path, &h, &n, &err) == -ENOENT, "missing file accepted");
+    CHECK(eng_hot_profile_load(path, &h, &n, &err) == -ENOENT, "missing file accepted");
     printf("parse: --cache values and --stats-json profiles\n");
     fflush(stdout);
 }

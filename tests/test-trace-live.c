@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ebpf/json.h"
+#include "base/json.h"
 #include "ebpf/trace-bpf.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
@@ -58,30 +58,30 @@ static void trace_unit(const struct tr_stats *s, int layer, int expert, uint64_t
         }
 }
 
-static void compare(const char *model, const struct tr_stats *s, const struct jv *ps)
+static void compare(const char *model, const struct tr_stats *s, const json_t *ps)
 {
-    const struct jv *units = jv_get(ps, "units"), *tot = jv_get(ps, "totals");
-    CHECK(units && units->t == J_ARR && tot, "%s: pager stats have no units", model);
+    const json_t *units = json_object_get(ps, "units"), *tot = json_object_get(ps, "totals");
+    CHECK(json_is_array(units) && tot, "%s: pager stats have no units", model);
     if (!units || !tot)
         return;
     uint64_t pf = 0, pb = 0, tf = 0, tb = 0, mism = 0, experts = 0;
-    for (int i = 0; i < units->n; i++) {
-        const struct jv *u = &units->items[i];
-        int l = jv_i32(u, "layer"), e = jv_i32(u, "expert");
+    for (size_t i = 0; i < json_array_size(units); i++) {
+        const json_t *u = json_array_get(units, i);
+        int l = fl_json_i32(u, "layer"), e = fl_json_i32(u, "expert");
         if (l < 0)
             continue; /* 2 MiB chunks of non-expert tensors: not paged in this run */
         uint64_t f, b;
         trace_unit(s, l, e, &f, &b);
         experts++;
-        if (f != jv_u64(u, "faults") || b != jv_u64(u, "bytes_read")) {
+        if (f != fl_json_u64(u, "faults") || b != fl_json_u64(u, "bytes_read")) {
             if (mism++ < 5)
                 fprintf(stderr, "  L%d E%d: trace %llu faults %llu bytes, pager %llu / %llu\n",
                         l, e, (unsigned long long)f, (unsigned long long)b,
-                        (unsigned long long)jv_u64(u, "faults"),
-                        (unsigned long long)jv_u64(u, "bytes_read"));
+                        (unsigned long long)fl_json_u64(u, "faults"),
+                        (unsigned long long)fl_json_u64(u, "bytes_read"));
         }
-        pf += jv_u64(u, "faults");
-        pb += jv_u64(u, "bytes_read");
+        pf += fl_json_u64(u, "faults");
+        pb += fl_json_u64(u, "bytes_read");
     }
     size_t it = 0;
     struct fl_tr_key k;
@@ -95,7 +95,7 @@ static void compare(const char *model, const struct tr_stats *s, const struct jv
     CHECK(tf == pf && tb == pb, "%s: totals trace %llu/%llu pager %llu/%llu", model,
           (unsigned long long)tf, (unsigned long long)tb, (unsigned long long)pf,
           (unsigned long long)pb);
-    CHECK(pf > 0 && jv_u64(tot, "evictions") > 0, "%s: the run must fault and evict", model);
+    CHECK(pf > 0 && fl_json_u64(tot, "evictions") > 0, "%s: the run must fault and evict", model);
     /* Not >= pf: a thread woken while its page is still absent (an eviction
      * raced the install) retries inside the same hardware fault and sends
      * the pager a second message, so the pager may count more. */
@@ -121,9 +121,9 @@ static void one(const char *driver, const char *model, const char *dir)
     CHECK(rc == 0, "%s: faultline trace exited %d", model, rc);
     struct tr_stats *s = load_trace(json);
     struct fl_err err = { { 0 } };
-    struct jv ps;
-    CHECK(jv_parse_file(stats, NULL, &ps, &err) == 0, "%s", err.msg);
-    compare(model, s, &ps);
+    json_t *ps = NULL;
+    CHECK(fl_json_load_file(stats, (size_t)1 << 28, &ps, &err) == 0, "%s", err.msg);
+    compare(model, s, ps);
     /* --detail: every slice's read is timed from its submission and installed,
      * and a load reads at least one slice */
     struct fl_tr_counts sum = sum_counts(s);
@@ -138,7 +138,7 @@ static void one(const char *driver, const char *model, const char *dir)
     for (int i = 0; i < nt; i++)
         named += t[i].name[0] != 0 && strcmp(t[i].name, "?") != 0;
     CHECK(nt >= 2 && named >= 2, "%s: threads %d named %d", model, nt, named);
-    jv_free(&ps);
+    json_decref(ps);
     tr_stats_free(s);
 }
 
@@ -188,15 +188,15 @@ static void trace_sum(const struct tr_stats *s, int layer, int expert, struct un
 struct pager_unit { int layer, expert; uint64_t loads, faults, bytes, evictions, cache_hits,
                     prefetch_hits, misses; };
 
-static void pager_unit_add(struct pager_unit *d, const struct jv *u)
+static void pager_unit_add(struct pager_unit *d, const json_t *u)
 {
-    d->loads += jv_u64(u, "loads");
-    d->faults += jv_u64(u, "faults");
-    d->bytes += jv_u64(u, "bytes_read");
-    d->evictions += jv_u64(u, "evictions");
-    d->cache_hits += jv_u64(u, "cache_hits");
-    d->prefetch_hits += jv_u64(u, "prefetch_hits");
-    d->misses += jv_u64(u, "misses");
+    d->loads += fl_json_u64(u, "loads");
+    d->faults += fl_json_u64(u, "faults");
+    d->bytes += fl_json_u64(u, "bytes_read");
+    d->evictions += fl_json_u64(u, "evictions");
+    d->cache_hits += fl_json_u64(u, "cache_hits");
+    d->prefetch_hits += fl_json_u64(u, "prefetch_hits");
+    d->misses += fl_json_u64(u, "misses");
 }
 
 static bool unit_matches(const struct tr_stats *s, const struct pager_unit *p)
@@ -225,17 +225,17 @@ static bool unit_matches(const struct tr_stats *s, const struct pager_unit *p)
 }
 
 /* Every unit, the chunks summed, and the totals; returns the pager's faults. */
-static uint64_t compare_run(const char *name, const struct tr_stats *s, const struct jv *ps)
+static uint64_t compare_run(const char *name, const struct tr_stats *s, const json_t *ps)
 {
-    const struct jv *units = jv_get(ps, "units"), *tot = jv_get(ps, "totals");
-    CHECK(units && units->t == J_ARR && tot, "%s: pager stats have no units", name);
-    if (!units || units->t != J_ARR || !tot)
+    const json_t *units = json_object_get(ps, "units"), *tot = json_object_get(ps, "totals");
+    CHECK(json_is_array(units) && tot, "%s: pager stats have no units", name);
+    if (!json_is_array(units) || !tot)
         return 0;
     struct pager_unit chunks = { .layer = -1, .expert = -1 };
     int bad = 0, experts = 0;
-    for (int i = 0; i < units->n; i++) {
-        const struct jv *u = &units->items[i];
-        struct pager_unit p = { jv_i32(u, "layer"), jv_i32(u, "expert"), 0, 0, 0, 0, 0, 0, 0 };
+    for (size_t i = 0; i < json_array_size(units); i++) {
+        const json_t *u = json_array_get(units, i);
+        struct pager_unit p = { fl_json_i32(u, "layer"), fl_json_i32(u, "expert"), 0, 0, 0, 0, 0, 0, 0 };
         if (p.layer < 0) {
             pager_unit_add(&chunks, u);
             continue;
@@ -248,27 +248,27 @@ static uint64_t compare_run(const char *name, const struct tr_stats *s, const st
     CHECK(bad == 0, "%s: %d of %d experts (+ chunks) differ from the pager's stats", name, bad,
           experts);
     struct fl_tr_counts sum = sum_counts(s);
-    CHECK(sum.faults == jv_u64(tot, "faults") && sum.read_bytes == jv_u64(tot, "bytes_read") &&
-          sum.prefetches == jv_u64(tot, "prefetches") &&
-          sum.evictions == jv_u64(tot, "evictions"),
+    CHECK(sum.faults == fl_json_u64(tot, "faults") && sum.read_bytes == fl_json_u64(tot, "bytes_read") &&
+          sum.prefetches == fl_json_u64(tot, "prefetches") &&
+          sum.evictions == fl_json_u64(tot, "evictions"),
           "%s: totals: trace faults %llu bytes %llu prefetches %llu evictions %llu, pager "
           "%llu/%llu/%llu/%llu", name, (unsigned long long)sum.faults,
           (unsigned long long)sum.read_bytes, (unsigned long long)sum.prefetches,
-          (unsigned long long)sum.evictions, (unsigned long long)jv_u64(tot, "faults"),
-          (unsigned long long)jv_u64(tot, "bytes_read"),
-          (unsigned long long)jv_u64(tot, "prefetches"),
-          (unsigned long long)jv_u64(tot, "evictions"));
-    uint64_t acq = jv_u64(tot, "cache_hits") + jv_u64(tot, "prefetch_hits") +
-                   jv_u64(tot, "misses");
-    CHECK(acq > 0 && jv_u64(tot, "loads") > 0 && jv_u64(tot, "evictions") > 0,
+          (unsigned long long)sum.evictions, (unsigned long long)fl_json_u64(tot, "faults"),
+          (unsigned long long)fl_json_u64(tot, "bytes_read"),
+          (unsigned long long)fl_json_u64(tot, "prefetches"),
+          (unsigned long long)fl_json_u64(tot, "evictions"));
+    uint64_t acq = fl_json_u64(tot, "cache_hits") + fl_json_u64(tot, "prefetch_hits") +
+                   fl_json_u64(tot, "misses");
+    CHECK(acq > 0 && fl_json_u64(tot, "loads") > 0 && fl_json_u64(tot, "evictions") > 0,
           "%s: the run must acquire, load and evict experts", name);
     printf("%s: %d experts + chunks: %llu loads, %llu faults, %llu bytes, %llu evictions, hit "
            "rate %.1f%% (%llu acquires): trace == pager stats%s\n", name, experts,
-           (unsigned long long)jv_u64(tot, "loads"), (unsigned long long)sum.faults,
+           (unsigned long long)fl_json_u64(tot, "loads"), (unsigned long long)sum.faults,
            (unsigned long long)sum.read_bytes, (unsigned long long)sum.evictions,
            sum.hits + sum.misses ? 100.0 * (double)sum.hits / (double)(sum.hits + sum.misses) :
            0.0, (unsigned long long)acq, bad ? " FAILED" : "");
-    return jv_u64(tot, "faults");
+    return fl_json_u64(tot, "faults");
 }
 
 /* Per (layer, expert): every acquire that waited ended resident (the run
@@ -296,12 +296,12 @@ static int acquire_units_bad(const struct tr_stats *s)
  * with the measured ns: the trace's counts and ns equal them exactly, and so
  * does the acquire histogram's sum. must_acquire: the run stalls in acquire
  * only. */
-static void compare_stalls(const char *name, const struct tr_stats *s, const struct jv *ps,
+static void compare_stalls(const char *name, const struct tr_stats *s, const json_t *ps,
                            bool must_acquire)
 {
-    const struct jv *tot = jv_get(ps, "totals");
+    const json_t *tot = json_object_get(ps, "totals");
     struct fl_tr_counts sum = sum_counts(s);
-    uint64_t pc = jv_u64(tot, "stall_count"), pns = jv_u64(tot, "stall_ns");
+    uint64_t pc = fl_json_u64(tot, "stall_count"), pns = fl_json_u64(tot, "stall_ns");
     CHECK(sum.acq_stalls + sum.stalls == pc && sum.acq_stall_ns + sum.stall_ns == pns,
           "%s: trace stalls acquire %llu + fault %llu (%llu + %llu ns), pager %llu (%llu ns)",
           name, (unsigned long long)sum.acq_stalls, (unsigned long long)sum.stalls,
@@ -348,15 +348,15 @@ static void run_case(const char *cli, const char *name, const char *model, const
     CHECK(rc == 0, "%s: faultline trace -- faultline run exited %d", name, rc);
     struct tr_stats *s = load_trace(json);
     struct fl_err err = { { 0 } };
-    struct jv ps = { 0 };
-    if (jv_parse_file(stats, NULL, &ps, &err) == 0) {
-        uint64_t faults = compare_run(name, s, &ps);
-        compare_stalls(name, s, &ps, !must_fault);
+    json_t *ps = NULL;
+    if (fl_json_load_file(stats, (size_t)1 << 28, &ps, &err) == 0) {
+        uint64_t faults = compare_run(name, s, ps);
+        compare_stalls(name, s, ps, !must_fault);
         uint64_t pf = tr_stats_globals(s)[FL_TG_PAGE_FAULTS];
         CHECK(must_fault ? faults > 0 && pf > 0 : faults == 0, /* pf: see compare() */
               "%s: pager faults %llu, region page faults %llu", name,
               (unsigned long long)faults, (unsigned long long)pf);
-        jv_free(&ps);
+        json_decref(ps);
     } else {
         CHECK(0, "%s", err.msg);
     }

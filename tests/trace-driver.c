@@ -17,7 +17,9 @@
 
 #include "gguf/gguf.h"
 #include "gguf/moe-layout.h"
+#include "app/stats-json.h"
 #include "pager/pager.h"
+#include "plan/pager-layout.h"
 
 struct drv { struct moe_layout *ml; bool *expert; };
 
@@ -141,19 +143,22 @@ int main(int argc, char **argv)
     struct pager_config c;
     pager_config_init(&c);
     c.mode = PAGER_MODE_UFFD;
-    c.tier = tier;
-    c.tier_ctx = &d;
     c.quiet = true;
     /* page rounding: each of up to 4 slices may straddle two more pages */
     c.ram_budget = (uint64_t)per_layer * (biggest + 4 * 2 * 4096);
-    if (pager_open(argv[1], g, &c, &p, &err) < 0) {
+    struct pager_layout layout;
+    int lrc = placement_pager_layout(g, tier, &d, &layout, &err);
+    if (!lrc)
+        lrc = pager_open(argv[1], &layout, &c, &p, &err);
+    placement_pager_layout_free(&layout);
+    if (lrc < 0) {
         fprintf(stderr, "trace-driver: %s\n", err.msg);
         return 1;
     }
     double tps = run(p, d.ml, tokens);
     pager_settle(p, 1000);
     FILE *f = fopen(argv[2], "w");
-    int rc = f ? pager_stats_json(p, f) : -errno;
+    int rc = f ? eng_stats_json_write(f, p, NULL, NULL) : -errno;
     if (f && fclose(f) != 0)
         rc = -EIO;
     int perr = pager_error(p, &err);

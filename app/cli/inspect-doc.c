@@ -1,170 +1,163 @@
 /* inspect-doc.c: `faultline inspect --json`, the same report as the text
- * form as one JSON document. */
+ * form as one JSON document (base/json.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
-#include "app/cli/inspect-json.h"
 #include "app/cli/inspect-model.h"
+#include "base/json.h"
 
 /* Arrays longer than this are summarised as {"type", "n"}: a vocabulary
  * does not belong in a report and a hostile file could hold millions. */
 #define JSON_ARR_MAX 1024
 
-static void json_value(struct ijson *j, const char *key, const struct gguf_value *v);
+static json_t *value(const struct gguf_value *v);
 
-static void json_array(struct ijson *j, const char *key, const struct gguf_value *v)
+static json_t *array(const struct gguf_value *v)
 {
-    if (v->arr.n > JSON_ARR_MAX) {
-        ijson_obj(j, key);
-        ijson_str(j, "type", gguf_vtype_name(v->arr.type));
-        ijson_uint(j, "n", v->arr.n);
-        ijson_end(j, '}');
-        return;
-    }
-    ijson_arr(j, key);
-    for (uint64_t i = 0; i < v->arr.n; i++) {
+    if (v->arr.n > JSON_ARR_MAX)
+        return json_pack("{s:s, s:I}", "type", gguf_vtype_name(v->arr.type), "n",
+                         (json_int_t)v->arr.n);
+    json_t *a = json_array();
+    for (uint64_t i = 0; a && i < v->arr.n; i++) {
         struct gguf_value e;
         inspect_arr_elem(v, i, &e);
-        json_value(j, NULL, &e);
+        if (json_array_append_new(a, value(&e))) {
+            json_decref(a);
+            return NULL;
+        }
     }
-    ijson_end(j, ']');
+    return a;
 }
 
-static void json_value(struct ijson *j, const char *key, const struct gguf_value *v)
+static json_t *value(const struct gguf_value *v)
 {
     int64_t i;
     switch (v->type) {
-    case GGUF_VT_STRING: ijson_strn(j, key, v->str.data, v->str.len); break;
-    case GGUF_VT_BOOL: ijson_bool(j, key, v->b); break;
-    case GGUF_VT_FLOAT32: ijson_f32(j, key, v->f32); break;
-    case GGUF_VT_FLOAT64: ijson_num(j, key, v->f64); break;
-    case GGUF_VT_UINT64: ijson_uint(j, key, v->u64); break;
-    case GGUF_VT_ARRAY: json_array(j, key, v); break;
-    default:
-        if (!gguf_value_int(v, &i))
-            ijson_int(j, key, i);
-        else
-            ijson_null(j, key);
+    case GGUF_VT_STRING: return fl_json_stringn(v->str.data, v->str.len);
+    case GGUF_VT_BOOL: return json_boolean(v->b);
+    case GGUF_VT_FLOAT32: return fl_json_f32(v->f32);
+    case GGUF_VT_FLOAT64: return fl_json_real(v->f64);
+    case GGUF_VT_UINT64: return v->u64 <= INT64_MAX ? json_integer((json_int_t)v->u64)
+                                                    : fl_json_real((double)v->u64);
+    case GGUF_VT_ARRAY: return array(v);
+    default: return !gguf_value_int(v, &i) ? json_integer(i) : json_null();
     }
 }
 
-static void json_hparams(struct ijson *j, const struct inspect_model *m)
+static json_t *json_hparams(const struct inspect_model *m)
 {
-    ijson_obj(j, "hparams");
+    json_t *o = json_object();
     size_t n = m->arch ? strlen(m->arch) : 0;
-    for (int64_t i = 0; m->arch && i < gguf_n_kv(m->f); i++) {
+    for (int64_t i = 0; o && m->arch && i < gguf_n_kv(m->f); i++) {
         const char *key = gguf_kv_key(m->f, i);
-        if (!strncmp(key, m->arch, n) && key[n] == '.')
-            json_value(j, key + n + 1, gguf_kv_value(m->f, i));
+        if (!strncmp(key, m->arch, n) && key[n] == '.' &&
+            fl_json_set(o, key + n + 1, value(gguf_kv_value(m->f, i)))) {
+            json_decref(o);
+            return NULL;
+        }
     }
-    ijson_end(j, '}');
+    return o;
 }
 
-static void opt_int(struct ijson *j, const char *key, int64_t v)
+static json_t *opt_int(int64_t v)
 {
-    if (v >= 0)
-        ijson_int(j, key, v);
-    else
-        ijson_null(j, key);
+    return v >= 0 ? json_integer(v) : json_null();
 }
 
-static void json_tokenizer(struct ijson *j, const struct inspect_tokenizer *t)
+static json_t *json_tokenizer(const struct inspect_tokenizer *t)
 {
-    ijson_obj(j, "tokenizer");
-    ijson_str(j, "model", t->model);
-    ijson_str(j, "pre", t->pre);
-    opt_int(j, "vocab_size", t->n_vocab);
-    opt_int(j, "n_merges", t->n_merges);
-    opt_int(j, "bos_token_id", t->bos);
-    opt_int(j, "eos_token_id", t->eos);
-    ijson_end(j, '}');
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "model", fl_json_string(t->model), "pre",
+                     fl_json_string(t->pre), "vocab_size", opt_int(t->n_vocab), "n_merges",
+                     opt_int(t->n_merges), "bos_token_id", opt_int(t->bos), "eos_token_id",
+                     opt_int(t->eos));
 }
 
-static void json_types(struct ijson *j, const struct inspect_model *m)
+static json_t *json_types(const struct inspect_model *m)
 {
-    ijson_obj(j, "bytes_by_type");
-    for (int i = 0; i < m->n_types; i++) {
-        ijson_obj(j, fl_type_name(m->types[i].type));
-        ijson_int(j, "tensors", m->types[i].n_tensors);
-        ijson_uint(j, "bytes", m->types[i].bytes);
-        ijson_end(j, '}');
+    json_t *o = json_object();
+    for (int i = 0; o && i < m->n_types; i++)
+        if (fl_json_set(o, fl_type_name(m->types[i].type),
+                        json_pack("{s:i, s:I}", "tensors", m->types[i].n_tensors, "bytes",
+                                  (json_int_t)m->types[i].bytes))) {
+            json_decref(o);
+            return NULL;
+        }
+    return o;
+}
+
+static json_t *json_moe_layer(int il, const struct moe_layer *ly)
+{
+    json_t *names = json_object();
+    for (int r = 0; names && r < MOE_N_ROLES; r++)
+        if (ly->role[r].t && fl_json_set(names, moe_role_name(r), fl_json_string(ly->role[r].t->name))) {
+            json_decref(names);
+            return NULL;
+        }
+    return json_pack("{s:i, s:b, s:i, s:I, s:o}", "layer", il, "moe", ly->is_moe, "n_expert",
+                     ly->n_expert, "bytes_per_expert", (json_int_t)ly->bytes_per_expert,
+                     "expert_tensors", names);
+}
+
+static json_t *json_moe(const struct moe_layout *l)
+{
+    json_t *layers = json_array();
+    for (int il = 0; layers && il < l->n_layer; il++)
+        if (json_array_append_new(layers, json_moe_layer(il, &l->layers[il]))) {
+            json_decref(layers);
+            return NULL;
+        }
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o}", "n_layer", l->n_layer,
+                     "n_expert", l->n_expert, "n_expert_used", l->n_expert_used, "n_moe_layers",
+                     l->n_moe_layers, "n_leading_dense", l->n_leading_dense,
+                     "expert_bytes_per_token", (json_int_t)l->bytes_per_token, "expert_bytes",
+                     (json_int_t)l->expert_bytes, "non_expert_bytes",
+                     (json_int_t)l->non_expert_bytes, "layers", layers);
+}
+
+static json_t *json_tensor(const struct gguf_tensor *t)
+{
+    json_t *shape = json_array();
+    for (uint32_t d = 0; shape && d < t->n_dims; d++)
+        if (json_array_append_new(shape, json_integer(t->ne[d]))) {
+            json_decref(shape);
+            return NULL;
+        }
+    return json_pack("{s:o, s:s, s:o, s:I, s:I}", "name", fl_json_string(t->name), "type",
+                     fl_type_name(t->type), "shape", shape, "offset", (json_int_t)t->offset,
+                     "bytes", (json_int_t)t->nbytes);
+}
+
+static json_t *json_tensors(const struct gguf_file *f)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; a && i < gguf_n_tensors(f); i++)
+        if (json_array_append_new(a, json_tensor(gguf_tensor(f, i)))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
+{
+    json_t *d = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o}",
+                          "file", fl_json_string(gguf_name(m->f)), "version",
+                          (json_int_t)gguf_version(m->f), "file_size",
+                          (json_int_t)gguf_file_size(m->f), "header_size",
+                          (json_int_t)gguf_header_size(m->f), "data_offset",
+                          (json_int_t)gguf_data_offset(m->f), "alignment",
+                          (json_int_t)gguf_alignment(m->f), "architecture",
+                          fl_json_string(m->arch), "name", fl_json_string(m->model_name),
+                          "hparams", json_hparams(m), "tokenizer", json_tokenizer(&m->tok),
+                          "n_tensors", (json_int_t)gguf_n_tensors(m->f), "tensor_bytes",
+                          (json_int_t)m->tensor_bytes, "bytes_by_type", json_types(m), "moe",
+                          json_moe(m->moe));
+    if (d && tensors && fl_json_set(d, "tensors", json_tensors(m->f))) {
+        json_decref(d);
+        d = NULL;
     }
-    ijson_end(j, '}');
-}
-
-static void json_moe_layer(struct ijson *j, int il, const struct moe_layer *ly)
-{
-    ijson_obj(j, NULL);
-    ijson_int(j, "layer", il);
-    ijson_bool(j, "moe", ly->is_moe);
-    ijson_int(j, "n_expert", ly->n_expert);
-    ijson_uint(j, "bytes_per_expert", ly->bytes_per_expert);
-    ijson_obj(j, "expert_tensors");
-    for (int r = 0; r < MOE_N_ROLES; r++)
-        if (ly->role[r].t)
-            ijson_str(j, moe_role_name(r), ly->role[r].t->name);
-    ijson_end(j, '}');
-    ijson_end(j, '}');
-}
-
-static void json_moe(struct ijson *j, const struct moe_layout *l)
-{
-    ijson_obj(j, "moe");
-    ijson_int(j, "n_layer", l->n_layer);
-    ijson_int(j, "n_expert", l->n_expert);
-    ijson_int(j, "n_expert_used", l->n_expert_used);
-    ijson_int(j, "n_moe_layers", l->n_moe_layers);
-    ijson_int(j, "n_leading_dense", l->n_leading_dense);
-    ijson_uint(j, "expert_bytes_per_token", l->bytes_per_token);
-    ijson_uint(j, "expert_bytes", l->expert_bytes);
-    ijson_uint(j, "non_expert_bytes", l->non_expert_bytes);
-    ijson_arr(j, "layers");
-    for (int il = 0; il < l->n_layer; il++)
-        json_moe_layer(j, il, &l->layers[il]);
-    ijson_end(j, ']');
-    ijson_end(j, '}');
-}
-
-static void json_tensors(struct ijson *j, const struct gguf_file *f)
-{
-    ijson_arr(j, "tensors");
-    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
-        const struct gguf_tensor *t = gguf_tensor(f, i);
-        ijson_obj(j, NULL);
-        ijson_str(j, "name", t->name);
-        ijson_str(j, "type", fl_type_name(t->type));
-        ijson_arr(j, "shape");
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            ijson_int(j, NULL, t->ne[d]);
-        ijson_end(j, ']');
-        ijson_uint(j, "offset", t->offset);
-        ijson_uint(j, "bytes", t->nbytes);
-        ijson_end(j, '}');
-    }
-    ijson_end(j, ']');
-}
-
-void inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
-{
-    struct ijson j;
-    ijson_init(&j, out);
-    ijson_obj(&j, NULL);
-    ijson_str(&j, "file", gguf_name(m->f));
-    ijson_uint(&j, "version", gguf_version(m->f));
-    ijson_uint(&j, "file_size", gguf_file_size(m->f));
-    ijson_uint(&j, "header_size", gguf_header_size(m->f));
-    ijson_uint(&j, "data_offset", gguf_data_offset(m->f));
-    ijson_uint(&j, "alignment", gguf_alignment(m->f));
-    ijson_str(&j, "architecture", m->arch);
-    ijson_str(&j, "name", m->model_name);
-    json_hparams(&j, m);
-    json_tokenizer(&j, &m->tok);
-    ijson_int(&j, "n_tensors", gguf_n_tensors(m->f));
-    ijson_uint(&j, "tensor_bytes", m->tensor_bytes);
-    json_types(&j, m);
-    json_moe(&j, m->moe);
-    if (tensors)
-        json_tensors(&j, m->f);
-    ijson_end(&j, '}');
-    ijson_finish(&j);
+    int rc = d ? fl_json_write(out, d, FL_JSON_INDENT) : -ENOMEM;
+    json_decref(d);
+    return rc;
 }

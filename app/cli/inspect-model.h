@@ -41,6 +41,7 @@ void inspect_arr_elem(const struct gguf_value *arr, uint64_t i, struct gguf_valu
 /* "[128, 64, 16]" */
 void inspect_format_shape(const struct gguf_tensor *t, char *buf, size_t len);
 
-void inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors);
+/* The report as one JSON document; 0, -ENOMEM or -EIO. */
+int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors);
 
 #endif

@@ -3,11 +3,13 @@
  * architecture and its hyperparameters, the tokenizer, tensor bytes by type
  * and the MoE layout that decides how much the pager moves per token. */
 #include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "app/cli/commands.h"
-#include "app/cli/inspect-json.h"
 #include "app/cli/inspect-model.h"
 #include "gguf/gguf-keys.h"
 #include "gguf/gguf.h"
@@ -32,6 +34,21 @@ static void print_cstr(FILE *out, const char *s)
     print_str(out, s, strlen(s), 96);
 }
 
+/* The shortest %g form that reads back as v (as a float when single). */
+static const char *shortest(double v, bool single, char buf[32])
+{
+    if (!isfinite(v)) {
+        snprintf(buf, 32, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        return buf;
+    }
+    for (int prec = single ? 6 : 15; prec <= (single ? 9 : 17); prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 static void print_scalar(FILE *out, const struct gguf_value *v)
 {
     char buf[32];
@@ -41,9 +58,9 @@ static void print_scalar(FILE *out, const struct gguf_value *v)
     else if (v->type == GGUF_VT_BOOL)
         fputs(v->b ? "true" : "false", out);
     else if (v->type == GGUF_VT_FLOAT32)
-        fputs(ijson_format_float(v->f32, true, buf), out);
+        fputs(shortest(v->f32, true, buf), out);
     else if (v->type == GGUF_VT_FLOAT64)
-        fputs(ijson_format_float(v->f64, false, buf), out);
+        fputs(shortest(v->f64, false, buf), out);
     else if (v->type == GGUF_VT_UINT64)
         fprintf(out, "%" PRIu64, v->u64);
     else if (!gguf_value_int(v, &i))
@@ -289,12 +306,13 @@ int cli_inspect(int argc, char **argv)
         fprintf(stderr, "faultline inspect: %s\n", err.msg);
         return 1;
     }
+    int rc = 0;
     if (json)
-        inspect_print_json(stdout, &m, tensors);
+        rc = inspect_print_json(stdout, &m, tensors);
     else
         print_text(stdout, &m, tensors);
     inspect_model_free(&m);
-    if (fflush(stdout) || ferror(stdout)) {
+    if (rc || fflush(stdout) || ferror(stdout)) {
         fprintf(stderr, "faultline inspect: writing the output failed\n");
         return 1;
     }

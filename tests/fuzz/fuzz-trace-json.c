@@ -1,8 +1,10 @@
-/* fuzz-trace-json: libFuzzer target for the JSON reader behind
- * `faultline trace report` (saved traces, the pager's stats JSON).
+/* fuzz-trace-json: libFuzzer target for the JSON readers behind
+ * `faultline trace report` (saved traces) and --cache pinned-hot (the
+ * pager's stats JSON).
  *
  * The input is a file (in a memfd, as the readers take paths). It is parsed
- * as plain JSON and walked; then loaded as a faultline trace and, when
+ * as plain JSON (base/json.h) and walked, read as a pinned-hot profile; then
+ * loaded as a faultline trace and, when
  * accepted, everything the report prints from it is printed to /dev/null
  * (tables, the aggregate JSON, the HTML page), and the aggregate written out
  * must load again. A broken contract aborts, which libFuzzer reports as a
@@ -14,7 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ebpf/json.h"
+#include "app/stats-json.h"
+#include "base/json.h"
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
@@ -44,18 +47,23 @@ static const char *memfile(int which, const uint8_t *data, size_t size)
     return paths[which];
 }
 
-static void walk(const struct jv *v, int depth)
+static void walk(const json_t *v, int depth)
 {
-    if (depth > 70)
-        die("a tree deeper than the reader's limit");
-    if (v->t == J_STR)
-        sink += strlen(v->s);
-    if (v->t != J_ARR && v->t != J_OBJ)
-        return;
-    for (int i = 0; i < v->n; i++) {
-        if (v->t == J_OBJ && (!v->keys[i] || jv_get(v, v->keys[i]) == NULL))
-            die("an object member that jv_get cannot find");
-        walk(&v->items[i], depth + 1);
+    if (depth > 2100)
+        die("a tree deeper than the parser's limit");
+    if (json_is_string(v))
+        sink += json_string_length(v);
+    if (json_is_array(v))
+        for (size_t i = 0; i < json_array_size(v); i++)
+            walk(json_array_get(v, i), depth + 1);
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) {
+            if (json_object_get(v, k) != x)
+                die("an object member that json_object_get cannot find");
+            walk(x, depth + 1);
+        }
     }
 }
 
@@ -73,8 +81,9 @@ static void reload(const struct tr_stats *s)
     FILE *m = open_memstream(&buf, &len);
     if (!m)
         return;
-    fputs("{\"traceEvents\":[],\"faultline\":", m);
-    tr_json_summary(m, s);
+    fputs("{\"traceEvents\":[],\n" TR_JSON_AGGREGATE_MARKER, m);
+    if (tr_json_summary(m, s))
+        die("the aggregate of an accepted trace cannot be written");
     fputs("}\n", m);
     if (fclose(m)) {
         free(buf);
@@ -105,15 +114,23 @@ static void report(const struct tr_stats *s)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = memfile(0, data, size);
-    struct jv root;
+    json_t *root;
     struct fl_err err;
-    int rc = jv_parse_file(path, (size & 1) ? "traceEvents" : NULL, &root, &err);
+    int rc = fl_json_load_file(path, (size_t)1 << 24, &root, &err);
     if (rc == 0) {
-        walk(&root, 0);
-        jv_free(&root);
+        walk(root, 0);
+        json_decref(root);
     } else {
         one_line(&err);
     }
+    struct pager_hot_unit *hot = NULL;
+    int n_hot = 0;
+    if (eng_hot_profile_load(path, &hot, &n_hot, &err) == 0)
+        for (int i = 0; i < n_hot; i++)
+            sink += hot[i].count + (uint64_t)hot[i].layer;
+    else
+        one_line(&err);
+    free(hot);
     struct tr_stats *s = tr_stats_new();
     if (!s)
         return 0;

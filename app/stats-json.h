@@ -1,0 +1,26 @@
+/* stats-json.h: the pager's statistics as the --stats-json document, and
+ * that document read back as a pinned-hot profile (--cache
+ * pinned-hot:STATS.json). One writer and one reader of the format, over
+ * base/json.h. */
+#ifndef FL_STATS_JSON_H
+#define FL_STATS_JSON_H
+
+#include <stdio.h>
+
+#include "app/predict.h"
+#include "base/error.h"
+#include "pager/pager.h"
+
+/* The document: mode, budgets, totals, the stall histogram, one object per
+ * unit with activity, and (pr not NULL) the predictor's figures under
+ * "prediction". 0 or -ENOMEM / -EIO. */
+int eng_stats_json_write(FILE *f, const struct pager *p, const struct fl_predictor *pr,
+                         const struct fl_predict_config *cfg);
+
+/* Reads the per-expert objects of a --stats-json file; an expert's heat is
+ * its acquires (cache hits + prefetch hits + misses) plus its faults.
+ * *out is malloc'ed (free it). -errno/-EINVAL with "FILE: problem". */
+int eng_hot_profile_load(const char *path, struct pager_hot_unit **out, int *n,
+                         struct fl_err *err);
+
+#endif

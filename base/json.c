@@ -1,0 +1,162 @@
+/* json.c: see base/json.h. */
+#include "base/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/whole-file.h"
+
+/* Reals are written with 15 significant digits: every float32 given as its
+ * shortest decimal reads back as itself, and so does any decimal a person
+ * typed; only doubles that need all 17 digits are rounded. */
+#define REAL_DIGITS 15
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if invalid:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int utf8_len(const unsigned char *s, size_t n)
+{
+    int len;
+    uint32_t cp;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2, cp = s[0] & 0x1f;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3, cp = s[0] & 0x0f;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4, cp = s[0] & 0x07;
+    else
+        return 0;
+    if ((size_t)len > n)
+        return 0;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+json_t *fl_json_stringn(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        const int len = utf8_len(s + i, n - i);
+        bad += len == 0;
+        i += len ? (size_t)len : 1;
+    }
+    if (!bad)
+        return json_stringn(str, n);
+    char *clean = malloc(n + 2 * bad + 1); /* U+FFFD is 3 bytes for 1 */
+    if (!clean)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const int len = utf8_len(s + i, n - i);
+        if (len == 0) {
+            memcpy(clean + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(clean + o, s + i, (size_t)len);
+            o += (size_t)len;
+            i += (size_t)len;
+        }
+    }
+    json_t *v = json_stringn(clean, o);
+    free(clean);
+    return v;
+}
+
+json_t *fl_json_string(const char *s)
+{
+    return s ? fl_json_stringn(s, strlen(s)) : json_null();
+}
+
+json_t *fl_json_real(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *fl_json_f32(float v)
+{
+    if (!isfinite(v))
+        return json_null();
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof(buf), "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v)
+            break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+int fl_json_set(json_t *o, const char *key, json_t *v)
+{
+    return v && json_object_set_new(o, key, v) == 0 ? 0 : -ENOMEM;
+}
+
+int fl_json_write(FILE *f, const json_t *v, enum fl_json_style style)
+{
+    size_t flags = JSON_REAL_PRECISION(REAL_DIGITS) | JSON_PRESERVE_ORDER;
+    flags |= style == FL_JSON_INDENT ? JSON_INDENT(2) : JSON_COMPACT;
+    if (style == FL_JSON_HTML)
+        flags |= JSON_ESCAPE_SLASH;
+    int rc = json_dumpf(v, f, flags);
+    if (!rc && style != FL_JSON_HTML)
+        rc = fputc('\n', f) == EOF ? -1 : 0;
+    return rc || ferror(f) ? -EIO : 0;
+}
+
+int fl_json_load_bytes(const char *s, size_t n, bool trailing, const char *what, json_t **out,
+                       struct fl_err *err)
+{
+    json_error_t je;
+    *out = json_loadb(s, n, JSON_DECODE_ANY | (trailing ? JSON_DISABLE_EOF_CHECK : 0), &je);
+    if (!*out)
+        return fl_err_set(err, -EINVAL, "%s: line %d column %d: %s", what, je.line, je.column,
+                          je.text);
+    return 0;
+}
+
+int fl_json_load_file(const char *path, size_t max_bytes, json_t **out, struct fl_err *err)
+{
+    char *txt;
+    size_t len;
+    *out = NULL;
+    int rc = fl_read_whole_file(path, max_bytes, &txt, &len);
+    if (rc)
+        return fl_err_set(err, rc, "%s: %s", path,
+                          rc == -EFBIG ? "too large" : strerror(-rc));
+    rc = fl_json_load_bytes(txt, len, false, path, out, err);
+    free(txt);
+    return rc;
+}
+
+uint64_t fl_json_u64(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+    if (json_is_real(v) && json_real_value(v) > 0 && json_real_value(v) < 1.8e19)
+        return (uint64_t)json_real_value(v);
+    return 0;
+}
+
+int32_t fl_json_i32(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    const json_int_t i = json_is_integer(v) ? json_integer_value(v) : 0;
+    return i >= INT32_MIN && i <= INT32_MAX ? (int32_t)i : 0;
+}
+
+const char *fl_json_str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
