@@ -46,13 +46,8 @@ struct eng_session_params {
     bool no_repack;                   /* --no-repack: RAM-tier weights stay as in the file */
 };
 
+/* The defaults (the CLI's flags: app/cli/session-flags.h). */
 void eng_session_params_init(struct eng_session_params *p);
-/* Takes one session flag at argv[*i] (placement flags, --pager MODE,
- * --stats, --stats-json FILE, --numa MODE, --no-repack): 1 when taken (*i advanced past
- * its value), 0 when not a session flag, -EINVAL with err for a bad value. */
-int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
-                           struct fl_err *err);
-void eng_session_print_usage(FILE *out);
 
 /* Opens the model (errors name the file and the problem). */
 int eng_session_open(const struct eng_session_params *p, struct eng_session **out,

@@ -1,6 +1,6 @@
 # app/cli/: the faultline commands (main.c dispatches; app/cli/commands.h lists them).
 fl_module(cli
-  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/eval.c app/cli/compare.c app/cli/run.c
+  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c
   DEPS app gen trace text model plan cuda cpu gguf base)

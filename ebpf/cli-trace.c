@@ -15,7 +15,7 @@
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
-#include "app/cli/commands.h"
+#include "ebpf/trace.h"
 
 static void usage(FILE *f)
 {

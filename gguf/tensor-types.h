@@ -128,16 +128,12 @@ struct fl_type_traits {
     fl_to_float_fn to_float;   /* exact dequantization (bit-exact with ggml) */
     fl_from_float_fn from_float; /* quantization; NULL where faultline cannot quantize */
     enum fl_type vec_dot_type; /* format the other operand of vec_dot is in */
-    fl_vec_dot_fn vec_dot;     /* best kernel for this CPU (set by fl_types_init) */
+    fl_vec_dot_fn vec_dot;     /* best kernel for this CPU (backend/cpu/cpu.h's fl_types_init) */
     fl_vec_dot_fn vec_dot_ref; /* plain scalar reference of the same kernel */
 };
 
 /* Traits of a known type, NULL for an id faultline does not know. */
 const struct fl_type_traits *fl_type_traits(uint32_t type);
-
-/* Picks the fastest SIMD kernels this CPU supports; safe to call repeatedly.
- * FL_CPU_FEATURES=scalar|avx2|avx512 in the environment caps the choice. */
-void fl_types_init(void);
 
 /* Bytes of n values of type (n a multiple of the block size). */
 size_t fl_row_size(uint32_t type, int64_t n);
@@ -151,7 +147,7 @@ float fl_bf16_to_f32(fl_bf16 h);
 fl_bf16 fl_f32_to_bf16(float f);   /* round to nearest even, as ggml */
 
 /* Replaces type's vec_dot kernel (the CPU dispatcher calls this from
- * fl_types_init); NULL restores vec_dot_ref. Ignored for unknown types and
+ * backend/cpu/cpu.h's fl_types_init); NULL restores vec_dot_ref. Ignored for unknown types and
  * for types without a kernel (Q8_1, Q8_K). */
 void fl_type_set_vec_dot(uint32_t type, fl_vec_dot_fn fn);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "model/mla.h"
 #include "backend/cpu/cpu-backend.h"
 #include "model/kv-cache.h"

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "model/arch.h"
 #include "backend/cpu/threadpool.h"
 #include "app/flref.h"

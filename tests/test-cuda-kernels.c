@@ -19,6 +19,7 @@
 #include <unistd.h>
 #endif
 
+#include "backend/cpu/cpu.h"
 #include "model/activation.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda-backend.h"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/cpu-ops.h"

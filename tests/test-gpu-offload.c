@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/gpu.h"
+#include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "tests/check.h"
 

@@ -14,6 +14,7 @@
 #include "app/cli/engine-args.h"
 #include "backend/cpu/cpu.h"
 #include "gguf/gguf.h"
+#include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "gguf/tensor-types.h"
 #include "text/tokenizer.h"

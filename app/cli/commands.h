@@ -4,6 +4,8 @@
 #ifndef FL_CLI_COMMANDS_H
 #define FL_CLI_COMMANDS_H
 
+#include "ebpf/trace.h" /* cli_trace */
+
 int cli_version(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_gen(int argc, char **argv);
@@ -11,7 +13,6 @@ int cli_eval(int argc, char **argv);
 int cli_compare(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_bench(int argc, char **argv);
-int cli_trace(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 
 #define FL_CLI_COMMANDS \

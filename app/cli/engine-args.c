@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "text/tokenizer.h"
 #include "base/whole-file.h"

@@ -11,6 +11,7 @@
 #include "app/cli/engine-args.h"
 #include "gguf/gguf.h"
 #include "text/sampler.h"
+#include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "text/tokenizer.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda-backend.h"
 #include "backend/cuda/expert-cache.h"
 #include "gguf/tensor-types.h"
