@@ -12,7 +12,7 @@ fl_module(cpu
 # a kernel, and the row-transposed kernels reproduce the scalar reference's
 # rounding exactly.
 set_source_files_properties(backend/cpu/kern-avx2.c backend/cpu/kern-avx512.c backend/cpu/repack.c
-  PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+  backend/cpu/attn-kernels.c PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 
 fl_test(test-cpu-kernels SOURCES tests/test-cpu-kernels.c MODULES cpu TIMEOUT 120)
 fl_test(test-cpu-matmul SOURCES tests/test-cpu-matmul.c MODULES cpu TIMEOUT 120)

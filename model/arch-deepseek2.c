@@ -36,7 +36,6 @@ struct ds2 {
                                    nextn (multi-token-prediction) blocks */
     struct yarn_rope rope;
     float kq_scale;
-    const struct eng_tensor *embd, *out_norm, *output;
     struct ds2_layer *layers;
 };
 
@@ -183,23 +182,20 @@ static void ds2_unload(struct eng_model *m)
     m->arch_data = NULL;
 }
 
-static int load_globals(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+static int load_globals(struct eng_model *m, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd;
-    a->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
-    a->out_norm = need(m, -1, "output_norm.weight", 1, e, 1, 1, err);
-    if (!a->embd || !a->out_norm)
+    m->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
+    m->out_norm = m->embd ? need(m, -1, "output_norm.weight", 1, e, 1, 1, err) : NULL;
+    if (!m->out_norm)
         return -EINVAL;
     /* Untied head when present, else the embedding (as llama.cpp). */
-    a->output = eng_model_tensor(m, -1, "output.weight", false, 0, NULL, err);
-    if (!a->output)
-        a->output = a->embd;
-    if (a->output->n_dims != 2 || a->output->ne[0] != e || a->output->ne[1] != m->hp.n_vocab)
+    m->output = eng_model_tensor(m, -1, "output.weight", false, 0, NULL, err);
+    if (!m->output)
+        m->output = m->embd;
+    if (m->output->n_dims != 2 || m->output->ne[0] != e || m->output->ne[1] != m->hp.n_vocab)
         return fl_err_set(err, -EINVAL, "%s: output.weight is not [%lld, %lld]", fname(m),
                           (long long)e, (long long)m->hp.n_vocab);
-    m->embd = a->embd;
-    m->out_norm = a->out_norm;
-    m->output = a->output;
     return 0;
 }
 
@@ -230,7 +226,7 @@ static int ds2_load(struct eng_model *m, struct fl_err *err)
     rc = rc ? rc : load_mla_dims(m, &a->d, err);
     rc = rc ? rc : load_rope(m, a, err);
     rc = rc ? rc : load_groups(m, a, err);
-    rc = rc ? rc : load_globals(m, a, err);
+    rc = rc ? rc : load_globals(m, err);
     rc = rc ? rc : load_layout(m, a, err);
     if (rc)
         return rc;

@@ -34,7 +34,6 @@ struct oss_layer {
 struct oss {
     struct yarn_rope rope, rope_swa;
     float kq_scale;
-    const struct eng_tensor *embd, *out_norm, *output;
     struct oss_layer *layers;
 };
 
@@ -132,7 +131,7 @@ static int load_rope(struct eng_model *m, struct oss *a, struct fl_err *err)
     return 0;
 }
 
-static int load_globals(struct eng_model *m, struct oss *a, struct fl_err *err)
+static int load_globals(struct eng_model *m, struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_ff_exp < 1)
@@ -142,14 +141,11 @@ static int load_globals(struct eng_model *m, struct oss *a, struct fl_err *err)
     if (hp->n_embd_head_k != hp->n_embd_head_v)
         return fl_err_set(err, -EINVAL, "%s: key_length %lld != value_length %lld", fname(m),
                           (long long)hp->n_embd_head_k, (long long)hp->n_embd_head_v);
-    a->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
-    a->out_norm = need(m, -1, "output_norm.weight", 1, hp->n_embd, 1, 1, err);
-    a->output = need(m, -1, "output.weight", 2, hp->n_embd, hp->n_vocab, 1, err);
-    if (!a->embd || !a->out_norm || !a->output)
+    m->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
+    m->out_norm = m->embd ? need(m, -1, "output_norm.weight", 1, hp->n_embd, 1, 1, err) : NULL;
+    m->output = m->out_norm ? need(m, -1, "output.weight", 2, hp->n_embd, hp->n_vocab, 1, err) : NULL;
+    if (!m->output)
         return -EINVAL;
-    m->embd = a->embd;
-    m->out_norm = a->out_norm;
-    m->output = a->output;
     return 0;
 }
 
@@ -169,7 +165,7 @@ static int oss_load(struct eng_model *m, struct fl_err *err)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
     m->arch_data = a;
     int rc = eng_model_load_common_hparams(m, err);
-    rc = rc ? rc : load_globals(m, a, err);
+    rc = rc ? rc : load_globals(m, err);
     rc = rc ? rc : load_rope(m, a, err);
     if (rc)
         return rc;

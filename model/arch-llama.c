@@ -28,7 +28,6 @@ struct llama_layer {
 
 struct llama_data {
     struct eng_llama_opts o;
-    const struct eng_tensor *tok_embd, *output_norm, *output;
     struct llama_layer *layers;
 };
 
@@ -130,15 +129,12 @@ int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, s
     if ((rc = check_hparams(m, n_ff_exp, err)))
         return rc;
     const int64_t E = hp->n_embd;
-    if (!(d->tok_embd = REQ(m, -1, "token_embd.weight", err, E, hp->n_vocab)) ||
-        !(d->output_norm = REQ(m, -1, "output_norm.weight", err, E)))
+    if (!(m->embd = REQ(m, -1, "token_embd.weight", err, E, hp->n_vocab)) ||
+        !(m->out_norm = REQ(m, -1, "output_norm.weight", err, E)))
         return -EINVAL;
-    d->output = OPT(m, -1, "output.weight", err, E, hp->n_vocab);
-    if (!d->output)
-        d->output = d->tok_embd; /* tied head */
-    m->embd = d->tok_embd;
-    m->out_norm = d->output_norm;
-    m->output = d->output;
+    m->output = OPT(m, -1, "output.weight", err, E, hp->n_vocab);
+    if (!m->output)
+        m->output = m->embd; /* tied head */
     d->layers = calloc((size_t)hp->n_layer, sizeof(*d->layers));
     if (!d->layers)
         return fl_err_set(err, -ENOMEM, "out of memory");

@@ -287,6 +287,11 @@ static inline void eng_add_bias(struct eng_ctx *c, float *y, const struct eng_te
     c->be->add_bias(c, y, b, n_rows);
 }
 
+static inline void eng_swiglu(struct eng_ctx *c, float *g, const float *u, int64_t n)
+{
+    c->be->swiglu(c, g, u, n);
+}
+
 static inline void eng_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride,
                                const float *src, int64_t src_stride, int64_t width,
                                int64_t n_rows)

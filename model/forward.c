@@ -34,7 +34,7 @@ void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_
     float *g = eng_tmp(c, n_tok * n_ff), *u = eng_tmp(c, n_tok * n_ff);
     const struct eng_tensor *gu[2] = { gate, up };
     eng_matmul_shared(c, 2, gu, x, n_tok, (float *const[2]){ g, u });
-    c->be->swiglu(c, g, u, n_tok * n_ff);
+    eng_swiglu(c, g, u, n_tok * n_ff);
     eng_matmul(c, down, g, n_tok, out);
 }
 

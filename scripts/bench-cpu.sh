@@ -13,6 +13,8 @@
 # LLAMA_ARGS adds llama-bench options, e.g. LLAMA_ARGS='-ot .*=CPU' keeps
 # the weights in the plain CPU buffer: no repacking into llama.cpp's 8-row
 # interleaved layouts (this llama-bench has no --no-repack).
+# BASELINE=/path/to/another/faultline compares two faultline builds the
+# same way (new / old; a refactor's speed check) instead of llama.cpp.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,33 +58,41 @@ bench_theirs() { "$lb" -m "$model" -p "$p" -n "$n" -t "$t" -r 1 "${llama_args[@]
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
-if [ -z "${LLAMA_CPP:-}" ]; then
+if [ -n "${BASELINE:-}" ]; then
+  [ -x "$BASELINE" ] || { echo "bench-cpu.sh: no faultline binary at $BASELINE" >&2; exit 1; }
+  lb=$BASELINE
+  other="baseline"
+  bench_theirs() { "$lb" bench -m "$model" -p "$p" -n "$n" -t "$t" -r 1; }
+elif [ -z "${LLAMA_CPP:-}" ]; then
   echo "== faultline ($faultline)"
   "$faultline" bench -m "$model" -p "$p" -n "$n" -t "$t" -r "$r"
   echo "(set LLAMA_CPP=/path/to/llama.cpp/build to compare with llama-bench)"
   exit 0
 fi
-# LLAMA_CPP may name the build directory or its bin/ folder
-lb=$LLAMA_CPP/llama-bench
-[ -x "$lb" ] || lb=$LLAMA_CPP/bin/llama-bench
-[ -x "$lb" ] || { echo "bench-cpu.sh: no llama-bench at $lb" >&2; exit 1; }
+if [ -z "${BASELINE:-}" ]; then
+  # LLAMA_CPP may name the build directory or its bin/ folder
+  lb=$LLAMA_CPP/llama-bench
+  [ -x "$lb" ] || lb=$LLAMA_CPP/bin/llama-bench
+  [ -x "$lb" ] || { echo "bench-cpu.sh: no llama-bench at $lb" >&2; exit 1; }
+  other="llama.cpp"
+fi
 
 ours_all="" theirs_all=""
 for i in $(seq 1 "$r"); do
   echo "== run $i/$r: faultline ($faultline)"
   out=$(bench_ours) || { echo "bench-cpu.sh: faultline bench failed" >&2; exit 1; }
   echo "$out"; ours_all+="$out"$'\n'
-  echo "== run $i/$r: llama.cpp ($lb)"
-  out=$(bench_theirs) || { echo "bench-cpu.sh: llama-bench failed" >&2; exit 1; }
+  echo "== run $i/$r: $other ($lb)"
+  out=$(bench_theirs) || { echo "bench-cpu.sh: $other bench failed" >&2; exit 1; }
   echo "$out"; theirs_all+="$out"$'\n'
 done
 
-echo "== faultline / llama.cpp (median of $r alternating runs, $t threads)"
+echo "== faultline / $other (median of $r alternating runs, $t threads)"
 status=0
 for test in "pp$p" "tg$n"; do
   [ "$test" = pp0 ] || [ "$test" = tg0 ] && continue
   a=$(mean_of "$ours_all" "$test" | median); b=$(mean_of "$theirs_all" "$test" | median)
   if [ -z "$a" ] || [ -z "$b" ]; then echo "$test: missing a result"; status=1; continue; fi
-  awk -v t="$test" -v a="$a" -v b="$b" 'BEGIN { printf "%-8s faultline %10.2f t/s   llama.cpp %10.2f t/s   ratio %.2fx\n", t, a, b, a / b }'
+  awk -v t="$test" -v a="$a" -v b="$b" -v o="$other" 'BEGIN { printf "%-8s faultline %10.2f t/s   %s %10.2f t/s   ratio %.2fx\n", t, a, o, b, a / b }'
 done
 exit $status

@@ -1,13 +1,13 @@
 /* attn-kernels.c: the attention kernels of each CPU level (installed into
- * the kernel table by backend/cpu/dispatch.c, used by attention.c).
+ * the kernel table by backend/cpu/dispatch.c, used by attention.c): a
+ * function per level with its own target.
  *
- * Unlike the matmul kernels (kern-x86.inc, compiled once per level with
- * every multiply-add written out), these keep a function per level with its
- * own target and the compiler's default contraction: the F32 path's float
- * order (FMA key scores, the avx512f weighted sum) is what the references
- * were recorded with. The F16 steps use F16C/FMA where the CPU has them;
- * the scalar versions give the same bits (conversions and FMAs are exact
- * operations). */
+ * As in the matmul kernels, every multiply-add is written out (this file is
+ * compiled with -ffp-contract=off): a fused one is an intrinsic or fmaf, so
+ * the bits are the source's whatever the compiler's optimisation level (a
+ * release and a sanitizer build agree). The F16 steps use F16C/FMA where
+ * the CPU has them; the scalar versions give the same bits (conversions and
+ * FMAs are exact operations). */
 #include <math.h>
 #include <stdint.h>
 
@@ -264,74 +264,54 @@ __attribute__((target("avx2,fma"))) static float exp_shifted_avx2(float *s, int 
 }
 #endif
 
-/* acc[d] = sum_i w[i] * v[i][d]. Common head sizes get a copy with the
- * width fixed, so the accumulator stays in registers across the rows. */
-static inline __attribute__((always_inline)) void
-weighted_rows_n(float *restrict acc, const float *restrict w, const float *restrict v, int n,
-                int64_t dv)
-{
-    float a[256];
-    for (int64_t d = 0; d < dv; d++)
-        a[d] = 0.0f;
-    for (int i = 0; i < n; i++)
-        for (int64_t d = 0; d < dv; d++)
-            a[d] += w[i] * v[(int64_t)i * dv + d];
-    for (int64_t d = 0; d < dv; d++)
-        acc[d] = a[d];
-}
-
-#define WEIGHTED_ROWS_BODY                                                                   \
-    switch (dv) {                                                                            \
-    case 16: weighted_rows_n(acc, w, v, n, 16); return;                                      \
-    case 32: weighted_rows_n(acc, w, v, n, 32); return;                                      \
-    case 64: weighted_rows_n(acc, w, v, n, 64); return;                                      \
-    case 128: weighted_rows_n(acc, w, v, n, 128); return;                                    \
-    default:                                                                                 \
-        for (int64_t d = 0; d < dv; d++)                                                     \
-            acc[d] = 0.0f;                                                                   \
-        for (int i = 0; i < n; i++)                                                          \
-            for (int64_t d = 0; d < dv; d++)                                                 \
-                acc[d] += w[i] * v[(int64_t)i * dv + d];                                     \
+/* acc[d] = sum_i w[i] * v[i][d], each term added in order i = 0..n-1:
+ * with a fused multiply-add where the level has one (avx512), a product and
+ * a sum elsewhere. Common head sizes get a copy with the width fixed, so the
+ * accumulator stays in registers across the rows. MAD is the step. */
+#define WEIGHTED_ROWS(name, MAD)                                                             \
+    static inline __attribute__((always_inline)) void                                       \
+    name##_n(float *restrict acc, const float *restrict w, const float *restrict v, int n,  \
+             int64_t dv)                                                                    \
+    {                                                                                       \
+        float a[256];                                                                       \
+        for (int64_t d = 0; d < dv; d++)                                                    \
+            a[d] = 0.0f;                                                                    \
+        for (int i = 0; i < n; i++)                                                         \
+            for (int64_t d = 0; d < dv; d++)                                                \
+                a[d] = MAD(a[d], w[i], v[(int64_t)i * dv + d]);                             \
+        for (int64_t d = 0; d < dv; d++)                                                    \
+            acc[d] = a[d];                                                                  \
+    }                                                                                       \
+    static void name(float *restrict acc, const float *restrict w, const float *restrict v, \
+                     int n, int64_t dv)                                                     \
+    {                                                                                       \
+        switch (dv) {                                                                       \
+        case 16: name##_n(acc, w, v, n, 16); return;                                        \
+        case 32: name##_n(acc, w, v, n, 32); return;                                        \
+        case 64: name##_n(acc, w, v, n, 64); return;                                        \
+        case 128: name##_n(acc, w, v, n, 128); return;                                      \
+        default:                                                                            \
+            for (int64_t d = 0; d < dv; d++)                                                \
+                acc[d] = 0.0f;                                                              \
+            for (int i = 0; i < n; i++)                                                     \
+                for (int64_t d = 0; d < dv; d++)                                            \
+                    acc[d] = MAD(acc[d], w[i], v[(int64_t)i * dv + d]);                     \
+        }                                                                                   \
     }
 
-/* One copy per level, each compiled for its target with the compiler's
- * default contraction (the avx512f copy fuses the multiply-adds). */
-static void weighted_rows_scalar(float *restrict acc, const float *restrict w,
-                                 const float *restrict v, int n, int64_t dv)
-{
-    WEIGHTED_ROWS_BODY
-}
+#define MAD_SPLIT(a, w, v) ((a) + (w) * (v))
+#define MAD_FUSED(a, w, v) fmaf((w), (v), (a))
 
+WEIGHTED_ROWS(weighted_rows_scalar, MAD_SPLIT)
 #if defined(__x86_64__)
-__attribute__((target("avx2")))
-static void weighted_rows_avx2(float *restrict acc, const float *restrict w,
-                               const float *restrict v, int n, int64_t dv)
-{
-    WEIGHTED_ROWS_BODY
-}
-
-__attribute__((target("avx512f")))
-static void weighted_rows_avx512(float *restrict acc, const float *restrict w,
-                                 const float *restrict v, int n, int64_t dv)
-{
-    WEIGHTED_ROWS_BODY
-}
-#endif
-#if 0
-    switch (dv) {
-    case 16: weighted_rows_n(acc, w, v, n, 16); return;
-    case 32: weighted_rows_n(acc, w, v, n, 32); return;
-    case 64: weighted_rows_n(acc, w, v, n, 64); return;
-    case 128: weighted_rows_n(acc, w, v, n, 128); return;
-    default:
-        for (int64_t d = 0; d < dv; d++)
-            acc[d] = 0.0f;
-        for (int i = 0; i < n; i++)
-            for (int64_t d = 0; d < dv; d++)
-                acc[d] += w[i] * v[(int64_t)i * dv + d];
-    }
-}
-
+#pragma GCC push_options
+#pragma GCC target("avx2")
+WEIGHTED_ROWS(weighted_rows_avx2, MAD_SPLIT)
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+WEIGHTED_ROWS(weighted_rows_avx512, MAD_FUSED)
+#pragma GCC pop_options
 #endif
 #if defined(__x86_64__)
 /* key_scores for the r <= 8 query heads that share one KV head: each block
