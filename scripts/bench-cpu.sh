@@ -78,13 +78,19 @@ if [ -z "${BASELINE:-}" ]; then
 fi
 
 ours_all="" theirs_all=""
+declare -A pair_ratios=()
 for i in $(seq 1 "$r"); do
   echo "== run $i/$r: faultline ($faultline)"
-  out=$(bench_ours) || { echo "bench-cpu.sh: faultline bench failed" >&2; exit 1; }
-  echo "$out"; ours_all+="$out"$'\n'
+  ours=$(bench_ours) || { echo "bench-cpu.sh: faultline bench failed" >&2; exit 1; }
+  echo "$ours"; ours_all+="$ours"$'\n'
   echo "== run $i/$r: $other ($lb)"
-  out=$(bench_theirs) || { echo "bench-cpu.sh: $other bench failed" >&2; exit 1; }
-  echo "$out"; theirs_all+="$out"$'\n'
+  theirs=$(bench_theirs) || { echo "bench-cpu.sh: $other bench failed" >&2; exit 1; }
+  echo "$theirs"; theirs_all+="$theirs"$'\n'
+  # the two runs of a pair saw the same load: their ratio is the steadier figure
+  for test in "pp$p" "tg$n"; do
+    a=$(mean_of "$ours" "$test"); b=$(mean_of "$theirs" "$test")
+    [ -n "$a" ] && [ -n "$b" ] && pair_ratios[$test]+="$(awk -v a="$a" -v b="$b" 'BEGIN { print a / b }') "
+  done
 done
 
 echo "== faultline / $other (median of $r alternating runs, $t threads)"
@@ -93,6 +99,7 @@ for test in "pp$p" "tg$n"; do
   [ "$test" = pp0 ] || [ "$test" = tg0 ] && continue
   a=$(mean_of "$ours_all" "$test" | median); b=$(mean_of "$theirs_all" "$test" | median)
   if [ -z "$a" ] || [ -z "$b" ]; then echo "$test: missing a result"; status=1; continue; fi
-  awk -v t="$test" -v a="$a" -v b="$b" -v o="$other" 'BEGIN { printf "%-8s faultline %10.2f t/s   %s %10.2f t/s   ratio %.2fx\n", t, a, o, b, a / b }'
+  pr=$(tr ' ' '\n' <<<"${pair_ratios[$test]:-}" | grep . | median)
+  awk -v t="$test" -v a="$a" -v b="$b" -v o="$other" -v pr="$pr" 'BEGIN { printf "%-8s faultline %10.2f t/s   %s %10.2f t/s   ratio %.2fx   (median of the %s pairs\x27 ratios %.2fx)\n", t, a, o, b, a / b, "per-run", pr }'
 done
 exit $status

@@ -268,8 +268,8 @@ __attribute__((target("avx2,fma"))) static float exp_shifted_avx2(float *s, int 
  * with a fused multiply-add where the level has one (avx512), a product and
  * a sum elsewhere. Common head sizes get a copy with the width fixed, so the
  * accumulator stays in registers across the rows. MAD is the step. */
-#define WEIGHTED_ROWS(name, MAD)                                                             \
-    static inline __attribute__((always_inline)) void                                       \
+#define WEIGHTED_ROWS(name, MAD, TARGET)                                                     \
+    TARGET static inline __attribute__((always_inline)) void                                \
     name##_n(float *restrict acc, const float *restrict w, const float *restrict v, int n,  \
              int64_t dv)                                                                    \
     {                                                                                       \
@@ -282,8 +282,8 @@ __attribute__((target("avx2,fma"))) static float exp_shifted_avx2(float *s, int 
         for (int64_t d = 0; d < dv; d++)                                                    \
             acc[d] = a[d];                                                                  \
     }                                                                                       \
-    static void name(float *restrict acc, const float *restrict w, const float *restrict v, \
-                     int n, int64_t dv)                                                     \
+    TARGET static void name(float *restrict acc, const float *restrict w,                   \
+                            const float *restrict v, int n, int64_t dv)                     \
     {                                                                                       \
         switch (dv) {                                                                       \
         case 16: name##_n(acc, w, v, n, 16); return;                                        \
@@ -302,16 +302,10 @@ __attribute__((target("avx2,fma"))) static float exp_shifted_avx2(float *s, int 
 #define MAD_SPLIT(a, w, v) ((a) + (w) * (v))
 #define MAD_FUSED(a, w, v) fmaf((w), (v), (a))
 
-WEIGHTED_ROWS(weighted_rows_scalar, MAD_SPLIT)
+WEIGHTED_ROWS(weighted_rows_scalar, MAD_SPLIT, )
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2")
-WEIGHTED_ROWS(weighted_rows_avx2, MAD_SPLIT)
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,fma")
-WEIGHTED_ROWS(weighted_rows_avx512, MAD_FUSED)
-#pragma GCC pop_options
+WEIGHTED_ROWS(weighted_rows_avx2, MAD_SPLIT, __attribute__((target("avx2"))))
+WEIGHTED_ROWS(weighted_rows_avx512, MAD_FUSED, __attribute__((target("avx512f,fma"))))
 #endif
 #if defined(__x86_64__)
 /* key_scores for the r <= 8 query heads that share one KV head: each block
