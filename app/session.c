@@ -2,7 +2,7 @@
 #include "app/session.h"
 
 #include "app/calibrate.h"
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -547,7 +547,17 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
     FILE *f = fopen(s->stats_json, "w");
     if (!f)
         return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
-    int rc = eng_stats_json_write(f, s->pager, s->pred, &s->predict);
+    struct fl_predict_stats st;
+    char name[32];
+    struct eng_stats_prediction pred = { 0 };
+    if (s->pred) {
+        fl_predictor_stats(s->pred, &st);
+        pred = (struct eng_stats_prediction){ fl_predict_name(&s->predict, name, sizeof(name)),
+                                              st.routed, st.ready, st.scored, st.predicted,
+                                              st.hits, st.chosen, fl_predict_precision(&st),
+                                              fl_predict_recall(&st) };
+    }
+    int rc = eng_stats_json_write(f, s->pager, s->pred ? &pred : NULL);
     if (fclose(f) && !rc)
         rc = -errno;
     return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;

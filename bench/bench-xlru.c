@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/expert-lru.h"
-#include "app/flref.h"
+#include "record/flref.h"
 
 /* Hit rate of one policy (half_life_tokens 0: LRU) with n_slots slots. */
 static double replay(const struct flref_routing *r, int n_expert, int n_slots,

@@ -7,7 +7,7 @@ fl_module(pager
   LIBS PkgConfig::URING)
 target_include_directories(fl_pager PRIVATE ${SDT_INCLUDE})
 
-fl_test(test-pager-bytes SOURCES tests/test-pager-bytes.c MODULES pager plan app TIMEOUT 120)
+fl_test(test-pager-bytes SOURCES tests/test-pager-bytes.c MODULES pager plan record TIMEOUT 120)
 fl_test(test-pager-errors SOURCES tests/test-pager-errors.c MODULES pager plan TIMEOUT 120)
 fl_test(test-pager-pin SOURCES tests/test-pager-pin.c MODULES pager plan TIMEOUT 120)
-fl_test(test-policy SOURCES tests/test-policy.c MODULES pager plan app TIMEOUT 60)
+fl_test(test-policy SOURCES tests/test-policy.c MODULES pager plan record TIMEOUT 60)

@@ -81,7 +81,7 @@ endif()
 
 # A small program that drives the pager in uffd mode and writes its stats
 # JSON: the tracee of the tests and of scripts/bench-trace.sh.
-fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager plan app)
+fl_executable(trace-driver SOURCES tests/trace-driver.c MODULES pager plan record)
 target_include_directories(trace-driver PRIVATE ${SDT_INCLUDE})
 
 # Fires the copy, hit/miss and region probes nothing fires yet (links the
@@ -106,4 +106,4 @@ foreach(mode json html)
     $<TARGET_FILE:test-trace-stats> ${live_args} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(test-trace-${mode} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
 endforeach()
-fl_fuzz(trace-json SOURCES tests/fuzz/fuzz-trace-json.c MODULES trace app)
+fl_fuzz(trace-json SOURCES tests/fuzz/fuzz-trace-json.c MODULES trace record)

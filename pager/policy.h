@@ -1,5 +1,5 @@
 /* policy.h: choosing the cache policy (--cache). (pinned-hot's profile is a
- * --stats-json file: app/stats-json.h reads it.)
+ * --stats-json file: record/stats-json.h reads it.)
  *
  * The policies themselves run inside the pager (pager/policy.c, under its
  * lock): lru evicts the least recently used unpinned expert; lfu-decay the

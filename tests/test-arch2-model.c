@@ -22,7 +22,7 @@
 #include "backend/cpu/cpu.h"
 #include "model/arch.h"
 #include "backend/cpu/threadpool.h"
-#include "app/flref.h"
+#include "record/flref.h"
 #include "backend/cpu/cpu-backend.h"
 #include "model/kv-cache.h"
 #include "tests/check.h"

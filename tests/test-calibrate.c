@@ -13,7 +13,7 @@
 #include "app/calibrate.h"
 #include "app/session.h"
 #include "text/tokenizer.h"
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 #include "pager/policy.h"
 #include "tests/test-paged-util.h"
 

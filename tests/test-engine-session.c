@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "app/cli/commands.h"
-#include "app/flref.h"
+#include "record/flref.h"
 #include "app/session.h"
 #include "tests/check.h"
 

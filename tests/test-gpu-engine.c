@@ -31,7 +31,7 @@
 #include "gen/model-gen.h"
 #include "gguf/tensor-types.h"
 #include "pager/pager.h"
-#include "app/flref.h"
+#include "record/flref.h"
 #include "app/session.h"
 #include "tests/check.h"
 

@@ -3,7 +3,7 @@
  * buffered reads, at budgets from "everything" down to the minimum; resident
  * paged bytes never exceed the budget (own accounting and mincore); evicted
  * experts come back with the same bytes. */
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 #include "tests/test-pager-util.h"
 
 struct run {
@@ -142,7 +142,7 @@ static void check_stats(struct pager *p, const struct run *r)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    CHECK(f && eng_stats_json_write(f, p, NULL, NULL) == 0, "%s: stats json failed", r->label);
+    CHECK(f && eng_stats_json_write(f, p, NULL) == 0, "%s: stats json failed", r->label);
     pager_stats_print(p, f);
     fclose(f);
     CHECK(buf && strstr(buf, "\"units\":[") && strstr(buf, "stalls"), "%s: stats output wrong",

@@ -8,7 +8,7 @@
  *     the budget) and evicts the others first;
  * plus --cache parsing and the --stats-json profile reader on good and bad
  * files. */
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 #include "pager/policy.h"
 #include "tests/test-pager-util.h"
 

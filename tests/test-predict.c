@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/flref.h"
+#include "record/flref.h"
 #include "gguf/gguf.h"
 #include "app/predict.h"
 #include "model/model.h"

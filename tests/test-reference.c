@@ -22,7 +22,7 @@
 
 #include "model/arch.h"
 #include "app/cli/commands.h"
-#include "app/flref.h"
+#include "record/flref.h"
 #include "gguf/gguf.h"
 
 #define MAX_CASES 64

@@ -17,7 +17,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/moe-layout.h"
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 #include "pager/pager.h"
 #include "plan/pager-layout.h"
 
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
     double tps = run(p, d.ml, tokens);
     pager_settle(p, 1000);
     FILE *f = fopen(argv[2], "w");
-    int rc = f ? eng_stats_json_write(f, p, NULL, NULL) : -errno;
+    int rc = f ? eng_stats_json_write(f, p, NULL) : -errno;
     if (f && fclose(f) != 0)
         rc = -EIO;
     int perr = pager_error(p, &err);

@@ -10,7 +10,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
-#include "app/flref.h"
+#include "record/flref.h"
 
 struct cmp_opts {
     const char *ref, *ours, *ref_rt, *ours_rt;

@@ -9,7 +9,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
-#include "app/flref.h"
+#include "record/flref.h"
 #include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "text/tokenizer.h"

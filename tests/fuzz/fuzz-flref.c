@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "app/flref.h"
+#include "record/flref.h"
 
 struct memfile {
     int fd;

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "app/stats-json.h"
+#include "record/stats-json.h"
 #include "base/json.h"
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"

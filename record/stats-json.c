@@ -1,5 +1,5 @@
-/* stats-json.c: see app/stats-json.h. */
-#include "app/stats-json.h"
+/* stats-json.c: see record/stats-json.h. */
+#include "record/stats-json.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -61,22 +61,18 @@ static json_t *units(const struct pager *p)
 }
 
 /* Precision and recall are null where nothing was predicted. */
-static json_t *prediction(const struct fl_predictor *pr, const struct fl_predict_config *c)
+static json_t *prediction(const struct eng_stats_prediction *st)
 {
-    struct fl_predict_stats st;
-    char name[32];
-    fl_predictor_stats(pr, &st);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "predictor",
-                     fl_predict_name(c, name, sizeof(name)), "routed", (json_int_t)st.routed,
-                     "ready", (json_int_t)st.ready, "scored", (json_int_t)st.scored,
-                     "predicted", (json_int_t)st.predicted, "hits", (json_int_t)st.hits,
-                     "chosen", (json_int_t)st.chosen, "precision",
-                     st.predicted ? fl_json_real(fl_predict_precision(&st)) : json_null(),
-                     "recall", st.chosen ? fl_json_real(fl_predict_recall(&st)) : json_null());
+                     st->predictor, "routed", (json_int_t)st->routed,
+                     "ready", (json_int_t)st->ready, "scored", (json_int_t)st->scored,
+                     "predicted", (json_int_t)st->predicted, "hits", (json_int_t)st->hits,
+                     "chosen", (json_int_t)st->chosen, "precision",
+                     st->precision >= 0 ? fl_json_real(st->precision) : json_null(),
+                     "recall", st->recall >= 0 ? fl_json_real(st->recall) : json_null());
 }
 
-int eng_stats_json_write(FILE *f, const struct pager *p, const struct fl_predictor *pr,
-                         const struct fl_predict_config *cfg)
+int eng_stats_json_write(FILE *f, const struct pager *p, const struct eng_stats_prediction *pred)
 {
     json_t *d = json_pack("{s:s, s:b, s:I, s:I, s:I, s:o, s:o, s:o}", "mode",
                           pager_uses_uffd(p) ? "uffd" : "explicit", "direct_io",
@@ -84,7 +80,7 @@ int eng_stats_json_write(FILE *f, const struct pager *p, const struct fl_predict
                           "min_budget", (json_int_t)pager_min_budget(p), "peak_resident",
                           (json_int_t)pager_peak_resident_bytes(p), "totals", totals(p),
                           "stall_hist_log2_us", histogram(p), "units", units(p));
-    if (d && pr && fl_json_set(d, "prediction", prediction(pr, cfg))) {
+    if (d && pred && fl_json_set(d, "prediction", prediction(pred))) {
         json_decref(d);
         d = NULL;
     }

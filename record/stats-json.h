@@ -7,15 +7,23 @@
 
 #include <stdio.h>
 
-#include "app/predict.h"
+#include <stdint.h>
+
 #include "base/error.h"
 #include "pager/pager.h"
 
+/* A predictor's figures (app/predict.h computes them); precision and
+ * recall below 0 mean nothing was predicted / chosen (written as null). */
+struct eng_stats_prediction {
+    const char *predictor; /* "lookahead:1" etc. */
+    uint64_t routed, ready, scored, predicted, hits, chosen;
+    double precision, recall;
+};
+
 /* The document: mode, budgets, totals, the stall histogram, one object per
- * unit with activity, and (pr not NULL) the predictor's figures under
+ * unit with activity, and (pred not NULL) the predictor's figures under
  * "prediction". 0 or -ENOMEM / -EIO. */
-int eng_stats_json_write(FILE *f, const struct pager *p, const struct fl_predictor *pr,
-                         const struct fl_predict_config *cfg);
+int eng_stats_json_write(FILE *f, const struct pager *p, const struct eng_stats_prediction *pred);
 
 /* Reads the per-expert objects of a --stats-json file; an expert's heat is
  * its acquires (cache hits + prefetch hits + misses) plus its faults.

@@ -1,7 +1,7 @@
 /* flref.c: FLRF/FLRT reading and writing. The files are small (a few MB at
  * most), so a reader loads the whole file and checks its exact size before
  * trusting any count in it. */
-#include "app/flref.h"
+#include "record/flref.h"
 
 #include <errno.h>
 #include <math.h>
