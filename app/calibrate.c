@@ -8,6 +8,7 @@
 #include "app/session.h"
 #include "text/tokenizer.h"
 #include "base/whole-file.h"
+#include "model/arch.h"
 
 #define CALIBRATE_MAX_BYTES ((size_t)64 << 20)
 
@@ -16,15 +17,14 @@ struct selection_counts {
     uint64_t *count; /* [n_layer][n_expert] */
 };
 
-static void count_routing(void *ctx, int layer, int pos0, int n_tok, int k, const int32_t *ids,
-                          const float *weights)
+static void count_routing(void *ctx, int layer, const struct eng_batch *b, int k,
+                          const int32_t *ids, const float *weights)
 {
-    (void)pos0;
     (void)weights;
     struct selection_counts *c = ctx;
     if (layer < 0 || layer >= c->n_layer)
         return;
-    for (int64_t i = 0; i < (int64_t)n_tok * k; i++)
+    for (int64_t i = 0; i < (int64_t)b->n_tok * k; i++)
         if (ids[i] >= 0 && ids[i] < c->n_expert)
             c->count[(int64_t)layer * c->n_expert + ids[i]]++;
 }

@@ -241,6 +241,14 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
         .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
     };
+    /* The device's products are not batch invariant yet (cuBLAS picks its
+     * algorithm by shape, the offload rule goes by the batch's size), and
+     * its pass holds one sequence: several sequences run on the CPU. */
+    if (p->n_seq > 1)
+        return fl_err_set(err, -ENOTSUP,
+                          "-np %d with a GPU: several sequences run on the CPU only for now; "
+                          "add --gpu-experts none -ngl 0 (or CUDA_VISIBLE_DEVICES=) to batch "
+                          "them there", p->n_seq);
     int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
     if (!rc && s->ctx.gpu)
         s->ctx.pick = eng_gpu_pick; /* each pass: on the device, or the CPU's with offloads */
@@ -294,7 +302,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
     if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
         n_ctx = (int)s->model->hp.n_ctx_train;
-    if ((rc = eng_kv_create(s->model, n_ctx, &s->kv, err)))
+    if ((rc = eng_kv_create(s->model, n_ctx, p->n_seq > 0 ? p->n_seq : 1, &s->kv, err)))
         return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
     if (!(s->pool = fl_pool_create(nt)))
@@ -371,6 +379,9 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
         return fl_err_set(err, -EINVAL, "no model file given (-m FILE)");
     if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->n_threads > 1024)
         return fl_err_set(err, -EINVAL, "bad context/batch/thread count");
+    if (p->n_seq < 0 || p->n_seq > ENG_SESSION_MAX_SEQ)
+        return fl_err_set(err, -EINVAL, "%d parallel sequences: 1 to %d are possible", p->n_seq,
+                          ENG_SESSION_MAX_SEQ);
     fl_types_init();
     struct eng_session *s = calloc(1, sizeof(*s));
     if (!s)
@@ -428,7 +439,29 @@ int eng_session_n_ctx(const struct eng_session *s) { return eng_kv_n_ctx(s->kv);
 int eng_session_n_past(const struct eng_session *s) { return s->n_past; }
 int eng_session_n_threads(const struct eng_session *s) { return s->ctx.n_threads; }
 uint64_t eng_session_file_size(const struct eng_session *s) { return gguf_file_size(s->gguf); }
-void eng_session_reset(struct eng_session *s) { s->n_past = 0; }
+int eng_session_n_seq(const struct eng_session *s) { return eng_kv_n_seq(s->kv); }
+uint64_t eng_session_min_budget(const struct eng_session *s)
+{
+    return placement_min_budget(s->plan);
+}
+int eng_session_n_batch(const struct eng_session *s) { return s->n_batch; }
+int eng_session_cells_free(const struct eng_session *s) { return eng_kv_cells_free(s->kv); }
+
+void eng_session_reset(struct eng_session *s)
+{
+    s->n_past = 0;
+    eng_kv_seq_truncate(s->kv, 0, 0);
+}
+
+int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err)
+{
+    return eng_kv_seq_reserve(s->kv, seq, n_pos, err);
+}
+
+void eng_session_seq_free(struct eng_session *s, int seq)
+{
+    eng_kv_seq_truncate(s->kv, seq, 0);
+}
 
 int64_t eng_session_n_params(const struct eng_session *s)
 {
@@ -450,6 +483,14 @@ void eng_session_set_routing(struct eng_session *s, const struct eng_routing_sin
     s->ctx.routing = sink;
 }
 
+int eng_session_forward(struct eng_session *s, const struct eng_batch *b, struct fl_err *err)
+{
+    int rc = eng_forward(&s->ctx, b, err);
+    if (rc && s->pager)
+        pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
+    return rc;
+}
+
 int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool all_logits,
                      float *logits, struct fl_err *err)
 {
@@ -465,9 +506,7 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
         struct eng_batch b = { .tokens = tokens + done, .n_tok = chunk, .pos0 = s->n_past + done,
                                .all_logits = all_logits, .logits = rows };
         /* without all_logits each chunk overwrites the one row: the last wins */
-        int rc = eng_forward(&s->ctx, &b, err);
-        if (rc && s->pager)
-            pager_error(s->pager, err); /* when it failed, it names the tensor and offset */
+        int rc = eng_session_forward(s, &b, err);
         if (rc)
             return rc;
         done += chunk;

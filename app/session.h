@@ -1,9 +1,15 @@
 /* session.h: a model ready to run — the object the CLI drives.
  *
  * A session owns the parsed GGUF header, the weights region, the model, its
- * F16 KV cache, the tokenizer, a thread pool and the scratch arena. Tokens
- * are evaluated at positions n_past, n_past+1, ...; a batch longer than
- * n_batch runs as several forward calls of at most n_batch tokens. */
+ * F16 KV cache, the tokenizer, a thread pool and the scratch arena.
+ *
+ * One sequence (eng_session_eval): tokens are evaluated at positions
+ * n_past, n_past+1, ... of sequence 0; a batch longer than n_batch runs as
+ * several forward calls of at most n_batch tokens, cut at multiples of
+ * n_batch from the first.
+ * Several (n_seq, -np): the KV cache's cells are shared by sequences
+ * 0 .. n_seq-1, and eng_session_forward runs a batch of their spans
+ * (model/arch.h); app/scheduler.h drives it. */
 #ifndef FL_SESSION_H
 #define FL_SESSION_H
 
@@ -21,11 +27,15 @@
 
 struct eng_session;
 struct fl_tokenizer;
+struct eng_batch;
+
+#define ENG_SESSION_MAX_SEQ 1024
 
 struct eng_session_params {
     const char *model_path;
     int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
     int n_batch;    /* most tokens per forward call; 0: 512 */
+    int n_seq;      /* sequences at once (-np), sharing n_ctx cells; 0: 1 */
     int n_threads;  /* 0: physical cores */
     /* Where the weights live: tiers, RAM/VRAM budgets (plan/placement.h).
      * Zero-initialised means the defaults; call eng_session_params_init. */
@@ -62,7 +72,21 @@ int eng_session_n_past(const struct eng_session *s);
 int eng_session_n_threads(const struct eng_session *s);
 uint64_t eng_session_file_size(const struct eng_session *s);
 int64_t eng_session_n_params(const struct eng_session *s);
-void eng_session_reset(struct eng_session *s); /* forget the context: n_past = 0 */
+void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */
+int eng_session_n_seq(const struct eng_session *s);
+/* The smallest --ram-budget this placement allows (0: nothing on disk). */
+uint64_t eng_session_min_budget(const struct eng_session *s);
+int eng_session_n_batch(const struct eng_session *s);
+int eng_session_cells_free(const struct eng_session *s);
+
+/* Sequence seq gets cells for positions 0 .. n_pos-1 (kv-cache.h's
+ * eng_kv_seq_reserve: -ENOSPC when the cache is full), or gives all back. */
+int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err);
+void eng_session_seq_free(struct eng_session *s, int seq);
+/* One forward call over spans of several sequences, as given (eng_forward
+ * checks it; keeping it near n_batch tokens is the caller's part, as the
+ * scratch grows with the batch). A failed pager read names the tensor. */
+int eng_session_forward(struct eng_session *s, const struct eng_batch *b, struct fl_err *err);
 
 /* Where experts come from (NULL: resident) and who hears the routing (NULL:
  * nobody). The pointed-to structs must outlive their use. */

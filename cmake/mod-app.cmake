@@ -1,9 +1,10 @@
 # app/: the session the CLI drives (placement plan -> pager region -> model,
 # KV cache, tokenizer, threads, GPU), the calibration pass, and the expert
 # predictors between engine and pager.
-fl_module(app SOURCES app/session.c app/calibrate.c app/predict.c
+fl_module(app SOURCES app/session.c app/scheduler.c app/calibrate.c app/predict.c
   DEPS model text pager plan cpu cuda record gguf base)
 
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)
 fl_test(test-calibrate SOURCES tests/test-calibrate.c MODULES app TIMEOUT 120)
 add_dependencies(test-calibrate faultline)
+fl_test(test-batch-invariance SOURCES tests/test-batch-invariance.c MODULES app TIMEOUT 300)

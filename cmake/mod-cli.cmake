@@ -2,8 +2,8 @@
 fl_module(cli
   SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
-          app/cli/inspect-doc.c
-  DEPS app gen trace text model plan cuda cpu gguf base)
+          app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c
+  DEPS app api gen trace text model plan pager cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
 
 fl_test(test-reference SOURCES tests/test-reference.c MODULES cli TIMEOUT 300)
@@ -12,3 +12,12 @@ fl_test(test-cli-tokenize SOURCES tests/test-cli-tokenize.c MODULES cli TIMEOUT 
 fl_test(test-inspect SOURCES tests/test-inspect.c MODULES cli TIMEOUT 120)
 fl_test(test-predict-logits SOURCES tests/test-predict-logits.c MODULES plan gguf TIMEOUT 120)
 add_dependencies(test-predict-logits faultline)
+# faultline batch from outside: kill -9 and rerun, SIGINT, clobber refusals (python3 checks).
+add_test(NAME test-batch-cli COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-batch-cli.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-batch-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# faultline bench -npp/-ntg/-npl: llama-batched-bench's table, skips, refusals.
+add_test(NAME test-bench-batched COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-bench-batched.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-bench-batched PROPERTIES TIMEOUT 120 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

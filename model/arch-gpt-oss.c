@@ -196,7 +196,7 @@ static void oss_attention(struct eng_ctx *c, const struct eng_prenorm *p, int il
     float *q = eng_tmp(c, n * nq), *k = eng_tmp(c, n * nk);
     float *v = eng_tmp(c, n * nk), *att = eng_tmp(c, n * nq);
     float *cs = eng_scratch_f32(c, n * hp->n_rot);
-    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos0, b->n_tok);
+    yarn_rope_table(L->window ? &a->rope_swa : &a->rope, cs, b->pos, b->n_tok);
     const float *d_cs = eng_upload(c, cs, n * hp->n_rot);
 
     const struct eng_tensor *qkv[3] = { L->wq, L->wk, L->wv };

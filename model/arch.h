@@ -13,14 +13,39 @@
 
 struct eng_ctx;
 
-/* One forward call: tokens at positions pos0 .. pos0+n_tok-1 (their K/V
- * rows are written to the cache; attention is causal over 0 .. own pos). */
+/* A run of one sequence's tokens at consecutive positions pos0 .. pos0+n_tok-1
+ * (their K/V go to the sequence's cells; attention is causal over the
+ * sequence's own positions 0 .. own pos). */
+struct eng_span {
+    int32_t seq;     /* KV sequence (model/kv-cache.h) */
+    int32_t pos0;
+    int32_t n_tok;
+    bool logits;     /* a logits row for its last token */
+};
+
+/* One forward call. A backend may choose an op's arithmetic by the length
+ * of a token's span (a prompt chunk or one decoded token), never by what
+ * else shares the batch: that keeps a sequence's logits the same whether it
+ * runs alone or with others (batch invariance, docs/batching.md).
+ *
+ * Callers fill the first block. spans == NULL is the single-sequence form:
+ * one span {seq 0, pos0, n_tok, logits}. */
 struct eng_batch {
     const int32_t *tokens;
     int n_tok;
-    int pos0;
-    bool all_logits; /* true: a logits row per token; false: the last only */
-    float *logits;   /* [all_logits ? n_tok : 1][n_vocab] */
+    int pos0;                     /* spans == NULL only */
+    const struct eng_span *spans; /* [n_spans]; span i's tokens follow span i-1's */
+    int n_spans;
+    bool all_logits; /* true: a logits row per token; false: per span asking */
+    float *logits;   /* [n_out][n_vocab], rows in token order */
+
+    /* Set by eng_forward for the pass (callers leave them zero): */
+    const int32_t *pos;   /* [n_tok] each token's position */
+    const int32_t *seq;   /* [n_tok] its sequence */
+    const int32_t *span;  /* [n_tok] its span */
+    const int32_t *cell;  /* [n_tok] the KV cell its K/V rows go to */
+    const int32_t *out;   /* [n_out] the tokens that get a logits row */
+    int n_out;
 };
 
 struct eng_arch {

@@ -61,6 +61,13 @@ struct eng_ctx {
  * the backend and calls arch->forward. */
 int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err);
 
+/* What eng_forward does to a caller's batch before the pass: checks the
+ * spans (against the batch, the context, each other), reserves their KV
+ * cells and fills *out's per-token view (arch.h) in the pass's scratch (so
+ * after eng_arena_reset). For tests that call ops directly. */
+int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_batch *out,
+                      struct fl_err *err);
+
 /* --- the ops' parameters ---------------------------------------------------- */
 
 struct eng_attn {

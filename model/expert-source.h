@@ -32,12 +32,14 @@ struct eng_expert_source {
 };
 
 /* Receives the routing of every MoE layer (for FLRT files and statistics).
- * ids/weights are [n_tok][k] in llama.cpp's order (descending selection
- * score); weights are the final gate weights applied to each expert output. */
+ * ids/weights are [b->n_tok][k] in llama.cpp's order (descending selection
+ * score); weights are the final gate weights applied to each expert output.
+ * b->pos and b->seq say whose token each row is (model/arch.h). */
+struct eng_batch;
 struct eng_routing_sink {
     void *ctx;
-    void (*record)(void *ctx, int layer, int pos0, int n_tok, int k,
-                   const int32_t *ids, const float *weights);
+    void (*record)(void *ctx, int layer, const struct eng_batch *b, int k, const int32_t *ids,
+                   const float *weights);
 };
 
 #endif

@@ -7,24 +7,82 @@
 #include "model/kv-cache.h"
 #include "model/rope.h"
 
-int eng_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+/* Checks the spans against the batch, the context and each other. */
+static int check_spans(const struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
-    if (b->n_tok < 1)
+    const int n_ctx = eng_kv_n_ctx(c->kv), n_seq = eng_kv_n_seq(c->kv);
+    int total = 0;
+    for (int i = 0; i < b->n_spans; i++) {
+        const struct eng_span *s = &b->spans[i];
+        if (s->n_tok < 1 || s->seq < 0 || s->seq >= n_seq)
+            return fl_err_set(err, -EINVAL, "batch span %d: %d tokens of sequence %d (0..%d)", i,
+                              s->n_tok, s->seq, n_seq - 1);
+        if (s->pos0 < 0 || s->pos0 > n_ctx - s->n_tok)
+            return fl_err_set(err, -ENOSPC, "positions %d..%d do not fit the context of %d",
+                              s->pos0, s->pos0 + s->n_tok - 1, n_ctx);
+        for (int j = 0; j < i; j++)
+            if (b->spans[j].seq == s->seq)
+                return fl_err_set(err, -EINVAL, "sequence %d appears twice in one batch", s->seq);
+        total += s->n_tok;
+    }
+    if (total != b->n_tok)
+        return fl_err_set(err, -EINVAL, "batch spans hold %d tokens, the batch %d", total, b->n_tok);
+    return 0;
+}
+
+int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_batch *b,
+                         struct fl_err *err)
+{
+    *b = *in;
+    if (!in->spans) {
+        struct eng_span *one = eng_scratch(c, sizeof(*one));
+        *one = (struct eng_span){ .seq = 0, .pos0 = in->pos0, .n_tok = in->n_tok, .logits = true };
+        b->spans = one;
+        b->n_spans = 1;
+    }
+    int rc = check_spans(c, b, err);
+    for (int i = 0; !rc && i < b->n_spans; i++)
+        rc = eng_kv_seq_reserve(c->kv, b->spans[i].seq, b->spans[i].pos0 + b->spans[i].n_tok, err);
+    if (rc)
+        return rc;
+    const size_t n = (size_t)b->n_tok;
+    int32_t *pos = eng_scratch(c, 5 * n * sizeof(int32_t));
+    int32_t *seq = pos + n, *span = seq + n, *cell = span + n, *out = cell + n;
+    int t = 0, n_out = 0;
+    for (int i = 0; i < b->n_spans; i++) {
+        const struct eng_span *s = &b->spans[i];
+        const int32_t *cells = eng_kv_seq_cells(c->kv, s->seq);
+        for (int j = 0; j < s->n_tok; j++, t++) {
+            pos[t] = s->pos0 + j;
+            seq[t] = s->seq;
+            span[t] = i;
+            cell[t] = cells[pos[t]];
+            if (b->all_logits || (s->logits && j == s->n_tok - 1))
+                out[n_out++] = t;
+        }
+    }
+    b->pos = pos, b->seq = seq, b->span = span, b->cell = cell, b->out = out, b->n_out = n_out;
+    return 0;
+}
+
+int eng_forward(struct eng_ctx *c, const struct eng_batch *in, struct fl_err *err)
+{
+    if (in->n_tok < 1)
         return fl_err_set(err, -EINVAL, "empty batch");
-    const int n_ctx = eng_kv_n_ctx(c->kv);
-    if (b->pos0 < 0 || b->pos0 > n_ctx - b->n_tok)
-        return fl_err_set(err, -ENOSPC, "positions %d..%d do not fit the context of %d", b->pos0,
-                          b->pos0 + b->n_tok - 1, n_ctx);
-    for (int i = 0; i < b->n_tok; i++)
-        if (b->tokens[i] < 0 || b->tokens[i] >= c->m->hp.n_vocab)
+    for (int i = 0; i < in->n_tok; i++)
+        if (in->tokens[i] < 0 || in->tokens[i] >= c->m->hp.n_vocab)
             return fl_err_set(err, -EINVAL, "token id %d is outside the vocabulary [0, %lld)",
-                              b->tokens[i], (long long)c->m->hp.n_vocab);
+                              in->tokens[i], (long long)c->m->hp.n_vocab);
     eng_arena_reset(c->arena);
+    struct eng_batch b;
+    int rc = eng_batch_prepare(c, in, &b, err);
+    if (rc)
+        return rc;
     /* the one place a pass's backend is chosen */
     c->be = c->pick ? c->pick(c) : c->cpu;
     if (c->be->begin)
         c->be->begin(c);
-    return c->m->arch->forward(c, b, err);
+    return c->m->arch->forward(c, &b, err);
 }
 
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
@@ -38,11 +96,12 @@ void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_
     eng_matmul(c, down, g, n_tok, out);
 }
 
-void eng_rope_cache(float *cs, int n_rot, float freq_base, float freq_scale, int pos0, int n_pos)
+void eng_rope_cache(float *cs, int n_rot, float freq_base, float freq_scale, const int32_t *pos,
+                    int n_pos)
 {
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     for (int p = 0; p < n_pos; p++) {
-        float theta = (float)(pos0 + p);
+        float theta = (float)pos[p];
         float *c = cs + (int64_t)p * n_rot;
         for (int i0 = 0; i0 < n_rot; i0 += 2) {
             const float th = freq_scale * theta;
@@ -58,6 +117,6 @@ const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b, int n_
 {
     const int64_t n = (int64_t)b->n_tok * (n_rot > 0 ? n_rot : 1);
     float *cs = eng_scratch_f32(c, n);
-    eng_rope_cache(cs, n_rot, freq_base, freq_scale, b->pos0, b->n_tok);
+    eng_rope_cache(cs, n_rot, freq_base, freq_scale, b->pos, b->n_tok);
     return eng_upload(c, cs, n);
 }

@@ -1,44 +1,70 @@
-/* kv-cache.c: the F16 KV cache, one K and one V array per layer, slot p
- * holding position p of the single sequence. F16 because llama.cpp's default
- * cache is F16 and attention scores must round the same way. */
+/* kv-cache.c: the F16 KV cache as a pool of cells in blocks (kv-cache.h).
+ * Free blocks are a stack popped lowest first; each sequence keeps the
+ * cell of every position it has room for. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "model/kv-cache.h"
 
-struct eng_kv {
-    int n_ctx;
-    int64_t n_layer;
-    const int64_t *k_dim, *v_dim;
-    fl_f16 **k, **v; /* [n_layer] arrays of n_ctx rows */
+struct kv_seq {
+    int32_t *cells; /* [cap] */
+    int cap;        /* positions with a cell: n_blocks * ENG_KV_BLOCK */
 };
 
-int eng_kv_create(const struct eng_model *m, int n_ctx, struct eng_kv **out, struct fl_err *err)
+struct eng_kv {
+    int n_ctx, n_seq, n_blocks, n_free;
+    int64_t n_layer;
+    const int64_t *k_dim, *v_dim;
+    fl_f16 **k, **v;     /* [n_layer] arrays of n_blocks * ENG_KV_BLOCK rows */
+    int32_t *free_stack; /* [n_blocks]: free block ids, the next one on top */
+    struct kv_seq *seq;  /* [n_seq] */
+};
+
+static int alloc_layers(struct eng_kv *kv)
 {
-    if (n_ctx < 1)
-        return fl_err_set(err, -EINVAL, "context size %d must be at least 1", n_ctx);
-    struct eng_kv *kv = calloc(1, sizeof(*kv));
-    if (!kv)
-        return fl_err_set(err, -ENOMEM, "out of memory for the KV cache");
-    kv->n_ctx = n_ctx;
-    kv->n_layer = m->hp.n_layer;
-    kv->k_dim = m->kv_k_dim;
-    kv->v_dim = m->kv_v_dim;
+    const size_t cells = (size_t)kv->n_blocks * ENG_KV_BLOCK;
     kv->k = calloc((size_t)kv->n_layer, sizeof(*kv->k));
     kv->v = calloc((size_t)kv->n_layer, sizeof(*kv->v));
     int ok = kv->k && kv->v;
     for (int64_t l = 0; ok && l < kv->n_layer; l++) {
-        /* calloc: slots past n_past are never read, but zeroed pages cost
+        /* calloc: cells never written are never read, and zeroed pages cost
          * nothing until touched. */
         if (kv->k_dim[l] > 0)
-            ok = (kv->k[l] = calloc((size_t)n_ctx * (size_t)kv->k_dim[l], sizeof(fl_f16))) != NULL;
+            ok = (kv->k[l] = calloc(cells * (size_t)kv->k_dim[l], sizeof(fl_f16))) != NULL;
         if (ok && kv->v_dim[l] > 0)
-            ok = (kv->v[l] = calloc((size_t)n_ctx * (size_t)kv->v_dim[l], sizeof(fl_f16))) != NULL;
+            ok = (kv->v[l] = calloc(cells * (size_t)kv->v_dim[l], sizeof(fl_f16))) != NULL;
     }
+    return ok;
+}
+
+int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv **out,
+                  struct fl_err *err)
+{
+    if (n_ctx < 1)
+        return fl_err_set(err, -EINVAL, "context size %d must be at least 1", n_ctx);
+    if (n_seq < 1)
+        return fl_err_set(err, -EINVAL, "%d sequences: at least 1 is needed", n_seq);
+    if (n_ctx > INT32_MAX - ENG_KV_BLOCK)
+        return fl_err_set(err, -EINVAL, "context size %d is too large", n_ctx);
+    struct eng_kv *kv = calloc(1, sizeof(*kv));
+    if (!kv)
+        return fl_err_set(err, -ENOMEM, "out of memory for the KV cache");
+    kv->n_ctx = n_ctx;
+    kv->n_seq = n_seq;
+    kv->n_blocks = (n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    kv->n_free = kv->n_blocks;
+    kv->n_layer = m->hp.n_layer;
+    kv->k_dim = m->kv_k_dim;
+    kv->v_dim = m->kv_v_dim;
+    kv->free_stack = malloc(sizeof(int32_t) * (size_t)kv->n_blocks);
+    kv->seq = calloc((size_t)n_seq, sizeof(*kv->seq));
+    int ok = kv->free_stack && kv->seq && alloc_layers(kv);
     if (!ok) {
         eng_kv_destroy(kv);
         return fl_err_set(err, -ENOMEM, "out of memory for a KV cache of %d positions", n_ctx);
     }
+    for (int i = 0; i < kv->n_blocks; i++) /* block 0 on top */
+        kv->free_stack[i] = kv->n_blocks - 1 - i;
     *out = kv;
     return 0;
 }
@@ -53,32 +79,91 @@ void eng_kv_destroy(struct eng_kv *kv)
         if (kv->v)
             free(kv->v[l]);
     }
+    for (int s = 0; kv->seq && s < kv->n_seq; s++)
+        free(kv->seq[s].cells);
+    free(kv->seq);
+    free(kv->free_stack);
     free(kv->k);
     free(kv->v);
     free(kv);
 }
 
-int eng_kv_n_ctx(const struct eng_kv *kv)
-{
-    return kv->n_ctx;
-}
+int eng_kv_n_ctx(const struct eng_kv *kv) { return kv->n_ctx; }
+int eng_kv_n_seq(const struct eng_kv *kv) { return kv->n_seq; }
+int eng_kv_n_cells(const struct eng_kv *kv) { return kv->n_blocks * ENG_KV_BLOCK; }
+int eng_kv_cells_free(const struct eng_kv *kv) { return kv->n_free * ENG_KV_BLOCK; }
 
 uint64_t eng_kv_bytes(const struct eng_kv *kv)
 {
     uint64_t rows = 0;
     for (int l = 0; l < kv->n_layer; l++)
         rows += (uint64_t)(kv->k_dim[l] + kv->v_dim[l]);
-    return rows * (uint64_t)kv->n_ctx * sizeof(fl_f16);
+    return rows * (uint64_t)eng_kv_n_cells(kv) * sizeof(fl_f16);
 }
 
-fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int pos)
+int eng_kv_seq_capacity(const struct eng_kv *kv, int seq)
 {
-    return kv->k[layer] + (int64_t)pos * kv->k_dim[layer];
+    return seq >= 0 && seq < kv->n_seq ? kv->seq[seq].cap : 0;
 }
 
-fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int pos)
+const int32_t *eng_kv_seq_cells(const struct eng_kv *kv, int seq)
 {
-    return kv->v[layer] + (int64_t)pos * kv->v_dim[layer];
+    return kv->seq[seq].cells;
+}
+
+int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err)
+{
+    if (seq < 0 || seq >= kv->n_seq)
+        return fl_err_set(err, -EINVAL, "sequence %d is outside 0..%d", seq, kv->n_seq - 1);
+    if (n_pos > kv->n_ctx)
+        return fl_err_set(err, -EINVAL, "%d positions exceed the context of %d", n_pos, kv->n_ctx);
+    struct kv_seq *s = &kv->seq[seq];
+    const int need = (n_pos - s->cap + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    if (need <= 0)
+        return 0;
+    if (need > kv->n_free)
+        return fl_err_set(err, -ENOSPC, "the KV cache is full: sequence %d needs %d more cells, "
+                          "%d of %d are free", seq, need * ENG_KV_BLOCK,
+                          eng_kv_cells_free(kv), eng_kv_n_cells(kv));
+    const int cap = s->cap + need * ENG_KV_BLOCK;
+    int32_t *cells = realloc(s->cells, sizeof(int32_t) * (size_t)cap);
+    if (!cells)
+        return fl_err_set(err, -ENOMEM, "out of memory for a KV block table");
+    s->cells = cells;
+    for (int b = 0; b < need; b++) {
+        const int32_t blk = kv->free_stack[--kv->n_free];
+        for (int i = 0; i < ENG_KV_BLOCK; i++)
+            cells[s->cap + i] = blk * ENG_KV_BLOCK + i;
+        s->cap += ENG_KV_BLOCK;
+    }
+    return 0;
+}
+
+void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos)
+{
+    if (seq < 0 || seq >= kv->n_seq)
+        return;
+    struct kv_seq *s = &kv->seq[seq];
+    const int keep = (n_pos > 0 ? n_pos + ENG_KV_BLOCK - 1 : 0) / ENG_KV_BLOCK * ENG_KV_BLOCK;
+    /* pushed back last block first, so the lowest comes out next */
+    while (s->cap > keep) {
+        s->cap -= ENG_KV_BLOCK;
+        kv->free_stack[kv->n_free++] = s->cells[s->cap] / ENG_KV_BLOCK;
+    }
+    if (s->cap == 0) {
+        free(s->cells);
+        s->cells = NULL;
+    }
+}
+
+fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell)
+{
+    return kv->k[layer] + (int64_t)cell * kv->k_dim[layer];
+}
+
+fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int cell)
+{
+    return kv->v[layer] + (int64_t)cell * kv->v_dim[layer];
 }
 
 static void to_f16(fl_f16 *dst, const float *src, int64_t n)
@@ -87,14 +172,14 @@ static void to_f16(fl_f16 *dst, const float *src, int64_t n)
         dst[i] = fl_f32_to_f16(src[i]);
 }
 
-void eng_kv_write(struct eng_kv *kv, int layer, int pos0, int n_tok, const float *k,
+void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok, const float *k,
                   const float *v)
 {
     const int64_t kd = kv->k_dim[layer], vd = kv->v_dim[layer];
     for (int t = 0; t < n_tok; t++) {
         if (k && kd)
-            to_f16(eng_kv_k(kv, layer, pos0 + t), k + t * kd, kd);
+            to_f16(eng_kv_k(kv, layer, cells[t]), k + t * kd, kd);
         if (v && vd)
-            to_f16(eng_kv_v(kv, layer, pos0 + t), v + t * vd, vd);
+            to_f16(eng_kv_v(kv, layer, cells[t]), v + t * vd, vd);
     }
 }

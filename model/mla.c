@@ -110,7 +110,7 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
     const int n_tok = b->n_tok;
     const int64_t dk = mla_cache_row(d);
     float *cs = eng_scratch_f32(c, (int64_t)n_tok * d->qk_rope);
-    yarn_rope_table(rope, cs, b->pos0, n_tok);
+    yarn_rope_table(rope, cs, b->pos, n_tok);
     const float *d_cs = eng_upload(c, cs, (int64_t)n_tok * d->qk_rope);
 
     float *q = project_q(c, d, t, x, n_tok, d_cs);

@@ -201,7 +201,7 @@ int eng_moe_begin(struct eng_ctx *c, int layer, const struct eng_batch *b, const
 {
     const int64_t n_tok = b->n_tok;
     if (c->routing)
-        c->routing->record(c->routing->ctx, layer, b->pos0, (int)n_tok, (int)k, ids, weights);
+        c->routing->record(c->routing->ctx, layer, b, (int)k, ids, weights);
     build_lists(c, ids, n_tok, k, n_expert, L);
     const struct eng_expert_source *src = c->experts;
     if (src && src->hidden)

@@ -63,10 +63,10 @@ void yarn_rope_cache(const struct yarn_rope *r, int32_t pos, float *cache)
     }
 }
 
-void yarn_rope_table(const struct yarn_rope *r, float *cs, int32_t pos0, int n_pos)
+void yarn_rope_table(const struct yarn_rope *r, float *cs, const int32_t *pos, int n_pos)
 {
     for (int p = 0; p < n_pos; p++)
-        yarn_rope_cache(r, pos0 + p, cs + (int64_t)p * r->p.n_dims);
+        yarn_rope_cache(r, pos[p], cs + (int64_t)p * r->p.n_dims);
 }
 
 static float get_mscale(float scale, float mscale)

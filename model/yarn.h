@@ -55,9 +55,9 @@ int yarn_rope_init(struct yarn_rope *r, const struct yarn_params *p);
  * factor included; cache holds n_dims floats. */
 void yarn_rope_cache(const struct yarn_rope *r, int32_t pos, float *cache);
 
-/* The same for positions pos0 .. pos0+n_pos-1: row p at cs + p*n_dims, the
+/* The same for positions pos[0 .. n_pos-1]: row p at cs + p*n_dims, the
  * table the backend's eng_rope takes (after eng_upload). */
-void yarn_rope_table(const struct yarn_rope *r, float *cs, int32_t pos0, int n_pos);
+void yarn_rope_table(const struct yarn_rope *r, float *cs, const int32_t *pos, int n_pos);
 
 /* The magnitude factor llama.cpp hands to rope (cparams.yarn_attn_factor)
  * for a model trained with YaRN factor `factor` (= 1/freq_scale):

@@ -32,41 +32,7 @@ FL=${FL:-build/faultline}
 BENCH_NAME=bench-prefetch
 . scripts/lib-bench.sh
 
-bench_check_env
-bench_ensure_fl
-work=$(mktemp -d /tmp/bench-prefetch.XXXXXX)
-trap bench_cleanup EXIT
-
-bench_oversize_model
-
-# run_capped LIMIT NAME CMD...: CMD in a fresh memory cgroup after dropping
-# caches; $work/NAME.{out,err,io} (.io: block-device bytes read, seconds, exit).
-run_capped() {
-  local limit=$1 name=$2; shift 2
-  cg_create fl-prefetch "$name" "$limit"
-  drop_caches
-  python3 - "$work/$name" "${cg_mem:-$cg_v2}" "$@" <<'PY' || true
-import os, sys, time
-out, cg, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
-t0 = time.monotonic()
-pid = os.fork()
-if pid == 0:
-    with open(cg + "/cgroup.procs", "w") as f:
-        f.write(str(os.getpid()))
-    fo = os.open(out + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    fe = os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(fo, 1); os.dup2(fe, 2)
-    os.execvp(cmd[0], cmd)
-_, st, ru = os.wait4(pid, 0)
-rc = os.waitstatus_to_exitcode(st)
-with open(out + ".io", "w") as f:
-    f.write(f"{ru.ru_inblock * 512} {time.monotonic() - t0:.3f} {rc if rc >= 0 else 128 - rc}\n")
-PY
-  cg_remove
-  local rc; read -r _ _ rc <"$work/$name.io"
-  [ "$rc" -eq 0 ] || { say "$name failed (exit $rc):"; tail -2 "$work/$name.err" >&2; }
-  return 0
-}
+bench_start
 
 budget_for() { echo $(( size * $1 / 100 - ram_tier - RESERVE_MIB * 1048576 )); }
 drop_caches

@@ -42,6 +42,23 @@ bench_oversize_model() {
   [ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 }
 
+# The start of every such benchmark: environment, binary, $work (removed at
+# exit unless KEEP), the model; with CAP_PCT set also cap (bytes) and budget
+# (the expert budget under it: cap - RAM tier - RESERVE_MIB).
+bench_start() {
+  bench_check_env
+  bench_ensure_fl
+  work=$(mktemp -d "/tmp/$BENCH_NAME.XXXXXX")
+  trap bench_cleanup EXIT
+  bench_oversize_model
+  if [ -n "${CAP_PCT:-}" ]; then
+    cap=$((size * CAP_PCT / 100))
+    budget=$((cap - ram_tier - RESERVE_MIB * 1048576))
+    [ "$budget" -gt 0 ] || die "cap $cap B leaves no expert budget (RAM tier $ram_tier B)"
+  fi
+  return 0
+}
+
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches || say "cannot drop caches"; }
 
 # cg_create PREFIX NAME LIMIT: a fresh memory cgroup PREFIX-$$-NAME capped at
@@ -68,6 +85,43 @@ cg_create() {
 cg_remove() {
   for d in "$cg_mem" "$cg_v2"; do [ -n "$d" ] && rmdir "$d" 2>/dev/null || true; done
   cg_mem="" cg_v2=""
+}
+
+# run_capped CAP_BYTES NAME CMD...: runs CMD in a fresh cgroup capped at CAP_BYTES
+# (0: no cap) after dropping caches; writes $work/NAME.{out,err,io} (.io: bytes
+# read from the block device, cgroup peak incl. page cache, seconds, exit, max RSS).
+run_capped() {
+  local limit=$1 name=$2; shift 2
+  cg_create "fl-$BENCH_NAME" "$name" "$limit"
+  drop_caches
+  # The child joins the cgroups, then execs; wait4's rusage gives the bytes it
+  # (all its threads, io_uring workers included) read from the block device.
+  python3 - "$work/$name" "$cg_mem" "$cg_v2" "$@" <<'PY' || true
+import os, sys, time
+out, cgs, cmd = sys.argv[1], sys.argv[2:4], sys.argv[4:]
+t0 = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    for d in cgs:
+        if d:
+            with open(d + "/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+    fo, fe = os.open(out + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fo, 1); os.dup2(fe, 2)
+    os.execvp(cmd[0], cmd)
+_, st, ru = os.wait4(pid, 0)
+rc = os.waitstatus_to_exitcode(st)
+with open(out + ".io", "w") as f:
+    f.write(f"{ru.ru_inblock * 512} 0 {time.monotonic() - t0:.3f} {rc if rc >= 0 else 128 - rc} {ru.ru_maxrss * 1024}\n")
+PY
+  local rbytes peak secs rc maxrss
+  read -r rbytes peak secs rc maxrss <"$work/$name.io"
+  [ -n "$cg_mem" ] && peak=$(cat "$cg_mem/memory.max_usage_in_bytes")
+  [ -n "$cg_v2" ] && [ -f "$cg_v2/memory.peak" ] && peak=$(cat "$cg_v2/memory.peak")
+  echo "$rbytes $peak $secs $rc $maxrss" >"$work/$name.io"
+  cg_remove
+  [ $rc -eq 0 ] || { say "$name failed (exit $rc):"; tail -3 "$work/$name.err" >&2; }
+  return 0
 }
 
 # The EXIT trap: no cgroup left behind; $work removed unless KEEP is set.

@@ -220,7 +220,7 @@ static void run_case(int q_lora)
     struct fl_err err = { "" };
     struct eng_kv *kv;
     struct eng_arena *arena;
-    CHECK(eng_kv_create(&m, 16, &kv, &err) == 0, "kv: %s", err.msg);
+    CHECK(eng_kv_create(&m, 16, 1, &kv, &err) == 0, "kv: %s", err.msg);
     CHECK(eng_arena_create(&arena) == 0, "arena");
     struct eng_ctx c = { .m = &m, .pool = NULL, .n_threads = 1, .kv = kv, .arena = arena,
                          .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
@@ -234,12 +234,16 @@ static void run_case(int q_lora)
     for (int i = 0; i < n_tok * e; i++)
         x[i] = (float)gauss();
     eng_arena_reset(arena);
-    const struct eng_batch prefill = { .n_tok = n_prefill, .pos0 = 0 };
-    mla_attention(&c, 0, &L.d, &L.t, &r, scale, x, &prefill, out);
+    int32_t toks[8] = { 0 };
+    struct eng_batch b;
+    const struct eng_batch prefill = { .tokens = toks, .n_tok = n_prefill, .pos0 = 0 };
+    CHECK(eng_batch_prepare(&c, &prefill, &b, &err) == 0, "batch: %s", err.msg);
+    mla_attention(&c, 0, &L.d, &L.t, &r, scale, x, &b, out);
     for (int t = n_prefill; t < n_tok; t++) { /* decode, one token at a time */
-        const struct eng_batch step = { .n_tok = 1, .pos0 = t };
+        const struct eng_batch step = { .tokens = toks, .n_tok = 1, .pos0 = t };
         eng_arena_reset(arena);
-        mla_attention(&c, 0, &L.d, &L.t, &r, scale, x + t * e, &step, out + t * e);
+        CHECK(eng_batch_prepare(&c, &step, &b, &err) == 0, "batch: %s", err.msg);
+        mla_attention(&c, 0, &L.d, &L.t, &r, scale, x + t * e, &b, out + t * e);
     }
     double worst = 0, mag = 0;
     for (int t = 0; t < n_tok; t++) {

@@ -54,7 +54,7 @@ struct capture {
     int32_t *ids;
 };
 
-static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32_t *ids,
+static void record(void *ctx, int layer, const struct eng_batch *b, int k, const int32_t *ids,
                    const float *w)
 {
     (void)w;
@@ -65,8 +65,8 @@ static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32
     if (li == c->n_layers && li < 16)
         c->layers[c->n_layers++] = layer;
     c->k = k;
-    for (int t = 0; t < n_tok && pos0 + t < c->cap && li < 16 && k <= 8; t++)
-        memcpy(c->ids + ((pos0 + t) * 16 + li) * 8, ids + t * k, sizeof(int32_t) * k);
+    for (int t = 0; t < b->n_tok && b->pos[t] < c->cap && li < 16 && k <= 8; t++)
+        memcpy(c->ids + (b->pos[t] * 16 + li) * 8, ids + t * k, sizeof(int32_t) * k);
 }
 
 struct run {
@@ -87,7 +87,7 @@ static int run_open(struct run *r, struct gguf_file *g, const uint8_t *base, str
     r->sink = (struct eng_routing_sink){ &r->cap, record };
     r->c = (struct eng_ctx){ .m = r->m, .pool = fl_pool_create(2), .n_threads = 2,
                              .routing = &r->sink, .cpu = &eng_cpu_backend };
-    rc = eng_kv_create(r->m, 256, &r->c.kv, err);
+    rc = eng_kv_create(r->m, 256, 1, &r->c.kv, err);
     return rc ? rc : eng_arena_create(&r->c.arena);
 }
 
@@ -112,7 +112,7 @@ static int evaluate(struct run *r, const struct flref_logits *ref, struct flref_
     ours->logits = malloc(sizeof(float) * (size_t)n * nv);
     ours->gen = malloc(sizeof(int32_t) * ref->n_gen);
     memcpy(ours->tokens, ref->tokens, sizeof(int32_t) * n);
-    struct eng_batch b = { ours->tokens, n, 0, true, ours->logits };
+    struct eng_batch b = { .tokens = ours->tokens, .n_tok = n, .all_logits = true, .logits = ours->logits };
     int rc = eng_forward(&r->c, &b, err);
     float *row = malloc(sizeof(float) * nv);
     int32_t tok = rc ? 0 : flref_argmax(ours->logits + (size_t)(n - 1) * nv, nv);
@@ -120,7 +120,7 @@ static int evaluate(struct run *r, const struct flref_logits *ref, struct flref_
         ours->gen[j] = tok;
         if (j + 1 == ref->n_gen)
             break;
-        struct eng_batch d = { &tok, 1, n + j, false, row };
+        struct eng_batch d = { .tokens = &tok, .n_tok = 1, .pos0 = n + j, .logits = row };
         rc = eng_forward(&r->c, &d, err);
         tok = flref_argmax(row, nv);
     }

@@ -56,7 +56,10 @@ static void check_table(const char *what, const struct yarn_params *p)
     CHECK(yarn_rope_init(&r, p) == 0, "%s: init", what);
     const int n_pos = 300, pos0 = 1700;
     float *cs = malloc(sizeof(float) * p->n_dims * n_pos);
-    yarn_rope_table(&r, cs, pos0, n_pos);
+    int32_t pos[300];
+    for (int t = 0; t < n_pos; t++)
+        pos[t] = pos0 + t;
+    yarn_rope_table(&r, cs, pos, n_pos);
     double worst = 0;
     for (int t = 0; t < n_pos; t++) {
         for (int i = 0; i < p->n_dims / 2; i++) {

@@ -12,6 +12,7 @@
  *    used, another seed: other ones). */
 #include "app/calibrate.h"
 #include "app/session.h"
+#include "model/arch.h"
 #include "text/tokenizer.h"
 #include "record/stats-json.h"
 #include "pager/policy.h"
@@ -29,13 +30,12 @@ struct counts {
     int64_t total;
 };
 
-static void count(void *ctx, int layer, int pos0, int n_tok, int k, const int32_t *ids,
+static void count(void *ctx, int layer, const struct eng_batch *b, int k, const int32_t *ids,
                   const float *weights)
 {
-    (void)pos0;
     (void)weights;
     struct counts *c = ctx;
-    for (int i = 0; i < n_tok * k; i++) {
+    for (int i = 0; i < b->n_tok * k; i++) {
         c->c[layer][ids[i]]++;
         c->total++;
     }

@@ -259,6 +259,10 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
                 }
                 CHECK(fabs(first - s_ref) <= 2e-6 * mag + 1e-30, "%s %s tile1: %.9g vs ref %.9g",
                       k->name, tr->name, first, s_ref);
+                /* batch invariance: a token's bits must not depend on
+                 * whether it shares the product with others */
+                CHECK(memcmp(&first, &s, 4) == 0, "%s %s: one-token kernel %.9g vs batched %.9g",
+                      k->name, tr->name, first, s);
             }
             checked++;
             free(w);

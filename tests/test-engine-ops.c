@@ -43,14 +43,14 @@ static void test_rope(void)
 {
     float cs[4];
     /* position 1, base 10000, 4 rotated dims: pair 0 angle 1, pair 1 angle 10000^-0.5 */
-    eng_rope_cache(cs, 4, 10000.0f, 1.0f, 1, 1);
+    eng_rope_cache(cs, 4, 10000.0f, 1.0f, (const int32_t[]){ 1 }, 1);
     float x[4] = { 1, 1, 0, 0 };
     cpu_rope(x, 1, 4, 4, ENG_ROPE_NEOX, cs);
     CHECK(near(x[0], cos(1.0), 1e-6) && near(x[2], sin(1.0), 1e-6) && near(x[1], cos(0.01), 1e-6) &&
               near(x[3], sin(0.01), 1e-5),
           "neox rope gave %g %g %g %g", x[0], x[1], x[2], x[3]);
     float y[6] = { 1, 0, 0, 1, 7, 8 }; /* 2 rotated pairs + 2 dims left alone */
-    eng_rope_cache(cs, 4, 10000.0f, 1.0f, 1, 1);
+    eng_rope_cache(cs, 4, 10000.0f, 1.0f, (const int32_t[]){ 1 }, 1);
     cpu_rope(y, 1, 6, 4, ENG_ROPE_NORM, cs);
     CHECK(near(y[0], cos(1.0), 1e-6) && near(y[1], sin(1.0), 1e-6) && near(y[2], -sin(0.01), 1e-5) &&
               near(y[3], cos(0.01), 1e-6) && y[4] == 7 && y[5] == 8,
@@ -164,14 +164,18 @@ static void check_attention(struct eng_ctx *c, int n_tok, int window, const floa
         k[i] = rnd(&seed);
     for (int i = 0; i < n_tok * vdim; i++)
         v[i] = rnd(&seed);
-    eng_kv_write(c->kv, 0, 0, n_tok, k, v);
+    static int32_t toks[512];
+    const struct eng_batch in = { .tokens = toks, .n_tok = n_tok, .pos0 = 0 };
+    struct eng_batch b;
+    struct fl_err err;
+    eng_arena_reset(c->arena);
+    CHECK(eng_batch_prepare(c, &in, &b, &err) == 0, "batch: %s", err.msg);
+    eng_kv_write(c->kv, 0, b.cell, n_tok, k, v);
     const struct eng_tensor ts = { .name = "sinks", .data = (const uint8_t *)sinks,
                                    .type = FL_TYPE_F32, .n_dims = 1, .ne = { NH, 1, 1, 1 } };
     const struct eng_attn p = { .n_head = NH, .n_head_kv = NKV, .dk = DK, .dv = DV, .k_stride = DK,
                                 .v_stride = DV, .scale = 0.7f, .window = window,
                                 .sinks = sinks ? &ts : NULL };
-    const struct eng_batch b = { .n_tok = n_tok, .pos0 = 0 };
-    eng_arena_reset(c->arena);
     cpu_attention(c, 0, &b, q, NH * DK, &p, o, NH * DV);
     double worst = 0, ref[DV];
     for (int t = 0; t < n_tok; t++)
@@ -198,7 +202,7 @@ static void test_attention(struct fl_pool *pool)
     struct eng_model *m = fake_model(1, 2 * 32, 2 * 16);
     struct eng_ctx c = { .m = m, .pool = pool, .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
     struct fl_err err;
-    CHECK(eng_kv_create(m, 128, &c.kv, &err) == 0, "kv create");
+    CHECK(eng_kv_create(m, 128, 1, &c.kv, &err) == 0, "kv create");
     /* one layer, K rows of 2*32 and V rows of 2*16 halves, 128 positions */
     CHECK(eng_kv_bytes(c.kv) == 128u * (2 * 32 + 2 * 16) * 2, "kv bytes %llu",
           (unsigned long long)eng_kv_bytes(c.kv));
@@ -293,7 +297,7 @@ static void moe_reference(const float *x, const int32_t *ids, const float *w, co
 static int moe_ffn(struct eng_ctx *c, int layer, const float *x, const int32_t *ids,
                    const float *w, const struct eng_moe *moe, float *out, struct fl_err *err)
 {
-    const struct eng_batch b = { .n_tok = NT, .pos0 = 0 };
+    const struct eng_batch b = { .n_tok = NT }; /* read for its size only: no routing sink */
     struct eng_expert_lists L;
     int rc = eng_moe_begin(c, layer, &b, x, ids, w, K, NE, &L, err);
     return rc ? rc : eng_cpu_moe_experts(c, layer, x, NT, &L, w, K, moe, out, err);

@@ -34,6 +34,7 @@
 #include "record/flref.h"
 #include "app/session.h"
 #include "tests/check.h"
+#include "model/arch.h"
 
 static const int32_t prompt[] = { 464, 649, 636, 481, 670, 351, 477, 286, 606, 11, 523, 326 };
 #define NP ((int)(sizeof(prompt) / sizeof(prompt[0])))
@@ -45,7 +46,7 @@ struct routing {
     int32_t ids[MAX_LAYERS][NP][MAX_K]; /* sorted per (layer, position) */
 };
 
-static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32_t *ids,
+static void record(void *ctx, int layer, const struct eng_batch *b, int k, const int32_t *ids,
                    const float *w)
 {
     struct routing *r = ctx;
@@ -55,8 +56,8 @@ static void record(void *ctx, int layer, int pos0, int n_tok, int k, const int32
     if (layer + 1 > r->n_layer)
         r->n_layer = layer + 1;
     r->k = k;
-    for (int t = 0; t < n_tok && pos0 + t < NP; t++) {
-        int32_t *s = r->ids[layer][pos0 + t];
+    for (int t = 0; t < b->n_tok && b->pos[t] < NP; t++) {
+        int32_t *s = r->ids[layer][b->pos[t]];
         memcpy(s, ids + t * k, sizeof(int32_t) * (size_t)k);
         for (int i = 1; i < k; i++) /* sets, not orders: insertion sort */
             for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {

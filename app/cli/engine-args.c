@@ -8,6 +8,7 @@
 
 #include "app/cli/session-flags.h"
 #include "app/session.h"
+#include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "base/whole-file.h"
 
@@ -121,5 +122,36 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &sp->n_batch);
     else
         return eng_arg_session(cmd, argc, argv, i, sp);
+    return ok ? 1 : -1;
+}
+
+int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_sampler_params *s,
+                     bool *seed_given)
+{
+    const char *a = argv[*i];
+    int seed;
+    bool ok;
+    if (!strcmp(a, "--temp"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->temperature);
+    else if (!strcmp(a, "--top-k"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 30, &s->top_k);
+    else if (!strcmp(a, "--top-p"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->top_p);
+    else if (!strcmp(a, "--min-p"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->min_p);
+    else if (!strcmp(a, "--repeat-penalty"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->repeat_penalty);
+    else if (!strcmp(a, "--repeat-last-n"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->penalty_last_n);
+    else if (!strcmp(a, "--presence-penalty"))
+        ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->presence_penalty);
+    else if (!strcmp(a, "--frequency-penalty"))
+        ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->frequency_penalty);
+    else if (!strcmp(a, "--seed")) {
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 0x7fffffff, &seed);
+        s->seed = (uint64_t)seed;
+        *seed_given = true;
+    } else
+        return 0;
     return ok ? 1 : -1;
 }

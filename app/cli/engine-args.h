@@ -38,6 +38,13 @@ struct eng_common_args {
 int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
                    const struct eng_common_args *t);
 
+/* The sampler flags (--temp --top-k --top-p --min-p --repeat-penalty
+ * --repeat-last-n --presence-penalty --frequency-penalty --seed) into *s;
+ * --seed also sets *seed_given. 1 taken, 0 not one, -1 bad value (said). */
+struct fl_sampler_params;
+int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_sampler_params *s,
+                     bool *seed_given);
+
 /* Reads a whole file (prompt files); NUL-terminated, *len without the NUL.
  * NULL with a message on stderr on failure. */
 char *eng_read_file(const char *path, size_t *len);

@@ -13,6 +13,7 @@
 #include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "text/tokenizer.h"
+#include "model/arch.h"
 
 /* Routing of every position, collected from the MoE layers as they run. */
 struct capture {
@@ -23,8 +24,8 @@ struct capture {
     bool failed;
 };
 
-static void capture_record(void *arg, int layer, int pos0, int n_tok, int k, const int32_t *ids,
-                           const float *w)
+static void capture_record(void *arg, int layer, const struct eng_batch *b, int k,
+                           const int32_t *ids, const float *w)
 {
     struct capture *c = arg;
     if (c->failed)
@@ -39,8 +40,8 @@ static void capture_record(void *arg, int layer, int pos0, int n_tok, int k, con
         return;
     }
     c->layer_used[layer] = true;
-    for (int t = 0; t < n_tok; t++) {
-        const int pos = pos0 + t;
+    for (int t = 0; t < b->n_tok; t++) {
+        const int pos = b->pos[t];
         if (pos >= c->n_pos)
             continue;
         const size_t at = ((size_t)pos * c->n_layer + layer) * (size_t)k;

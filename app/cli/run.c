@@ -28,39 +28,12 @@ static int usage(FILE *out)
     fprintf(out,
             "usage: faultline run -m MODEL (-p PROMPT | -f FILE) [-n 128] [-t T] [-c CTX] [-b BATCH]\n"
             "                     [--temp 0.8] [--top-k 40] [--top-p 0.95] [--min-p 0.05]\n"
-            "                     [--repeat-penalty 1.0] [--repeat-last-n 64] [--seed S] [--chat]\n"
+            "                     [--repeat-penalty 1.0] [--repeat-last-n 64] [--presence-penalty 0]\n"
+            "                     [--frequency-penalty 0] [--seed S] [--chat]\n"
             "Generates up to N tokens (stops early at end of generation or a full context).\n"
             "--temp 0 is greedy. --chat wraps the prompt in the model family's chat format.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
-}
-
-static bool parse_sampling(int argc, char **argv, int *i, struct run_opts *o, bool *known)
-{
-    const char *a = argv[*i];
-    struct fl_sampler_params *s = &o->samp;
-    int seed;
-    *known = true;
-    if (!strcmp(a, "--temp"))
-        return eng_arg_float("run", argc, argv, i, 0, 100, &s->temperature);
-    if (!strcmp(a, "--top-k"))
-        return eng_arg_int("run", argc, argv, i, 0, 1 << 30, &s->top_k);
-    if (!strcmp(a, "--top-p"))
-        return eng_arg_float("run", argc, argv, i, 0, 1, &s->top_p);
-    if (!strcmp(a, "--min-p"))
-        return eng_arg_float("run", argc, argv, i, 0, 1, &s->min_p);
-    if (!strcmp(a, "--repeat-penalty"))
-        return eng_arg_float("run", argc, argv, i, 0, 100, &s->repeat_penalty);
-    if (!strcmp(a, "--repeat-last-n"))
-        return eng_arg_int("run", argc, argv, i, 0, 1 << 20, &s->penalty_last_n);
-    if (!strcmp(a, "--seed")) {
-        o->seed_given = true;
-        bool ok = eng_arg_int("run", argc, argv, i, 0, 0x7fffffff, &seed);
-        s->seed = (uint64_t)seed;
-        return ok;
-    }
-    *known = false;
-    return true;
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -72,11 +45,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
     fl_sampler_defaults(&o->samp, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool ok = true, known;
+        bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout);
-        if (!(ok = parse_sampling(argc, argv, &i, o, &known)) || known) {
-        } else if (!strcmp(a, "-n"))
+        if ((taken = eng_arg_sampling("run", argc, argv, &i, &o->samp, &o->seed_given)) != 0)
+            ok = taken > 0;
+        else if (!strcmp(a, "-n"))
             ok = eng_arg_int("run", argc, argv, &i, 0, 1 << 24, &o->n_gen);
         else if (!strcmp(a, "--chat"))
             o->chat = true;

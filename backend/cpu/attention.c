@@ -1,14 +1,18 @@
 /* attention.c: causal attention of a batch of queries over the F16 KV cache,
  * with the numerics of ggml's CPU flash-attention kernels (llama.cpp's
  * references ran with flash attention on):
- *  - batches of fewer than 64 queries (decode, short prompts) follow the
+ *  - spans of fewer than 64 queries (decode, short prompts) follow the
  *    one-chunk kernel: Q rounded to F16, F16 dot products with K summed as
  *    ggml's AVX-512 build sums them, online softmax, V accumulated in an F16
  *    buffer (each step rounded to F16);
- *  - larger batches follow the tiled kernel's arithmetic class: Q, K and V
- *    in F32. K is transposed once per call so that scores for all keys of a
- *    query are one vectorisable sweep (shared by the query heads of one KV
- *    head), then softmax, then the V sum.
+ *  - longer spans (prompt chunks) follow the tiled kernel's arithmetic
+ *    class: Q, K and V in F32. The span's keys are transposed once per call
+ *    so that scores for all keys of a query are one vectorisable sweep
+ *    (shared by the query heads of one KV head), then softmax, then the V
+ *    sum.
+ * The choice is the span's (its own sequence's chunk), never the batch's:
+ * a query's bits do not depend on the other sequences sharing the step.
+ * Keys and values are read through the sequence's cell table.
  * The F16 steps use F16C/FMA when the CPU has them; the scalar fallback
  * gives the same bits (conversions and FMAs are exact operations). */
 #include <math.h>
@@ -21,14 +25,20 @@
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 
-#define ENG_FA_TILE_Q 64 /* ggml's GGML_FA_TILE_Q: batches this large use the F32 kernel */
+#define ENG_FA_TILE_Q 64 /* ggml's GGML_FA_TILE_Q: spans this long use the F32 kernel */
 
 /* --- the job ---------------------------------------------------------------- */
 
 struct attn_job {
     struct eng_ctx *c;
     const struct fl_attn_kernels *k; /* the CPU level's (backend/cpu/dispatch.c) */
-    int layer, n_tok, pos0, n_kv;
+    int layer;
+    const struct eng_batch *b;
+    /* the queries: tokens tok[0 .. n_tok) of the batch; F32 path: one span's,
+     * whose sequence's cells are `cells` and n_kv its positions */
+    const int32_t *tok;
+    int n_tok, n_kv;
+    const int32_t *cells;
     const float *q;
     int64_t q_stride, out_stride;
     const struct eng_attn *p;
@@ -39,15 +49,15 @@ struct attn_job {
     float *kt, *vf; /* F32 path: [n_head_kv][dk][n_kv] and [n_head_kv][n_kv][dv] */
 };
 
-static const fl_f16 *key_row(const struct attn_job *j, int pos, int kvh)
+static const fl_f16 *key_row(const struct attn_job *j, int cell, int kvh)
 {
-    return eng_kv_k(j->c->kv, j->layer, pos) + j->p->k_off + kvh * j->p->k_stride;
+    return eng_kv_k(j->c->kv, j->layer, cell) + j->p->k_off + kvh * j->p->k_stride;
 }
 
-static const fl_f16 *val_row(const struct attn_job *j, int pos, int kvh)
+static const fl_f16 *val_row(const struct attn_job *j, int cell, int kvh)
 {
-    const fl_f16 *row = j->p->v_in_k ? eng_kv_k(j->c->kv, j->layer, pos)
-                                     : eng_kv_v(j->c->kv, j->layer, pos);
+    const fl_f16 *row = j->p->v_in_k ? eng_kv_k(j->c->kv, j->layer, cell)
+                                     : eng_kv_v(j->c->kv, j->layer, cell);
     return row + j->p->v_off + kvh * j->p->v_stride;
 }
 
@@ -91,11 +101,13 @@ static void finish(const struct attn_job *j, int t, int h, float *acc, float M, 
         o[d] = acc[d] * inv;
 }
 
-/* One (query, head) with the one-chunk kernel's F16 arithmetic. */
+/* One (query, head) with the one-chunk kernel's F16 arithmetic; t is the
+ * query's token in the batch. */
 static void attend_f16(const struct attn_job *j, int t, int h, float *scr)
 {
     const struct eng_attn *p = j->p;
-    const int kvh = h / (p->n_head / p->n_head_kv), qpos = j->pos0 + t;
+    const int kvh = h / (p->n_head / p->n_head_kv), qpos = j->b->pos[t];
+    const int32_t *cells = eng_kv_seq_cells(j->c->kv, j->b->seq[t]);
     float *acc = scr;
     fl_f16 *q16 = (fl_f16 *)(scr + p->dv), *acc16 = q16 + p->dk;
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)h * p->dk;
@@ -104,7 +116,7 @@ static void attend_f16(const struct attn_job *j, int t, int h, float *scr)
     memset(acc16, 0, (size_t)p->dv * sizeof(fl_f16));
     float M = -INFINITY, S = 0.0f;
     for (int kp = first_key(p, qpos); kp <= qpos; kp++) {
-        const float s = softcapped(p, j->k->dot_f16(key_row(j, kp, kvh), q16, p->dk));
+        const float s = softcapped(p, j->k->dot_f16(key_row(j, cells[kp], kvh), q16, p->dk));
         float ms = 1.0f, vs = 1.0f;
         if (s > M) {
             const float Mold = M;
@@ -114,19 +126,20 @@ static void attend_f16(const struct attn_job *j, int t, int h, float *scr)
         } else {
             vs = expf(s - M);
         }
-        j->k->mad_f16(acc16, val_row(j, kp, kvh), vs, p->dv);
+        j->k->mad_f16(acc16, val_row(j, cells[kp], kvh), vs, p->dv);
         S = S * ms + vs;
     }
     j->k->f16_to_f32(acc16, acc, p->dv);
     finish(j, t, h, acc, M, S);
 }
 
-/* One query and the r query heads of KV head g, F32 arithmetic: scores for
- * all keys, softmax, V sum. Scratch: r rows of (dv + n_kv) floats. */
+/* One query (batch token t) and the r query heads of KV head g, F32
+ * arithmetic: scores for all keys, softmax, V sum. Scratch: r rows of
+ * (dv + n_kv) floats. */
 static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
 {
     const struct eng_attn *p = j->p;
-    const int r = p->n_head / p->n_head_kv, qpos = j->pos0 + t;
+    const int r = p->n_head / p->n_head_kv, qpos = j->b->pos[t];
     const int k0 = first_key(p, qpos), nk = qpos + 1 - k0;
     const int64_t lds = p->dv + j->n_kv;
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)g * r * p->dk;
@@ -150,7 +163,8 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
     }
 }
 
-/* F32 path, phase 1: K transposed and V converted, split by position. */
+/* F32 path, phase 1: the span's K transposed and V converted, split by
+ * position. */
 static void convert_worker(void *arg, int ith, int nth)
 {
     const struct attn_job *j = arg;
@@ -161,10 +175,11 @@ static void convert_worker(void *arg, int ith, int nth)
     for (int g = 0; g < p->n_head_kv; g++) {
         float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
         for (int64_t kp = begin; kp < end; kp++) {
-            j->k->f16_to_f32(key_row(j, (int)kp, g), tmp, p->dk);
+            j->k->f16_to_f32(key_row(j, j->cells[kp], g), tmp, p->dk);
             for (int64_t d = 0; d < p->dk; d++)
                 kt[d * j->n_kv + kp] = tmp[d];
-            j->k->f16_to_f32(val_row(j, (int)kp, g), j->vf + ((int64_t)g * j->n_kv + kp) * p->dv, p->dv);
+            j->k->f16_to_f32(val_row(j, j->cells[kp], g),
+                             j->vf + ((int64_t)g * j->n_kv + kp) * p->dv, p->dv);
         }
     }
 }
@@ -178,7 +193,7 @@ static void attn_worker(void *arg, int ith, int nth)
     fl_split_range((int64_t)j->n_tok * per_tok, ith, nth, &begin, &end);
     float *scr = j->scratch + ith * j->scratch_per;
     for (int64_t i = begin; i < end; i++) {
-        const int t = (int)(i / per_tok), h = (int)(i % per_tok);
+        const int t = j->tok[i / per_tok], h = (int)(i % per_tok);
         if (j->kt)
             attend_f32(j, t, h, scr);
         else
@@ -186,31 +201,63 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
-void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
-                   int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride)
+/* Scratch floats per thread: F32 acc + F16 q + F16 acc, or (F32 path) r
+ * rows of acc + scores; and a K row. */
+static int64_t scratch_per(const struct eng_attn *p, bool f32, int n_kv)
 {
-    const int n_tok = b->n_tok, pos0 = b->pos0;
-    const int n_kv = pos0 + n_tok;
-    struct fl_pool *pool = eng_cpu_pool_for(c, (double)n_tok * p->n_head * n_kv * (p->dk + p->dv));
-    const int nth = fl_pool_size(pool);
-    struct attn_job j = {
-        .c = c, .k = &fl_cpu_kernels()->attn, .layer = layer, .n_tok = n_tok, .pos0 = pos0, .n_kv = n_kv, .q = q,
-        .q_stride = q_stride, .out_stride = out_stride, .p = p, .out = out,
-        .sinks = p->sinks ? (const float *)p->sinks->data : NULL,
-    };
-    /* F32 acc + F16 q + F16 acc, or F32 acc + scores; plus a K row */
     int64_t per = p->dv + (p->dk + p->dv + 1) / 2 + 1;
-    if (n_tok >= ENG_FA_TILE_Q) {
+    if (f32) {
         const int64_t grp = (int64_t)(p->n_head / p->n_head_kv) * (p->dv + n_kv);
         per = grp > per ? grp : per;
     }
     per = per > p->dk ? per : p->dk;
-    j.scratch_per = (per + 15) & ~(int64_t)15;
-    j.scratch = eng_scratch_f32(c, j.scratch_per * nth);
-    if (n_tok >= ENG_FA_TILE_Q) {
-        j.kt = eng_scratch_f32(c, (int64_t)p->n_head_kv * p->dk * n_kv);
-        j.vf = eng_scratch_f32(c, (int64_t)p->n_head_kv * p->dv * n_kv);
-        fl_pool_run(pool, convert_worker, &j);
+    return (per + 15) & ~(int64_t)15;
+}
+
+static void run_job(struct attn_job *j, bool f32)
+{
+    const struct eng_attn *p = j->p;
+    const int last = j->b->pos[j->tok[j->n_tok - 1]] + 1;
+    const double keys = (double)j->n_tok * (f32 ? j->n_kv : last);
+    struct fl_pool *pool = eng_cpu_pool_for(j->c, keys * p->n_head * (p->dk + p->dv));
+    const int nth = fl_pool_size(pool);
+    j->scratch_per = scratch_per(p, f32, j->n_kv);
+    j->scratch = eng_scratch_f32(j->c, j->scratch_per * nth);
+    j->kt = j->vf = NULL;
+    if (f32) {
+        j->kt = eng_scratch_f32(j->c, (int64_t)p->n_head_kv * p->dk * j->n_kv);
+        j->vf = eng_scratch_f32(j->c, (int64_t)p->n_head_kv * p->dv * j->n_kv);
+        fl_pool_run(pool, convert_worker, j);
     }
-    fl_pool_run(pool, attn_worker, &j);
+    fl_pool_run(pool, attn_worker, j);
+}
+
+void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
+                   int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride)
+{
+    struct attn_job j = {
+        .c = c, .k = &fl_cpu_kernels()->attn, .layer = layer, .b = b, .q = q,
+        .q_stride = q_stride, .out_stride = out_stride, .p = p, .out = out,
+        .sinks = p->sinks ? (const float *)p->sinks->data : NULL,
+    };
+    /* the tokens of short spans together (F16 path); each long span alone */
+    int32_t *tok = eng_scratch(c, sizeof(int32_t) * (size_t)b->n_tok);
+    int n_short = 0;
+    for (int t = 0; t < b->n_tok; t++)
+        if (b->spans[b->span[t]].n_tok < ENG_FA_TILE_Q)
+            tok[n_short++] = t;
+    if (n_short) {
+        j.tok = tok, j.n_tok = n_short, j.n_kv = 0;
+        run_job(&j, false);
+    }
+    for (int i = 0, t0 = 0; i < b->n_spans; t0 += b->spans[i++].n_tok) {
+        const struct eng_span *s = &b->spans[i];
+        if (s->n_tok < ENG_FA_TILE_Q)
+            continue;
+        for (int t = 0; t < s->n_tok; t++)
+            tok[t] = t0 + t;
+        j.tok = tok, j.n_tok = s->n_tok, j.n_kv = s->pos0 + s->n_tok;
+        j.cells = eng_kv_seq_cells(c->kv, s->seq);
+        run_job(&j, true);
+    }
 }

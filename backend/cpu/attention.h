@@ -7,10 +7,10 @@
 #include "model/backend.h"
 
 /* out[t][h*dv ..] = softmax(q_t.K^T * scale + mask) V over the cached
- * positions 0 .. pos0+t of `layer` (causal). q is [n_tok][q_stride] with
- * head h at q + h*dk. Runs on the pool over (token, head), or (token, KV
- * head) for batches of 64+ where the query heads sharing a KV head are
- * scored together. */
+ * positions 0 .. b->pos[t] of token t's sequence in `layer` (causal). q is
+ * [n_tok][q_stride] with head h at q + h*dk. Runs on the pool over (token,
+ * head), or, for a span of 64+ tokens, over (token, KV head) where the
+ * query heads sharing a KV head are scored together. */
 void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
                    int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride);
 

@@ -124,7 +124,7 @@ static void cpu_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *b
                          int64_t kd, const float *v, int64_t vd)
 {
     (void)kd, (void)vd; /* the cache's rows are the model's kv dims */
-    eng_kv_write(c->kv, layer, b->pos0, b->n_tok, k, v);
+    eng_kv_write(c->kv, layer, b->cell, b->n_tok, k, v);
 }
 
 static void cpu_add_op(struct eng_ctx *c, float *y, const float *x, int64_t n)
@@ -172,11 +172,12 @@ static int cpu_output(struct eng_ctx *c, const float *x, const struct eng_batch 
                       struct fl_err *err)
 {
     (void)err;
-    const int64_t n_embd = c->m->hp.n_embd;
-    const int64_t first = b->all_logits ? 0 : b->n_tok - 1;
-    const int64_t n = b->n_tok - first;
+    const int64_t n_embd = c->m->hp.n_embd, n = b->n_out;
+    if (n == 0)
+        return 0;
     float *h = eng_scratch_f32(c, n * n_embd);
-    cpu_rmsnorm_rows(h, x + first * n_embd, norm, n_embd, n, n_embd, eps);
+    for (int64_t i = 0; i < n; i++) /* the rows asked for, each normed alone */
+        cpu_rmsnorm_rows(h + i * n_embd, x + (int64_t)b->out[i] * n_embd, norm, n_embd, 1, n_embd, eps);
     c->be->matmul(c, w, -1, h, n, b->logits);
     return 0;
 }

@@ -14,10 +14,11 @@
  * acc += S_b * d_w * d_x with S_b the block's exact integer dot product, in
  * the types module's scalar order, so they give vec_dot_ref's exact bits
  * (Q4_K: its own order, t8k_float), for every tile shape. For one token
- * the transposes do not pay off: one-token matmuls keep the per-row kernels
- * (tile1), whose 8-lane sums differ in the last bits, except Q4_K, whose
- * decode kernel (dec8_q4_K) and repacked layout (r8_q4_K, repack.h) follow
- * t8k_float too. */
+ * the transposes do not pay off; the one-token kernels (tile1, dec8_<type>)
+ * read rows one after another with per-row integer products and then run
+ * the same float steps, so a token's bits never depend on how many tokens
+ * share a product (batch invariance), and Q4_K's repacked layout (r8_q4_K,
+ * repack.h) follows t8k_float too. */
 #define FL_TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define FL_SFX(name) name##_avx512
 #define FL_VNNI 1
@@ -414,6 +415,134 @@ static FL_TGT void dec8_q4_K(int n, int nr, const void *w, size_t ws, int nc,
     }
 }
 
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 against one token in their row-transposed
+ * kernels' float order (t8_<type>), for the same reason as dec8_q4_K: a
+ * token's bits must not depend on how many tokens share the product
+ * (batch invariance; a decode step of one sequence against many). Rows are
+ * read one after another; per row and block, one VNNI product of the +128
+ * biased weights with the activation gives 8 int32 lanes (exact); 8
+ * blocks' lanes are summed into one lane per block (one store per 8
+ * blocks), and after 8 rows the sums are transposed to lanes = rows,
+ * corrected by -128 * sum(x) and put through t8's block term. */
+/* The +128 biased weights of a block (u8, for VNNI's unsigned side); the
+ * scales are kept raw (fp16 bits, MXFP4's exponent byte) and turned into
+ * floats 8 rows at a time, the values t8_load_* gives. */
+FL_INL __m256i dec8_u8_q8_0(const struct fl_block_q8_0 *b)
+{
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs),
+                            _mm256_set1_epi8((char)0x80));
+}
+#define FL_DEC8_U8_NIBBLES(T, BIAS)                                               \
+    FL_INL __m256i dec8_u8_##T(const struct fl_block_##T *b) { return BIAS(nibbles32(b->qs)); }
+FL_DEC8_U8_NIBBLES(q4_0, FL_Q4_0_BIAS)
+FL_DEC8_U8_NIBBLES(iq4_nl, FL_IQ4_NL_BIAS)
+FL_DEC8_U8_NIBBLES(mxfp4, FL_MXFP4_BIAS)
+
+FL_INL __m256 dec8_f16_scales(const uint16_t *raw)
+{
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)raw));
+}
+
+/* fl_e8m0_half on 8 exponents */
+FL_INL __m256 dec8_e8m0_scales(const uint8_t *raw)
+{
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)raw));
+    const __m256i big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i is_big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(small, big, is_big));
+}
+
+#define FL_DEC8_RAW_D(blk) (blk)->d
+#define FL_DEC8_RAW_E(blk) (blk)->e
+
+/* blocks per pass: a whole row up to 16384 wide, so each row is one
+ * sequential stream; 32 KB of sums and scales on the stack */
+#define DEC8_BLOCKS 512
+
+/* Row r's block sums S[r][b .. b+8) (exact): 8 blocks' VNNI lanes summed
+ * into one lane per block. */
+#define FL_DEC8_ROW(T, RAW_T, RAW)                                                      \
+    FL_INL void dec8_row_##T(const struct fl_block_##T *wb, const struct fl_block_q8_0 *yb, \
+                             int bn, int32_t *S, RAW_T (*d)[8], int r)                  \
+    {                                                                                   \
+        int b = 0;                                                                      \
+        for (; b + 8 <= bn; b += 8) { /* whole groups: no tests inside */              \
+            __m256i v[8];                                                               \
+            prefetch_ahead(wb + b + FL_PF, 8 * sizeof(*wb));                            \
+            FL_UNROLL8 for (int j = 0; j < 8; j++) d[b + j][r] = RAW(wb + b + j);       \
+            FL_UNROLL8 for (int j = 0; j < 8; j++)                                      \
+                v[j] = _mm256_dpbusd_epi32(                                             \
+                    _mm256_setzero_si256(), dec8_u8_##T(wb + b + j),                    \
+                    _mm256_loadu_si256((const __m256i *)yb[b + j].qs));                 \
+            _mm256_store_si256((__m256i *)(S + b), lanesum8(v));                        \
+        }                                                                               \
+        if (b < bn) {                                                                   \
+            __m256i v[8];                                                               \
+            for (int j = b; j < bn; j++)                                                \
+                d[j][r] = RAW(wb + j);                                                  \
+            for (int j = 0; j < 8; j++)                                                 \
+                v[j] = b + j < bn ? _mm256_dpbusd_epi32(                                \
+                                        _mm256_setzero_si256(), dec8_u8_##T(wb + b + j), \
+                                        _mm256_loadu_si256((const __m256i *)yb[b + j].qs)) \
+                                  : _mm256_setzero_si256();                             \
+            _mm256_store_si256((__m256i *)(S + b), lanesum8(v));                        \
+        }                                                                               \
+    }
+
+#define FL_DEC8_FAMILY(T, COMBINE, RAW_T, RAW, SCALES)                                  \
+    FL_DEC8_ROW(T, RAW_T, RAW)                                                          \
+    static FL_TGT void dec8_##T(int n, int nr, const void *w, size_t ws, int nc,        \
+                                const void *const *x, const int16_t *const *xsum,       \
+                                float *const *y)                                        \
+    {                                                                                   \
+        (void)nc; /* always 1 */                                                        \
+        const struct fl_block_q8_0 *yb = x[0];                                          \
+        const int nb = n / 32;                                                          \
+        _Alignas(32) int32_t S[8][DEC8_BLOCKS];                                         \
+        _Alignas(32) RAW_T d[DEC8_BLOCKS][8];                                           \
+        for (int r0 = 0; r0 < nr; r0 += 8) {                                            \
+            const int rn = nr - r0 < 8 ? nr - r0 : 8;                                   \
+            __m256 acc = _mm256_setzero_ps();                                           \
+            for (int b0 = 0; b0 < nb; b0 += DEC8_BLOCKS) {                              \
+                const int bn = nb - b0 < DEC8_BLOCKS ? nb - b0 : DEC8_BLOCKS;           \
+                for (int r = 0; r < 8; r++) {                                           \
+                    if (r < rn) {                                                       \
+                        const struct fl_block_##T *wb = (const struct fl_block_##T *)(  \
+                            (const char *)w + (size_t)(r0 + r) * ws) + b0;              \
+                        dec8_row_##T(wb, yb + b0, bn, S[r], d, r);                      \
+                    } else { /* lanes past the last row: zeros */                       \
+                        memset(S[r], 0, sizeof(S[r]));                                  \
+                        for (int b = 0; b < bn; b++)                                    \
+                            d[b][r] = 0;                                                \
+                    }                                                                   \
+                }                                                                       \
+                for (int b = 0; b < bn; b += 8) { /* lanes = rows, as t8 */             \
+                    __m256i t[8];                                                       \
+                    for (int r = 0; r < 8; r++)                                         \
+                        t[r] = _mm256_load_si256((const __m256i *)(S[r] + b));          \
+                    transpose8(t);                                                      \
+                    for (int j = 0; j < 8 && b + j < bn; j++) {                         \
+                        const struct fl_block_q8_0 *xb = yb + b0 + b + j;               \
+                        const int sy = xsum ? xsum[0][b0 + b + j] : q8_sum(xb);         \
+                        const __m256i Sv = _mm256_add_epi32(t[j], _mm256_set1_epi32(-128 * sy)); \
+                        acc = _mm256_add_ps(acc, COMBINE(_mm256_cvtepi32_ps(Sv),        \
+                                                         SCALES(d[b + j]),               \
+                                                         _mm256_set1_ps(h2f(xb->d))));  \
+                    }                                                                   \
+                }                                                                       \
+            }                                                                           \
+            float o[8];                                                                 \
+            _mm256_storeu_ps(o, acc);                                                   \
+            memcpy(y[0] + r0, o, (size_t)rn * sizeof(float));                           \
+        }                                                                               \
+    }
+
+FL_DEC8_FAMILY(q8_0, FL_PROD_FIRST, uint16_t, FL_DEC8_RAW_D, dec8_f16_scales)
+FL_DEC8_FAMILY(q4_0, FL_S_FIRST, uint16_t, FL_DEC8_RAW_D, dec8_f16_scales)
+FL_DEC8_FAMILY(iq4_nl, FL_PROD_FIRST, uint16_t, FL_DEC8_RAW_D, dec8_f16_scales)
+FL_DEC8_FAMILY(mxfp4, FL_PROD_FIRST, uint8_t, FL_DEC8_RAW_E, dec8_e8m0_scales)
+
 /* Q4_K_R8 (repack.h): t8_q4_K_rc on rows that were transposed once, at
  * load. Per block of 8 rows, each 32-byte load is already 4 quant bytes of
  * every row and the scales are bytes: no transposes, no unpacking. Same
@@ -544,13 +673,11 @@ static FL_BF16_TGT void vec_dot_bf16dp(int n, float *s, const void *vx, const vo
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
 {
     install_avx512(k);
-/* one token keeps the per-row kernel (or Q4_K's own, see kern-x86.inc),
- * one row per call (see tile1_r) */
+/* one token: the decode kernel in the same float order (dec8_<type>),
+ * 8 rows per call */
 #define FL_SET_T8(T, ID)                   \
-    if (!k->tile1[ID]) {                   \
-        k->tile1[ID] = k->tile[ID];        \
-        k->tile1_r[ID] = 1;                \
-    }                                      \
+    k->tile1[ID] = dec8_##T;               \
+    k->tile1_r[ID] = 8;                    \
     k->tile[ID] = t8_##T;                  \
     k->vec_dot[ID] = t8_vec_dot_##T;       \
     k->tile_r[ID] = 8;                     \
@@ -561,7 +688,6 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
     FL_SET_T8(mxfp4, FL_TYPE_MXFP4)
     FL_SET_T8(q4_K, FL_TYPE_Q4_K)
     k->tile_c[FL_TYPE_Q4_K] = T8_KC;
-    k->tile1[FL_TYPE_Q4_K] = dec8_q4_K;
     k->tile[FL_TYPE_Q4_K_R8] = k->tile1[FL_TYPE_Q4_K_R8] = r8_q4_K;
     k->tile_c[FL_TYPE_Q4_K_R8] = T8_KC;
 #undef FL_SET_T8

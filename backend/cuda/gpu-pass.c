@@ -235,7 +235,7 @@ static int kv_layer(struct eng_ctx *c, int layer, int64_t kd, int64_t vd, struct
     struct gpu_kv *kv = &c->gpu->kv;
     if (!kv->k) {
         kv->n_layer = (int)c->m->hp.n_layer;
-        kv->n_ctx = eng_kv_n_ctx(c->kv);
+        kv->n_ctx = eng_kv_n_cells(c->kv);
         kv->k = calloc((size_t)kv->n_layer, sizeof(*kv->k));
         kv->v = calloc((size_t)kv->n_layer, sizeof(*kv->v));
         kv->kd = calloc((size_t)kv->n_layer, sizeof(*kv->kd));
@@ -259,14 +259,29 @@ static int kv_layer(struct eng_ctx *c, int layer, int64_t kd, int64_t vd, struct
     return 0;
 }
 
+/* The device's cache holds the host's cells at the same rows; its kernels
+ * read one sequence whose cells are its positions (a lone sequence 0).
+ * -EINVAL with err otherwise. */
+static int one_run_of_cells(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+{
+    const struct eng_span *s = &b->spans[0];
+    const int32_t *cells = eng_kv_seq_cells(c->kv, s->seq);
+    bool ok = b->n_spans == 1;
+    for (int p = 0; ok && p < s->pos0 + s->n_tok; p++)
+        ok = cells[p] == p;
+    return ok ? 0 : fl_err_set(err, -EINVAL, "gpu: the device pass runs one sequence at a time");
+}
+
 static void pass_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *b,
                           const float *d_k, int64_t kd, const float *d_v, int64_t vd)
 {
     if (!usable(c))
         return;
-    const int pos0 = b->pos0, n_tok = b->n_tok;
+    const int pos0 = b->spans[0].pos0, n_tok = b->n_tok;
     struct fl_err err;
-    int rc = kv_layer(c, layer, kd, vd, &err);
+    int rc = one_run_of_cells(c, b, &err);
+    if (!rc)
+        rc = kv_layer(c, layer, kd, vd, &err);
     struct gpu_kv *kv = &c->gpu->kv;
     if (!rc && pos0 + n_tok > kv->n_ctx)
         rc = fl_err_set(&err, -EINVAL, "gpu: positions %d..%d beyond the KV cache (%d)", pos0,
@@ -303,8 +318,10 @@ static void pass_attention(struct eng_ctx *c, int layer, const struct eng_batch 
         .scale = p->scale, .softcap = p->softcap, .window = p->window,
         .d_sinks = p->sinks ? gpu_device_of(c->gpu, p->sinks) : NULL,
     };
-    int rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, b->n_tok, b->pos0, kv->k[layer], d_v,
-                               &a, d_out, out_stride, &err);
+    int rc = one_run_of_cells(c, b, &err);
+    if (!rc)
+        rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, b->n_tok, b->spans[0].pos0,
+                               kv->k[layer], d_v, &a, d_out, out_stride, &err);
     if (rc)
         op_failed(c, rc, &err);
 }
@@ -484,14 +501,16 @@ static int pass_output(struct eng_ctx *c, const float *d_x, const struct eng_bat
 {
     struct eng_gpu *g = c->gpu;
     const int64_t E = c->m->hp.n_embd, V = c->m->hp.n_vocab;
-    const int64_t first = b->all_logits ? 0 : b->n_tok - 1, n = b->n_tok - first;
-    if (usable(c) && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
+    const int64_t n = b->n_out, first = n ? b->out[0] : 0;
+    /* rows first .. first+n-1 (one sequence's; several: the host's head) */
+    const bool run = n > 0 && b->out[n - 1] == first + n - 1;
+    if (usable(c) && run && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
         float *d_h = pass_tmp(c, n * E), *d_l = pass_tmp(c, n * V);
         pass_rmsnorm(c, d_h, d_x + first * E, norm, E, n, E, eps);
         pass_matmul(c, output, -1, d_h, n, d_l);
         GPU_OP(c, fl_cuda_download(g->cu, b->logits, d_l, sizeof(float) * (size_t)(n * V),
                                    &op_err));
-    } else if (usable(c)) { /* the head stays on the host: the hidden state comes back */
+    } else if (usable(c) && n > 0) { /* the head on the host: the hidden state comes back */
         float *x = eng_scratch_f32(c, b->n_tok * E);
         GPU_OP(c, fl_cuda_download(g->cu, x, d_x, sizeof(float) * (size_t)(b->n_tok * E),
                                    &op_err));

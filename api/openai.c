@@ -1,0 +1,379 @@
+/* openai.c: OpenAI-compatible request and response documents (openai.h). */
+#include "api/openai.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- fields ---------------------------------------------------------------------- */
+
+static int bad(struct fl_err *err, const char *field, const char *what)
+{
+    return fl_err_set(err, -EINVAL, "%s: %s", field, what);
+}
+
+/* o[key] as a number within [lo, hi]; 1 when present, 0 when absent or
+ * null, -EINVAL. */
+static int number(const json_t *o, const char *key, double lo, double hi, double *v,
+                  struct fl_err *err)
+{
+    const json_t *j = json_object_get(o, key);
+    if (!j || json_is_null(j))
+        return 0;
+    if (!json_is_number(j))
+        return bad(err, key, "expected a number");
+    *v = json_number_value(j);
+    if (!(*v >= lo && *v <= hi))
+        return fl_err_set(err, -EINVAL, "%s: %g is outside [%g, %g]", key, *v, lo, hi);
+    return 1;
+}
+
+/* The same for an integer. */
+static int integer(const json_t *o, const char *key, double lo, double hi, int64_t *v,
+                   struct fl_err *err)
+{
+    double d = 0;
+    int rc = number(o, key, lo, hi, &d, err);
+    if (rc == 1 && d != floor(d))
+        return bad(err, key, "expected an integer");
+    if (rc == 1)
+        *v = (int64_t)d;
+    return rc;
+}
+
+static int flag(const json_t *o, const char *key, bool *v, struct fl_err *err)
+{
+    const json_t *j = json_object_get(o, key);
+    if (!j || json_is_null(j))
+        return 0;
+    if (!json_is_boolean(j))
+        return bad(err, key, "expected true or false");
+    *v = json_is_true(j);
+    return 1;
+}
+
+/* --- messages and prompts ------------------------------------------------------------ */
+
+/* A message's content: a string, or text parts joined (put back into the
+ * document, which then owns the string). */
+static int content_text(json_t *msg, const char *path, const char **out, struct fl_err *err)
+{
+    json_t *c = json_object_get(msg, "content");
+    if (json_is_string(c)) {
+        *out = json_string_value(c);
+        return 0;
+    }
+    if (!c || json_is_null(c)) { /* an assistant turn with tool calls only */
+        *out = "";
+        return 0;
+    }
+    if (!json_is_array(c))
+        return fl_err_set(err, -EINVAL, "%s.content: expected a string or an array of parts", path);
+    size_t len = 0, i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        const char *t = fl_json_str(part, "text");
+        if (!json_is_object(part) || !t || (fl_json_str(part, "type") &&
+                                             strcmp(fl_json_str(part, "type"), "text")))
+            return fl_err_set(err, -EINVAL, "%s.content[%zu]: only text parts are understood",
+                              path, i);
+        len += strlen(t);
+    }
+    char *joined = malloc(len + 1);
+    if (!joined)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    joined[0] = '\0';
+    json_array_foreach(c, i, part)
+        strcat(joined, fl_json_str(part, "text"));
+    json_t *s = fl_json_string(joined);
+    free(joined);
+    if (!s || json_object_set_new(msg, "content", s))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    *out = json_string_value(json_object_get(msg, "content"));
+    return 0;
+}
+
+static int parse_messages(json_t *body, struct api_request *r, struct fl_err *err)
+{
+    json_t *m = json_object_get(body, "messages");
+    if (!json_is_array(m) || json_array_size(m) == 0)
+        return bad(err, "messages", "expected a non-empty array");
+    if (json_array_size(m) > API_MAX_MESSAGES)
+        return fl_err_set(err, -EINVAL, "messages: more than %d", API_MAX_MESSAGES);
+    r->n_msgs = json_array_size(m);
+    if (!(r->msgs = calloc(r->n_msgs, sizeof(*r->msgs))))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        json_t *msg = json_array_get(m, i);
+        char path[32];
+        snprintf(path, sizeof(path), "messages[%zu]", i);
+        if (!json_is_object(msg))
+            return bad(err, path, "expected an object");
+        r->msgs[i].role = fl_json_str(msg, "role");
+        if (!r->msgs[i].role)
+            return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
+        int rc = content_text(msg, path, &r->msgs[i].content, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A string, [string], or [token ids]. */
+static int parse_prompt(json_t *body, struct api_request *r, struct fl_err *err)
+{
+    json_t *p = json_object_get(body, "prompt");
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+        p = json_array_get(p, 0);
+    if (json_is_string(p)) {
+        r->prompt = json_string_value(p);
+        return 0;
+    }
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return bad(err, "prompt", "expected a string or an array of token ids");
+    const size_t n = json_array_size(p);
+    if (n > INT32_MAX / 4 || !(r->prompt_ids = malloc(sizeof(int32_t) * n)))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = json_array_get(p, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return fl_err_set(err, -EINVAL, "prompt[%zu]: expected a token id (one prompt per "
+                              "request)", i);
+        r->prompt_ids[i] = (int32_t)json_integer_value(t);
+    }
+    r->n_prompt_ids = (int)n;
+    return 0;
+}
+
+static int parse_stop(json_t *body, struct api_request *r, struct fl_err *err)
+{
+    json_t *s = json_object_get(body, "stop");
+    if (!s || json_is_null(s))
+        return 0;
+    if (json_is_string(s)) {
+        r->stop[r->n_stop++] = json_string_value(s);
+    } else if (json_is_array(s)) {
+        if (json_array_size(s) > API_MAX_STOP)
+            return fl_err_set(err, -EINVAL, "stop: at most %d strings", API_MAX_STOP);
+        for (size_t i = 0; i < json_array_size(s); i++) {
+            if (!json_is_string(json_array_get(s, i)))
+                return fl_err_set(err, -EINVAL, "stop[%zu]: expected a string", i);
+            r->stop[r->n_stop++] = json_string_value(json_array_get(s, i));
+        }
+    } else {
+        return bad(err, "stop", "expected a string or an array of strings");
+    }
+    for (int i = 0; i < r->n_stop; i++)
+        if (!r->stop[i][0])
+            return bad(err, "stop", "an empty string stops nothing");
+    return 0;
+}
+
+/* --- the request ---------------------------------------------------------------------- */
+
+static int parse_sampling(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    struct fl_sampler_params *s = &r->sampling;
+    double v = 0;
+    int64_t i = 0;
+    int rc;
+#define GET(call, has, assign)                                                   \
+    if ((rc = (call)) < 0)                                                       \
+        return rc;                                                               \
+    if (rc == 1) {                                                               \
+        r->has = true;                                                           \
+        assign;                                                                  \
+    }
+    GET(number(b, "temperature", 0, 100, &v, err), has_temperature, s->temperature = (float)v)
+    GET(number(b, "top_p", 0, 1, &v, err), has_top_p, s->top_p = (float)v)
+    GET(number(b, "min_p", 0, 1, &v, err), has_min_p, s->min_p = (float)v)
+    GET(integer(b, "top_k", 0, INT32_MAX, &i, err), has_top_k, s->top_k = (int32_t)i)
+    GET(number(b, "presence_penalty", -2, 2, &v, err), has_presence, s->presence_penalty = (float)v)
+    GET(number(b, "frequency_penalty", -2, 2, &v, err), has_frequency,
+        s->frequency_penalty = (float)v)
+    GET(number(b, "repeat_penalty", 0, 100, &v, err), has_repeat, s->repeat_penalty = (float)v)
+    GET(integer(b, "repeat_last_n", 0, INT32_MAX, &i, err), has_last_n,
+        s->penalty_last_n = (int32_t)i)
+    GET(integer(b, "seed", -9.2e18, 1.8e19, &i, err), has_seed, s->seed = (uint64_t)i)
+#undef GET
+    return 0;
+}
+
+static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    static const char *const keys[] = { "max_completion_tokens", "max_tokens", "n_predict" };
+    int64_t v = 0;
+    r->max_tokens = -1;
+    for (int k = 0; k < 3; k++) {
+        int rc = integer(b, keys[k], -1, INT32_MAX, &v, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && v == 0)
+            return bad(err, keys[k], "must be at least 1 (or -1: up to the context)");
+        if (rc == 1 && r->max_tokens < 0)
+            r->max_tokens = (int)v;
+    }
+    int64_t n = 1;
+    int rc = integer(b, "n", 1, 1e9, &n, err);
+    if (rc < 0)
+        return rc;
+    if (n != 1)
+        return bad(err, "n", "only one choice per request is generated");
+    bool stream = false;
+    if ((rc = flag(b, "stream", &stream, err)) < 0)
+        return rc;
+    if (stream)
+        return bad(err, "stream", "streaming is not available here");
+    return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
+}
+
+int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
+                      struct fl_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->kind = kind;
+    out->doc = body;
+    json_incref(body);
+    int rc = json_is_object(body) ? 0 : bad(err, "body", "expected an object");
+    if (!rc)
+        rc = kind == API_CHAT ? parse_messages(body, out, err) : parse_prompt(body, out, err);
+    if (!rc && json_object_get(body, "model") && !(out->model = fl_json_str(body, "model")))
+        rc = bad(err, "model", "expected a string");
+    if (!rc)
+        rc = parse_stop(body, out, err);
+    if (!rc)
+        rc = parse_limits(body, out, err);
+    if (!rc)
+        rc = parse_sampling(body, out, err);
+    if (rc)
+        api_request_free(out);
+    return rc;
+}
+
+void api_request_free(struct api_request *r)
+{
+    free(r->msgs);
+    free(r->prompt_ids);
+    json_decref(r->doc);
+    memset(r, 0, sizeof(*r));
+}
+
+void api_request_sampling(const struct api_request *r, const struct fl_sampler_params *defaults,
+                          struct fl_sampler_params *out)
+{
+    const struct fl_sampler_params *s = &r->sampling;
+    *out = *defaults;
+    if (r->has_temperature)
+        out->temperature = s->temperature;
+    if (r->has_top_k)
+        out->top_k = s->top_k;
+    if (r->has_top_p)
+        out->top_p = s->top_p;
+    if (r->has_min_p)
+        out->min_p = s->min_p;
+    if (r->has_repeat)
+        out->repeat_penalty = s->repeat_penalty;
+    if (r->has_presence)
+        out->presence_penalty = s->presence_penalty;
+    if (r->has_frequency)
+        out->frequency_penalty = s->frequency_penalty;
+    if (r->has_last_n)
+        out->penalty_last_n = s->penalty_last_n;
+    if (r->has_seed)
+        out->seed = s->seed;
+}
+
+/* --- responses ------------------------------------------------------------------------------ */
+
+json_t *api_completion_json(const struct api_completion *c)
+{
+    json_t *choice = c->kind == API_CHAT
+        ? json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", 0, "message", "role", "assistant",
+                    "content", fl_json_stringn(c->text, c->len), "finish_reason", c->finish_reason)
+        : json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
+                    "logprobs", "finish_reason", c->finish_reason);
+    return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", c->id, "object",
+                     c->kind == API_CHAT ? "chat.completion" : "text_completion", "created",
+                     (json_int_t)c->created, "model", c->model, "choices", choice, "usage",
+                     "prompt_tokens", c->prompt_tokens, "completion_tokens", c->completion_tokens,
+                     "total_tokens", c->prompt_tokens + c->completion_tokens);
+}
+
+json_t *api_error_json(const char *type, const char *code, const char *message)
+{
+    return json_pack("{s:{s:o, s:s, s:s}}", "error", "message", fl_json_string(message), "type",
+                     type, "code", code);
+}
+
+/* --- batch lines -------------------------------------------------------------------------------- */
+
+int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
+                         struct fl_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = fl_json_load_bytes(line, n, false, "the line", &out->doc, err);
+    if (rc)
+        return rc;
+    if (!json_is_object(out->doc))
+        return bad(err, "the line", "expected a JSON object");
+    const json_t *id = json_object_get(out->doc, "custom_id");
+    if (!json_is_string(id) || !json_string_value(id)[0])
+        return bad(err, "custom_id", "expected a non-empty string");
+    out->custom_id = json_string_value(id);
+    const char *method = fl_json_str(out->doc, "method"), *url = fl_json_str(out->doc, "url");
+    if (json_object_get(out->doc, "method") && (!method || strcmp(method, "POST")))
+        return bad(err, "method", "only POST is served");
+    enum api_kind kind;
+    if (url && !strcmp(url, "/v1/chat/completions"))
+        kind = API_CHAT;
+    else if (url && !strcmp(url, "/v1/completions"))
+        kind = API_COMPLETION;
+    else
+        return bad(err, "url", "expected \"/v1/chat/completions\" or \"/v1/completions\"");
+    json_t *body = json_object_get(out->doc, "body");
+    if (!json_is_object(body))
+        return bad(err, "body", "expected an object");
+    rc = api_request_parse(body, kind, &out->req, err);
+    if (rc) { /* the message names the field inside the body */
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        fl_err_set(err, rc, "body.%s", why);
+    }
+    return rc;
+}
+
+void api_batch_line_free(struct api_batch_line *l)
+{
+    if (l->req.doc)
+        api_request_free(&l->req);
+    json_decref(l->doc);
+    memset(l, 0, sizeof(*l));
+}
+
+json_t *api_batch_output(const char *custom_id, int line_no, const char *request_id,
+                         json_t *body, const char *error_code, const char *error_message)
+{
+    json_t *o = json_pack("{s:s, s:o}", "id", request_id, "custom_id", fl_json_string(custom_id));
+    if (!o) {
+        json_decref(body);
+        return NULL;
+    }
+    if (!custom_id)
+        fl_json_set(o, "line", json_integer(line_no));
+    int rc = 0;
+    if (body) {
+        rc |= fl_json_set(o, "response", json_pack("{s:i, s:s, s:o}", "status_code", 200,
+                                                   "request_id", request_id, "body", body));
+        rc |= fl_json_set(o, "error", json_null());
+    } else {
+        rc |= fl_json_set(o, "response", json_null());
+        rc |= fl_json_set(o, "error", json_pack("{s:s, s:o}", "code", error_code ? error_code : "error",
+                                                "message", fl_json_string(error_message)));
+    }
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

@@ -1,0 +1,98 @@
+/* openai.h: the OpenAI-compatible request and response documents, as
+ * llama-server and the OpenAI Batch API shape them: a request body of
+ * /v1/chat/completions or /v1/completions read into plain C, the
+ * completion objects and the error object written back, and the lines of
+ * a batch file (`faultline batch`; the server issue builds on the same).
+ *
+ * Every parser here takes outside input: it checks each field's type and
+ * range and says which field is wrong, in one line, as a JSON path
+ * ("messages[1].content: expected a string"). Strings in a parsed request
+ * point into its JSON document; api_request_free releases both. */
+#ifndef FL_API_OPENAI_H
+#define FL_API_OPENAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "text/chat.h"
+#include "text/sampler.h"
+
+#define API_MAX_STOP 8
+#define API_MAX_MESSAGES 4096
+
+enum api_kind { API_CHAT, API_COMPLETION };
+
+struct api_request {
+    enum api_kind kind;
+    struct fl_chat_msg *msgs; /* API_CHAT */
+    size_t n_msgs;
+    const char *prompt;       /* API_COMPLETION, as text ... */
+    int32_t *prompt_ids;      /* ... or as token ids */
+    int n_prompt_ids;
+    const char *model;        /* NULL when not given */
+    int max_tokens;           /* -1 when not given */
+    const char *stop[API_MAX_STOP];
+    int n_stop;
+    /* the sampling fields given (has[] says which) */
+    struct fl_sampler_params sampling;
+    bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
+    bool has_repeat, has_presence, has_frequency, has_last_n;
+    bool ignore_eos;
+    json_t *doc;              /* owned: what the strings point into */
+};
+
+/* Reads a request body (an object; takes a reference to it). 0, or
+ * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
+ * needs no api_request_free. Unknown fields are ignored, as the OpenAI
+ * server does; "n" other than 1 and "stream": true are refused. */
+int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
+                      struct fl_err *err);
+void api_request_free(struct api_request *r);
+
+/* defaults with the fields the request gave put over them */
+void api_request_sampling(const struct api_request *r, const struct fl_sampler_params *defaults,
+                          struct fl_sampler_params *out);
+
+/* The "chat.completion" / "text_completion" object of a finished request. */
+struct api_completion {
+    enum api_kind kind;
+    const char *id, *model;
+    int64_t created;          /* unix seconds */
+    const char *text;
+    size_t len;
+    const char *finish_reason; /* "stop", "length" */
+    int prompt_tokens, completion_tokens;
+};
+json_t *api_completion_json(const struct api_completion *c);
+
+/* {"error": {"message", "type", "code"}} as OpenAI writes errors. */
+json_t *api_error_json(const char *type, const char *code, const char *message);
+
+/* --- batch files ---------------------------------------------------------------
+ * One input line: {"custom_id": "...", "method": "POST", "url":
+ * "/v1/chat/completions" | "/v1/completions", "body": {...}}. */
+struct api_batch_line {
+    const char *custom_id;    /* NULL when the line had none (then it is an error) */
+    struct api_request req;
+    json_t *doc;
+};
+
+/* Parses one line (n bytes, no newline). 0, or -EINVAL with "what is
+ * wrong" in err; custom_id is set whenever the line had a string one, also
+ * on error, so the error line can name it. Free with api_batch_line_free
+ * either way. */
+int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
+                         struct fl_err *err);
+void api_batch_line_free(struct api_batch_line *l);
+
+/* The output line of the Batch API: {"id", "custom_id", "response":
+ * {"status_code": 200, "request_id", "body"} | null, "error": {"code",
+ * "message"} | null}; with no custom_id, "line": N says which input line it
+ * answers (so a rerun knows it is done). Takes body's reference. */
+json_t *api_batch_output(const char *custom_id, int line_no, const char *request_id,
+                         json_t *body, const char *error_code, const char *error_message);
+
+#endif

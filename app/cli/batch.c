@@ -1,0 +1,448 @@
+/* batch.c: `faultline batch` — an OpenAI Batch API file of requests run
+ * through the scheduler (app/scheduler.h), -np of them at a time, each
+ * result appended to the output as it finishes (app/cli/batch-files.h). A
+ * rerun onto the same output skips what is done, so a crash, kill -9 or
+ * Ctrl-C loses only the requests in flight. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/openai.h"
+#include "app/cli/batch-files.h"
+#include "app/cli/commands.h"
+#include "app/cli/engine-args.h"
+#include "app/cli/session-flags.h"
+#include "app/scheduler.h"
+#include "gguf/gguf.h"
+#include "pager/pager.h"
+#include "text/tokenizer.h"
+
+struct batch_opts {
+    struct eng_session_params sp;
+    struct fl_sampler_params samp;
+    const char *in, *out, *chat_template;
+    int max_tokens;
+    bool seed_given, quiet;
+};
+
+/* One request in flight. */
+struct job {
+    char *custom_id;
+    int line_no;
+    enum api_kind kind;
+    struct batch_run *run;
+};
+
+struct batch_run {
+    struct batch_opts *o;
+    struct eng_session *s;
+    struct eng_sched *q;
+    struct batch_out out;
+    enum fl_chat_format chat;
+    const char *model_name;
+    json_t *seen;        /* custom_id -> its line, this run's input */
+    int total, done, errors, skipped, in_flight, next_req;
+    uint64_t gen_tokens, prompt_tokens;
+    double t0, t_progress;
+    time_t started;
+    int write_rc;
+};
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    if (g_stop) /* a second one: at once */
+        _exit(128 + sig);
+    g_stop = sig;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: faultline batch -m MODEL -i REQUESTS.jsonl -o RESULTS.jsonl [-np 4] [-c CELLS]\n"
+            "                       [-b 512] [-n MAX_TOKENS] [--temp 0.8 ...] [--seed S]\n"
+            "                       [--chat-template NAME] [-q]\n"
+            "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
+            "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
+            "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
+            "output skips what is done. -n and the sampling flags are the defaults for requests\n"
+            "that do not say (-n -1: up to the context). -q: no progress line.\n");
+    eng_session_print_usage(out);
+    return out == stdout ? 0 : 2;
+}
+
+static int parse(int argc, char **argv, struct batch_opts *o)
+{
+    *o = (struct batch_opts){ .max_tokens = -1 };
+    eng_session_params_init(&o->sp);
+    o->sp.n_seq = 4;
+    fl_sampler_defaults(&o->samp, 0);
+    const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int taken;
+        bool ok = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage(stdout);
+        if ((taken = eng_arg_sampling("batch", argc, argv, &i, &o->samp, &o->seed_given)) != 0)
+            ok = taken > 0;
+        else if (!strcmp(a, "-i") || !strcmp(a, "--input"))
+            ok = eng_arg_str("batch", argc, argv, &i, &o->in);
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            ok = eng_arg_str("batch", argc, argv, &i, &o->out);
+        else if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
+            ok = eng_arg_int("batch", argc, argv, &i, 1, ENG_SESSION_MAX_SEQ, &o->sp.n_seq);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
+            ok = eng_arg_int("batch", argc, argv, &i, -1, 1 << 24, &o->max_tokens) &&
+                 (o->max_tokens != 0 || (fprintf(stderr, "faultline batch: -n 0 makes nothing\n"), 0));
+        else if (!strcmp(a, "--chat-template"))
+            ok = eng_arg_str("batch", argc, argv, &i, &o->chat_template);
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+            o->quiet = true;
+        else if ((taken = eng_arg_common("batch", argc, argv, &i, &common)) != 0)
+            ok = taken > 0;
+        else {
+            fprintf(stderr, "faultline batch: unknown option '%s'\n", a);
+            ok = false;
+        }
+        if (!ok)
+            return 2;
+    }
+    if (!o->sp.model_path || !o->in || !o->out) {
+        fprintf(stderr, "faultline batch: -m, -i and -o are required\n");
+        return usage(stderr);
+    }
+    return -1;
+}
+
+/* --- results ------------------------------------------------------------------------ */
+
+static void write_line(struct batch_run *b, json_t *v)
+{
+    int rc = batch_out_write(&b->out, v);
+    if (rc && !b->write_rc) {
+        b->write_rc = rc;
+        fprintf(stderr, "faultline batch: %s: cannot append: %s\n", b->o->out, strerror(-rc));
+        g_stop = SIGTERM;
+    }
+}
+
+/* Unique across reruns onto one output: the run's start time and a count. */
+static void request_id(struct batch_run *b, char *buf, size_t n)
+{
+    snprintf(buf, n, "batch_req_%llx_%d", (unsigned long long)b->started, ++b->next_req);
+}
+
+static void write_error(struct batch_run *b, const char *custom_id, int line_no, const char *code,
+                        const char *msg)
+{
+    char rid[48];
+    request_id(b, rid, sizeof(rid));
+    write_line(b, api_batch_output(custom_id, line_no, rid, NULL, code, msg));
+    b->errors++;
+}
+
+static void on_done(void *ctx, void *user, const struct eng_req_result *r)
+{
+    struct batch_run *b = ctx;
+    struct job *j = user;
+    b->in_flight--;
+    if (r->finish == ENG_FINISH_CANCELLED) {
+        free(j->custom_id);
+        free(j);
+        return;
+    }
+    b->done++;
+    b->gen_tokens += (uint64_t)r->n_tokens;
+    b->prompt_tokens += (uint64_t)r->n_prompt;
+    if (r->finish == ENG_FINISH_ERROR) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "line %d: %s", j->line_no, r->error);
+        write_error(b, j->custom_id, j->line_no, "invalid_request", msg);
+    } else {
+        char rid[48], cid[64];
+        request_id(b, rid, sizeof(rid));
+        snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
+        const struct api_completion c = {
+            j->kind, cid, b->model_name, (int64_t)time(NULL), r->text, r->len,
+            eng_finish_name(r->finish), r->n_prompt, r->n_tokens,
+        };
+        write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
+                                       NULL, NULL));
+    }
+    free(j->custom_id);
+    free(j);
+}
+
+/* --- requests ------------------------------------------------------------------------- */
+
+/* The request's prompt as token ids (*ids malloc'ed), or -errno with why. */
+static int prompt_tokens(struct batch_run *b, const struct api_request *r, int32_t **ids,
+                         const char **why)
+{
+    const struct fl_tokenizer *tok = eng_session_tokenizer(b->s);
+    if (r->kind == API_COMPLETION && r->prompt_ids) {
+        *ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids);
+        if (!*ids)
+            return -ENOMEM;
+        memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
+        return r->n_prompt_ids;
+    }
+    if (r->kind == API_COMPLETION)
+        return fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), true, false, ids);
+    if (b->chat == FL_CHAT_UNKNOWN) {
+        *why = "no chat format is known for this model (--chat-template NAME)";
+        return -EINVAL;
+    }
+    char *text = NULL;
+    int n = fl_chat_apply(b->chat, r->msgs, r->n_msgs, true, &text);
+    if (n < 0) {
+        *why = "the messages do not fit the chat format";
+        return n;
+    }
+    n = fl_tokenize_alloc(tok, text, (size_t)n, true, true, ids);
+    free(text);
+    return n;
+}
+
+static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
+{
+    const struct api_request *r = &l->req;
+    int32_t *ids = NULL;
+    const char *why = "the prompt cannot be tokenized";
+    const int n = prompt_tokens(b, r, &ids, &why);
+    struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
+    if (j)
+        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b };
+    if (!j || !j->custom_id) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "line %d: %s", line_no, n < 0 ? why : "out of memory");
+        write_error(b, l->custom_id, line_no, "invalid_request", msg);
+        b->done++;
+        free(j);
+        free(ids);
+        return;
+    }
+    struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
+                           .ignore_eos = r->ignore_eos, .user = j };
+    req.max_tokens = r->max_tokens > 0 ? r->max_tokens : b->o->max_tokens;
+    if (req.max_tokens < 0)
+        req.max_tokens = eng_session_n_ctx(b->s);
+    api_request_sampling(r, &b->o->samp, &req.sampling);
+    struct fl_err err;
+    if (eng_sched_submit(b->q, &req, &err) < 0) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
+        write_error(b, l->custom_id, line_no, "invalid_request", msg);
+        b->done++;
+        free(j->custom_id);
+        free(j);
+    } else {
+        b->in_flight++;
+    }
+    free(ids);
+}
+
+/* One input line: skipped when done before, an error line when malformed
+ * or a repeated custom_id, else submitted. */
+static void take_line(struct batch_run *b, const char *line, size_t n, int line_no)
+{
+    struct api_batch_line l;
+    struct fl_err err = { "" };
+    const int rc = api_batch_line_parse(line, n, &l, &err);
+    const char *id = l.custom_id;
+    const json_t *first = id ? json_object_get(b->seen, id) : NULL;
+    if (first && batch_out_is_done(&b->out, NULL, line_no)) {
+        b->skipped++;
+    } else if (first) { /* answered by line number, as the id is taken */
+        char msg[300];
+        snprintf(msg, sizeof(msg), "line %d: custom_id \"%.160s\" repeats line %lld", line_no, id,
+                 (long long)json_integer_value(first));
+        write_error(b, NULL, line_no, "duplicate_custom_id", msg);
+        b->done++;
+    } else if (batch_out_is_done(&b->out, id, line_no)) {
+        b->skipped++;
+    } else if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
+        write_error(b, id, line_no, "invalid_request", msg);
+        b->done++;
+    } else {
+        submit_line(b, &l, line_no);
+    }
+    if (id && !json_object_get(b->seen, id))
+        json_object_set_new(b->seen, id, json_integer(line_no));
+    api_batch_line_free(&l);
+}
+
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return false;
+    return true;
+}
+
+/* Lines that are not blank: the progress line's total. */
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int total = 0;
+    while (f && (n = getline(&line, &cap, f)) > 0)
+        total += !blank(line, (size_t)n);
+    free(line);
+    if (f)
+        fclose(f);
+    return total;
+}
+
+/* --- the run ------------------------------------------------------------------------------ */
+
+static void progress(struct batch_run *b, bool last)
+{
+    const double t = now_s();
+    if (b->o->quiet || !isatty(STDERR_FILENO) || (!last && t - b->t_progress < 0.5))
+        return;
+    b->t_progress = t;
+    const int finished = b->done + b->skipped;
+    const double el = t - b->t0, tps = el > 0 ? (double)b->gen_tokens / el : 0;
+    const double eta = b->done > 0 ? el / b->done * (b->total - finished) : 0;
+    fprintf(stderr, "\r[%d/%d] %d running, %.1f tokens/s, ETA %02d:%02d%s", finished, b->total,
+            b->in_flight, tps, (int)eta / 60, (int)eta % 60, last ? "\n" : "  ");
+}
+
+static void summary(struct batch_run *b)
+{
+    const double el = now_s() - b->t0;
+    fprintf(stderr, "batch: %d requests done (%d errors), %d done before, in %.1f s: %llu prompt "
+            "tokens, %llu generated (%.2f t/s)", b->done, b->errors, b->skipped, el,
+            (unsigned long long)b->prompt_tokens, (unsigned long long)b->gen_tokens,
+            el > 0 ? (double)b->gen_tokens / el : 0.0);
+    struct pager *p = eng_session_pager(b->s);
+    struct fl_predictor *pr = eng_session_predictor(b->s);
+    if (p && pr) {
+        struct pager_totals t;
+        struct fl_predict_stats st;
+        pager_stats_totals(p, &t);
+        fl_predictor_stats(pr, &st);
+        fprintf(stderr, "; experts read %.1f MiB, hit rate %.1f %%", (double)t.bytes_read / 1048576.0,
+                st.routed ? 100.0 * (double)st.ready / (double)st.routed : 0.0);
+    }
+    fprintf(stderr, "\n");
+}
+
+/* Reads the input, keeping about two requests per sequence queued. */
+static int run_lines(struct batch_run *b, FILE *in, struct fl_err *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = 0;
+    int line_no = 0, rc = 0;
+    bool eof = false;
+    const int want = 2 * eng_session_n_seq(b->s);
+    while (!rc && !g_stop) {
+        while (!eof && b->in_flight < want && !g_stop) {
+            if ((n = getline(&line, &cap, in)) <= 0) {
+                eof = true;
+                break;
+            }
+            line_no++;
+            if (!blank(line, (size_t)n))
+                take_line(b, line, (size_t)n - (line[n - 1] == '\n'), line_no);
+        }
+        rc = eng_sched_step(b->q, err);
+        progress(b, false);
+        if (rc == 0 && eof)
+            break;
+        rc = rc > 0 ? 0 : rc;
+    }
+    free(line);
+    if (!rc && ferror(in))
+        rc = fl_err_set(err, -EIO, "%s: cannot read it", b->o->in);
+    return rc;
+}
+
+static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *err)
+{
+    const char *inputs[2] = { o->in, o->sp.model_path };
+    FILE *in = fopen(o->in, "r");
+    if (!in)
+        return fl_err_set(err, -errno, "%s: %s", o->in, strerror(errno));
+    int rc = batch_out_open(&b->out, o->out, inputs, 2, err);
+    if (!rc && b->out.cut_bytes)
+        fprintf(stderr, "batch: %s: cut a partial last line (%lld bytes) from an interrupted run\n",
+                o->out, (long long)b->out.cut_bytes);
+    if (!rc)
+        rc = eng_session_open(&o->sp, &b->s, err);
+    if (!rc) {
+        b->chat = o->chat_template ? fl_chat_format_from_name(o->chat_template)
+                                   : fl_chat_detect_file(eng_session_gguf(b->s));
+        if (o->chat_template && b->chat == FL_CHAT_UNKNOWN)
+            rc = fl_err_set(err, -EINVAL, "--chat-template %s: not a known format", o->chat_template);
+    }
+    const struct eng_sched_hooks hooks = { .ctx = b, .done = on_done };
+    if (!rc)
+        rc = eng_sched_create(b->s, &hooks, &b->q, err);
+    if (!rc) {
+        const char *slash = strrchr(o->sp.model_path, '/');
+        b->model_name = slash ? slash + 1 : o->sp.model_path;
+        b->total = count_lines(o->in);
+        b->seen = json_object();
+        b->t0 = now_s();
+        b->started = time(NULL);
+        rc = b->seen ? run_lines(b, in, err) : fl_err_set(err, -ENOMEM, "out of memory");
+        progress(b, true);
+    }
+    fclose(in);
+    return rc;
+}
+
+int cli_batch(int argc, char **argv)
+{
+    struct batch_opts o;
+    int st = parse(argc, argv, &o);
+    if (st >= 0)
+        return st;
+    if (!o.seed_given)
+        o.samp.seed = (uint64_t)time(NULL);
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    struct batch_run b = { .o = &o, .out = { .fd = -1 } };
+    struct fl_err err = { "" };
+    int rc = batch_main(&o, &b, &err);
+    if (b.s)
+        summary(&b);
+    if (rc)
+        fprintf(stderr, "faultline batch: %s\n", err.msg);
+    else if (g_stop)
+        fprintf(stderr, "faultline batch: interrupted; %d requests in flight are not written (run "
+                "again with the same -o to finish)\n", b.in_flight);
+    if (b.q) { /* what is in flight ends cancelled (not written): its jobs are freed */
+        struct fl_err e2;
+        eng_sched_cancel_all(b.q);
+        eng_sched_step(b.q, &e2);
+    }
+    eng_sched_free(b.q);
+    json_decref(b.seen);
+    if (b.s && eng_session_report(b.s, &err) && !rc)
+        fprintf(stderr, "faultline batch: %s\n", err.msg), rc = -EIO;
+    eng_session_close(b.s);
+    batch_out_close(&b.out);
+    return rc || b.write_rc ? 1 : g_stop ? 128 + g_stop : 0;
+}

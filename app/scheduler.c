@@ -1,0 +1,480 @@
+/* scheduler.c: continuous batching (scheduler.h). */
+#include "app/scheduler.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/arch.h"
+#include "model/kv-cache.h"
+#include "text/tokenizer.h"
+
+struct sched_req {
+    int id;
+    void *user;
+    int32_t *prompt;
+    int n_prompt, max_tokens, limit; /* limit: positions it may fill */
+    bool ignore_eos, cancelled;
+    char *stop[ENG_SCHED_MAX_STOP];
+    int n_stop;
+    size_t stop_max;
+    struct fl_sampler_params sp;
+    struct fl_sampler *smp;
+    const char *error;   /* set: ends with ENG_FINISH_ERROR at the next step */
+    int seq;             /* -1 while queued */
+    int n_done;          /* prompt tokens evaluated */
+    int32_t next;        /* generating: the token to feed */
+    int32_t *gen;
+    int n_gen, cap_gen;
+    char *text;
+    size_t len, cap, emitted;
+    double t_submit, t_start, t_first;
+};
+
+struct eng_sched {
+    struct eng_session *s;
+    struct eng_sched_hooks h;
+    const struct fl_tokenizer *tok;
+    int n_vocab, n_seq, n_batch, n_ctx, next_id;
+    struct sched_req **slot;  /* [n_seq]: the request on each sequence, or NULL */
+    struct sched_req **queue; /* FIFO */
+    int n_queue, cap_queue;
+    /* one step's batch: at most n_seq decodes + n_batch prompt tokens */
+    int32_t *tokens;
+    struct eng_span *spans;
+    struct sched_req **span_req;
+    float *logits;
+    struct eng_sched_stats st;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *eng_finish_name(enum eng_finish f)
+{
+    static const char *const names[] = { "stop", "length", "cancelled", "error" };
+    return (unsigned)f < 4 ? names[f] : "?";
+}
+
+int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, struct eng_sched **out,
+                     struct fl_err *err)
+{
+    if (!h || !h->done)
+        return fl_err_set(err, -EINVAL, "scheduler: a done hook is needed");
+    struct eng_sched *q = calloc(1, sizeof(*q));
+    if (!q)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    q->s = s;
+    q->h = *h;
+    q->tok = eng_session_tokenizer(s);
+    q->n_vocab = (int)eng_session_model(s)->hp.n_vocab;
+    q->n_seq = eng_session_n_seq(s);
+    q->n_batch = eng_session_n_batch(s);
+    q->n_ctx = eng_session_n_ctx(s);
+    const size_t n_tok = (size_t)(q->n_seq + q->n_batch), n_span = (size_t)q->n_seq;
+    q->slot = calloc(n_span, sizeof(*q->slot));
+    q->tokens = malloc(n_tok * sizeof(*q->tokens));
+    q->spans = malloc(n_span * sizeof(*q->spans));
+    q->span_req = malloc(n_span * sizeof(*q->span_req));
+    q->logits = malloc(n_span * (size_t)q->n_vocab * sizeof(float));
+    if (!q->slot || !q->tokens || !q->spans || !q->span_req || !q->logits) {
+        eng_sched_free(q);
+        return fl_err_set(err, -ENOMEM, "out of memory for %d sequences' batch", q->n_seq);
+    }
+    *out = q;
+    return 0;
+}
+
+static void req_free(struct sched_req *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    fl_sampler_free(r->smp);
+    free(r->prompt);
+    free(r->gen);
+    free(r->text);
+    free(r);
+}
+
+void eng_sched_free(struct eng_sched *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; q->slot && i < q->n_seq; i++) {
+        if (q->slot[i])
+            eng_session_seq_free(q->s, i);
+        req_free(q->slot[i]);
+    }
+    for (int i = 0; i < q->n_queue; i++)
+        req_free(q->queue[i]);
+    free(q->queue);
+    free(q->slot);
+    free(q->tokens);
+    free(q->spans);
+    free(q->span_req);
+    free(q->logits);
+    free(q);
+}
+
+/* --- submit and cancel -------------------------------------------------------- */
+
+static int copy_request(struct sched_req *r, const struct eng_req *in, int n_vocab)
+{
+    if (in->n_prompt > 0 && !(r->prompt = malloc(sizeof(int32_t) * (size_t)in->n_prompt)))
+        return -ENOMEM;
+    if (in->n_prompt > 0)
+        memcpy(r->prompt, in->prompt, sizeof(int32_t) * (size_t)in->n_prompt);
+    for (int i = 0; i < in->n_stop; i++) {
+        if (!(r->stop[r->n_stop] = strdup(in->stop[i])))
+            return -ENOMEM;
+        size_t n = strlen(r->stop[r->n_stop++]);
+        r->stop_max = n > r->stop_max ? n : r->stop_max;
+    }
+    return fl_sampler_new(&in->sampling, n_vocab, &r->smp);
+}
+
+/* Why a request can never run, or NULL. */
+static const char *unrunnable(const struct eng_sched *q, const struct sched_req *r)
+{
+    if (r->n_prompt < 1)
+        return "the prompt is empty";
+    if (r->n_prompt >= q->n_ctx)
+        return "the prompt does not fit the context";
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= q->n_vocab)
+            return "the prompt holds a token id outside the vocabulary";
+    return NULL;
+}
+
+int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_err *err)
+{
+    if (in->max_tokens < 1 || in->n_stop < 0 || in->n_stop > ENG_SCHED_MAX_STOP ||
+        in->n_prompt < 0)
+        return fl_err_set(err, -EINVAL, "request: max_tokens %d, %d stop strings (at most %d)",
+                          in->max_tokens, in->n_stop, ENG_SCHED_MAX_STOP);
+    for (int i = 0; i < in->n_stop; i++)
+        if (!in->stop[i] || !in->stop[i][0])
+            return fl_err_set(err, -EINVAL, "request: an empty stop string");
+    struct sched_req *r = calloc(1, sizeof(*r));
+    if (!r)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    *r = (struct sched_req){ .id = q->next_id, .user = in->user, .n_prompt = in->n_prompt,
+                             .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
+                             .sp = in->sampling, .seq = -1, .t_submit = now_s() };
+    int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && q->n_queue + q->n_seq >= q->cap_queue) { /* room to requeue the running too */
+        const int cap = q->cap_queue ? 2 * q->cap_queue : 16;
+        struct sched_req **nq = realloc(q->queue, sizeof(*nq) * (size_t)cap);
+        rc = nq ? 0 : -ENOMEM;
+        if (nq)
+            q->queue = nq, q->cap_queue = cap;
+    }
+    if (rc) {
+        req_free(r);
+        return fl_err_set(err, rc, rc == -ENOMEM ? "out of memory" : "request: bad sampling");
+    }
+    r->error = unrunnable(q, r);
+    const int64_t limit = (int64_t)r->n_prompt + r->max_tokens;
+    r->limit = limit < q->n_ctx ? (int)limit : q->n_ctx;
+    for (int i = 0; i < r->n_prompt && !r->error; i++)
+        fl_sampler_accept(r->smp, r->prompt[i]); /* the penalties see the prompt, as run's */
+    q->queue[q->n_queue++] = r;
+    return q->next_id++;
+}
+
+void eng_sched_cancel(struct eng_sched *q, int id)
+{
+    for (int i = 0; i < q->n_seq; i++)
+        if (q->slot[i] && q->slot[i]->id == id)
+            q->slot[i]->cancelled = true;
+    for (int i = 0; i < q->n_queue; i++)
+        if (q->queue[i]->id == id)
+            q->queue[i]->cancelled = true;
+}
+
+void eng_sched_cancel_all(struct eng_sched *q)
+{
+    for (int i = 0; i < q->n_seq; i++)
+        if (q->slot[i])
+            q->slot[i]->cancelled = true;
+    for (int i = 0; i < q->n_queue; i++)
+        q->queue[i]->cancelled = true;
+}
+
+int eng_sched_running(const struct eng_sched *q)
+{
+    int n = 0;
+    for (int i = 0; i < q->n_seq; i++)
+        n += q->slot[i] != NULL;
+    return n;
+}
+
+int eng_sched_queued(const struct eng_sched *q) { return q->n_queue; }
+
+void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out) { *out = q->st; }
+
+/* --- ending a request ----------------------------------------------------------- */
+
+static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why)
+{
+    const double t = now_s();
+    if (r->seq >= 0) {
+        eng_session_seq_free(q->s, r->seq);
+        q->slot[r->seq] = NULL;
+    }
+    if (q->h.text && r->len > r->emitted) /* what was held back is final now */
+        q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - r->emitted);
+    const double start = r->seq >= 0 ? r->t_start : t, first = r->t_first ? r->t_first : t;
+    const struct eng_req_result res = {
+        .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
+        .text = r->text ? r->text : "", .len = r->len, .tokens = r->gen, .n_tokens = r->n_gen,
+        .n_prompt = r->n_prompt, .queued_s = start - r->t_submit, .prompt_s = first - start,
+        .gen_s = t - first,
+    };
+    q->st.requests_done++;
+    q->h.done(q->h.ctx, r->user, &res);
+    req_free(r);
+}
+
+/* Ends the queued and running requests that were cancelled or cannot run. */
+static void reap(struct eng_sched *q)
+{
+    for (int i = 0; i < q->n_seq; i++)
+        if (q->slot[i] && q->slot[i]->cancelled)
+            finish(q, q->slot[i], ENG_FINISH_CANCELLED);
+    int kept = 0;
+    for (int i = 0; i < q->n_queue; i++) {
+        struct sched_req *r = q->queue[i];
+        if (r->cancelled || r->error)
+            finish(q, r, r->cancelled ? ENG_FINISH_CANCELLED : ENG_FINISH_ERROR);
+        else
+            q->queue[kept++] = r;
+    }
+    q->n_queue = kept;
+}
+
+/* Starts queued requests, in order, while a sequence and the cells of
+ * their prompt (and first token) are free; later tokens take cells as they
+ * come (make_room). */
+static void admit(struct eng_sched *q)
+{
+    while (q->n_queue > 0) {
+        int seq = 0;
+        while (seq < q->n_seq && q->slot[seq])
+            seq++;
+        struct sched_req *r = q->queue[0];
+        struct fl_err e;
+        if (seq == q->n_seq || eng_session_seq_reserve(q->s, seq, r->n_prompt + 1, &e))
+            return; /* waits for a sequence to end */
+        memmove(q->queue, q->queue + 1, sizeof(*q->queue) * (size_t)--q->n_queue);
+        r->seq = seq;
+        r->t_start = now_s();
+        q->slot[seq] = r;
+    }
+}
+
+/* --- a step ------------------------------------------------------------------------ */
+
+/* Back to the front of the queue, to start over: its cells are given back
+ * now. With batch invariance it will produce the same tokens again. */
+static void restart(struct eng_sched *q, struct sched_req *r)
+{
+    eng_session_seq_free(q->s, r->seq);
+    q->slot[r->seq] = NULL;
+    r->seq = -1;
+    r->n_done = r->n_gen = 0;
+    r->len = 0;
+    r->t_first = 0;
+    fl_sampler_reset(r->smp, r->sp.seed);
+    for (int i = 0; i < r->n_prompt; i++)
+        fl_sampler_accept(r->smp, r->prompt[i]);
+    memmove(q->queue + 1, q->queue, sizeof(*q->queue) * (size_t)q->n_queue++);
+    q->queue[0] = r;
+    q->st.restarts++;
+    if (q->h.restart)
+        q->h.restart(q->h.ctx, r->user);
+}
+
+/* The most recently started running request. */
+static struct sched_req *youngest(const struct eng_sched *q)
+{
+    struct sched_req *y = NULL;
+    for (int i = 0; i < q->n_seq; i++)
+        if (q->slot[i] && (!y || q->slot[i]->t_start > y->t_start))
+            y = q->slot[i];
+    return y;
+}
+
+/* A cell for every generating sequence's next token. When the cache is
+ * full the youngest request starts over (vLLM's recompute preemption), so
+ * the oldest always goes on. */
+static void make_room(struct eng_sched *q)
+{
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        struct fl_err e;
+        while (r && r->n_done >= r->n_prompt &&
+               eng_session_seq_reserve(q->s, i, r->n_prompt + r->n_gen, &e)) {
+            if (q->n_queue == q->cap_queue) { /* cannot requeue: let it end */
+                r->error = "the KV cache is full";
+                finish(q, r, ENG_FINISH_ERROR);
+                break;
+            }
+            struct sched_req *y = youngest(q);
+            restart(q, y);
+            if (y == r)
+                break;
+        }
+    }
+}
+
+/* The step's spans: every generating sequence's next token, then prompt
+ * chunks while the prompt tokens stay within n_batch. */
+static int build_batch(struct eng_sched *q, int *n_tok)
+{
+    int n_span = 0, n = 0, prompt = 0;
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        if (!r || r->n_done < r->n_prompt)
+            continue;
+        q->tokens[n] = r->next;
+        q->span_req[n_span] = r;
+        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true };
+        n++;
+    }
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        if (!r || r->n_done >= r->n_prompt)
+            continue;
+        const int left = r->n_prompt - r->n_done, chunk = left < q->n_batch ? left : q->n_batch;
+        if (prompt > 0 && prompt + chunk > q->n_batch)
+            continue;
+        memcpy(q->tokens + n, r->prompt + r->n_done, sizeof(int32_t) * (size_t)chunk);
+        q->span_req[n_span] = r;
+        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left };
+        n += chunk;
+        prompt += chunk;
+    }
+    *n_tok = n;
+    return n_span;
+}
+
+static int grow_gen(struct sched_req *r, size_t piece)
+{
+    if (r->n_gen == r->cap_gen) {
+        const int cap = r->cap_gen ? 2 * r->cap_gen : 64;
+        int32_t *g = realloc(r->gen, sizeof(int32_t) * (size_t)cap);
+        if (!g)
+            return -ENOMEM;
+        r->gen = g, r->cap_gen = cap;
+    }
+    if (r->len + piece + 1 > r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 256;
+        while (cap < r->len + piece + 1)
+            cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t)
+            return -ENOMEM;
+        r->text = t, r->cap = cap;
+    }
+    return 0;
+}
+
+/* Appends token id's text; true when a stop string now ends the text (cut
+ * there). Text that cannot begin a stop string any more goes to the hook. */
+static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
+{
+    char buf[256];
+    int n = fl_token_to_piece(q->tok, id, buf, sizeof(buf), false, false);
+    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
+    memcpy(r->text + r->len, buf, (size_t)n);
+    r->len += (size_t)n;
+    r->text[r->len] = '\0';
+    /* a new match ends in the new piece: search from stop_max before it */
+    const size_t from = r->len - (size_t)n > r->stop_max ? r->len - (size_t)n - r->stop_max : 0;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *hit = strstr(r->text + from, r->stop[i]);
+        if (hit) {
+            r->len = (size_t)(hit - r->text);
+            r->text[r->len] = '\0';
+            return true;
+        }
+    }
+    const size_t hold = r->stop_max ? r->stop_max - 1 : 0;
+    /* after a restart, emitted counts what was sent before: the same bytes */
+    if (q->h.text && r->len > r->emitted + hold) {
+        q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - hold - r->emitted);
+        r->emitted = r->len - hold;
+    }
+    return false;
+}
+
+/* A logits row for r: sample, and end r or queue the token for the next step. */
+static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
+{
+    const int pos = r->n_prompt + r->n_gen;
+    if (q->h.logits)
+        q->h.logits(q->h.ctx, r->user, pos, row, q->n_vocab);
+    if (!r->t_first)
+        r->t_first = now_s();
+    const int32_t id = fl_sampler_sample(r->smp, row);
+    if (id < 0) {
+        r->error = "the logits are not finite";
+        finish(q, r, ENG_FINISH_ERROR);
+        return;
+    }
+    if (!r->ignore_eos && fl_token_is_eog(q->tok, id)) {
+        finish(q, r, ENG_FINISH_STOP);
+        return;
+    }
+    if (grow_gen(r, 256)) {
+        r->error = "out of memory";
+        finish(q, r, ENG_FINISH_ERROR);
+        return;
+    }
+    fl_sampler_accept(r->smp, id);
+    r->gen[r->n_gen++] = id;
+    q->st.gen_tokens++;
+    if (append_text(q, r, id))
+        finish(q, r, ENG_FINISH_STOP);
+    else if (r->n_gen >= r->max_tokens || pos >= r->limit) /* no cell to feed it */
+        finish(q, r, ENG_FINISH_LENGTH);
+    else
+        r->next = id;
+}
+
+int eng_sched_step(struct eng_sched *q, struct fl_err *err)
+{
+    reap(q);
+    make_room(q);
+    admit(q);
+    int n_tok, n_span = build_batch(q, &n_tok);
+    if (n_span == 0)
+        return q->n_queue > 0 ? fl_err_set(err, -EDEADLK, "scheduler: queued requests cannot start")
+                              : 0;
+    const struct eng_batch b = { .tokens = q->tokens, .n_tok = n_tok, .spans = q->spans,
+                                 .n_spans = n_span, .logits = q->logits };
+    int rc = eng_session_forward(q->s, &b, err);
+    if (rc)
+        return rc;
+    q->st.steps++;
+    q->st.max_running = n_span > q->st.max_running ? n_span : q->st.max_running;
+    int row = 0;
+    for (int i = 0; i < n_span; i++) {
+        struct sched_req *r = q->span_req[i];
+        if (r->n_done < r->n_prompt) { /* a prompt chunk */
+            r->n_done += q->spans[i].n_tok;
+            q->st.prompt_tokens += (uint64_t)q->spans[i].n_tok;
+        }
+        if (q->spans[i].logits)
+            take_row(q, r, q->logits + (size_t)row++ * (size_t)q->n_vocab);
+    }
+    return 1;
+}

@@ -1,0 +1,122 @@
+/* scheduler.h: continuous batching over a session's sequences.
+ *
+ * Requests wait in a queue (first come, first served) until one of the
+ * session's n_seq sequences and the KV cells for their prompt are free;
+ * generated tokens take cells as they come. When the cache is full, the
+ * most recently started request gives its cells back and starts over
+ * later (vLLM's recompute preemption): the oldest always progresses, and
+ * by batch invariance the restarted one produces the same tokens again.
+ * Each step is one forward call: a token of every
+ * sequence that is generating, then prompt chunks of those still reading
+ * their prompt, up to n_batch prompt tokens per step (at least one chunk),
+ * so a long new prompt delays running decodes by one chunk at a time.
+ *
+ * A prompt is cut into chunks at multiples of n_batch from its start, as
+ * eng_session_eval cuts it, whatever else runs: with the engine's batch
+ * invariance (model/arch.h) a request's logits, and so its tokens for a
+ * given seed, are the same alone as with any neighbours.
+ *
+ * Every request has its own sampler (text/sampler.h: temperature, top-k,
+ * top-p, min-p, penalties, seed), stop strings and token limit. Typical
+ * use:
+ *
+ *   eng_sched_create(session, &hooks, &q, &err);
+ *   eng_sched_submit(q, &req, &err);          // as many as wanted
+ *   while ((rc = eng_sched_step(q, &err)) > 0)
+ *       ;                                     // hooks.done hears each end
+ *   eng_sched_free(q);
+ *
+ * Not thread-safe: one thread submits, cancels and steps. */
+#ifndef FL_SCHEDULER_H
+#define FL_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/session.h"
+#include "base/error.h"
+#include "text/sampler.h"
+
+struct eng_sched;
+
+#define ENG_SCHED_MAX_STOP 8
+
+struct eng_req {
+    const int32_t *prompt; /* copied at submit */
+    int n_prompt;
+    int max_tokens;        /* >= 1; the context may end it sooner */
+    struct fl_sampler_params sampling;
+    const char *const *stop; /* up to ENG_SCHED_MAX_STOP strings, copied */
+    int n_stop;
+    bool ignore_eos;       /* go on past end-of-generation tokens */
+    void *user;            /* handed back to the hooks */
+};
+
+enum eng_finish {
+    ENG_FINISH_STOP,      /* an end-of-generation token or a stop string */
+    ENG_FINISH_LENGTH,    /* max_tokens, or the context is full */
+    ENG_FINISH_CANCELLED, /* eng_sched_cancel */
+    ENG_FINISH_ERROR,     /* the request cannot run (message in error) */
+};
+
+/* "stop", "length", "cancelled", "error" (OpenAI's finish_reason words). */
+const char *eng_finish_name(enum eng_finish f);
+
+struct eng_req_result {
+    enum eng_finish finish;
+    const char *error;      /* ENG_FINISH_ERROR: why */
+    const char *text;       /* the generated text, a stop string cut off; NUL-terminated */
+    size_t len;
+    const int32_t *tokens;  /* the generated tokens (an ending EOG token not included) */
+    int n_tokens;
+    int n_prompt;
+    double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
+};
+
+struct eng_sched_hooks {
+    void *ctx;
+    /* Required: a request ended; r and what it points to live during the call. */
+    void (*done)(void *ctx, void *user, const struct eng_req_result *r);
+    /* Optional: each logits row a request gets (its prompt's last, then one
+     * per generated token), pos = the position the row predicts after. */
+    void (*logits)(void *ctx, void *user, int pos, const float *row, int n_vocab);
+    /* Optional: text as it becomes final (held back while it could be the
+     * start of a stop string). A restarted request does not send again
+     * what it sent before (the same bytes). */
+    void (*text)(void *ctx, void *user, const char *piece, size_t n);
+    /* Optional: a request starts over (the cache was full); its logits
+     * rows come again from the first. */
+    void (*restart)(void *ctx, void *user);
+};
+
+struct eng_sched_stats {
+    uint64_t steps, prompt_tokens, gen_tokens, requests_done, restarts;
+    int max_running; /* most sequences in one step */
+};
+
+int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, struct eng_sched **out,
+                     struct fl_err *err);
+/* Drops what is queued or running without calling done. */
+void eng_sched_free(struct eng_sched *q);
+
+/* Queues a request; returns its id (>= 0) or -EINVAL / -ENOMEM with err.
+ * A request that can never run (empty prompt, prompt as long as the
+ * context) is accepted and ends with ENG_FINISH_ERROR at the next step. */
+int eng_sched_submit(struct eng_sched *q, const struct eng_req *r, struct fl_err *err);
+/* Ends request id with ENG_FINISH_CANCELLED at the next step (its cells are
+ * free then); unknown ids are ignored. */
+void eng_sched_cancel(struct eng_sched *q, int id);
+/* Every request, queued or running (a step then ends them all). */
+void eng_sched_cancel_all(struct eng_sched *q);
+
+/* One step. Returns 1 when there was work, 0 when nothing is queued or
+ * running, or the engine's -errno (err says why; the running requests stay
+ * as they were and may be stepped again or dropped). */
+int eng_sched_step(struct eng_sched *q, struct fl_err *err);
+
+int eng_sched_running(const struct eng_sched *q);
+int eng_sched_queued(const struct eng_sched *q);
+void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out);
+
+#endif

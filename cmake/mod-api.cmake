@@ -1,0 +1,6 @@
+# api/: the OpenAI-compatible request and response documents (batch files;
+# the server builds on them). A parser of outside input: fuzzed.
+fl_module(api SOURCES api/openai.c DEPS text base)
+
+fl_test(test-api SOURCES tests/test-api.c MODULES api)
+fl_fuzz(api-batch SOURCES tests/fuzz/fuzz-api-batch.c MODULES api)

@@ -1,0 +1,163 @@
+#!/bin/sh
+# test-batch-cli.sh: `faultline batch` from outside, as a user runs it.
+#   - a file of 120 requests (8 to 36 tokens each) (chat and completion, seeded sampling and
+#     greedy, stop strings) plus malformed lines, a repeated custom_id and a
+#     blank line runs to the end: one output line per input line, each valid
+#     JSON, every custom_id exactly once, errors naming their line;
+#   - the same file run again into a fresh output, killed with SIGKILL at
+#     random moments and rerun until done: every custom_id still exactly
+#     once, every line valid JSON, and the same texts as the run in one go
+#     (batch invariance: a request's tokens do not depend on its neighbours);
+#   - SIGINT: exit 130 and a line saying what was lost; the rerun finishes;
+#   - a rerun of a finished output does nothing; the output may not be the
+#     model or the input; a missing input is a one-line error.
+# usage: test-batch-cli.sh FAULTLINE
+set -u
+cli=$1
+model=tests/data/qwen3moe-tiny-F16.gguf
+dir=$(mktemp -d /tmp/test-batch-cli.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+
+python3 - "$dir/in.jsonl" <<'EOF'
+import json, sys
+lines = []
+for i in range(120):
+    if i % 3 == 0:
+        body = {"messages": [{"role": "user", "content": f"Tell me about number {i}"}],
+                "max_tokens": 16 + i % 17, "temperature": 0}
+        url = "/v1/chat/completions"
+    else:
+        body = {"prompt": f"Story {i}: once upon a time", "max_tokens": 8 + i % 29,
+                "seed": i, "temperature": 0.9, "top_k": 20}
+        if i % 7 == 0:
+            body["stop"] = ["e"]
+        url = "/v1/completions"
+    lines.append(json.dumps({"custom_id": f"req-{i}", "method": "POST", "url": url, "body": body}))
+lines.insert(10, "{not json")
+lines.insert(20, "")
+lines.insert(30, json.dumps({"custom_id": "req-5", "url": "/v1/completions", "body": {"prompt": "x"}}))
+lines.insert(40, json.dumps({"custom_id": "bad-temp", "url": "/v1/completions",
+                             "body": {"prompt": "x", "temperature": "hot"}}))
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+EOF
+
+check() { # OUT: the output's properties; prints the texts by custom_id to OUT.texts
+    python3 - "$dir/in.jsonl" "$1" <<'EOF' || exit 1
+import json, sys
+inp = [l for l in open(sys.argv[1]).read().split("\n")]
+n_lines = sum(1 for l in inp if l.strip())
+ids, texts, lines_answered = {}, {}, set()
+raw = open(sys.argv[2], "rb").read()
+assert raw.endswith(b"\n"), "the output does not end with a newline"
+for k, l in enumerate(raw.decode().split("\n")[:-1]):
+    o = json.loads(l)   # every line is JSON
+    cid = o.get("custom_id")
+    if cid is None:
+        lines_answered.add(o["line"])
+        assert o["error"]["message"].startswith("line %d:" % o["line"]), o
+        continue
+    assert cid not in ids, "custom_id %s twice (lines %d and %d)" % (cid, ids[cid], k + 1)
+    ids[cid] = k + 1
+    if o["error"] is None:
+        b = o["response"]["body"]
+        c = b["choices"][0]
+        texts[cid] = c["message"]["content"] if "message" in c else c["text"]
+        assert c["finish_reason"] in ("stop", "length"), c
+        assert b["usage"]["completion_tokens"] <= 36, b["usage"]
+    else:
+        texts[cid] = "ERROR " + o["error"]["message"]
+want = {"req-%d" % i for i in range(120)} | {"bad-temp"}
+assert set(ids) == want, "missing %s, extra %s" % (want - set(ids), set(ids) - want)
+assert len(ids) + len(lines_answered) == n_lines - 0, (len(ids), len(lines_answered), n_lines)
+assert "temperature" in texts["bad-temp"], texts["bad-temp"]
+json.dump(texts, open(sys.argv[2] + ".texts", "w"), sort_keys=True, indent=0)
+EOF
+}
+
+# 1. in one go
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/once.jsonl" -np 4 -c 512 -t 2 -q \
+    2>"$dir/once.log" || { cat "$dir/once.log"; fail "batch exited $?"; }
+check "$dir/once.jsonl"
+grep -q "requests done" "$dir/once.log" || fail "no summary line"
+echo "one go: $(wc -l <"$dir/once.jsonl") output lines for $(grep -c . "$dir/in.jsonl") requests"
+
+# 2. killed with SIGKILL as soon as it wrote something new, rerun until done
+kills=0
+touch "$dir/killed.jsonl"
+for round in $(seq 1 200); do
+    have=$(wc -l <"$dir/killed.jsonl")
+    "$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/killed.jsonl" -np 4 -c 512 -t 1 -q \
+        2>"$dir/killed.log" &
+    pid=$!
+    while kill -0 $pid 2>/dev/null && [ "$(wc -l <"$dir/killed.jsonl")" -le "$have" ]; do
+        sleep 0.002
+    done
+    if kill -9 $pid 2>/dev/null; then
+        kills=$((kills + 1))
+        wait $pid 2>/dev/null
+    else
+        wait $pid || { cat "$dir/killed.log"; fail "a rerun exited $?"; }
+        break
+    fi
+done
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/killed.jsonl" -np 4 -c 512 -t 2 -q \
+    2>"$dir/killed.log" || { cat "$dir/killed.log"; fail "the last rerun exited $?"; }
+check "$dir/killed.jsonl"
+cmp -s "$dir/once.jsonl.texts" "$dir/killed.jsonl.texts" ||
+    { diff "$dir/once.jsonl.texts" "$dir/killed.jsonl.texts" | head; fail "texts differ after kills"; }
+[ $kills -ge 3 ] || fail "only $kills kills landed before the run ended"
+echo "SIGKILL $kills times and rerun: every custom_id once, the same texts"
+
+# 3. SIGINT: 130, a line about the requests lost; the rerun finishes
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/int.jsonl" -np 4 -c 512 -t 2 -q \
+    2>"$dir/int.log" &
+pid=$!
+sleep 0.1
+kill -INT $pid 2>/dev/null
+wait $pid
+rc=$?
+if [ $rc -ne 0 ]; then
+    [ $rc -eq 130 ] || { cat "$dir/int.log"; fail "SIGINT: exit $rc, not 130"; }
+    grep -q "interrupted" "$dir/int.log" || fail "SIGINT: no line saying so"
+fi
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/int.jsonl" -np 2 -c 512 -t 2 -q \
+    2>"$dir/int.log" || fail "rerun after SIGINT exited $?"
+check "$dir/int.jsonl"
+cmp -s "$dir/once.jsonl.texts" "$dir/int.jsonl.texts" || fail "texts differ after SIGINT (-np 2)"
+echo "SIGINT: exit $rc; rerun with -np 2 gives the same texts"
+
+# 4. a finished output: nothing to do; outputs that would clobber an input
+before=$(md5sum <"$dir/once.jsonl")
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/once.jsonl" -q 2>"$dir/again.log" ||
+    fail "rerun of a finished output exited $?"
+[ "$(md5sum <"$dir/once.jsonl")" = "$before" ] || fail "a finished output changed"
+grep -q "0 requests done.*done before" "$dir/again.log" || { cat "$dir/again.log"; fail "summary"; }
+cp $model "$dir/m.gguf"
+msum=$(md5sum <"$dir/m.gguf")
+"$cli" batch -m "$dir/m.gguf" -i "$dir/in.jsonl" -o "$dir/m.gguf" 2>"$dir/e1.log" &&
+    fail "the model accepted as the output"
+[ "$(md5sum <"$dir/m.gguf")" = "$msum" ] || fail "the model was modified"
+isum=$(md5sum <"$dir/in.jsonl")
+"$cli" batch -m $model -i "$dir/in.jsonl" -o "$dir/in.jsonl" 2>"$dir/e2.log" &&
+    fail "the input accepted as the output"
+[ "$(md5sum <"$dir/in.jsonl")" = "$isum" ] || fail "the input was modified"
+"$cli" batch -m $model -i "$dir/nope.jsonl" -o "$dir/x.jsonl" 2>"$dir/e3.log" &&
+    fail "a missing input accepted"
+for e in e1 e2 e3; do
+    [ "$(wc -l <"$dir/$e.log")" -eq 1 ] || { cat "$dir/$e.log"; fail "$e: not one line"; }
+done
+echo "refused: model or input as output, missing input (one line each)"
+# the README's example file: every request answered
+"$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||
+    fail "examples/batch-requests.jsonl: exit $? ($(tail -1 "$dir/err"))"
+python3 - examples/batch-requests.jsonl "$dir/example.jsonl" <<'EOF2' || fail "examples/batch-requests.jsonl"
+import json, sys
+want = {json.loads(l)["custom_id"] for l in open(sys.argv[1])}
+got = [json.loads(l) for l in open(sys.argv[2])]
+assert {o["custom_id"] for o in got} == want and len(got) == len(want), got
+assert all(o["error"] is None and o["response"]["status_code"] == 200 for o in got), got
+EOF2
+echo "examples/batch-requests.jsonl: $(wc -l <"$dir/example.jsonl") answers"
+echo "test-batch-cli: all checks passed"

@@ -1,0 +1,337 @@
+/* test-batch-invariance: a request's logits are bit-identical whether it
+ * runs alone or with others (app/scheduler.h, model/arch.h).
+ *
+ * For every tests/data model, resident and with its experts paged under the
+ * smallest budget: five requests of different lengths (a 150-token prompt
+ * takes chunks of 64, 64 and 22, so both attention paths and chunking run)
+ * first each alone, then together on 4 sequences with staggered starts, one
+ * of them waiting in the queue, one cancelled mid-way and one sampling with
+ * a seed. Every logits row of every request must match its lone run byte
+ * for byte, the sampled texts too, and the KV cells must all be free after.
+ * With a device (the emulated one in its build) the sessions keep it out
+ * (-ngl 0 --gpu-experts none): several sequences run on the CPU only, and asking
+ * for them with the device in use is a clear error (checked here).
+ * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/scheduler.h"
+#include "backend/cuda/gpu.h"
+#include "tests/check.h"
+#include "text/tokenizer.h"
+
+#define N_REQ 5
+#define MAX_ROWS 16
+#define N_CTX 512
+#define TIGHT_CTX 48 /* three blocks: two growing requests cannot both fit */
+#define TIGHT_GEN 40
+
+static const char *const prompts[N_REQ] = {
+    "The cat sat",
+    "Once upon a time, in a land far away, there lived a",
+    /* about 150 tokens: three chunks of n_batch 64 */
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "
+    "age of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the "
+    "season of Light, it was the season of Darkness, it was the spring of hope, it was the winter "
+    "of despair, we had everything before us, we had nothing before us, we were all going direct "
+    "to Heaven, we were all going direct the other way - in short, the period was so far like the "
+    "present period, that some of its noisiest authorities insisted on its being received, for "
+    "good or for evil, in the superlative degree of comparison only.",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+    "Question: what is the capital of France?\nAnswer: The capital of France is",
+};
+static const int max_tokens[N_REQ] = { 6, 12, 4, 7, 6 };
+
+struct rec {
+    int id, n_rows, n_vocab;
+    float *rows[MAX_ROWS];
+    int pos[MAX_ROWS];
+    char text[512];
+    enum eng_finish finish;
+    bool done;
+};
+
+static void on_logits(void *ctx, void *user, int pos, const float *row, int n_vocab)
+{
+    (void)ctx;
+    struct rec *r = user;
+    if (r->n_rows == MAX_ROWS)
+        return;
+    r->rows[r->n_rows] = malloc(sizeof(float) * (size_t)n_vocab);
+    memcpy(r->rows[r->n_rows], row, sizeof(float) * (size_t)n_vocab);
+    r->pos[r->n_rows++] = pos;
+    r->n_vocab = n_vocab;
+}
+
+static void on_restart(void *ctx, void *user)
+{
+    (void)ctx;
+    struct rec *r = user;
+    for (int i = 0; i < r->n_rows; i++)
+        free(r->rows[i]);
+    r->n_rows = 0;
+}
+
+static void on_done(void *ctx, void *user, const struct eng_req_result *res)
+{
+    (void)ctx;
+    struct rec *r = user;
+    snprintf(r->text, sizeof(r->text), "%s", res->text);
+    r->finish = res->finish;
+    r->done = true;
+}
+
+static void rec_free(struct rec *r)
+{
+    for (int i = 0; i < r->n_rows; i++)
+        free(r->rows[i]);
+    memset(r, 0, sizeof(*r));
+}
+
+struct run {
+    struct eng_session *s;
+    int32_t *ids[N_REQ];
+    int n_ids[N_REQ];
+};
+
+static int submit(struct eng_sched *q, struct run *ru, int i, struct rec *r)
+{
+    struct eng_req req = { .prompt = ru->ids[i], .n_prompt = ru->n_ids[i],
+                           .max_tokens = max_tokens[i], .user = r };
+    fl_sampler_defaults(&req.sampling, 1234);
+    if (i != 3)
+        req.sampling.temperature = 0; /* greedy; request 3 samples with its seed */
+    struct fl_err err;
+    r->id = eng_sched_submit(q, &req, &err);
+    CHECK(r->id >= 0, "submit: %s", err.msg);
+    return r->id;
+}
+
+static const struct eng_sched_hooks hooks = { .done = on_done, .logits = on_logits,
+                                              .restart = on_restart };
+
+static void run_alone(struct run *ru, struct rec *alone)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        struct eng_sched *q;
+        struct fl_err err;
+        CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+        submit(q, ru, i, &alone[i]);
+        int rc;
+        while ((rc = eng_sched_step(q, &err)) > 0)
+            ;
+        CHECK(rc == 0 && alone[i].done, "request %d alone: %s", i, rc ? err.msg : "not done");
+        eng_sched_free(q);
+    }
+}
+
+/* All together: 0 and 1 at once, 2 after two steps, 3 and 4 after three
+ * (4 waits for a sequence), 1 cancelled after four. Returns the restarts
+ * (a full cache). */
+static uint64_t run_together(struct run *ru, struct rec *mixed)
+{
+    struct eng_sched *q;
+    struct fl_err err;
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit(q, ru, 0, &mixed[0]);
+    submit(q, ru, 1, &mixed[1]);
+    int rc = 1, max_running = 0;
+    for (int step = 0; rc > 0; step++) {
+        if (step == 2)
+            submit(q, ru, 2, &mixed[2]);
+        if (step == 3) {
+            submit(q, ru, 3, &mixed[3]);
+            submit(q, ru, 4, &mixed[4]);
+        }
+        if (step == 4)
+            eng_sched_cancel(q, mixed[1].id);
+        rc = eng_sched_step(q, &err);
+        max_running = eng_sched_running(q) > max_running ? eng_sched_running(q) : max_running;
+        if (step < 4 && rc == 0)
+            rc = 1; /* more is coming */
+    }
+    CHECK(rc == 0, "together: %s", err.msg);
+    CHECK(max_running == 4, "4 sequences should have run at once (%d did)", max_running);
+    struct eng_sched_stats st;
+    eng_sched_get_stats(q, &st);
+    eng_sched_free(q);
+    return st.restarts;
+}
+
+static void compare(const char *label, const struct rec *alone, const struct rec *mixed)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        const struct rec *a = &alone[i], *m = &mixed[i];
+        CHECK(m->done, "%s: request %d never ended", label, i);
+        if (i == 1) { /* cancelled: what it got must still match */
+            CHECK(m->finish == ENG_FINISH_CANCELLED, "%s: request 1 not cancelled", label);
+            CHECK(m->n_rows <= a->n_rows, "%s: cancelled request got more rows", label);
+        } else {
+            CHECK(m->n_rows == a->n_rows && m->finish == a->finish && !strcmp(m->text, a->text),
+                  "%s: request %d: %d rows, finish %d, \"%s\" alone vs %d, %d, \"%s\" batched",
+                  label, i, a->n_rows, a->finish, a->text, m->n_rows, m->finish, m->text);
+        }
+        const int n = m->n_rows < a->n_rows ? m->n_rows : a->n_rows;
+        for (int j = 0; j < n; j++)
+            CHECK(m->pos[j] == a->pos[j] &&
+                      !memcmp(m->rows[j], a->rows[j], sizeof(float) * (size_t)a->n_vocab),
+                  "%s: request %d row %d (position %d) differs batched", label, i, j, a->pos[j]);
+    }
+}
+
+static int open_session(const char *path, bool paged, uint64_t budget, int n_ctx,
+                        struct eng_session **s, struct fl_err *err)
+{
+    struct eng_session_params p;
+    eng_session_params_init(&p);
+    p.model_path = path;
+    p.n_ctx = n_ctx;
+    p.n_batch = 64;
+    p.n_seq = 4;
+    p.n_threads = 2;
+    p.placement.disk_moe = paged;
+    p.placement.last_all_moe = PL_TIER_DISK;
+    p.placement.ram_budget = budget;
+    p.gpu_experts = ENG_GPU_EXPERTS_NONE;
+    p.placement.n_gpu_layers = 0;
+    return eng_session_open(&p, s, err);
+}
+
+/* With a device in use, -np 4 is refused at open, in one line. */
+static void test_gpu_refused(const char *dir)
+{
+    uint64_t vram;
+    const char *why;
+    if (!eng_gpu_detect(&vram, &why))
+        return;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tests/data/qwen3moe-tiny-Q8_0.gguf", dir);
+    struct eng_session_params p;
+    eng_session_params_init(&p);
+    p.model_path = path;
+    p.n_seq = 4;
+    struct eng_session *s = NULL;
+    struct fl_err err = { { 0 } };
+    const int rc = eng_session_open(&p, &s, &err);
+    CHECK(rc == -ENOTSUP && strstr(err.msg, "-np 4 with a GPU") && !strchr(err.msg, '\n'),
+          "-np 4 with the device: rc %d \"%s\"", rc, err.msg);
+    eng_session_close(s);
+    printf("with a device in use, -np 4 is refused: %s\n", err.msg);
+}
+
+/* A full cache: requests 0 and 1, each run to TIGHT_GEN tokens (or the
+ * context), in a cache that holds only one of them whole; the younger
+ * starts over when the cache runs out and must still give its lone rows. */
+static uint64_t test_tight(const char *path, bool paged, uint64_t budget, struct run *big,
+                           const char *label)
+{
+    struct run ru = *big;
+    struct fl_err err;
+    if (open_session(path, paged, budget, TIGHT_CTX, &ru.s, &err)) {
+        CHECK(0, "%s: %s", label, err.msg);
+        return 0;
+    }
+    struct rec alone[2] = { 0 }, both[2] = { 0 };
+    struct eng_sched *q;
+    uint64_t restarts = 0;
+    for (int pass = 0; pass < 3; pass++) { /* 0 alone, 1 alone, both */
+        CHECK(eng_sched_create(ru.s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+        for (int i = 0; i < 2; i++) {
+            if (pass < 2 && pass != i)
+                continue;
+            struct eng_req req = { .prompt = ru.ids[i], .n_prompt = ru.n_ids[i],
+                                   .max_tokens = TIGHT_GEN, .ignore_eos = true,
+                                   .user = pass < 2 ? &alone[i] : &both[i] };
+            fl_sampler_defaults(&req.sampling, 99 + (uint64_t)i);
+            CHECK(eng_sched_submit(q, &req, &err) >= 0, "submit: %s", err.msg);
+        }
+        int rc;
+        while ((rc = eng_sched_step(q, &err)) > 0)
+            ;
+        CHECK(rc == 0, "%s tight: %s", label, err.msg);
+        struct eng_sched_stats st;
+        eng_sched_get_stats(q, &st);
+        restarts = st.restarts;
+        eng_sched_free(q);
+    }
+    CHECK(restarts > 0, "%s: a %d-cell cache should have made a request start over", label,
+          TIGHT_CTX);
+    for (int i = 0; i < 2; i++) {
+        CHECK(both[i].done && both[i].n_rows == alone[i].n_rows &&
+                  !strcmp(both[i].text, alone[i].text),
+              "%s tight: request %d: %d rows \"%s\" alone vs %d \"%s\"", label, i,
+              alone[i].n_rows, alone[i].text, both[i].n_rows, both[i].text);
+        for (int j = 0; j < both[i].n_rows && j < alone[i].n_rows; j++)
+            CHECK(!memcmp(both[i].rows[j], alone[i].rows[j], sizeof(float) * (size_t)alone[i].n_vocab),
+                  "%s tight: request %d row %d differs", label, i, j);
+        rec_free(&alone[i]);
+        rec_free(&both[i]);
+    }
+    eng_session_close(ru.s);
+    return restarts;
+}
+
+static void test_model(const char *dir, const char *name, bool paged)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tests/data/%s.gguf", dir, name);
+    struct run ru = { 0 };
+    struct fl_err err;
+    uint64_t budget = 0;
+    if (paged) { /* the smallest budget the file allows */
+        if (open_session(path, true, 0, N_CTX, &ru.s, &err)) {
+            CHECK(0, "%s: %s", name, err.msg);
+            return;
+        }
+        budget = eng_session_min_budget(ru.s);
+        eng_session_close(ru.s);
+    }
+    if (open_session(path, paged, budget, N_CTX, &ru.s, &err)) {
+        CHECK(0, "%s: %s", name, err.msg);
+        return;
+    }
+    for (int i = 0; i < N_REQ; i++) {
+        const struct fl_tokenizer *tok = eng_session_tokenizer(ru.s);
+        ru.n_ids[i] = fl_tokenize_alloc(tok, prompts[i], strlen(prompts[i]), true, false, &ru.ids[i]);
+        CHECK(ru.n_ids[i] > 0, "%s: tokenize", name);
+    }
+    CHECK(ru.n_ids[2] > 128, "%s: prompt 2 should take three chunks (%d tokens)", name, ru.n_ids[2]);
+    struct rec alone[N_REQ] = { 0 }, mixed[N_REQ] = { 0 };
+    const int cells = eng_session_cells_free(ru.s);
+    run_alone(&ru, alone);
+    run_together(&ru, mixed);
+    char label[160];
+    snprintf(label, sizeof(label), "%s%s", name, paged ? " paged" : "");
+    compare(label, alone, mixed);
+    CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
+          eng_session_cells_free(ru.s), cells);
+    const uint64_t restarts = test_tight(path, paged, budget, &ru, label);
+    printf("%-26s 5 requests alone = batched (4 sequences, queue, cancel): %d+%d+%d+%d+%d rows; "
+           "full cache: %llu restarts\n", label, alone[0].n_rows, alone[1].n_rows,
+           alone[2].n_rows, alone[3].n_rows, alone[4].n_rows, (unsigned long long)restarts);
+    for (int i = 0; i < N_REQ; i++) {
+        rec_free(&alone[i]);
+        rec_free(&mixed[i]);
+        free(ru.ids[i]);
+    }
+    eng_session_close(ru.s);
+}
+
+int main(void)
+{
+    const char *dir = getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".";
+    const char *only = getenv("FL_BATCH_MODELS");
+    static const char *const models[] = { "qwen3moe-tiny-F16", "qwen3moe-tiny-Q8_0",
+                                          "mixtral-tiny-Q4_K_M", "deepseek2-tiny-F16",
+                                          "gpt-oss-tiny-MXFP4" };
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        if (only && !strstr(only, models[i]))
+            continue;
+        test_model(dir, models[i], false);
+        test_model(dir, models[i], true);
+    }
+    test_gpu_refused(dir);
+    return check_summary("test-batch-invariance");
+}
