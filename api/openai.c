@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/tokenizer.h"
+
 /* --- fields ---------------------------------------------------------------------- */
 
 static int bad(struct fl_err *err, const char *field, const char *what)
@@ -220,11 +222,13 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
         return rc;
     if (n != 1)
         return bad(err, "n", "only one choice per request is generated");
-    bool stream = false;
-    if ((rc = flag(b, "stream", &stream, err)) < 0)
+    if ((rc = flag(b, "stream", &r->stream, err)) < 0)
         return rc;
-    if (stream)
-        return bad(err, "stream", "streaming is not available here");
+    const json_t *so = json_object_get(b, "stream_options");
+    if (so && !json_is_null(so) && !json_is_object(so))
+        return bad(err, "stream_options", "expected an object");
+    if (json_is_object(so) && flag(so, "include_usage", &r->include_usage, err) < 0)
+        return -EINVAL;
     return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
@@ -284,6 +288,34 @@ void api_request_sampling(const struct api_request *r, const struct fl_sampler_p
         out->seed = s->seed;
 }
 
+int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
+                       const struct api_request *r, int32_t **ids, const char **why)
+{
+    *why = "the prompt cannot be tokenized";
+    if (r->kind == API_COMPLETION && r->prompt_ids) {
+        *ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids);
+        if (!*ids)
+            return -ENOMEM;
+        memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
+        return r->n_prompt_ids;
+    }
+    if (r->kind == API_COMPLETION)
+        return fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), true, false, ids);
+    if (chat == FL_CHAT_UNKNOWN) {
+        *why = "no chat format is known for this model (--chat-template NAME)";
+        return -EINVAL;
+    }
+    char *text = NULL;
+    int n = fl_chat_apply(chat, r->msgs, r->n_msgs, true, &text);
+    if (n < 0) {
+        *why = "the messages do not fit the chat format";
+        return n;
+    }
+    n = fl_tokenize_alloc(tok, text, (size_t)n, true, true, ids);
+    free(text);
+    return n;
+}
+
 /* --- responses ------------------------------------------------------------------------------ */
 
 json_t *api_completion_json(const struct api_completion *c)
@@ -298,6 +330,36 @@ json_t *api_completion_json(const struct api_completion *c)
                      (json_int_t)c->created, "model", c->model, "choices", choice, "usage",
                      "prompt_tokens", c->prompt_tokens, "completion_tokens", c->completion_tokens,
                      "total_tokens", c->prompt_tokens + c->completion_tokens);
+}
+
+json_t *api_chunk_json(const struct api_chunk *c)
+{
+    json_t *text = c->text ? fl_json_stringn(c->text, c->len) : NULL;
+    json_t *choice;
+    if (c->kind == API_CHAT) {
+        json_t *delta = json_object();
+        if (c->role)
+            fl_json_set(delta, "role", json_string("assistant"));
+        if (text)
+            fl_json_set(delta, "content", text);
+        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta, "finish_reason",
+                           c->finish_reason ? json_string(c->finish_reason) : json_null());
+    } else {
+        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text",
+                           text ? text : json_string(""), "logprobs", "finish_reason",
+                           c->finish_reason ? json_string(c->finish_reason) : json_null());
+    }
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", c->id, "object",
+                          c->kind == API_CHAT ? "chat.completion.chunk" : "text_completion",
+                          "created", (json_int_t)c->created, "model", c->model, "choices",
+                          choice);
+    if (o && c->usage) { /* stream_options.include_usage: the last chunk, no choices */
+        json_array_clear(json_object_get(o, "choices"));
+        fl_json_set(o, "usage", json_pack("{s:i, s:i, s:i}", "prompt_tokens", c->prompt_tokens,
+                                          "completion_tokens", c->completion_tokens,
+                                          "total_tokens", c->prompt_tokens + c->completion_tokens));
+    }
+    return o;
 }
 
 json_t *api_error_json(const char *type, const char *code, const char *message)
@@ -339,6 +401,10 @@ int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
         char why[sizeof(err->msg)];
         snprintf(why, sizeof(why), "%s", err->msg);
         fl_err_set(err, rc, "body.%s", why);
+    }
+    if (!rc && out->req.stream) {
+        api_request_free(&out->req);
+        return bad(err, "body.stream", "a batch writes whole answers; leave it out");
     }
     return rc;
 }

@@ -41,13 +41,14 @@ struct api_request {
     bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
     bool has_repeat, has_presence, has_frequency, has_last_n;
     bool ignore_eos;
+    bool stream, include_usage; /* server-sent events; a usage chunk at the end */
     json_t *doc;              /* owned: what the strings point into */
 };
 
 /* Reads a request body (an object; takes a reference to it). 0, or
  * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
  * needs no api_request_free. Unknown fields are ignored, as the OpenAI
- * server does; "n" other than 1 and "stream": true are refused. */
+ * server does; "n" other than 1 is refused. */
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
@@ -55,6 +56,13 @@ void api_request_free(struct api_request *r);
 /* defaults with the fields the request gave put over them */
 void api_request_sampling(const struct api_request *r, const struct fl_sampler_params *defaults,
                           struct fl_sampler_params *out);
+
+/* The request's prompt as token ids (*ids malloc'ed): the chat messages
+ * through the model's chat format, or the prompt's text or ids. The count,
+ * or -errno with *why. */
+struct fl_tokenizer;
+int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
+                       const struct api_request *r, int32_t **ids, const char **why);
 
 /* The "chat.completion" / "text_completion" object of a finished request. */
 struct api_completion {
@@ -67,6 +75,22 @@ struct api_completion {
     int prompt_tokens, completion_tokens;
 };
 json_t *api_completion_json(const struct api_completion *c);
+
+/* One server-sent event's object while streaming: "chat.completion.chunk"
+ * (delta: role on the first, content after) or "text_completion" (text);
+ * finish_reason on the last; with usage, the usage chunk (no choices). */
+struct api_chunk {
+    enum api_kind kind;
+    const char *id, *model;
+    int64_t created;
+    bool role;
+    const char *text;         /* NULL: none */
+    size_t len;
+    const char *finish_reason; /* NULL: not finished */
+    bool usage;
+    int prompt_tokens, completion_tokens;
+};
+json_t *api_chunk_json(const struct api_chunk *c);
 
 /* {"error": {"message", "type", "code"}} as OpenAI writes errors. */
 json_t *api_error_json(const char *type, const char *code, const char *message);

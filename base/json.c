@@ -119,9 +119,15 @@ int fl_json_load_bytes(const char *s, size_t n, bool trailing, const char *what,
 {
     json_error_t je;
     *out = json_loadb(s, n, JSON_DECODE_ANY | (trailing ? JSON_DISABLE_EOF_CHECK : 0), &je);
-    if (!*out)
+    if (!*out) {
+        /* jansson quotes the input near the error: its control bytes (a raw
+         * newline) would break a one-line message */
+        for (char *c = je.text; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
         return fl_err_set(err, -EINVAL, "%s: line %d column %d: %s", what, je.line, je.column,
                           je.text);
+    }
     return 0;
 }
 

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config ninja-build
   clang llvm lld libclang-rt-dev     # BPF objects, libFuzzer, sanitizers
   liburing-dev libbpf-dev bpftool libelf-dev zlib1g-dev
-  libpcre2-dev libnuma-dev systemtap-sdt-dev libjansson-dev
+  libpcre2-dev libnuma-dev systemtap-sdt-dev libjansson-dev libmicrohttpd-dev
   python3 util-linux
 )
 # Extra packages a caller asks for (e.g. chromium for the report test).

@@ -90,25 +90,20 @@ static int parse(int argc, char **argv, struct batch_opts *o)
     o->sp.n_seq = 4;
     fl_sampler_defaults(&o->samp, 0);
     const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    const struct eng_request_args reqs = { &o->sp, &o->samp, &o->seed_given, &o->max_tokens,
+                                           &o->chat_template };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout);
-        if ((taken = eng_arg_sampling("batch", argc, argv, &i, &o->samp, &o->seed_given)) != 0)
+        if ((taken = eng_arg_requests("batch", argc, argv, &i, &reqs)) != 0)
             ok = taken > 0;
         else if (!strcmp(a, "-i") || !strcmp(a, "--input"))
             ok = eng_arg_str("batch", argc, argv, &i, &o->in);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
             ok = eng_arg_str("batch", argc, argv, &i, &o->out);
-        else if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
-            ok = eng_arg_int("batch", argc, argv, &i, 1, ENG_SESSION_MAX_SEQ, &o->sp.n_seq);
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
-            ok = eng_arg_int("batch", argc, argv, &i, -1, 1 << 24, &o->max_tokens) &&
-                 (o->max_tokens != 0 || (fprintf(stderr, "faultline batch: -n 0 makes nothing\n"), 0));
-        else if (!strcmp(a, "--chat-template"))
-            ok = eng_arg_str("batch", argc, argv, &i, &o->chat_template);
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
             o->quiet = true;
         else if ((taken = eng_arg_common("batch", argc, argv, &i, &common)) != 0)
@@ -188,41 +183,13 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
 
 /* --- requests ------------------------------------------------------------------------- */
 
-/* The request's prompt as token ids (*ids malloc'ed), or -errno with why. */
-static int prompt_tokens(struct batch_run *b, const struct api_request *r, int32_t **ids,
-                         const char **why)
-{
-    const struct fl_tokenizer *tok = eng_session_tokenizer(b->s);
-    if (r->kind == API_COMPLETION && r->prompt_ids) {
-        *ids = malloc(sizeof(int32_t) * (size_t)r->n_prompt_ids);
-        if (!*ids)
-            return -ENOMEM;
-        memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
-        return r->n_prompt_ids;
-    }
-    if (r->kind == API_COMPLETION)
-        return fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), true, false, ids);
-    if (b->chat == FL_CHAT_UNKNOWN) {
-        *why = "no chat format is known for this model (--chat-template NAME)";
-        return -EINVAL;
-    }
-    char *text = NULL;
-    int n = fl_chat_apply(b->chat, r->msgs, r->n_msgs, true, &text);
-    if (n < 0) {
-        *why = "the messages do not fit the chat format";
-        return n;
-    }
-    n = fl_tokenize_alloc(tok, text, (size_t)n, true, true, ids);
-    free(text);
-    return n;
-}
-
 static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
 {
     const struct api_request *r = &l->req;
     int32_t *ids = NULL;
-    const char *why = "the prompt cannot be tokenized";
-    const int n = prompt_tokens(b, r, &ids, &why);
+
+    const char *why;
+    const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
     if (j)
         *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b };

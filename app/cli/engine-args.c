@@ -155,3 +155,23 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         return 0;
     return ok ? 1 : -1;
 }
+
+int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
+                     const struct eng_request_args *t)
+{
+    const char *a = argv[*i];
+    bool ok;
+    if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, ENG_SESSION_MAX_SEQ, &t->sp->n_seq);
+    else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+        ok = eng_arg_int(cmd, argc, argv, i, -1, 1 << 24, t->max_tokens);
+        if (ok && *t->max_tokens == 0) {
+            fprintf(stderr, "faultline %s: -n 0 makes nothing (-1: up to the context)\n", cmd);
+            ok = false;
+        }
+    } else if (!strcmp(a, "--chat-template"))
+        ok = eng_arg_str(cmd, argc, argv, i, t->chat_template);
+    else
+        return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
+    return ok ? 1 : -1;
+}

@@ -63,4 +63,18 @@ struct fl_tokenizer;
 int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t len,
                         bool parse_special, int32_t **out);
 
+/* The flags of the commands that take requests (batch, serve): -np /
+ * --parallel into sp->n_seq, -n / --n-predict into *max_tokens (-1: up to the
+ * context; 0 refused), --chat-template into *chat_template, and the sampler
+ * flags. 1 taken, 0 not one, -1 bad value (said). */
+struct eng_request_args {
+    struct eng_session_params *sp;
+    struct fl_sampler_params *samp;
+    bool *seed_given;
+    int *max_tokens;
+    const char **chat_template;
+};
+int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
+                     const struct eng_request_args *t);
+
 #endif

@@ -1,0 +1,118 @@
+/* serve.c: `faultline serve` — the flags of an OpenAI-compatible server
+ * (serve/server.h) over every session flag `run` takes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli/commands.h"
+#include "app/cli/engine-args.h"
+#include "app/cli/session-flags.h"
+#include "base/units.h"
+#include "serve/server.h"
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: faultline serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np 4] [-c CELLS]\n"
+            "                       [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
+            "                       [-n MAX_TOKENS] [--temp 0.8 ...] [--max-queue 64]\n"
+            "                       [--max-body 8M] [--max-conn 512] [--timeout 60] [--drain 10]\n"
+            "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
+            "true: server-sent events), GET /v1/models, /health, /metrics, POST /tokenize,\n"
+            "/detokenize. -np sequences run at once, sharing -c KV cells and every expert read.\n"
+            "Loopback only unless --host says otherwise. SIGINT/SIGTERM: stop accepting, give\n"
+            "in-flight requests --drain seconds, exit 0.\n"
+            "\n"
+            "  faultline serve -m model.gguf --port 8080 &\n"
+            "  curl -s localhost:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+            "    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}'\n"
+            "  node -e 'const OpenAI = require(\"openai\"); new OpenAI({baseURL: \"http://127.0.0.1:8080/v1\",\n"
+            "    apiKey: \"none\"}).chat.completions.create({model: \"m\", stream: true, messages:\n"
+            "    [{role: \"user\", content: \"Hello\"}]}).then(async s => { for await (const c of s)\n"
+            "    process.stdout.write(c.choices[0]?.delta?.content ?? \"\") })'\n");
+    eng_session_print_usage(out);
+    return out == stdout ? 0 : 2;
+}
+
+static bool arg_size(int argc, char **argv, int *i, size_t *out)
+{
+    const char *v = NULL;
+    uint64_t n = 0;
+    if (!eng_arg_str("serve", argc, argv, i, &v))
+        return false;
+    if (fl_parse_size(v, &n) || n < 1024 || n > (1ull << 32)) {
+        fprintf(stderr, "faultline serve: %s wants a size from 1K to 4G, not '%s'\n", argv[*i - 1], v);
+        return false;
+    }
+    *out = (size_t)n;
+    return true;
+}
+
+static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
+{
+    srv_opts_init(o);
+    o->sp.n_seq = 4;
+    bool seed_given = false;
+    const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int taken;
+        bool ok = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage(stdout);
+        if ((taken = eng_arg_requests("serve", argc, argv, &i, &reqs)) != 0)
+            ok = taken > 0;
+        else if (!strcmp(a, "--host"))
+            ok = eng_arg_str("serve", argc, argv, &i, &o->host);
+        else if (!strcmp(a, "--port"))
+            ok = eng_arg_int("serve", argc, argv, &i, 0, 65535, &o->port);
+        else if (!strcmp(a, "--api-key"))
+            ok = eng_arg_str("serve", argc, argv, &i, &o->api_key);
+        else if (!strcmp(a, "--alias") || !strcmp(a, "-a"))
+            ok = eng_arg_str("serve", argc, argv, &i, &o->alias);
+        else if (!strcmp(a, "--max-queue"))
+            ok = eng_arg_int("serve", argc, argv, &i, 1, 1 << 20, &o->max_queue);
+        else if (!strcmp(a, "--max-conn"))
+            ok = eng_arg_int("serve", argc, argv, &i, 4, 1 << 16, &o->max_conn);
+        else if (!strcmp(a, "--timeout"))
+            ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
+        else if (!strcmp(a, "--max-body"))
+            ok = arg_size(argc, argv, &i, &o->max_body);
+        else if (!strcmp(a, "--drain")) {
+            int d = 0;
+            ok = eng_arg_int("serve", argc, argv, &i, 0, 3600, &d);
+            o->drain_s = d;
+        } else if ((taken = eng_arg_common("serve", argc, argv, &i, &common)) != 0)
+            ok = taken > 0;
+        else {
+            fprintf(stderr, "faultline serve: unknown option '%s'\n", a);
+            ok = false;
+        }
+        if (!ok)
+            return 2;
+    }
+    if (!o->sp.model_path) {
+        fprintf(stderr, "faultline serve: -m MODEL is required\n");
+        return usage(stderr);
+    }
+    return -1;
+}
+
+int cli_serve(int argc, char **argv)
+{
+    struct srv_opts o;
+    const char *chat = NULL;
+    int rc = parse(argc, argv, &o, &chat);
+    if (rc >= 0)
+        return rc;
+    if (chat && (o.chat = fl_chat_format_from_name(chat)) == FL_CHAT_UNKNOWN) {
+        fprintf(stderr, "faultline serve: --chat-template %s: not a known format\n", chat);
+        return 2;
+    }
+    struct fl_err err = { "" };
+    rc = srv_run(&o, &err);
+    if (rc)
+        fprintf(stderr, "faultline serve: %s\n", err.msg);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,14 @@
+# serve/: `faultline serve`, the OpenAI-compatible HTTP server (libmicrohttpd)
+# over the scheduler: one engine thread, a thread per connection.
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
+fl_module(serve SOURCES serve/engine-loop.c serve/http.c serve/endpoints.c serve/server.c
+          DEPS app api text pager base LIBS PkgConfig::MHD)
+
+# From outside, with the official openai npm client (pinned; installed into the
+# build folder on first run) and curl: endpoints, errors, streams, disconnects,
+# hostile clients, a 2,000-request soak, SIGTERM.
+add_test(NAME test-serve COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-serve.sh
+  $<TARGET_FILE:faultline> ${PROJECT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-serve PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+fl_fuzz(api-request SOURCES tests/fuzz/fuzz-api-request.c MODULES api)

@@ -1,0 +1,188 @@
+/* endpoints.c: /v1/models, /health, /metrics, /tokenize, /detokenize
+ * (serve/http.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/http.h"
+#include "text/tokenizer.h"
+
+enum MHD_Result srv_models(struct srv_conn *k)
+{
+    struct eng_session *ses = srv_loop_session(k->s->loop);
+    json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", k->s->model_name, "object", "model",
+                          "created", (json_int_t)k->s->started, "owned_by", "faultline");
+    if (m && ses)
+        fl_json_set(m, "meta", json_pack("{s:i, s:i, s:I}", "n_ctx", eng_session_n_ctx(ses),
+                                         "n_seq", eng_session_n_seq(ses), "n_params",
+                                         (json_int_t)eng_session_n_params(ses)));
+    return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+}
+
+enum MHD_Result srv_health(struct srv_conn *k)
+{
+    if (!srv_loop_session(k->s->loop))
+        return srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "loading",
+                               "Loading model");
+    return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"));
+}
+
+/* One metric: HELP, TYPE and its value. */
+static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    fprintf(f, "# HELP faultline_%s %s\n# TYPE faultline_%s %s\nfaultline_%s %.17g\n", name,
+            help, name, type, name, v);
+}
+
+enum MHD_Result srv_metrics(struct srv_conn *k)
+{
+    struct srv_stats st;
+    srv_loop_stats(k->s->loop, &st);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                               "out of memory");
+    metric(f, "requests_total", "counter", "Requests that ran to an end (stop, length, error).",
+           (double)st.requests_done);
+    metric(f, "requests_cancelled_total", "counter",
+           "Requests cancelled (the client left, or shutdown).", (double)st.requests_cancelled);
+    metric(f, "requests_failed_total", "counter", "Requests the engine failed.",
+           (double)st.requests_failed);
+    metric(f, "prompt_tokens_total", "counter", "Prompt tokens evaluated.",
+           (double)st.prompt_tokens);
+    metric(f, "tokens_generated_total", "counter", "Tokens generated.", (double)st.gen_tokens);
+    metric(f, "tokens_per_second", "gauge", "Generated tokens per second over the last ~10 s.",
+           st.gen_tps);
+    metric(f, "steps_total", "counter", "Forward steps of the engine.", (double)st.steps);
+    metric(f, "restarts_total", "counter", "Requests started over when the KV cells ran out.",
+           (double)st.restarts);
+    metric(f, "queue_depth", "gauge", "Requests waiting for a sequence.", st.queued);
+    metric(f, "sequences_busy", "gauge", "Sequences running a request.", st.running);
+    metric(f, "sequences_max", "gauge", "Sequences at once (-np).", st.n_seq);
+    metric(f, "kv_cells_used", "gauge", "KV cells held by sequences.", st.cells_used);
+    metric(f, "kv_cells_total", "gauge", "KV cells in the cache (-c).", st.cells_total);
+    pthread_mutex_lock(&k->s->mu);
+    static const char *const names[SRV_N_ROUTES] = {
+        "chat_completions", "completions", "models", "health", "metrics", "tokenize",
+        "detokenize", "other" };
+    static const char *const classes[6] = { "2xx", "4xx", "5xx", "401", "413", "503" };
+    fprintf(f, "# HELP faultline_http_responses_total HTTP responses by endpoint and status.\n"
+               "# TYPE faultline_http_responses_total counter\n");
+    for (int r = 0; r < SRV_N_ROUTES; r++)
+        for (int c = 0; c < 6; c++)
+            if (k->s->responses[r][c])
+                fprintf(f, "faultline_http_responses_total{endpoint=\"%s\",status=\"%s\"} %llu\n",
+                        names[r], classes[c], (unsigned long long)k->s->responses[r][c]);
+    pthread_mutex_unlock(&k->s->mu);
+    if (st.paged) { /* the disk tier's pager; RAM and GPU tiers are never waited on */
+        fprintf(f, "# HELP faultline_pager_hit_ratio Expert acquires that found the expert resident.\n"
+                   "# TYPE faultline_pager_hit_ratio gauge\n"
+                   "faultline_pager_hit_ratio{tier=\"disk\"} %.6f\n",
+                st.pager_acquires ? (double)st.pager_hits / (double)st.pager_acquires : 0.0);
+        fprintf(f, "# HELP faultline_pager_bytes_read_total Expert bytes read from disk.\n"
+                   "# TYPE faultline_pager_bytes_read_total counter\n"
+                   "faultline_pager_bytes_read_total{tier=\"disk\"} %llu\n",
+                (unsigned long long)st.pager_bytes_read);
+        fprintf(f, "# HELP faultline_pager_stall_seconds_total Time the engine waited for expert bytes.\n"
+                   "# TYPE faultline_pager_stall_seconds_total counter\n"
+                   "faultline_pager_stall_seconds_total{tier=\"disk\"} %.6f\n",
+                (double)st.pager_stall_ns * 1e-9);
+    }
+    fclose(f);
+    k->status = MHD_HTTP_OK;
+    const enum MHD_Result rc = srv_reply(k->c, MHD_HTTP_OK, "text/plain; version=0.0.4", buf, n);
+    free(buf);
+    return rc;
+}
+
+/* The body as a JSON object, or a 400 already queued (NULL). */
+static json_t *body_object(struct srv_conn *k, enum MHD_Result *rc)
+{
+    json_t *body = NULL;
+    struct fl_err err = { "" };
+    if (fl_json_load_bytes(k->body, k->body_len, false, "the body", &body, &err)) {
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_json",
+                              "%s", err.msg);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                              "invalid_request", "body: expected an object");
+        return NULL;
+    }
+    return body;
+}
+
+enum MHD_Result srv_tokenize(struct srv_conn *k)
+{
+    enum MHD_Result rc;
+    json_t *body = body_object(k, &rc);
+    if (!body)
+        return rc;
+    const json_t *content = json_object_get(body, "content");
+    const json_t *special = json_object_get(body, "add_special");
+    if (!json_is_string(content) || (special && !json_is_boolean(special))) {
+        json_decref(body);
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_request",
+                               "%s", !json_is_string(content) ? "content: expected a string"
+                                                              : "add_special: expected a boolean");
+    }
+    const struct fl_tokenizer *tok = eng_session_tokenizer(srv_loop_session(k->s->loop));
+    int32_t *ids = NULL;
+    const int n = fl_tokenize_alloc(tok, json_string_value(content), json_string_length(content),
+                                    json_is_true(special), false, &ids);
+    json_decref(body);
+    if (n < 0)
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_request", "content: cannot be tokenized");
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n; i++)
+        json_array_append_new(arr, json_integer(ids[i]));
+    free(ids);
+    return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:o}", "tokens", arr));
+}
+
+enum MHD_Result srv_detokenize(struct srv_conn *k)
+{
+    enum MHD_Result rc;
+    json_t *body = body_object(k, &rc);
+    if (!body)
+        return rc;
+    const json_t *tokens = json_object_get(body, "tokens");
+    const struct fl_tokenizer *tok = eng_session_tokenizer(srv_loop_session(k->s->loop));
+    const int32_t n_vocab = fl_n_vocab(tok);
+    const size_t n = json_array_size(tokens);
+    int32_t *ids = malloc(sizeof(int32_t) * (n ? n : 1));
+    const char *bad = !json_is_array(tokens) ? "tokens: expected an array of token ids"
+                      : !ids                 ? "out of memory"
+                                             : NULL;
+    for (size_t i = 0; !bad && i < n; i++) {
+        const json_t *t = json_array_get(tokens, i);
+        const json_int_t id = json_integer_value(t);
+        if (!json_is_integer(t) || id < 0 || id >= n_vocab)
+            bad = "tokens: an id outside the vocabulary";
+        else
+            ids[i] = (int32_t)id;
+    }
+    json_decref(body);
+    /* buf NULL: the length; then the text */
+    int len = bad ? 0 : fl_detokenize(tok, ids, (int)n, NULL, 0, false, false);
+    char *text = !bad && len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!bad && (!text || fl_detokenize(tok, ids, (int)n, text, (size_t)len + 1, false, false) < 0))
+        bad = "tokens: cannot be rendered";
+    free(ids);
+    if (bad) {
+        free(text);
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_request", "%s", bad);
+    }
+    rc = srv_reply_json(k, MHD_HTTP_OK,
+                        json_pack("{s:o}", "content", fl_json_stringn(text, (size_t)len)));
+    free(text);
+    return rc;
+}

@@ -1,0 +1,365 @@
+/* http.c: the HTTP side of `faultline serve` (server.h): libmicrohttpd,
+ * one thread per connection, routing, limits, authentication, and the
+ * completion endpoints; the others are in endpoints.c. */
+#include "serve/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/openai.h"
+#include "text/tokenizer.h"
+
+void srv_opts_init(struct srv_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    eng_session_params_init(&o->sp);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->chat = FL_CHAT_UNKNOWN;
+    fl_sampler_defaults(&o->samp, 0);
+    o->max_tokens = -1;
+    o->max_queue = 64;
+    o->max_body = 8u << 20;
+    o->max_conn = 512;
+    o->timeout_s = 60;
+    o->drain_s = 10;
+}
+
+/* --- responses ------------------------------------------------------------------------ */
+
+enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char *type,
+                          const char *body, size_t n)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body,
+                                                             MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        MHD_add_response_header(r, "Retry-After", "1");
+    const enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* Takes v's reference. */
+enum MHD_Result srv_reply_json(struct srv_conn *k, unsigned status, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    k->status = s ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
+    const enum MHD_Result rc = s ? srv_reply(k->c, status, "application/json", s, strlen(s))
+                                 : srv_reply(k->c, k->status, "text/plain", "out of memory", 13);
+    free(s);
+    return rc;
+}
+
+enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char *type,
+                                const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return srv_reply_json(k, status, api_error_json(type, code, msg));
+}
+
+/* --- the completion endpoints --------------------------------------------------------- */
+
+static void new_id(struct srv *s, enum api_kind kind, char *buf, size_t n)
+{
+    pthread_mutex_lock(&s->mu);
+    const unsigned long long seq = ++s->next_id;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(buf, n, "%s-%llx%llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->started, seq);
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* The client closed its end (a pipelined request would be POLLIN only). */
+static bool client_gone(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* A streamed completion: owned by its MHD response (freed with it). */
+struct srv_stream {
+    struct srv *s;
+    struct srv_job *job;
+    int fd;
+    enum api_kind kind;
+    char id[64];
+    int64_t created;
+    bool include_usage, sent_role, ended;
+    size_t sent;                    /* bytes of the job's text streamed */
+    char *out;                      /* events not yet handed to the socket */
+    size_t out_len, out_off;
+};
+
+static enum MHD_Result finish_error(struct srv_conn *k, const struct srv_job *j)
+{
+    return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "engine_error",
+                           "%s", j->error[0] ? j->error : "the request failed");
+}
+
+/* stream: false — wait for the end (noticing a client that leaves), then
+ * one JSON object. */
+static enum MHD_Result reply_whole(struct srv_conn *k)
+{
+    struct srv_job *j = k->job;
+    srv_loop_lock(k->s->loop);
+    while (!j->done) {
+        srv_loop_unlock(k->s->loop);
+        if (client_gone(conn_fd(k->c))) {
+            srv_job_release(k->s->loop, j); /* cancels: its cells are free next step */
+            k->job = NULL;
+            return MHD_NO;
+        }
+        srv_loop_lock(k->s->loop);
+        if (!j->done)
+            srv_job_wait(k->s->loop, j, 100);
+    }
+    const struct eng_req_result r = j->result;
+    char *text = j->len ? strndup(j->text, j->len) : strdup("");
+    srv_loop_unlock(k->s->loop);
+    enum MHD_Result rc;
+    if (r.finish == ENG_FINISH_ERROR || !text) {
+        rc = finish_error(k, j);
+    } else {
+        const struct api_completion c = { k->kind, k->id, k->s->model_name, k->created, text,
+                                          strlen(text), eng_finish_name(r.finish), r.n_prompt,
+                                          r.n_tokens };
+        rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
+    }
+    free(text);
+    return rc;
+}
+
+/* Bytes of s[0..n) that end on a whole UTF-8 character (a token may end
+ * inside one; the rest comes with the next). */
+static size_t utf8_whole(const char *s, size_t n)
+{
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+        i--, back++;
+    if (i == 0)
+        return n;
+    const unsigned char lead = (unsigned char)s[i - 1];
+    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return need > back + 1 ? i - 1 : n;
+}
+
+/* One "data: {...}\n\n" event onto the connection's pending bytes. */
+static void sse_event(struct srv_stream *k, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (!s)
+        return;
+    const size_t n = strlen(s);
+    char *p = realloc(k->out, k->out_len + n + 9);
+    if (p) {
+        k->out = p;
+        memcpy(p + k->out_len, "data: ", 6);
+        memcpy(p + k->out_len + 6, s, n);
+        memcpy(p + k->out_len + 6 + n, "\n\n", 2);
+        k->out_len += n + 8;
+    }
+    free(s);
+}
+
+static void sse_raw(struct srv_stream *k, const char *s)
+{
+    const size_t n = strlen(s);
+    char *p = realloc(k->out, k->out_len + n);
+    if (p) {
+        k->out = p;
+        memcpy(p + k->out_len, s, n);
+        k->out_len += n;
+    }
+}
+
+/* The events the job's news makes (mutex held). */
+static void stream_news(struct srv_stream *k, struct srv_job *j)
+{
+    struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
+                            .created = k->created };
+    if (!k->sent_role && k->kind == API_CHAT) {
+        ch.role = true;
+        ch.text = "";
+        sse_event(k, api_chunk_json(&ch));
+        ch.role = false;
+        k->sent_role = true;
+    }
+    const size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
+    if (avail > k->sent) {
+        ch.text = j->text + k->sent;
+        ch.len = avail - k->sent;
+        sse_event(k, api_chunk_json(&ch));
+        k->sent = avail;
+    }
+    if (!j->done)
+        return;
+    if (j->result.finish == ENG_FINISH_ERROR) {
+        sse_event(k, api_error_json("server_error", "engine_error",
+                                    j->error[0] ? j->error : "the request failed"));
+    } else {
+        ch.text = NULL;
+        ch.finish_reason = eng_finish_name(j->result.finish);
+        sse_event(k, api_chunk_json(&ch));
+        if (k->include_usage) {
+            ch.finish_reason = NULL;
+            ch.usage = true;
+            ch.prompt_tokens = j->result.n_prompt;
+            ch.completion_tokens = j->result.n_tokens;
+            sse_event(k, api_chunk_json(&ch));
+        }
+    }
+    sse_raw(k, "data: [DONE]\n\n");
+    k->ended = true;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct srv_stream *k = cls;
+    if (k->out_off == k->out_len) {
+        k->out_off = k->out_len = 0;
+        if (k->ended)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (client_gone(k->fd))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        struct srv_job *j = k->job;
+        srv_loop_lock(k->s->loop);
+        if (!j->done && j->len == k->sent && (k->sent_role || k->kind != API_CHAT))
+            srv_job_wait(k->s->loop, j, 100); /* nothing new: wait for it a while */
+        stream_news(k, j);
+        srv_loop_unlock(k->s->loop);
+    }
+    const size_t n = k->out_len - k->out_off < max ? k->out_len - k->out_off : max;
+    if (n) /* 0: nothing yet, MHD calls again */
+        memcpy(buf, k->out + k->out_off, n);
+    k->out_off += n;
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the client left): the job goes too. */
+static void stream_free(void *cls)
+{
+    struct srv_stream *k = cls;
+    srv_job_release(k->s->loop, k->job);
+    free(k->out);
+    free(k);
+}
+
+static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
+{
+    struct srv_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return MHD_NO; /* on_completed releases the job */
+    *st = (struct srv_stream){ .s = k->s, .job = k->job, .fd = conn_fd(k->c), .kind = k->kind,
+                               .created = k->created, .include_usage = include_usage };
+    snprintf(st->id, sizeof(st->id), "%s", k->id);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+    if (!r) {
+        free(st);
+        return MHD_NO;
+    }
+    k->job = NULL; /* the response's now */
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    k->status = MHD_HTTP_OK;
+    k->streaming = true;
+    const enum MHD_Result rc = MHD_queue_response(k->c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* The request's job: prompt ids checked against the context, posted. */
+static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *req,
+                                const int32_t *ids, int n)
+{
+    struct srv *s = k->s;
+    struct eng_session *ses = srv_loop_session(s->loop);
+    if (n + 1 > eng_session_n_ctx(ses))
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "context_length_exceeded",
+                               "the prompt has %d tokens; a sequence holds %d (-c)", n,
+                               eng_session_n_ctx(ses));
+    struct srv_job *j = srv_job_new();
+    if (!j)
+        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                               "out of memory");
+    j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
+                               .n_stop = req->n_stop, .ignore_eos = req->ignore_eos };
+    j->req.max_tokens = req->max_tokens > 0 ? req->max_tokens : s->o->max_tokens;
+    if (j->req.max_tokens <= 0)
+        j->req.max_tokens = eng_session_n_ctx(ses);
+    api_request_sampling(req, &s->o->samp, &j->req.sampling);
+    if (!req->has_seed) { /* unseeded requests differ, as OpenAI's do */
+        pthread_mutex_lock(&s->mu);
+        j->req.sampling.seed = s->seed_state = s->seed_state * 6364136223846793005ull + 1442695040888963407ull;
+        pthread_mutex_unlock(&s->mu);
+    }
+    const int rc = srv_job_post(s->loop, j, s->o->max_queue);
+    if (rc) {
+        srv_job_release(s->loop, j);
+        return rc == -EAGAIN
+            ? srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "queue_full",
+                              "%d requests are waiting; try again", s->o->max_queue)
+            : srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
+                              "shutting_down", "the server is stopping");
+    }
+    k->job = j;
+    new_id(s, k->kind, k->id, sizeof(k->id));
+    k->created = (int64_t)time(NULL);
+    return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
+}
+
+enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
+{
+    json_t *body = NULL;
+    struct fl_err err = { "" };
+    if (fl_json_load_bytes(k->body, k->body_len, false, "the body", &body, &err))
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_json",
+                               "%s", err.msg);
+    struct api_request req;
+    const int prc = api_request_parse(body, kind, &req, &err);
+    json_decref(body);
+    if (prc)
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_request", "%s", err.msg);
+    struct eng_session *ses = srv_loop_session(k->s->loop);
+    int32_t *ids = NULL;
+    const char *why;
+    const int n = api_request_tokens(eng_session_tokenizer(ses), k->s->chat, &req, &ids, &why);
+    enum MHD_Result rc;
+    if (n < 0)
+        rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
+                             "%s", why);
+    else if (n == 0)
+        rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
+                             "the prompt is empty");
+    else {
+        k->kind = kind;
+        rc = post_job(k, &req, ids, n);
+    }
+    free(ids);
+    api_request_free(&req);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/* server.h: `faultline serve` — an OpenAI-compatible HTTP server
+ * (libmicrohttpd) over the many-sequences engine (docs/serve.md).
+ *
+ * Endpoints as llama-server serves them: POST /v1/chat/completions and
+ * /v1/completions (plain and stream: true as server-sent events ending
+ * with "data: [DONE]"), GET /v1/models, /health (503 while loading),
+ * /metrics (Prometheus text), POST /tokenize and /detokenize. Errors are
+ * OpenAI's {"error": {"message", "type", "code"}} with the status they
+ * call for. One engine thread steps every request's sequence together
+ * (serve/engine-loop.h); each connection has its own thread. */
+#ifndef FL_SERVE_SERVER_H
+#define FL_SERVE_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/session.h"
+#include "base/error.h"
+#include "text/chat.h"
+#include "text/sampler.h"
+
+struct srv_opts {
+    struct eng_session_params sp;
+    const char *host;          /* default 127.0.0.1 */
+    int port;                  /* default 8080; 0: any free port (printed) */
+    const char *api_key;       /* NULL: none asked */
+    const char *alias;         /* the model's name in responses (default: the file's) */
+    enum fl_chat_format chat;  /* FL_CHAT_UNKNOWN: the model's own */
+    struct fl_sampler_params samp; /* what a request does not say */
+    int max_tokens;            /* a request without max_tokens: -1 = up to the context */
+    int max_queue;             /* requests waiting for a sequence before 503 */
+    size_t max_body;           /* bytes; more: 413 */
+    int max_conn;              /* connections at once */
+    int timeout_s;             /* an idle connection is closed after it */
+    double drain_s;            /* SIGINT/SIGTERM: in-flight requests get this long */
+};
+
+void srv_opts_init(struct srv_opts *o);
+
+/* Listens, loads the model, serves until SIGINT/SIGTERM, drains, returns
+ * 0; or -errno with err (cannot bind, the model does not open). */
+int srv_run(const struct srv_opts *o, struct fl_err *err);
+
+#endif

@@ -1,0 +1,66 @@
+/* fuzz-api-request: libFuzzer target for what `faultline serve` does with
+ * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
+ * completion request (api/openai.h), and the chunk and completion objects
+ * built from what is accepted.
+ *
+ * Whatever is accepted must have a prompt or messages and its chunks must
+ * serialise; whatever is refused must say why in one line. A broken
+ * contract aborts. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/openai.h"
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fuzz-api-request: %s\n", what);
+    abort();
+}
+
+static void serialises(json_t *v, const char *what)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    if (!s)
+        die(what);
+    free(s);
+    json_decref(v);
+}
+
+static void one(json_t *body, enum api_kind kind)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    if (api_request_parse(body, kind, &r, &err)) {
+        if (!err.msg[0] || strchr(err.msg, '\n'))
+            die("refused without a one-line reason");
+        return;
+    }
+    if (kind == API_CHAT ? r.n_msgs == 0 : !r.prompt && r.n_prompt_ids == 0)
+        die("accepted without a prompt");
+    struct fl_sampler_params d, out;
+    fl_sampler_defaults(&d, 1);
+    api_request_sampling(&r, &d, &out);
+    const char *text = r.kind == API_CHAT ? r.msgs[0].content : r.prompt ? r.prompt : "";
+    const struct api_chunk c = { .kind = kind, .id = "x", .model = r.model ? r.model : "m",
+                                 .role = true, .text = text, .len = strlen(text),
+                                 .finish_reason = r.stream ? "stop" : NULL,
+                                 .usage = r.include_usage };
+    serialises(api_chunk_json(&c), "a chunk does not serialise");
+    const struct api_completion comp = { kind, "x", c.model, 1, text, strlen(text), "length", 1, 1 };
+    serialises(api_completion_json(&comp), "a completion does not serialise");
+    api_request_free(&r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_t *body = NULL;
+    struct fl_err err = { "" };
+    if (fl_json_load_bytes((const char *)data, size, false, "the body", &body, &err))
+        return 0;
+    one(body, API_CHAT);
+    one(body, API_COMPLETION);
+    json_decref(body);
+    return 0;
+}

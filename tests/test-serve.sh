@@ -1,0 +1,181 @@
+#!/bin/bash
+# test-serve.sh: `faultline serve` from outside, with clients no one here
+# wrote — the official `openai` npm package (pinned, installed into the
+# build folder once) and curl — against a server on 127.0.0.1 on a
+# tests/data model:
+#   - /health, /v1/models, /metrics, /tokenize, /detokenize;
+#   - chat and completions, plain and streamed (SSE ending in [DONE]);
+#     streamed text = plain text; 16 concurrent clients each get the text
+#     they get alone (batch invariance through the server);
+#   - every error with its status: malformed JSON and wrong types (400),
+#     a prompt longer than the context (400), a body over the limit (413,
+#     also 100 MB), a missing or wrong key (401), an unknown path (404), a
+#     wrong method (405), a full queue (503 + Retry-After);
+#   - a stream abandoned mid-way frees its sequence and cells;
+#   - hostile clients: 200 idle connections held open, headers sent a byte
+#     a second, while others are answered; a soak of 2,000 requests from 16
+#     clients with streams abandoned every 7th: RSS flat, no descriptor
+#     leak (counted before and after);
+#   - SIGTERM with a request in flight: the request completes, exit 0.
+# usage: test-serve.sh FAULTLINE BUILD_DIR   (exit 77: no node/npm/curl/python3)
+set -u
+cli=$1
+build=$2
+model=tests/data/qwen3moe-tiny-Q8_0.gguf
+key=test-key-123
+dir=$(mktemp -d /tmp/test-serve.XXXXXX)
+pid=
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; [ -f "$dir/server.err" ] && tail -5 "$dir/server.err"; exit 1; }
+for t in node npm curl python3; do
+  command -v $t >/dev/null || { echo "no $t: skipped"; exit 77; }
+done
+
+# the openai package, pinned, once per build folder
+node_dir=$build/node-openai
+if [ ! -f "$node_dir/node_modules/openai/package.json" ]; then
+  mkdir -p "$node_dir"
+  (cd "$node_dir" && npm install --no-audit --no-fund --silent openai@4.104.0 >/dev/null 2>&1) ||
+    { echo "npm install openai@4.104.0 failed (no registry?): skipped"; exit 77; }
+fi
+export NODE_PATH=$node_dir/node_modules
+# a sanitizer build holds freed memory back (quarantine): keep that small for the RSS check
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16
+client() { local mode=$1; shift; node tests/serve-client.js "$mode" "$base" "$key" "$@"; }
+
+start() { # ARGS...: a server on a free port; sets pid, base
+  "$cli" serve -m $model --port 0 -t 2 --api-key $key "$@" 2>"$dir/server.err" &
+  pid=$!
+  for _ in $(seq 100); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$dir/server.err")
+    [ -n "$port" ] && curl -sf "127.0.0.1:$port/health" >/dev/null && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "the server did not start: $(cat "$dir/server.err")"
+  base=http://127.0.0.1:$port/v1
+}
+code() { # the key unless the arguments bring their own
+  case "$*" in *Authorization*) curl -s -o "$dir/body" -w '%{http_code}' "$@" ;;
+  *) curl -s -o "$dir/body" -w '%{http_code}' -H "Authorization: Bearer $key" "$@" ;; esac
+}
+want() { # CODE CURL-ARGS...: the status and an OpenAI error object for non-200
+  local w=$1; shift
+  local got; got=$(code "$@")
+  [ "$got" = "$w" ] || fail "curl $*: status $got, want $w ($(head -c 300 "$dir/body"))"
+  if [ "$w" != 200 ]; then
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["message"] and e["type"]' \
+      "$dir/body" || fail "curl $*: not an OpenAI error: $(head -c 300 "$dir/body")"
+  fi
+}
+fds() { ls /proc/$pid/fd | wc -l; }
+rss() { awk '/VmRSS/ {print $2}' /proc/$pid/status; }
+metric() { curl -s -H "Authorization: Bearer $key" "$base/../metrics" | awk -v m="faultline_$1" '$1 == m {print $2}'; }
+
+J='-H Content-Type:application/json'
+# a full queue (its own server): 4 sequences + 6 waiting; 24 long requests at once
+start -np 4 -c 512 --max-queue 6
+curls=
+for i in $(seq 24); do
+  curl -s -o /dev/null -D "$dir/h$i" -H "Authorization: Bearer $key" $J \
+    -d '{"prompt": "Go", "max_tokens": 120, "ignore_eos": true}' "$base/completions" &
+  curls="$curls $!"
+done
+wait $curls
+n503=$(grep -l '^HTTP/1.1 503' "$dir"/h* | wc -l)
+n200=$(grep -l '^HTTP/1.1 200' "$dir"/h* | wc -l)
+[ "$n503" -ge 1 ] && [ $((n503 + n200)) -eq 24 ] || fail "queue full: $n200 x 200, $n503 x 503 of 24"
+grep -l '^HTTP/1.1 503' "$dir"/h* | head -1 | xargs grep -qi '^Retry-After:' || fail "503 without Retry-After"
+echo "queue full: $n503 of 24 got 503 with Retry-After, $n200 got 200"
+
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+
+start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5
+# --- endpoints and errors (curl) ---
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/../health")" = 200 ] || fail "/health without a key"
+want 200 "$base/models"
+want 401 -H "Authorization: Bearer nope" "$base/models"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$base/models")" = 401 ] || fail "no key: not 401"
+want 404 "$base/nope"
+want 405 "$base/completions"
+want 400 $J -d '{"prompt": "x"' "$base/completions"
+want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
+want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
+python3 -c 'import json; print(json.dumps({"prompt": [1] * 600, "max_tokens": 4}))' >"$dir/long.json"
+want 400 $J --data-binary @"$dir/long.json" "$base/completions"
+grep -q context_length_exceeded "$dir/body" || fail "long prompt: $(cat "$dir/body")"
+head -c 1100000 /dev/zero | tr '\0' a >"$dir/big"
+want 413 $J --data-binary @"$dir/big" "$base/completions"
+head -c 100000000 /dev/zero >"$dir/huge"
+t0=$(date +%s)
+want 413 $J --data-binary @"$dir/huge" "$base/completions"
+[ $(( $(date +%s) - t0 )) -le 5 ] || fail "100 MB body: took over 5 s"
+rm -f "$dir/huge"
+want 200 $J -d '{"content": "Hello world"}' "$base/../tokenize"
+ids=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["tokens"]))' "$dir/body")
+want 200 $J -d "{\"tokens\": $ids}" "$base/../detokenize"
+grep -q '"content":"Hello world"' "$dir/body" || fail "detokenize: $(cat "$dir/body")"
+want 400 $J -d '{"tokens": [99999999]}' "$base/../detokenize"
+curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Hi", "max_tokens": 3, "stream": true}' \
+  "$base/completions" >"$dir/sse"
+tail -c 20 "$dir/sse" | grep -q 'data: \[DONE\]' || fail "stream does not end with [DONE]: $(cat "$dir/sse")"
+echo "curl: endpoints, 400/401/404/405/413 (also 100 MB), tokenize round trip, SSE [DONE]"
+
+# --- the official client ---
+client basic || fail "openai client: basic"
+client concurrent || fail "openai client: concurrent"
+cancelled0=$(metric requests_cancelled_total)
+client abandon || fail "openai client: abandon"
+for _ in $(seq 50); do
+  [ "$(metric kv_cells_used)" = 0 ] && [ "$(metric requests_cancelled_total)" -gt "$cancelled0" ] && break
+  sleep 0.1
+done
+[ "$(metric kv_cells_used)" = 0 ] || fail "abandoned stream: $(metric kv_cells_used) cells still used"
+[ "$(metric requests_cancelled_total)" -gt "$cancelled0" ] || fail "abandoned stream: not cancelled"
+echo "abandoned stream: cancelled, its cells free at once"
+
+# --- hostile clients and a soak ---
+fd0=$(fds)
+python3 - "$port" <<'EOF' &
+import socket, sys, time
+port = int(sys.argv[1])
+idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
+slow = socket.create_connection(("127.0.0.1", port))
+try:  # a byte a second (the server may close it: that is its right)
+    for ch in b"GET /health HTTP/1.1\r\nHost: x\r\n":
+        slow.send(bytes([ch]))
+        time.sleep(1)
+        if ch == ord("/"):
+            break
+except OSError:
+    pass
+time.sleep(2)
+EOF
+hostile=$!
+sleep 1
+client soak 200 16 || fail "soak (first 200)"
+rss1=$(rss)
+client soak 1800 16 || fail "soak"
+rss2=$(rss)
+wait $hostile
+sleep 4 # --timeout 3: idle connections are closed
+fd1=$(fds)
+[ "$fd1" -le "$fd0" ] || fail "descriptors: $fd0 before, $fd1 after"
+[ $((rss2 - rss1)) -le 16384 ] || fail "RSS grew from $rss1 to $rss2 KiB over 1,800 requests"
+metric requests_total >/dev/null
+echo "200 idle connections + a byte-a-second client held while 2,000 requests ran: RSS $rss1 -> $rss2 KiB, descriptors $fd0 -> $fd1"
+
+# --- SIGTERM with a request in flight ---
+curl -s -o "$dir/last" -w '%{http_code}' -H "Authorization: Bearer $key" $J \
+  -d '{"prompt": "Go", "max_tokens": 60, "ignore_eos": true}' "$base/completions" >"$dir/last.code" &
+c=$!
+sleep 0.3
+kill -TERM $pid
+wait $pid
+rc=$?
+pid=
+wait $c
+[ $rc -eq 0 ] || fail "SIGTERM: exit $rc"
+[ "$(cat "$dir/last.code")" = 200 ] || fail "SIGTERM: the in-flight request got $(cat "$dir/last.code")"
+grep -q '"completion_tokens":60' "$dir/last" || fail "SIGTERM: in-flight request cut: $(cat "$dir/last")"
+echo "SIGTERM: the in-flight request finished (60 tokens), exit 0"
+echo "test-serve: all checks passed"
