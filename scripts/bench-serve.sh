@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-serve.sh: `faultline serve` under 1, 8 and 32 concurrent streaming
-# clients (the official openai package, scripts/serve-load.js), beside
+# clients (scripts/serve-load.js: fetch and the event stream), beside
 # llama-server -np N given LLAMA_CPP, on the same model, threads and lengths;
 # without a memory cap and inside bench-oversize's cap (CAP_PCT % of the file,
 # a memory cgroup covering the page cache; caches dropped before each server).
@@ -12,8 +12,7 @@
 #      LLAMA_CPP=DIR (llama-server), CLIENTS="1 8 32", PER_CLIENT=2, NPP=32, NTG=16,
 #      THREADS=2, CAP_PCT=25 (CAP_PCT=0: uncapped only), RESERVE_MIB=160, PORT=18080,
 #      FL=build/faultline, KEEP=1
-# Needs root (cgroups, drop_caches), python3, node and npm (the openai package is
-# installed pinned into the scratch folder).
+# Needs root (cgroups, drop_caches), python3 and node (18+: fetch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-1 8 32} PER_CLIENT=${PER_CLIENT:-2} NPP=${NPP:-32} NTG=${NTG:-16}
@@ -21,13 +20,10 @@ THREADS=${THREADS:-2} CAP_PCT=${CAP_PCT:-25} RESERVE_MIB=${RESERVE_MIB:-160} POR
 FL=${FL:-build/faultline}
 BENCH_NAME=bench-serve
 . scripts/lib-bench.sh
-command -v node >/dev/null && command -v npm >/dev/null || die "needs node and npm"
+command -v node >/dev/null || die "needs node"
 caps=(0)
 [ "$CAP_PCT" -gt 0 ] && caps+=("$CAP_PCT")
 bench_start
-(cd "$work" && npm install --no-audit --no-fund --silent openai@4.104.0 >/dev/null 2>&1) ||
-  die "npm install openai@4.104.0 failed"
-export NODE_PATH=$work/node_modules
 n_vocab=$("$FL" inspect "$model" | grep -o 'vocab [0-9]*' | head -1 | cut -d' ' -f2)
 [ -n "$n_vocab" ] || n_vocab=1000
 say "model $model: $((size / 1048576)) MiB; vocab $n_vocab; load $(cut -d' ' -f1-3 /proc/loadavg)"
