@@ -263,6 +263,11 @@ void api_request_free(struct api_request *r)
     memset(r, 0, sizeof(*r));
 }
 
+int api_request_max_tokens(const struct api_request *r, int dflt, int n_ctx)
+{
+    return r->max_tokens > 0 ? r->max_tokens : dflt > 0 ? dflt : n_ctx;
+}
+
 void api_request_sampling(const struct api_request *r, const struct fl_sampler_params *defaults,
                           struct fl_sampler_params *out)
 {

@@ -53,6 +53,10 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
 
+/* The tokens to generate at most: the request's max_tokens, else dflt
+ * (a command's -n), and when neither says (-1), up to the context. */
+int api_request_max_tokens(const struct api_request *r, int dflt, int n_ctx);
+
 /* defaults with the fields the request gave put over them */
 void api_request_sampling(const struct api_request *r, const struct fl_sampler_params *defaults,
                           struct fl_sampler_params *out);

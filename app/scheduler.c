@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "model/arch.h"
 #include "model/kv-cache.h"
 #include "text/tokenizer.h"
@@ -47,13 +47,6 @@ struct eng_sched {
     float *logits;
     struct eng_sched_stats st;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 const char *eng_finish_name(enum eng_finish f)
 {
@@ -167,7 +160,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         return fl_err_set(err, -ENOMEM, "out of memory");
     *r = (struct sched_req){ .id = q->next_id, .user = in->user, .n_prompt = in->n_prompt,
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
-                             .sp = in->sampling, .seq = -1, .t_submit = now_s() };
+                             .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s() };
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && q->n_queue + q->n_seq >= q->cap_queue) { /* room to requeue the running too */
         const int cap = q->cap_queue ? 2 * q->cap_queue : 16;
@@ -224,7 +217,7 @@ void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out)
 
 static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why)
 {
-    const double t = now_s();
+    const double t = fl_clock_s();
     if (r->seq >= 0) {
         eng_session_seq_free(q->s, r->seq);
         q->slot[r->seq] = NULL;
@@ -275,7 +268,7 @@ static void admit(struct eng_sched *q)
             return; /* waits for a sequence to end */
         memmove(q->queue, q->queue + 1, sizeof(*q->queue) * (size_t)--q->n_queue);
         r->seq = seq;
-        r->t_start = now_s();
+        r->t_start = fl_clock_s();
         q->slot[seq] = r;
     }
 }
@@ -423,7 +416,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     if (q->h.logits)
         q->h.logits(q->h.ctx, r->user, pos, row, q->n_vocab);
     if (!r->t_first)
-        r->t_first = now_s();
+        r->t_first = fl_clock_s();
     const int32_t id = fl_sampler_sample(r->smp, row);
     if (id < 0) {
         r->error = "the logits are not finite";

@@ -98,29 +98,10 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     return rc;
 }
 
-/* The body as a JSON object, or a 400 already queued (NULL). */
-static json_t *body_object(struct srv_conn *k, enum MHD_Result *rc)
-{
-    json_t *body = NULL;
-    struct fl_err err = { "" };
-    if (fl_json_load_bytes(k->body, k->body_len, false, "the body", &body, &err)) {
-        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_json",
-                              "%s", err.msg);
-        return NULL;
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                              "invalid_request", "body: expected an object");
-        return NULL;
-    }
-    return body;
-}
-
 enum MHD_Result srv_tokenize(struct srv_conn *k)
 {
     enum MHD_Result rc;
-    json_t *body = body_object(k, &rc);
+    json_t *body = srv_body_object(k, &rc);
     if (!body)
         return rc;
     const json_t *content = json_object_get(body, "content");
@@ -150,7 +131,7 @@ enum MHD_Result srv_tokenize(struct srv_conn *k)
 enum MHD_Result srv_detokenize(struct srv_conn *k)
 {
     enum MHD_Result rc;
-    json_t *body = body_object(k, &rc);
+    json_t *body = srv_body_object(k, &rc);
     if (!body)
         return rc;
     const json_t *tokens = json_object_get(body, "tokens");

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "app/predict.h"
+#include "base/clock.h"
 #include "pager/pager.h"
 
 enum loop_state { LOOP_LOADING, LOOP_RUNNING, LOOP_FAILED, LOOP_DRAINING, LOOP_STOPPING };
@@ -33,13 +34,6 @@ struct srv_loop {
     uint64_t win_tokens0;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* --- jobs --------------------------------------------------------------------------- */
 
 struct srv_job *srv_job_new(void)
@@ -57,7 +51,7 @@ static void job_free(struct srv_job *j)
 {
     pthread_cond_destroy(&j->cv);
     free(j->text);
-    free(j->prompt_copy);
+    free(j->prompt_owned);
     for (int i = 0; j->stop_copy && i < j->req.n_stop; i++)
         free(j->stop_copy[i]);
     free(j->stop_copy);
@@ -71,25 +65,23 @@ static void job_unref(struct srv_job *j)
         job_free(j);
 }
 
-/* The prompt and stop strings the HTTP side pointed at, owned by the job. */
-static int job_copy_inputs(struct srv_job *j)
+/* The stop strings the HTTP side pointed at (into its request's JSON),
+ * owned by the job: the loop submits it after the HTTP side may be gone. */
+static int job_copy_stops(struct srv_job *j)
 {
-    j->prompt_copy = malloc(sizeof(int32_t) * (size_t)(j->req.n_prompt > 0 ? j->req.n_prompt : 1));
     j->stop_copy = calloc((size_t)(j->req.n_stop > 0 ? j->req.n_stop : 1), sizeof(char *));
-    if (!j->prompt_copy || !j->stop_copy)
+    if (!j->stop_copy)
         return -ENOMEM;
-    memcpy(j->prompt_copy, j->req.prompt, sizeof(int32_t) * (size_t)j->req.n_prompt);
     for (int i = 0; i < j->req.n_stop; i++)
         if (!(j->stop_copy[i] = strdup(j->req.stop[i])))
             return -ENOMEM;
-    j->req.prompt = j->prompt_copy;
     j->req.stop = (const char *const *)j->stop_copy;
     return 0;
 }
 
 int srv_job_post(struct srv_loop *l, struct srv_job *j, int max_waiting)
 {
-    int rc = job_copy_inputs(j);
+    int rc = job_copy_stops(j);
     pthread_mutex_lock(&l->mu);
     if (!rc && l->state != LOOP_RUNNING)
         rc = -ESHUTDOWN;
@@ -248,7 +240,7 @@ static void take_stats(struct srv_loop *l)
         l->st.pager_hits = t.cache_hits + t.prefetch_hits;
         l->st.pager_acquires = t.cache_hits + t.prefetch_hits + t.misses;
     }
-    const double t = now_s();
+    const double t = fl_clock_s();
     if (t - l->win_t0 >= 10.0 || l->st.running == 0) {
         if (t > l->win_t0)
             l->st.gen_tps = (double)(l->st.gen_tokens - l->win_tokens0) / (t - l->win_t0);
@@ -273,7 +265,7 @@ static int loop_open(struct srv_loop *l)
         l->st.n_seq = eng_session_n_seq(l->s);
         l->st.cells_total = eng_session_cells_free(l->s);
         l->st.paged = eng_session_pager(l->s) && eng_session_paged(l->s);
-        l->win_t0 = now_s();
+        l->win_t0 = fl_clock_s();
     }
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
@@ -288,7 +280,7 @@ static void *loop_main(void *arg)
     pthread_mutex_lock(&l->mu);
     for (;;) {
         take_posts(l);
-        if (l->state == LOOP_DRAINING && now_s() >= l->drain_until) {
+        if (l->state == LOOP_DRAINING && fl_clock_s() >= l->drain_until) {
             eng_sched_cancel_all(l->q);
             l->state = LOOP_STOPPING;
         }
@@ -371,7 +363,7 @@ void srv_loop_stop(struct srv_loop *l, double drain_s)
     pthread_mutex_lock(&l->mu);
     if (l->state == LOOP_RUNNING) {
         l->state = LOOP_DRAINING;
-        l->drain_until = now_s() + drain_s;
+        l->drain_until = fl_clock_s() + drain_s;
     }
     pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&l->mu);

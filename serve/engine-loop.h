@@ -27,7 +27,8 @@ struct srv_loop;
 
 struct srv_job {
     /* set by the HTTP side before srv_job_post, read-only after */
-    struct eng_req req;     /* prompt and stop strings are copied at post */
+    struct eng_req req;     /* req.prompt is prompt_owned; stop strings are copied at post */
+    int32_t *prompt_owned;  /* malloc'ed, the job's: freed with it */
     int n_prompt;
     /* shared, under the loop's mutex */
     pthread_cond_t cv;      /* signalled on new text and at the end */
@@ -41,7 +42,6 @@ struct srv_job {
     int sched_id;           /* -1 until submitted */
     struct srv_job *next;   /* the posted list */
     struct srv_job *next_cancel; /* the cancel list (a posted job may be on both) */
-    int32_t *prompt_copy;
     char **stop_copy;
 };
 

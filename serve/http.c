@@ -72,6 +72,24 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
     return srv_reply_json(k, status, api_error_json(type, code, msg));
 }
 
+json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc)
+{
+    json_t *body = NULL;
+    struct fl_err err = { "" };
+    if (fl_json_load_bytes(k->body, k->body_len, false, "the body", &body, &err)) {
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_json",
+                              "%s", err.msg);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                              "invalid_request", "body: expected an object");
+        return NULL;
+    }
+    return body;
+}
+
 /* --- the completion endpoints --------------------------------------------------------- */
 
 static void new_id(struct srv *s, enum api_kind kind, char *buf, size_t n)
@@ -290,26 +308,30 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
     return rc;
 }
 
-/* The request's job: prompt ids checked against the context, posted. */
-static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *req,
-                                const int32_t *ids, int n)
+/* The request's job: prompt ids (taken over: the job frees them) checked
+ * against the context, posted. */
+static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *req, int32_t *ids,
+                                int n)
 {
     struct srv *s = k->s;
     struct eng_session *ses = srv_loop_session(s->loop);
-    if (n + 1 > eng_session_n_ctx(ses))
+    if (n + 1 > eng_session_n_ctx(ses)) {
+        free(ids);
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
                                "context_length_exceeded",
                                "the prompt has %d tokens; a sequence holds %d (-c)", n,
                                eng_session_n_ctx(ses));
+    }
     struct srv_job *j = srv_job_new();
-    if (!j)
+    if (!j) {
+        free(ids);
         return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
                                "out of memory");
+    }
+    j->prompt_owned = ids;
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos };
-    j->req.max_tokens = req->max_tokens > 0 ? req->max_tokens : s->o->max_tokens;
-    if (j->req.max_tokens <= 0)
-        j->req.max_tokens = eng_session_n_ctx(ses);
+    j->req.max_tokens = api_request_max_tokens(req, s->o->max_tokens, eng_session_n_ctx(ses));
     api_request_sampling(req, &s->o->samp, &j->req.sampling);
     if (!req->has_seed) { /* unseeded requests differ, as OpenAI's do */
         pthread_mutex_lock(&s->mu);
@@ -333,11 +355,11 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
 
 enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
 {
-    json_t *body = NULL;
+    enum MHD_Result rc;
+    json_t *body = srv_body_object(k, &rc);
+    if (!body)
+        return rc;
     struct fl_err err = { "" };
-    if (fl_json_load_bytes(k->body, k->body_len, false, "the body", &body, &err))
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_json",
-                               "%s", err.msg);
     struct api_request req;
     const int prc = api_request_parse(body, kind, &req, &err);
     json_decref(body);
@@ -348,7 +370,6 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
     int32_t *ids = NULL;
     const char *why;
     const int n = api_request_tokens(eng_session_tokenizer(ses), k->s->chat, &req, &ids, &why);
-    enum MHD_Result rc;
     if (n < 0)
         rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
                              "%s", why);
@@ -357,7 +378,8 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
                              "the prompt is empty");
     else {
         k->kind = kind;
-        rc = post_job(k, &req, ids, n);
+        rc = post_job(k, &req, ids, n); /* the ids are the job's now */
+        ids = NULL;
     }
     free(ids);
     api_request_free(&req);

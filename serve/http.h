@@ -54,6 +54,9 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
                                 const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The body as a JSON object, or NULL with a 400 already queued (*rc). */
+json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
+
 enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind);
 enum MHD_Result srv_models(struct srv_conn *k);
 enum MHD_Result srv_health(struct srv_conn *k);

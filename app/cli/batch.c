@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "api/openai.h"
 #include "app/cli/batch-files.h"
 #include "app/cli/commands.h"
@@ -59,13 +60,6 @@ static void on_signal(int sig)
     if (g_stop) /* a second one: at once */
         _exit(128 + sig);
     g_stop = sig;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int usage(FILE *out)
@@ -204,9 +198,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     }
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .user = j };
-    req.max_tokens = r->max_tokens > 0 ? r->max_tokens : b->o->max_tokens;
-    if (req.max_tokens < 0)
-        req.max_tokens = eng_session_n_ctx(b->s);
+    req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
     if (eng_sched_submit(b->q, &req, &err) < 0) {
@@ -282,7 +274,7 @@ static int count_lines(const char *path)
 
 static void progress(struct batch_run *b, bool last)
 {
-    const double t = now_s();
+    const double t = fl_clock_s();
     if (b->o->quiet || !isatty(STDERR_FILENO) || (!last && t - b->t_progress < 0.5))
         return;
     b->t_progress = t;
@@ -295,7 +287,7 @@ static void progress(struct batch_run *b, bool last)
 
 static void summary(struct batch_run *b)
 {
-    const double el = now_s() - b->t0;
+    const double el = fl_clock_s() - b->t0;
     fprintf(stderr, "batch: %d requests done (%d errors), %d done before, in %.1f s: %llu prompt "
             "tokens, %llu generated (%.2f t/s)", b->done, b->errors, b->skipped, el,
             (unsigned long long)b->prompt_tokens, (unsigned long long)b->gen_tokens,
@@ -370,7 +362,7 @@ static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *
         b->model_name = slash ? slash + 1 : o->sp.model_path;
         b->total = count_lines(o->in);
         b->seen = json_object();
-        b->t0 = now_s();
+        b->t0 = fl_clock_s();
         b->started = time(NULL);
         rc = b->seen ? run_lines(b, in, err) : fl_err_set(err, -ENOMEM, "out of memory");
         progress(b, true);

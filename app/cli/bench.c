@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
@@ -23,6 +22,7 @@
 #include "app/session.h"
 #include "gguf/tensor-types.h"
 #include "text/tokenizer.h"
+#include "base/clock.h"
 #include "base/units.h"
 #include "pager/pager.h"
 #include "app/predict.h"
@@ -164,13 +164,6 @@ static int parse(int argc, char **argv, struct bench_opts *o)
     return -1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int32_t first_token(struct eng_session *s, int32_t n_vocab)
 {
     const struct fl_tokenizer *tok = eng_session_tokenizer(s);
@@ -190,13 +183,13 @@ static double run_once(struct eng_session *s, bool prompt, int n, float *logits,
     for (int i = 0; i < n; i++)
         ids[i] = i == 0 ? first_token(s, nv) : rand() % nv;
     eng_session_reset(s);
-    double t0 = now_s();
+    double t0 = fl_clock_s();
     int rc = 0;
     if (prompt)
         rc = eng_session_eval(s, ids, n, false, logits, err);
     for (int i = 0; !prompt && !rc && i < n; i++)
         rc = eng_session_eval(s, &ids[i], 1, false, logits, err);
-    double t = now_s() - t0;
+    double t = fl_clock_s() - t0;
     free(ids);
     return rc ? rc : t;
 }
@@ -415,19 +408,19 @@ static int batched_case(struct eng_session *s, const struct bench_opts *o, int p
     struct pager_totals t0;
     struct fl_predict_stats s0;
     paging_snapshot(s, &t0, &s0);
-    const double t_start = now_s();
+    const double t_start = fl_clock_s();
     if (!rc)
         rc = batched_prefill(s, pp, pl, logits, err);
-    const double t_pp = now_s() - t_start;
+    const double t_pp = fl_clock_s() - t_start;
     char test[32];
     snprintf(test, sizeof(test), "pp%d B%d", pp, pl);
     if (!rc && eng_session_paged(s))
         paging_record(s, o, test, (uint64_t)pp * (uint64_t)pl, &t0, &s0, rows);
     paging_snapshot(s, &t0, &s0);
-    const double t_mid = now_s();
+    const double t_mid = fl_clock_s();
     if (!rc)
         rc = batched_generate(s, pp, tg, pl, logits, err);
-    const double t_tg = now_s() - t_mid;
+    const double t_tg = fl_clock_s() - t_mid;
     snprintf(test, sizeof(test), "tg%d B%d", tg, pl);
     if (!rc && eng_session_paged(s) && tg)
         paging_record(s, o, test, (uint64_t)tg * (uint64_t)pl, &t0, &s0, rows);

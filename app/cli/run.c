@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "text/chat.h"
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
@@ -72,13 +73,6 @@ static int parse(int argc, char **argv, struct run_opts *o)
     return -1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The prompt as token ids: raw, or rendered in the family's chat format
  * (which contains special-token texts, so those are parsed). */
 static int prompt_ids(struct eng_session *s, const char *text, size_t len, bool chat,
@@ -128,9 +122,9 @@ static int generate(struct eng_session *s, const struct run_opts *o, const int32
         return fl_err_set(err, rc, "cannot set up the sampler: %s", strerror(-rc));
     for (int i = 0; i < n; i++)
         fl_sampler_accept(smp, ids[i]);
-    double t0 = now_s();
+    double t0 = fl_clock_s();
     rc = eng_session_eval(s, ids, n, false, logits, err);
-    double t1 = now_s(), t2 = t1;
+    double t1 = fl_clock_s(), t2 = t1;
     int made = 0;
     while (!rc && made < o->n_gen) {
         int32_t id = fl_sampler_sample(smp, logits);
@@ -150,7 +144,7 @@ static int generate(struct eng_session *s, const struct run_opts *o, const int32
             break;
         }
         rc = eng_session_eval(s, &id, 1, false, logits, err);
-        t2 = now_s();
+        t2 = fl_clock_s();
     }
     printf("\n");
     fflush(stdout);
