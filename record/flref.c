@@ -97,7 +97,9 @@ int flref_routing_read(const char *path, struct flref_routing *out, struct fl_er
         return rc;
     rc = check_header(path, b, len, "FLRT", err);
     const int64_t np = rc ? 0 : rd_i32(b + 8), nl = rc ? 0 : rd_i32(b + 12), k = rc ? 0 : rd_i32(b + 16);
-    if (!rc && (np < 0 || nl < 0 || k < 0 || np > (1 << 24) || nl > 4096 || k > 4096 ||
+    /* k >= 1: with k = 0 a few bytes could declare 2^24 x 4096 empty
+     * (position, layer) sets, and every comparison would walk them all */
+    if (!rc && (np < 0 || nl < 0 || k < 1 || np > (1 << 24) || nl > 4096 || k > 4096 ||
                 (uint64_t)(20 + 4 * nl + 8 * np * nl * k) != len))
         rc = fl_err_set(err, -EINVAL, "%s: size %zu does not match its header", path, len);
     if (!rc) {
