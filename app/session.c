@@ -1,5 +1,6 @@
 /* session.c: model + KV cache + tokenizer + threads, glued for the CLI. */
 #include "app/session.h"
+#include "base/out-file.h"
 
 #include "app/calibrate.h"
 #include "record/stats-json.h"
@@ -39,6 +40,7 @@ struct eng_session {
     struct fl_numa *numa;
     bool stats;
     const char *stats_json;
+    struct fl_out stats_out;     /* --stats-json's claim, from open to the report */
     struct eng_model *model;
     struct eng_kv *kv;
     struct fl_tokenizer *tok;
@@ -389,8 +391,12 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
     s->stats = p->stats;
     s->stats_json = p->stats_json;
+    s->stats_out = (struct fl_out)FL_OUT_NONE;
     s->predict = p->predict;
+    const char *inputs[] = { p->model_path, p->hot_profile, p->calibrate };
     int rc = check_cache_params(p, err);
+    if (!rc && p->stats_json) /* a path that cannot be written fails before the work */
+        rc = fl_out_begin(&s->stats_out, p->stats_json, inputs, 3, p->force, err);
     if (!rc)
         rc = fl_numa_init(p->numa, p->placement.verbose, stderr, &s->numa, err);
     if (!rc)
@@ -423,6 +429,7 @@ void eng_session_close(struct eng_session *s)
     fl_tokenizer_free(s->tok);
     eng_model_free(s->model);
     fl_predictor_free(s->pred);
+    fl_out_abort(&s->stats_out); /* reported already, or no statistics to keep */
     if (sigbus_pager == s->pager)
         sigbus_pager = NULL;
     pager_close(s->pager);
@@ -583,7 +590,7 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
     }
     if (!s->stats_json)
         return 0;
-    FILE *f = fopen(s->stats_json, "w");
+    FILE *f = fopen(s->stats_out.tmp, "w");
     if (!f)
         return fl_err_set(err, -errno, "%s: %s", s->stats_json, strerror(errno));
     struct fl_predict_stats st;
@@ -599,5 +606,7 @@ int eng_session_report(struct eng_session *s, struct fl_err *err)
     int rc = eng_stats_json_write(f, s->pager, s->pred ? &pred : NULL);
     if (fclose(f) && !rc)
         rc = -errno;
-    return rc ? fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json) : 0;
+    if (rc)
+        return fl_err_set(err, rc, "%s: cannot write the statistics", s->stats_json);
+    return fl_out_commit(&s->stats_out, err);
 }

@@ -42,7 +42,9 @@ struct eng_session_params {
     struct placement_options placement;
     int pager_mode;          /* enum pager_mode: auto, uffd, explicit */
     bool stats;              /* print the pager's per-expert table at the end */
-    const char *stats_json;  /* write all pager statistics there */
+    const char *stats_json;  /* write all pager statistics there (claimed at open:
+                              * base/out-file.h, written whole by eng_session_report) */
+    bool force;              /* --force: outputs may replace an existing GGUF file */
     enum fl_numa_mode numa;
     struct fl_predict_config predict; /* --prefetch (app/predict.h) */
     int cache;                        /* --cache: enum pager_cache */

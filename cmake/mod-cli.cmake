@@ -3,6 +3,7 @@ fl_module(cli
   SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c
+          app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c
   DEPS serve app api gen trace text model plan pager cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
 
@@ -21,3 +22,12 @@ set_tests_properties(test-batch-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
 add_test(NAME test-bench-batched COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-bench-batched.sh
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-bench-batched PROPERTIES TIMEOUT 120 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# llama.cpp flags, exit statuses, signals and safe writes of run/gen/eval, from outside.
+add_test(NAME test-cli-llama-flags COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-cli-llama-flags.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-cli-llama-flags PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# run's conversation mode through a pseudo-terminal (python3's pty).
+add_test(NAME test-run-chat COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/test-run-chat.py
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-run-chat PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

@@ -96,6 +96,8 @@ static int parse_budget(const char *flag, const char *v, uint64_t *out, struct f
     return 0;
 }
 
+static int check_rules(const struct placement_options *o, struct fl_err *err);
+
 int placement_parse_flag(struct placement_options *o, int argc, char **argv, int *i,
                          struct fl_err *err)
 {
@@ -122,10 +124,12 @@ int placement_parse_flag(struct placement_options *o, int argc, char **argv, int
         if (o->n_overrides >= (int)(sizeof(o->overrides) / sizeof(o->overrides[0])))
             return fl_err_set(err, -EINVAL, "%s: too many override flags", a);
         o->overrides[o->n_overrides++] = v;
+        rc = check_rules(o, err); /* a bad regex is a command-line mistake, found now */
     } else if (!strcmp(a, "--regex-offload")) {
         if (!v)
             return fl_err_set(err, -EINVAL, "%s: expected a regex", a);
         o->regex_offload = v;
+        rc = check_rules(o, err);
     } else if (!strcmp(a, "--n-cpu-moe") || !strcmp(a, "-ncmoe")) {
         rc = parse_count(a, v, &o->n_cpu_moe, err);
     } else if (!strcmp(a, "--n-disk-moe")) {
@@ -274,6 +278,16 @@ static int rules_add_layers(struct pl_rules *r, int n_layers, enum pl_tier tier,
     char reason[64];
     snprintf(reason, sizeof(reason), "%s %d", flag, n_layers);
     return rules_add(r, NULL, n_layers, tier, reason, err);
+}
+
+static int rules_build(struct pl_rules *r, const struct placement_options *o, struct fl_err *err);
+
+static int check_rules(const struct placement_options *o, struct fl_err *err)
+{
+    struct pl_rules r = { 0 };
+    int rc = rules_build(&r, o, err);
+    rules_free(&r);
+    return rc < 0 ? rc : 1;
 }
 
 static int rules_build(struct pl_rules *r, const struct placement_options *o, struct fl_err *err)

@@ -83,7 +83,8 @@ static int parse(int argc, char **argv, struct batch_opts *o)
     eng_session_params_init(&o->sp);
     o->sp.n_seq = 4;
     fl_sampler_defaults(&o->samp, 0);
-    const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    struct eng_compat compat = { 0 };
+    const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &o->seed_given, &o->max_tokens,
                                            &o->chat_template };
     for (int i = 1; i < argc; i++) {
@@ -113,6 +114,7 @@ static int parse(int argc, char **argv, struct batch_opts *o)
         fprintf(stderr, "faultline batch: -m, -i and -o are required\n");
         return usage(stderr);
     }
+    eng_args_finish("batch", &common);
     return -1;
 }
 

@@ -100,7 +100,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
     *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5, .seed = 1234 };
     eng_session_params_init(&o->sp);
     /* -p is bench's prompt length and the context is sized from -p and -n */
-    const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    const struct eng_common_args common = { &o->sp, NULL, NULL, true, NULL };
     int taken;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

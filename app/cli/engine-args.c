@@ -1,10 +1,13 @@
 /* engine-args.c: option parsing shared by run, eval and bench. */
 #include "app/cli/engine-args.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/cli/session-flags.h"
 #include "app/session.h"
@@ -60,6 +63,8 @@ bool eng_arg_float(const char *cmd, int argc, char **argv, int *i, double lo, do
 char *eng_read_file(const char *path, size_t *len)
 {
     char *buf;
+    if (!strcmp(path, "-"))
+        path = "/dev/stdin"; /* llama.cpp's -f - */
     int rc = fl_read_whole_file(path, (size_t)1 << 30, &buf, len);
     if (rc) {
         fprintf(stderr, "faultline: %s: %s\n", path,
@@ -102,27 +107,194 @@ int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
     return rc;
 }
 
+static bool is(const char *a, const char *short_form, const char *long_form)
+{
+    return (short_form && !strcmp(a, short_form)) || (long_form && !strcmp(a, long_form));
+}
+
+/* -ctk/-ctv: the KV cache holds F16 keys and values. */
+static bool arg_cache_type(const char *cmd, int argc, char **argv, int *i)
+{
+    const char *v;
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return false;
+    if (!strcmp(v, "f16"))
+        return true;
+    fprintf(stderr, "faultline %s: %s %s: the KV cache holds f16 keys and values only "
+            "(leave it out or pass f16)\n", cmd, argv[*i - 1], v);
+    return false;
+}
+
+static bool arg_flash_attn(const char *cmd, int argc, char **argv, int *i, const char **out)
+{
+    static const char *const ok[] = { "on", "off", "auto", "1", "0", "true", "false" };
+    if (!eng_arg_str(cmd, argc, argv, i, out))
+        return false;
+    for (size_t k = 0; k < sizeof(ok) / sizeof(ok[0]); k++)
+        if (!strcmp(*out, ok[k]))
+            return true;
+    fprintf(stderr, "faultline %s: %s wants on, off or auto, not '%s'\n", cmd, argv[*i - 1], *out);
+    return false;
+}
+
+/* The flags of struct eng_compat. 1 taken, 0 not one, -1 bad value. */
+static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng_compat *c)
+{
+    const char *a = argv[*i];
+    bool ok = true;
+    if (is(a, "-b", "--batch-size"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &c->batch);
+    else if (is(a, "-ub", "--ubatch-size"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &c->ubatch);
+    else if (is(a, "-tb", "--threads-batch"))
+        ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &c->threads_batch);
+    else if (is(a, "-fa", "--flash-attn"))
+        ok = arg_flash_attn(cmd, argc, argv, i, &c->flash_attn);
+    else if (is(a, "-ctk", "--cache-type-k") || is(a, "-ctv", "--cache-type-v"))
+        ok = arg_cache_type(cmd, argc, argv, i);
+    else if (is(a, "--mlock", NULL))
+        c->mlock = true;
+    else if (is(a, "--no-mmap", NULL))
+        c->no_mmap = true;
+    else if (is(a, "--log-disable", NULL))
+        c->log_disable = true;
+    else
+        return 0;
+    return ok ? 1 : -1;
+}
+
 int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
                    const struct eng_common_args *t)
 {
     const char *a = argv[*i];
     struct eng_session_params *sp = t->sp;
     bool ok;
-    if (!strcmp(a, "-m"))
+    int taken;
+    if (t->compat && (taken = arg_compat(cmd, argc, argv, i, t->compat)) != 0)
+        return taken;
+    if (is(a, "-m", "--model"))
         ok = eng_arg_str(cmd, argc, argv, i, &sp->model_path);
-    else if (t->prompt && !strcmp(a, "-p"))
+    else if (t->prompt && is(a, "-p", "--prompt"))
         ok = eng_arg_str(cmd, argc, argv, i, t->prompt);
-    else if (t->prompt_file && !strcmp(a, "-f"))
+    else if (t->prompt_file && is(a, "-f", "--file"))
         ok = eng_arg_str(cmd, argc, argv, i, t->prompt_file);
-    else if (!strcmp(a, "-t"))
+    else if (is(a, "-t", "--threads"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &sp->n_threads);
-    else if (t->with_ctx && !strcmp(a, "-c"))
+    else if (t->with_ctx && is(a, "-c", "--ctx-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 24, &sp->n_ctx);
-    else if (!strcmp(a, "-b"))
+    else if (is(a, "-b", "--batch-size") || is(a, "-ub", "--ubatch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &sp->n_batch);
+    else if (is(a, "-v", NULL))
+        sp->placement.verbose = ok = true;
     else
         return eng_arg_session(cmd, argc, argv, i, sp);
     return ok ? 1 : -1;
+}
+
+static int cpus_usable(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int eng_args_finish(const char *cmd, const struct eng_common_args *t)
+{
+    struct eng_session_params *sp = t->sp;
+    const struct eng_compat *c = t->compat;
+    const int cpus = cpus_usable();
+    if (sp->n_threads > cpus)
+        fprintf(stderr, "faultline %s: warning: -t %d is more threads than the %d CPUs this "
+                "process may use (slower, not faster)\n", cmd, sp->n_threads, cpus);
+    if (!c)
+        return 0;
+    /* llama.cpp: a forward call takes min(n_batch, n_ubatch) tokens;
+     * defaults 2048 and 512 */
+    const int b = c->batch ? c->batch : 2048, ub = c->ubatch ? c->ubatch : 512;
+    sp->n_batch = b < ub ? b : ub;
+    if (c->log_disable)
+        return 0;
+    if (c->threads_batch && c->threads_batch != sp->n_threads)
+        fprintf(stderr, "faultline %s: -tb %d: one pool of -t threads runs prompts and "
+                "generation alike; -tb is ignored\n", cmd, c->threads_batch);
+    if (c->mlock)
+        fprintf(stderr, "faultline %s: --mlock: nothing to lock from the file cache: the weights "
+                "live in memory the pager owns (RAM tier read up front, experts paged under "
+                "--ram-budget); faultline does not lock them, so with swap on they can be swapped\n",
+                cmd);
+    if (c->no_mmap)
+        fprintf(stderr, "faultline %s: --no-mmap: already so: faultline never maps the file; it "
+                "reads the RAM tier up front and experts with O_DIRECT\n", cmd);
+    if (c->flash_attn && sp->placement.verbose)
+        fprintf(stderr, "faultline %s: -fa %s: attention is exact either way (one fused pass "
+                "with the softmax in float); the flag changes nothing\n", cmd, c->flash_attn);
+    return 0;
+}
+
+void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp, int n_ctx_train)
+{
+    if (sp->n_ctx > 0 && n_ctx_train > 0 && sp->n_ctx > n_ctx_train)
+        fprintf(stderr, "faultline %s: warning: the model was trained on only %d context "
+                "tokens (%d asked with -c)\n", cmd, n_ctx_train, sp->n_ctx);
+}
+
+size_t eng_process_escapes(char *s)
+{
+    size_t in = 0, out = 0, len = strlen(s);
+    static const char from[] = "nrt'\"\\", to[] = "\n\r\t'\"\\";
+    for (; in < len; in++) {
+        const char *k;
+        if (s[in] != '\\' || in + 1 >= len) {
+            s[out++] = s[in];
+        } else if ((k = strchr(from, s[in + 1])) != NULL) {
+            s[out++] = to[k - from];
+            in++;
+        } else if (s[in + 1] == 'x' && in + 3 < len && isxdigit((unsigned char)s[in + 2]) &&
+                   isxdigit((unsigned char)s[in + 3])) {
+            const char hex[3] = { s[in + 2], s[in + 3], 0 };
+            s[out++] = (char)strtol(hex, NULL, 16);
+            in += 3;
+        } else {
+            s[out++] = s[in]; /* the backslash; the next character follows as typed */
+        }
+    }
+    s[out] = '\0';
+    return out;
+}
+
+/* llama.cpp's samplers faultline does not have: accepted at the value
+ * that turns them off, refused with a line otherwise. Their tuning knobs
+ * do nothing while the sampler is off and are taken without a word. */
+static int arg_sampler_unsupported(const char *cmd, int argc, char **argv, int *i)
+{
+    static const struct { const char *flag; double off; } samplers[] = {
+        { "--mirostat", 0 }, { "--dry-multiplier", 0 }, { "--xtc-probability", 0 },
+        { "--top-nsigma", -1 }, { "--top-n-sigma", -1 },
+    };
+    static const char *const knobs[] = {
+        "--mirostat-lr", "--mirostat-ent", "--dry-base", "--dry-allowed-length",
+        "--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-threshold",
+    };
+    const char *a = argv[*i], *v;
+    for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++)
+        if (!strcmp(a, knobs[k]))
+            return eng_arg_str(cmd, argc, argv, i, &v) ? 1 : -1;
+    for (size_t k = 0; k < sizeof(samplers) / sizeof(samplers[0]); k++) {
+        if (strcmp(a, samplers[k].flag))
+            continue;
+        if (!eng_arg_str(cmd, argc, argv, i, &v))
+            return -1;
+        char *end;
+        double x = strtod(v, &end);
+        if (end != v && !*end && x == samplers[k].off)
+            return 1;
+        fprintf(stderr, "faultline %s: %s %s: this sampler is not implemented (penalties, "
+                "top-k, typical, top-p, min-p and temperature are)\n", cmd, a, v);
+        return -1;
+    }
+    return 0;
 }
 
 int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_sampler_params *s,
@@ -131,7 +303,7 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
     const char *a = argv[*i];
     int seed;
     bool ok;
-    if (!strcmp(a, "--temp"))
+    if (is(a, "--temp", "--temperature"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->temperature);
     else if (!strcmp(a, "--top-k"))
         ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 30, &s->top_k);
@@ -141,18 +313,21 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->min_p);
     else if (!strcmp(a, "--repeat-penalty"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->repeat_penalty);
-    else if (!strcmp(a, "--repeat-last-n"))
-        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->penalty_last_n);
-    else if (!strcmp(a, "--presence-penalty"))
+    else if (!strcmp(a, "--repeat-last-n")) {
+        ok = eng_arg_int(cmd, argc, argv, i, -1, 1 << 20, &s->penalty_last_n);
+        if (s->penalty_last_n < 0)
+            s->penalty_last_n = 1 << 20; /* llama.cpp's -1: the whole context */
+    } else if (!strcmp(a, "--presence-penalty"))
         ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->presence_penalty);
     else if (!strcmp(a, "--frequency-penalty"))
         ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->frequency_penalty);
-    else if (!strcmp(a, "--seed")) {
-        ok = eng_arg_int(cmd, argc, argv, i, 0, 0x7fffffff, &seed);
-        s->seed = (uint64_t)seed;
-        *seed_given = true;
+    else if (is(a, "-s", "--seed")) {
+        /* llama.cpp: any 32-bit value, -1 (or 4294967295) = a random seed */
+        ok = eng_arg_int(cmd, argc, argv, i, -1, 0x7fffffff, &seed);
+        s->seed = (uint64_t)(seed < 0 ? 0 : seed);
+        *seed_given = seed >= 0;
     } else
-        return 0;
+        return arg_sampler_unsupported(cmd, argc, argv, i);
     return ok ? 1 : -1;
 }
 

@@ -22,15 +22,31 @@ struct eng_session_params;
 int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
                     struct eng_session_params *sp);
 
-/* The options run, eval and bench share: -m MODEL, -t THREADS, -c CTX,
- * -b BATCH and the session flags into *sp, plus -p TEXT / -f FILE where the
+/* llama.cpp flags a switching user types whose meaning here is a note
+ * more than a setting (eng_args_finish says what each means, once). */
+struct eng_compat {
+    int batch;              /* -b/--batch-size: llama.cpp's logical batch; 0 unset */
+    int ubatch;             /* -ub/--ubatch-size: tokens per forward call; 0 unset */
+    int threads_batch;      /* -tb/--threads-batch; 0 unset */
+    const char *flash_attn; /* -fa/--flash-attn on|off|auto */
+    bool mlock, no_mmap;
+    bool log_disable;       /* --log-disable: no notes or speed lines on stderr */
+};
+
+/* The options run, eval and bench share: -m/--model, -t/--threads,
+ * -c/--ctx-size, -b/--batch-size and the session flags into *sp, plus
+ * -p/--prompt TEXT and -f/--file FILE (- for standard input) where the
  * command takes a prompt. A NULL prompt target leaves -p/-f to the command
  * (bench's -p is a token count); with_ctx false leaves -c unknown (bench
- * sizes the context itself). */
+ * sizes the context itself). With compat, also -ub/-tb/-fa/--mlock/
+ * --no-mmap/-ctk/-ctv/--log-disable, and -b is llama.cpp's logical batch
+ * (the forward call takes min(-b, -ub) tokens); without, -b and -ub both
+ * set the tokens per forward call. */
 struct eng_common_args {
     struct eng_session_params *sp;
     const char **prompt, **prompt_file;
     bool with_ctx;
+    struct eng_compat *compat;
 };
 
 /* Takes argv[*i] if it is one of the common options. Returns 1 when taken,
@@ -38,15 +54,27 @@ struct eng_common_args {
 int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
                    const struct eng_common_args *t);
 
-/* The sampler flags (--temp --top-k --top-p --min-p --repeat-penalty
- * --repeat-last-n --presence-penalty --frequency-penalty --seed) into *s;
- * --seed also sets *seed_given. 1 taken, 0 not one, -1 bad value (said). */
+/* After the last option: applies -b/-ub, prints the notes compat's flags
+ * call for (-fa under -v, --mlock, --no-mmap, -tb) and warns about -t
+ * above the CPUs this process may use. Returns 0. */
+int eng_args_finish(const char *cmd, const struct eng_common_args *t);
+
+/* After the model is open: warns when -c exceeds its training context
+ * (as llama.cpp does; the run goes on). */
+void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp, int n_ctx_train);
+
+/* The sampler flags (--temp/--temperature --top-k --top-p --min-p
+ * --repeat-penalty --repeat-last-n --presence-penalty --frequency-penalty
+ * -s/--seed, and the ones llama.cpp has that faultline refuses with a
+ * line saying so) into *s; --seed also sets *seed_given. 1 taken, 0 not
+ * one, -1 bad value (said). */
 struct fl_sampler_params;
 int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_sampler_params *s,
                      bool *seed_given);
 
-/* Reads a whole file (prompt files); NUL-terminated, *len without the NUL.
- * NULL with a message on stderr on failure. */
+/* Reads a whole file (prompt files; "-" is standard input);
+ * NUL-terminated, *len without the NUL. NULL with a message on stderr on
+ * failure. */
 char *eng_read_file(const char *path, size_t *len);
 
 /* The prompt of -p TEXT or -f FILE (exactly one is set): the text and its
@@ -76,5 +104,13 @@ struct eng_request_args {
 };
 int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
                      const struct eng_request_args *t);
+
+/* llama.cpp's -e escapes, in place: backslash followed by n r t ' " or a
+ * backslash, and \xHH; any other backslash stays as typed. Returns the new
+ * length. */
+size_t eng_process_escapes(char *s);
+
+/* The exit status of a command-line mistake (documented in every --help). */
+#define ENG_EXIT_USAGE 2
 
 #endif

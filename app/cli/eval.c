@@ -9,6 +9,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
+#include "base/out-file.h"
 #include "record/flref.h"
 #include "app/cli/session-flags.h"
 #include "app/session.h"
@@ -91,10 +92,12 @@ static int usage(void)
     fprintf(stderr,
             "usage: faultline eval -m MODEL (-p PROMPT | -f FILE) --logits-out FILE\n"
             "                      [--routing-out FILE] [-n 32] [-t T] [-c CTX] [-b BATCH]\n"
-            "                      [--all-logits]\n"
+            "                      [--all-logits] [--force]\n"
             "Writes FLRF logits (every prompt position, then N greedy tokens) and FLRT\n"
             "routing as tests/data/ref/README.md describes. --all-logits also stores the\n"
-            "logits of the generated positions (for `faultline compare`'s near-tie check).\n");
+            "logits of the generated positions (for `faultline compare`'s near-tie check).\n"
+            "Outputs appear whole when done; none may be the model or the prompt file, and\n"
+            "an existing GGUF file is replaced only with --force.\n");
     eng_session_print_usage(stderr);
     return 2;
 }
@@ -103,7 +106,8 @@ static int parse(int argc, char **argv, struct eval_opts *o)
 {
     *o = (struct eval_opts){ .n_gen = 32 };
     eng_session_params_init(&o->sp);
-    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true };
+    struct eng_compat compat = { 0 };
+    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true, &compat };
     int taken;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -131,6 +135,7 @@ static int parse(int argc, char **argv, struct eval_opts *o)
         fprintf(stderr, "faultline eval: -m, one of -p/-f, and --logits-out are required\n");
         return usage();
     }
+    eng_args_finish("eval", &common);
     return -1;
 }
 
@@ -187,7 +192,13 @@ static int eval_main(const struct eval_opts *o, struct fl_err *err)
     struct flref_logits r = { 0 };
     struct capture cap = { 0 };
     struct eng_routing_sink sink = { .ctx = &cap, .record = capture_record };
-    int n = 0, rc = eng_session_open(&sp, &s, err);
+    struct fl_out lo = FL_OUT_NONE, ro = FL_OUT_NONE;
+    const char *inputs[] = { o->sp.model_path, o->prompt_file };
+    int n = 0, rc = fl_out_begin(&lo, o->logits_out, inputs, 2, o->sp.force, err);
+    if (!rc && o->routing_out)
+        rc = fl_out_begin(&ro, o->routing_out, inputs, 2, o->sp.force, err);
+    if (!rc)
+        rc = eng_session_open(&sp, &s, err);
     if (!rc && (n = eng_tokenize_prompt(eng_session_tokenizer(s), text, len, false, &ids)) < 0)
         rc = n;
     else if (!rc && n == 0)
@@ -204,10 +215,16 @@ static int eval_main(const struct eval_opts *o, struct fl_err *err)
     if (!rc)
         rc = run_eval(s, ids, n, o, &r, err);
     if (!rc)
-        rc = flref_logits_write(o->logits_out, &r, err);
+        rc = flref_logits_write(lo.tmp, &r, err);
     if (!rc && o->routing_out)
-        rc = cap.k ? write_routing(o->routing_out, &cap, err)
+        rc = cap.k ? write_routing(ro.tmp, &cap, err)
                    : fl_err_set(err, -EINVAL, "the model has no MoE layers: no routing to write");
+    if (!rc)
+        rc = fl_out_commit(&lo, err);
+    if (!rc)
+        rc = fl_out_commit(&ro, err);
+    fl_out_abort(&lo);
+    fl_out_abort(&ro);
     if (!rc)
         rc = eng_session_report(s, err);
     if (!rc)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "app/cli/commands.h"
+#include "base/out-file.h"
 #include "gen/model-gen.h"
 #include "gguf/tensor-types.h"
 #include "base/units.h"
@@ -25,7 +26,9 @@ static void usage(FILE *out)
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
         "  --seed N           seed (default 1); same seed and options, same bytes\n"
-        "  -o, --output FILE  where to write\n"
+        "  -o, --output FILE  where to write (whole or not at all: a temporary file beside\n"
+        "                     it until done); an existing GGUF file is kept unless --force\n"
+        "  --force            replace an existing GGUF file\n"
         "shape (default: chosen from --size):\n"
         "  --n-embd N --layers N --experts N --top-k N --expert-ff N --ff N\n"
         "  --heads N --heads-kv N --head-dim N\n"
@@ -38,7 +41,7 @@ static void usage(FILE *out)
 }
 
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
-       O_FF, O_HEADS, O_HKV, O_HDIM, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY };
+       O_FF, O_HEADS, O_HKV, O_HDIM, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -51,6 +54,7 @@ static const struct option long_opts[] = {
     { "shared-experts", required_argument, 0, O_SHARED },
     { "dense-layers", required_argument, 0, O_DENSE }, { "skew", required_argument, 0, O_SKEW },
     { "threads", required_argument, 0, O_THREADS }, { "dry-run", no_argument, 0, O_DRY },
+    { "force", no_argument, 0, O_FORCE },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -81,7 +85,7 @@ static int parse_count(const char *opt, const char *text, int64_t *out)
 struct opts {
     struct gen_params p;
     const char *out;
-    bool quiet, dry;
+    bool quiet, dry, force;
 };
 
 static int64_t *count_field(struct gen_params *p, int o)
@@ -169,6 +173,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->quiet = true;
         } else if (c == O_DRY) {
             o->dry = true;
+        } else if (c == O_FORCE) {
+            o->force = true;
         } else {
             have_arch |= c == O_ARCH;
             int rc = parse_one(o, c, optarg, name);
@@ -265,7 +271,13 @@ int cli_gen(int argc, char **argv)
         return 0;
     struct bar b = { .tty = !o.quiet && isatty(STDERR_FILENO) };
     clock_gettime(CLOCK_MONOTONIC, &b.t0);
-    if (gen_write(&o.p, o.out, progress, &b, &err)) {
+    struct fl_out out;
+    if (fl_out_begin(&out, o.out, NULL, 0, o.force, &err)) {
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    if (gen_write(&o.p, out.tmp, progress, &b, &err) || fl_out_commit(&out, &err)) {
+        fl_out_abort(&out);
         if (b.tty)
             fputc('\n', stderr);
         fprintf(stderr, "faultline gen: %s\n", err.msg);

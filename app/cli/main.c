@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "app/cli/commands.h"
+#include "app/cli/interrupt.h"
 
 struct command {
     const char *name;
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    cli_interrupt_default(); /* commands that stop cleanly install their own */
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

@@ -1,94 +1,163 @@
 /* run.c: `faultline run` — generate text from a prompt, streaming tokens to
- * stdout as they come; prompt and generation speed go to stderr. */
+ * stdout as they come (after the prompt, as llama-completion shows it), or
+ * a conversation (run-chat.c); the speed line goes to stderr. The first
+ * Ctrl-C stops generating, the statistics are still printed and written,
+ * and the exit status is 130; a second one exits at once. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "base/clock.h"
-#include "text/chat.h"
 #include "app/cli/commands.h"
-#include "app/cli/engine-args.h"
-#include "gguf/gguf.h"
-#include "text/sampler.h"
+#include "app/cli/interrupt.h"
+#include "app/cli/run.h"
 #include "app/cli/session-flags.h"
-#include "app/session.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
-
-struct run_opts {
-    struct eng_session_params sp;
-    struct fl_sampler_params samp;
-    const char *prompt, *prompt_file;
-    int n_gen;
-    bool chat, seed_given;
-};
 
 static int usage(FILE *out)
 {
     fprintf(out,
-            "usage: faultline run -m MODEL (-p PROMPT | -f FILE) [-n 128] [-t T] [-c CTX] [-b BATCH]\n"
-            "                     [--temp 0.8] [--top-k 40] [--top-p 0.95] [--min-p 0.05]\n"
-            "                     [--repeat-penalty 1.0] [--repeat-last-n 64] [--presence-penalty 0]\n"
-            "                     [--frequency-penalty 0] [--seed S] [--chat]\n"
-            "Generates up to N tokens (stops early at end of generation or a full context).\n"
-            "--temp 0 is greedy. --chat wraps the prompt in the model family's chat format.\n");
+        "usage: faultline run -m MODEL [-p PROMPT | -f FILE] [-n N] [-t T] [-c CTX] [options]\n"
+        "Generates text after the prompt, or holds a conversation in the model's chat format.\n"
+        "  -p, --prompt TEXT     the prompt (escapes such as \\n are processed; --no-escape)\n"
+        "  -f, --file FILE       the prompt from a file; - reads standard input\n"
+        "  -n, --n-predict N     tokens to make (default -1: until the model ends its turn or\n"
+        "                        the context is full; -2: until the context is full)\n"
+        "  -r, --reverse-prompt TEXT  stop when the output shows TEXT (repeatable)\n"
+        "  --ignore-eos          never end early (end-of-generation tokens are not drawn)\n"
+        "  --no-display-prompt   print only the generated text\n"
+        "  -e, --escape / --no-escape  process escapes in the prompt (default on)\n"
+        "  --chat, -st, --single-turn  one answer to the prompt in the chat format\n"
+        "conversation (default when the model has a chat format and stdin is a terminal):\n"
+        "  -cnv, --conversation, -i, --interactive   turn it on; -no-cnv, --no-conversation off\n"
+        "  -sys, --system-prompt TEXT   the system turn\n"
+        "  --chat-template NAME  a built-in format (chatml, llama2, llama3, mistral-v7,\n"
+        "                        deepseek3, gpt-oss, ...) instead of the model's\n"
+        "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
+        "  prompt ends it; a line ending in \\ continues on the next.\n"
+        "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
+        "          --repeat-penalty 1.0 --repeat-last-n 64 --presence-penalty 0\n"
+        "          --frequency-penalty 0 -s/--seed S --samplers LIST (--temp 0 is greedy)\n"
+        "llama.cpp flags taken as notes: -b/-ub (tokens per forward call = min), -tb, -fa,\n"
+        "  --mlock, --no-mmap, -ctk/-ctv f16, -v, --log-disable.\n"
+        "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(out);
-    return out == stdout ? 0 : 2;
+    return out == stdout ? 0 : ENG_EXIT_USAGE;
+}
+
+static bool is(const char *a, const char *x, const char *y)
+{
+    return !strcmp(a, x) || (y && !strcmp(a, y));
+}
+
+/* The flags only run has. 1 taken, 0 not one, -1 bad value (said). */
+static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    bool ok = true;
+    if (is(a, "-n", "--n-predict"))
+        ok = eng_arg_int("run", argc, argv, i, -2, 1 << 24, &o->n_gen);
+    else if (is(a, "-r", "--reverse-prompt")) {
+        ok = o->n_reverse < RUN_MAX_REVERSE &&
+             eng_arg_str("run", argc, argv, i, &o->reverse[o->n_reverse++]);
+        if (!ok)
+            fprintf(stderr, "faultline run: at most %d -r texts\n", RUN_MAX_REVERSE);
+    } else if (is(a, "--ignore-eos", NULL))
+        o->ignore_eos = true;
+    else if (is(a, "--no-display-prompt", NULL))
+        o->display_prompt = false;
+    else if (is(a, "-e", "--escape"))
+        o->escape = true;
+    else if (is(a, "--no-escape", NULL))
+        o->escape = false;
+    else if (is(a, "--chat", NULL) || is(a, "-st", "--single-turn"))
+        o->chat = true;
+    else if (is(a, "-cnv", "--conversation") || is(a, "-i", "--interactive"))
+        o->conversation = 1;
+    else if (is(a, "-no-cnv", "--no-conversation"))
+        o->conversation = 0;
+    else if (is(a, "-sys", "--system-prompt"))
+        ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
+    else if (is(a, "--chat-template", NULL))
+        ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
+    else
+        return 0;
+    return ok ? 1 : -1;
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-    *o = (struct run_opts){ .n_gen = 128 };
+    *o = (struct run_opts){ .n_gen = -1, .conversation = -1, .display_prompt = true,
+                            .escape = true };
     eng_session_params_init(&o->sp);
-    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true };
-    int taken;
+    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true,
+                                            &o->compat };
     fl_sampler_defaults(&o->samp, 0);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool ok = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+        int taken;
+        if (is(a, "-h", "--help"))
             return usage(stdout);
-        if ((taken = eng_arg_sampling("run", argc, argv, &i, &o->samp, &o->seed_given)) != 0)
-            ok = taken > 0;
-        else if (!strcmp(a, "-n"))
-            ok = eng_arg_int("run", argc, argv, &i, 0, 1 << 24, &o->n_gen);
-        else if (!strcmp(a, "--chat"))
-            o->chat = true;
-        else if ((taken = eng_arg_common("run", argc, argv, &i, &common)) != 0)
-            ok = taken > 0;
-        else {
-            fprintf(stderr, "faultline run: unknown option '%s'\n", a);
-            ok = false;
+        if ((taken = eng_arg_sampling("run", argc, argv, &i, &o->samp, &o->seed_given)) == 0 &&
+            (taken = parse_own(o, argc, argv, &i)) == 0 &&
+            (taken = eng_arg_common("run", argc, argv, &i, &common)) == 0) {
+            fprintf(stderr, "faultline run: unknown option '%s' (see --help)\n", a);
+            taken = -1;
         }
-        if (!ok)
-            return 2;
+        if (taken < 0)
+            return ENG_EXIT_USAGE;
     }
-    if (!o->sp.model_path || !o->prompt == !o->prompt_file) {
-        fprintf(stderr, "faultline run: -m and one of -p/-f are required\n");
+    if (o->chat_template && fl_chat_format_from_name(o->chat_template) == FL_CHAT_UNKNOWN) {
+        fprintf(stderr, "faultline run: --chat-template %s: not a built-in format\n",
+                o->chat_template);
+        return ENG_EXIT_USAGE;
+    }
+    if (o->prompt && o->prompt_file) {
+        fprintf(stderr, "faultline run: -p and -f both give the prompt: pick one\n");
+        return ENG_EXIT_USAGE;
+    }
+    if (!o->sp.model_path) {
+        fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
     }
+    eng_args_finish("run", &common);
     if (!o->seed_given)
         o->samp.seed = (uint64_t)time(NULL);
     return -1;
 }
 
-/* The prompt as token ids: raw, or rendered in the family's chat format
- * (which contains special-token texts, so those are parsed). */
-static int prompt_ids(struct eng_session *s, const char *text, size_t len, bool chat,
-                      int32_t **ids)
+enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts *o)
+{
+    if (o->chat_template)
+        return fl_chat_format_from_name(o->chat_template);
+    return fl_chat_detect_file(eng_session_gguf(s));
+}
+
+/* The prompt as token ids: raw, or rendered in the chat format (which
+ * contains special-token texts, so those are parsed). */
+static int prompt_ids(struct eng_session *s, const struct run_opts *o, const char *text,
+                      size_t len, int32_t **ids)
 {
     const struct fl_tokenizer *tok = eng_session_tokenizer(s);
-    if (!chat)
+    if (!o->chat)
         return eng_tokenize_prompt(tok, text, len, false, ids);
-    enum fl_chat_format fmt = fl_chat_detect_file(eng_session_gguf(s));
+    enum fl_chat_format fmt = run_chat_format(s, o);
     if (fmt == FL_CHAT_UNKNOWN) {
-        fprintf(stderr, "faultline run: no chat format known for this model\n");
+        fprintf(stderr, "faultline run: no chat format known for this model (--chat-template)\n");
         return -EINVAL;
     }
     char *content = strndup(text, len), *rendered = NULL;
-    const struct fl_chat_msg msg = { .role = "user", .content = content };
-    int n = content ? fl_chat_apply(fmt, &msg, 1, true, &rendered) : -ENOMEM;
+    struct fl_chat_msg msgs[2];
+    size_t n_msgs = 0;
+    if (o->system_prompt)
+        msgs[n_msgs++] = (struct fl_chat_msg){ .role = "system", .content = o->system_prompt };
+    msgs[n_msgs++] = (struct fl_chat_msg){ .role = "user", .content = content };
+    int n = content ? fl_chat_apply(fmt, msgs, n_msgs, true, &rendered) : -ENOMEM;
     free(content);
     if (n < 0) {
         fprintf(stderr, "faultline run: cannot apply the chat format: %s\n", strerror(-n));
@@ -99,91 +168,102 @@ static int prompt_ids(struct eng_session *s, const char *text, size_t len, bool 
     return n;
 }
 
-static void print_piece(const struct fl_tokenizer *tok, int32_t id)
+static void display(struct eng_session *s, const int32_t *ids, int n)
 {
     char buf[256];
-    int n = fl_token_to_piece(tok, id, buf, sizeof(buf), false, false);
-    if (n > 0 && (size_t)n <= sizeof(buf))
-        fwrite(buf, 1, (size_t)n, stdout);
-    fflush(stdout);
-}
-
-/* Prompt, then sample/feed until n_gen tokens, end of generation or a full
- * context. Reports speeds on stderr. */
-static int generate(struct eng_session *s, const struct run_opts *o, const int32_t *ids, int n,
-                    struct fl_err *err)
-{
-    const struct fl_tokenizer *tok = eng_session_tokenizer(s);
-    const int nv = (int)eng_session_model(s)->hp.n_vocab;
-    struct fl_sampler *smp = NULL;
-    float *logits = malloc(sizeof(float) * (size_t)nv);
-    int rc = logits ? fl_sampler_new(&o->samp, nv, &smp) : -ENOMEM;
-    if (rc)
-        return fl_err_set(err, rc, "cannot set up the sampler: %s", strerror(-rc));
-    for (int i = 0; i < n; i++)
-        fl_sampler_accept(smp, ids[i]);
-    double t0 = fl_clock_s();
-    rc = eng_session_eval(s, ids, n, false, logits, err);
-    double t1 = fl_clock_s(), t2 = t1;
-    int made = 0;
-    while (!rc && made < o->n_gen) {
-        int32_t id = fl_sampler_sample(smp, logits);
-        if (id < 0) {
-            rc = fl_err_set(err, -EINVAL, "the logits are not finite");
-            break;
-        }
-        if (fl_token_is_eog(tok, id))
-            break;
-        fl_sampler_accept(smp, id);
-        print_piece(tok, id);
-        made++;
-        if (made == o->n_gen)
-            break;
-        if (eng_session_n_past(s) >= eng_session_n_ctx(s)) {
-            fprintf(stderr, "\n[context of %d tokens is full]\n", eng_session_n_ctx(s));
-            break;
-        }
-        rc = eng_session_eval(s, &id, 1, false, logits, err);
-        t2 = fl_clock_s();
+    for (int i = 0; i < n; i++) {
+        int k = fl_token_to_piece(eng_session_tokenizer(s), ids[i], buf, sizeof(buf), false, false);
+        if (k > 0 && (size_t)k <= sizeof(buf))
+            fwrite(buf, 1, (size_t)k, stdout);
     }
-    printf("\n");
     fflush(stdout);
-    if (!rc)
-        fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f t/s); generation: %d tokens in %.3f s (%.2f t/s)\n",
-                n, t1 - t0, n / (t1 - t0), made, t2 - t1, made > 1 ? (made - 1) / (t2 - t1) : 0.0);
-    fl_sampler_free(smp);
-    free(logits);
-    return rc;
 }
 
-static int run_main(const struct run_opts *o, struct fl_err *err)
+/* One prompt, one answer. */
+static int complete(struct eng_session *s, const struct run_opts *o, const char *text,
+                    size_t len, struct fl_err *err)
 {
-    size_t len = 0;
-    char *file_text;
-    const char *text = eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
-    if (!text)
-        return 1;
-    struct eng_session_params sp = o->sp;
-    struct eng_session *s = NULL;
     int32_t *ids = NULL;
-    int n = 0, rc = len ? 0 : fl_err_set(err, -EINVAL, "the prompt is empty");
-    if (!rc)
-        rc = eng_session_open(&sp, &s, err);
-    if (!rc && (n = prompt_ids(s, text, len, o->chat, &ids)) < 0)
-        rc = n;
+    struct run_gen g;
+    int n = prompt_ids(s, o, text, len, &ids), rc = n < 0 ? n : 0;
     if (!rc && n == 0)
         rc = fl_err_set(err, -EINVAL, "the prompt tokenizes to nothing");
     if (!rc && n > eng_session_n_ctx(s))
         rc = fl_err_set(err, -EINVAL, "the prompt (%d tokens) is longer than the context (%d, -c)",
                         n, eng_session_n_ctx(s));
     if (!rc)
-        rc = generate(s, o, ids, n, err);
+        rc = run_gen_init(&g, s, o, err);
+    else
+        memset(&g, 0, sizeof(g));
+    if (!rc && o->display_prompt)
+        display(s, ids, n);
     if (!rc)
-        rc = eng_session_report(s, err);
+        rc = run_gen_feed(&g, ids, n, err);
+    enum run_stop why = RUN_STOP_LIMIT;
+    if (!rc)
+        rc = run_gen_answer(&g, o->n_gen, true, &why, err);
+    printf("\n");
+    fflush(stdout);
+    if (!rc && why == RUN_STOP_CONTEXT && o->n_gen != -2 && !o->compat.log_disable)
+        fprintf(stderr, "[context of %d tokens is full]\n", eng_session_n_ctx(s));
+    if (!rc)
+        run_gen_print_speed(&g);
+    run_gen_free(&g);
     free(ids);
+    return rc;
+}
+
+/* The conversation: asked for, or the default at a terminal with a format. */
+static bool conversing(struct eng_session *s, const struct run_opts *o)
+{
+    if (o->chat || o->conversation == 0)
+        return false;
+    if (o->conversation == 1)
+        return true;
+    return isatty(STDIN_FILENO) && run_chat_format(s, o) != FL_CHAT_UNKNOWN;
+}
+
+static int run_main(struct run_opts *o, struct fl_err *err)
+{
+    size_t len = 0;
+    char *file_text = NULL, *text = NULL;
+    if (o->prompt || o->prompt_file) {
+        const char *t = eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
+        if (!t)
+            return 1;
+        text = strndup(t, len);
+        if (!text) {
+            free(file_text);
+            fl_err_set(err, -ENOMEM, "out of memory");
+            return 1;
+        }
+        if (o->escape)
+            len = eng_process_escapes(text);
+        o->prompt = text;
+    }
+    struct eng_session_params sp = o->sp;
+    struct eng_session *s = NULL;
+    cli_interrupt_graceful();
+    int status = 0, rc = eng_session_open(&sp, &s, err);
+    if (!rc)
+        eng_args_check_ctx("run", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
+    if (!rc && conversing(s, o)) {
+        rc = run_chat(s, o, err);
+        status = rc > 0 ? rc : 0;
+        rc = rc > 0 ? 0 : rc;
+    } else if (!rc && !text) {
+        rc = fl_err_set(err, -EINVAL, "no prompt: -p TEXT or -f FILE (or -cnv for a conversation)");
+    } else if (!rc) {
+        rc = len ? complete(s, o, text, len, err) : fl_err_set(err, -EINVAL, "the prompt is empty");
+    }
+    if (!rc) /* also after Ctrl-C: generation stopped, the statistics stand */
+        rc = eng_session_report(s, err);
+    if (!rc && !status && cli_interrupted())
+        status = cli_interrupt_status(cli_interrupted());
+    free(text);
     free(file_text);
     eng_session_close(s);
-    return rc ? 1 : 0;
+    return rc ? 1 : status;
 }
 
 int cli_run(int argc, char **argv)
@@ -194,7 +274,7 @@ int cli_run(int argc, char **argv)
         return rc;
     struct fl_err err = { { 0 } };
     rc = run_main(&o, &err);
-    if (rc && err.msg[0])
+    if (rc == 1 && err.msg[0])
         fprintf(stderr, "faultline run: %s\n", err.msg);
     return rc;
 }

@@ -53,7 +53,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
     srv_opts_init(o);
     o->sp.n_seq = 4;
     bool seed_given = false;
-    const struct eng_common_args common = { &o->sp, NULL, NULL, true };
+    struct eng_compat compat = { 0 };
+    const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,6 +97,7 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
         fprintf(stderr, "faultline serve: -m MODEL is required\n");
         return usage(stderr);
     }
+    eng_args_finish("serve", &common);
     return -1;
 }
 

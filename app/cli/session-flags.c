@@ -41,6 +41,10 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         p->no_repack = true;
         return 1;
     }
+    if (!strcmp(a, "--force")) {
+        p->force = true;
+        return 1;
+    }
     if (!strcmp(a, "--stats-json")) {
         if (!v)
             return fl_err_set(err, -EINVAL, "--stats-json needs a file name");
@@ -95,7 +99,9 @@ void eng_session_print_usage(FILE *out)
         "paging:\n"
         "  --pager auto|uffd|explicit  userfaultfd faults, or reads only where the engine asks\n"
         "  --stats                     per-expert paging table at the end\n"
-        "  --stats-json FILE           all paging statistics as JSON\n"
+        "  --stats-json FILE           all paging statistics as JSON (checked before the work,\n"
+        "                              written whole at the end, also after Ctrl-C)\n"
+        "  --force                     outputs may replace an existing GGUF file\n"
         "  --prefetch none|router|lookahead[:D]|history[:W]\n"
         "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
         "  --cache lru|lfu-decay|pinned-hot[:STATS.json]\n"

@@ -1,0 +1,212 @@
+/* run-chat.c: `faultline run`'s conversation mode (run.h).
+ *
+ * The history stays in the KV cache: each turn renders the whole
+ * conversation in the chat format and feeds only what follows the text
+ * the cache already holds (the last render plus the answer as made). When
+ * a format renders an earlier turn differently once later turns exist, the
+ * text no longer extends what was fed, and the sequence is evaluated again
+ * from the start — slower, never wrong. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "app/cli/interrupt.h"
+#include "app/cli/run.h"
+#include "text/tokenizer.h"
+
+struct chat {
+    struct run_gen g;
+    enum fl_chat_format fmt;
+    struct fl_chat_msg *msgs; /* contents owned */
+    size_t n_msgs, cap;
+    char *fed;                /* the text the KV cache holds */
+    size_t fed_len;
+};
+
+static int add_msg(struct chat *c, const char *role, const char *content, size_t len)
+{
+    if (c->n_msgs == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 8;
+        struct fl_chat_msg *m = realloc(c->msgs, cap * sizeof(*m));
+        if (!m)
+            return -ENOMEM;
+        c->msgs = m;
+        c->cap = cap;
+    }
+    char *copy = strndup(content ? content : "", len);
+    if (!copy)
+        return -ENOMEM;
+    c->msgs[c->n_msgs++] = (struct fl_chat_msg){ .role = role, .content = copy };
+    return 0;
+}
+
+static void chat_free(struct chat *c)
+{
+    for (size_t i = 0; i < c->n_msgs; i++)
+        free((char *)c->msgs[i].content);
+    free(c->msgs);
+    free(c->fed);
+    run_gen_free(&c->g);
+}
+
+/* Feeds what the rendered conversation adds to what the cache holds. */
+static int feed_turn(struct chat *c, struct fl_err *err)
+{
+    char *r = NULL;
+    int n = fl_chat_apply(c->fmt, c->msgs, c->n_msgs, true, &r);
+    if (n < 0)
+        return fl_err_set(err, n, "cannot apply the chat format: %s", strerror(-n));
+    size_t from = c->fed_len;
+    if (c->fed_len && (c->fed_len > (size_t)n || memcmp(r, c->fed, c->fed_len))) {
+        eng_session_reset(c->g.s); /* see the top of the file */
+        c->g.unfed = false;
+        from = 0;
+    }
+    int32_t *ids = NULL;
+    const struct fl_tokenizer *tok = eng_session_tokenizer(c->g.s);
+    int k = fl_tokenize_alloc(tok, r + from, (size_t)n - from, from == 0, true, &ids);
+    int rc = k < 0 ? fl_err_set(err, k, "cannot tokenize the turn: %s", strerror(-k))
+                   : run_gen_feed(&c->g, ids, k, err);
+    free(ids);
+    free(c->fed);
+    c->fed = rc ? NULL : r;
+    c->fed_len = rc ? 0 : (size_t)n;
+    if (rc)
+        free(r);
+    return rc;
+}
+
+/* The answer, printed as it comes, then added to the history. */
+static int answer(struct chat *c, struct fl_err *err)
+{
+    enum run_stop why = RUN_STOP_LIMIT;
+    const struct run_opts *o = c->g.o;
+    int rc = run_gen_answer(&c->g, o->n_gen, true, &why, err);
+    printf("\n");
+    fflush(stdout);
+    if (rc)
+        return rc;
+    if (why == RUN_STOP_INTERRUPT)
+        cli_interrupt_clear(); /* the answer stopped; the conversation goes on */
+    if (why == RUN_STOP_CONTEXT && !o->compat.log_disable)
+        fprintf(stderr, "[context of %d tokens is full]\n", eng_session_n_ctx(c->g.s));
+    run_gen_print_speed(&c->g);
+    char *fed = realloc(c->fed, c->fed_len + c->g.answer_len + 1);
+    if (!fed)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    memcpy(fed + c->fed_len, c->g.answer ? c->g.answer : "", c->g.answer_len);
+    c->fed = fed;
+    c->fed_len += c->g.answer_len;
+    c->fed[c->fed_len] = '\0';
+    return add_msg(c, "assistant", c->g.answer, c->g.answer_len) ? -ENOMEM : 0;
+}
+
+enum read_result { READ_LINE, READ_EXIT, READ_INTERRUPT };
+
+/* One byte of input, waiting in slices: the signal may land in any of the
+ * engine's threads, so a blocked read would not see EINTR. 1 a byte, 0 end
+ * of input, -1 interrupted. */
+static int read_byte(char *c)
+{
+    for (;;) {
+        if (cli_interrupted())
+            return -1;
+        struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+        int r = poll(&p, 1, 100);
+        if (r < 0 && errno != EINTR)
+            return 0;
+        if (r <= 0)
+            continue;
+        ssize_t n = read(STDIN_FILENO, c, 1);
+        if (n == 1)
+            return 1;
+        if (n == 0 || errno != EINTR)
+            return 0;
+    }
+}
+
+/* One user turn: lines ending in a backslash continue. */
+static enum read_result read_turn(char **text, size_t *len)
+{
+    size_t cap = 0;
+    *len = 0;
+    *text = NULL;
+    fputs("\n> ", stdout);
+    fflush(stdout);
+    for (;;) {
+        char c;
+        int r = read_byte(&c);
+        if (r < 0)
+            return READ_INTERRUPT;
+        if (r == 0 && !*len)
+            return READ_EXIT;
+        if (r == 0 || c == '\n') {
+            if (*len && (*text)[*len - 1] == '\\' && r) {
+                (*text)[*len - 1] = '\n';
+                continue;
+            }
+            break;
+        }
+        if (*len + 2 > cap) {
+            cap = 2 * cap + 64;
+            char *t = realloc(*text, cap);
+            if (!t)
+                break;
+            *text = t;
+        }
+        (*text)[(*len)++] = c;
+        (*text)[*len] = '\0';
+    }
+    if (*len && !strcmp(*text, "/exit"))
+        return READ_EXIT;
+    return READ_LINE;
+}
+
+static int turns(struct chat *c, struct fl_err *err)
+{
+    const struct run_opts *o = c->g.o;
+    bool first = o->prompt != NULL; /* -p pre-starts the conversation, as in llama.cpp */
+    for (;;) {
+        char *text = NULL;
+        size_t len = 0;
+        enum read_result r = READ_LINE;
+        if (first)
+            len = strlen(o->prompt);
+        else
+            r = read_turn(&text, &len);
+        if (r == READ_EXIT || r == READ_INTERRUPT) {
+            free(text);
+            if (r == READ_INTERRUPT)
+                printf("\n");
+            return r == READ_INTERRUPT ? cli_interrupt_status(cli_interrupted()) : 0;
+        }
+        int rc = len ? add_msg(c, "user", first ? o->prompt : text, len) : 0;
+        free(text);
+        first = false;
+        if (!len)
+            continue;
+        if (rc || (rc = feed_turn(c, err)) || (rc = answer(c, err)))
+            return rc == -ENOMEM ? fl_err_set(err, rc, "out of memory") : rc;
+    }
+}
+
+int run_chat(struct eng_session *s, const struct run_opts *o, struct fl_err *err)
+{
+    struct chat c = { .fmt = run_chat_format(s, o) };
+    if (c.fmt == FL_CHAT_UNKNOWN)
+        return fl_err_set(err, -EINVAL, "a conversation needs a chat format: this model names "
+                          "none faultline knows (--chat-template NAME, or -no-cnv)");
+    int rc = run_gen_init(&c.g, s, o, err);
+    if (!rc && o->system_prompt && add_msg(&c, "system", o->system_prompt, strlen(o->system_prompt)))
+        rc = fl_err_set(err, -ENOMEM, "out of memory");
+    if (!rc && !o->compat.log_disable)
+        fprintf(stderr, "faultline run: a conversation in the %s format; /exit or Ctrl-C at the "
+                "prompt ends it, Ctrl-C stops an answer\n", fl_chat_format_name(c.fmt));
+    if (!rc)
+        rc = turns(&c, err);
+    chat_free(&c);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* run-generate.c: the token loop of `faultline run` (run.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli/interrupt.h"
+#include "app/cli/run.h"
+#include "base/clock.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts *o,
+                 struct fl_err *err)
+{
+    *g = (struct run_gen){ .s = s, .o = o };
+    const struct fl_tokenizer *tok = eng_session_tokenizer(s);
+    g->n_vocab = (int)eng_session_model(s)->hp.n_vocab;
+    g->logits = malloc(sizeof(float) * (size_t)g->n_vocab);
+    g->eog = malloc(sizeof(int32_t) * 64);
+    if (!g->logits || !g->eog)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    for (int32_t id = 0; id < g->n_vocab && id < fl_n_vocab(tok) && g->n_eog < 64; id++)
+        if (fl_token_is_eog(tok, id))
+            g->eog[g->n_eog++] = id;
+    int rc = fl_sampler_new(&o->samp, g->n_vocab, &g->smp);
+    if (rc)
+        return fl_err_set(err, rc, "cannot set up the sampler: %s", strerror(-rc));
+    return 0;
+}
+
+void run_gen_free(struct run_gen *g)
+{
+    fl_sampler_free(g->smp);
+    free(g->logits);
+    free(g->eog);
+    free(g->answer);
+    memset(g, 0, sizeof(*g));
+}
+
+int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err)
+{
+    const int extra = g->unfed ? 1 : 0;
+    if (eng_session_n_past(g->s) + n + extra > eng_session_n_ctx(g->s))
+        return fl_err_set(err, -ENOSPC, "%d more tokens do not fit the context (%d of %d used, -c)",
+                          n + extra, eng_session_n_past(g->s), eng_session_n_ctx(g->s));
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)(n + extra));
+    if (!all)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    if (extra)
+        all[0] = g->unfed_id;
+    memcpy(all + extra, ids, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        fl_sampler_accept(g->smp, ids[i]);
+    double t0 = fl_clock_s();
+    int rc = eng_session_eval(g->s, all, n + extra, false, g->logits, err);
+    g->t_prompt = fl_clock_s() - t0;
+    g->n_prompt = n + extra;
+    if (!rc)
+        g->unfed = false;
+    free(all);
+    return rc;
+}
+
+static void append(struct run_gen *g, const char *s, size_t n)
+{
+    if (g->answer_len + n + 1 > g->answer_cap) {
+        size_t cap = 2 * (g->answer_len + n + 1) + 256;
+        char *a = realloc(g->answer, cap);
+        if (!a)
+            return; /* the reverse prompts then see a shorter text; the output is printed */
+        g->answer = a;
+        g->answer_cap = cap;
+    }
+    memcpy(g->answer + g->answer_len, s, n);
+    g->answer_len += n;
+    g->answer[g->answer_len] = '\0';
+}
+
+/* llama.cpp's check: a reverse prompt anywhere in the last len + 2 bytes
+ * (a piece may carry characters after it). */
+static bool reverse_seen(const struct run_gen *g)
+{
+    for (int i = 0; i < g->o->n_reverse; i++) {
+        const size_t n = strlen(g->o->reverse[i]), back = n + 2;
+        const size_t from = g->answer_len > back ? g->answer_len - back : 0;
+        if (n && g->answer && strstr(g->answer + from, g->o->reverse[i]))
+            return true;
+    }
+    return false;
+}
+
+static bool is_eog(const struct run_gen *g, int32_t id)
+{
+    for (int i = 0; i < g->n_eog; i++)
+        if (g->eog[i] == id)
+            return true;
+    return false;
+}
+
+/* The next token: --ignore-eos takes the end-of-generation tokens out of
+ * the draw, as llama.cpp's logit bias of -inf does. */
+static int32_t sample(struct run_gen *g)
+{
+    if (g->o->ignore_eos)
+        for (int i = 0; i < g->n_eog; i++)
+            g->logits[g->eog[i]] = -INFINITY;
+    return fl_sampler_sample(g->smp, g->logits);
+}
+
+static void emit(struct run_gen *g, int32_t id, bool display)
+{
+    char buf[256];
+    int n = fl_token_to_piece(eng_session_tokenizer(g->s), id, buf, sizeof(buf), false, false);
+    if (n <= 0 || (size_t)n > sizeof(buf))
+        return;
+    append(g, buf, (size_t)n);
+    if (display) {
+        fwrite(buf, 1, (size_t)n, stdout);
+        fflush(stdout);
+    }
+}
+
+int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *why,
+                   struct fl_err *err)
+{
+    g->answer_len = 0;
+    g->n_made = 0;
+    if (g->answer)
+        g->answer[0] = '\0';
+    double t0 = fl_clock_s(), t1 = t0;
+    int rc = 0;
+    for (;;) {
+        if (cli_interrupted()) {
+            *why = RUN_STOP_INTERRUPT;
+            break;
+        }
+        int32_t id = sample(g);
+        if (id < 0) {
+            rc = fl_err_set(err, -EINVAL, "the logits are not finite");
+            break;
+        }
+        if (is_eog(g, id) && !g->o->ignore_eos) {
+            *why = RUN_STOP_EOG; /* not fed: the chat format's end-of-turn text says it */
+            break;
+        }
+        fl_sampler_accept(g->smp, id);
+        emit(g, id, display);
+        g->n_made++;
+        g->unfed = true;
+        g->unfed_id = id;
+        if (reverse_seen(g)) {
+            *why = RUN_STOP_REVERSE;
+            break;
+        }
+        if (limit >= 0 && g->n_made >= limit) {
+            *why = RUN_STOP_LIMIT;
+            break;
+        }
+        if (eng_session_n_past(g->s) + 1 > eng_session_n_ctx(g->s)) {
+            *why = RUN_STOP_CONTEXT;
+            break;
+        }
+        g->unfed = false;
+        if ((rc = eng_session_eval(g->s, &id, 1, false, g->logits, err)))
+            break;
+        t1 = fl_clock_s();
+    }
+    g->t_gen = t1 - t0;
+    return rc;
+}
+
+void run_gen_print_speed(const struct run_gen *g)
+{
+    if (g->o->compat.log_disable)
+        return;
+    /* the first answer token comes from the prompt's logits: n - 1 decodes */
+    const int decodes = g->n_made > 1 ? g->n_made - 1 : 0;
+    fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f t/s); generation: %d tokens in %.3f s "
+            "(%.2f t/s)\n", g->n_prompt, g->t_prompt,
+            g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0, g->n_made, g->t_gen,
+            decodes && g->t_gen > 0 ? decodes / g->t_gen : 0.0);
+}

@@ -1,0 +1,83 @@
+/* run.h: the parts of `faultline run` — its options (run.c), the token
+ * loop that one-shot generation and the conversation share
+ * (run-generate.c), and the conversation mode (run-chat.c). */
+#ifndef FL_CLI_RUN_H
+#define FL_CLI_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/cli/engine-args.h"
+#include "app/session.h"
+#include "base/error.h"
+#include "text/chat.h"
+#include "text/sampler.h"
+
+#define RUN_MAX_REVERSE 8
+
+struct run_opts {
+    struct eng_session_params sp;
+    struct fl_sampler_params samp;
+    struct eng_compat compat;
+    const char *prompt, *prompt_file, *system_prompt, *chat_template;
+    const char *reverse[RUN_MAX_REVERSE]; /* -r: stop when the output shows one */
+    int n_reverse;
+    int n_gen;          /* -n: -1 until end of generation, -2 until the context is full */
+    int conversation;   /* -1 auto (a chat format and a terminal), 0 off, 1 on */
+    bool chat;          /* --chat / -st: one answer in the chat format */
+    bool seed_given, ignore_eos, display_prompt, escape;
+};
+
+enum run_stop {
+    RUN_STOP_LIMIT,     /* -n tokens made */
+    RUN_STOP_EOG,       /* the model ended its turn */
+    RUN_STOP_REVERSE,   /* a -r text appeared */
+    RUN_STOP_INTERRUPT, /* Ctrl-C */
+    RUN_STOP_CONTEXT,   /* the context is full */
+};
+
+/* One sequence's sampling state across prompts and answers. */
+struct run_gen {
+    struct eng_session *s;
+    const struct run_opts *o;
+    struct fl_sampler *smp;
+    float *logits;           /* the last evaluated position's */
+    int n_vocab;
+    int32_t *eog;            /* end-of-generation ids (masked by --ignore-eos) */
+    int n_eog;
+    bool unfed;              /* the last answer's last token is not in the KV yet */
+    int32_t unfed_id;
+    char *answer;            /* the text of the current answer */
+    size_t answer_len, answer_cap;
+    int n_prompt, n_made;    /* of the last feed and the last answer */
+    double t_prompt, t_gen;  /* seconds */
+};
+
+int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts *o,
+                 struct fl_err *err);
+void run_gen_free(struct run_gen *g);
+
+/* Evaluates n tokens after what the sequence holds (and the last
+ * answer's unfed token first); the logits of the last are ready.
+ * -ENOSPC when they do not fit the context. */
+int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
+
+/* Samples, prints (when display) and evaluates up to limit tokens (< 0:
+ * no limit); *why says what stopped it. The text is in g->answer. */
+int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *why,
+                   struct fl_err *err);
+
+/* "prompt: N tokens in ... ; generation: ..." on stderr, for the last feed
+ * and answer (nothing under --log-disable). */
+void run_gen_print_speed(const struct run_gen *g);
+
+/* The chat format --chat-template names, else the model's (run.c). */
+enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts *o);
+
+/* The conversation (-cnv): a REPL in the model's chat format. Returns 0
+ * (/exit or end of input), 130 (Ctrl-C at the prompt), or -errno with
+ * err. */
+int run_chat(struct eng_session *s, const struct run_opts *o, struct fl_err *err);
+
+#endif

@@ -1,0 +1,166 @@
+#!/bin/sh
+# test-cli-llama-flags.sh: what a user coming from llama.cpp types, and the
+# files a command writes, from outside:
+#   - signals: `gen` killed (SIGINT/SIGTERM) at a random point leaves no file
+#     under the final name and no temporary one; `run` interrupted at a random
+#     point exits 130, prints its speed line and writes valid --stats-json;
+#   - no output replaces an input: `eval --logits-out` onto the model (also
+#     through a hard link) refuses and the model's bytes are unchanged; an
+#     existing GGUF is replaced only with --force; an output folder that does
+#     not exist fails before the model is loaded;
+#   - every llama.cpp flag of the list is accepted or refused as stated, with
+#     exit status 2 for every command-line mistake and 1 for runtime errors;
+#   - -f - reads standard input, escapes, -r, --no-display-prompt,
+#     --ignore-eos, and the warnings for -t and -c.
+# usage: test-cli-llama-flags.sh FAULTLINE
+set -u
+cli=$1
+model=tests/data/qwen3moe-tiny-Q8_0.gguf
+dir=$(mktemp -d /tmp/test-cli-flags.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+rand_ms() { python3 -c "import random; print(random.randint($1, $2) / 1000)"; }
+run() { "$cli" run -m "$model" -t 2 "$@" </dev/null; }
+
+# --- gen under a signal -----------------------------------------------------
+for sig in INT TERM INT; do
+  "$cli" gen --arch qwen3moe --size 1G -q -o "$dir/big.gguf" &
+  pid=$!
+  sleep "$(rand_ms 100 1500)"
+  kill -s $sig $pid
+  wait $pid
+  rc=$?
+  [ $rc -gt 128 ] || fail "gen after SIG$sig: status $rc (expected death by the signal)"
+  [ ! -e "$dir/big.gguf" ] || fail "gen after SIG$sig left big.gguf"
+  left=$(ls -A "$dir")
+  [ -z "$left" ] || fail "gen after SIG$sig left files: $left"
+done
+echo "gen: SIGINT/SIGTERM at random points leave nothing behind"
+
+# --- outputs never replace inputs or models --------------------------------
+"$cli" gen --arch qwen3moe --size 8M -q -o "$dir/m.gguf" || fail "gen"
+cp "$dir/m.gguf" "$dir/m.orig"
+ln "$dir/m.gguf" "$dir/link.gguf"
+for out in "$dir/m.gguf" "$dir/link.gguf"; do
+  "$cli" eval -m "$dir/m.gguf" -p hello -n 2 --logits-out "$out" --force 2>"$dir/err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "eval onto its model ($out): status $rc"
+  grep -q "input" "$dir/err" || fail "eval onto its model: no reason given: $(cat "$dir/err")"
+  cmp -s "$dir/m.gguf" "$dir/m.orig" || fail "eval changed its model through $out"
+done
+"$cli" gen --arch qwen3moe --size 8M --seed 2 -q -o "$dir/other.gguf" || fail "gen other"
+cp "$dir/other.gguf" "$dir/other.orig"
+"$cli" eval -m "$dir/m.gguf" -p hello -n 2 --logits-out "$dir/other.gguf" 2>"$dir/err" &&
+  fail "eval replaced another GGUF model without --force"
+cmp -s "$dir/other.gguf" "$dir/other.orig" || fail "the other model changed"
+"$cli" gen --arch qwen3moe --size 8M -q -o "$dir/other.gguf" 2>/dev/null &&
+  fail "gen replaced an existing model without --force"
+"$cli" gen --arch qwen3moe --size 8M -q -o "$dir/other.gguf" --force || fail "gen --force"
+cmp -s "$dir/other.gguf" "$dir/m.gguf" || fail "gen --force did not write the model asked for"
+"$cli" eval -m "$dir/m.gguf" -p hello -n 2 --logits-out "$dir/l.flrf" >/dev/null 2>&1 ||
+  fail "eval to a new file"
+"$cli" eval -m "$dir/m.gguf" -p hello -n 2 --logits-out "$dir/l.flrf" >/dev/null 2>&1 ||
+  fail "eval over its own earlier output (not a model) must work"
+start=$(date +%s)
+run -p hi -n 2 --stats-json "$dir/no/such/dir/s.json" 2>"$dir/err"
+rc=$?
+[ $rc -eq 1 ] || fail "--stats-json into a missing folder: status $rc"
+grep -q "no/such/dir/s.json" "$dir/err" || fail "--stats-json: no line naming the path"
+grep -q "prompt:" "$dir/err" && fail "--stats-json into a missing folder: the run went ahead"
+ls -A "$dir" | grep -q '\.tmp$' && fail "temporary files left: $(ls -A "$dir")"
+echo "outputs: eval onto its model refused (model unchanged), models kept without --force, bad folder caught first"
+
+# --- run interrupted ---------------------------------------------------------
+for i in 1 2 3; do
+  "$cli" run -m "$model" -t 2 -p "Once upon a time" -n -1 --ignore-eos -c 32768 --temp 0.8 -s $i \
+    --stats-json "$dir/s$i.json" --stats </dev/null >"$dir/out" 2>"$dir/err" &
+  pid=$!
+  sleep "$(rand_ms 300 2500)"
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  [ $rc -eq 130 ] || fail "run after SIGINT: status $rc (expected 130): $(tail -3 "$dir/err")"
+  grep -q "generation: [0-9]* tokens" "$dir/err" || fail "run after SIGINT: no speed line"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, dict) and d" \
+    "$dir/s$i.json" || fail "run after SIGINT: --stats-json is not valid JSON"
+done
+ls -A "$dir" | grep -q '\.tmp$' && fail "run left temporary files"
+echo "run: SIGINT at random points -> 130, speed line, valid --stats-json"
+
+# --- flags llama.cpp users type: accepted ------------------------------------
+ok() {
+  "$cli" run "$@" </dev/null >"$dir/out" 2>"$dir/err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "accepted flags failed (status $rc): $* :: $(tail -2 "$dir/err")"
+}
+echo "a prompt from a file" >"$dir/p.txt"
+ok --model "$model" --prompt hi --threads 2 --threads-batch 2 --ctx-size 256 --n-predict 2 \
+   --batch-size 64 --ubatch-size 32 --temp 0.5 --temperature 0.5 --top-k 10 --top-p 0.9 \
+   --min-p 0.1 --seed 3
+ok -m "$model" --file "$dir/p.txt" -n 2
+ok -m "$model" -p hi -n 2 -fa on
+ok -m "$model" -p hi -n 2 -fa off
+ok -m "$model" -p hi -n 2 --flash-attn auto
+ok -m "$model" -p hi -n 2 -ub 16 -b 32 -tb 1
+ok -m "$model" -p hi -n 2 --ignore-eos -r zzz --no-display-prompt -e -s 5 -v --log-disable
+ok -m "$model" -p hi -n 2 -no-cnv --mlock --no-mmap -ctk f16 -ctv f16
+ok -m "$model" -p hi -n 2 --cache-type-k f16 --cache-type-v f16 --no-conversation
+ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repeat-last-n 32 \
+   --repeat-penalty 1.1 --repeat-last-n -1
+ok -m "$model" -p hi -n 2 --mirostat 0 --dry-multiplier 0 --xtc-probability 0 --top-nsigma -1
+ok -m "$model" -p hi -n 2 --seed -1
+ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
+ok -m "$model" -p hi -n 2 -st
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16, penalties"
+
+# --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
+refused() {
+  want=$1
+  shift
+  "$cli" "$@" </dev/null >"$dir/out" 2>"$dir/err"
+  rc=$?
+  [ $rc -eq "$want" ] || fail "expected status $want, got $rc: $* :: $(cat "$dir/err")"
+  [ "$(wc -l <"$dir/err")" -ge 1 ] || fail "no line for: $*"
+}
+refused 2 run -m "$model" -p hi -ctk q8_0
+refused 2 run -m "$model" -p hi -ctv q4_0
+refused 2 run -m "$model" -p hi --mirostat 2
+refused 2 run -m "$model" -p hi --dry-multiplier 0.8
+refused 2 run -m "$model" -p hi --xtc-probability 0.5
+refused 2 run -m "$model" -p hi -fa sometimes
+refused 2 run -m "$model" -p hi -ot 'exps[=ram'
+refused 2 run -m "$model" -p hi -ot 'exps=moon'
+refused 2 eval -m "$model" -p hi --logits-out "$dir/x" -ot 'exps[=ram'
+refused 2 bench -m "$model" -ot 'exps[=ram'
+refused 2 run -m "$model" -p hi --frobnicate
+refused 2 run -m "$model" -p hi -n abc
+refused 2 run -m "$model" -p hi --chat-template nosuch
+refused 2 run -m "$model" -p hi -f "$dir/p.txt"
+refused 1 run -m "$dir/missing.gguf" -p hi
+refused 1 run -m "$model" -f "$dir/missing.txt"
+grep -q "Exit status" <<EOF || fail "--help does not document the exit status"
+$("$cli" run --help)
+EOF
+echo "refused with a line: other cache types, mirostat/DRY/XTC, bad -fa/-ot/options (2); missing files (1)"
+
+# --- behaviour ----------------------------------------------------------------
+out=$(echo "from standard input" | "$cli" run -m "$model" -f - -n 2 --temp 0 2>/dev/null)
+case $out in "from standard input"*) ;; *) fail "-f - did not read stdin: '$out'" ;; esac
+out=$(run -p 'a\tb' -n 1 --temp 0 2>/dev/null)
+case $out in "$(printf 'a\tb')"*) ;; *) fail "escapes: '$out'" ;; esac
+out=$(run -p 'a\tb' -n 1 --temp 0 --no-escape 2>/dev/null)
+case $out in 'a\tb'*) ;; *) fail "--no-escape: '$out'" ;; esac
+out=$(run -p 'Once upon' -n 4 --temp 0 --no-display-prompt 2>/dev/null)
+case $out in *"Once upon"*) fail "--no-display-prompt still shows the prompt" ;; esac
+run -p 'Once upon' -n 40 --temp 0 --ignore-eos 2>"$dir/err" >/dev/null
+grep -q "generation: 40 tokens" "$dir/err" || fail "--ignore-eos -n 40: $(cat "$dir/err")"
+full=$(run -p 'Once upon' -n 40 --temp 0 --ignore-eos --no-display-prompt 2>/dev/null)
+stop=$(printf '%s' "$full" | python3 -c "import sys; t=sys.stdin.read(); print(t[len(t)//2:len(t)//2+3])")
+cut=$(run -p 'Once upon' -n 40 --temp 0 --ignore-eos --no-display-prompt -r "$stop" 2>/dev/null)
+[ ${#cut} -lt ${#full} ] || fail "-r '$stop' did not stop early"
+case $cut in *"$stop"*) ;; *) fail "-r: the output should end with the reverse prompt" ;; esac
+run -p hi -n 1 -t 999 2>&1 >/dev/null | grep -q "more threads than" || fail "no warning for -t 999"
+run -p hi -n 1 -c 100000 2>&1 >/dev/null | grep -q "trained on only" || fail "no warning for -c"
+echo "behaviour: -f -, escapes, --no-display-prompt, --ignore-eos, -r, warnings"
+echo PASS
