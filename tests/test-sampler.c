@@ -9,14 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "text/sampler.h"
 #include "tests/check.h"
 
 static struct fl_sampler_params plain(void)
 {
-    /* every filter off, temperature 1 */
+    /* every filter off, temperature 1, the default order (n_order 0) */
     return (struct fl_sampler_params){ .temperature = 1.0f, .top_k = 0, .top_p = 1.0f,
-                                       .min_p = 0.0f, .repeat_penalty = 1.0f,
+                                       .min_p = 0.0f, .typical_p = 1.0f, .repeat_penalty = 1.0f,
                                        .penalty_last_n = 0, .seed = 42 };
 }
 
@@ -42,6 +43,12 @@ static void expect(struct fl_sampler *s, const float *logits, int n, const int32
         CHECK(fabs(c[i].p - ps[i]) < 1e-5, "%s: p[%d] = %.6f, want %.6f", what, i, c[i].p, ps[i]);
     }
     printf("  %s: %d survivors ok\n", what, got);
+}
+
+/* draw order: higher logit first, equal logits lower id first */
+static bool cand_before(const struct fl_candidate *a, const struct fl_candidate *b)
+{
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
 static void test_greedy(void)
@@ -274,6 +281,324 @@ static void test_large_vocab(void)
     free(l);
 }
 
+/* ---- typical ------------------------------------------------------------ */
+
+static void test_typical_by_hand(void)
+{
+    /* p = 0.1 0.2 0.3 0.4: H = 1.27985; |-ln p - H| = 1.0227 0.3296 0.0759 0.3635,
+     * so the rank is id 2, 1, 3, 0 with cumulative mass 0.3, 0.5, 0.9, 1 */
+    struct fl_sampler_params p = plain();
+    p.typical_p = 0.25f; /* 0.3 > 0.25: id 2 alone */
+    struct fl_sampler *s = make(&p, 4);
+    expect(s, w1234, 1, (int32_t[]){ 2 }, (double[]){ 1.0 }, "typical 0.25");
+    fl_sampler_free(s);
+
+    p.typical_p = 0.45f; /* 0.5 > 0.45: ids 2 and 1, the likeliest (3) is dropped */
+    s = make(&p, 4);
+    expect(s, w1234, 2, (int32_t[]){ 2, 1 }, (double[]){ 0.6, 0.4 }, "typical 0.45");
+    fl_sampler_free(s);
+
+    p.typical_p = 0.55f; /* 0.9 > 0.55: ids 2, 1, 3, in draw order 3 2 1 */
+    s = make(&p, 4);
+    expect(s, w1234, 3, (int32_t[]){ 3, 2, 1 }, (double[]){ 4.0 / 9, 3.0 / 9, 2.0 / 9 },
+           "typical 0.55");
+    fl_sampler_free(s);
+
+    p.typical_p = 0.25f;
+    p.min_keep = 3; /* mass is enough after one, but three are kept */
+    s = make(&p, 4);
+    expect(s, w1234, 3, (int32_t[]){ 3, 2, 1 }, (double[]){ 4.0 / 9, 3.0 / 9, 2.0 / 9 },
+           "typical 0.25, min-keep 3");
+    fl_sampler_free(s);
+
+    p.typical_p = 1.0f; /* off, min_keep or not */
+    s = make(&p, 4);
+    expect(s, w1234, 4, (int32_t[]){ 3, 2, 1, 0 }, (double[]){ 0.4, 0.3, 0.2, 0.1 }, "typical 1");
+    fl_sampler_free(s);
+}
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 33;
+}
+
+/* The typical set of one row worked out plainly, in double: softmax,
+ * entropy, rank by |-ln p - H| (ties by larger p, then lower id: draw
+ * order), take the rank's prefix until its mass exceeds tp and it holds
+ * min_keep. keep[id] says who survives. Returns false when the cut is too
+ * close to call (mass within 1e-4 of tp, or scores within 1e-4 around it):
+ * there float and double may honestly disagree. */
+static bool typical_reference(const float *l, int n, double tp, int min_keep, bool *keep)
+{
+    double pr[64], score[64], max = -INFINITY, z = 0, h = 0;
+    int rank[64];
+    for (int i = 0; i < n; i++)
+        max = l[i] > max ? l[i] : max;
+    for (int i = 0; i < n; i++)
+        z += pr[i] = exp(l[i] - max);
+    for (int i = 0; i < n; i++) {
+        pr[i] /= z;
+        h -= pr[i] * log(pr[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        score[i] = fabs(-log(pr[i]) - h);
+        rank[i] = i;
+        keep[i] = false;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0; j--) {
+            int a = rank[j - 1], b = rank[j];
+            bool later = score[a] > score[b] ||
+                         (score[a] == score[b] && (pr[a] < pr[b] || (pr[a] == pr[b] && a > b)));
+            if (!later)
+                break;
+            rank[j - 1] = b;
+            rank[j] = a;
+        }
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+        keep[rank[i]] = true;
+        cum += pr[rank[i]];
+        bool near_tie = i + 1 < n && fabs(score[rank[i + 1]] - score[rank[i]]) < 1e-4;
+        if (fabs(cum - tp) < 1e-4 || near_tie)
+            return false;
+        if (cum > tp && i + 1 >= min_keep)
+            break;
+    }
+    return true;
+}
+
+static void test_typical_random(void)
+{
+    enum { N = 48, ROWS = 400 };
+    uint64_t x = 7;
+    float l[N];
+    bool keep[N];
+    int checked = 0, skipped = 0;
+    for (int row = 0; row < ROWS; row++) {
+        int n = 2 + (int)(lcg(&x) % (N - 1));
+        float spread = 0.5f + (float)(lcg(&x) % 100) / 10.0f;
+        for (int i = 0; i < n; i++)
+            l[i] = spread * ((float)(lcg(&x) % 20001) / 10000.0f - 1.0f);
+        struct fl_sampler_params p = plain();
+        p.typical_p = (float)(lcg(&x) % 1000) / 1000.0f;
+        p.min_keep = (int32_t)(lcg(&x) % 4) == 0 ? (int32_t)(lcg(&x) % 6) : 0;
+        if (!typical_reference(l, n, p.typical_p, p.min_keep, keep)) {
+            skipped++;
+            continue;
+        }
+        struct fl_sampler *s = make(&p, n);
+        struct fl_candidate c[N];
+        int got = fl_sampler_candidates(s, l, c, N), want = 0;
+        for (int i = 0; i < n; i++)
+            want += keep[i];
+        CHECK(got == want, "row %d: %d typical survivors, want %d", row, got, want);
+        for (int i = 0; i < got; i++) {
+            bool ok = c[i].id >= 0 && c[i].id < n && keep[c[i].id];
+            CHECK(ok, "row %d: %d survived", row, c[i].id);
+            CHECK(i == 0 || cand_before(&c[i - 1], &c[i]), "row %d: not in draw order", row);
+        }
+        fl_sampler_free(s);
+        checked++;
+    }
+    CHECK(checked > ROWS * 9 / 10, "only %d of %d rows clear of the cut", checked, ROWS);
+    printf("  typical against the plain computation: %d rows agree (%d too close to call)\n",
+           checked, skipped);
+}
+
+/* ---- the order ---------------------------------------------------------- */
+
+static struct fl_sampler_params ordered(const char *names)
+{
+    struct fl_sampler_params p = plain();
+    struct fl_err err = { "" };
+    int rc = fl_sampler_parse_order(names, &p, &err);
+    CHECK(rc == 0, "parse '%s': %d %s", names, rc, err.msg);
+    return p;
+}
+
+static void test_order_effects(void)
+{
+    /* min_p 0.2 keeps logits >= max + ln 0.2 = max - 1.609 */
+    const float l[4] = { 0.0f, -1.0f, -2.0f, -3.0f };
+    struct fl_sampler_params p = ordered("min_p;temperature");
+    p.min_p = 0.2f;
+    p.temperature = 2.0f; /* min_p first: {0, -1}, then halved: 1 : e^-0.5 */
+    struct fl_sampler *s = make(&p, 4);
+    double e = exp(-0.5);
+    expect(s, l, 2, (int32_t[]){ 0, 1 }, (double[]){ 1 / (1 + e), e / (1 + e) },
+           "min_p before temperature");
+    fl_sampler_free(s);
+
+    p = ordered("temperature;min_p"); /* halved first: 0 -0.5 -1 -1.5, all >= -1.609 */
+    p.min_p = 0.2f;
+    p.temperature = 2.0f;
+    s = make(&p, 4);
+    double z = 1 + e + exp(-1.0) + exp(-1.5);
+    expect(s, l, 4, (int32_t[]){ 0, 1, 2, 3 },
+           (double[]){ 1 / z, e / z, exp(-1.0) / z, exp(-1.5) / z }, "temperature before min_p");
+    fl_sampler_free(s);
+
+    /* penalties before top_k choose among penalised logits, after it among raw ones */
+    const float r[4] = { 3.0f, 2.0f, 1.0f, 0.0f };
+    p = ordered("penalties;top_k");
+    p.top_k = 2;
+    p.repeat_penalty = 4.0f; /* id 0: 3 / 4 = 0.75 */
+    p.penalty_last_n = 4;
+    s = make(&p, 4);
+    fl_sampler_accept(s, 0);
+    double a = exp(2.0), b = exp(1.0);
+    expect(s, r, 2, (int32_t[]){ 1, 2 }, (double[]){ a / (a + b), b / (a + b) },
+           "penalties before top_k");
+    fl_sampler_free(s);
+    p = ordered("top_k;penalties");
+    p.top_k = 2;
+    p.repeat_penalty = 4.0f;
+    p.penalty_last_n = 4;
+    s = make(&p, 4);
+    fl_sampler_accept(s, 0);
+    b = exp(0.75);
+    expect(s, r, 2, (int32_t[]){ 1, 0 }, (double[]){ a / (a + b), b / (a + b) },
+           "top_k before penalties");
+    fl_sampler_free(s);
+}
+
+static void test_order_greedy(void)
+{
+    /* temperature 0 keeps the best of what reaches it: typical 0.25 first
+     * leaves id 2 (see test_typical_by_hand), typical after leaves id 3 */
+    struct fl_sampler_params p = ordered("typ_p;temperature");
+    p.typical_p = 0.25f;
+    p.temperature = 0.0f;
+    struct fl_sampler *s = make(&p, 4);
+    CHECK(fl_sampler_sample(s, w1234) == 2, "typical then greedy -> 2");
+    fl_sampler_free(s);
+    p = ordered("temperature;typ_p");
+    p.typical_p = 0.25f;
+    p.temperature = 0.0f;
+    s = make(&p, 4);
+    CHECK(fl_sampler_sample(s, w1234) == 3, "greedy then typical -> 3");
+    fl_sampler_free(s);
+
+    /* as in llama.cpp, an order without temperature does not use it */
+    p = ordered("top_k");
+    p.temperature = 0.0f;
+    s = make(&p, 4);
+    expect(s, w1234, 4, (int32_t[]){ 3, 2, 1, 0 }, (double[]){ 0.4, 0.3, 0.2, 0.1 },
+           "no temperature step");
+    fl_sampler_free(s);
+}
+
+static void test_min_keep(void)
+{
+    struct fl_sampler_params p = plain();
+    p.top_p = 0.3f; /* 0.4 >= 0.3: id 3 alone; min-keep 3 keeps three */
+    p.min_keep = 3;
+    struct fl_sampler *s = make(&p, 4);
+    expect(s, w1234, 3, (int32_t[]){ 3, 2, 1 }, (double[]){ 4.0 / 9, 3.0 / 9, 2.0 / 9 },
+           "top-p 0.3, min-keep 3");
+    fl_sampler_free(s);
+    p = plain();
+    p.min_p = 0.9f; /* only 0.4 is >= 0.36; min-keep 2 keeps two */
+    p.min_keep = 2;
+    s = make(&p, 4);
+    expect(s, w1234, 2, (int32_t[]){ 3, 2 }, (double[]){ 4.0 / 7, 3.0 / 7 },
+           "min-p 0.9, min-keep 2");
+    fl_sampler_free(s);
+}
+
+/* The default order, however it is spelled, draws what n_order 0 draws. */
+static void test_default_order(void)
+{
+    struct fl_sampler_params d, z, named, seq;
+    fl_sampler_defaults(&d, 5);
+    z = d;
+    z.n_order = 0;
+    named = d;
+    seq = d;
+    struct fl_err err = { "" };
+    CHECK(fl_sampler_parse_order(FL_SAMPLER_DEFAULT_ORDER, &named, &err) == 0, "%s", err.msg);
+    CHECK(fl_sampler_parse_seq(FL_SAMPLER_DEFAULT_SEQ, &seq, &err) == 0, "%s", err.msg);
+    CHECK(named.n_order == d.n_order && seq.n_order == d.n_order &&
+              !memcmp(named.order, d.order, sizeof(d.order)) &&
+              !memcmp(seq.order, d.order, sizeof(d.order)),
+          "the default order's spellings differ from fl_sampler_defaults");
+    for (int32_t i = 0; i < d.n_order; i++)
+        CHECK(fl_sampler_type_name(d.order[i]) != NULL, "entry %d has no name", (int)i);
+    CHECK(!strcmp(fl_sampler_type_name(FL_SAMPLER_TYPICAL_P), "typ_p") &&
+              fl_sampler_type_name(0) == NULL,
+          "names");
+    enum { N = 64 };
+    float l[N];
+    uint64_t x = 11;
+    for (int i = 0; i < N; i++)
+        l[i] = (float)(lcg(&x) % 1000) / 200.0f;
+    struct fl_sampler *a = make(&d, N), *b = make(&z, N);
+    int same = 0;
+    for (int i = 0; i < 500; i++)
+        same += fl_sampler_sample(a, l) == fl_sampler_sample(b, l);
+    CHECK(same == 500, "n_order 0 and the written default drew differently (%d/500)", same);
+    fl_sampler_free(a);
+    fl_sampler_free(b);
+}
+
+/* err says what, in one line that names the entry */
+static void expect_refused(const char *names, bool seq, const char *says)
+{
+    struct fl_sampler_params p = plain();
+    struct fl_err err = { "" };
+    int rc = seq ? fl_sampler_parse_seq(names, &p, &err) : fl_sampler_parse_order(names, &p, &err);
+    CHECK(rc == -EINVAL, "'%s' gave %d", names, rc);
+    CHECK(strstr(err.msg, says) && !strchr(err.msg, '\n'), "'%s' said \"%s\", want \"%s\"",
+          names, err.msg, says);
+    CHECK(p.n_order == 0, "'%s' changed the order on error", names);
+}
+
+static void test_parse(void)
+{
+    struct fl_sampler_params p = ordered("Top-K; NUCLEUS ;typ;temp;minp;penalties;topk");
+    const enum fl_sampler_type want[] = { FL_SAMPLER_TOP_K,       FL_SAMPLER_TOP_P,
+                                          FL_SAMPLER_TYPICAL_P,   FL_SAMPLER_TEMPERATURE,
+                                          FL_SAMPLER_MIN_P,       FL_SAMPLER_PENALTIES,
+                                          FL_SAMPLER_TOP_K };
+    CHECK(p.n_order == 7 && !memcmp(p.order, want, sizeof(want)), "aliases: %d entries",
+          (int)p.n_order);
+    p = ordered("typ-p;typp;typ_p;top-p;topp;min-p;min_p;temperature");
+    CHECK(p.n_order == 8 && p.order[2] == FL_SAMPLER_TYPICAL_P && p.order[4] == FL_SAMPLER_TOP_P &&
+              p.order[6] == FL_SAMPLER_MIN_P,
+          "more aliases");
+    struct fl_err err = { "" };
+    CHECK(fl_sampler_parse_seq("kyt", &p, &err) == 0 && p.n_order == 3 &&
+              p.order[0] == FL_SAMPLER_TOP_K && p.order[1] == FL_SAMPLER_TYPICAL_P &&
+              p.order[2] == FL_SAMPLER_TEMPERATURE,
+          "letters kyt: %s", err.msg);
+
+    expect_refused("top_k;foo", false, "unknown sampler 'foo'");
+    expect_refused("dry", false, "sampler 'dry' is not implemented");
+    expect_refused("top_k;top_n_sigma", false, "sampler 'top_n_sigma' is not implemented");
+    expect_refused("XTC", false, "sampler 'XTC' is not implemented");
+    expect_refused("mirostat", false, "sampler 'mirostat' is not implemented");
+    expect_refused("infill", false, "sampler 'infill' is not implemented");
+    expect_refused("adaptive-p", false, "sampler 'adaptive-p' is not implemented");
+    expect_refused("top_k;;min_p", false, "sampler 2 of the order is empty");
+    expect_refused("top_k;", false, "sampler 2 of the order is empty");
+    expect_refused("", false, "sampler 1 of the order is empty");
+    expect_refused("top\nk", false, "unknown sampler 'top?k'");
+    expect_refused("k;k;k;k;k;k;k;k;k;k;k;k;k;k;k;k;k", false, "unknown sampler 'k'");
+    expect_refused("topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;topk;"
+                   "topk;topk",
+                   false, "more than 16 samplers");
+    expect_refused("kq", true, "unknown sampler letter 'q'");
+    expect_refused("K", true, "unknown sampler letter 'K'");
+    expect_refused("ekd", true, "sampler 'd' (dry) is not implemented");
+    expect_refused("x", true, "sampler 'x' (xtc) is not implemented");
+    expect_refused("s", true, "sampler 's' (top_n_sigma) is not implemented");
+    expect_refused("", true, "the sampler sequence is empty");
+    expect_refused("kkkkkkkkkkkkkkkkk", true, "more than 16 samplers");
+    printf("  parse: aliases, letters and %d refusals ok\n", 20);
+}
+
 static void test_bad_params(void)
 {
     struct fl_sampler *s = NULL;
@@ -284,6 +609,19 @@ static void test_bad_params(void)
     p = plain();
     p.temperature = NAN;
     CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "NaN temperature is -EINVAL");
+    p = plain();
+    p.typical_p = NAN;
+    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "NaN typical is -EINVAL");
+    p = plain();
+    p.min_keep = -1;
+    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "min-keep -1 is -EINVAL");
+    p = plain();
+    p.n_order = FL_SAMPLER_MAX_ORDER + 1;
+    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "an order too long is -EINVAL");
+    p.n_order = 1; /* order[0] is 0: no sampler */
+    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "a zeroed order entry is -EINVAL");
+    p.order[0] = (enum fl_sampler_type)(FL_SAMPLER_TEMPERATURE + 1);
+    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "an unknown order entry is -EINVAL");
     fl_sampler_defaults(&p, 7);
     CHECK(fl_sampler_new(&p, 4, &s) == 0, "defaults are valid");
     fl_sampler_free(s);
@@ -298,6 +636,13 @@ int main(void)
     test_determinism();
     test_distribution();
     test_large_vocab();
+    test_typical_by_hand();
+    test_typical_random();
+    test_order_effects();
+    test_order_greedy();
+    test_min_keep();
+    test_default_order();
+    test_parse();
     test_bad_params();
     return check_summary("test-sampler");
 }

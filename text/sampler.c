@@ -1,5 +1,6 @@
 /* sampler.c: see sampler.h. The filters follow llama.cpp's llama-sampler.cpp
- * (penalties, top_k, top_p, min_p, temp, dist) in its default chain order. */
+ * (penalties, top_k, typical, top_p, min_p, temp, dist), run in the order
+ * the parameters give (names and letters: sampler-order.c). */
 #include "text/sampler.h"
 
 #include <errno.h>
@@ -14,7 +15,23 @@ struct fl_sampler {
     int32_t *ring;         /* the last penalty_last_n accepted ids */
     int32_t ring_n, ring_head;
     struct fl_candidate *cand;
+    struct typ_rank *rank; /* typical's scratch, when typical is on */
+    enum fl_sampler_type order[FL_SAMPLER_MAX_ORDER];
+    int32_t n_order;
+    bool greedy_fast;      /* the chain reduces to an argmax (see chain_is_argmax) */
+    bool pen_first;        /* ... of the penalised logits */
     uint64_t rng[4];
+};
+
+/* How far s->cand is ordered: steps that cut a prefix need DESCENDING
+ * (non-increasing logits); SORTED is cand_cmp's order exactly, which a
+ * temperature step can loosen to DESCENDING (x / t can make two logits
+ * equal without reordering their ids). */
+enum order_state { UNSORTED, DESCENDING, SORTED };
+
+struct typ_rank {
+    float score; /* |-log p - H| */
+    int32_t pos; /* index in s->cand */
 };
 
 /* ---- PRNG: xoshiro256** seeded by splitmix64 ---------------------------- */
@@ -52,19 +69,57 @@ double fl_sampler_uniform(struct fl_sampler *s)
 
 /* ---- life cycle --------------------------------------------------------- */
 
+static const enum fl_sampler_type default_order[] = {
+    FL_SAMPLER_PENALTIES, FL_SAMPLER_TOP_K, FL_SAMPLER_TYPICAL_P,
+    FL_SAMPLER_TOP_P,     FL_SAMPLER_MIN_P, FL_SAMPLER_TEMPERATURE,
+};
+#define N_DEFAULT_ORDER ((int32_t)(sizeof(default_order) / sizeof(default_order[0])))
+
 void fl_sampler_defaults(struct fl_sampler_params *p, uint64_t seed)
 {
     *p = (struct fl_sampler_params){ .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                                     .min_p = 0.05f, .repeat_penalty = 1.0f,
-                                     .penalty_last_n = 64, .seed = seed };
+                                     .min_p = 0.05f, .typical_p = 1.0f, .repeat_penalty = 1.0f,
+                                     .penalty_last_n = 64, .seed = seed,
+                                     .n_order = N_DEFAULT_ORDER };
+    memcpy(p->order, default_order, sizeof(default_order));
+}
+
+static bool order_ok(const struct fl_sampler_params *p)
+{
+    if (p->n_order < 0 || p->n_order > FL_SAMPLER_MAX_ORDER)
+        return false;
+    for (int32_t i = 0; i < p->n_order; i++)
+        if (p->order[i] < FL_SAMPLER_PENALTIES || p->order[i] > FL_SAMPLER_TEMPERATURE)
+            return false;
+    return true;
 }
 
 static bool params_ok(const struct fl_sampler_params *p)
 {
     return !isnan(p->temperature) && !isnan(p->top_p) && !isnan(p->min_p) && p->min_p <= 1.0f &&
+           !isnan(p->typical_p) && p->min_keep >= 0 &&
            isfinite(p->repeat_penalty) && p->repeat_penalty > 0.0f &&
            isfinite(p->frequency_penalty) && isfinite(p->presence_penalty) &&
-           p->penalty_last_n >= 0;
+           p->penalty_last_n >= 0 && order_ok(p);
+}
+
+/* Whether the chain comes down to an argmax, so a greedy sampler need not
+ * sort a whole vocabulary: temperature <= 0 keeps only the best candidate,
+ * and before it top_k, top_p and min_p always keep the best; only an active
+ * typical step can drop it, and the penalties change what is best. */
+static bool chain_is_argmax(struct fl_sampler *s)
+{
+    if (s->p.temperature > 0.0f)
+        return false;
+    for (int32_t i = 0; i < s->n_order; i++) {
+        if (s->order[i] == FL_SAMPLER_TEMPERATURE)
+            return true;
+        if (s->order[i] == FL_SAMPLER_PENALTIES)
+            s->pen_first = true;
+        if (s->order[i] == FL_SAMPLER_TYPICAL_P && s->p.typical_p < 1.0f)
+            return false;
+    }
+    return false; /* no temperature step: llama.cpp draws at temperature 1 */
 }
 
 void fl_sampler_reset(struct fl_sampler *s, uint64_t seed)
@@ -78,6 +133,14 @@ void fl_sampler_reset(struct fl_sampler *s, uint64_t seed)
     s->ring_n = s->ring_head = 0;
 }
 
+static void set_order(struct fl_sampler *s, const struct fl_sampler_params *p)
+{
+    s->n_order = p->n_order ? p->n_order : N_DEFAULT_ORDER;
+    memcpy(s->order, p->n_order ? p->order : default_order,
+           (size_t)s->n_order * sizeof(*s->order));
+    s->greedy_fast = chain_is_argmax(s);
+}
+
 int fl_sampler_new(const struct fl_sampler_params *p, int32_t n_vocab, struct fl_sampler **out)
 {
     *out = NULL;
@@ -88,12 +151,16 @@ int fl_sampler_new(const struct fl_sampler_params *p, int32_t n_vocab, struct fl
         return -ENOMEM;
     s->p = *p;
     s->n_vocab = n_vocab;
+    set_order(s, p);
     s->cand = malloc((size_t)n_vocab * sizeof(*s->cand));
     if (p->penalty_last_n > 0) {
         s->count = calloc((size_t)n_vocab, sizeof(*s->count));
         s->ring = malloc((size_t)p->penalty_last_n * sizeof(*s->ring));
     }
-    if (!s->cand || (p->penalty_last_n > 0 && (!s->count || !s->ring))) {
+    if (p->typical_p < 1.0f)
+        s->rank = malloc((size_t)n_vocab * sizeof(*s->rank));
+    if (!s->cand || (p->penalty_last_n > 0 && (!s->count || !s->ring)) ||
+        (p->typical_p < 1.0f && !s->rank)) {
         fl_sampler_free(s);
         return -ENOMEM;
     }
@@ -109,6 +176,7 @@ void fl_sampler_free(struct fl_sampler *s)
     free(s->count);
     free(s->ring);
     free(s->cand);
+    free(s->rank);
     free(s);
 }
 
@@ -205,8 +273,9 @@ static void softmax(struct fl_candidate *c, int32_t n)
         c[i].p /= sum;
 }
 
-/* Keeps the smallest prefix whose probability reaches p. */
-static int32_t top_p(struct fl_candidate *c, int32_t n, float p)
+/* Keeps the smallest prefix whose probability reaches p, and at least
+ * min_keep candidates. c is DESCENDING. */
+static int32_t top_p(struct fl_candidate *c, int32_t n, float p, int32_t min_keep)
 {
     if (p >= 1.0f)
         return n;
@@ -214,48 +283,207 @@ static int32_t top_p(struct fl_candidate *c, int32_t n, float p)
     float cum = 0.0f;
     for (int32_t i = 0; i < n; i++) {
         cum += c[i].p;
-        if (cum >= p)
+        if (cum >= p && i + 1 >= min_keep)
             return i + 1;
     }
     return n;
 }
 
-/* Keeps candidates whose probability is at least p times the best one's. */
-static int32_t min_p(const struct fl_candidate *c, int32_t n, float p)
+/* Keeps candidates whose probability is at least p times the best one's,
+ * and at least min_keep. c is DESCENDING. */
+static int32_t min_p(const struct fl_candidate *c, int32_t n, float p, int32_t min_keep)
 {
     if (p <= 0.0f)
         return n;
     float min_logit = c[0].logit + logf(p);
     int32_t i = 1;
-    while (i < n && c[i].logit >= min_logit)
+    while (i < n && (c[i].logit >= min_logit || i < min_keep))
         i++;
     return i;
 }
 
-/* Penalties, then every filter. Returns the survivors at s->cand[0..n). */
-static int32_t filter(struct fl_sampler *s, const float *logits)
+/* Typical's ranking: the least surprising first; equal scores keep draw
+ * order, where llama.cpp's std::sort leaves them in no defined order. NaN
+ * (from a NaN probability) sorts last, so the order stays total for qsort. */
+static int rank_cmp(const void *a, const void *b)
+{
+    const struct typ_rank *x = a, *y = b;
+    if (x->score != y->score && !isnan(x->score) && !isnan(y->score))
+        return x->score < y->score ? -1 : 1;
+    if (isnan(x->score) != isnan(y->score))
+        return isnan(x->score) ? 1 : -1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int pos_cmp(const void *a, const void *b)
+{
+    const struct typ_rank *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* llama.cpp's locally typical sampling: with H the entropy of the
+ * candidates' distribution, rank them by |-ln p - H| and keep the fewest of
+ * the best ranked whose probabilities sum to more than typical_p (and at
+ * least min_keep). The survivors keep their draw order, so c stays as
+ * sorted as it was; llama.cpp leaves them in rank order, which only its
+ * draw sees. A probability that underflowed to 0 adds nothing to H
+ * (0 ln 0 = 0, where llama.cpp's sum would turn NaN) and ranks last. */
+static int32_t typical(struct fl_sampler *s, int32_t n)
+{
+    struct fl_candidate *c = s->cand;
+    struct typ_rank *r = s->rank;
+    softmax(c, n);
+    float h = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].p > 0.0f)
+            h += -c[i].p * logf(c[i].p);
+    for (int32_t i = 0; i < n; i++)
+        r[i] = (struct typ_rank){ fabsf(-logf(c[i].p) - h), i };
+    qsort(r, (size_t)n, sizeof(*r), rank_cmp);
+    float cum = 0.0f;
+    int32_t keep = n;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[r[i].pos].p;
+        if (cum > s->p.typical_p && i + 1 >= s->p.min_keep) {
+            keep = i + 1;
+            break;
+        }
+    }
+    if (keep == n)
+        return n;
+    /* in place: ascending positions, so each read is at or after its write */
+    qsort(r, (size_t)keep, sizeof(*r), pos_cmp);
+    for (int32_t i = 0; i < keep; i++)
+        c[i] = c[r[i].pos];
+    return keep;
+}
+
+/* ---- the chain ---------------------------------------------------------- */
+
+struct chain {
+    int32_t n;           /* survivors at s->cand[0..n) */
+    enum order_state st;
+};
+
+static void ensure_descending(struct fl_sampler *s, struct chain *ch)
+{
+    if (ch->st != UNSORTED)
+        return;
+    top_k_sorted(s->cand, ch->n, ch->n);
+    ch->st = SORTED;
+}
+
+/* A logit the penalties push to -inf (or NaN) leaves, as one that came in
+ * that way never entered. */
+static void step_penalties(struct fl_sampler *s, struct chain *ch)
+{
+    if (!s->count)
+        return;
+    int32_t m = 0;
+    for (int32_t i = 0; i < ch->n; i++) {
+        float l = penalised(s, s->cand[i].id, s->cand[i].logit);
+        if (!isnan(l) && l != -INFINITY) {
+            s->cand[m] = s->cand[i];
+            s->cand[m++].logit = l;
+        }
+    }
+    ch->n = m;
+    ch->st = UNSORTED;
+}
+
+static void step_top_k(struct fl_sampler *s, struct chain *ch)
+{
+    int32_t k = s->p.top_k;
+    if (k <= 0 || k >= ch->n) {
+        ensure_descending(s, ch);
+    } else if (ch->st == SORTED) {
+        ch->n = k; /* already cand_cmp's order: the prefix is the heap's answer */
+    } else {
+        top_k_sorted(s->cand, ch->n, k);
+        ch->n = k;
+        ch->st = SORTED;
+    }
+}
+
+/* t <= 0 keeps only the best (llama.cpp sets the others to -inf, which
+ * nothing after it can draw). Dividing by t > 0 keeps the order but may
+ * make unequal logits equal. */
+static void step_temperature(struct fl_sampler *s, struct chain *ch)
+{
+    float t = s->p.temperature;
+    if (t <= 0.0f) {
+        if (ch->st != SORTED)
+            top_k_sorted(s->cand, ch->n, 1);
+        ch->n = 1;
+        ch->st = SORTED;
+        return;
+    }
+    for (int32_t i = 0; i < ch->n; i++)
+        s->cand[i].logit /= t;
+    if (ch->st == SORTED)
+        ch->st = DESCENDING;
+}
+
+static void run_step(struct fl_sampler *s, enum fl_sampler_type t, struct chain *ch)
+{
+    const struct fl_sampler_params *p = &s->p;
+    switch (t) {
+    case FL_SAMPLER_PENALTIES: step_penalties(s, ch); break;
+    case FL_SAMPLER_TOP_K: step_top_k(s, ch); break;
+    case FL_SAMPLER_TEMPERATURE: step_temperature(s, ch); break;
+    case FL_SAMPLER_TYPICAL_P:
+        if (p->typical_p < 1.0f) {
+            ensure_descending(s, ch);
+            ch->n = typical(s, ch->n);
+        }
+        break;
+    case FL_SAMPLER_TOP_P:
+        if (p->top_p < 1.0f) {
+            ensure_descending(s, ch);
+            ch->n = top_p(s->cand, ch->n, p->top_p, p->min_keep);
+        }
+        break;
+    case FL_SAMPLER_MIN_P:
+        if (p->min_p > 0.0f) {
+            ensure_descending(s, ch);
+            ch->n = min_p(s->cand, ch->n, p->min_p, p->min_keep);
+        }
+        break;
+    }
+}
+
+/* Every logit that is neither NaN nor -inf, penalised when pen says. */
+static int32_t gather(struct fl_sampler *s, const float *logits, bool pen)
 {
     int32_t n = 0;
     for (int32_t id = 0; id < s->n_vocab; id++) {
-        float l = penalised(s, id, logits[id]);
+        float l = pen ? penalised(s, id, logits[id]) : logits[id];
         if (!isnan(l) && l != -INFINITY)
             s->cand[n++] = (struct fl_candidate){ id, l, 0.0f };
     }
-    if (n == 0)
-        return 0;
-    if (s->p.temperature <= 0.0f) {
-        top_k_sorted(s->cand, n, 1); /* greedy: ties go to the lowest id */
+    return n;
+}
+
+/* Runs the chain. Returns the survivors at s->cand[0..n), with their
+ * probabilities, in draw order. */
+static int32_t filter(struct fl_sampler *s, const float *logits)
+{
+    if (s->greedy_fast) {
+        int32_t n = gather(s, logits, s->pen_first);
+        if (n == 0)
+            return 0;
+        top_k_sorted(s->cand, n, 1); /* ties go to the lowest id */
         s->cand[0].p = 1.0f;
         return 1;
     }
-    int32_t k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : n;
-    top_k_sorted(s->cand, n, k);
-    n = top_p(s->cand, k, s->p.top_p);
-    n = min_p(s->cand, n, s->p.min_p);
-    for (int32_t i = 0; i < n; i++)
-        s->cand[i].logit /= s->p.temperature;
-    softmax(s->cand, n);
-    return n;
+    struct chain ch = { gather(s, logits, false), UNSORTED };
+    for (int32_t i = 0; i < s->n_order && ch.n > 0; i++)
+        run_step(s, s->order[i], &ch);
+    if (ch.n == 0)
+        return 0;
+    ensure_descending(s, &ch);
+    softmax(s->cand, ch.n);
+    return ch.n;
 }
 
 int fl_sampler_candidates(struct fl_sampler *s, const float *logits, struct fl_candidate *out,

@@ -1,13 +1,18 @@
 /* sampler.h: picks the next token from a row of logits, with llama.cpp's
- * samplers in llama.cpp's default order:
+ * samplers run as a chain in an order the caller may choose (llama.cpp's
+ * `--samplers`). The default is llama.cpp's default chain less the three
+ * samplers faultline lacks, which are no-ops at llama.cpp's defaults (dry:
+ * multiplier 0, top_n_sigma: -1, xtc: probability 0):
  *
- *   repetition penalties (over the last N accepted tokens)
- *   -> top-k -> top-p -> min-p -> temperature -> seeded draw
+ *   penalties -> top_k -> typ_p -> top_p -> min_p -> temperature -> seeded draw
  *
- * Temperature 0 (or below) is greedy: the argmax of the penalised logits,
- * ties to the lowest id. Draws use the sampler's own PRNG (xoshiro256**
- * seeded through splitmix64), so a seed gives the same tokens on every
- * machine and build. Not thread-safe: one sampler per generation. */
+ * Temperature <= 0 at the temperature step keeps only the best candidate
+ * (ties to the lowest id), so with the default order it is greedy: the
+ * argmax of the penalised logits. As in llama.cpp, a sampler left out of the
+ * order is not run: without "temperature" the temperature is not used.
+ * Draws use the sampler's own PRNG (xoshiro256** seeded through splitmix64),
+ * so a seed gives the same tokens on every machine and build. Not
+ * thread-safe: one sampler per generation. */
 #ifndef FL_SAMPLER_H
 #define FL_SAMPLER_H
 
@@ -16,17 +21,46 @@
 #include <stdint.h>
 
 struct fl_sampler;
+struct fl_err;
+
+/* The samplers faultline implements, by llama.cpp's names. 0 is no sampler,
+ * so a zeroed order entry is caught by fl_sampler_new. */
+enum fl_sampler_type {
+    FL_SAMPLER_PENALTIES = 1, /* "penalties", letter e */
+    FL_SAMPLER_TOP_K,         /* "top_k", k */
+    FL_SAMPLER_TYPICAL_P,     /* "typ_p", y */
+    FL_SAMPLER_TOP_P,         /* "top_p", p */
+    FL_SAMPLER_MIN_P,         /* "min_p", m */
+    FL_SAMPLER_TEMPERATURE,   /* "temperature", t */
+};
+
+/* The longest order; llama.cpp has no limit, but a sampler named twice runs
+ * twice and more than this is a typo, not a chain. */
+#define FL_SAMPLER_MAX_ORDER 16
+
+/* The default order in both of llama.cpp's spellings (for --help texts). */
+#define FL_SAMPLER_DEFAULT_ORDER "penalties;top_k;typ_p;top_p;min_p;temperature"
+#define FL_SAMPLER_DEFAULT_SEQ "ekypmt"
 
 struct fl_sampler_params {
     float temperature;       /* <= 0: greedy */
     int32_t top_k;           /* <= 0: off */
     float top_p;             /* >= 1: off */
     float min_p;             /* <= 0: off */
+    float typical_p;         /* llama.cpp's typical_p (--typical); >= 1: off. Not off at 0:
+                              * a zeroed struct keeps only the most typical token, so start
+                              * from fl_sampler_defaults */
+    int32_t min_keep;        /* llama.cpp's --min-keep: top_p, min_p and typ_p keep at least
+                              * this many; 0 (the default) or 1: no floor beyond one token */
     float repeat_penalty;    /* 1: off; > 1 discourages repeats */
     float frequency_penalty; /* subtracted once per occurrence; 0: off */
     float presence_penalty;  /* subtracted once if present; 0: off */
     int32_t penalty_last_n;  /* how many recent tokens the penalties see; 0: off */
     uint64_t seed;
+    /* The chain, first sampler first; n_order 0 is the default order (so a
+     * zeroed struct runs the same chain as fl_sampler_defaults). */
+    int32_t n_order;
+    enum fl_sampler_type order[FL_SAMPLER_MAX_ORDER];
 };
 
 /* One surviving candidate: its id, its logit after the penalties (and
@@ -38,11 +72,32 @@ struct fl_candidate {
 };
 
 /* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
- * no penalties (repeat 1.0 over the last 64), the given seed. */
+ * typical off (1.0), min-keep 0, no penalties (repeat 1.0 over the last 64),
+ * the default order written out, the given seed. */
 void fl_sampler_defaults(struct fl_sampler_params *p, uint64_t seed);
 
+/* Sets p's order from llama.cpp's `--samplers` string: names separated by
+ * ';', case-insensitive, with llama.cpp's aliases (top-k, topk, nucleus,
+ * typ, typ-p, typp, temp, min-p, minp, ...); blanks around a name are
+ * ignored, and a name may repeat (it runs twice). Returns 0, or -EINVAL with
+ * one line in err naming the bad entry: an unknown name, an empty one, more
+ * than FL_SAMPLER_MAX_ORDER, or one of llama.cpp's samplers faultline does
+ * not implement (dry, top_n_sigma, xtc, infill, adaptive_p, and mirostat,
+ * which llama.cpp selects with --mirostat). p is unchanged on error. */
+int fl_sampler_parse_order(const char *names, struct fl_sampler_params *p, struct fl_err *err);
+
+/* The same from llama.cpp's `--sampling-seq` / `--sampler-seq` letters
+ * (case-sensitive): e penalties, k top_k, y typ_p, p top_p, m min_p,
+ * t temperature; d s x i a (dry, top_n_sigma, xtc, infill, adaptive_p) are
+ * refused as not implemented. */
+int fl_sampler_parse_seq(const char *letters, struct fl_sampler_params *p, struct fl_err *err);
+
+/* llama.cpp's canonical name of a sampler ("typ_p"), NULL if t is none. */
+const char *fl_sampler_type_name(enum fl_sampler_type t);
+
 /* Returns 0, -EINVAL for bad parameters (n_vocab < 1, NaN or negative
- * values where they make no sense), -ENOMEM. */
+ * values where they make no sense, an order entry that is no sampler or
+ * n_order outside 0..FL_SAMPLER_MAX_ORDER), -ENOMEM. */
 int fl_sampler_new(const struct fl_sampler_params *p, int32_t n_vocab, struct fl_sampler **out);
 void fl_sampler_free(struct fl_sampler *s);
 
@@ -57,9 +112,9 @@ void fl_sampler_accept(struct fl_sampler *s, int32_t id);
 /* Forgets the history and restarts the PRNG from seed. */
 void fl_sampler_reset(struct fl_sampler *s, uint64_t seed);
 
-/* The candidates that survive the penalties and filters, in draw order
- * (highest logit first, ties lowest id first), with probabilities that sum
- * to 1. At temperature <= 0 only the greedy token survives. Returns how
+/* The candidates that survive the chain, in draw order (highest logit
+ * first, ties lowest id first), with probabilities that sum to 1. With
+ * temperature <= 0 at the temperature step only one survives. Returns how
  * many survive (written to out when <= max), or -ENOSPC, -EINVAL. */
 int fl_sampler_candidates(struct fl_sampler *s, const float *logits, struct fl_candidate *out,
                           int max);

@@ -3,7 +3,8 @@
  *
  * The input after the first byte is split at NULs (or newlines) into
  * strings; the first byte chooses what they go to:
- *   0: fl_parse_size on each string (and fl_format_size on what it accepts);
+ *   0: fl_parse_size on each string (and fl_format_size on what it accepts),
+ *      and the sampler order parsers (--samplers, --sampling-seq) on it;
  *   1: placement flags: the strings are an argv ("-ot", "exps=disk", ...)
  *      parsed with placement_parse_flag, then a plan is built for
  *      tests/data/qwen3moe-tiny-F16.gguf and queried for every tensor;
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "text/chat.h"
+#include "text/sampler.h"
 #include "gguf/gguf.h"
 #include "base/units.h"
 #include "gguf/tensor-names.h"
@@ -60,11 +62,38 @@ static int split(char *buf, size_t len, char **out)
     return n;
 }
 
+/* An order either parses into one a sampler accepts or is refused in one
+ * line, leaving the parameters as they were. */
+static void fuzz_order(const char *s, bool seq)
+{
+    struct fl_sampler_params p;
+    struct fl_err err = { "" };
+    fl_sampler_defaults(&p, 1);
+    const struct fl_sampler_params before = p;
+    int rc = seq ? fl_sampler_parse_seq(s, &p, &err) : fl_sampler_parse_order(s, &p, &err);
+    if (rc < 0) {
+        one_line(&err);
+        if (p.n_order != before.n_order || memcmp(p.order, before.order, sizeof(p.order)))
+            die("a refused sampler order changed the parameters");
+        return;
+    }
+    struct fl_sampler *smp = NULL;
+    if (rc != 0 || p.n_order < 1 || fl_sampler_new(&p, 4, &smp) != 0)
+        die("a parsed sampler order that fl_sampler_new refuses");
+    static const float logits[4] = { 0.5f, -1.0f, 2.0f, 0.0f };
+    int32_t id = fl_sampler_sample(smp, logits);
+    if (id < 0 || id > 3)
+        die("a parsed sampler order drew no token");
+    fl_sampler_free(smp);
+}
+
 static void fuzz_sizes(char **s, int n)
 {
     char buf[48];
     for (int i = 0; i < n; i++) {
         uint64_t v = 0, w = 0;
+        fuzz_order(s[i], false);
+        fuzz_order(s[i], true);
         if (fl_parse_size(s[i], &v) != 0)
             continue;
         if (fl_parse_size(s[i], &w) != 0 || v != w)
