@@ -190,6 +190,7 @@ static int parse_sampling(const json_t *b, struct api_request *r, struct fl_err 
     GET(number(b, "temperature", 0, 100, &v, err), has_temperature, s->temperature = (float)v)
     GET(number(b, "top_p", 0, 1, &v, err), has_top_p, s->top_p = (float)v)
     GET(number(b, "min_p", 0, 1, &v, err), has_min_p, s->min_p = (float)v)
+    GET(number(b, "typical_p", 0, 1, &v, err), has_typical, s->typical_p = (float)v)
     GET(integer(b, "top_k", 0, INT32_MAX, &i, err), has_top_k, s->top_k = (int32_t)i)
     GET(number(b, "presence_penalty", -2, 2, &v, err), has_presence, s->presence_penalty = (float)v)
     GET(number(b, "frequency_penalty", -2, 2, &v, err), has_frequency,
@@ -281,6 +282,8 @@ void api_request_sampling(const struct api_request *r, const struct fl_sampler_p
         out->top_p = s->top_p;
     if (r->has_min_p)
         out->min_p = s->min_p;
+    if (r->has_typical)
+        out->typical_p = s->typical_p;
     if (r->has_repeat)
         out->repeat_penalty = s->repeat_penalty;
     if (r->has_presence)

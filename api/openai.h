@@ -39,7 +39,7 @@ struct api_request {
     /* the sampling fields given (has[] says which) */
     struct fl_sampler_params sampling;
     bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
-    bool has_repeat, has_presence, has_frequency, has_last_n;
+    bool has_repeat, has_presence, has_frequency, has_last_n, has_typical;
     bool ignore_eos;
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
     json_t *doc;              /* owned: what the strings point into */

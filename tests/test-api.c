@@ -20,7 +20,7 @@ static void test_accepted(void)
                 "\"body\":{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
                 "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
                 "\"text\":\"b\"}]}],\"max_tokens\":12,\"temperature\":0.25,\"top_p\":0.5,\"seed\":42,"
-                "\"stop\":[\"x\",\"yz\"],\"frequency_penalty\":0.5,\"unknown\":1}}", &l, &err) == 0,
+                "\"stop\":[\"x\",\"yz\"],\"frequency_penalty\":0.5,\"typical_p\":0.7,\"unknown\":1}}", &l, &err) == 0,
           "chat line refused: %s", err.msg);
     const struct api_request *r = &l.req;
     CHECK(!strcmp(l.custom_id, "r1") && r->kind == API_CHAT && r->n_msgs == 2 &&
@@ -32,7 +32,8 @@ static void test_accepted(void)
     fl_sampler_defaults(&d, 1);
     api_request_sampling(r, &d, &s);
     CHECK(s.temperature == 0.25f && s.top_p == 0.5f && s.seed == 42 && s.top_k == d.top_k &&
-              s.frequency_penalty == 0.5f && s.min_p == d.min_p,
+              s.frequency_penalty == 0.5f && s.min_p == d.min_p && s.typical_p == 0.7f &&
+              d.typical_p == 1.0f,
           "sampling: given fields over the defaults");
     api_batch_line_free(&l);
     CHECK(parse("{\"custom_id\":\"r2\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[5,6,7]}}",

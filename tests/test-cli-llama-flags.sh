@@ -25,9 +25,9 @@ run() { "$cli" run -m "$model" -t 2 "$@" </dev/null; }
 
 # --- gen under a signal -----------------------------------------------------
 for sig in INT TERM INT; do
-  "$cli" gen --arch qwen3moe --size 1G -q -o "$dir/big.gguf" &
+  "$cli" gen --arch qwen3moe --size 2G -q -o "$dir/big.gguf" &
   pid=$!
-  sleep "$(rand_ms 100 1500)"
+  sleep "$(rand_ms 100 900)"
   kill -s $sig $pid
   wait $pid
   rc=$?
@@ -110,9 +110,11 @@ ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repea
    --repeat-penalty 1.1 --repeat-last-n -1
 ok -m "$model" -p hi -n 2 --mirostat 0 --dry-multiplier 0 --xtc-probability 0 --top-nsigma -1
 ok -m "$model" -p hi -n 2 --seed -1
+ok -m "$model" -p hi -n 2 --typical 0.9 --samplers "penalties;top_k;typ_p;top_p;min_p;temperature"
+ok -m "$model" -p hi -n 2 --sampling-seq kypmt --min-keep 1
 ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
-echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16, penalties"
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16, penalties, typical, --samplers"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
 refused() {
@@ -129,6 +131,9 @@ refused 2 run -m "$model" -p hi --mirostat 2
 refused 2 run -m "$model" -p hi --dry-multiplier 0.8
 refused 2 run -m "$model" -p hi --xtc-probability 0.5
 refused 2 run -m "$model" -p hi -fa sometimes
+refused 2 run -m "$model" -p hi --samplers "top_k;dry;temperature"
+refused 2 run -m "$model" -p hi --samplers "top_k;bogus"
+refused 2 run -m "$model" -p hi --sampling-seq kdx
 refused 2 run -m "$model" -p hi -ot 'exps[=ram'
 refused 2 run -m "$model" -p hi -ot 'exps=moon'
 refused 2 eval -m "$model" -p hi --logits-out "$dir/x" -ot 'exps[=ram'

@@ -264,6 +264,21 @@ size_t eng_process_escapes(char *s)
     return out;
 }
 
+/* --samplers "a;b;c" or --sampling-seq letters (text/sampler.h). */
+static bool arg_sampler_order(const char *cmd, int argc, char **argv, int *i,
+                              struct fl_sampler_params *s)
+{
+    const char *v;
+    struct fl_err err = { { 0 } };
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return false;
+    int rc = !strcmp(argv[*i - 1], "--samplers") ? fl_sampler_parse_order(v, s, &err)
+                                                  : fl_sampler_parse_seq(v, s, &err);
+    if (rc)
+        fprintf(stderr, "faultline %s: %s: %s\n", cmd, argv[*i - 1], err.msg);
+    return rc == 0;
+}
+
 /* llama.cpp's samplers faultline does not have: accepted at the value
  * that turns them off, refused with a line otherwise. Their tuning knobs
  * do nothing while the sampler is off and are taken without a word. */
@@ -311,6 +326,13 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->top_p);
     else if (!strcmp(a, "--min-p"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->min_p);
+    else if (is(a, "--typical", "--typical-p"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->typical_p);
+    else if (!strcmp(a, "--min-keep"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->min_keep);
+    else if (!strcmp(a, "--samplers") || !strcmp(a, "--sampling-seq") ||
+             !strcmp(a, "--sampler-seq"))
+        ok = arg_sampler_order(cmd, argc, argv, i, s);
     else if (!strcmp(a, "--repeat-penalty"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->repeat_penalty);
     else if (!strcmp(a, "--repeat-last-n")) {

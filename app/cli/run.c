@@ -42,7 +42,9 @@ static int usage(FILE *out)
         "  prompt ends it; a line ending in \\ continues on the next.\n"
         "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
         "          --repeat-penalty 1.0 --repeat-last-n 64 --presence-penalty 0\n"
-        "          --frequency-penalty 0 -s/--seed S --samplers LIST (--temp 0 is greedy)\n"
+        "          --frequency-penalty 0 --min-keep 0 -s/--seed S (--temp 0 is greedy)\n"
+        "          --samplers \"penalties;top_k;typ_p;top_p;min_p;temperature\" or\n"
+        "          --sampling-seq ekypmt: the order; DRY, XTC, top-n-sigma, mirostat: refused\n"
         "llama.cpp flags taken as notes: -b/-ub (tokens per forward call = min), -tb, -fa,\n"
         "  --mlock, --no-mmap, -ctk/-ctv f16, -v, --log-disable.\n"
         "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
