@@ -21,6 +21,7 @@
 #include "backend/cpu/threadpool.h"
 #include "backend/cuda/gpu.h"
 #include "gguf/gguf.h"
+#include "gguf/param-count.h"
 #include "gguf/tensor-types.h"
 #include "model/kv-cache.h"
 #include "text/tokenizer.h"
@@ -472,12 +473,33 @@ void eng_session_seq_free(struct eng_session *s, int seq)
 
 int64_t eng_session_n_params(const struct eng_session *s)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < s->model->n_tensors; i++) {
-        const struct eng_tensor *t = &s->model->tensors[i];
-        n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    }
-    return n;
+    struct gguf_param_count c;
+    gguf_param_count(s->gguf, &c);
+    return (int64_t)c.n_params;
+}
+
+int eng_session_set_threads(struct eng_session *s, int n, struct fl_err *err)
+{
+    if (n == s->ctx.n_threads)
+        return 0;
+    if (n < 1 || n > 1024)
+        return fl_err_set(err, -EINVAL, "%d threads: 1 to 1024 are possible", n);
+    /* the new pool is whole before the old one goes: a failure keeps the session usable */
+    struct fl_pool *pool = fl_pool_create(n);
+    if (!pool)
+        return fl_err_set(err, -errno, "cannot start %d threads: %s", n, strerror(errno));
+    if (fl_numa_active(s->numa))
+        fl_pool_run(pool, bind_worker, s->numa);
+    fl_pool_destroy(s->pool);
+    s->pool = s->ctx.pool = pool;
+    s->ctx.n_threads = n;
+    return 0;
+}
+
+void eng_session_set_batch(struct eng_session *s, int n_batch)
+{
+    if (n_batch > 0)
+        s->n_batch = n_batch;
 }
 
 void eng_session_set_experts(struct eng_session *s, const struct eng_expert_source *src)

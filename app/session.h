@@ -73,12 +73,19 @@ int eng_session_n_ctx(const struct eng_session *s);
 int eng_session_n_past(const struct eng_session *s);
 int eng_session_n_threads(const struct eng_session *s);
 uint64_t eng_session_file_size(const struct eng_session *s);
+/* Every tensor's elements (gguf/param-count.h, as llama.cpp counts them). */
 int64_t eng_session_n_params(const struct eng_session *s);
 void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */
 int eng_session_n_seq(const struct eng_session *s);
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
 int eng_session_n_batch(const struct eng_session *s);
+/* Between passes, as llama-bench's -t and -b lists do between tests: a
+ * pool of n threads in place of the current one (bound to NUMA nodes as at
+ * open; on failure the old one stays), and the most tokens eng_session_eval
+ * hands one forward call (the scratch grows as a larger batch needs). */
+int eng_session_set_threads(struct eng_session *s, int n, struct fl_err *err);
+void eng_session_set_batch(struct eng_session *s, int n_batch);
 int eng_session_cells_free(const struct eng_session *s);
 
 /* Sequence seq gets cells for positions 0 .. n_pos-1 (kv-cache.h's

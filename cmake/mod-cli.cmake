@@ -1,7 +1,8 @@
 # app/cli/: the faultline commands (main.c dispatches; app/cli/commands.h lists them).
 fl_module(cli
   SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
-          app/cli/bench.c app/cli/gen.c app/cli/tokenize.c app/cli/inspect.c app/cli/inspect-model.c
+          app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
+          app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c
           app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c
   DEPS serve app api gen trace text model plan pager cuda cpu gguf base)
@@ -31,3 +32,8 @@ set_tests_properties(test-cli-llama-flags PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT
 add_test(NAME test-run-chat COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/test-run-chat.py
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-run-chat PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# faultline bench as llama-bench: lists, -o csv/json/jsonl (python3 checks), -fa, -r, the size label.
+add_test(NAME test-bench-llama COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-bench-llama.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-bench-llama PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

@@ -2,7 +2,9 @@
  * speed, measured and printed the way llama-bench does so the two tables
  * can be put side by side: random token ids (BOS first when the file adds
  * one), a warmup run, the KV cache cleared before each repetition, t/s as
- * mean ± sample standard deviation over the repetitions.
+ * mean ± sample standard deviation over the repetitions; every combination
+ * of the -b/-ub/-fa/-t lists, in llama-bench's order (bench-args.c), each
+ * row in the format -o asks for (bench-output.c).
  *
  * With -npp/-ntg/-npl it is llama-batched-bench instead: B sequences read
  * a PP-token prompt each (n_batch tokens per forward call), then generate
@@ -13,37 +15,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "app/cli/bench.h"
 #include "app/cli/commands.h"
-#include "app/cli/engine-args.h"
 #include "backend/cpu/cpu.h"
 #include "gguf/gguf.h"
-#include "app/cli/session-flags.h"
+#include "gguf/param-count.h"
 #include "app/session.h"
-#include "gguf/tensor-types.h"
 #include "text/tokenizer.h"
 #include "base/clock.h"
-#include "base/units.h"
 #include "pager/pager.h"
 #include "app/predict.h"
 #include "model/arch.h"
 #include "model/kv-cache.h"
-
-#define BENCH_MAX_LIST 16
-
-/* -npp 128,256: a comma list of counts */
-struct bench_list {
-    int v[BENCH_MAX_LIST];
-    int n;
-};
-
-struct bench_opts {
-    struct eng_session_params sp;
-    int n_prompt, n_gen, reps;
-    struct bench_list npp, ntg, npl; /* any given: the batched mode */
-    int seed;                  /* --seed: the random token ids' stream */
-    uint64_t disk_bw;          /* --disk-bw: bytes/s, for the I/O bound column */
-};
 
 /* The paging columns of one test: counters around its timed repetitions. */
 struct paging_rows {
@@ -51,118 +36,6 @@ struct paging_rows {
     struct fl_paging_row row[64];
     int n;
 };
-
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 512] [-r 5] [--disk-bw SIZE]\n"
-                 "                       [--seed 1234]\n"
-                 "Prints llama-bench's table: pp<P> (one batch of P tokens) and tg<N> (N single-\n"
-                 "token decodes), t/s as mean ± sd over R repetitions. -p 0 or -n 0 skips a test.\n"
-                 "With experts paged from disk a second table gives, per test, the cache hit rate,\n"
-                 "prediction precision/recall, bytes read and stall time per token, and the I/O\n"
-                 "bound (--disk-bw: the disk's read bandwidth in bytes/s, e.g. 3G). Token ids are\n"
-                 "random, the same in every run unless --seed changes them (a profiling run for\n"
-                 "--cache pinned-hot:STATS.json should not see the measured tokens).\n"
-                 "\n"
-                 "       faultline bench -m MODEL -npp 128,256 -ntg 32 -npl 1,16,64 [-c CELLS] ...\n"
-                 "llama-batched-bench's table: for each prompt length PP, generation length TG\n"
-                 "and B sequences, B prompts of PP tokens (-b tokens per forward call), then TG\n"
-                 "steps of one token per sequence. -c: the KV cells all sequences share (default:\n"
-                 "enough for the largest case; cases that do not fit are skipped).\n");
-    eng_session_print_usage(out);
-    return out == stdout ? 0 : 2;
-}
-
-/* "1,16,64" into l; every value in [lo, 1 << 20] */
-static bool parse_list(const char *flag, const char *v, int lo, struct bench_list *l)
-{
-    l->n = 0;
-    for (const char *p = v; p && *p;) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < lo || x > (1 << 20) || (*end && *end != ',') ||
-            l->n == BENCH_MAX_LIST) {
-            fprintf(stderr, "faultline bench: %s wants up to %d comma-separated counts >= %d, "
-                            "not '%s'\n", flag, BENCH_MAX_LIST, lo, v);
-            return false;
-        }
-        l->v[l->n++] = (int)x;
-        p = *end ? end + 1 : end;
-    }
-    if (!l->n)
-        fprintf(stderr, "faultline bench: %s needs a value\n", flag);
-    return l->n > 0;
-}
-
-static int parse(int argc, char **argv, struct bench_opts *o)
-{
-    *o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .reps = 5, .seed = 1234 };
-    eng_session_params_init(&o->sp);
-    /* -p is bench's prompt length and the context is sized from -p and -n */
-    const struct eng_common_args common = { &o->sp, NULL, NULL, true, NULL };
-    int taken;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool ok = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            return usage(stdout);
-        else if (!strcmp(a, "-p"))
-            ok = eng_arg_int("bench", argc, argv, &i, 0, 1 << 20, &o->n_prompt);
-        else if (!strcmp(a, "-n"))
-            ok = eng_arg_int("bench", argc, argv, &i, 0, 1 << 20, &o->n_gen);
-        else if (!strcmp(a, "-npp") || !strcmp(a, "-ntg") || !strcmp(a, "-npl")) {
-            const char *v = NULL;
-            struct bench_list *l = a[2] == 'p' && a[3] == 'p' ? &o->npp
-                                   : a[2] == 't'              ? &o->ntg
-                                                              : &o->npl;
-            ok = eng_arg_str("bench", argc, argv, &i, &v) &&
-                 parse_list(a, v, l == &o->ntg ? 0 : 1, l); /* TG 0: prompts only */
-        }
-        else if (!strcmp(a, "-pps")) {
-            fprintf(stderr, "faultline bench: -pps (one prompt shared by all sequences) is not "
-                            "supported: each sequence has its own cells; leave it out\n");
-            ok = false;
-        }
-        else if (!strcmp(a, "-r"))
-            ok = eng_arg_int("bench", argc, argv, &i, 1, 1000, &o->reps);
-        else if (!strcmp(a, "--seed"))
-            ok = eng_arg_int("bench", argc, argv, &i, 0, 2147483647, &o->seed);
-        else if (!strcmp(a, "--disk-bw")) {
-            const char *v = NULL;
-            ok = eng_arg_str("bench", argc, argv, &i, &v) && fl_parse_size(v, &o->disk_bw) == 0;
-            if (!ok && v)
-                fprintf(stderr, "faultline bench: --disk-bw wants a size such as 3G, not '%s'\n", v);
-        }
-        else if ((taken = eng_arg_common("bench", argc, argv, &i, &common)) != 0)
-            ok = taken > 0;
-        else {
-            fprintf(stderr, "faultline bench: unknown option '%s'\n", a);
-            ok = false;
-        }
-        if (!ok)
-            return 2;
-    }
-    if (!o->sp.model_path) {
-        fprintf(stderr, "faultline bench: -m MODEL is required\n");
-        return usage(stderr);
-    }
-    const bool batched = o->npp.n || o->ntg.n || o->npl.n;
-    if (batched && !(o->npp.n && o->ntg.n && o->npl.n)) {
-        fprintf(stderr, "faultline bench: the batched mode wants all of -npp, -ntg and -npl\n");
-        return 2;
-    }
-    if (!batched && o->sp.n_ctx) {
-        fprintf(stderr, "faultline bench: -c sizes the batched mode's cells (-npp/-ntg/-npl); "
-                        "pp/tg tests size their own context\n");
-        return 2;
-    }
-    if (!batched && !o->n_prompt && !o->n_gen) {
-        fprintf(stderr, "faultline bench: nothing to measure (-p 0 -n 0)\n");
-        return 2;
-    }
-    return -1;
-}
 
 static int32_t first_token(struct eng_session *s, int32_t n_vocab)
 {
@@ -194,51 +67,41 @@ static double run_once(struct eng_session *s, bool prompt, int n, float *logits,
     return rc ? rc : t;
 }
 
-static void model_desc(struct eng_session *s, char *buf, size_t cap)
+/* llama.cpp's names of general.file_type (llama_ftype_name), for the types
+ * faultline reads */
+static const char *ftype_name(const struct gguf_file *g)
 {
-    const struct eng_model *m = eng_session_model(s);
-    const char *ft = "?";
-    int64_t file_type;
-    static const char *names[] = { [0] = "all F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1",
-                                   [7] = "Q8_0", [8] = "Q5_0", [9] = "Q5_1", [10] = "Q2_K - Medium",
-                                   [12] = "Q3_K - Medium", [14] = "Q4_K - Small",
-                                   [15] = "Q4_K - Medium", [16] = "Q5_K - Small",
-                                   [17] = "Q5_K - Medium", [18] = "Q6_K", [25] = "IQ4_NL",
-                                   [30] = "IQ4_XS", [32] = "BF16", [38] = "MXFP4 MoE" };
-    if (gguf_get_int(eng_session_gguf(s), "general.file_type", &file_type) == 0 && file_type >= 0 &&
-        file_type < (int64_t)(sizeof(names) / sizeof(names[0])) && names[file_type])
-        ft = names[file_type];
-    /* llama-bench names the size class ("8x7B") only for models it knows */
-    snprintf(buf, cap, "%s ?B %s", m->hp.arch, ft);
+    static const char *names[] = {
+        [0] = "all F32",        [1] = "F16",           [2] = "Q4_0",
+        [3] = "Q4_1",           [7] = "Q8_0",          [8] = "Q5_0",
+        [9] = "Q5_1",           [10] = "Q2_K - Medium", [11] = "Q3_K - Small",
+        [12] = "Q3_K - Medium", [13] = "Q3_K - Large", [14] = "Q4_K - Small",
+        [15] = "Q4_K - Medium", [16] = "Q5_K - Small", [17] = "Q5_K - Medium",
+        [18] = "Q6_K",          [21] = "Q2_K - Small", [25] = "IQ4_NL - 4.5 bpw",
+        [30] = "IQ4_XS - 4.25 bpw", [32] = "BF16",     [38] = "MXFP4 MoE",
+    };
+    int64_t ft;
+    if (gguf_get_int(g, "general.file_type", &ft) == 0 && ft >= 0 &&
+        ft < (int64_t)(sizeof(names) / sizeof(names[0])) && names[ft])
+        return names[ft];
+    return "unknown";
 }
 
-static void print_row(struct eng_session *s, const char *test, const double *ts, int reps)
+/* What every row says about the model: llama-bench's model_type is
+ * "ARCH SIZE FTYPE", size and params are every tensor's bytes and elements
+ * (gguf/param-count.h, the one count). */
+static void model_info(struct eng_session *s, const char *path, struct bench_model *m)
 {
-    double mean = 0, var = 0;
-    for (int i = 0; i < reps; i++)
-        mean += ts[i] / reps;
-    for (int i = 0; i < reps; i++)
-        var += (ts[i] - mean) * (ts[i] - mean);
-    const double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
-    char model[64], size[32], params[32], tps[64];
-    model_desc(s, model, sizeof(model));
-    const struct eng_model *m = eng_session_model(s);
-    double bytes = 0, np = (double)eng_session_n_params(s);
-    for (int64_t i = 0; i < m->n_tensors; i++) /* tensor bytes, as llama-bench's size */
-        bytes += (double)m->tensors[i].nbytes;
-    if (bytes < 1024.0 * 1024 * 1024)
-        snprintf(size, sizeof(size), "%.2f MiB", bytes / 1024 / 1024);
-    else
-        snprintf(size, sizeof(size), "%.2f GiB", bytes / 1024 / 1024 / 1024);
-    if (np < 1e9)
-        snprintf(params, sizeof(params), "%.2f M", np / 1e6);
-    else
-        snprintf(params, sizeof(params), "%.2f B", np / 1e9);
-    snprintf(tps, sizeof(tps), "%.2f ± %.2f", mean, sd);
-    printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model, size, params,
-           eng_session_gpu(s) ? "CUDA" : "CPU",
-           eng_session_n_threads(s), test, tps);
-    fflush(stdout);
+    const struct gguf_file *g = eng_session_gguf(s);
+    struct gguf_param_count c;
+    char label[64];
+    gguf_param_count(g, &c);
+    *m = (struct bench_model){ .filename = path, .size = c.n_bytes, .n_params = c.n_params,
+                               .n_active = c.n_active,
+                               .backend = eng_session_gpu(s) ? "CUDA" : "CPU" };
+    snprintf(m->type, sizeof(m->type), "%s %s %s", eng_session_model(s)->hp.arch,
+             gguf_size_label(&c, label, sizeof(label)), ftype_name(g));
+    bench_cpu_info(m->cpu_info, sizeof(m->cpu_info));
 }
 
 static void paging_snapshot(struct eng_session *s, struct pager_totals *t,
@@ -270,13 +133,14 @@ static void paging_record(struct eng_session *s, const struct bench_opts *o, con
     rows->n++;
 }
 
-static void paging_print(const struct paging_rows *rows)
+static void paging_print(FILE *out, const struct paging_rows *rows)
 {
     if (!rows->n)
         return;
-    printf("\n| %-10s | %8s | %11s | %8s | %10s | %14s | %14s |\n", "test", "hit %", "precision %",
-           "recall %", "MiB/token", "stall ms/token", "I/O bound t/s");
-    printf("| ---------- | -------: | ----------: | -------: | ---------: | -------------: | -------------: |\n");
+    fprintf(out, "\n| %-10s | %8s | %11s | %8s | %10s | %14s | %14s |\n", "test", "hit %",
+            "precision %", "recall %", "MiB/token", "stall ms/token", "I/O bound t/s");
+    fprintf(out, "| ---------- | -------: | ----------: | -------: | ---------: | -------------: "
+                 "| -------------: |\n");
     for (int i = 0; i < rows->n; i++) {
         const struct fl_paging_row *r = &rows->row[i];
         char hit[16] = "-", prec[16] = "-", rec[16] = "-", bound[16] = "-";
@@ -288,38 +152,125 @@ static void paging_print(const struct paging_rows *rows)
             snprintf(rec, sizeof(rec), "%.1f", r->recall_pct);
         if (r->io_bound_tps > 0)
             snprintf(bound, sizeof(bound), "%.2f", r->io_bound_tps);
-        printf("| %-10s | %8s | %11s | %8s | %10.2f | %14.2f | %14s |\n", rows->test[i], hit, prec,
-               rec, r->mib_per_token, r->stall_ms_per_token, bound);
+        fprintf(out, "| %-10s | %8s | %11s | %8s | %10.2f | %14.2f | %14s |\n", rows->test[i],
+                hit, prec, rec, r->mib_per_token, r->stall_ms_per_token, bound);
     }
 }
 
-static int bench_test(struct eng_session *s, const struct bench_opts *o, bool prompt,
-                      float *logits, struct paging_rows *rows, struct fl_err *err)
+/* --- llama-bench's mode ------------------------------------------------------- */
+
+/* What the tests of one run share. */
+struct bench_run {
+    struct eng_session *s;
+    const struct bench_opts *o;
+    struct bench_printer *out;
+    float *logits;
+    struct paging_rows *rows;
+    uint64_t *samples_ns; /* o->reps */
+    int default_threads;  /* the session's, for an empty -t */
+};
+
+/* One combination of the outer lists. */
+struct bench_case {
+    int batch, ubatch, fa, threads;
+};
+
+/* RFC 3339 in UTC, as llama-bench's test_time */
+static void test_time(char *buf, size_t cap)
 {
-    const int n = prompt ? o->n_prompt : o->n_gen;
-    if (run_once(s, prompt, prompt ? n : 1, logits, err) < 0) /* warmup */
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&now, &tm) || !strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(buf, cap, "%s", "");
+}
+
+/* A warmup run (the whole prompt, or one token), then the timed repetitions. */
+static int bench_test(struct bench_run *r, const struct bench_case *c, bool prompt, int n,
+                      struct fl_err *err)
+{
+    struct bench_result res = { .n_prompt = prompt ? n : 0, .n_gen = prompt ? 0 : n,
+                                .n_batch = c->batch, .n_ubatch = c->ubatch,
+                                .n_threads = eng_session_n_threads(r->s), .flash_attn = c->fa,
+                                .reps = r->o->reps, .samples_ns = r->samples_ns };
+    test_time(res.test_time, sizeof(res.test_time));
+    if (run_once(r->s, prompt, prompt ? n : 1, r->logits, err) < 0)
         return -1;
-    double *ts = calloc((size_t)o->reps, sizeof(double));
-    if (!ts)
-        return fl_err_set(err, -ENOMEM, "out of memory");
     struct pager_totals t0;
     struct fl_predict_stats s0;
-    paging_snapshot(s, &t0, &s0);
-    for (int r = 0; r < o->reps; r++) {
-        double t = run_once(s, prompt, n, logits, err);
-        if (t < 0) {
-            free(ts);
+    paging_snapshot(r->s, &t0, &s0);
+    for (int i = 0; i < r->o->reps; i++) {
+        const double t = run_once(r->s, prompt, n, r->logits, err);
+        if (t < 0)
             return -1;
-        }
-        ts[r] = n / t;
+        r->samples_ns[i] = t > 1e-9 ? (uint64_t)llround(t * 1e9) : 1;
     }
+    int rc = bench_out_row(r->out, &res, err);
     char test[32];
     snprintf(test, sizeof(test), "%s%d", prompt ? "pp" : "tg", n);
-    print_row(s, test, ts, o->reps);
-    if (eng_session_paged(s))
-        paging_record(s, o, test, (uint64_t)n * (uint64_t)o->reps, &t0, &s0, rows);
-    free(ts);
-    return 0;
+    if (r->o->threads.n > 1) /* which row of the table the paging row is */
+        snprintf(test + strlen(test), sizeof(test) - strlen(test), " t%d", res.n_threads);
+    if (!rc && eng_session_paged(r->s))
+        paging_record(r->s, r->o, test, (uint64_t)n * (uint64_t)r->o->reps, &t0, &s0, r->rows);
+    return rc;
+}
+
+/* Case k of the outer lists, -t varying fastest, then -fa, -ub, -b. */
+static struct bench_case case_of(const struct bench_opts *o, int k)
+{
+    struct bench_case c;
+    const int nt = o->threads.n ? o->threads.n : 1;
+    c.threads = o->threads.n ? o->threads.v[k % nt] : 0;
+    k /= nt;
+    c.fa = o->fa.v[k % o->fa.n];
+    k /= o->fa.n;
+    c.ubatch = o->ubatch.v[k % o->ubatch.n];
+    k /= o->ubatch.n;
+    c.batch = o->batch.v[k];
+    return c;
+}
+
+/* Every case: every prompt length, then every generation length. */
+static int bench_cases(struct bench_run *r, struct fl_err *err)
+{
+    const struct bench_opts *o = r->o;
+    const int n_cases = (o->threads.n ? o->threads.n : 1) * o->fa.n * o->ubatch.n * o->batch.n;
+    int rc = 0;
+    for (int k = 0; !rc && k < n_cases; k++) {
+        const struct bench_case c = case_of(o, k);
+        /* llama.cpp hands a call -b tokens and computes them -ub at a time */
+        eng_session_set_batch(r->s, c.batch < c.ubatch ? c.batch : c.ubatch);
+        rc = eng_session_set_threads(r->s, c.threads ? c.threads : r->default_threads, err);
+        for (int i = 0; !rc && i < o->n_prompt.n; i++)
+            rc = o->n_prompt.v[i] ? bench_test(r, &c, true, o->n_prompt.v[i], err) : 0;
+        for (int i = 0; !rc && i < o->n_gen.n; i++)
+            rc = o->n_gen.v[i] ? bench_test(r, &c, false, o->n_gen.v[i], err) : 0;
+    }
+    return rc;
+}
+
+static int bench_tests(struct eng_session *s, const struct bench_opts *o, float *logits,
+                       struct paging_rows *rows, struct fl_err *err)
+{
+    struct bench_model model;
+    model_info(s, o->sp.model_path, &model);
+    struct bench_printer out = { .format = o->format, .model = &model,
+                                 .col_batch = o->col_batch, .col_ubatch = o->col_ubatch,
+                                 .col_fa = o->col_fa };
+    struct bench_run r = { .s = s, .o = o, .out = &out, .logits = logits, .rows = rows,
+                           .samples_ns = calloc((size_t)o->reps, sizeof(uint64_t)),
+                           .default_threads = eng_session_n_threads(s) };
+    int rc = r.samples_ns ? bench_out_begin(&out, err)
+                          : fl_err_set(err, -ENOMEM, "out of memory");
+    if (!rc) {
+        rc = bench_cases(&r, err);
+        /* json: the rows measured before a failure still make a whole document */
+        struct fl_err end_err = { { 0 } };
+        const int end = bench_out_end(&out, rc ? &end_err : err);
+        rc = rc ? rc : end;
+    }
+    bench_out_free(&out);
+    free(r.samples_ns);
+    return rc;
 }
 
 /* --- llama-batched-bench's mode --------------------------------------------------- */
@@ -480,10 +431,19 @@ static void batched_size(struct bench_opts *o)
     o->sp.n_seq = seqs;
 }
 
+/* The largest of a list (0 when empty). */
+static int list_max(const struct bench_list *l)
+{
+    int m = 0;
+    for (int i = 0; i < l->n; i++)
+        m = l->v[i] > m ? l->v[i] : m;
+    return m;
+}
+
 int cli_bench(int argc, char **argv)
 {
     struct bench_opts o;
-    int rc = parse(argc, argv, &o);
+    int rc = bench_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
     struct fl_err err = { { 0 } };
@@ -492,33 +452,27 @@ int cli_bench(int argc, char **argv)
     const bool batched = o.npl.n > 0;
     if (batched)
         batched_size(&o);
-    else
-        o.sp.n_ctx = o.n_prompt + o.n_gen > 0 ? o.n_prompt + o.n_gen : 1;
+    else { /* a test needs its own tokens' cells: ppN has no tg, tgN no pp */
+        const int p = list_max(&o.n_prompt), n = list_max(&o.n_gen);
+        o.sp.n_ctx = p > n ? p : n > 0 ? n : 1;
+    }
     rc = eng_session_open(&o.sp, &s, &err);
     float *logits = NULL;
     /* batched: a row per sequence at most (one per span asking) */
     if (!rc && !(logits = malloc(sizeof(float) * (size_t)eng_session_model(s)->hp.n_vocab *
                                  (size_t)eng_session_n_seq(s))))
         rc = fl_err_set(&err, -ENOMEM, "out of memory");
-    if (!rc)
+    if (!rc) {
         srand((unsigned)o.seed);
-    if (!rc && batched) {
         fprintf(stderr, "faultline bench: CPU features %s\n", fl_cpu_features());
-        rc = bench_batched(s, &o, logits, &rows, &err);
-    } else if (!rc) {
-        fprintf(stderr, "faultline bench: CPU features %s\n", fl_cpu_features());
-        printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params",
-               "backend", "threads", "test", "t/s");
-        printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", "------------------------------",
-               "---------", "---------", "----------", "------", "--------------",
-               "-------------------");
+        if (o.col_fa)
+            fprintf(stderr, "faultline bench: -fa changes nothing: faultline's attention is "
+                            "exact either way\n");
+        rc = batched ? bench_batched(s, &o, logits, &rows, &err)
+                     : bench_tests(s, &o, logits, &rows, &err);
     }
-    if (!rc && !batched && o.n_prompt)
-        rc = bench_test(s, &o, true, logits, &rows, &err);
-    if (!rc && !batched && o.n_gen)
-        rc = bench_test(s, &o, false, logits, &rows, &err);
-    if (!rc)
-        paging_print(&rows);
+    if (!rc) /* csv and json keep stdout to themselves */
+        paging_print(o.format == BENCH_MD ? stdout : stderr, &rows);
     if (!rc)
         rc = eng_session_report(s, &err);
     if (rc && err.msg[0])
