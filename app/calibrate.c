@@ -70,7 +70,8 @@ static int collect(const struct selection_counts *c, struct pager_hot_unit **out
     return 0;
 }
 
-int eng_calibrate(struct eng_session *s, const char *prompt_path, struct pager_hot_unit **out,
+int eng_calibrate(struct eng_session *s, const char *prompt_path,
+                  const struct fl_progress *progress, struct pager_hot_unit **out,
                   int *n, int64_t *n_tokens, struct fl_err *err)
 {
     const struct eng_hparams *hp = &eng_session_model(s)->hp;
@@ -90,7 +91,10 @@ int eng_calibrate(struct eng_session *s, const char *prompt_path, struct pager_h
         int len = n_ids - done < window ? n_ids - done : window;
         eng_session_reset(s);
         rc = eng_session_eval(s, ids + done, len, false, logits, err);
+        fl_progress_report(progress, "calibrating", "tokens", (uint64_t)(done + len),
+                           (uint64_t)n_ids, false);
     }
+    fl_progress_report(progress, "calibrating", "tokens", (uint64_t)n_ids, (uint64_t)n_ids, true);
     eng_session_set_routing(s, NULL);
     eng_session_reset(s);
     if (!rc && (rc = collect(&c, out, n)))

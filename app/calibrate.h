@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "pager/pager.h"
 
 struct eng_session;
@@ -18,7 +19,8 @@ struct eng_session;
 /* Runs the pass on the session (which is left at n_past 0) and returns
  * the experts chosen at least once with their selection counts (*out is
  * malloc'ed) and the number of tokens evaluated. Errors name the file. */
-int eng_calibrate(struct eng_session *s, const char *prompt_path, struct pager_hot_unit **out,
+int eng_calibrate(struct eng_session *s, const char *prompt_path,
+                  const struct fl_progress *progress, struct pager_hot_unit **out,
                   int *n, int64_t *n_tokens, struct fl_err *err);
 
 #endif

@@ -42,6 +42,8 @@ struct eng_session {
     bool stats;
     const char *stats_json;
     struct fl_out stats_out;     /* --stats-json's claim, from open to the report */
+    struct fl_progress progress; /* the opening's long steps */
+    size_t repacked, repack_total; /* bytes, for the progress report */
     struct eng_model *model;
     struct eng_kv *kv;
     struct fl_tokenizer *tok;
@@ -149,6 +151,7 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
     cfg.ram_budget = budget > min ? budget : min;
     cfg.mode = (enum pager_mode)p->pager_mode;
     cfg.cache = (enum pager_cache)p->cache;
+    cfg.progress = p->progress;
     if (fl_numa_active(s->numa)) {
         cfg.place_memory = place_pager_memory;
         cfg.bind_thread = bind_pager_thread;
@@ -271,10 +274,15 @@ static bool repack_wanted(void *ctx, const struct eng_tensor *t)
     return placement_tier(s->plan, t->index) != PL_TIER_DISK;
 }
 
-static void repack_done(void *ctx, const struct eng_tensor *t)
+static const char repack_step[] = "repacking for the CPU kernels";
+
+static void repack_done(void *ctx, const struct eng_tensor *t, size_t done, size_t total)
 {
-    const struct eng_session *s = ctx;
+    struct eng_session *s = ctx;
+    s->repacked = done;
+    s->repack_total = total;
     (void)pager_drop_range(s->pager, t->offset, t->nbytes); /* kept if it cannot */
+    fl_progress_report(&s->progress, repack_step, "B", done, total, false);
 }
 
 static void repack_weights(struct eng_session *s, const struct eng_session_params *p)
@@ -282,6 +290,8 @@ static void repack_weights(struct eng_session *s, const struct eng_session_param
     if (s->ctx.gpu || p->no_repack)
         return; /* the GPU uploads and copies the file layout */
     const int64_t n = eng_model_repack(s->model, s->pool, repack_wanted, repack_done, s);
+    if (n > 0)
+        fl_progress_report(&s->progress, repack_step, "B", s->repacked, s->repack_total, true);
     if (n > 0 && p->placement.verbose)
         fprintf(stderr, "faultline: %lld RAM-tier tensor(s) repacked for the CPU kernels\n",
                 (long long)n);
@@ -360,7 +370,7 @@ static int calibrate(struct eng_session *s, const char *path, struct fl_err *err
     struct pager_hot_unit *hot = NULL;
     int n = 0;
     int64_t n_tok = 0;
-    int rc = eng_calibrate(s, path, &hot, &n, &n_tok, err);
+    int rc = eng_calibrate(s, path, &s->progress, &hot, &n, &n_tok, err);
     if (rc)
         return rc;
     int chosen = pager_set_hot(s->pager, hot, n);
@@ -393,6 +403,7 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     s->stats = p->stats;
     s->stats_json = p->stats_json;
     s->stats_out = (struct fl_out)FL_OUT_NONE;
+    s->progress = p->progress;
     s->predict = p->predict;
     const char *inputs[] = { p->model_path, p->hot_profile, p->calibrate };
     int rc = check_cache_params(p, err);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "model/expert-source.h"
 #include "model/model.h"
 #include "plan/numa.h"
@@ -45,6 +46,9 @@ struct eng_session_params {
     const char *stats_json;  /* write all pager statistics there (claimed at open:
                               * base/out-file.h, written whole by eng_session_report) */
     bool force;              /* --force: outputs may replace an existing GGUF file */
+    /* Told how far the long steps of opening are: reading the RAM tier,
+     * repacking, calibrating (the CLI draws a bar; zeroed: silent). */
+    struct fl_progress progress;
     enum fl_numa_mode numa;
     struct fl_predict_config predict; /* --prefetch (app/predict.h) */
     int cache;                        /* --cache: enum pager_cache */

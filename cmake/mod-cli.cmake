@@ -4,7 +4,7 @@ fl_module(cli
           app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
           app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c
-          app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c
+          app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c app/cli/progress.c
   DEPS serve app api gen trace text model plan pager cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
 

@@ -105,23 +105,8 @@ int eng_model_load(const struct gguf_file *g, const uint8_t *base,
                    struct eng_model **out, struct fl_err *err);
 void eng_model_free(struct eng_model *m);
 
-/* Rebuilds, in memory of their own, the weights that only matmuls read and
- * that the CPU kernels have a faster layout for (backend/cpu/repack.h:
- * Q4_K with 8 rows interleaved, on AVX-512 VNNI CPUs): attention and FFN
- * projections, experts, the output matrix; never the token embeddings
- * (rows are looked up one at a time) nor a router. Only tensors for which
- * want(ctx, t) is true are considered: the caller's say on where the bytes
- * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
- * called after each rebuilt tensor (t still names its file bytes), so the
- * caller can release the region's copy. Calling it again does nothing.
- * A tensor whose copy would leave
- * less free memory (MemAvailable) than its own size, or that cannot be
- * allocated, keeps the file layout. Results are bit-identical to the file
- * layout's (repack.h). Returns the number of tensors rebuilt. */
-struct fl_pool;
-int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
-                         bool (*want)(void *ctx, const struct eng_tensor *t),
-                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx);
+/* eng_model_repack (backend/cpu/cpu-backend.h) rebuilds RAM-tier weights in
+ * the CPU kernels' layouts; the model only owns the copies. */
 
 /* Tensor by name, NULL when absent. */
 const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *name);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/progress.h"
 
 struct pager;
 
@@ -114,6 +115,8 @@ struct pager_config {
     void (*bind_thread)(void *ctx);
     void *place_ctx;
     struct pager_hooks hooks;
+    /* Reading the RAM tier up front ("reading the RAM tier", bytes). */
+    struct fl_progress progress;
 };
 
 /* Fills c with the defaults (auto budget, auto mode). */

@@ -356,19 +356,33 @@ void pg_region_unmap(struct pager *p)
     p->base = NULL;
 }
 
-/* Reads every RAM page straight into the region (before any registration). */
+/* Reads every RAM page straight into the region (before any registration),
+ * in slices so that a progress report can follow a multi-GiB tier. */
 int pg_region_read_ram(struct pager *p, struct fl_err *err)
 {
+    static const char step[] = "reading the RAM tier";
+    const uint64_t slice = 64ull << 20;
+    uint64_t total = 0, done = 0;
     for (uint32_t k = 0; k < p->n_ram; k++) {
         uint64_t a = p->ram_pg[2 * k] * p->page, b = p->ram_pg[2 * k + 1] * p->page;
         if (b > p->file_size)
             b = p->file_size;
-        if (b <= a)
-            continue;
-        int rc = pg_read_sync(p, a, b - a, p->base + a, err);
-        if (rc < 0)
-            return rc;
+        total += b > a ? b - a : 0;
     }
+    for (uint32_t k = 0; k < p->n_ram; k++) {
+        uint64_t a = p->ram_pg[2 * k] * p->page, b = p->ram_pg[2 * k + 1] * p->page;
+        if (b > p->file_size)
+            b = p->file_size;
+        for (uint64_t at = a; at < b; at += slice) {
+            const uint64_t n = b - at < slice ? b - at : slice;
+            int rc = pg_read_sync(p, at, n, p->base + at, err);
+            if (rc < 0)
+                return rc;
+            done += n;
+            fl_progress_report(&p->cfg.progress, step, "B", done, total, false);
+        }
+    }
+    fl_progress_report(&p->cfg.progress, step, "B", done, total, true);
     return 0;
 }
 

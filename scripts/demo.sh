@@ -8,6 +8,8 @@
 # the memory its experts may use, and it ends with the pager's per-expert
 # statistics. env: MODEL, RAM_BUDGET, N_GEN (64), THREADS (all cores), PROMPT.
 set -euo pipefail
+# MODEL is relative to the caller's folder, not to the checkout
+[ -n "${MODEL:-}" ] && MODEL=$(realpath -m -- "$MODEL")
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -21,12 +23,12 @@ model=${MODEL:-$cache/demo-qwen3moe-Q4_K-1536M.gguf}
 if [ ! -f "$model" ]; then
   [ -n "${MODEL:-}" ] && { echo "demo: $model: no such file" >&2; exit 1; }
   echo "demo: generating $model (once; random weights, skewed router)" >&2
-  build/faultline gen --arch qwen3moe --type Q4_K --size 1536M --seed 1 -o "$model.tmp"
-  mv "$model.tmp" "$model"
+  build/faultline gen --arch qwen3moe --type Q4_K --size 1536M --seed 1 -o "$model"
 fi
 
 size=$(stat -L -c %s "$model")
-budget=${RAM_BUDGET:-$((size / 4 / 1048576))M}
+# in KiB: a model under 4 MiB still gets a quarter, not 0M
+budget=${RAM_BUDGET:-$((size / 4 / 1024))K}
 echo
 build/faultline inspect "$model" | sed -n '/^file size/p;/^architecture/p;/^MoE:/,/^  non-expert/p'
 echo
@@ -34,5 +36,5 @@ echo "demo: faultline run over $((size / 1048576)) MiB of weights with --ram-bud
 echo "demo: experts are read from disk when the router picks them and evicted when cold"
 [ -z "${MODEL:-}" ] && echo "demo: (random weights: the text is noise, the paging is real)"
 echo
-build/faultline run -m "$model" -p "${PROMPT:-Once upon a time, in a city of glass,}" \
+build/faultline run -no-cnv -m "$model" -p "${PROMPT:-Once upon a time, in a city of glass,}" \
   -n "${N_GEN:-64}" -t "${THREADS:-$(nproc)}" --temp 0 --ram-budget "$budget" --stats

@@ -82,7 +82,7 @@ static void test_counts(const char *text_path)
     struct pager_hot_unit *got = NULL;
     int n = 0;
     int64_t got_tok = 0;
-    CHECK(eng_calibrate(s, text_path, &got, &n, &got_tok, &err) == 0, "calibrate: %s", err.msg);
+    CHECK(eng_calibrate(s, text_path, NULL, &got, &n, &got_tok, &err) == 0, "calibrate: %s", err.msg);
     CHECK(got_tok == n_tok, "calibrate: %lld tokens, the text has %lld", (long long)got_tok,
           (long long)n_tok);
     CHECK(eng_session_n_past(s) == 0, "calibrate left the session at %d", eng_session_n_past(s));

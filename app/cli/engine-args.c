@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/cli/progress.h"
 #include "app/cli/session-flags.h"
 #include "app/session.h"
 #include "text/sampler.h"
@@ -204,6 +205,7 @@ int eng_args_finish(const char *cmd, const struct eng_common_args *t)
 {
     struct eng_session_params *sp = t->sp;
     const struct eng_compat *c = t->compat;
+    sp->progress = cli_progress_stderr(c && c->log_disable);
     const int cpus = cpus_usable();
     if (sp->n_threads > cpus)
         fprintf(stderr, "faultline %s: warning: -t %d is more threads than the %d CPUs this "

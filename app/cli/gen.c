@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "app/cli/commands.h"
+#include "app/cli/progress.h"
 #include "base/out-file.h"
 #include "gen/model-gen.h"
 #include "gguf/tensor-types.h"
@@ -208,8 +209,9 @@ static void print_shape(const struct gen_params *p, uint64_t size)
     fflush(stdout);
 }
 
+/* gen_write's progress, as the other long steps show theirs. */
 struct bar {
-    bool tty;
+    struct fl_progress p;
     struct timespec t0;
 };
 
@@ -223,16 +225,7 @@ static double since(const struct timespec *t0)
 static void progress(void *ctx, uint64_t done, uint64_t total)
 {
     struct bar *b = ctx;
-    if (!b->tty || !total)
-        return;
-    int width = 40, fill = (int)((double)done / (double)total * width);
-    double s = since(&b->t0);
-    fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %6.0f MiB/s", fill,
-            "########################################", width - fill, "",
-            100.0 * (double)done / (double)total, s > 0 ? (double)done / s / 1048576.0 : 0.0);
-    if (done == total)
-        fputc('\n', stderr);
-    fflush(stderr);
+    fl_progress_report(&b->p, "writing the model", "B", done, total, done == total);
 }
 
 static void print_skew(const struct gen_params *p)
@@ -269,7 +262,7 @@ int cli_gen(int argc, char **argv)
         print_shape(&o.p, size);
     if (o.dry)
         return 0;
-    struct bar b = { .tty = !o.quiet && isatty(STDERR_FILENO) };
+    struct bar b = { .p = cli_progress_stderr(o.quiet) };
     clock_gettime(CLOCK_MONOTONIC, &b.t0);
     struct fl_out out;
     if (fl_out_begin(&out, o.out, NULL, 0, o.force, &err)) {
@@ -278,8 +271,6 @@ int cli_gen(int argc, char **argv)
     }
     if (gen_write(&o.p, out.tmp, progress, &b, &err) || fl_out_commit(&out, &err)) {
         fl_out_abort(&out);
-        if (b.tty)
-            fputc('\n', stderr);
         fprintf(stderr, "faultline gen: %s\n", err.msg);
         return 1;
     }

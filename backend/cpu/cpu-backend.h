@@ -33,15 +33,19 @@ struct fl_pool *eng_cpu_pool_for(const struct eng_ctx *c, double work);
  * projections, experts, the output matrix; never the token embeddings
  * (rows are looked up one at a time) nor a router. Only tensors for which
  * want(ctx, t) is true are considered: the caller's say on where the bytes
- * live (the pager's RAM tier, not a GPU). done(ctx, t), when not NULL, is
- * called after each rebuilt tensor (t still names its file bytes), so the
- * caller can release the region's copy. Calling it again does nothing.
+ * live (the pager's RAM tier, not a GPU). done(ctx, t, ...), when not NULL,
+ * is called on the calling thread after each rebuilt tensor (t still names
+ * its file bytes), so the caller can release the region's copy and report
+ * progress: bytes rebuilt so far of the bytes all candidates take.
+ * Calling it again does nothing.
  * A tensor whose copy would leave less free memory (MemAvailable) than its
  * own size, or that cannot be allocated, keeps the file layout. Results are
  * bit-identical to the file layout's (repack.h). Returns the number of
  * tensors rebuilt. */
 int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                          bool (*want)(void *ctx, const struct eng_tensor *t),
-                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx);
+                         void (*done)(void *ctx, const struct eng_tensor *t, size_t done_bytes,
+                                      size_t total_bytes),
+                         void *ctx);
 
 #endif

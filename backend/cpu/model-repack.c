@@ -75,7 +75,9 @@ static size_t repacked_bytes(const struct eng_tensor *t, int layout)
 
 int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                          bool (*want)(void *ctx, const struct eng_tensor *t),
-                         void (*done)(void *ctx, const struct eng_tensor *t), void *ctx)
+                         void (*done)(void *ctx, const struct eng_tensor *t, size_t done_bytes,
+                                      size_t total_bytes),
+                         void *ctx)
 {
     if (m->repack_arena)
         return 0;
@@ -87,6 +89,7 @@ int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
     }
     if (total == 0)
         return 0;
+    const size_t wanted = total;
     total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     void *arena = mmap(NULL, total, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -115,7 +118,7 @@ int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                                 .n_groups = t->ne[1] * t->ne[2] * t->ne[3] / 8 };
         fl_pool_run(pool, repack_run, &j);
         if (done)
-            done(ctx, t);
+            done(ctx, t, used, wanted);
         t->data = dst;
         t->type = (uint32_t)layout;
         n_done++;
