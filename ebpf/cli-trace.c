@@ -22,9 +22,10 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: faultline trace [options] -- COMMAND [ARGS...]   launch COMMAND and trace it\n"
         "       faultline trace [options] -p PID                 trace a running faultline\n"
-        "       faultline trace report FILE.json [--report FILE.html] [--top N]\n"
+        "       faultline trace report FILE.json[.gz] [--report FILE.html] [--top N]\n"
         "options:\n"
         "  --out FILE.json     the event stream as Chrome/Perfetto trace-event JSON\n"
+        "                      (gzip when FILE ends in .gz; `trace report` reads both)\n"
         "  --report FILE.html  a self-contained HTML report (heatmap, histograms, stalls)\n"
         "  --interval S        seconds between live tables (default 1; 0: none)\n"
         "  --top N             rows of the per-expert tables (default 20)\n"
@@ -101,7 +102,7 @@ static int cmd_report(int argc, char **argv)
 {
     struct trace_args a;
     if (argc < 3 || argv[2][0] == '-') {
-        fprintf(stderr, "usage: faultline trace report FILE.json [--report FILE.html] [--top N]\n");
+        fprintf(stderr, "usage: faultline trace report FILE.json[.gz] [--report FILE.html] [--top N]\n");
         return 2;
     }
     int rc = parse_args(argc, argv, 3, &a);

@@ -3,7 +3,9 @@
  * The heatmap is drawn here as SVG (one <rect class="cell"> per layer x
  * expert, each carrying its three metrics as data attributes), so the page
  * shows without scripts; the inline script only recolours the cells when
- * the metric is switched. */
+ * the metric is switched. The view first shown is one that has data
+ * (default_metric): in a normal run the engine acquires every expert before
+ * touching it, so there are no faults to colour. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -24,7 +26,9 @@ static const char *css =
     "button.on{background:#333;color:#fff}.hist rect{fill:#4a7fb5}.hist text{font-size:11px}"
     ".cell{stroke:#fff;stroke-width:1}svg text{font-size:11px;fill:#444}";
 
-/* Maps 0..1 to a white -> orange -> dark red ramp. */
+/* Maps 0..1 to a white -> orange -> dark red ramp; the inline script's
+ * ramp() is the same function (lround = Math.round for these values), so a
+ * cell recoloured by the script gets the colour written here. */
 static void color(double x, char *out, size_t n)
 {
     if (x <= 0) {
@@ -32,32 +36,99 @@ static void color(double x, char *out, size_t n)
         return;
     }
     x = x > 1 ? 1 : x;
-    int r = (int)(255 - 90 * x), g = (int)(230 - 200 * x), b = (int)(180 - 160 * x);
-    snprintf(out, n, "rgb(%d,%d,%d)", r, g, b);
+    snprintf(out, n, "rgb(%ld,%ld,%ld)", lround(255 - 90 * x), lround(230 - 200 * x),
+             lround(180 - 160 * x));
+}
+
+/* The heatmap's views: a data-<key> attribute per cell, a button each. */
+enum { M_WAITS, M_STALL, M_P99, M_FAULTS, M_N };
+static const struct {
+    const char *key, *button, *legend, *fmt;
+} metrics[M_N] = {
+    { "waits", "acquire waits", " acquire waits", "%.0f" },
+    { "stall", "stall time (ms)", " ms stalled", "%.3f" },
+    { "p99", "p99 stall (&micro;s)", " us p99", "%.1f" },
+    { "faults", "faults", " faults", "%.0f" },
+};
+
+/* A cell's values as its attributes print them (and the script reads them
+ * back): the colour is computed from those, as the script does. */
+static void cell_values(const struct tr_unit *p, char attr[M_N][32], double v[M_N])
+{
+    struct fl_tr_hist h = p->stall; /* fault and acquire stalls */
+    tr_hist_merge(&h, &p->acquire);
+    const double raw[M_N] = { (double)p->c.acq_stalls, (double)tr_wait_ns(&p->c) / 1e6,
+                              (double)tr_hist_quantile(&h, 0.99) / 1e3, (double)p->c.faults };
+    for (int m = 0; m < M_N; m++) {
+        snprintf(attr[m], sizeof(attr[m]), metrics[m].fmt, raw[m]);
+        v[m] = strtod(attr[m], NULL);
+    }
+}
+
+/* The view shown first: the first of acquire waits, stall time, faults
+ * that has data. An acquire-driven run has no faults, so a faults view
+ * would be blank. */
+static int default_metric(const double max[M_N])
+{
+    return max[M_WAITS] > 0 ? M_WAITS : max[M_STALL] > 0 ? M_STALL : M_FAULTS;
+}
+
+static void heatmap_head(FILE *f, const double max[M_N], int def, uint64_t faults, bool any)
+{
+    fprintf(f, "<h2>Layer &times; expert</h2><p><span id=\"metric-buttons\" data-default=\"%s\">",
+            metrics[def].key);
+    for (int m = 0; m < M_N; m++)
+        fprintf(f, "<button data-m=\"%s\"%s>%s</button>", metrics[m].key,
+                m == def ? " class=\"on\"" : "", metrics[m].button);
+    char mx[32];
+    snprintf(mx, sizeof(mx), metrics[def].fmt, max[def]);
+    /* %.15g: the shortest form of a value of 3 decimals, as the script prints it */
+    fprintf(f, "</span> <span class=\"muted\" id=\"legend\">max %.15g%s</span></p>\n",
+            strtod(mx, NULL), metrics[def].legend);
+    if (any && !faults)
+        fprintf(f, "<p class=\"muted\" id=\"no-faults\">No faults in this trace: %s.</p>\n",
+                TR_NO_FAULTS_WHY);
+}
+
+static void heatmap_cell(FILE *f, const struct tr_unit *p, int l, int e, int x, int y, int w,
+                         int h, const double max[M_N], int def)
+{
+    static const struct tr_unit none;
+    char attr[M_N][32], col[32];
+    double v[M_N];
+    cell_values(p ? p : &none, attr, v);
+    const struct fl_tr_counts c = p ? p->c : none.c;
+    color(max[def] > 0 ? sqrt(v[def] / max[def]) : 0, col, sizeof(col));
+    fprintf(f, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+            "data-layer=\"%d\" data-expert=\"%d\"", x, y, w, h, col, l, e);
+    for (int m = 0; m < M_N; m++)
+        fprintf(f, " data-%s=\"%s\"", metrics[m].key, attr[m]);
+    fprintf(f, "><title>layer %d expert %d: %" PRIu64 " faults, %" PRIu64 " acquire waits, "
+            "%s ms stalled (%.3f acquire), p99 %s us, %.2f MiB read</title></rect>", l, e,
+            c.faults, c.acq_stalls, attr[M_STALL], (double)c.acq_stall_ns / 1e6, attr[M_P99],
+            (double)c.read_bytes / 1048576.0);
 }
 
 static void heatmap(FILE *f, const struct tr_unit *u, int n)
 {
     int lmin = 0, lmax = -1, emax = -1;
-    uint64_t fmax = 0;
+    uint64_t faults = 0;
+    double max[M_N] = { 0 };
     for (int i = 0; i < n; i++) {
+        faults += u[i].c.faults;
         if (u[i].layer < 0)
             continue;
-        if (lmax < 0 || u[i].layer < lmin)
-            lmin = u[i].layer;
-        if (u[i].layer > lmax)
-            lmax = u[i].layer;
-        if (u[i].expert > emax)
-            emax = u[i].expert;
-        if (u[i].c.faults > fmax)
-            fmax = u[i].c.faults;
+        lmin = lmax < 0 || u[i].layer < lmin ? u[i].layer : lmin;
+        lmax = u[i].layer > lmax ? u[i].layer : lmax;
+        emax = u[i].expert > emax ? u[i].expert : emax;
+        char attr[M_N][32];
+        double v[M_N];
+        cell_values(&u[i], attr, v);
+        for (int m = 0; m < M_N; m++)
+            max[m] = v[m] > max[m] ? v[m] : max[m];
     }
-    fprintf(f, "<h2>Layer &times; expert</h2><p><span id=\"metric-buttons\">"
-            "<button data-m=\"faults\" class=\"on\">faults</button>"
-            "<button data-m=\"waits\">acquire waits</button>"
-            "<button data-m=\"stall\">stall time (ms)</button>"
-            "<button data-m=\"p99\">p99 stall (&micro;s)</button></span>"
-            " <span class=\"muted\" id=\"legend\">max %" PRIu64 " faults</span></p>\n", fmax);
+    const int def = default_metric(max);
+    heatmap_head(f, max, def, faults, n > 0);
     if (lmax < 0) {
         fprintf(f, "<p class=\"muted\">No expert activity was traced.</p>\n");
         return;
@@ -82,43 +153,16 @@ static void heatmap(FILE *f, const struct tr_unit *u, int n)
         for (int e = 0; e < cols; e++) {
             while (p < end && (p->layer < l || (p->layer == l && p->expert < e)))
                 p++;
-            struct fl_tr_counts c = { 0 };
-            uint64_t p99 = 0;
-            if (p < end && p->layer == l && p->expert == e) {
-                c = p->c;
-                struct fl_tr_hist h = p->stall; /* fault and acquire stalls */
-                tr_hist_merge(&h, &p->acquire);
-                p99 = tr_hist_quantile(&h, 0.99);
-            }
-            char col[32];
-            color(fmax ? sqrt((double)c.faults / (double)fmax) : 0, col, sizeof(col));
-            fprintf(f, "<rect class=\"cell\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                    "fill=\"%s\" data-layer=\"%d\" data-expert=\"%d\" data-faults=\"%" PRIu64
-                    "\" data-waits=\"%" PRIu64 "\" data-stall=\"%.3f\" data-p99=\"%.1f\">"
-                    "<title>layer %d"
-                    " expert %d: %" PRIu64 " faults, %" PRIu64 " acquire waits, %.3f ms stalled"
-                    " (%.3f acquire), p99 %.1f us, %.2f MiB read</title></rect>",
-                    60 + e * cell, 30 + (l - lmin) * ch, cell, ch, col, l, e, c.faults,
-                    c.acq_stalls, (double)tr_wait_ns(&c) / 1e6, (double)p99 / 1e3, l, e, c.faults,
-                    c.acq_stalls, (double)tr_wait_ns(&c) / 1e6, (double)c.acq_stall_ns / 1e6,
-                    (double)p99 / 1e3, (double)c.read_bytes / 1048576.0);
+            bool here = p < end && p->layer == l && p->expert == e;
+            heatmap_cell(f, here ? p : NULL, l, e, 60 + e * cell, 30 + (l - lmin) * ch, cell, ch,
+                         max, def);
         }
     }
     fprintf(f, "\n</svg>\n");
 }
 
-/* A bucket edge given in us, short enough for a 40 px bar. */
-static void edge(char *out, size_t n, double us)
-{
-    if (us < 10)
-        snprintf(out, n, "%.2g", us);
-    else if (us < 1000)
-        snprintf(out, n, "%.0f", us);
-    else if (us < 10000)
-        snprintf(out, n, "%.1fms", us / 1e3);
-    else
-        snprintf(out, n, "%.0fms", us / 1e3);
-}
+#define BAR 46       /* px: wide enough for a label such as "16.8 ms" */
+#define BAR_STEP 54
 
 static void histogram(FILE *f, const struct fl_tr_hist *h, const char *title)
 {
@@ -132,21 +176,24 @@ static void histogram(FILE *f, const struct fl_tr_hist *h, const char *title)
         }
     if (lo < 0)
         return;
-    fprintf(f, "<h3>%s</h3><p class=\"muted\">%" PRIu64 " samples, mean %.1f &micro;s, p50 %.1f "
-            "&micro;s, p99 %.1f &micro;s</p>\n<svg class=\"hist\" width=\"%d\" height=\"150\">",
-            title, h->count, h->count ? (double)h->sum_ns / 1e3 / (double)h->count : 0.0,
-            (double)tr_hist_quantile(h, 0.5) / 1e3, (double)tr_hist_quantile(h, 0.99) / 1e3,
-            40 + (hi - lo + 1) * 48);
+    char mean[16], p50[16], p99[16];
+    tr_fmt_ns(mean, sizeof(mean), h->count ? (double)h->sum_ns / (double)h->count : 0.0);
+    tr_fmt_ns(p50, sizeof(p50), (double)tr_hist_quantile(h, 0.5));
+    tr_fmt_ns(p99, sizeof(p99), (double)tr_hist_quantile(h, 0.99));
+    fprintf(f, "<h3>%s</h3><p class=\"muted\">%" PRIu64 " samples, mean %s, p50 %s, p99 %s</p>\n"
+            "<svg class=\"hist\" width=\"%d\" height=\"150\">", title, h->count, mean, p50, p99,
+            40 + (hi - lo + 1) * BAR_STEP);
     for (int k = lo; k <= hi; k++) {
-        int bh = (int)(100 * h->slots[k] / max), x = 20 + (k - lo) * 48;
-        char e[16];
-        edge(e, sizeof(e), (double)(2ull << k) / 1e3);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"40\" height=\"%d\"><title>[%.3g, %.3g) us: %"
-                PRIu64 "</title></rect><text x=\"%d\" y=\"135\">%s</text><text x=\"%d\" y=\"%d\">%"
-                PRIu64 "</text>", x, 115 - bh, bh, k ? (double)(1ull << k) / 1e3 : 0.0,
-                (double)(2ull << k) / 1e3, h->slots[k], x, e, x, 110 - bh, h->slots[k]);
+        int bh = (int)(100 * h->slots[k] / max), x = 20 + (k - lo) * BAR_STEP;
+        char a[16], b[16];
+        tr_fmt_ns(a, sizeof(a), k ? (double)(1ull << k) : 0.0);
+        tr_fmt_ns(b, sizeof(b), (double)(2ull << k));
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>[%s, %s): %" PRIu64
+                "</title></rect><text class=\"edge\" x=\"%d\" y=\"135\">%s</text><text x=\"%d\" "
+                "y=\"%d\">%" PRIu64 "</text>", x, 115 - bh, BAR, bh, a, b, h->slots[k], x, b, x,
+                110 - bh, h->slots[k]);
     }
-    fprintf(f, "<text x=\"20\" y=\"148\">bucket upper edge (&micro;s unless marked)</text></svg>\n");
+    fprintf(f, "<text x=\"20\" y=\"148\">bucket upper edge</text></svg>\n");
 }
 
 static void stalls_table(FILE *f, const struct tr_stats *s)
@@ -184,19 +231,25 @@ static void html_text(FILE *f, const char *t, size_t n)
     }
 }
 
+/* Recolours the cells when a view's button is pressed; at load it shows
+ * the view the page's address names (report.html#faults), else the
+ * default the page was drawn with. */
 static const char *script =
     "(function(){var units={faults:' faults',waits:' acquire waits',stall:' ms stalled',"
     "p99:' us p99'};"
     "var cells=document.querySelectorAll('#heatmap .cell');"
+    "var btns=document.getElementById('metric-buttons');"
     "function ramp(x){if(x<=0)return'#f0f0f0';x=Math.min(1,x);"
     "return'rgb('+Math.round(255-90*x)+','+Math.round(230-200*x)+','+Math.round(180-160*x)+')';}"
     "function show(m){var max=0;cells.forEach(function(c){max=Math.max(max,+c.dataset[m]);});"
     "cells.forEach(function(c){c.setAttribute('fill',ramp(max?Math.sqrt(+c.dataset[m]/max):0));});"
     "document.getElementById('legend').textContent='max '+max+units[m];"
-    "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
+    "btns.querySelectorAll('button').forEach(function(b){"
     "b.className=b.dataset.m==m?'on':'';});}"
-    "document.querySelectorAll('#metric-buttons button').forEach(function(b){"
-    "b.onclick=function(){show(b.dataset.m);};});document.body.dataset.ready='1';})();";
+    "btns.querySelectorAll('button').forEach(function(b){"
+    "b.onclick=function(){show(b.dataset.m);};});"
+    "var h=location.hash.slice(1);show(units[h]?h:btns.dataset.default);"
+    "document.body.dataset.ready='1';})();";
 
 int tr_html_write(FILE *f, const struct tr_stats *s)
 {

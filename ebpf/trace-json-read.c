@@ -8,16 +8,17 @@
  * quotes would be escaped) nor as another key, so the last one in the file
  * is where the aggregate starts, and only the aggregate is parsed; the
  * events are not read. A file laid out otherwise (rewritten by another
- * tool) is parsed whole. */
+ * tool) is parsed whole. A gzip trace (--out FILE.gz) is inflated first
+ * (trace-file.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
-#include "base/whole-file.h"
+#include "ebpf/trace-file.h"
 #include "ebpf/trace-json.h"
 
-/* A saved trace is read whole into memory: keep it within reason. */
+/* A saved trace is read whole into memory (inflated): keep it within reason. */
 #define TRACE_MAX_BYTES ((size_t)4 << 30)
 
 static const char *counter_names[] = { "faults", "fault_bytes", "stalls", "stall_ns", "reads",
@@ -163,9 +164,10 @@ int tr_json_load(const char *path, struct tr_stats *s, struct fl_err *err)
 {
     char *txt;
     size_t len;
-    int rc = fl_read_whole_file(path, TRACE_MAX_BYTES, &txt, &len);
+    int rc = tr_file_read(path, TRACE_MAX_BYTES, &txt, &len);
     if (rc)
-        return fl_err_set(err, rc, "%s: %s", path, rc == -EFBIG ? "too large" : strerror(-rc));
+        return fl_err_set(err, rc, "%s: %s", path, rc == -EFBIG ? "too large" :
+                          rc == -EBADMSG ? "damaged or truncated gzip data" : strerror(-rc));
     json_t *agg = tail_aggregate(txt, len, path, &rc, err), *root = NULL;
     if (!agg && !rc && !(rc = fl_json_load_bytes(txt, len, false, path, &root, err)) &&
         !json_object_get(root, "traceEvents"))

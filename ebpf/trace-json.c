@@ -89,15 +89,20 @@ static void set_name(json_t *o, const char *what, const struct fl_tr_event *ev)
         fl_json_set(o, "name", json_string(buf));
 }
 
-/* args {layer, expert, kind, <amount_key>: amount, offset} */
+/* args {<amount_key>: amount[, offset]}. Layer, expert and kind are in the
+ * name already (set_name): repeating them and the offset in every event's
+ * args was over a quarter of the file. The offset says where only when the
+ * name does not (no expert), or where a fault hit. */
 static void set_args(json_t *o, const struct fl_tr_event *ev, const char *amount_key,
-                     uint64_t amount)
+                     uint64_t amount, bool offset)
 {
+    json_t *a = json_pack("{s:I}", amount_key, (json_int_t)amount);
+    if (a && (offset || ev->layer < 0))
+        fl_json_set(a, "offset", json_integer((json_int_t)ev->offset));
     if (o)
-        fl_json_set(o, "args", json_pack("{s:i, s:i, s:s, s:I, s:I}", "layer", ev->layer,
-                                         "expert", ev->expert, "kind", tr_kind_name(ev->kind),
-                                         amount_key, (json_int_t)amount, "offset",
-                                         (json_int_t)ev->offset));
+        fl_json_set(o, "args", a);
+    else
+        json_decref(a);
 }
 
 static void set_hex(json_t *o, const char *key, uint64_t v)
@@ -116,7 +121,7 @@ static void async_slice(struct tr_json *w, const char *cat, const char *what,
     json_t *b = head(w, "b", cat, tid, ev->ts_ns - ev->dur_ns);
     set_hex(b, "id", ev->offset);
     set_name(b, what, ev);
-    set_args(b, ev, "bytes", ev->bytes);
+    set_args(b, ev, "bytes", ev->bytes, false); /* the id is the offset */
     emit(w, b);
     json_t *e = head(w, "e", cat, tid, ev->ts_ns);
     set_hex(e, "id", ev->offset);
@@ -124,18 +129,20 @@ static void async_slice(struct tr_json *w, const char *cat, const char *what,
     emit(w, e);
 }
 
+/* No "s": an instant's scope defaults to its thread. */
 static void instant(struct tr_json *w, const char *cat, const char *what,
                     const struct fl_tr_event *ev)
 {
     json_t *o = head(w, "i", cat, ev->tid, ev->ts_ns);
-    if (o)
-        fl_json_set(o, "s", json_string("t"));
     set_name(o, what, ev);
-    set_args(o, ev, "bytes", ev->bytes);
+    set_args(o, ev, "bytes", ev->bytes, !strcmp(cat, "fault"));
     emit(w, o);
 }
 
-/* A stall slice [from, to] on the thread that waited. */
+/* A stall slice [from, to] on the thread that waited. An acquire wait's
+ * slice is the wait the pager measured, and its name says which expert: no
+ * args. A fault's slice starts at the page fault, before the pager saw it:
+ * args hold the pager's measure and where the fault hit. */
 static void stall(struct tr_json *w, const char *what, const struct fl_tr_event *ev,
                   uint32_t tid, uint64_t from, uint64_t to)
 {
@@ -143,7 +150,8 @@ static void stall(struct tr_json *w, const char *what, const struct fl_tr_event 
     if (o)
         fl_json_set(o, "dur", json_real((double)(to - from) / 1e3));
     set_name(o, what, ev);
-    set_args(o, ev, "stall_ns", ev->dur_ns);
+    if (ev->type != FL_TR_ACQUIRED || ev->layer < 0)
+        set_args(o, ev, "stall_ns", ev->dur_ns, true);
     emit(w, o);
 }
 

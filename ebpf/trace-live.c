@@ -18,6 +18,7 @@
 
 #include "ebpf/cli-trace.h"
 #include "ebpf/trace-bpf.h"
+#include "ebpf/trace-file.h"
 #include "ebpf/trace-json.h"
 
 #define PF_RING 64
@@ -290,11 +291,14 @@ static int open_json(struct live *l, FILE **jf)
     *jf = NULL;
     if (!l->a->out)
         return 0;
-    *jf = fopen(l->a->out, "w");
+    int rc;
+    *jf = tr_file_create(l->a->out, &rc); /* gzip when the name ends in .gz */
     if (*jf)
         setvbuf(*jf, NULL, _IOFBF, 1 << 20); /* events come by the thousand */
-    if (!*jf || !(l->json = tr_json_begin(*jf, (uint32_t)l->pid, mono_ns()))) {
-        fprintf(stderr, "faultline trace: %s: %s\n", l->a->out, strerror(errno));
+    if (*jf && !(l->json = tr_json_begin(*jf, (uint32_t)l->pid, mono_ns())))
+        rc = -ENOMEM;
+    if (rc < 0) {
+        fprintf(stderr, "faultline trace: %s: %s\n", l->a->out, strerror(-rc));
         return -1;
     }
     return 0;
@@ -359,6 +363,9 @@ int trace_live(const struct trace_args *a)
         run_loop(l, s, &status);
         tr_session_close(s);
         int r2 = l->json ? tr_json_end(l->json, l->st) : 0;
+        if (jf && fclose(jf) != 0 && r2 == 0) /* a gzip file's last block is written here */
+            r2 = -EIO;
+        jf = NULL;
         if (r2 < 0)
             fprintf(stderr, "faultline trace: %s: %s\n", a->out, strerror(-r2));
         rc = trace_finish(a, l->st, stderr) || r2 < 0 ? -EIO : 0;

@@ -96,8 +96,17 @@ const char *tr_kind_name(int kind);
 
 /* The end-of-run tables: totals, per layer, per expert (top n), histograms. */
 void tr_print_tables(const struct tr_stats *s, FILE *out, int top);
-/* libbpf-tools style log2 histogram in microseconds. */
+/* libbpf-tools style log2 histogram, its labels made by tr_fmt_ns. */
 void tr_print_hist(const struct fl_tr_hist *h, const char *title, FILE *out);
+/* A duration as every histogram label shows it, text and HTML: three
+ * significant digits and a unit (ns, us, ms, s), e.g. "512 ns", "16.4 us",
+ * "1.05 ms". */
+void tr_fmt_ns(char *out, size_t n, double ns);
+
+/* Why a trace can have no pager faults at all: said where the count shows. */
+#define TR_NO_FAULTS_WHY "the engine acquires every expert before it touches it; " \
+    "userfaultfd only catches touches nothing announced"
+
 /* The live line block: cur - prev over secs seconds. */
 void tr_print_live(const struct tr_stats *prev, const struct tr_stats *cur, double secs,
                    FILE *out, int top);

@@ -8,7 +8,20 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* libbpf-tools' print_log2_hist layout, buckets in microseconds. */
+void tr_fmt_ns(char *out, size_t n, double ns)
+{
+    static const char *unit[] = { "ns", "us", "ms", "s" };
+    int u = 0;
+    double v = ns;
+    while (u < 3 && v >= 999.5) { /* 999.7 us is "1.00 ms", not "1000 us" */
+        v /= 1e3;
+        u++;
+    }
+    snprintf(out, n, u == 0 || v >= 99.95 ? "%.0f %s" : v >= 9.995 ? "%.1f %s" : "%.2f %s", v,
+             unit[u]);
+}
+
+/* libbpf-tools' print_log2_hist layout; bucket k is [2^k, 2^(k+1)) ns. */
 void tr_print_hist(const struct fl_tr_hist *h, const char *title, FILE *out)
 {
     int lo = -1, hi = -1;
@@ -22,17 +35,20 @@ void tr_print_hist(const struct fl_tr_hist *h, const char *title, FILE *out)
         if (h->slots[k] > max)
             max = h->slots[k];
     }
-    fprintf(out, "\n%s: %" PRIu64 " samples, mean %.1f us, p50 %.1f us, p99 %.1f us\n", title,
-            h->count, h->count ? (double)h->sum_ns / 1e3 / (double)h->count : 0.0,
-            (double)tr_hist_quantile(h, 0.5) / 1e3, (double)tr_hist_quantile(h, 0.99) / 1e3);
+    char mean[16], p50[16], p99[16];
+    tr_fmt_ns(mean, sizeof(mean), h->count ? (double)h->sum_ns / (double)h->count : 0.0);
+    tr_fmt_ns(p50, sizeof(p50), (double)tr_hist_quantile(h, 0.5));
+    tr_fmt_ns(p99, sizeof(p99), (double)tr_hist_quantile(h, 0.99));
+    fprintf(out, "\n%s: %" PRIu64 " samples, mean %s, p50 %s, p99 %s\n", title, h->count, mean,
+            p50, p99);
     if (lo < 0)
         return;
-    fprintf(out, "     %-19s : count    distribution\n", "usecs");
+    fprintf(out, "     %-19s : count    distribution\n", "latency");
     for (int k = lo; k <= hi; k++) {
-        /* bucket k is [2^k, 2^(k+1)) ns; shown in us */
-        double a = k ? (double)(1ull << k) / 1e3 : 0.0, b = (double)(2ull << k) / 1e3;
-        char range[48];
-        snprintf(range, sizeof(range), b < 10 ? "%.3f -> %.3f" : "%.0f -> %.0f", a, b);
+        char a[16], b[16], range[40];
+        tr_fmt_ns(a, sizeof(a), k ? (double)(1ull << k) : 0.0);
+        tr_fmt_ns(b, sizeof(b), (double)(2ull << k));
+        snprintf(range, sizeof(range), "%s -> %s", a, b);
         int bars = max ? (int)(40 * h->slots[k] / max) : 0;
         char bar[41];
         memset(bar, '*', (size_t)bars);
@@ -62,8 +78,8 @@ static void print_totals(const struct tr_stats *s, const struct tr_unit *u, int 
     fprintf(out, "  stalls %" PRIu64 ", stall time %.2f ms: acquire %" PRIu64 " (%.2f ms), fault %"
             PRIu64 " (%.2f ms)\n", tr_wait_count(&t), (double)tr_wait_ns(&t) / 1e6, t.acq_stalls,
             (double)t.acq_stall_ns / 1e6, t.stalls, (double)t.stall_ns / 1e6);
-    fprintf(out, "  pager faults %" PRIu64 " (region page faults %" PRIu64 ")\n", t.faults,
-            g[FL_TG_PAGE_FAULTS]);
+    fprintf(out, "  pager faults %" PRIu64 " (region page faults %" PRIu64 ")%s\n", t.faults,
+            g[FL_TG_PAGE_FAULTS], t.faults || !n ? "" : ": " TR_NO_FAULTS_WHY);
     fprintf(out, "  loads %" PRIu64 ", %.2f MiB read (%.1f MiB/s); prefetches %" PRIu64
             ", evictions %" PRIu64 "\n", t.reads, (double)t.read_bytes / MIB,
             secs > 0 ? (double)t.read_bytes / MIB / secs : 0.0, t.prefetches, t.evictions);

@@ -328,18 +328,21 @@ static void compare_stalls(const char *name, const struct tr_stats *s, const jso
 
 /* faultline run in uffd mode under the tracer; must_fault: the placement
  * puts non-expert tensors on disk, which the engine touches without
- * acquiring, so they fault in. */
+ * acquiring, so they fault in. The runs that do not fault write their trace
+ * gzip (--out X.gz: it loads back, test-trace-json checks it) and an HTML
+ * report, whose first view test-trace-html checks is not the empty faults. */
 static void run_case(const char *cli, const char *name, const char *model, const char *flags,
                      bool must_fault, const char *dir)
 {
-    char json[512], stats[512], fl[256];
-    snprintf(json, sizeof(json), "%s/run-%s.trace.json", dir, name);
+    char json[512], html[512], stats[512], fl[256];
+    snprintf(json, sizeof(json), "%s/run-%s.trace.json%s", dir, name, must_fault ? "" : ".gz");
+    snprintf(html, sizeof(html), "%s/run-%s.report.html", dir, name);
     snprintf(stats, sizeof(stats), "%s/run-%s.stats.json", dir, name);
     snprintf(fl, sizeof(fl), "%s", flags);
-    char *av[40] = { "trace", "--quiet", "--out", json, "--", (char *)cli, "run", "-m",
-                     (char *)model, "-p", "hello world", "-n", "16", "--temp", "0",
+    char *av[40] = { "trace", "--quiet", "--out", json, "--report", html, "--", (char *)cli,
+                     "run", "-m", (char *)model, "-p", "hello world", "-n", "16", "--temp", "0",
                      "--pager", "uffd", "--stats-json", stats };
-    int ac = 19;
+    int ac = 21;
     for (char *t = strtok(fl, " "); t && ac < 38; t = strtok(NULL, " "))
         av[ac++] = t;
     av[ac] = NULL;
