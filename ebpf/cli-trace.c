@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ebpf/cli-trace.h"
+#include "base/out-file.h"
 #include "ebpf/trace-html.h"
 #include "ebpf/trace-json.h"
 #include "ebpf/trace-stats.h"
@@ -86,7 +87,7 @@ int trace_finish(const struct trace_args *a, struct tr_stats *s, FILE *out)
     tr_print_tables(s, out, a->top);
     if (!a->report)
         return 0;
-    FILE *f = fopen(a->report, "w");
+    FILE *f = fopen(a->report_tmp ? a->report_tmp : a->report, "w");
     int rc = f ? tr_html_write(f, s) : -errno;
     if (f && fclose(f) != 0 && rc == 0)
         rc = -EIO;
@@ -96,6 +97,36 @@ int trace_finish(const struct trace_args *a, struct tr_stats *s, FILE *out)
     }
     fprintf(out, "\nreport: %s\n", a->report);
     return 0;
+}
+
+/* --out and --report are written whole or not at all (base/out-file.h):
+ * claimed before the trace starts, renamed into place when it ends. */
+static int claim_outputs(struct trace_args *a, const char *const *inputs, int n_inputs,
+                         struct fl_out *out, struct fl_out *report)
+{
+    struct fl_err err = { { 0 } };
+    if ((a->out && fl_out_begin(out, a->out, inputs, n_inputs, false, &err)) ||
+        (a->report && fl_out_begin(report, a->report, inputs, n_inputs, false, &err))) {
+        fl_out_abort(out);
+        fprintf(stderr, "faultline trace: %s\n", err.msg);
+        return -1;
+    }
+    a->out_tmp = a->out ? out->tmp : NULL;
+    a->report_tmp = a->report ? report->tmp : NULL;
+    return 0;
+}
+
+/* Renames what was written into place when it is complete. */
+static int finish_outputs(bool written, int status, struct fl_out *out, struct fl_out *report)
+{
+    struct fl_err err = { { 0 } };
+    if (written && (fl_out_commit(out, &err) || fl_out_commit(report, &err))) {
+        fprintf(stderr, "faultline trace: %s\n", err.msg);
+        status = 1;
+    }
+    fl_out_abort(out);
+    fl_out_abort(report);
+    return status;
 }
 
 static int cmd_report(int argc, char **argv)
@@ -112,17 +143,19 @@ static int cmd_report(int argc, char **argv)
         fprintf(stderr, "faultline trace report: only --report and --top apply\n");
         return 2;
     }
+    struct fl_out report = FL_OUT_NONE, none = FL_OUT_NONE;
+    const char *inputs[] = { argv[2] };
+    if (claim_outputs(&a, inputs, 1, &none, &report))
+        return 1;
     struct tr_stats *s = tr_stats_new();
     struct fl_err err = { { 0 } };
-    if (!s)
-        return 1;
-    rc = tr_json_load(argv[2], s, &err);
+    rc = s ? tr_json_load(argv[2], s, &err) : -ENOMEM;
     if (rc < 0)
-        fprintf(stderr, "faultline trace report: %s\n", err.msg);
+        fprintf(stderr, "faultline trace report: %s\n", s ? err.msg : "out of memory");
     else
         rc = trace_finish(&a, s, stdout);
     tr_stats_free(s);
-    return rc < 0 ? 1 : rc;
+    return finish_outputs(rc == 0, rc < 0 ? 1 : rc, &none, &report);
 }
 
 int cli_trace(int argc, char **argv)
@@ -138,7 +171,12 @@ int cli_trace(int argc, char **argv)
         return 2;
     }
 #ifdef FL_TRACE_BPF
-    return trace_live(&a);
+    struct fl_out out = FL_OUT_NONE, report = FL_OUT_NONE;
+    if (claim_outputs(&a, NULL, 0, &out, &report))
+        return 1;
+    bool written;
+    rc = trace_live(&a, &written);
+    return finish_outputs(written, rc, &out, &report);
 #else
     fprintf(stderr, "faultline trace: this faultline was built without eBPF tracing (%s); "
             "`faultline trace report` still works\n", FL_TRACE_WHY);

@@ -48,9 +48,9 @@ static int gz_cookie_close(void *cookie)
     return 0;
 }
 
-FILE *tr_file_create(const char *path, int *rc)
+FILE *tr_file_create(const char *path, bool gz_wanted, int *rc)
 {
-    if (!tr_file_is_gz_name(path)) {
+    if (!gz_wanted) {
         FILE *f = fopen(path, "w");
         *rc = f ? 0 : -errno;
         return f;

@@ -15,11 +15,12 @@
 /* Whether path names a gzip file (ends in ".gz"). */
 bool tr_file_is_gz_name(const char *path);
 
-/* A new file at path for writing, through zlib when tr_file_is_gz_name:
+/* A new file at path for writing, through zlib when gz (callers pass
+ * tr_file_is_gz_name of the name the file will end up with):
  * the FILE compresses what it is given, and fclose finishes the gzip stream
  * (its result is the write's: EOF when the stream could not be finished).
  * NULL with *rc = -errno. */
-FILE *tr_file_create(const char *path, int *rc);
+FILE *tr_file_create(const char *path, bool gz, int *rc);
 
 /* All of path in a malloc'ed buffer with a NUL after the last byte (*len
  * excludes it), inflated when the file is gzip. -errno from open/read,

@@ -292,7 +292,9 @@ static int open_json(struct live *l, FILE **jf)
     if (!l->a->out)
         return 0;
     int rc;
-    *jf = tr_file_create(l->a->out, &rc); /* gzip when the name ends in .gz */
+    /* gzip when the final name ends in .gz (the temporary name does not) */
+    *jf = tr_file_create(l->a->out_tmp ? l->a->out_tmp : l->a->out, tr_file_is_gz_name(l->a->out),
+                         &rc);
     if (*jf)
         setvbuf(*jf, NULL, _IOFBF, 1 << 20); /* events come by the thousand */
     if (*jf && !(l->json = tr_json_begin(*jf, (uint32_t)l->pid, mono_ns())))
@@ -310,8 +312,9 @@ static int exit_code(int status)
            128 + WTERMSIG(status) : 1;
 }
 
-int trace_live(const struct trace_args *a)
+int trace_live(const struct trace_args *a, bool *written)
 {
+    *written = false;
     struct fl_err err = { { 0 } };
     if (tr_session_check(&err) < 0) {  /* before starting anything */
         fprintf(stderr, "%s\n", err.msg);
@@ -385,5 +388,6 @@ int trace_live(const struct trace_args *a)
     free(l);
     if (rc < 0)
         return 1;
+    *written = true;
     return a->cmd ? exit_code(status) : 0;
 }

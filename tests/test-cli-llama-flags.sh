@@ -68,8 +68,17 @@ rc=$?
 [ $rc -eq 1 ] || fail "--stats-json into a missing folder: status $rc"
 grep -q "no/such/dir/s.json" "$dir/err" || fail "--stats-json: no line naming the path"
 grep -q "prompt:" "$dir/err" && fail "--stats-json into a missing folder: the run went ahead"
+cp tests/data/trace-sample.json "$dir/t.json"
+"$cli" trace report "$dir/t.json" --report "$dir/m.gguf" >/dev/null 2>&1 &&
+  fail "trace report wrote over a model"
+cmp -s "$dir/m.gguf" "$dir/m.orig" || fail "trace report changed the model"
+"$cli" trace report "$dir/t.json" --report "$dir/t.json" >/dev/null 2>&1 &&
+  fail "trace report wrote over its input"
+cmp -s "$dir/t.json" tests/data/trace-sample.json || fail "trace report changed its input"
+"$cli" trace report "$dir/t.json" --report "$dir/r.html" >/dev/null || fail "trace report"
+[ -s "$dir/r.html" ] || fail "trace report: no report"
 ls -A "$dir" | grep -q '\.tmp$' && fail "temporary files left: $(ls -A "$dir")"
-echo "outputs: eval onto its model refused (model unchanged), models kept without --force, bad folder caught first"
+echo "outputs: eval/trace onto an input or a model refused (bytes unchanged), models kept without --force, bad folder caught first"
 
 # --- run interrupted ---------------------------------------------------------
 for i in 1 2 3; do

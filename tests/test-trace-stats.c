@@ -150,7 +150,7 @@ static bool same(const struct tr_stats *a, const struct tr_stats *b)
 static void write_trace(const char *path, struct tr_stats *s, bool add)
 {
     int rc;
-    FILE *f = tr_file_create(path, &rc);
+    FILE *f = tr_file_create(path, tr_file_is_gz_name(path), &rc);
     CHECK(f, "%s: %d", path, rc);
     if (!f)
         return;

@@ -20,7 +20,9 @@ static void usage(FILE *out)
     fprintf(out, "usage: faultline COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n'faultline COMMAND --help' describes a command's options.\n");
+    fprintf(out, "\n'faultline COMMAND --help' describes a command's options.\n"
+                 "Exit status: 0 done, 1 a runtime error (one line says what), 2 a command-line\n"
+                 "mistake, 128+N stopped by signal N (130: Ctrl-C).\n");
 }
 
 int main(int argc, char **argv)
