@@ -151,6 +151,12 @@ refused 2 run -m "$model" -p hi --frobnicate
 refused 2 run -m "$model" -p hi -n abc
 refused 2 run -m "$model" -p hi --chat-template nosuch
 refused 2 run -m "$model" -p hi -f "$dir/p.txt"
+for c in inspect compare tokenize version trace batch serve eval gen bench; do
+  refused 2 $c --bogus-flag
+done
+refused 2 inspect
+refused 2 nosuchcommand
+refused 1 inspect "$dir/missing.gguf"
 refused 1 run -m "$dir/missing.gguf" -p hi
 refused 1 run -m "$model" -f "$dir/missing.txt"
 grep -q "Exit status" <<EOF || fail "--help does not document the exit status"

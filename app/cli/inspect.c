@@ -275,7 +275,7 @@ int cli_inspect(int argc, char **argv)
         int taken = placement_parse_flag(&popts, argc, argv, &i, &perr);
         if (taken < 0) {
             fprintf(stderr, "faultline inspect: %s\n", perr.msg);
-            return 1;
+            return 2; /* a command-line mistake */
         }
         if (taken)
             continue;
@@ -290,13 +290,13 @@ int cli_inspect(int argc, char **argv)
         else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "faultline inspect: unexpected argument '%s' (see faultline inspect --help)\n",
                     argv[i]);
-            return 1;
+            return 2;
         } else
             path = argv[i];
     }
     if (!path) {
         fprintf(stderr, "faultline inspect: no MODEL given (see faultline inspect --help)\n");
-        return 1;
+        return 2;
     }
     if (plan)
         return print_plan(path, &popts);

@@ -6,8 +6,10 @@
 
 int cli_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "faultline version: takes no options ('%s')\n", argv[1]);
+        return 2;
+    }
     fl_types_init();
     printf("faultline %s\n", FL_VERSION);
     printf("cpu: %s\n", fl_cpu_features());
