@@ -123,6 +123,8 @@ ok -m "$model" -p hi -n 2 --typical 0.9 --samplers "penalties;top_k;typ_p;top_p;
 ok -m "$model" -p hi -n 2 --sampling-seq kypmt --min-keep 1
 ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
+ok -m "$model" --jinja --single-turn -sys "You are a helpful assistant" -p Hello -n 2
+ok -m tests/data/mixtral-tiny-Q4_K_M.gguf --ignore-eos -n 3 -no-cnv
 echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16, penalties, typical, --samplers"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
@@ -155,6 +157,8 @@ for c in inspect compare tokenize version trace batch serve eval gen bench; do
   refused 2 $c --bogus-flag
 done
 refused 2 inspect
+refused 2 run -m "$model" -m "$dir/m.gguf" -p hi
+refused 2 bench -m "$model" -m "$dir/m.gguf"
 refused 2 nosuchcommand
 refused 1 inspect "$dir/missing.gguf"
 refused 1 run -m "$dir/missing.gguf" -p hi

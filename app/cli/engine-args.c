@@ -159,6 +159,8 @@ static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng
         c->no_mmap = true;
     else if (is(a, "--log-disable", NULL))
         c->log_disable = true;
+    else if (is(a, "--jinja", NULL))
+        c->jinja = true;
     else
         return 0;
     return ok ? 1 : -1;
@@ -173,8 +175,15 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
     int taken;
     if (t->compat && (taken = arg_compat(cmd, argc, argv, i, t->compat)) != 0)
         return taken;
-    if (is(a, "-m", "--model"))
+    if (is(a, "-m", "--model")) {
+        const char *first = sp->model_path;
         ok = eng_arg_str(cmd, argc, argv, i, &sp->model_path);
+        if (ok && first) {
+            fprintf(stderr, "faultline %s: -m given twice ('%s', '%s'): one model per run\n", cmd,
+                    first, sp->model_path);
+            ok = false;
+        }
+    }
     else if (t->prompt && is(a, "-p", "--prompt"))
         ok = eng_arg_str(cmd, argc, argv, i, t->prompt);
     else if (t->prompt_file && is(a, "-f", "--file"))
@@ -229,6 +238,10 @@ int eng_args_finish(const char *cmd, const struct eng_common_args *t)
     if (c->no_mmap)
         fprintf(stderr, "faultline %s: --no-mmap: already so: faultline never maps the file; it "
                 "reads the RAM tier up front and experts with O_DIRECT\n", cmd);
+    if (c->jinja)
+        fprintf(stderr, "faultline %s: --jinja: no Jinja engine here; chat turns are rendered in "
+                "the built-in format the model's template names (--chat-template NAME for another)\n",
+                cmd);
     if (c->flash_attn && sp->placement.verbose)
         fprintf(stderr, "faultline %s: -fa %s: attention is exact either way (one fused pass "
                 "with the softmax in float); the flag changes nothing\n", cmd, c->flash_attn);

@@ -29,7 +29,7 @@ struct eng_compat {
     int ubatch;             /* -ub/--ubatch-size: tokens per forward call; 0 unset */
     int threads_batch;      /* -tb/--threads-batch; 0 unset */
     const char *flash_attn; /* -fa/--flash-attn on|off|auto */
-    bool mlock, no_mmap;
+    bool mlock, no_mmap, jinja;
     bool log_disable;       /* --log-disable: no notes or speed lines on stderr */
 };
 
@@ -39,7 +39,7 @@ struct eng_compat {
  * command takes a prompt. A NULL prompt target leaves -p/-f to the command
  * (bench's -p is a token count); with_ctx false leaves -c unknown (bench
  * sizes the context itself). With compat, also -ub/-tb/-fa/--mlock/
- * --no-mmap/-ctk/-ctv/--log-disable, and -b is llama.cpp's logical batch
+ * --no-mmap/-ctk/-ctv/--log-disable/--jinja, and -b is llama.cpp's logical batch
  * (the forward call takes min(-b, -ub) tokens); without, -b and -ub both
  * set the tokens per forward call. */
 struct eng_common_args {

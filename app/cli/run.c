@@ -46,7 +46,7 @@ static int usage(FILE *out)
         "          --samplers \"penalties;top_k;typ_p;top_p;min_p;temperature\" or\n"
         "          --sampling-seq ekypmt: the order; DRY, XTC, top-n-sigma, mirostat: refused\n"
         "llama.cpp flags taken as notes: -b/-ub (tokens per forward call = min), -tb, -fa,\n"
-        "  --mlock, --no-mmap, -ctk/-ctv f16, -v, --log-disable.\n"
+        "  --mlock, --no-mmap, -ctk/-ctv f16, -v, --log-disable, --jinja.\n"
         "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : ENG_EXIT_USAGE;
@@ -189,7 +189,9 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
     struct run_gen g;
     int n = prompt_ids(s, o, text, len, &ids), rc = n < 0 ? n : 0;
     if (!rc && n == 0)
-        rc = fl_err_set(err, -EINVAL, "the prompt tokenizes to nothing");
+        rc = fl_err_set(err, -EINVAL, len ? "the prompt tokenizes to nothing"
+                                          : "no prompt, and the model adds no BOS to start "
+                                            "from: -p TEXT or -f FILE (or -cnv)");
     if (!rc && n > eng_session_n_ctx(s))
         rc = fl_err_set(err, -EINVAL, "the prompt (%d tokens) is longer than the context (%d, -c)",
                         n, eng_session_n_ctx(s));
@@ -253,10 +255,8 @@ static int run_main(struct run_opts *o, struct fl_err *err)
         rc = run_chat(s, o, err);
         status = rc > 0 ? rc : 0;
         rc = rc > 0 ? 0 : rc;
-    } else if (!rc && !text) {
-        rc = fl_err_set(err, -EINVAL, "no prompt: -p TEXT or -f FILE (or -cnv for a conversation)");
-    } else if (!rc) {
-        rc = len ? complete(s, o, text, len, err) : fl_err_set(err, -EINVAL, "the prompt is empty");
+    } else if (!rc) { /* no prompt: from the BOS alone, as llama-completion does */
+        rc = complete(s, o, text ? text : "", len, err);
     }
     if (!rc) /* also after Ctrl-C: generation stopped, the statistics stand */
         rc = eng_session_report(s, err);
