@@ -157,6 +157,10 @@ for c in inspect compare tokenize version trace batch serve eval gen bench; do
   refused 2 $c --bogus-flag
 done
 refused 2 inspect
+for f in "-ts 3,1" "-sm tensor" "-dev CUDA1" "--list-devices" "-hf a/b" "--in-prefix x" "--lora x"; do
+  refused 2 run -m "$model" -p hi $f
+  grep -q -e "${f%% *}: " "$dir/err" || fail "$f: no reason given: $(cat "$dir/err")"
+done
 refused 2 run -m "$model" -m "$dir/m.gguf" -p hi
 refused 2 bench -m "$model" -m "$dir/m.gguf"
 refused 2 nosuchcommand

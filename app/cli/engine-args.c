@@ -138,6 +138,36 @@ static bool arg_flash_attn(const char *cmd, int argc, char **argv, int *i, const
     return false;
 }
 
+/* llama.cpp flags for what faultline does not do, each refused with why. */
+static int arg_refused(const char *cmd, const char *a)
+{
+    static const struct { const char *flag, *why; } refused[] = {
+        { "-ts", "faultline runs on one GPU: no tensor split across devices" },
+        { "--tensor-split", "faultline runs on one GPU: no tensor split across devices" },
+        { "-sm", "faultline runs on one GPU: no split mode" },
+        { "--split-mode", "faultline runs on one GPU: no split mode" },
+        { "-mg", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
+        { "--main-gpu", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
+        { "-dev", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
+        { "--device", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
+        { "--list-devices", "`faultline version` names the CPU features; `inspect MODEL --plan -v` "
+                            "shows the GPU and where each tensor goes" },
+        { "-hf", "faultline reads local GGUF files only: download the file and pass -m FILE" },
+        { "--hf-repo", "faultline reads local GGUF files only: download the file and pass -m FILE" },
+        { "--in-prefix", "raw interactive mode is not supported; -cnv renders turns in the chat format" },
+        { "--in-suffix", "raw interactive mode is not supported; -cnv renders turns in the chat format" },
+        { "--lora", "LoRA adapters are not supported" },
+        { "--mmproj", "multimodal projectors are not supported" },
+        { "--ctx-shift", "a full context ends the generation; there is no context shift" },
+    };
+    for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
+        if (!strcmp(a, refused[k].flag)) {
+            fprintf(stderr, "faultline %s: %s: %s\n", cmd, a, refused[k].why);
+            return -1;
+        }
+    return 0;
+}
+
 /* The flags of struct eng_compat. 1 taken, 0 not one, -1 bad value. */
 static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng_compat *c)
 {
@@ -162,7 +192,7 @@ static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng
     else if (is(a, "--jinja", NULL))
         c->jinja = true;
     else
-        return 0;
+        return arg_refused(cmd, a);
     return ok ? 1 : -1;
 }
 
