@@ -10,5 +10,5 @@ fl_module(serve SOURCES serve/engine-loop.c serve/http.c serve/endpoints.c serve
 add_test(NAME test-serve COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-serve.sh
   $<TARGET_FILE:faultline> ${PROJECT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-serve PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
-  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=;FL_SANITIZE=${FAULTLINE_SANITIZE}")
 fl_fuzz(api-request SOURCES tests/fuzz/fuzz-api-request.c MODULES api)

@@ -69,6 +69,13 @@ want() { # CODE CURL-ARGS...: the status and an OpenAI error object for non-200
 }
 fds() { ls /proc/$pid/fd | wc -l; }
 rss() { awk '/VmRSS/ {print $2}' /proc/$pid/status; }
+# the lowest of a few samples: connection threads of a soak that just ended
+# are still exiting (under ASan, with a loaded machine, for a second or two)
+rss_settled() {
+  m=$(rss)
+  for _ in 1 2 3 4 5 6; do sleep 0.5; r=$(rss); [ "$r" -lt "$m" ] && m=$r; done
+  echo "$m"
+}
 metric() { curl -s -H "Authorization: Bearer $key" "$base/../metrics" | awk -v m="faultline_$1" '$1 == m {print $2}'; }
 
 J='-H Content-Type:application/json'
@@ -153,14 +160,20 @@ EOF
 hostile=$!
 sleep 1
 client soak 200 16 || fail "soak (first 200)"
-rss1=$(rss)
+rss1=$(rss_settled)
 client soak 1800 16 || fail "soak"
-rss2=$(rss)
+rss2=$(rss_settled)
 wait $hostile
 sleep 4 # --timeout 3: idle connections are closed
 fd1=$(fds)
 [ "$fd1" -le "$fd0" ] || fail "descriptors: $fd0 before, $fd1 after"
-[ $((rss2 - rss1)) -le 16384 ] || fail "RSS grew from $rss1 to $rss2 KiB over 1,800 requests"
+# 16 MiB; under ASan 32: its per-thread allocator caches stay at the most
+# connection threads alive at once, which a loaded machine raises (measured:
+# alone the RSS shrinks over the soak, beside a 2-thread test it grows 18 MiB,
+# and the release build shrinks either way)
+limit=16384
+[ -n "${FL_SANITIZE:-}" ] && limit=32768
+[ $((rss2 - rss1)) -le $limit ] || fail "RSS grew from $rss1 to $rss2 KiB over 1,800 requests"
 metric requests_total >/dev/null
 echo "200 idle connections + a byte-a-second client held while 2,000 requests ran: RSS $rss1 -> $rss2 KiB, descriptors $fd0 -> $fd1"
 
