@@ -191,4 +191,34 @@ case $cut in *"$stop"*) ;; *) fail "-r: the output should end with the reverse p
 run -p hi -n 1 -t 999 2>&1 >/dev/null | grep -q "more threads than" || fail "no warning for -t 999"
 run -p hi -n 1 -c 100000 2>&1 >/dev/null | grep -q "trained on only" || fail "no warning for -c"
 echo "behaviour: -f -, escapes, --no-display-prompt, --ignore-eos, -r, warnings"
+
+# --- start-up feedback: one line per long step off a terminal ----------------
+FL_PROGRESS_AFTER_S=0 "$cli" run -m "$model" -p hi -n 1 </dev/null 2>"$dir/err" >/dev/null ||
+  fail "run with progress lines"
+grep -q "^faultline: reading the RAM tier: .* in [0-9.]* s" "$dir/err" ||
+  fail "no line for reading the RAM tier: $(cat "$dir/err")"
+run -p hi -n 1 2>&1 >/dev/null | grep -q "reading the RAM tier" &&
+  fail "a step under a second printed a line"
+FL_PROGRESS_AFTER_S=0 "$cli" gen --arch qwen3moe --size 8M -o "$dir/p.gguf" 2>"$dir/err" >/dev/null ||
+  fail "gen with progress lines"
+grep -q "^faultline: writing the model: " "$dir/err" || fail "gen: no progress line: $(cat "$dir/err")"
+python3 - "$cli" "$dir/q.gguf" <<'EOF' || fail "no progress bar on a terminal"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["FL_PROGRESS_AFTER_S"] = "0"
+    os.execv(sys.argv[1], [sys.argv[1], "gen", "--arch", "qwen3moe", "--size", "64M", "-o", sys.argv[2]])
+out = b""
+while True:
+    try:
+        d = os.read(fd, 65536)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+_, st = os.waitpid(pid, 0)
+sys.exit(0 if os.waitstatus_to_exitcode(st) == 0 and b"\rwriting the model [" in out and b"100%" in out else 1)
+EOF
+echo "progress: a line per step off a terminal, a bar on one, nothing for short steps"
 echo PASS

@@ -2,17 +2,20 @@
 #include "app/cli/progress.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/units.h"
 
-#define SHOW_AFTER_S 1.0 /* shorter steps are not worth a line */
+/* shorter steps are not worth a line; FL_PROGRESS_AFTER_S changes it (tests) */
+#define SHOW_AFTER_S 1.0
 #define REDRAW_S 0.1
 
 struct bar {
     bool tty;
+    double after_s;
     char step[96];
     double t0, drawn_at;
     bool drawn;
@@ -65,7 +68,7 @@ static void report(void *ctx, const char *step, const char *unit, uint64_t done,
         b->drawn_at = 0;
     }
     const double s = now - b->t0;
-    if (b->tty && (last ? b->drawn : s >= SHOW_AFTER_S && now - b->drawn_at >= REDRAW_S)) {
+    if (b->tty && (last ? b->drawn : s >= b->after_s && now - b->drawn_at >= REDRAW_S)) {
         draw(b, unit, done, total, s);
         b->drawn_at = now;
     }
@@ -73,7 +76,7 @@ static void report(void *ctx, const char *step, const char *unit, uint64_t done,
         return;
     if (b->drawn) {
         fputc('\n', stderr);
-    } else if (s >= SHOW_AFTER_S) {
+    } else if (s >= b->after_s) {
         char a[32], r[32];
         rate(unit, done, s, r, sizeof(r));
         fprintf(stderr, "faultline: %s: %s in %.1f s (%s)\n", step, amount(unit, done, a, sizeof(a)),
@@ -89,5 +92,10 @@ struct fl_progress cli_progress_stderr(bool quiet)
     if (quiet)
         return (struct fl_progress){ 0 };
     g_bar.tty = isatty(STDERR_FILENO);
+    const char *env = getenv("FL_PROGRESS_AFTER_S");
+    char *end = NULL;
+    g_bar.after_s = env ? strtod(env, &end) : SHOW_AFTER_S;
+    if (!env || end == env || *end || !(g_bar.after_s >= 0))
+        g_bar.after_s = SHOW_AFTER_S;
     return (struct fl_progress){ .report = report, .ctx = &g_bar };
 }

@@ -1,7 +1,7 @@
 /* progress.h: what a user sees of a long step (base/progress.h): on a
  * terminal, a bar once the step has run for a second; otherwise one line
  * when a step that took a second or more ends. Steps under a second stay
- * silent either way. */
+ * silent either way (FL_PROGRESS_AFTER_S=SECONDS sets that second). */
 #ifndef FL_CLI_PROGRESS_H
 #define FL_CLI_PROGRESS_H
 
