@@ -44,6 +44,7 @@ struct eng_session {
     struct fl_out stats_out;     /* --stats-json's claim, from open to the report */
     struct fl_progress progress; /* the opening's long steps */
     size_t repacked, repack_total; /* bytes, for the progress report */
+    int (*interrupted)(void);
     struct eng_model *model;
     struct eng_kv *kv;
     struct fl_tokenizer *tok;
@@ -404,6 +405,7 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     s->stats_json = p->stats_json;
     s->stats_out = (struct fl_out)FL_OUT_NONE;
     s->progress = p->progress;
+    s->interrupted = p->interrupted;
     s->predict = p->predict;
     const char *inputs[] = { p->model_path, p->hot_profile, p->calibrate };
     int rc = check_cache_params(p, err);
@@ -541,6 +543,8 @@ int eng_session_eval(struct eng_session *s, const int32_t *tokens, int n, bool a
                           n, s->n_past, eng_kv_n_ctx(s->kv));
     const int64_t n_vocab = s->model->hp.n_vocab;
     for (int done = 0; done < n;) {
+        if (done && s->interrupted && s->interrupted())
+            return fl_err_set(err, -EINTR, "interrupted");
         const int chunk = n - done < s->n_batch ? n - done : s->n_batch;
         float *rows = all_logits ? logits + (int64_t)done * n_vocab : logits;
         struct eng_batch b = { .tokens = tokens + done, .n_tok = chunk, .pos0 = s->n_past + done,

@@ -49,6 +49,9 @@ struct eng_session_params {
     /* Told how far the long steps of opening are: reading the RAM tier,
      * repacking, calibrating (the CLI draws a bar; zeroed: silent). */
     struct fl_progress progress;
+    /* Polled between the n_batch chunks of a long prompt: nonzero stops
+     * eng_session_eval with -EINTR (Ctrl-C need not wait for the prompt). */
+    int (*interrupted)(void);
     enum fl_numa_mode numa;
     struct fl_predict_config predict; /* --prefetch (app/predict.h) */
     int cache;                        /* --cache: enum pager_cache */

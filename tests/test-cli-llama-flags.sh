@@ -94,6 +94,19 @@ for i in 1 2 3; do
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, dict) and d" \
     "$dir/s$i.json" || fail "run after SIGINT: --stats-json is not valid JSON"
 done
+# during a long prompt (read in 8-token forward calls): stops between them
+python3 -c "print('word ' * 1900)" >"$dir/long.txt"
+"$cli" run -m "$model" -t 2 -f "$dir/long.txt" -n 4 -ub 8 --stats-json "$dir/sp.json" \
+  </dev/null >/dev/null 2>"$dir/err" &
+pid=$!
+sleep 0.3
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] || fail "SIGINT during the prompt: status $rc: $(tail -2 "$dir/err")"
+grep -q "prompt: interrupted after" "$dir/err" || fail "SIGINT during the prompt: $(cat "$dir/err")"
+python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$dir/sp.json" ||
+  fail "SIGINT during the prompt: --stats-json"
 ls -A "$dir" | grep -q '\.tmp$' && fail "run left temporary files"
 echo "run: SIGINT at random points -> 130, speed line, valid --stats-json"
 

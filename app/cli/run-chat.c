@@ -70,6 +70,14 @@ static int feed_turn(struct chat *c, struct fl_err *err)
     int k = fl_tokenize_alloc(tok, r + from, (size_t)n - from, from == 0, true, &ids);
     int rc = k < 0 ? fl_err_set(err, k, "cannot tokenize the turn: %s", strerror(-k))
                    : run_gen_feed(&c->g, ids, k, err);
+    if (rc == -EINTR && cli_interrupted()) {
+        /* Ctrl-C while the turn was read in: the turn is dropped; the cache
+         * still holds exactly what was fed before (n_past did not move) */
+        c->n_msgs--;
+        free((char *)c->msgs[c->n_msgs].content);
+        free(r);
+        return -EINTR;
+    }
     free(ids);
     free(c->fed);
     c->fed = rc ? NULL : r;
@@ -188,7 +196,12 @@ static int turns(struct chat *c, struct fl_err *err)
         first = false;
         if (!len)
             continue;
-        if (rc || (rc = feed_turn(c, err)) || (rc = answer(c, err)))
+        if (!rc && (rc = feed_turn(c, err)) == -EINTR) {
+            cli_interrupt_clear();
+            printf("\n");
+            continue;
+        }
+        if (rc || (rc = answer(c, err)))
             return rc == -ENOMEM ? fl_err_set(err, rc, "out of memory") : rc;
     }
 }

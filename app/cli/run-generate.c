@@ -56,7 +56,7 @@ int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *er
     double t0 = fl_clock_s();
     int rc = eng_session_eval(g->s, all, n + extra, false, g->logits, err);
     g->t_prompt = fl_clock_s() - t0;
-    g->n_prompt = n + extra;
+    g->n_prompt = rc == -EINTR ? -1 : n + extra; /* -1: stopped part way */
     if (!rc)
         g->unfed = false;
     free(all);
@@ -177,6 +177,10 @@ void run_gen_print_speed(const struct run_gen *g)
         return;
     /* the first answer token comes from the prompt's logits: n - 1 decodes */
     const int decodes = g->n_made > 1 ? g->n_made - 1 : 0;
+    if (g->n_prompt < 0) {
+        fprintf(stderr, "prompt: interrupted after %.3f s\n", g->t_prompt);
+        return;
+    }
     fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f t/s); generation: %d tokens in %.3f s "
             "(%.2f t/s)\n", g->n_prompt, g->t_prompt,
             g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0, g->n_made, g->t_gen,

@@ -204,7 +204,9 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
     if (!rc)
         rc = run_gen_feed(&g, ids, n, err);
     enum run_stop why = RUN_STOP_LIMIT;
-    if (!rc)
+    if (rc == -EINTR && cli_interrupted())
+        rc = 0; /* Ctrl-C during the prompt: no answer; the statistics still stand */
+    else if (!rc)
         rc = run_gen_answer(&g, o->n_gen, true, &why, err);
     printf("\n");
     fflush(stdout);
@@ -248,6 +250,7 @@ static int run_main(struct run_opts *o, struct fl_err *err)
     struct eng_session_params sp = o->sp;
     struct eng_session *s = NULL;
     cli_interrupt_graceful();
+    sp.interrupted = cli_interrupted;
     int status = 0, rc = eng_session_open(&sp, &s, err);
     if (!rc)
         eng_args_check_ctx("run", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
