@@ -150,8 +150,8 @@ static int arg_refused(const char *cmd, const char *a)
         { "--main-gpu", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
         { "-dev", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
         { "--device", "faultline runs on one GPU (the first CUDA device; CUDA_VISIBLE_DEVICES picks it)" },
-        { "--list-devices", "`faultline version` names the CPU features; `inspect MODEL --plan -v` "
-                            "shows the GPU and where each tensor goes" },
+        { "--list-devices", "`faultline version` names the CPU features; `inspect MODEL --plan --verbose` "
+                            "shows where each tensor goes (gpu when a device is found)" },
         { "-hf", "faultline reads local GGUF files only: download the file and pass -m FILE" },
         { "--hf-repo", "faultline reads local GGUF files only: download the file and pass -m FILE" },
         { "--in-prefix", "raw interactive mode is not supported; -cnv renders turns in the chat format" },
