@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,26 @@ static void end_claim(struct fl_out *o)
     o->tmp[0] = '\0';
 }
 
+/* A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written as it is:
+ * there is nothing to rename over, and a file beside it must not appear.
+ * A symbolic link to a file: the file it names is the one replaced. */
+static void resolve_target(struct fl_out *o, const char *path, bool *direct)
+{
+    struct stat st;
+    *direct = false;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        *direct = true;
+        return;
+    }
+    struct stat l;
+    if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real && strlen(real) < sizeof(o->path))
+            memcpy(o->path, real, strlen(real) + 1);
+        free(real);
+    }
+}
+
 int fl_out_begin(struct fl_out *o, const char *path, const char *const *inputs, int n_inputs,
                  bool force, struct fl_err *err)
 {
@@ -111,7 +132,15 @@ int fl_out_begin(struct fl_out *o, const char *path, const char *const *inputs, 
     if (strlen(path) >= sizeof(o->path))
         return fl_err_set(err, -ENAMETOOLONG, "%s: name too long", path);
     memcpy(o->path, path, strlen(path) + 1);
+    bool direct = false;
     int rc = check_target(path, inputs, n_inputs, force, err);
+    if (!rc)
+        resolve_target(o, path, &direct);
+    if (!rc && direct) {
+        memcpy(o->tmp, path, strlen(path) + 1); /* written in place; never renamed or removed */
+        o->direct = true;
+        return 0;
+    }
     if (!rc)
         rc = make_tmp(o, err);
     if (rc)
@@ -126,6 +155,10 @@ int fl_out_begin(struct fl_out *o, const char *path, const char *const *inputs, 
 
 int fl_out_commit(struct fl_out *o, struct fl_err *err)
 {
+    if (o->direct) {
+        o->tmp[0] = '\0';
+        return 0;
+    }
     if (!o->tmp[0])
         return 0;
     if (rename(o->tmp, o->path) != 0) {
@@ -141,6 +174,10 @@ int fl_out_commit(struct fl_out *o, struct fl_err *err)
 
 void fl_out_abort(struct fl_out *o)
 {
+    if (o->direct) {
+        o->tmp[0] = '\0';
+        return;
+    }
     if (!o->tmp[0])
         return;
     unlink(o->tmp);

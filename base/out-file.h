@@ -10,7 +10,9 @@
  * removes it. Temporary files of claims still open are listed where a
  * signal handler can remove them (fl_out_remove_pending), so Ctrl-C or
  * SIGTERM leaves neither a partial file under the final name nor a
- * temporary one beside it. */
+ * temporary one beside it. A device or pipe (/dev/null, /dev/stdout) is
+ * written in place; through a symbolic link, the file it names is
+ * replaced (the link stays). */
 #ifndef FL_OUT_FILE_H
 #define FL_OUT_FILE_H
 
@@ -23,6 +25,7 @@ struct fl_out {
     char path[PATH_MAX]; /* the final name */
     char tmp[PATH_MAX];  /* where to write until fl_out_commit; "" when not claimed */
     int slot;            /* in the pending table; -1 when none */
+    bool direct;         /* a device or pipe: written in place (tmp = path) */
 };
 
 /* The most claims open at once (per process). */
@@ -46,7 +49,7 @@ int fl_out_commit(struct fl_out *o, struct fl_err *err);
 void fl_out_abort(struct fl_out *o);
 
 /* A claim that was never begun: abort and commit are no-ops on it. */
-#define FL_OUT_NONE { .path = "", .tmp = "", .slot = -1 }
+#define FL_OUT_NONE { .path = "", .tmp = "", .slot = -1, .direct = false }
 
 /* Unlinks the temporary files of every open claim. Async-signal-safe: for
  * signal handlers just before the process exits. */

@@ -68,6 +68,16 @@ rc=$?
 [ $rc -eq 1 ] || fail "--stats-json into a missing folder: status $rc"
 grep -q "no/such/dir/s.json" "$dir/err" || fail "--stats-json: no line naming the path"
 grep -q "prompt:" "$dir/err" && fail "--stats-json into a missing folder: the run went ahead"
+"$cli" eval -m "$dir/m.gguf" -p hello -n 2 --logits-out /dev/null >/dev/null 2>&1 ||
+  fail "eval --logits-out /dev/null"
+[ -c /dev/null ] || fail "/dev/null is no longer a device"
+out=$(run -p hi -n 1 --stats-json /dev/stdout 2>/dev/null)
+case $out in *'"pager"'*|*'{'*) ;; *) fail "--stats-json /dev/stdout wrote nothing: $out" ;; esac
+echo '{}' >"$dir/real.json"
+ln -s real.json "$dir/link.json"
+run -p hi -n 1 --stats-json "$dir/link.json" >/dev/null 2>&1 || fail "--stats-json through a link"
+[ -L "$dir/link.json" ] || fail "the symbolic link was replaced by a file"
+[ "$(wc -c <"$dir/real.json")" -gt 3 ] || fail "the file the link names was not written"
 cp tests/data/trace-sample.json "$dir/t.json"
 "$cli" trace report "$dir/t.json" --report "$dir/m.gguf" >/dev/null 2>&1 &&
   fail "trace report wrote over a model"

@@ -213,6 +213,7 @@ static void print_shape(const struct gen_params *p, uint64_t size)
 struct bar {
     struct fl_progress p;
     struct timespec t0;
+    bool ended; /* gen_write may report done == total more than once */
 };
 
 static double since(const struct timespec *t0)
@@ -225,7 +226,10 @@ static double since(const struct timespec *t0)
 static void progress(void *ctx, uint64_t done, uint64_t total)
 {
     struct bar *b = ctx;
-    fl_progress_report(&b->p, "writing the model", "B", done, total, done == total);
+    if (b->ended)
+        return;
+    b->ended = done == total;
+    fl_progress_report(&b->p, "writing the model", "B", done, total, b->ended);
 }
 
 static void print_skew(const struct gen_params *p)

@@ -68,7 +68,9 @@ static void report(void *ctx, const char *step, const char *unit, uint64_t done,
         b->drawn_at = 0;
     }
     const double s = now - b->t0;
-    if (b->tty && (last ? b->drawn : s >= b->after_s && now - b->drawn_at >= REDRAW_S)) {
+    /* on a terminal a step past the threshold ends on its full bar */
+    if (b->tty && (last ? b->drawn || s >= b->after_s
+                        : s >= b->after_s && now - b->drawn_at >= REDRAW_S)) {
         draw(b, unit, done, total, s);
         b->drawn_at = now;
     }
