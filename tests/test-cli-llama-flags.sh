@@ -211,6 +211,8 @@ stop=$(printf '%s' "$full" | python3 -c "import sys; t=sys.stdin.read(); print(t
 cut=$(run -p 'Once upon' -n 40 --temp 0 --ignore-eos --no-display-prompt -r "$stop" 2>/dev/null)
 [ ${#cut} -lt ${#full} ] || fail "-r '$stop' did not stop early"
 case $cut in *"$stop"*) ;; *) fail "-r: the output should end with the reverse prompt" ;; esac
+run -p 'Once upon' -n 0 --temp 0 2>"$dir/err" >/dev/null
+grep -q "generation: 0 tokens" "$dir/err" || fail "-n 0 generated: $(cat "$dir/err")"
 run -p hi -n 1 -t 999 2>&1 >/dev/null | grep -q "more threads than" || fail "no warning for -t 999"
 run -p hi -n 1 -c 100000 2>&1 >/dev/null | grep -q "trained on only" || fail "no warning for -c"
 echo "behaviour: -f -, escapes, --no-display-prompt, --ignore-eos, -r, warnings"

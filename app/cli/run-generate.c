@@ -136,6 +136,10 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             *why = RUN_STOP_INTERRUPT;
             break;
         }
+        if (limit == 0) { /* -n 0: the prompt only */
+            *why = RUN_STOP_LIMIT;
+            break;
+        }
         int32_t id = sample(g);
         if (id < 0) {
             rc = fl_err_set(err, -EINVAL, "the logits are not finite");
