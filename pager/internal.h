@@ -129,7 +129,8 @@ struct pager {
     uint32_t lru_head, lru_tail;  /* head = least recently used */
     struct pg_queue dq, pq;       /* demand and prefetch requests */
     uint64_t tick;                /* acquires so far: the policies' clock */
-    double half_life;             /* lfu-decay: acquires for a use to count half */
+    double half_life;             /* lfu-decay, tinylfu: acquires for a use to count half */
+    double window_frac;           /* tinylfu: share of the budget the recency window holds */
     struct pg_pending *pend;
     uint32_t n_pend, cap_pend;
     pager_held_fn held;        /* pager_set_held_elsewhere: prefetches it answers true for are skipped */
@@ -183,6 +184,11 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
 
 /* residency.c */
 int pg_res_init(struct pager *p);
+/* Under mu: the list of unpinned resident units (head = least recent).
+ * remove is a no-op for a unit not in it. (Also sim.c's replay.) */
+void pg_lru_remove(struct pager *p, uint32_t u);
+void pg_lru_push_mru(struct pager *p, uint32_t u);
+void pg_lru_push_lru(struct pager *p, uint32_t u);
 void pg_res_free(struct pager *p);
 /* Under mu: queue u for loading (demand or prefetch). */
 void pg_request_locked(struct pager *p, uint32_t u, bool demand);

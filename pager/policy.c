@@ -1,4 +1,4 @@
-/* policy.c: the cache policies (lru, lfu-decay, pinned-hot). See
+/* policy.c: the cache policies (lru, lfu-decay, pinned-hot, tinylfu). See
  * pager/policy.h. */
 #include "pager/policy.h"
 
@@ -15,6 +15,11 @@
  * long enough to see a hot expert come back, short enough to forget a topic. */
 #define LFU_HALF_LIFE_TOKENS 8.0
 #define DEFAULT_HOT_FRACTION 0.5
+/* tinylfu: popularity is mostly a property of the model (issue 19), so its
+ * counts forget slowly; the window keeps what the last tokens used, whose
+ * experts the next tokens often route again. */
+#define TINYLFU_HALF_LIFE_TOKENS 64.0
+#define TINYLFU_WINDOW 0.1
 
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err)
@@ -24,14 +29,16 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
         *out = PAGER_CACHE_LRU;
     } else if (s && !strcmp(s, "lfu-decay")) {
         *out = PAGER_CACHE_LFU_DECAY;
+    } else if (s && !strcmp(s, "tinylfu")) {
+        *out = PAGER_CACHE_TINYLFU;
     } else if (s && !strcmp(s, "pinned-hot")) {
         *out = PAGER_CACHE_PINNED_HOT; /* the profile comes from a calibration pass */
     } else if (s && !strncmp(s, "pinned-hot:", 11) && s[11]) {
         *out = PAGER_CACHE_PINNED_HOT;
         *profile = s + 11;
     } else {
-        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, pinned-hot or "
-                          "pinned-hot:STATS.json, got '%s'", s ? s : "");
+        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, tinylfu, "
+                          "pinned-hot or pinned-hot:STATS.json, got '%s'", s ? s : "");
     }
     return 0;
 }
@@ -82,8 +89,10 @@ static struct pager_hot_unit *sorted_copy(const struct pager_hot_unit *hot, int 
 
 void pg_policy_init(struct pager *p)
 {
-    p->half_life = LFU_HALF_LIFE_TOKENS * (p->n_layers > 0 ? p->n_layers : 1) *
-                   (p->n_used > 0 ? p->n_used : 1);
+    const bool tiny = p->cfg.cache == PAGER_CACHE_TINYLFU;
+    p->half_life = (tiny ? TINYLFU_HALF_LIFE_TOKENS : LFU_HALF_LIFE_TOKENS) *
+                   (p->n_layers > 0 ? p->n_layers : 1) * (p->n_used > 0 ? p->n_used : 1);
+    p->window_frac = TINYLFU_WINDOW;
     if (p->cfg.cache != PAGER_CACHE_PINNED_HOT)
         return;
     struct pager_hot_unit *v = sorted_copy(p->cfg.hot, p->cfg.n_hot);
@@ -128,20 +137,40 @@ static double decayed(const struct pager *p, const struct pg_unit *n)
 void pg_policy_touch_locked(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
-    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY) {
+    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY || p->cfg.cache == PAGER_CACHE_TINYLFU) {
         n->freq = (float)(decayed(p, n) + 1.0);
         n->freq_tick = p->tick;
     }
     p->tick++;
 }
 
+/* tinylfu's window: the most recent units, up to window_frac of the budget,
+ * counted from the MRU end. Returns the oldest unit of the window (the
+ * scan for a victim stops there), or PG_NONE when the window is empty. */
+static uint32_t window_start(const struct pager *p)
+{
+    const uint64_t room = (uint64_t)((double)p->budget * p->window_frac);
+    uint64_t used = 0;
+    uint32_t first = PG_NONE;
+    for (uint32_t u = p->lru_tail; u != PG_NONE; u = p->units[u].lru_prev) {
+        if (used + p->units[u].charge > room)
+            break;
+        used += p->units[u].charge;
+        first = u;
+    }
+    return first;
+}
+
 /* The policy's choice among the unpinned resident units, skipping those
- * the current layer routed (wanted) unless spare_wanted is false. */
+ * the current layer routed (wanted) unless spare_wanted is false. tinylfu
+ * is lfu-decay outside the window: an expert used once stays while it is
+ * recent, then goes before any hotter one (TinyLFU's admission test). */
 static uint32_t pick(struct pager *p, bool spare_wanted)
 {
     uint32_t best = PG_NONE;
     double low = INFINITY;
-    for (uint32_t u = p->lru_head; u != PG_NONE; u = p->units[u].lru_next) {
+    const uint32_t stop = p->cfg.cache == PAGER_CACHE_TINYLFU ? window_start(p) : PG_NONE;
+    for (uint32_t u = p->lru_head; u != PG_NONE && u != stop; u = p->units[u].lru_next) {
         const struct pg_unit *n = &p->units[u];
         if (spare_wanted && n->wanted)
             continue;
@@ -169,5 +198,13 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
 uint32_t pg_policy_victim_locked(struct pager *p)
 {
     uint32_t u = pick(p, true);
-    return u != PG_NONE ? u : pick(p, false);
+    if (u == PG_NONE)
+        u = pick(p, false);
+    if (u == PG_NONE && p->cfg.cache == PAGER_CACHE_TINYLFU) {
+        /* everything is in the window: the least recent that can go */
+        for (u = p->lru_head; u != PG_NONE && p->units[u].wanted; u = p->units[u].lru_next)
+            ;
+        u = u != PG_NONE ? u : p->lru_head;
+    }
+    return u;
 }

@@ -6,6 +6,9 @@
  *     though it is the least recently used;
  *   - pinned-hot reads the profile's hottest experts at open (within half
  *     the budget) and evicts the others first;
+ *   - tinylfu keeps the often used over the once used (as lfu-decay), and
+ *     at a budget of ten experts keeps the most recent one (its window)
+ *     until it is no longer the most recent, then evicts it first;
  * plus --cache parsing and the --stats-json profile reader on good and bad
  * files. */
 #include "record/stats-json.h"
@@ -37,9 +40,11 @@ static void use(struct pager *p, int e)
 
 static void test_lru_lfu(struct t_model *m, uint64_t budget)
 {
-    for (int pol = 0; pol < 2; pol++) {
-        struct pager *p = open_with(m, pol ? PAGER_CACHE_LFU_DECAY : PAGER_CACHE_LRU, budget,
-                                    NULL, 0);
+    static const enum pager_cache pols[] = { PAGER_CACHE_LRU, PAGER_CACHE_LFU_DECAY,
+                                             PAGER_CACHE_TINYLFU };
+    static const char *names[] = { "lru", "lfu-decay", "tinylfu" };
+    for (int pol = 0; pol < 3; pol++) {
+        struct pager *p = open_with(m, pols[pol], budget, NULL, 0);
         CHECK(p, "open failed");
         if (!p)
             continue;
@@ -53,12 +58,44 @@ static void test_lru_lfu(struct t_model *m, uint64_t budget)
         if (pol == 0)
             CHECK(!r0 && r1, "lru: expert 0 (least recent) should go, 1 stay: %d %d", r0, r1);
         else
-            CHECK(r0 && !r1, "lfu-decay: expert 0 (5 uses) should stay, 1 go: %d %d", r0, r1);
+            CHECK(r0 && !r1, "%s: expert 0 (5 uses) should stay, 1 go: %d %d", names[pol], r0,
+                  r1);
         CHECK(pager_resident(p, 0, 4) && pager_resident_bytes(p) <= budget, "budget broken");
-        printf("%s: expert 0 %s, expert 1 %s\n", pol ? "lfu-decay" : "lru",
+        printf("%s: expert 0 %s, expert 1 %s\n", names[pol],
                r0 ? "kept" : "evicted", r1 ? "kept" : "evicted");
         pager_close(p);
     }
+}
+
+/* Ten experts' budget (and half of one, so that a tenth of it surely holds
+ * one expert): 0..9 used three times each, then 10, 11 and 12 once. 10's
+ * read evicts 0 (of equal counts, the most decayed). At 11's read 10 is
+ * the window (the most recent) and 1 goes, where lfu-decay would take 10
+ * (one use); at 12's read 11 is the window and 10, used once, goes before
+ * any of the hotter ones: 2..9 stay. */
+static void test_tinylfu_window(struct t_model *m, uint64_t one)
+{
+    struct pager *p = open_with(m, PAGER_CACHE_TINYLFU, one * 21 / 2, NULL, 0);
+    CHECK(p, "open failed");
+    if (!p)
+        return;
+    for (int r = 0; r < 3; r++)
+        for (int e = 0; e < 10; e++)
+            use(p, e);
+    use(p, 10);
+    use(p, 11);
+    const bool kept10 = pager_resident(p, 0, 10);
+    use(p, 12);
+    const bool gone10 = !pager_resident(p, 0, 10), kept11 = pager_resident(p, 0, 11);
+    int hot = 0;
+    for (int e = 0; e < 10; e++)
+        hot += pager_resident(p, 0, e);
+    CHECK(kept10, "tinylfu: the most recent expert (10) was evicted for 11");
+    CHECK(gone10 && kept11, "tinylfu: 10 (used once, no longer recent) should go for 12");
+    CHECK(hot == 8 && !pager_resident(p, 0, 0) && !pager_resident(p, 0, 1),
+          "tinylfu: %d of the hot experts 0..9 resident, expected 2..9", hot);
+    printf("tinylfu: window kept 10 at 11's read, then evicted it for 12; %d hot kept\n", hot);
+    pager_close(p);
 }
 
 static void test_pinned_hot(struct t_model *m, uint64_t budget)
@@ -123,11 +160,13 @@ static void test_parse_profile(void)
     struct fl_err err = { { 0 } };
     CHECK(pager_cache_parse("lfu-decay", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_DECAY &&
           !prof, "lfu-decay");
+    CHECK(pager_cache_parse("tinylfu", &c, &prof, &err) == 0 && c == PAGER_CACHE_TINYLFU &&
+          !prof, "tinylfu");
     CHECK(pager_cache_parse("pinned-hot:x.json", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && prof && !strcmp(prof, "x.json"), "pinned-hot:FILE");
     CHECK(pager_cache_parse("pinned-hot", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && !prof, "pinned-hot (profile from --calibrate)");
-    static const char *bad[] = { "", "lfu", "pinned-hot:", "LRU", "pinned-hotx" };
+    static const char *bad[] = { "", "lfu", "pinned-hot:", "LRU", "pinned-hotx", "tinylfu:" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(pager_cache_parse(bad[i], &c, &prof, &err) == -EINVAL && strstr(err.msg, "--cache"),
               "'%s' accepted", bad[i]);
@@ -174,10 +213,11 @@ int main(void)
     CHECK(p, "open failed");
     uint64_t budget = p ? pager_min_budget(p) : 0; /* n_used experts exactly */
     pager_close(p);
-    CHECK(m.ml->layers[0].n_expert_used == 4 && m.ml->layers[0].n_expert >= 10,
-          "the test assumes top-4 of >= 10 experts");
+    CHECK(m.ml->layers[0].n_expert_used == 4 && m.ml->layers[0].n_expert >= 13,
+          "the test assumes top-4 of >= 13 experts");
     if (budget) {
         test_lru_lfu(&m, budget);
+        test_tinylfu_window(&m, budget / 4);
         test_pinned_hot(&m, budget);
         test_set_hot(&m, budget);
     }
