@@ -11,8 +11,10 @@
  *   - the VRAM cache (backend/cuda/expert-lru.h): LRU and lfu-decay at
  *     half-lives of 8, 32 and 128 tokens; a layer's slots held together;
  *   - the RAM cache (pager/sim.h, the pager's own policy code): lru,
- *     lfu-decay, tinylfu, and pinned-hot with the profile of the -t traces
- *     (every token's choices counted, as --calibrate does);
+ *     lfu-decay, lfu-step, and pinned-hot with the profile of the -t traces
+ *     (every token's choices counted, as --calibrate does); and a what-if:
+ *     lfu-step counting a use per token that chose the expert rather than
+ *     per acquire (the pager is not told those counts today);
  *   - Belady's MIN (pager/belady.h) with the same capacity: slots =
  *     experts of one size, so the RAM budget is slots x expert bytes.
  * Hit % = 100 * (1 - reads / acquires), every replay from an empty cache
@@ -20,9 +22,11 @@
  * trace alone, or each group of N).
  *   bench-xlru [-s N] [-t TUNE.flrt]... [-p PCT]... [-c SLOTS]... [-g] TRACE.flrt...
  * -p: cache sizes in % of all experts (default 15 25 50); -c: in experts;
- * -g: the tinylfu grid (half-life x window) for tuning, RAM cache only. */
+ * -g: the lfu-step grid (half-life x window x clock) for tuning, RAM cache
+ * only. */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,7 @@ struct stream {
     int32_t *layer;   /* [n_groups] */
     size_t *start;    /* [n_groups + 1] into expert */
     int32_t *expert;  /* [n_req] */
+    int32_t *uses;    /* [n_req]: how many of the sequences chose it */
 };
 
 struct opts {
@@ -56,26 +61,29 @@ static void stream_free(struct stream *s)
     free(s->layer);
     free(s->start);
     free(s->expert);
+    free(s->uses);
 }
 
 /* The union of r[0..n)'s choices at (step t, layer l), ascending, into out;
  * returns its size. A trace shorter than t is done and adds nothing. */
 static int step_union(const struct flref_routing *r, int n, int t, int l, int n_expert,
-                      unsigned char *seen, int32_t *out)
+                      int32_t *seen, int32_t *out, int32_t *uses)
 {
-    memset(seen, 0, (size_t)n_expert);
+    memset(seen, 0, (size_t)n_expert * sizeof(*seen));
     for (int s = 0; s < n; s++) {
         if (t >= r[s].n_pos)
             continue;
         const int32_t *ids = r[s].ids + ((size_t)t * r[s].n_layers + l) * r[s].k;
         for (int j = 0; j < r[s].k; j++)
             if (ids[j] >= 0 && ids[j] < n_expert)
-                seen[ids[j]] = 1;
+                seen[ids[j]]++;
     }
     int m = 0;
     for (int e = 0; e < n_expert; e++)
-        if (seen[e])
+        if (seen[e]) {
+            uses[m] = seen[e];
             out[m++] = e;
+        }
     return m;
 }
 
@@ -89,15 +97,17 @@ static int stream_build(const struct flref_routing *r, int n, int n_expert, stru
     s->layer = malloc(ng * sizeof(int32_t));
     s->start = malloc((ng + 1) * sizeof(size_t));
     s->expert = malloc(ng * (size_t)n_expert * sizeof(int32_t));
-    unsigned char *seen = malloc((size_t)n_expert);
-    if (!s->layer || !s->start || !s->expert || !seen) {
+    s->uses = malloc(ng * (size_t)n_expert * sizeof(int32_t));
+    int32_t *seen = malloc((size_t)n_expert * sizeof(int32_t));
+    if (!s->layer || !s->start || !s->expert || !s->uses || !seen) {
         free(seen);
         return -ENOMEM;
     }
     s->start[0] = 0;
     for (int t = 0; t < steps; t++)
         for (int l = 0; l < s->n_layers; l++) {
-            const int m = step_union(r, n, t, l, n_expert, seen, s->expert + s->n_req);
+            const int m = step_union(r, n, t, l, n_expert, seen, s->expert + s->n_req,
+                                     s->uses + s->n_req);
             s->layer[s->n_groups] = l;
             s->n_req += (size_t)m;
             s->start[++s->n_groups] = s->n_req;
@@ -138,8 +148,10 @@ static double replay_vram(const struct stream *s, int n_slots, double half_life_
     return s->n_req && held ? (double)st.hits / (double)s->n_req : NAN;
 }
 
-/* RAM cache hit rate through the pager's policy code. */
-static double replay_ram(const struct stream *s, struct pager_sim_config cfg, int n_slots)
+/* RAM cache hit rate through the pager's policy code; by_tokens: a use
+ * per token that chose the expert, not per acquire. */
+static double replay_ram(const struct stream *s, struct pager_sim_config cfg, int n_slots,
+                         bool by_tokens)
 {
     struct pager_sim *ps;
     cfg.n_layers = s->n_layers;
@@ -150,8 +162,9 @@ static double replay_ram(const struct stream *s, struct pager_sim_config cfg, in
     if (pager_sim_create(&cfg, &ps))
         return NAN;
     for (size_t g = 0; g < s->n_groups; g++)
-        pager_sim_layer(ps, s->layer[g], s->expert + s->start[g],
-                        (int)(s->start[g + 1] - s->start[g]));
+        pager_sim_layer_uses(ps, s->layer[g], s->expert + s->start[g],
+                             by_tokens ? s->uses + s->start[g] : NULL,
+                             (int)(s->start[g + 1] - s->start[g]));
     const struct pager_sim_stats st = pager_sim_stats(ps);
     pager_sim_destroy(ps);
     return st.acquires ? 1.0 - (double)st.loads / (double)st.acquires : NAN;
@@ -182,19 +195,22 @@ struct col {
     enum col_kind kind;
     double half_life;        /* tokens; VRAM 0: LRU; RAM 0: the policy's own */
     enum pager_cache cache;  /* RAM */
-    double window;           /* RAM tinylfu; < 0: its own */
+    double window;           /* RAM lfu-step; < 0: its own */
+    int clock;               /* RAM: pager_sim_config's */
+    bool by_tokens;          /* RAM: a use per token that chose it */
 };
 
 static const struct col cols[] = {
-    { "VRAM LRU", COL_VRAM, 0, 0, -1 },
-    { "VRAM lfu-decay 8", COL_VRAM, 8, 0, -1 },
-    { "VRAM lfu-decay 32", COL_VRAM, 32, 0, -1 },
-    { "VRAM lfu-decay 128", COL_VRAM, 128, 0, -1 },
-    { "RAM lru", COL_RAM, 0, PAGER_CACHE_LRU, -1 },
-    { "RAM lfu-decay", COL_RAM, 0, PAGER_CACHE_LFU_DECAY, -1 },
-    { "RAM pinned-hot", COL_RAM, 0, PAGER_CACHE_PINNED_HOT, -1 },
-    { "RAM tinylfu", COL_RAM, 0, PAGER_CACHE_TINYLFU, -1 },
-    { "Belady MIN", COL_MIN, 0, 0, -1 },
+    { "VRAM LRU", COL_VRAM, 0, 0, -1, 0, false },
+    { "VRAM lfu-decay 8", COL_VRAM, 8, 0, -1, 0, false },
+    { "VRAM lfu-decay 32", COL_VRAM, 32, 0, -1, 0, false },
+    { "VRAM lfu-decay 128", COL_VRAM, 128, 0, -1, 0, false },
+    { "RAM lru", COL_RAM, 0, PAGER_CACHE_LRU, -1, 0, false },
+    { "RAM lfu-decay", COL_RAM, 0, PAGER_CACHE_LFU_DECAY, -1, 0, false },
+    { "RAM pinned-hot", COL_RAM, 0, PAGER_CACHE_PINNED_HOT, -1, 0, false },
+    { "RAM lfu-step", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, false },
+    { "RAM lfu-step by tokens (what-if)", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, true },
+    { "Belady MIN", COL_MIN, 0, 0, -1, 0, false },
 };
 #define N_COLS (sizeof(cols) / sizeof(cols[0]))
 
@@ -213,8 +229,9 @@ static double replay(const struct stream *s, const struct col *c, int slots,
     if (c->cache == PAGER_CACHE_PINNED_HOT && !pf->n)
         return NAN; /* no -t traces: no profile */
     struct pager_sim_config cfg = { .cache = c->cache, .half_life_tokens = c->half_life,
-                                    .window_frac = c->window, .hot = pf->hot, .n_hot = pf->n };
-    return replay_ram(s, cfg, slots);
+                                    .window_frac = c->window, .clock = c->clock,
+                                    .hot = pf->hot, .n_hot = pf->n };
+    return replay_ram(s, cfg, slots, c->by_tokens);
 }
 
 /* pinned-hot's profile: every token's choice in the tuning traces. */
@@ -280,31 +297,33 @@ static void print_table(const struct stream *st, int n_st, const struct opts *o,
     }
 }
 
-/* -g: tinylfu over half-life x window (window 0 is lfu-decay with that
- * half-life), RAM cache, to choose its constants on tuning traces. */
+/* -g: lfu-step over half-life x window x clock (window 0 with the acquire
+ * clock is lfu-decay with that half-life), RAM cache, to choose its
+ * constants on tuning traces. */
 static void print_grid(const struct stream *st, int n_st, const struct opts *o)
 {
     static const double hl[] = { 8, 16, 32, 64, 128, 256, 1e9 };
-    static const double win[] = { 0, 0.05, 0.1, 0.2, 0.3 };
+    static const double win[] = { 0, 0.05, 0.1, 0.2 };
     const int keys = st[0].n_layers * st[0].n_expert;
     int sz[2 * MAX_SIZES];
     const int n_sz = sizes(o, keys, st[0].k, sz);
     for (int i = 0; i < n_sz; i++) {
-        printf("\ntinylfu, RAM, %.1f %% (%d experts): rows half-life (tokens), columns window\n",
-               100.0 * sz[i] / keys, sz[i]);
-        printf("| half-life |");
-        for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++)
-            printf(" %.2f |", win[w]);
-        printf("\n|---:|---:|---:|---:|---:|---:|\n");
+        printf("\nlfu-step, RAM, %.1f %% (%d experts): rows half-life (tokens), columns window "
+               "and clock\n| half-life |", 100.0 * sz[i] / keys, sz[i]);
+        for (int c = 2; c >= 1; c--)
+            for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++)
+                printf(" %.2f %s |", win[w], c == 1 ? "steps" : "acquires");
+        printf("\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (size_t h = 0; h < sizeof(hl) / sizeof(hl[0]); h++) {
             printf("| %9.0f |", hl[h]);
-            for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++) {
-                const struct col c = { "", COL_RAM, hl[h], PAGER_CACHE_TINYLFU, win[w] };
-                double sum = 0;
-                for (int s = 0; s < n_st; s++)
-                    sum += replay(&st[s], &c, sz[i], &(struct profile){ 0 });
-                printf(" %5.1f |", 100.0 * sum / n_st);
-            }
+            for (int c = 2; c >= 1; c--)
+                for (size_t w = 0; w < sizeof(win) / sizeof(win[0]); w++) {
+                    const struct col cl = { "", COL_RAM, hl[h], PAGER_CACHE_LFU_STEP, win[w], c, false };
+                    double sum = 0;
+                    for (int s = 0; s < n_st; s++)
+                        sum += replay(&st[s], &cl, sz[i], &(struct profile){ 0 });
+                    printf(" %5.1f |", 100.0 * sum / n_st);
+                }
             printf("\n");
         }
     }
@@ -394,14 +413,14 @@ int main(int argc, char **argv)
     for (int s = 0; s < n_st; s++)
         if (stream_build(mr + s * o.seqs, o.seqs, n_expert, &st[s]))
             goto out;
-    size_t req = 0;
+    size_t req = 0, groups = 0;
     for (int s = 0; s < n_st; s++)
-        req += st[s].n_req;
+        req += st[s].n_req, groups += st[s].n_groups;
     printf("%d trace(s), %d MoE layers, top-%d of %d experts (%d keys); %d sequence(s) stepped "
            "together, %d replay(s), %.1f acquires per layer step; pinned-hot profile: %d "
            "tuning trace(s)\n", o.n_meas, mr[0].n_layers, mr[0].k, n_expert,
            mr[0].n_layers * n_expert, o.seqs, n_st,
-           (double)req / (double)(st[0].n_groups * (size_t)n_st), o.n_tune);
+           (double)req / (double)groups, o.n_tune);
     if (o.grid)
         print_grid(st, n_st, &o);
     else

@@ -486,7 +486,7 @@ int pager_acquire(struct pager *p, int layer, int expert)
     if (rc == 0) {
         pin(p, u);
         n->spec = n->wanted = n->cold = false;
-        pg_policy_touch_locked(p, u);
+        pg_policy_touch_locked(p, u, 1);
         if (n->state == PG_RESIDENT) {
             FL_PROBE_HIT(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
                          p->ranges[n->first].off);

@@ -90,6 +90,8 @@ int pager_sim_create(const struct pager_sim_config *c, struct pager_sim **out)
         p->half_life = c->half_life_tokens * c->n_layers * c->n_used;
     if (c->window_frac >= 0)
         p->window_frac = c->window_frac;
+    if (c->clock)
+        p->step_clock = c->clock == 1;
     p->cfg.hot = NULL; /* read during create only, as pager_open does */
     /* pinned-hot's warm start: the hot set is read at open. Those reads
      * count (every replay starts from an empty cache, MIN's too). */
@@ -113,13 +115,13 @@ void pager_sim_destroy(struct pager_sim *s)
 /* pager_acquire + pager_release of one unit: pinned (out of the list, so
  * its own read cannot evict it), a use for the policy, read if a read of
  * this layer pushed it out, then most recent. */
-static void acquire(struct pager_sim *s, uint32_t u)
+static void acquire(struct pager_sim *s, uint32_t u, uint32_t uses)
 {
     struct pager *p = &s->p;
     struct pg_unit *n = &p->units[u];
     pg_lru_remove(p, u);
     n->wanted = false;
-    pg_policy_touch_locked(p, u);
+    pg_policy_touch_locked(p, u, uses);
     if (n->state != PG_RESIDENT) {
         s->st.rereads++;
         if (!load(s, u))
@@ -129,6 +131,12 @@ static void acquire(struct pager_sim *s, uint32_t u)
 }
 
 void pager_sim_layer(struct pager_sim *s, int layer, const int32_t *experts, int n)
+{
+    pager_sim_layer_uses(s, layer, experts, NULL, n);
+}
+
+void pager_sim_layer_uses(struct pager_sim *s, int layer, const int32_t *experts,
+                          const int32_t *uses, int n)
 {
     struct pager *p = &s->p;
     if (layer < 0 || layer >= p->n_layers)
@@ -159,7 +167,8 @@ void pager_sim_layer(struct pager_sim *s, int layer, const int32_t *experts, int
     for (int pass = 1; pass >= 0; pass--) /* resident first, then the ones read */
         for (int i = 0; i < n; i++)
             if (experts[i] >= 0 && experts[i] < p->n_expert && s->ready[experts[i]] == pass)
-                acquire(s, (uint32_t)ids[experts[i]]);
+                acquire(s, (uint32_t)ids[experts[i]],
+                        uses && uses[i] > 0 ? (uint32_t)uses[i] : 1);
 }
 
 struct pager_sim_stats pager_sim_stats(const struct pager_sim *s) { return s->st; }

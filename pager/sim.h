@@ -29,9 +29,11 @@ struct pager_sim_config {
     const struct pager_hot_unit *hot;
     int n_hot;
     double hot_fraction;
-    /* 0: the policy's own; else lfu-decay's / tinylfu's half-life in tokens */
+    /* 0: the policy's own; else lfu-decay's / lfu-step's half-life in tokens */
     double half_life_tokens;
-    double window_frac;              /* tinylfu: < 0 keeps the policy's own */
+    double window_frac;              /* lfu-step: < 0 keeps the policy's own */
+    int clock;                       /* the decays count 0: as the policy does, 1: layer
+                                      * steps, 2: acquires */
 };
 
 struct pager_sim_stats {
@@ -47,6 +49,11 @@ void pager_sim_destroy(struct pager_sim *s);
 /* experts[0..n): the union the layer's router chose over the batch, in
  * ascending order (the engine's L->order). Ids out of range are skipped. */
 void pager_sim_layer(struct pager_sim *s, int layer, const int32_t *experts, int n);
+/* The same, each acquire counting uses[i] uses for the frequency policies
+ * (the tokens of the batch that chose it) instead of one: what the pager
+ * would do if the engine told it how many tokens each expert serves. */
+void pager_sim_layer_uses(struct pager_sim *s, int layer, const int32_t *experts,
+                          const int32_t *uses, int n);
 struct pager_sim_stats pager_sim_stats(const struct pager_sim *s);
 
 #endif

@@ -20,7 +20,7 @@
 #      N_GEN=16 N_CAL=64 THREADS=2 RESERVE_MIB=160 CAPS="15 25 50"
 #      PREFETCH="none router lookahead:1 history" CACHE="lru lfu-decay pinned-hot"
 #      FL=build/faultline  KEEP=1 (keep raw outputs)
-#      REPLAY=0 (skip the replay below)  N_TRACE=96  SEQS=16  TRACES=DIR (reuse traces)
+#      REPLAY=0 (skip the replay below)  N_TRACE=128  SEQS=16  TRACES=DIR (reuse traces)
 # Needs root (cgroups, drop_caches) and python3. Prints one table, sorted by
 # decode tokens/s within each cap; then the same caps' expert budgets (in
 # experts: budget / bytes of one expert) replayed offline by bench-xlru on
@@ -36,7 +36,7 @@ CAPS=${CAPS:-15 25 50}
 PREFETCH=${PREFETCH:-none router lookahead:1 history}
 CACHE=${CACHE:-lru lfu-decay pinned-hot}
 FL=${FL:-build/faultline}
-REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-96} SEQS=${SEQS:-16}
+REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-128} SEQS=${SEQS:-16}
 BENCH_NAME=bench-prefetch
 . scripts/lib-bench.sh
 

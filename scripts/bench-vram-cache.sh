@@ -7,18 +7,18 @@
 # and N_GEN greedy tokens each: cache-tune.txt for pinned-hot's profile and
 # any tuning, cache-held.txt held apart for the figures), then replays the
 # held-apart traces with bench-xlru through the VRAM cache (LRU, lfu-decay)
-# and the RAM cache (the pager's lru, lfu-decay, pinned-hot, tinylfu) at
+# and the RAM cache (the pager's lru, lfu-decay, pinned-hot, lfu-step) at
 # caches of 15, 25 and 50 % of the experts: each trace alone (the mean over
 # them), and SEQS of them stepped together as one batch.
-#   scripts/bench-vram-cache.sh   env: MODEL=FILE N_GEN=96 THREADS=2 SEQS=16
+#   scripts/bench-vram-cache.sh   env: MODEL=FILE N_GEN=128 THREADS=2 SEQS=16
 #                                      TRACES=DIR (keep / reuse the traces)
-#                                      GRID=1 (also tinylfu's constants on the tuning traces)
+#                                      GRID=1 (also lfu-step's constants on the tuning traces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench-vram-cache
 FL=${FAULTLINE:-build/faultline}
 . scripts/lib-bench.sh
-N_GEN=${N_GEN:-96} THREADS=${THREADS:-2} SEQS=${SEQS:-16}
+N_GEN=${N_GEN:-128} THREADS=${THREADS:-2} SEQS=${SEQS:-16}
 if [ ! -x "$FL" ] || [ ! -x build/bench-xlru ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build --target faultline bench-xlru >/dev/null
@@ -44,7 +44,7 @@ if [ "${#held[@]}" -ge "$SEQS" ]; then
 fi
 if [ -n "${GRID:-}" ]; then
   echo
-  echo "## tinylfu's constants on the tuning prompts (each alone, then all stepped together)"
+  echo "## lfu-step's constants on the tuning prompts (each alone, then all stepped together)"
   build/bench-xlru -g "${tune_files[@]}"
   build/bench-xlru -g -s "${#tune_files[@]}" "${tune_files[@]}"
 fi

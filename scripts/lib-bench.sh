@@ -133,7 +133,7 @@ bench_cleanup() {
 # bench_traces DIR N_GEN THREADS: routing traces (FLRT) of $model for the
 # offline cache replays (bench-xlru), one per prompt line of
 # scripts/prompts/cache-tune.txt (DIR/tune-N.flrt: what any tuning may look
-# at: pinned-hot's profile, tinylfu's constants) and of
+# at: pinned-hot's profile, lfu-step's constants) and of
 # scripts/prompts/cache-held.txt (DIR/held-N.flrt: held apart, only for the
 # figures). Each is the prompt and N_GEN greedy tokens, fully resident.
 # Traces already in DIR are kept (TRACES=DIR reuses a previous run's).

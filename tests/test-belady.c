@@ -5,7 +5,7 @@
  *     test's own, not the code under test) on random small grouped traces;
  *   - no policy replayed through the pager's code reads less than MIN on
  *     the same requests, and the replay reproduces hand-counted LRU and
- *     tinylfu outcomes. */
+ *     lfu-step outcomes. */
 #include <errno.h>
 #include <string.h>
 
@@ -124,12 +124,14 @@ static void test_exhaustive(void)
 }
 
 /* Loads of one policy on layer-0 requests, one group per call. */
+static double window = -1; /* lfu-step's window, < 0: its own */
+
 static uint64_t sim_loads(enum pager_cache c, const int32_t *k, const int32_t *g, int n,
                           int n_keys, int cap, uint64_t *ready)
 {
     struct pager_sim_config cfg = { .n_layers = 1, .n_expert = n_keys, .n_used = 1,
                                     .unit_bytes = 4096, .budget = 4096u * (unsigned)cap,
-                                    .cache = c, .window_frac = -1 };
+                                    .cache = c, .window_frac = window };
     struct pager_sim *s;
     if (pager_sim_create(&cfg, &s))
         return UINT64_MAX;
@@ -157,7 +159,7 @@ static uint64_t sim_loads(enum pager_cache c, const int32_t *k, const int32_t *g
 static void test_sim(void)
 {
     static const enum pager_cache pol[] = { PAGER_CACHE_LRU, PAGER_CACHE_LFU_DECAY,
-                                            PAGER_CACHE_TINYLFU };
+                                            PAGER_CACHE_LFU_STEP };
     for (int t = 0; t < 200; t++) {
         int32_t k[64], g[64];
         const int n_keys = 4 + (int)(next_rand() % 8), cap = 2 + (int)(next_rand() % 3);
@@ -177,16 +179,27 @@ static void test_sim(void)
     uint64_t ready = 0;
     CHECK(sim_loads(PAGER_CACHE_LRU, scan, sg, 12, 4, 3, &ready) == 12 && ready == 0,
           "lru on a scan larger than the cache");
-    /* tinylfu, 4 frames (window 0.1 of them: empty): expert 0 used 5
-     * times stays while 1, 2, 3, 4, 5 pass through once each; lru keeps
-     * the last four, so 0 is read again at the end */
+    /* lfu-step, 4 frames: expert 0 used 5 times stays while 1, 2, 3, 4, 5
+     * pass through once each; lru keeps the last four, so 0 is read again
+     * at the end */
     static const int32_t hot[] = { 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 0 };
     int32_t hg[11];
     for (int i = 0; i < 11; i++)
         hg[i] = i;
-    CHECK(sim_loads(PAGER_CACHE_TINYLFU, hot, hg, 11, 6, 4, NULL) == 6, "tinylfu keeps the hot");
+    CHECK(sim_loads(PAGER_CACHE_LFU_STEP, hot, hg, 11, 6, 4, NULL) == 6, "lfu-step keeps the hot");
     CHECK(sim_loads(PAGER_CACHE_LRU, hot, hg, 11, 6, 4, NULL) == 7, "lru forgets the hot");
-    printf("replay: no policy below MIN; lru and tinylfu as counted by hand\n");
+    /* a window of a quarter of 4 frames (the most recent expert): 0, 1, 2
+     * used three times, 3 once, then 4 and 3. Without it 4 evicts 3 (one
+     * use) and 3 is read again, evicting 4: 6 loads; with it 3 is the
+     * window at 4's read, 0 goes (the most decayed of the hot), 3 hits: 5 */
+    static const int32_t w[] = { 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 4, 3 };
+    const uint64_t off = sim_loads(PAGER_CACHE_LFU_STEP, w, sg, 12, 5, 4, NULL);
+    window = 0.25;
+    const uint64_t on = sim_loads(PAGER_CACHE_LFU_STEP, w, sg, 12, 5, 4, NULL);
+    window = -1;
+    CHECK(off == 6 && on == 5, "lfu-step's window: %llu loads without, %llu with (6, 5)",
+          (unsigned long long)off, (unsigned long long)on);
+    printf("replay: no policy below MIN; lru and lfu-step as counted by hand\n");
 }
 
 int main(void)

@@ -110,7 +110,7 @@ static void one_model(const char *cli, const char *model, const char *dir)
     FILE *f = fopen(cal, "w");
     CHECK(f && fputs(CALIBRATION_TEXT, f) >= 0 && fclose(f) == 0, "cannot write %s", cal);
     /* pinned-hot twice: a --stats-json profile, and a --calibrate pass */
-    const char *caches[] = { "lru", "lfu-decay", cache_hot, "pinned-hot", "tinylfu" };
+    const char *caches[] = { "lru", "lfu-decay", cache_hot, "pinned-hot", "lfu-step" };
     int runs = 0, same = 0;
     for (int pi = 0; pi < 4; pi++)
         for (int ci = 0; ci < 5; ci++) {
