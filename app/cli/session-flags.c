@@ -105,7 +105,7 @@ void eng_session_print_usage(FILE *out)
         "  --prefetch none|router|lookahead[:D]|history[:W]\n"
         "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
         "  --cache lru|lfu-decay|lfu-step|pinned-hot[:STATS.json]\n"
-        "                              which expert to evict (default lfu-decay); the VRAM\n"
+        "                              which expert to evict (default lfu-step); the VRAM\n"
         "                              expert cache follows: lru, else lfu-decay\n"
         "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
