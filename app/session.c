@@ -568,7 +568,8 @@ void eng_session_params_init(struct eng_session_params *p)
     p->pager_mode = PAGER_MODE_AUTO;
     p->numa = FL_NUMA_OFF;
     fl_predict_config_init(&p->predict);
-    p->cache = PAGER_CACHE_LFU_DECAY; /* won the grid at a 25 % cap (docs/prefetch.md) */
+    /* won the held-apart replays, one sequence and 16 together (docs/prefetch.md) */
+    p->cache = PAGER_CACHE_LFU_STEP;
     p->gpu_experts = ENG_GPU_EXPERTS_COPY;
 }
 

@@ -129,7 +129,11 @@ struct pager {
     uint32_t lru_head, lru_tail;  /* head = least recently used */
     struct pg_queue dq, pq;       /* demand and prefetch requests */
     uint64_t tick;                /* acquires so far: the policies' clock */
-    double half_life;             /* lfu-decay: acquires for a use to count half */
+    double half_life;             /* lfu-decay, lfu-step: clock ticks for a use to count half */
+    double window_frac;           /* lfu-step: share of the budget a recency window holds (0) */
+    bool step_clock;              /* lfu-step: the decay counts layer steps, not acquires */
+    uint64_t steps;               /* n_used per layer step the acquires made */
+    int32_t clock_layer;          /* the layer of the last acquire */
     struct pg_pending *pend;
     uint32_t n_pend, cap_pend;
     pager_held_fn held;        /* pager_set_held_elsewhere: prefetches it answers true for are skipped */
@@ -183,6 +187,11 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
 
 /* residency.c */
 int pg_res_init(struct pager *p);
+/* Under mu: the list of unpinned resident units (head = least recent).
+ * remove is a no-op for a unit not in it. (Also sim.c's replay.) */
+void pg_lru_remove(struct pager *p, uint32_t u);
+void pg_lru_push_mru(struct pager *p, uint32_t u);
+void pg_lru_push_lru(struct pager *p, uint32_t u);
 void pg_res_free(struct pager *p);
 /* Under mu: queue u for loading (demand or prefetch). */
 void pg_request_locked(struct pager *p, uint32_t u, bool demand);
@@ -196,8 +205,9 @@ void pg_fail(struct pager *p, int err, const char *fmt, ...) __attribute__((form
 void pg_pending_add_locked(struct pager *p, uint64_t page_off, uint32_t u);
 
 /* policy.c (the cache policy: which unpinned resident unit to evict) */
-/* Under mu: a unit was acquired (a use). */
-void pg_policy_touch_locked(struct pager *p, uint32_t u);
+/* Under mu: a unit was acquired: `uses` uses (the pager counts one per
+ * acquire; sim.c's replay may count the tokens that chose it). */
+void pg_policy_touch_locked(struct pager *p, uint32_t u, uint32_t uses);
 /* Under mu: the unit to evict next among the unpinned resident ones, or PG_NONE. */
 uint32_t pg_policy_victim_locked(struct pager *p);
 /* Marks cfg.hot units (up to cfg.hot_fraction of the budget) and sets the

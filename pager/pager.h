@@ -47,6 +47,7 @@ enum pager_cache {
     PAGER_CACHE_LRU = 0,     /* least recently used */
     PAGER_CACHE_LFU_DECAY,   /* fewest uses, each use's weight halving every few tokens */
     PAGER_CACHE_PINNED_HOT,  /* cfg.hot experts stay; LRU over the rest */
+    PAGER_CACHE_LFU_STEP,    /* lfu-decay counting layer steps, not acquires; longer half-life */
 };
 
 /* An expert and how hot a profile says it is. */

@@ -1,4 +1,4 @@
-/* policy.c: the cache policies (lru, lfu-decay, pinned-hot). See
+/* policy.c: the cache policies (lru, lfu-decay, pinned-hot, lfu-step). See
  * pager/policy.h. */
 #include "pager/policy.h"
 
@@ -15,6 +15,14 @@
  * long enough to see a hot expert come back, short enough to forget a topic. */
 #define LFU_HALF_LIFE_TOKENS 8.0
 #define DEFAULT_HOT_FRACTION 0.5
+/* lfu-step: popularity is mostly a property of the model (issue 19), so its
+ * counts forget four times slower than lfu-decay's. Both constants were
+ * chosen on the tuning traces of scripts/bench-vram-cache.sh (GRID=1):
+ * half-lives of 16-64 tokens are within a point of each other, alone and 8
+ * sequences stepped together; a recency window (TinyLFU's: the most recent
+ * window x budget never evicted) only lost, by 0-4 points, so it is off. */
+#define LFU_STEP_HALF_LIFE_TOKENS 32.0
+#define LFU_STEP_WINDOW 0.0
 
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err)
@@ -24,14 +32,16 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
         *out = PAGER_CACHE_LRU;
     } else if (s && !strcmp(s, "lfu-decay")) {
         *out = PAGER_CACHE_LFU_DECAY;
+    } else if (s && !strcmp(s, "lfu-step")) {
+        *out = PAGER_CACHE_LFU_STEP;
     } else if (s && !strcmp(s, "pinned-hot")) {
         *out = PAGER_CACHE_PINNED_HOT; /* the profile comes from a calibration pass */
     } else if (s && !strncmp(s, "pinned-hot:", 11) && s[11]) {
         *out = PAGER_CACHE_PINNED_HOT;
         *profile = s + 11;
     } else {
-        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, pinned-hot or "
-                          "pinned-hot:STATS.json, got '%s'", s ? s : "");
+        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, lfu-step, "
+                          "pinned-hot or pinned-hot:STATS.json, got '%s'", s ? s : "");
     }
     return 0;
 }
@@ -82,8 +92,12 @@ static struct pager_hot_unit *sorted_copy(const struct pager_hot_unit *hot, int 
 
 void pg_policy_init(struct pager *p)
 {
-    p->half_life = LFU_HALF_LIFE_TOKENS * (p->n_layers > 0 ? p->n_layers : 1) *
-                   (p->n_used > 0 ? p->n_used : 1);
+    const bool step = p->cfg.cache == PAGER_CACHE_LFU_STEP;
+    p->half_life = (step ? LFU_STEP_HALF_LIFE_TOKENS : LFU_HALF_LIFE_TOKENS) *
+                   (p->n_layers > 0 ? p->n_layers : 1) * (p->n_used > 0 ? p->n_used : 1);
+    p->window_frac = LFU_STEP_WINDOW;
+    p->step_clock = step;
+    p->clock_layer = -1;
     if (p->cfg.cache != PAGER_CACHE_PINNED_HOT)
         return;
     struct pager_hot_unit *v = sorted_copy(p->cfg.hot, p->cfg.n_hot);
@@ -120,28 +134,65 @@ void pg_policy_warm(struct pager *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-static double decayed(const struct pager *p, const struct pg_unit *n)
+/* The decays' clock. lfu-decay counts acquires; lfu-step counts steps
+ * through the layers (n_used per layer the acquires visit), so that a
+ * batch, whose steps acquire the union of many sequences' experts, forgets
+ * at the pace of tokens as a single sequence does, not several times
+ * faster. */
+static uint64_t clock_now(const struct pager *p)
 {
-    return (double)n->freq * exp2(-(double)(p->tick - n->freq_tick) / p->half_life);
+    return p->step_clock ? p->steps : p->tick;
 }
 
-void pg_policy_touch_locked(struct pager *p, uint32_t u)
+static double decayed(const struct pager *p, const struct pg_unit *n)
+{
+    return (double)n->freq * exp2(-(double)(clock_now(p) - n->freq_tick) / p->half_life);
+}
+
+void pg_policy_touch_locked(struct pager *p, uint32_t u, uint32_t uses)
 {
     struct pg_unit *n = &p->units[u];
-    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY) {
-        n->freq = (float)(decayed(p, n) + 1.0);
-        n->freq_tick = p->tick;
+    /* a new layer's acquires, or an expert this step used already (a
+     * model with one MoE layer): the next step */
+    if (p->step_clock &&
+        (n->layer != p->clock_layer || (n->freq > 0 && n->freq_tick == p->steps))) {
+        p->steps += (uint64_t)(p->n_used > 0 ? p->n_used : 1);
+        p->clock_layer = n->layer;
+    }
+    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY || p->cfg.cache == PAGER_CACHE_LFU_STEP) {
+        n->freq = (float)(decayed(p, n) + (double)uses);
+        n->freq_tick = clock_now(p);
     }
     p->tick++;
 }
 
+/* lfu-step's window: the most recent units, up to window_frac of the budget,
+ * counted from the MRU end. Returns the oldest unit of the window (the
+ * scan for a victim stops there), or PG_NONE when the window is empty. */
+static uint32_t window_start(const struct pager *p)
+{
+    const uint64_t room = (uint64_t)((double)p->budget * p->window_frac);
+    uint64_t used = 0;
+    uint32_t first = PG_NONE;
+    for (uint32_t u = p->lru_tail; u != PG_NONE; u = p->units[u].lru_prev) {
+        if (used + p->units[u].charge > room)
+            break;
+        used += p->units[u].charge;
+        first = u;
+    }
+    return first;
+}
+
 /* The policy's choice among the unpinned resident units, skipping those
- * the current layer routed (wanted) unless spare_wanted is false. */
+ * the current layer routed (wanted) unless spare_wanted is false. lfu-step
+ * is lfu-decay outside its window (if any): an expert used once stays while
+ * it is recent, then goes before any hotter one (TinyLFU's admission). */
 static uint32_t pick(struct pager *p, bool spare_wanted)
 {
     uint32_t best = PG_NONE;
     double low = INFINITY;
-    for (uint32_t u = p->lru_head; u != PG_NONE; u = p->units[u].lru_next) {
+    const uint32_t stop = p->cfg.cache == PAGER_CACHE_LFU_STEP ? window_start(p) : PG_NONE;
+    for (uint32_t u = p->lru_head; u != PG_NONE && u != stop; u = p->units[u].lru_next) {
         const struct pg_unit *n = &p->units[u];
         if (spare_wanted && n->wanted)
             continue;
@@ -169,5 +220,13 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
 uint32_t pg_policy_victim_locked(struct pager *p)
 {
     uint32_t u = pick(p, true);
-    return u != PG_NONE ? u : pick(p, false);
+    if (u == PG_NONE)
+        u = pick(p, false);
+    if (u == PG_NONE && p->cfg.cache == PAGER_CACHE_LFU_STEP) {
+        /* everything is in the window: the least recent that can go */
+        for (u = p->lru_head; u != PG_NONE && p->units[u].wanted; u = p->units[u].lru_next)
+            ;
+        u = u != PG_NONE ? u : p->lru_head;
+    }
+    return u;
 }

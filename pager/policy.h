@@ -6,14 +6,20 @@
  * one with the smallest use count, each use weighing 2^(-age / half-life)
  * with a half-life of 8 tokens' worth of acquires; pinned-hot never evicts
  * the profile's hottest experts (those that fit in hot_fraction of the
- * budget) while any other expert can go, and runs LRU over the rest. */
+ * budget) while any other expert can go, and runs LRU over the rest;
+ * lfu-step is lfu-decay batch-aware and with a longer memory: its clock
+ * counts steps through the layers (n_used per layer), not acquires, so a
+ * batch that acquires the union of many sequences' experts forgets at the
+ * pace of tokens, and a use counts half after 32 tokens; an expert used
+ * once can push out only the rarely used. pager/sim.h replays
+ * them all offline, pager/belady.h gives the optimum they are judged by. */
 #ifndef FL_PAGER_POLICY_H
 #define FL_PAGER_POLICY_H
 
 #include "base/error.h"
 #include "pager/pager.h"
 
-/* "lru", "lfu-decay" or "pinned-hot:STATS.json" (a previous run's
+/* "lru", "lfu-decay", "lfu-step" or "pinned-hot:STATS.json" (a previous run's
  * --stats-json). *profile gets the file name (pointing into s) or NULL.
  * -EINVAL with err for anything else. */
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,

@@ -60,7 +60,7 @@ void pg_res_free(struct pager *p)
     pthread_mutex_destroy(&p->mu);
 }
 
-static void lru_remove(struct pager *p, uint32_t u)
+void pg_lru_remove(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
     if (n->lru_prev != PG_NONE)
@@ -76,7 +76,7 @@ static void lru_remove(struct pager *p, uint32_t u)
     n->lru_prev = n->lru_next = PG_NONE;
 }
 
-static void lru_push_mru(struct pager *p, uint32_t u)
+void pg_lru_push_mru(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
     n->lru_prev = p->lru_tail;
@@ -88,7 +88,7 @@ static void lru_push_mru(struct pager *p, uint32_t u)
     p->lru_tail = u;
 }
 
-static void lru_push_lru(struct pager *p, uint32_t u)
+void pg_lru_push_lru(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
     n->lru_prev = PG_NONE;
@@ -138,7 +138,7 @@ static void drop_pages(struct pager *p, uint32_t u)
 static void evict_locked(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
-    lru_remove(p, u);
+    pg_lru_remove(p, u);
     n->state = PG_ABSENT; /* first, so that page_droppable does not count it */
     n->by_prefetch = false;
     n->spec = n->wanted = n->cold = false;
@@ -197,14 +197,14 @@ void pg_request_locked(struct pager *p, uint32_t u, bool demand)
 static void pin(struct pager *p, uint32_t u)
 {
     if (p->units[u].pins++ == 0)
-        lru_remove(p, u);
+        pg_lru_remove(p, u);
 }
 
 static void unpin(struct pager *p, uint32_t u)
 {
     struct pg_unit *n = &p->units[u];
     if (--n->pins == 0 && n->state == PG_RESIDENT)
-        lru_push_mru(p, u);
+        pg_lru_push_mru(p, u);
 }
 
 /* The head of the demand queue, or PG_NONE; a head that cannot fit blocks. */
@@ -318,11 +318,11 @@ void pg_load_done_locked(struct pager *p, uint32_t u, bool refill, int err)
         if (n->cold) { /* guessed, and its layer chose otherwise meanwhile */
             n->cold = n->wanted = false;
             if (n->pins == 0)
-                lru_push_lru(p, u);
+                pg_lru_push_lru(p, u);
         } else {
             n->wanted = n->by_prefetch; /* routed or guessed: its acquire should come */
             if (n->pins == 0)
-                lru_push_mru(p, u);
+                pg_lru_push_mru(p, u);
         }
     } else {
         n->state = PG_ABSENT;
@@ -406,8 +406,8 @@ static int prefetch(struct pager *p, int layer, const int32_t *experts, int n, b
             un->spec = un->cold = false; /* certain now */
         if (!guess && un->state == PG_RESIDENT && un->pins == 0) {
             /* about to be used: not the victim of the reads that follow */
-            lru_remove(p, u);
-            lru_push_mru(p, u);
+            pg_lru_remove(p, u);
+            pg_lru_push_mru(p, u);
             un->wanted = true;
         } else if (un->state == PG_ABSENT && p->held && p->held(p->held_arg, layer, experts[i])) {
             pg_inc(&p->st.prefetch_skips, 1);
@@ -453,8 +453,8 @@ void pager_prefetch_settle(struct pager *p, int layer)
             continue;
         n->spec = n->wanted = false; /* guessed, not chosen */
         if (n->state == PG_RESIDENT && n->pins == 0) {
-            lru_remove(p, (uint32_t)u);
-            lru_push_lru(p, (uint32_t)u);
+            pg_lru_remove(p, (uint32_t)u);
+            pg_lru_push_lru(p, (uint32_t)u);
         } else if (n->state == PG_LOADING) {
             n->cold = true;
         }
@@ -486,7 +486,7 @@ int pager_acquire(struct pager *p, int layer, int expert)
     if (rc == 0) {
         pin(p, u);
         n->spec = n->wanted = n->cold = false;
-        pg_policy_touch_locked(p, u);
+        pg_policy_touch_locked(p, u, 1);
         if (n->state == PG_RESIDENT) {
             FL_PROBE_HIT(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
                          p->ranges[n->first].off);

@@ -20,8 +20,15 @@
 #      N_GEN=16 N_CAL=64 THREADS=2 RESERVE_MIB=160 CAPS="15 25 50"
 #      PREFETCH="none router lookahead:1 history" CACHE="lru lfu-decay pinned-hot"
 #      FL=build/faultline  KEEP=1 (keep raw outputs)
+#      REPLAY=0 (skip the replay below)  N_TRACE=128  SEQS=16  TRACES=DIR (reuse traces)
 # Needs root (cgroups, drop_caches) and python3. Prints one table, sorted by
-# decode tokens/s within each cap.
+# decode tokens/s within each cap; then the same caps' expert budgets (in
+# experts: budget / bytes of one expert) replayed offline by bench-xlru on
+# held-apart routing traces (scripts/prompts/cache-held.txt, each a prompt
+# and N_TRACE greedy tokens; pinned-hot's profile from cache-tune.txt),
+# each trace alone and SEQS of them stepped together, with Belady's MIN
+# beside every policy: how far each policy is from the optimum at the
+# budgets measured above.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_GEN=${N_GEN:-16} N_CAL=${N_CAL:-64} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-160}
@@ -29,6 +36,7 @@ CAPS=${CAPS:-15 25 50}
 PREFETCH=${PREFETCH:-none router lookahead:1 history}
 CACHE=${CACHE:-lru lfu-decay pinned-hot}
 FL=${FL:-build/faultline}
+REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-128} SEQS=${SEQS:-16}
 BENCH_NAME=bench-prefetch
 . scripts/lib-bench.sh
 
@@ -120,3 +128,30 @@ for pct in caps:
               f"{r['hit']:.1f} | {r['prec']} | {r['rec']} | {r['read']:.1f} | {r['stall']:.1f} | "
               f"{bound} |")
 PY
+
+# --- the same budgets replayed offline, beside Belady's MIN --------------------
+[ "$REPLAY" = 1 ] || exit 0
+[ -x build/bench-xlru ] || cmake --build build --target bench-xlru >/dev/null
+traces=${TRACES:-$work/traces}
+bench_traces "$traces" "$N_TRACE" "$THREADS"
+# one expert's bytes (the pager's charge), from the profiling run's units
+unit=$(python3 -c 'import json, sys
+u = [x["bytes"] for x in json.load(open(sys.argv[1]))["units"] if x.get("expert", -1) >= 0]
+print(max(u) if u else 0)' "$profile")
+[ "$unit" -gt 0 ] || die "$profile: no expert units"
+slots=()
+for pct in $CAPS; do
+  b=$(budget_for "$pct")
+  [ "$b" -ge "$unit" ] && slots+=(-c $((b / unit)))
+done
+tune=() held=()
+for f in "$traces"/tune-*.flrt; do tune+=(-t "$f"); done
+for f in "$traces"/held-*.flrt; do held+=("$f"); done
+echo
+echo "replay at the caps' expert budgets ($((unit / 1024)) KiB per expert): held-apart prompts, each alone"
+build/bench-xlru "${slots[@]}" "${tune[@]}" "${held[@]}"
+if [ "${#held[@]}" -ge "$SEQS" ]; then
+  echo
+  echo "replay at the caps' expert budgets: $SEQS held-apart prompts stepped together"
+  build/bench-xlru -s "$SEQS" "${slots[@]}" "${tune[@]}" "${held[@]}"
+fi

@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# The VRAM expert cache's eviction policies on a routing trace (no GPU
-# needed: the cache's hits follow from its bookkeeping and the order of
-# acquires alone; docs/cuda.md, "Cache policy"). Records the routing of a
-# prompt and a greedy continuation of the oversize benchmark's model (or
-# MODEL), then replays it through LRU and lfu-decay at several half-lives
-# with bench-xlru, for caches of 10-50 % of the experts.
-#   scripts/bench-vram-cache.sh        env: MODEL=FILE N_GEN=448 THREADS=2
+# The expert caches' eviction policies on routing traces, beside Belady's
+# MIN on the same requests (no GPU needed: a cache's hits follow from its
+# bookkeeping and the order of acquires alone; docs/cuda.md, "Cache
+# policy", docs/prefetch.md). Records the routing of the oversize
+# benchmark's model (or MODEL) on the prompts of scripts/prompts/ (a prompt
+# and N_GEN greedy tokens each: cache-tune.txt for pinned-hot's profile and
+# any tuning, cache-held.txt held apart for the figures), then replays the
+# held-apart traces with bench-xlru through the VRAM cache (LRU, lfu-decay)
+# and the RAM cache (the pager's lru, lfu-decay, pinned-hot, lfu-step) at
+# caches of 15, 25 and 50 % of the experts: each trace alone (the mean over
+# them), and SEQS of them stepped together as one batch.
+#   scripts/bench-vram-cache.sh   env: MODEL=FILE N_GEN=128 THREADS=2 SEQS=16
+#                                      TRACES=DIR (keep / reuse the traces)
+#                                      GRID=1 (also lfu-step's constants on the tuning traces)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_NAME=bench-vram-cache
 FL=${FAULTLINE:-build/faultline}
 . scripts/lib-bench.sh
-N_GEN=${N_GEN:-448} THREADS=${THREADS:-2}
+N_GEN=${N_GEN:-128} THREADS=${THREADS:-2} SEQS=${SEQS:-16}
 if [ ! -x "$FL" ] || [ ! -x build/bench-xlru ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build --target faultline bench-xlru >/dev/null
   FL=build/faultline
 fi
 bench_oversize_model
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-say "recording the routing of $model (a prompt and $N_GEN greedy tokens)"
-"$FL" eval -m "$model" -t "$THREADS" -n "$N_GEN" --logits-out "$work/rt.flrf" \
-  --routing-out "$work/rt.flrt" -p "The quick brown fox jumps over the lazy dog while the cat \
-watches from the window and the birds sing in the trees of the old garden near the river" >&2
-build/bench-xlru "$work/rt.flrt"
+if [ -n "${TRACES:-}" ]; then
+  traces=$TRACES
+else
+  traces=$(mktemp -d)
+  trap 'rm -rf "$traces"' EXIT
+fi
+bench_traces "$traces" "$N_GEN" "$THREADS"
+tune=() tune_files=() held=()
+for f in "$traces"/tune-*.flrt; do tune+=(-t "$f"); tune_files+=("$f"); done
+for f in "$traces"/held-*.flrt; do held+=("$f"); done
+echo "## $(basename "$model"): held-apart prompts, each alone"
+build/bench-xlru "${tune[@]}" "${held[@]}"
+if [ "${#held[@]}" -ge "$SEQS" ]; then
+  echo
+  echo "## $(basename "$model"): $SEQS held-apart prompts stepped together"
+  build/bench-xlru -s "$SEQS" "${tune[@]}" "${held[@]}"
+fi
+if [ -n "${GRID:-}" ]; then
+  echo
+  echo "## lfu-step's constants on the tuning prompts (each alone, then all stepped together)"
+  build/bench-xlru -g "${tune_files[@]}"
+  build/bench-xlru -g -s "${#tune_files[@]}" "${tune_files[@]}"
+fi

@@ -129,3 +129,28 @@ bench_cleanup() {
   cg_remove
   if [ -n "${KEEP:-}" ]; then say "raw outputs kept in $work"; else rm -rf "$work"; fi
 }
+
+# bench_traces DIR N_GEN THREADS: routing traces (FLRT) of $model for the
+# offline cache replays (bench-xlru), one per prompt line of
+# scripts/prompts/cache-tune.txt (DIR/tune-N.flrt: what any tuning may look
+# at: pinned-hot's profile, lfu-step's constants) and of
+# scripts/prompts/cache-held.txt (DIR/held-N.flrt: held apart, only for the
+# figures). Each is the prompt and N_GEN greedy tokens, fully resident.
+# Traces already in DIR are kept (TRACES=DIR reuses a previous run's).
+bench_traces() {
+  local dir=$1 n_gen=$2 threads=$3 set i line
+  mkdir -p "$dir"
+  for set in tune held; do
+    i=0
+    while IFS= read -r line; do
+      i=$((i + 1))
+      [ -s "$dir/$set-$i.flrt" ] && continue
+      say "routing trace $set-$i: ${line:0:40}... + $n_gen tokens"
+      "$FL" eval -m "$model" -t "$threads" -n "$n_gen" -p "$line" \
+        --logits-out "$dir/$set-$i.flrf" --routing-out "$dir/$set-$i.flrt.tmp" >/dev/null 2>&1 ||
+        die "eval failed for $set-$i"
+      mv "$dir/$set-$i.flrt.tmp" "$dir/$set-$i.flrt"
+      rm -f "$dir/$set-$i.flrf"
+    done <scripts/prompts/cache-$set.txt
+  done
+}

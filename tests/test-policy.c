@@ -6,6 +6,9 @@
  *     though it is the least recently used;
  *   - pinned-hot reads the profile's hottest experts at open (within half
  *     the budget) and evicts the others first;
+ *   - lfu-step keeps the often used over the once used (as lfu-decay), and
+ *     unlike lfu-decay does not forget them faster when a batch's steps
+ *     acquire many experts (its clock counts layer steps);
  * plus --cache parsing and the --stats-json profile reader on good and bad
  * files. */
 #include "record/stats-json.h"
@@ -37,9 +40,11 @@ static void use(struct pager *p, int e)
 
 static void test_lru_lfu(struct t_model *m, uint64_t budget)
 {
-    for (int pol = 0; pol < 2; pol++) {
-        struct pager *p = open_with(m, pol ? PAGER_CACHE_LFU_DECAY : PAGER_CACHE_LRU, budget,
-                                    NULL, 0);
+    static const enum pager_cache pols[] = { PAGER_CACHE_LRU, PAGER_CACHE_LFU_DECAY,
+                                             PAGER_CACHE_LFU_STEP };
+    static const char *names[] = { "lru", "lfu-decay", "lfu-step" };
+    for (int pol = 0; pol < 3; pol++) {
+        struct pager *p = open_with(m, pols[pol], budget, NULL, 0);
         CHECK(p, "open failed");
         if (!p)
             continue;
@@ -53,10 +58,51 @@ static void test_lru_lfu(struct t_model *m, uint64_t budget)
         if (pol == 0)
             CHECK(!r0 && r1, "lru: expert 0 (least recent) should go, 1 stay: %d %d", r0, r1);
         else
-            CHECK(r0 && !r1, "lfu-decay: expert 0 (5 uses) should stay, 1 go: %d %d", r0, r1);
+            CHECK(r0 && !r1, "%s: expert 0 (5 uses) should stay, 1 go: %d %d", names[pol], r0,
+                  r1);
         CHECK(pager_resident(p, 0, 4) && pager_resident_bytes(p) <= budget, "budget broken");
-        printf("%s: expert 0 %s, expert 1 %s\n", pol ? "lfu-decay" : "lru",
+        printf("%s: expert 0 %s, expert 1 %s\n", names[pol],
                r0 ? "kept" : "evicted", r1 ? "kept" : "evicted");
+        pager_close(p);
+    }
+}
+
+static void use_at(struct pager *p, int layer, int e)
+{
+    CHECK(pager_acquire(p, layer, e) == 0, "acquire %d/%d failed", layer, e);
+    pager_release(p, layer, e);
+}
+
+/* Sixteen experts' budget. Expert A = 0/0 used twice, then five wide
+ * steps of layer 1 (the same 14 experts each: a batch's union), then B =
+ * 0/1 once, and C = 0/2 needs room: A or B goes (layer 1's experts have
+ * five uses). lfu-decay's clock counts the 70 acquires of those steps,
+ * more than its half-life (8 tokens x 2 layers x top-4 = 64), so A's two
+ * uses weigh 0.9 against B's 1: A goes. lfu-step counts 6 layer steps of
+ * 4, a tenth of its half-life (32 x 2 x 4): A weighs 1.86, B goes. */
+static void test_step_clock(struct t_model *m, uint64_t one)
+{
+    static const enum pager_cache pols[] = { PAGER_CACHE_LFU_DECAY, PAGER_CACHE_LFU_STEP };
+    for (int pol = 0; pol < 2; pol++) {
+        struct pager *p = open_with(m, pols[pol], one * 16, NULL, 0);
+        CHECK(p, "open failed");
+        if (!p)
+            continue;
+        use_at(p, 0, 0);
+        use_at(p, 0, 0);
+        for (int step = 0; step < 5; step++)
+            for (int e = 0; e < 14; e++)
+                use_at(p, 1, e);
+        use_at(p, 0, 1);
+        use_at(p, 0, 2);
+        const bool a = pager_resident(p, 0, 0), b = pager_resident(p, 0, 1);
+        if (pol == 0)
+            CHECK(!a && b, "lfu-decay: A (aged by a batch's acquires) should go, B stay: %d %d",
+                  a, b);
+        else
+            CHECK(a && !b, "lfu-step: A (two uses 6 steps ago) should stay, B go: %d %d", a, b);
+        printf("%s after a batch's wide steps: A %s, B %s\n", pol ? "lfu-step" : "lfu-decay",
+               a ? "kept" : "evicted", b ? "kept" : "evicted");
         pager_close(p);
     }
 }
@@ -123,11 +169,13 @@ static void test_parse_profile(void)
     struct fl_err err = { { 0 } };
     CHECK(pager_cache_parse("lfu-decay", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_DECAY &&
           !prof, "lfu-decay");
+    CHECK(pager_cache_parse("lfu-step", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_STEP &&
+          !prof, "lfu-step");
     CHECK(pager_cache_parse("pinned-hot:x.json", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && prof && !strcmp(prof, "x.json"), "pinned-hot:FILE");
     CHECK(pager_cache_parse("pinned-hot", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && !prof, "pinned-hot (profile from --calibrate)");
-    static const char *bad[] = { "", "lfu", "pinned-hot:", "LRU", "pinned-hotx" };
+    static const char *bad[] = { "", "lfu", "pinned-hot:", "LRU", "pinned-hotx", "lfu-step:" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(pager_cache_parse(bad[i], &c, &prof, &err) == -EINVAL && strstr(err.msg, "--cache"),
               "'%s' accepted", bad[i]);
@@ -174,10 +222,11 @@ int main(void)
     CHECK(p, "open failed");
     uint64_t budget = p ? pager_min_budget(p) : 0; /* n_used experts exactly */
     pager_close(p);
-    CHECK(m.ml->layers[0].n_expert_used == 4 && m.ml->layers[0].n_expert >= 10,
-          "the test assumes top-4 of >= 10 experts");
+    CHECK(m.ml->layers[0].n_expert_used == 4 && m.ml->layers[0].n_expert >= 16,
+          "the test assumes top-4 of >= 16 experts");
     if (budget) {
         test_lru_lfu(&m, budget);
+        test_step_clock(&m, budget / 4);
         test_pinned_hot(&m, budget);
         test_set_hot(&m, budget);
     }
