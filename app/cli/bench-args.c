@@ -135,10 +135,6 @@ static bool parse_fa(const char *v, struct bench_list *l)
     }
 }
 
-static bool is(const char *a, const char *s1, const char *s2)
-{
-    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
-}
 
 /* The list flag at argv[*i], if it is one: 1 taken, 0 not one, -1 bad. */
 static int parse_list_flag(int argc, char **argv, int *i, struct bench_opts *o)
@@ -154,10 +150,10 @@ static int parse_list_flag(int argc, char **argv, int *i, struct bench_opts *o)
         { "-ntg", NULL, offsetof(struct bench_opts, ntg), 0 }, /* TG 0: prompts only */
         { "-npl", NULL, offsetof(struct bench_opts, npl), 1 },
     };
-    if (is(a, "-fa", "--flash-attn"))
+    if (eng_arg_is(a, "-fa", "--flash-attn"))
         return eng_arg_str("bench", argc, argv, i, &v) && parse_fa(v, &o->fa) ? 1 : -1;
     for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++) {
-        if (!is(a, lists[k].flag, lists[k].alt))
+        if (!eng_arg_is(a, lists[k].flag, lists[k].alt))
             continue;
         struct bench_list *l = (struct bench_list *)((char *)o + lists[k].off);
         return eng_arg_str("bench", argc, argv, i, &v) && parse_list(a, v, lists[k].lo, l) ? 1
@@ -171,11 +167,11 @@ static int parse_own_flag(int argc, char **argv, int *i, struct bench_opts *o)
 {
     const char *a = argv[*i], *v = NULL;
     bool ok;
-    if (is(a, "-r", "--repetitions"))
+    if (eng_arg_is(a, "-r", "--repetitions"))
         ok = eng_arg_int("bench", argc, argv, i, 1, 1000, &o->reps);
     else if (!strcmp(a, "--seed"))
         ok = eng_arg_int("bench", argc, argv, i, 0, 2147483647, &o->seed);
-    else if (is(a, "-o", "--output")) {
+    else if (eng_arg_is(a, "-o", "--output")) {
         ok = eng_arg_str("bench", argc, argv, i, &v) && bench_format_parse(v, &o->format);
         if (!ok && v)
             fprintf(stderr, "faultline bench: -o wants md, csv, json or jsonl, not '%s'%s\n", v,
@@ -265,7 +261,7 @@ int bench_parse(int argc, char **argv, struct bench_opts *o)
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (is(a, "-h", "--help"))
+        if (eng_arg_is(a, "-h", "--help"))
             return usage(stdout);
         int taken = parse_list_flag(argc, argv, &i, o);
         if (!taken)

@@ -108,10 +108,11 @@ int eng_arg_session(const char *cmd, int argc, char **argv, int *i,
     return rc;
 }
 
-static bool is(const char *a, const char *short_form, const char *long_form)
+bool eng_arg_is(const char *a, const char *short_form, const char *long_form)
 {
     return (short_form && !strcmp(a, short_form)) || (long_form && !strcmp(a, long_form));
 }
+
 
 /* -ctk/-ctv: the KV cache holds F16 keys and values. */
 static bool arg_cache_type(const char *cmd, int argc, char **argv, int *i)
@@ -173,23 +174,23 @@ static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng
 {
     const char *a = argv[*i];
     bool ok = true;
-    if (is(a, "-b", "--batch-size"))
+    if (eng_arg_is(a, "-b", "--batch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &c->batch);
-    else if (is(a, "-ub", "--ubatch-size"))
+    else if (eng_arg_is(a, "-ub", "--ubatch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &c->ubatch);
-    else if (is(a, "-tb", "--threads-batch"))
+    else if (eng_arg_is(a, "-tb", "--threads-batch"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &c->threads_batch);
-    else if (is(a, "-fa", "--flash-attn"))
+    else if (eng_arg_is(a, "-fa", "--flash-attn"))
         ok = arg_flash_attn(cmd, argc, argv, i, &c->flash_attn);
-    else if (is(a, "-ctk", "--cache-type-k") || is(a, "-ctv", "--cache-type-v"))
+    else if (eng_arg_is(a, "-ctk", "--cache-type-k") || eng_arg_is(a, "-ctv", "--cache-type-v"))
         ok = arg_cache_type(cmd, argc, argv, i);
-    else if (is(a, "--mlock", NULL))
+    else if (eng_arg_is(a, "--mlock", NULL))
         c->mlock = true;
-    else if (is(a, "--no-mmap", NULL))
+    else if (eng_arg_is(a, "--no-mmap", NULL))
         c->no_mmap = true;
-    else if (is(a, "--log-disable", NULL))
+    else if (eng_arg_is(a, "--log-disable", NULL))
         c->log_disable = true;
-    else if (is(a, "--jinja", NULL))
+    else if (eng_arg_is(a, "--jinja", NULL))
         c->jinja = true;
     else
         return arg_refused(cmd, a);
@@ -205,7 +206,7 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
     int taken;
     if (t->compat && (taken = arg_compat(cmd, argc, argv, i, t->compat)) != 0)
         return taken;
-    if (is(a, "-m", "--model")) {
+    if (eng_arg_is(a, "-m", "--model")) {
         const char *first = sp->model_path;
         ok = eng_arg_str(cmd, argc, argv, i, &sp->model_path);
         if (ok && first) {
@@ -214,17 +215,17 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
             ok = false;
         }
     }
-    else if (t->prompt && is(a, "-p", "--prompt"))
+    else if (t->prompt && eng_arg_is(a, "-p", "--prompt"))
         ok = eng_arg_str(cmd, argc, argv, i, t->prompt);
-    else if (t->prompt_file && is(a, "-f", "--file"))
+    else if (t->prompt_file && eng_arg_is(a, "-f", "--file"))
         ok = eng_arg_str(cmd, argc, argv, i, t->prompt_file);
-    else if (is(a, "-t", "--threads"))
+    else if (eng_arg_is(a, "-t", "--threads"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &sp->n_threads);
-    else if (t->with_ctx && is(a, "-c", "--ctx-size"))
+    else if (t->with_ctx && eng_arg_is(a, "-c", "--ctx-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 24, &sp->n_ctx);
-    else if (is(a, "-b", "--batch-size") || is(a, "-ub", "--ubatch-size"))
+    else if (eng_arg_is(a, "-b", "--batch-size") || eng_arg_is(a, "-ub", "--ubatch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &sp->n_batch);
-    else if (is(a, "-v", NULL))
+    else if (eng_arg_is(a, "-v", NULL))
         sp->placement.verbose = ok = true;
     else
         return eng_arg_session(cmd, argc, argv, i, sp);
@@ -363,7 +364,7 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
     const char *a = argv[*i];
     int seed;
     bool ok;
-    if (is(a, "--temp", "--temperature"))
+    if (eng_arg_is(a, "--temp", "--temperature"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->temperature);
     else if (!strcmp(a, "--top-k"))
         ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 30, &s->top_k);
@@ -371,7 +372,7 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->top_p);
     else if (!strcmp(a, "--min-p"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->min_p);
-    else if (is(a, "--typical", "--typical-p"))
+    else if (eng_arg_is(a, "--typical", "--typical-p"))
         ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->typical_p);
     else if (!strcmp(a, "--min-keep"))
         ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->min_keep);
@@ -388,7 +389,7 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->presence_penalty);
     else if (!strcmp(a, "--frequency-penalty"))
         ok = eng_arg_float(cmd, argc, argv, i, -2, 2, &s->frequency_penalty);
-    else if (is(a, "-s", "--seed")) {
+    else if (eng_arg_is(a, "-s", "--seed")) {
         /* llama.cpp: any 32-bit value, -1 (or 4294967295) = a random seed */
         ok = eng_arg_int(cmd, argc, argv, i, -1, 0x7fffffff, &seed);
         s->seed = (uint64_t)(seed < 0 ? 0 : seed);

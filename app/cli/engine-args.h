@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Whether option a is the short or the long form (either may be NULL). */
+bool eng_arg_is(const char *a, const char *short_form, const char *long_form);
+
 /* Parses argv[*i + 1] as an integer in [lo, hi] into *out and advances *i.
  * Returns false (message printed, naming cmd and the option) otherwise. */
 bool eng_arg_int(const char *cmd, int argc, char **argv, int *i, long lo, long hi, int *out);

@@ -52,40 +52,36 @@ static int usage(FILE *out)
     return out == stdout ? 0 : ENG_EXIT_USAGE;
 }
 
-static bool is(const char *a, const char *x, const char *y)
-{
-    return !strcmp(a, x) || (y && !strcmp(a, y));
-}
 
 /* The flags only run has. 1 taken, 0 not one, -1 bad value (said). */
 static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     bool ok = true;
-    if (is(a, "-n", "--n-predict"))
+    if (eng_arg_is(a, "-n", "--n-predict"))
         ok = eng_arg_int("run", argc, argv, i, -2, 1 << 24, &o->n_gen);
-    else if (is(a, "-r", "--reverse-prompt")) {
+    else if (eng_arg_is(a, "-r", "--reverse-prompt")) {
         ok = o->n_reverse < RUN_MAX_REVERSE &&
              eng_arg_str("run", argc, argv, i, &o->reverse[o->n_reverse++]);
         if (!ok)
             fprintf(stderr, "faultline run: at most %d -r texts\n", RUN_MAX_REVERSE);
-    } else if (is(a, "--ignore-eos", NULL))
+    } else if (eng_arg_is(a, "--ignore-eos", NULL))
         o->ignore_eos = true;
-    else if (is(a, "--no-display-prompt", NULL))
+    else if (eng_arg_is(a, "--no-display-prompt", NULL))
         o->display_prompt = false;
-    else if (is(a, "-e", "--escape"))
+    else if (eng_arg_is(a, "-e", "--escape"))
         o->escape = true;
-    else if (is(a, "--no-escape", NULL))
+    else if (eng_arg_is(a, "--no-escape", NULL))
         o->escape = false;
-    else if (is(a, "--chat", NULL) || is(a, "-st", "--single-turn"))
+    else if (eng_arg_is(a, "--chat", NULL) || eng_arg_is(a, "-st", "--single-turn"))
         o->chat = true;
-    else if (is(a, "-cnv", "--conversation") || is(a, "-i", "--interactive"))
+    else if (eng_arg_is(a, "-cnv", "--conversation") || eng_arg_is(a, "-i", "--interactive"))
         o->conversation = 1;
-    else if (is(a, "-no-cnv", "--no-conversation"))
+    else if (eng_arg_is(a, "-no-cnv", "--no-conversation"))
         o->conversation = 0;
-    else if (is(a, "-sys", "--system-prompt"))
+    else if (eng_arg_is(a, "-sys", "--system-prompt"))
         ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
-    else if (is(a, "--chat-template", NULL))
+    else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
     else
         return 0;
@@ -103,7 +99,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;
-        if (is(a, "-h", "--help"))
+        if (eng_arg_is(a, "-h", "--help"))
             return usage(stdout);
         if ((taken = eng_arg_sampling("run", argc, argv, &i, &o->samp, &o->seed_given)) == 0 &&
             (taken = parse_own(o, argc, argv, &i)) == 0 &&
