@@ -31,9 +31,12 @@ bool fl_out_is_gguf(const char *path)
     return yes;
 }
 
-/* Refuses a path that is one of the inputs or a model (unless forced). */
-static int check_target(const char *path, const char *const *inputs, int n_inputs, bool force,
-                        struct fl_err *err)
+/* Refuses a path that is one of the inputs or a model (unless forced). A
+ * device or a pipe (/dev/null, /dev/stdout, a FIFO) is marked o->direct:
+ * written as it is, since there is nothing to rename over and a file
+ * beside it must not appear. */
+static int check_target(struct fl_out *o, const char *path, const char *const *inputs,
+                        int n_inputs, bool force, struct fl_err *err)
 {
     struct stat out;
     if (stat(path, &out) != 0)
@@ -50,6 +53,7 @@ static int check_target(const char *path, const char *const *inputs, int n_input
     if (!force && S_ISREG(out.st_mode) && fl_out_is_gguf(path))
         return fl_err_set(err, -EEXIST, "%s: is a GGUF model; refusing to overwrite it (--force to replace it)",
                           path);
+    o->direct = !S_ISREG(out.st_mode);
     return 0;
 }
 
@@ -103,17 +107,10 @@ static void end_claim(struct fl_out *o)
     o->tmp[0] = '\0';
 }
 
-/* A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written as it is:
- * there is nothing to rename over, and a file beside it must not appear.
- * A symbolic link to a file: the file it names is the one replaced. */
-static void resolve_target(struct fl_out *o, const char *path, bool *direct)
+/* Through a symbolic link, the file it names is the one replaced (the
+ * temporary file goes beside it and the link stays). */
+static void follow_link(struct fl_out *o, const char *path)
 {
-    struct stat st;
-    *direct = false;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        *direct = true;
-        return;
-    }
     struct stat l;
     if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode)) {
         char *real = realpath(path, NULL);
@@ -132,17 +129,15 @@ int fl_out_begin(struct fl_out *o, const char *path, const char *const *inputs, 
     if (strlen(path) >= sizeof(o->path))
         return fl_err_set(err, -ENAMETOOLONG, "%s: name too long", path);
     memcpy(o->path, path, strlen(path) + 1);
-    bool direct = false;
-    int rc = check_target(path, inputs, n_inputs, force, err);
-    if (!rc)
-        resolve_target(o, path, &direct);
-    if (!rc && direct) {
+    int rc = check_target(o, path, inputs, n_inputs, force, err);
+    if (!rc && o->direct) {
         memcpy(o->tmp, path, strlen(path) + 1); /* written in place; never renamed or removed */
-        o->direct = true;
         return 0;
     }
-    if (!rc)
+    if (!rc) {
+        follow_link(o, path);
         rc = make_tmp(o, err);
+    }
     if (rc)
         return rc;
     if ((o->slot = take_slot(o->tmp)) < 0) {

@@ -86,16 +86,20 @@ def prompts(out):
     return len(re.findall(rb"\n> ", out))
 
 
+def turn(p, text, start=0):
+    """Sends a turn; returns its speed line's match once the prompt is back."""
+    p.send(text)
+    m = p.read_until(SPEED, start=start)
+    p.read_until(rb"\n> ", start=m.end())
+    return m
+
+
 def two_turns():
     p = Pty(["run", "-m", MODEL, "-n", "12", "--temp", "0", "-sys", "You are brief.", "-t", "2"])
     p.read_until(rb"conversation in the chatml format")
     p.read_until(rb"\n> ")
-    p.send(b"Hello there\n")
-    m1 = p.read_until(SPEED)
-    p.read_until(rb"\n> ", start=m1.end())
-    p.send(b"And a second question?\n")
-    m2 = p.read_until(SPEED, start=m1.end())
-    p.read_until(rb"\n> ", start=m2.end())
+    m1 = turn(p, b"Hello there\n")
+    m2 = turn(p, b"And a second question?\n", start=m1.end())
     p.send(b"/exit\n")
     rc = p.wait()
     if rc != 0:
@@ -152,9 +156,7 @@ def template_flag():
     p = Pty(["run", "-m", MODEL, "-n", "4", "--temp", "0", "--chat-template", "llama3", "-cnv"])
     p.read_until(rb"conversation in the llama3 format")
     p.read_until(rb"\n> ")
-    p.send(b"Hi\n")
-    m = p.read_until(SPEED)
-    p.read_until(rb"\n> ", start=m.end())
+    turn(p, b"Hi\n")
     p.send(b"/exit\n")
     rc = p.wait()
     if rc != 0:

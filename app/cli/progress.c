@@ -61,7 +61,7 @@ static void report(void *ctx, const char *step, const char *unit, uint64_t done,
 {
     struct bar *b = ctx;
     const double now = fl_clock_s();
-    if (strcmp(b->step, step) || (!b->drawn && b->t0 == 0)) {
+    if (strcmp(b->step, step)) { /* a new step (an ended one left step empty) */
         snprintf(b->step, sizeof(b->step), "%s", step);
         b->t0 = now;
         b->drawn = false;
