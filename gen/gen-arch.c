@@ -69,10 +69,36 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_expert_used, 4);
         DEF(n_ff_exp, round256(w));
         break;
+    case GEN_ARCH_GLM4MOE: /* GLM-4.5-Air: 4096 wide, 96 x 128 heads, 8 kv */
+        DEF(head_dim, w >= 2048 ? 128 : 64);
+        DEF(n_head, max64(1, 3 * w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 12));
+        DEF(n_rot, p->head_dim / 2);
+        DEF(n_expert, 128);
+        DEF(n_expert_used, 8);
+        DEF(n_expert_shared, 1);
+        DEF(n_layer_dense, 1);
+        DEF(n_ff_exp, round256(w * 11 / 32));
+        DEF(n_ff, round256(w * 8 / 3));
+        break;
+    case GEN_ARCH_MINIMAX_M2: /* MiniMax-M2: 3072 wide, 48 x 128 heads, 8 kv */
+        DEF(head_dim, w >= 2048 ? 128 : 64);
+        DEF(n_head, max64(1, 2 * w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 6));
+        DEF(n_rot, p->head_dim / 2);
+        DEF(n_expert, 256);
+        DEF(n_expert_used, 8);
+        DEF(n_ff_exp, round256(w / 2));
+        break;
     default:
         break;
     }
 #undef DEF
+}
+
+bool gen_arch_has_dense(enum gen_arch a)
+{
+    return a == GEN_ARCH_DEEPSEEK2 || a == GEN_ARCH_GLM4MOE;
 }
 
 int64_t gen_arch_base_width(enum gen_arch a)
@@ -95,15 +121,18 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
                   gu < 1 || gu > g || p->n_expert_used > gu * (p->n_expert / g)))
         return fl_err_set(err, -EINVAL, "bad expert groups %lld (%lld used) for %lld experts",
                           (long long)g, (long long)gu, (long long)p->n_expert);
+    if (gen_arch_has_dense(p->arch) && p->n_layer <= p->n_layer_dense)
+        return fl_err_set(err, -EINVAL, "%s needs more layers than its %lld dense ones", arch,
+                          (long long)p->n_layer_dense);
+    if (p->n_rot % 2 || p->n_rot > p->head_dim)
+        return fl_err_set(err, -EINVAL, "--rope-dims %lld must be even and at most --head-dim",
+                          (long long)p->n_rot);
     if (p->arch == GEN_ARCH_DEEPSEEK2) {
         /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
          * which has no q_lora and would not load these tensors */
         if (p->n_layer == 26 || p->n_layer == 27)
             return fl_err_set(err, -EINVAL, "deepseek2 cannot have 26 or 27 layers "
                               "(llama.cpp reads those as DeepSeek-V2-Lite)");
-        if (p->n_layer <= p->n_layer_dense)
-            return fl_err_set(err, -EINVAL, "deepseek2 needs more layers than its %lld "
-                              "dense ones", (long long)p->n_layer_dense);
         if (p->qk_rope % 2 || p->qk_nope % 32 || p->kv_lora_rank % 32 || p->q_lora_rank % 32)
             return fl_err_set(err, -EINVAL, "deepseek2 MLA ranks must be multiples of 32");
     } else if (p->head_dim % 2 || p->head_dim < 2 || p->head_dim > 1024) {
@@ -277,6 +306,71 @@ static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
     noise(b, il, "ffn_down_exps.bias", 0.02f, true, e, ne);
 }
 
+/* GLM-4.5's attention: biased q/k/v, per-head QK norm (the 355B model's). */
+static void glm4moe_attention(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim, e = p->n_embd;
+    norm(b, il, "attn_norm.weight", e);
+    mat(b, il, "attn_q.weight", false, e, nq, 0);
+    noise(b, il, "attn_q.bias", 0.02f, false, nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    noise(b, il, "attn_k.bias", 0.02f, false, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    noise(b, il, "attn_v.bias", 0.02f, false, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    norm(b, il, "attn_q_norm.weight", p->head_dim);
+    norm(b, il, "attn_k_norm.weight", p->head_dim);
+    norm(b, il, "post_attention_norm.weight", e);
+}
+
+/* A glm4moe block; il == n_layer is the nextn (MTP) block llama.cpp loads
+ * but does not run: a MoE block plus its projection and norms. */
+static void glm4moe_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert, fs = ff * p->n_expert_shared;
+    glm4moe_attention(b, p, il);
+    if (il < p->n_layer_dense) {
+        mat(b, il, "ffn_gate.weight", false, e, p->n_ff, 0);
+        mat(b, il, "ffn_up.weight", false, e, p->n_ff, 0);
+        mat(b, il, "ffn_down.weight", true, p->n_ff, e, 0);
+        return;
+    }
+    router(b, il, p);
+    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+    if (il < p->n_layer)
+        return;
+    mat(b, il, "nextn.eh_proj.weight", false, 2 * e, e, 0);
+    norm(b, il, "nextn.enorm.weight", e);
+    norm(b, il, "nextn.hnorm.weight", e);
+    norm(b, il, "nextn.shared_head_norm.weight", e);
+}
+
+/* MiniMax-M2: QK norm over all heads, sigmoid routing with exp_probs_b. */
+static void minimax_m2_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    norm(b, il, "attn_norm.weight", e);
+    mat(b, il, "attn_q.weight", false, e, nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    norm(b, il, "attn_q_norm.weight", nq);
+    norm(b, il, "attn_k_norm.weight", nkv);
+    norm(b, il, "ffn_norm.weight", e);
+    router(b, il, p);
+    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+}
+
 int gen_arch_tensors(struct gen_plan *plan)
 {
     const struct gen_params *p = plan->p;
@@ -289,9 +383,13 @@ int gen_arch_tensors(struct gen_plan *plan)
         switch (p->arch) {
         case GEN_ARCH_DEEPSEEK2: deepseek2_layer(&b, p, il); break;
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
+        case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
+        case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
         default: gqa_layer(&b, p, il); break;
         }
     }
+    if (p->arch == GEN_ARCH_GLM4MOE)
+        glm4moe_layer(&b, p, (int)p->n_layer); /* the nextn block */
     return b.rc;
 }
 
@@ -341,6 +439,17 @@ static void kstr(struct kw *k, const char *suffix, const char *v)
         k->rc = gguf_writer_kv_str(k->w, akey(k, suffix, key, sizeof(key)), v);
 }
 
+/* The pre-tokenizer the family's own GGUFs name (the vocabulary is gen's
+ * small byte-level BPE one whatever the family). */
+static const char *vocab_pre(enum gen_arch a)
+{
+    switch (a) {
+    case GEN_ARCH_GLM4MOE: return "glm4";
+    case GEN_ARCH_MINIMAX_M2: return "minimax-m2";
+    default: return "gpt-2";
+    }
+}
+
 static int general_and_vocab(const struct gen_params *p, struct gguf_writer *w)
 {
     char name[64], desc[160];
@@ -353,7 +462,7 @@ static int general_and_vocab(const struct gen_params *p, struct gguf_writer *w)
     if (!rc) rc = gguf_writer_kv_u32(w, "general.file_type", file_type(p->type));
     if (!rc) rc = gguf_writer_kv_u32(w, "general.quantization_version", 2);
     if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2");
-    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.pre", "gpt-2");
+    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.pre", vocab_pre(p->arch));
     if (!rc) rc = gguf_writer_kv_str_arr(w, "tokenizer.ggml.tokens", gen_vocab_tokens,
                                          gen_vocab_n_tokens);
     if (!rc) rc = gguf_writer_kv_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32,
@@ -370,10 +479,52 @@ static void common_hparams(struct kw *k, const struct gen_params *p, int64_t ctx
     ku32(k, "vocab_size", gen_vocab_n_tokens);
     ku32(k, "context_length", ctx);
     ku32(k, "embedding_length", p->n_embd);
-    ku32(k, "block_count", p->n_layer);
+    ku32(k, "block_count", p->n_layer + (p->arch == GEN_ARCH_GLM4MOE)); /* + its nextn block */
     ku32(k, "attention.head_count", p->n_head);
     ku32(k, "expert_count", p->n_expert);
     ku32(k, "expert_used_count", p->n_expert_used);
+}
+
+static void kbool(struct kw *k, const char *suffix, bool v)
+{
+    char key[128];
+    if (!k->rc)
+        k->rc = gguf_writer_kv_bool(k->w, akey(k, suffix, key, sizeof(key)), v);
+}
+
+/* GLM-4.5 (scale 2.5 as the 355B model; Air has 1.0) with one nextn block
+ * counted in block_count, as its GGUFs are converted. */
+static void glm4moe_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "nextn_predict_layers", 1);
+    ku32(k, "feed_forward_length", p->n_ff);
+    ku32(k, "attention.head_count_kv", p->n_head_kv);
+    ku32(k, "attention.key_length", p->head_dim);
+    ku32(k, "attention.value_length", p->head_dim);
+    ku32(k, "rope.dimension_count", p->n_rot);
+    kf32(k, "rope.freq_base", 1e6f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-5f);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_shared_count", p->n_expert_shared);
+    ku32(k, "leading_dense_block_count", p->n_layer_dense);
+    kf32(k, "expert_weights_scale", 2.5f);
+    kbool(k, "expert_weights_norm", true);
+    ku32(k, "expert_gating_func", 2); /* sigmoid */
+}
+
+/* llama.cpp sizes MiniMax-M2's experts by feed_forward_length and requires
+ * expert_feed_forward_length too: its GGUFs carry both, equal. */
+static void minimax_m2_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "feed_forward_length", p->n_ff_exp);
+    ku32(k, "attention.head_count_kv", p->n_head_kv);
+    ku32(k, "attention.key_length", p->head_dim);
+    ku32(k, "attention.value_length", p->head_dim);
+    ku32(k, "rope.dimension_count", p->n_rot);
+    kf32(k, "rope.freq_base", 5e6f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_gating_func", 2); /* sigmoid */
 }
 
 static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
@@ -392,10 +543,7 @@ static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
     ku32(k, "expert_feed_forward_length", p->n_ff_exp);
     ku32(k, "expert_shared_count", p->n_expert_shared);
     kf32(k, "expert_weights_scale", 2.5f);
-    if (!k->rc) {
-        char key[128];
-        k->rc = gguf_writer_kv_bool(k->w, akey(k, "expert_weights_norm", key, sizeof(key)), true);
-    }
+    kbool(k, "expert_weights_norm", true);
     ku32(k, "expert_gating_func", 2); /* sigmoid */
     if (p->n_expert_groups > 1) {
         ku32(k, "expert_group_count", p->n_expert_groups);
@@ -437,6 +585,12 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         break;
     case GEN_ARCH_DEEPSEEK2:
         deepseek2_hparams(&k, p);
+        break;
+    case GEN_ARCH_GLM4MOE:
+        glm4moe_hparams(&k, p);
+        break;
+    case GEN_ARCH_MINIMAX_M2:
+        minimax_m2_hparams(&k, p);
         break;
     case GEN_ARCH_GPT_OSS:
         ku32(&k, "feed_forward_length", p->n_ff_exp);

@@ -28,6 +28,8 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_LLAMA] = "llama",
     [GEN_ARCH_DEEPSEEK2] = "deepseek2",
     [GEN_ARCH_GPT_OSS] = "gpt-oss",
+    [GEN_ARCH_GLM4MOE] = "glm4moe",
+    [GEN_ARCH_MINIMAX_M2] = "minimax-m2",
 };
 
 const char *gen_arch_name(enum gen_arch a)
@@ -79,10 +81,11 @@ static int plan_build(const struct gen_params *p, struct gen_plan *plan, bool of
     plan->v_mag = sqrtf((float)p->n_embd);
     plan->v_norm = sqrtf((float)p->n_embd / 2.5f);
     if (offsets) {
-        plan->offsets = malloc((size_t)(p->n_layer * p->n_expert) * sizeof(float));
+        /* one layer more: glm4moe's nextn block has a router too */
+        plan->offsets = malloc((size_t)((p->n_layer + 1) * p->n_expert) * sizeof(float));
         if (!plan->offsets)
             return -ENOMEM;
-        for (int64_t il = 0; il < p->n_layer; il++)
+        for (int64_t il = 0; il <= p->n_layer; il++)
             gen_layer_offsets(p, il, plan->offsets + il * p->n_expert);
     }
     int rc = gen_arch_tensors(plan);
@@ -126,7 +129,7 @@ static bool type_supported(uint32_t t)
 
 static int64_t min_layers(const struct gen_params *p)
 {
-    return 2 + (p->arch == GEN_ARCH_DEEPSEEK2 ? p->n_layer_dense : 0);
+    return 2 + (gen_arch_has_dense(p->arch) ? p->n_layer_dense : 0);
 }
 
 /* Size is affine in the layer count (past the dense ones) and in the
@@ -208,6 +211,7 @@ static int check_ranges(const struct gen_params *p, bool free_ok, struct fl_err 
         { "--top-k", p->n_expert_used, GEN_MAX_EXPERTS, true },
         { "--expert-ff", p->n_ff_exp, 1 << 18, true }, { "--heads", p->n_head, 1024, true },
         { "--heads-kv", p->n_head_kv, 1024, false }, { "--head-dim", p->head_dim, 1024, false },
+        { "--rope-dims", p->n_rot, 1024, false },
         { "--ff", p->n_ff, 1 << 18, false }, { "--shared-experts", p->n_expert_shared, 64, false },
         { "--dense-layers", p->n_layer_dense, 4096, false },
         { "q_lora_rank", p->q_lora_rank, 1 << 16, false },

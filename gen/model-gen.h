@@ -2,7 +2,8 @@
  * benchmarks ("faultline gen").
  *
  * The files have exactly the tensors and metadata llama.cpp expects for
- * qwen3moe, llama (Mixtral layout), deepseek2 (MLA) and gpt-oss, a small
+ * qwen3moe, llama (Mixtral layout), deepseek2 (MLA), gpt-oss, glm4moe (with
+ * its nextn block) and minimax-m2, a small
  * built-in byte-level BPE vocabulary and random weights that still make a
  * well-behaved network: matrices have std ~ 1/sqrt(fan_in), and a fixed
  * direction v in every token's residual stream gives each layer's router a
@@ -15,6 +16,7 @@
 #ifndef FL_MODEL_GEN_H
 #define FL_MODEL_GEN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -24,6 +26,8 @@ enum gen_arch {
     GEN_ARCH_LLAMA,
     GEN_ARCH_DEEPSEEK2,
     GEN_ARCH_GPT_OSS,
+    GEN_ARCH_GLM4MOE,
+    GEN_ARCH_MINIMAX_M2,
     GEN_ARCH_COUNT
 };
 
@@ -46,15 +50,18 @@ struct gen_params {
     int64_t n_ff;          /* dense FFN (deepseek2's leading dense layers) */
     int64_t n_head;
     int64_t n_head_kv;
-    int64_t head_dim;      /* qwen3moe/llama/gpt-oss; deepseek2 uses the MLA dims */
-    int64_t n_expert_shared;   /* deepseek2 */
-    int64_t n_layer_dense;     /* deepseek2: leading dense layers */
+    int64_t head_dim;      /* all but deepseek2, which uses the MLA dims */
+    int64_t n_rot;         /* glm4moe/minimax-m2: rotated dims per head (partial RoPE) */
+    int64_t n_expert_shared;   /* deepseek2, glm4moe */
+    int64_t n_layer_dense;     /* deepseek2, glm4moe: leading dense layers */
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
                                                     routing (0/1: none); library only */
 };
 
 const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe" */
+/* Whether the architecture has leading dense layers and shared experts. */
+bool gen_arch_has_dense(enum gen_arch a);
 int gen_arch_by_name(const char *name);     /* enum gen_arch or -1 */
 
 /* Fills the free shape fields, fitting target_size, and validates them all.

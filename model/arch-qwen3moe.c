@@ -6,7 +6,8 @@
 
 static int qwen3moe_load(struct eng_model *m, struct fl_err *err)
 {
-    const struct eng_llama_opts o = { .qk_norm = true, .rope = ENG_ROPE_NEOX, .ff_exp_key = true };
+    const struct eng_llama_opts o = { .qk_norm = ENG_QK_NORM_HEAD, .rope = ENG_ROPE_NEOX,
+                                      .ff_exp_key = true };
     return eng_llama_family_load(m, &o, err);
 }
 

@@ -7,12 +7,16 @@ extern const struct eng_arch eng_arch_llama;
 extern const struct eng_arch eng_arch_qwen3moe;
 extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
+extern const struct eng_arch eng_arch_glm4moe;   /* model/arch-glm4moe.c */
+extern const struct eng_arch eng_arch_minimax_m2; /* model/arch-minimax-m2.c */
 
 static const struct eng_arch *const archs[] = {
     &eng_arch_llama,
     &eng_arch_qwen3moe,
     &eng_arch_deepseek2,
     &eng_arch_gpt_oss,
+    &eng_arch_glm4moe,
+    &eng_arch_minimax_m2,
 };
 
 const struct eng_arch *eng_arch_find(const char *name)

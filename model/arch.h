@@ -67,11 +67,30 @@ const char *eng_arch_names(void);
 
 /* --- the llama-family decoder -----------------------------------------------
  * Pre-norm GQA attention + SwiGLU FFN (dense or MoE), shared by arch-llama.c
- * (llama, Mixtral) and arch-qwen3moe.c; they differ only in these options. */
+ * (llama, Mixtral), arch-qwen3moe.c, arch-glm4moe.c and arch-minimax-m2.c;
+ * they differ only in these options. */
+enum eng_qk_norm {
+    ENG_QK_NORM_NONE,
+    ENG_QK_NORM_HEAD,     /* attn_q_norm/attn_k_norm [head dim], per head, before RoPE */
+    ENG_QK_NORM_HEAD_OPT, /* the same where the file has them (GLM-4.5 355B has, Air not) */
+    ENG_QK_NORM_FULL,     /* one RMSNorm over all heads' q (k): [n_head * head dim] */
+};
+
 struct eng_llama_opts {
-    bool qk_norm;              /* attn_q_norm/attn_k_norm per head, before RoPE */
+    enum eng_qk_norm qk_norm;
     enum eng_rope_mode rope;
     bool ff_exp_key;           /* expert width from expert_feed_forward_length */
+    bool qkv_bias;             /* optional attn_q/k/v.bias (GLM) */
+    bool post_attn_norm;       /* the pre-FFN norm is post_attention_norm (GLM) */
+    /* Biased routing (GLM-4.5, MiniMax-M2; false: softmax renormalised over
+     * the top k): the file's gating (gating_default where it has no
+     * expert_gating_func; 0 = the key is required), the selection bias
+     * exp_probs_b, scale, renormalisation (always when norm_always, else the
+     * file's expert_weights_norm); leading dense blocks, shared experts, and
+     * trailing nextn blocks that are neither loaded nor run. */
+    bool biased_routing;
+    enum eng_gating gating_default;
+    bool norm_always;
 };
 int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, struct fl_err *err);
 void eng_llama_family_unload(struct eng_model *m);

@@ -318,6 +318,7 @@ struct pl_model {
     int n_layer;       /* <arch>.block_count */
     int n_expert_used; /* <arch>.expert_used_count */
     int n_expert;      /* <arch>.expert_count */
+    int n_trunk;       /* blocks the pass runs: block_count minus nextn_predict_layers */
 };
 
 static void read_model(const struct gguf_file *f, struct pl_model *m)
@@ -337,6 +338,17 @@ static void read_model(const struct gguf_file *f, struct pl_model *m)
     snprintf(key, sizeof(key), "%s.expert_count", arch);
     if (!gguf_get_int(f, key, &v) && v > 0 && v < 1000000)
         m->n_expert = (int)v;
+    m->n_trunk = m->n_layer;
+    snprintf(key, sizeof(key), "%s.nextn_predict_layers", arch);
+    if (!gguf_get_int(f, key, &v) && v > 0 && v < m->n_layer)
+        m->n_trunk = m->n_layer - (int)v;
+}
+
+/* The trailing nextn (multi-token prediction) blocks are not run: they stay
+ * on disk whatever the rules say, so nothing reads them. */
+static bool nextn_block(const char *name, const struct pl_model *m)
+{
+    return fl_tensor_block(name) >= m->n_trunk;
 }
 
 /* Layer index as -ngl counts it: blk.N is N, the input embedding is never
@@ -400,7 +412,7 @@ static void compute_min_budget(struct placement_plan *p, const struct gguf_file 
     for (int64_t i = 0; i < p->n_tensors; i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
         int il = fl_tensor_block(t->name);
-        if (p->tier[i] != PL_TIER_DISK || il < 0 || il >= n_layer)
+        if (p->tier[i] != PL_TIER_DISK || il < 0 || il >= n_layer || il >= m->n_trunk)
             continue;
         per_layer[il] += fl_tensor_is_expert(t->name) ? expert_slice_bytes(t, m->n_expert)
                                                       : t->nbytes;
@@ -493,7 +505,10 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
         int r = 0;
         while (r < rules.n && !rule_matches(&rules.v[r], name))
             r++;
-        if (r < rules.n) {
+        if (nextn_block(name, &m)) {
+            p->tier[i] = PL_TIER_DISK;
+            snprintf(p->reason[i], sizeof(p->reason[i]), "nextn block: not run, never read");
+        } else if (r < rules.n) {
             p->tier[i] = rules.v[r].tier;
             memcpy(p->reason[i], rules.v[r].reason, sizeof(p->reason[i]));
         } else {

@@ -22,7 +22,8 @@ static void usage(FILE *out)
         "usage: faultline gen --arch ARCH [--size SIZE] [--type TYPE] [--seed N] -o FILE [shape]\n"
         "\n"
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
-        "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss\n"
+        "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
+        "                     minimax-m2\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -33,7 +34,8 @@ static void usage(FILE *out)
         "shape (default: chosen from --size):\n"
         "  --n-embd N --layers N --experts N --top-k N --expert-ff N --ff N\n"
         "  --heads N --heads-kv N --head-dim N\n"
-        "  --shared-experts N --dense-layers N   (deepseek2)\n"
+        "  --rope-dims N                         (glm4moe, minimax-m2: partial RoPE)\n"
+        "  --shared-experts N --dense-layers N   (deepseek2, glm4moe)\n"
         "other:\n"
         "  --skew X           router power-law exponent (default 0.3, 0 = uniform)\n"
         "  --threads N        synthesis threads (default 2)\n"
@@ -42,7 +44,7 @@ static void usage(FILE *out)
 }
 
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
-       O_FF, O_HEADS, O_HKV, O_HDIM, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE };
+       O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -52,7 +54,7 @@ static const struct option long_opts[] = {
     { "top-k", required_argument, 0, O_TOPK }, { "expert-ff", required_argument, 0, O_EFF },
     { "ff", required_argument, 0, O_FF }, { "heads", required_argument, 0, O_HEADS },
     { "heads-kv", required_argument, 0, O_HKV }, { "head-dim", required_argument, 0, O_HDIM },
-    { "shared-experts", required_argument, 0, O_SHARED },
+    { "rope-dims", required_argument, 0, O_ROT }, { "shared-experts", required_argument, 0, O_SHARED },
     { "dense-layers", required_argument, 0, O_DENSE }, { "skew", required_argument, 0, O_SKEW },
     { "threads", required_argument, 0, O_THREADS }, { "dry-run", no_argument, 0, O_DRY },
     { "force", no_argument, 0, O_FORCE },
@@ -101,6 +103,7 @@ static int64_t *count_field(struct gen_params *p, int o)
     case O_HEADS: return &p->n_head;
     case O_HKV: return &p->n_head_kv;
     case O_HDIM: return &p->head_dim;
+    case O_ROT: return &p->n_rot;
     case O_SHARED: return &p->n_expert_shared;
     case O_DENSE: return &p->n_layer_dense;
     default: return NULL;
@@ -114,7 +117,8 @@ static int parse_one(struct opts *o, int c, const char *arg, const char *name)
     switch (c) {
     case O_ARCH:
         if (gen_arch_by_name(arg) < 0)
-            return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss)", arg);
+            return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
+                       "minimax-m2)", arg);
         o->p.arch = (enum gen_arch)gen_arch_by_name(arg);
         return 0;
     case O_SIZE:
@@ -186,7 +190,7 @@ static int parse(int argc, char **argv, struct opts *o)
     if (optind < argc)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!have_arch)
-        return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss)");
+        return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, minimax-m2)");
     if (!o->out && !o->dry)
         return bad("-o FILE is required");
     return 0;
@@ -198,13 +202,16 @@ static void print_shape(const struct gen_params *p, uint64_t size)
     printf("%s %s: n_embd %lld, %lld layers, %lld experts (top %lld", gen_arch_name(p->arch),
            fl_type_name(p->type), (long long)p->n_embd, (long long)p->n_layer,
            (long long)p->n_expert, (long long)p->n_expert_used);
+    if (gen_arch_has_dense(p->arch))
+        printf(", %lld shared, %lld dense layers", (long long)p->n_expert_shared,
+               (long long)p->n_layer_dense);
     if (p->arch == GEN_ARCH_DEEPSEEK2)
-        printf(", %lld shared, %lld dense layers, q/kv lora %lld/%lld",
-               (long long)p->n_expert_shared,
-               (long long)p->n_layer_dense, (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
+        printf(", q/kv lora %lld/%lld", (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
     printf("), expert n_ff %lld, %lld heads", (long long)p->n_ff_exp, (long long)p->n_head);
     if (p->arch != GEN_ARCH_DEEPSEEK2)
         printf(" (%lld kv) x %lld", (long long)p->n_head_kv, (long long)p->head_dim);
+    if (p->n_rot)
+        printf(", RoPE on %lld dims", (long long)p->n_rot);
     printf(", %s (%llu bytes)\n", fl_format_size(size, sz, sizeof(sz)), (unsigned long long)size);
     fflush(stdout);
 }
@@ -236,7 +243,7 @@ static void print_skew(const struct gen_params *p)
 {
     double lo = 1, hi = 0, sum = 0;
     int64_t n = 0;
-    int64_t first = p->arch == GEN_ARCH_DEEPSEEK2 ? p->n_layer_dense : 0;
+    int64_t first = gen_arch_has_dense(p->arch) ? p->n_layer_dense : 0;
     if (p->n_expert <= 8)
         return;
     for (int64_t il = first; il < p->n_layer; il++, n++) {
