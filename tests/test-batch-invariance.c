@@ -325,7 +325,9 @@ int main(void)
     const char *only = getenv("FL_BATCH_MODELS");
     static const char *const models[] = { "qwen3moe-tiny-F16", "qwen3moe-tiny-Q8_0",
                                           "mixtral-tiny-Q4_K_M", "deepseek2-tiny-F16",
-                                          "gpt-oss-tiny-MXFP4" };
+                                          "gpt-oss-tiny-MXFP4", "glm4moe-tiny-F16",
+                                          "glm4moe-tiny-Q8_0", "minimax-m2-tiny-F16",
+                                          "minimax-m2-tiny-Q8_0" };
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         if (only && !strstr(only, models[i]))
             continue;

@@ -41,6 +41,9 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_LLAMA] = "tests/data/mixtral-tiny-Q4_K_M.gguf",
     [GEN_ARCH_DEEPSEEK2] = "tests/data/deepseek2-tiny-F16.gguf",
     [GEN_ARCH_GPT_OSS] = "tests/data/gpt-oss-tiny-MXFP4.gguf",
+    /* made by gen itself, then loaded and run by llama.cpp for tests/data/ref */
+    [GEN_ARCH_GLM4MOE] = "tests/data/glm4moe-tiny-F16.gguf",
+    [GEN_ARCH_MINIMAX_M2] = "tests/data/minimax-m2-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -98,6 +101,38 @@ static const struct rule rules_gpt_oss[] = {
     { NULL, 0, NULL },
 };
 
+/* 'N': the nextn blocks only (glm4moe); 'M' counts them as MoE blocks. */
+static const struct rule rules_glm4moe[] = {
+    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
+    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
+    { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_q.bias", 'A', "Q" },
+    { "blk.#.attn_k.weight", 'A', "D,K" }, { "blk.#.attn_k.bias", 'A', "K" },
+    { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_v.bias", 'A', "K" },
+    { "blk.#.attn_output.weight", 'A', "Q,D" }, { "blk.#.attn_q_norm.weight", 'A', "H" },
+    { "blk.#.attn_k_norm.weight", 'A', "H" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
+    { "blk.#.ffn_gate.weight", 'D', "D,dff" }, { "blk.#.ffn_up.weight", 'D', "D,dff" },
+    { "blk.#.ffn_down.weight", 'D', "dff,D" }, { "blk.#.ffn_gate_inp.weight", 'M', "D,X" },
+    { "blk.#.exp_probs_b.bias", 'M', "X" }, { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" },
+    { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" },
+    { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_up_shexp.weight", 'M', "D,S" },
+    { "blk.#.ffn_down_shexp.weight", 'M', "S,D" }, { "blk.#.nextn.eh_proj.weight", 'N', "D2,D" },
+    { "blk.#.nextn.enorm.weight", 'N', "D" }, { "blk.#.nextn.hnorm.weight", 'N', "D" },
+    { "blk.#.nextn.shared_head_norm.weight", 'N', "D" },
+    { NULL, 0, NULL },
+};
+
+static const struct rule rules_minimax_m2[] = {
+    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
+    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
+    { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_k.weight", 'A', "D,K" },
+    { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_output.weight", 'A', "Q,D" },
+    { "blk.#.attn_q_norm.weight", 'A', "Q" }, { "blk.#.attn_k_norm.weight", 'A', "K" },
+    { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate_inp.weight", 'A', "D,X" },
+    { "blk.#.exp_probs_b.bias", 'A', "X" }, { "blk.#.ffn_gate_exps.weight", 'A', "D,F,X" },
+    { "blk.#.ffn_up_exps.weight", 'A', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'A', "F,D,X" },
+    { NULL, 0, NULL },
+};
+
 static int64_t kv_int(const struct gguf_file *f, const char *arch, const char *suffix)
 {
     char key[128];
@@ -123,6 +158,7 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     int64_t vmla = kv_int(f, arch, "attention.value_length_mla");
     int64_t kl = kv_int(f, arch, "attention.kv_lora_rank");
     if (!strcmp(s, "D")) return D;
+    if (!strcmp(s, "D2")) return 2 * D;
     if (!strcmp(s, "V")) return gguf_get_arr(f, "tokenizer.ggml.tokens", &toks) ? -1 : (int64_t)toks->arr.n;
     if (!strcmp(s, "X")) return kv_int(f, arch, "expert_count");
     if (!strcmp(s, "F")) return F;
@@ -144,8 +180,13 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
 
 static const struct rule *rules_for(enum gen_arch a)
 {
-    return a == GEN_ARCH_DEEPSEEK2 ? rules_deepseek2 : a == GEN_ARCH_GPT_OSS ? rules_gpt_oss
-                                                                            : rules_gqa;
+    switch (a) {
+    case GEN_ARCH_DEEPSEEK2: return rules_deepseek2;
+    case GEN_ARCH_GPT_OSS: return rules_gpt_oss;
+    case GEN_ARCH_GLM4MOE: return rules_glm4moe;
+    case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
+    default: return rules_gqa;
+    }
 }
 
 /* Checks f's tensors against the rules: every tensor matches a rule with
@@ -155,7 +196,8 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
     const char *arch = gen_arch_name(a);
     const struct rule *rules = rules_for(a);
     int64_t nl = kv_int(f, arch, "block_count");
-    int64_t nd = a == GEN_ARCH_DEEPSEEK2 ? kv_int(f, arch, "leading_dense_block_count") : 0;
+    int64_t nd = gen_arch_has_dense(a) ? kv_int(f, arch, "leading_dense_block_count") : 0;
+    int64_t nn = a == GEN_ARCH_GLM4MOE ? kv_int(f, arch, "nextn_predict_layers") : 0;
     int64_t count[64] = {0};
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
@@ -186,9 +228,9 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         bool qk_norm = strstr(rules[r].name, "_norm.weight") && strstr(rules[r].name, "attn_q_norm");
         bool qk_norm2 = strstr(rules[r].name, "attn_k_norm") != NULL;
         int64_t want = rules[r].where == 'T' ? 1 : rules[r].where == 'D' ? nd
-                     : rules[r].where == 'M' ? nl - nd : nl;
-        if ((qk_norm || qk_norm2) && a != GEN_ARCH_QWEN3MOE)
-            want = 0;
+                     : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn : nl;
+        if ((qk_norm || qk_norm2) && rules == rules_gqa && a != GEN_ARCH_QWEN3MOE)
+            want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
               rules[r].name, (long long)want);
     }
@@ -365,7 +407,7 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
 {
     struct gen_params p = { .arch = a, .type = type, .seed = seed, .skew = -1 };
     p.n_embd = 256;
-    p.n_layer = a == GEN_ARCH_DEEPSEEK2 ? 3 : 2;
+    p.n_layer = gen_arch_has_dense(a) ? 3 : 2;
     p.n_expert = 8;
     p.n_expert_used = 2;
     p.n_ff_exp = 768;
@@ -381,6 +423,8 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
         p.n_ff = 512;
         p.n_expert_shared = 2;
     }
+    if (a == GEN_ARCH_GLM4MOE)
+        p.n_ff = 512;
     return p;
 }
 
