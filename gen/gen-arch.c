@@ -90,6 +90,19 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_expert_used, 8);
         DEF(n_ff_exp, round256(w / 2));
         break;
+    case GEN_ARCH_QWEN35MOE: /* Qwen3.5-35B-A3B: 2048 wide, 16 x 256 heads, 2 kv, 64 rotated */
+        DEF(head_dim, w >= 2048 ? 256 : 64);
+        DEF(n_head, max64(1, 2 * w / p->head_dim));
+        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_rot, max64(2, p->head_dim / 4));
+        DEF(n_expert, 256);
+        DEF(n_expert_used, 8);
+        DEF(n_expert_shared, 1);
+        DEF(n_ff_exp, round256(w / 4));
+        DEF(ssm_d_state, w >= 2048 ? 128 : 32); /* 16 key and 32 value heads of 128 */
+        DEF(ssm_n_k_head, max64(1, w / 128));
+        DEF(ssm_n_v_head, 2 * p->ssm_n_k_head);
+        break;
     default:
         break;
     }
@@ -124,6 +137,10 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
     if (gen_arch_has_dense(p->arch) && p->n_layer <= p->n_layer_dense)
         return fl_err_set(err, -EINVAL, "%s needs more layers than its %lld dense ones", arch,
                           (long long)p->n_layer_dense);
+    if (p->arch == GEN_ARCH_QWEN35MOE &&
+        (p->ssm_n_k_head < 1 || p->ssm_n_v_head % p->ssm_n_k_head || p->ssm_d_state < 1))
+        return fl_err_set(err, -EINVAL, "--ssm-heads %lld must be a multiple of --ssm-groups %lld",
+                          (long long)p->ssm_n_v_head, (long long)p->ssm_n_k_head);
     if (p->n_rot % 2 || p->n_rot > p->head_dim)
         return fl_err_set(err, -EINVAL, "--rope-dims %lld must be even and at most --head-dim",
                           (long long)p->n_rot);
@@ -371,6 +388,58 @@ static void minimax_m2_layer(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
 }
 
+/* Qwen3.5's blocks: Gated DeltaNet but every fourth (full_attention_interval). */
+static bool qwen35_recurrent(int il)
+{
+    return (il + 1) % 4 != 0;
+}
+
+static void qwen35_delta_net(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t e = p->n_embd, D = p->ssm_d_state, H = p->ssm_n_v_head;
+    int64_t W = 2 * p->ssm_n_k_head * D + H * D;
+    mat(b, il, "attn_qkv.weight", false, e, W, 0);
+    mat(b, il, "attn_gate.weight", false, e, H * D, 0);
+    mat(b, il, "ssm_beta.weight", false, e, H, 0);
+    mat(b, il, "ssm_alpha.weight", false, e, H, 0);
+    noise(b, il, "ssm_conv1d.weight", 0.5f, false, 4, W);
+    add(b, il, "ssm_dt.bias", ROLE_F32, GEN_INIT_SSM_DT, 0.5f, false, H, 0, 0);
+    add(b, il, "ssm_a", ROLE_F32, GEN_INIT_SSM_A, 0, false, H, 0, 0);
+    norm(b, il, "ssm_norm.weight", D);
+    mat(b, il, "ssm_out.weight", true, H * D, e, 0);
+}
+
+/* Gated attention: Wq's rows hold each head's query and its output gate. */
+static void qwen35_attention(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim, e = p->n_embd;
+    mat(b, il, "attn_q.weight", false, e, 2 * nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    norm(b, il, "attn_q_norm.weight", p->head_dim);
+    norm(b, il, "attn_k_norm.weight", p->head_dim);
+}
+
+static void qwen35moe_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert, fs = ff * p->n_expert_shared;
+    norm(b, il, "attn_norm.weight", e);
+    if (qwen35_recurrent(il))
+        qwen35_delta_net(b, p, il);
+    else
+        qwen35_attention(b, p, il);
+    norm(b, il, "post_attention_norm.weight", e);
+    router(b, il, p);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    noise(b, il, "ffn_gate_inp_shexp.weight", 1.0f / sqrtf((float)e), false, e, 0);
+    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
+    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+}
+
 int gen_arch_tensors(struct gen_plan *plan)
 {
     const struct gen_params *p = plan->p;
@@ -385,6 +454,7 @@ int gen_arch_tensors(struct gen_plan *plan)
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
+        case GEN_ARCH_QWEN35MOE: qwen35moe_layer(&b, p, il); break;
         default: gqa_layer(&b, p, il); break;
         }
     }
@@ -446,6 +516,7 @@ static const char *vocab_pre(enum gen_arch a)
     switch (a) {
     case GEN_ARCH_GLM4MOE: return "glm4";
     case GEN_ARCH_MINIMAX_M2: return "minimax-m2";
+    case GEN_ARCH_QWEN35MOE: return "qwen35";
     default: return "gpt-2";
     }
 }
@@ -527,6 +598,37 @@ static void minimax_m2_hparams(struct kw *k, const struct gen_params *p)
     ku32(k, "expert_gating_func", 2); /* sigmoid */
 }
 
+static void kint_arr(struct kw *k, const char *suffix, const int32_t *v, uint64_t n)
+{
+    char key[128];
+    if (!k->rc)
+        k->rc = gguf_writer_kv_arr(k->w, akey(k, suffix, key, sizeof(key)), GGUF_VT_INT32, v, n);
+}
+
+/* Qwen3.5 MoE: M-RoPE sections that give text positions plain NEOX RoPE
+ * (each rotated pair in the t, h or w section: ceil((P - r) / 3) pairs of
+ * residue r, as Qwen3.5's 11, 11, 10 for 32 pairs). */
+static void qwen35moe_hparams(struct kw *k, const struct gen_params *p)
+{
+    const int32_t P = (int32_t)(p->n_rot / 2);
+    const int32_t sections[4] = { (P + 2) / 3, (P + 1) / 3, P / 3, 0 };
+    ku32(k, "attention.head_count_kv", p->n_head_kv);
+    ku32(k, "attention.key_length", p->head_dim);
+    ku32(k, "attention.value_length", p->head_dim);
+    ku32(k, "rope.dimension_count", p->n_rot);
+    kint_arr(k, "rope.dimension_sections", sections, 4);
+    kf32(k, "rope.freq_base", 1e7f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_shared_feed_forward_length", p->n_ff_exp * p->n_expert_shared);
+    ku32(k, "ssm.conv_kernel", 4);
+    ku32(k, "ssm.state_size", p->ssm_d_state);
+    ku32(k, "ssm.group_count", p->ssm_n_k_head);
+    ku32(k, "ssm.time_step_rank", p->ssm_n_v_head);
+    ku32(k, "ssm.inner_size", p->ssm_n_v_head * p->ssm_d_state);
+    ku32(k, "full_attention_interval", 4);
+}
+
 static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
 {
     ku32(k, "feed_forward_length", p->n_ff);
@@ -591,6 +693,9 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         break;
     case GEN_ARCH_MINIMAX_M2:
         minimax_m2_hparams(&k, p);
+        break;
+    case GEN_ARCH_QWEN35MOE:
+        qwen35moe_hparams(&k, p);
         break;
     case GEN_ARCH_GPT_OSS:
         ku32(&k, "feed_forward_length", p->n_ff_exp);

@@ -18,6 +18,8 @@ enum gen_init {
     GEN_INIT_EMBD,   /* N(0, 1) plus v */
     GEN_INIT_OUTPUT, /* N(0, sigma^2), orthogonal to v */
     GEN_INIT_ROUTER, /* N(0, sigma^2) plus the layer's expert offsets along v */
+    GEN_INIT_SSM_A,  /* -(1 + 4|N(0, 1)|): a DeltaNet head's decay rate, -exp(A_log) */
+    GEN_INIT_SSM_DT, /* -4 + N(0, sigma^2): softplus of it, dt ~ 0.02 as trained models */
 };
 
 struct gen_tensor {

@@ -216,6 +216,10 @@ static float float_value(const struct gen_plan *plan, const struct gen_tensor *t
         return 1.0f + t->sigma * (float)gauss(s);
     case GEN_INIT_EMBD:
         return at_v ? plan->v_mag : (float)gauss(s);
+    case GEN_INIT_SSM_A:
+        return -(1.0f + 4.0f * fabsf((float)gauss(s)));
+    case GEN_INIT_SSM_DT:
+        return -4.0f + t->sigma * (float)gauss(s);
     case GEN_INIT_ROUTER:
         if (at_v) /* rows are experts */
             return plan->offsets[t->layer * plan->p->n_expert + row] / plan->v_norm;

@@ -30,6 +30,7 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_GPT_OSS] = "gpt-oss",
     [GEN_ARCH_GLM4MOE] = "glm4moe",
     [GEN_ARCH_MINIMAX_M2] = "minimax-m2",
+    [GEN_ARCH_QWEN35MOE] = "qwen35moe",
 };
 
 const char *gen_arch_name(enum gen_arch a)
@@ -218,6 +219,9 @@ static int check_ranges(const struct gen_params *p, bool free_ok, struct fl_err 
         { "kv_lora_rank", p->kv_lora_rank, 1 << 16, false },
         { "qk_nope", p->qk_nope, 1024, false }, { "qk_rope", p->qk_rope, 1024, false },
         { "v_head", p->v_head, 1024, false },
+        { "--ssm-state", p->ssm_d_state, 1024, false },
+        { "--ssm-groups", p->ssm_n_k_head, 1024, false },
+        { "--ssm-heads", p->ssm_n_v_head, 1024, false },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
         bool may_be_0 = free_ok || !f[i].common;

@@ -106,6 +106,18 @@ struct eng_moe {
     float alpha, limit;                              /* ENG_ACT_SWIGLU_OAI's */
 };
 
+/* A Gated DeltaNet layer's recurrence (qwen35moe, llama.cpp's
+ * ggml_gated_delta_net): per value head h, q and k of key head
+ * h % n_k_head L2-normed (eps), decay g = softplus(alpha + dt_bias) * a,
+ * beta = sigmoid(beta), then S = exp(g) S; S += k (beta (v - S^T k))^T;
+ * out = S^T q / sqrt(d_state). */
+struct eng_delta_net {
+    int n_k_head, n_v_head;
+    int64_t d_state;                      /* dims of each head's q, k and v */
+    const struct eng_tensor *dt_bias, *a; /* F32 [n_v_head] */
+    float eps;
+};
+
 /* --- the op table -------------------------------------------------------------
  * Pointers to activations (x, y, q, ...) are the backend's memory (eng_tmp);
  * every other argument is on the host. */
@@ -171,6 +183,24 @@ struct eng_backend {
     /* n_rows rows of width floats; strides in floats */
     void (*copy_2d)(struct eng_ctx *c, float *dst, int64_t dst_stride, const float *src,
                     int64_t src_stride, int64_t width, int64_t n_rows);
+    /* Recurrent layers (may be NULL: a backend without them never runs a
+     * model that has them). out[t] = silu(causal depthwise conv of the
+     * sequence's window then x's rows, kernel w F32 [d_conv][width]) over
+     * n_tok rows of width = w->ne[1]; each span's sequence keeps its last
+     * d_conv-1 rows (the layer's rs_conv state). */
+    void (*ssm_conv)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *x,
+                     const struct eng_tensor *w, float *out);
+    /* The delta-rule recurrence over each span's tokens in order, from and
+     * into its sequence's rs_ssm state: qkv rows [n_tok][q | k | v] (q and k
+     * n_k_head heads, v n_v_head), alpha and beta [n_tok][n_v_head], out
+     * [n_tok][n_v_head * d_state]. */
+    void (*delta_net)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *qkv,
+                      const float *alpha, const float *beta, const struct eng_delta_net *p,
+                      float *out);
+    /* y[r][i] *= sigmoid(g[r][i]) over n_rows rows of width (per_row: one
+     * gate g[r] for the whole row). */
+    void (*sigmoid_gate)(struct eng_ctx *c, float *y, const float *g, int64_t width,
+                         int64_t n_rows, bool per_row);
     /* The mixture of experts of block `layer` on its normed input x
      * (n_tok rows), from the router's logits (overwritten): routing (the
      * routing sink hears it), the expert source's prefetch, every expert's
@@ -304,6 +334,25 @@ static inline void eng_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride
                                int64_t n_rows)
 {
     c->be->copy_2d(c, dst, dst_stride, src, src_stride, width, n_rows);
+}
+
+static inline void eng_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                                const float *x, const struct eng_tensor *w, float *out)
+{
+    c->be->ssm_conv(c, layer, b, x, w, out);
+}
+
+static inline void eng_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                                 const float *qkv, const float *alpha, const float *beta,
+                                 const struct eng_delta_net *p, float *out)
+{
+    c->be->delta_net(c, layer, b, qkv, alpha, beta, p, out);
+}
+
+static inline void eng_sigmoid_gate(struct eng_ctx *c, float *y, const float *g, int64_t width,
+                                    int64_t n_rows, bool per_row)
+{
+    c->be->sigmoid_gate(c, y, g, width, n_rows, per_row);
 }
 
 static inline int eng_moe(struct eng_ctx *c, int layer, const struct eng_batch *b,

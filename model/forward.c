@@ -42,9 +42,13 @@ int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_
     }
     int rc = check_spans(c, b, err);
     for (int i = 0; !rc && i < b->n_spans; i++)
+        rc = eng_kv_rs_check(c->kv, b->spans[i].seq, b->spans[i].pos0, err);
+    for (int i = 0; !rc && i < b->n_spans; i++)
         rc = eng_kv_seq_reserve(c->kv, b->spans[i].seq, b->spans[i].pos0 + b->spans[i].n_tok, err);
     if (rc)
         return rc;
+    for (int i = 0; i < b->n_spans; i++) /* recurrent state: zeroed at a sequence's start */
+        eng_kv_rs_begin(c->kv, b->spans[i].seq, b->spans[i].pos0, b->spans[i].n_tok);
     const size_t n = (size_t)b->n_tok;
     int32_t *pos = eng_scratch(c, 5 * n * sizeof(int32_t));
     int32_t *seq = pos + n, *span = seq + n, *cell = span + n, *out = cell + n;

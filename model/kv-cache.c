@@ -3,6 +3,7 @@
  * cell of every position it has room for. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/kv-cache.h"
 
@@ -18,6 +19,11 @@ struct eng_kv {
     fl_f16 **k, **v;     /* [n_layer] arrays of n_blocks * ENG_KV_BLOCK rows */
     int32_t *free_stack; /* [n_blocks]: free block ids, the next one on top */
     struct kv_seq *seq;  /* [n_seq] */
+    /* recurrent state: [n_layer] arrays of n_seq * dim floats (NULL dims:
+     * none); rs_pos[seq] = positions it covers, -1 = unusable */
+    const int64_t *rs_conv_dim, *rs_ssm_dim;
+    float **rs_conv, **rs_ssm;
+    int32_t *rs_pos;
 };
 
 static int alloc_layers(struct eng_kv *kv)
@@ -33,6 +39,25 @@ static int alloc_layers(struct eng_kv *kv)
             ok = (kv->k[l] = calloc(cells * (size_t)kv->k_dim[l], sizeof(fl_f16))) != NULL;
         if (ok && kv->v_dim[l] > 0)
             ok = (kv->v[l] = calloc(cells * (size_t)kv->v_dim[l], sizeof(fl_f16))) != NULL;
+    }
+    return ok;
+}
+
+static int alloc_rs(struct eng_kv *kv)
+{
+    if (!kv->rs_conv_dim)
+        return 1;
+    kv->rs_conv = calloc((size_t)kv->n_layer, sizeof(*kv->rs_conv));
+    kv->rs_ssm = calloc((size_t)kv->n_layer, sizeof(*kv->rs_ssm));
+    kv->rs_pos = calloc((size_t)kv->n_seq, sizeof(*kv->rs_pos));
+    int ok = kv->rs_conv && kv->rs_ssm && kv->rs_pos;
+    for (int64_t l = 0; ok && l < kv->n_layer; l++) {
+        if (kv->rs_conv_dim[l] > 0)
+            ok = (kv->rs_conv[l] = calloc((size_t)kv->n_seq * (size_t)kv->rs_conv_dim[l],
+                                          sizeof(float))) != NULL;
+        if (ok && kv->rs_ssm_dim[l] > 0)
+            ok = (kv->rs_ssm[l] = calloc((size_t)kv->n_seq * (size_t)kv->rs_ssm_dim[l],
+                                         sizeof(float))) != NULL;
     }
     return ok;
 }
@@ -56,9 +81,11 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv
     kv->n_layer = m->hp.n_layer;
     kv->k_dim = m->kv_k_dim;
     kv->v_dim = m->kv_v_dim;
+    kv->rs_conv_dim = m->rs_conv_dim;
+    kv->rs_ssm_dim = m->rs_ssm_dim;
     kv->free_stack = malloc(sizeof(int32_t) * (size_t)kv->n_blocks);
     kv->seq = calloc((size_t)n_seq, sizeof(*kv->seq));
-    int ok = kv->free_stack && kv->seq && alloc_layers(kv);
+    int ok = kv->free_stack && kv->seq && alloc_layers(kv) && alloc_rs(kv);
     if (!ok) {
         eng_kv_destroy(kv);
         return fl_err_set(err, -ENOMEM, "out of memory for a KV cache of %d positions", n_ctx);
@@ -78,7 +105,14 @@ void eng_kv_destroy(struct eng_kv *kv)
             free(kv->k[l]);
         if (kv->v)
             free(kv->v[l]);
+        if (kv->rs_conv)
+            free(kv->rs_conv[l]);
+        if (kv->rs_ssm)
+            free(kv->rs_ssm[l]);
     }
+    free(kv->rs_conv);
+    free(kv->rs_ssm);
+    free(kv->rs_pos);
     for (int s = 0; kv->seq && s < kv->n_seq; s++)
         free(kv->seq[s].cells);
     free(kv->seq);
@@ -154,6 +188,8 @@ void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos)
         free(s->cells);
         s->cells = NULL;
     }
+    if (kv->rs_pos && kv->rs_pos[seq] != n_pos)
+        kv->rs_pos[seq] = n_pos == 0 ? 0 : -1;
 }
 
 fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell)
@@ -182,4 +218,56 @@ void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok,
         if (v && vd)
             to_f16(eng_kv_v(kv, layer, cells[t]), v + t * vd, vd);
     }
+}
+
+bool eng_kv_recurrent(const struct eng_kv *kv)
+{
+    return kv->rs_pos != NULL;
+}
+
+uint64_t eng_kv_rs_bytes(const struct eng_kv *kv)
+{
+    uint64_t floats = 0;
+    for (int64_t l = 0; kv->rs_pos && l < kv->n_layer; l++)
+        floats += (uint64_t)(kv->rs_conv_dim[l] + kv->rs_ssm_dim[l]);
+    return floats * (uint64_t)kv->n_seq * sizeof(float);
+}
+
+int eng_kv_rs_check(const struct eng_kv *kv, int seq, int pos0, struct fl_err *err)
+{
+    if (!kv->rs_pos || pos0 == 0 || kv->rs_pos[seq] == pos0)
+        return 0;
+    if (kv->rs_pos[seq] < 0)
+        return fl_err_set(err, -EINVAL, "sequence %d: a recurrent model's state was cut back; "
+                          "it can only restart at position 0, not %d", seq, pos0);
+    return fl_err_set(err, -EINVAL, "sequence %d: a recurrent model's state covers %d "
+                      "positions, the batch continues at %d (it can only restart at 0)",
+                      seq, kv->rs_pos[seq], pos0);
+}
+
+void eng_kv_rs_begin(struct eng_kv *kv, int seq, int pos0, int n_tok)
+{
+    if (!kv->rs_pos)
+        return;
+    if (pos0 == 0) {
+        for (int64_t l = 0; l < kv->n_layer; l++) {
+            if (kv->rs_conv_dim[l] > 0)
+                memset(eng_kv_rs_conv(kv, (int)l, seq), 0,
+                       sizeof(float) * (size_t)kv->rs_conv_dim[l]);
+            if (kv->rs_ssm_dim[l] > 0)
+                memset(eng_kv_rs_ssm(kv, (int)l, seq), 0,
+                       sizeof(float) * (size_t)kv->rs_ssm_dim[l]);
+        }
+    }
+    kv->rs_pos[seq] = pos0 + n_tok;
+}
+
+float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq)
+{
+    return kv->rs_conv[layer] + (int64_t)seq * kv->rs_conv_dim[layer];
+}
+
+float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq)
+{
+    return kv->rs_ssm[layer] + (int64_t)seq * kv->rs_ssm_dim[layer];
 }

@@ -13,6 +13,7 @@
 #ifndef FL_KV_CACHE_H
 #define FL_KV_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -54,5 +55,23 @@ fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int cell); /* one row of kv_v_dim
  * cells[t]; k or v may be NULL to store only the other. */
 void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok, const float *k,
                   const float *v);
+
+/* --- recurrent state (m->rs_conv_dim / rs_ssm_dim) ---------------------------
+ * A recurrent layer keeps, per sequence, F32 state that sums up every
+ * position so far: it cannot be cut back to an earlier position. A span at
+ * pos0 0 starts it from zeros; any other span must continue where the
+ * sequence's state ends. Truncating a sequence to 0 resets it; to anything
+ * else leaves it unusable until the sequence restarts at 0. */
+bool eng_kv_recurrent(const struct eng_kv *kv);
+/* F32 bytes of every layer's state of every sequence. */
+uint64_t eng_kv_rs_bytes(const struct eng_kv *kv);
+/* Whether a span of seq may start at pos0: 0, or -EINVAL naming both
+ * positions when the state ends elsewhere. */
+int eng_kv_rs_check(const struct eng_kv *kv, int seq, int pos0, struct fl_err *err);
+/* Before a checked span of seq at pos0..pos0+n_tok-1: zeroes the state when
+ * pos0 is 0; it then counts as covering pos0 + n_tok positions. */
+void eng_kv_rs_begin(struct eng_kv *kv, int seq, int pos0, int n_tok);
+float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq); /* rs_conv_dim floats */
+float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq);  /* rs_ssm_dim floats */
 
 #endif

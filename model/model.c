@@ -311,6 +311,8 @@ void eng_model_free(struct eng_model *m)
         m->arch->unload(m);
     free(m->kv_k_dim);
     free(m->kv_v_dim);
+    free(m->rs_conv_dim);
+    free(m->rs_ssm_dim);
     free(m->routers);
     if (m->repack_arena)
         munmap(m->repack_arena, m->repack_arena_size);

@@ -65,6 +65,10 @@ struct eng_hparams {
     enum eng_gating gating;
     bool expert_weights_norm;
     float expert_weights_scale; /* 0 or 1 = no scaling */
+    /* Gated DeltaNet layers (qwen35moe; 0 elsewhere): conv kernel width,
+     * key heads (ssm.group_count) and value heads (ssm.time_step_rank) of
+     * ssm_d_state dims each */
+    int64_t ssm_d_conv, ssm_n_k_head, ssm_n_v_head, ssm_d_state;
 };
 
 struct eng_arch;
@@ -86,6 +90,10 @@ struct eng_model {
      * heads together). Set by the arch's load; 0 = that layer caches nothing
      * of that kind (MLA stores only K). */
     int64_t *kv_k_dim, *kv_v_dim;
+    /* Per layer (NULL: no layer has any): floats of one sequence's
+     * recurrent state beside the KV cache, the conv window and the
+     * delta-rule matrices (model/kv-cache.h); 0 = none in that layer. */
+    int64_t *rs_conv_dim, *rs_ssm_dim;
     void *arch_data;              /* owned by the arch (freed by its unload) */
     /* Set by the arch's load: the embedding (rows looked up on the host),
      * the final norm and the output matrix (the embedding when tied). */

@@ -327,7 +327,8 @@ int main(void)
                                           "mixtral-tiny-Q4_K_M", "deepseek2-tiny-F16",
                                           "gpt-oss-tiny-MXFP4", "glm4moe-tiny-F16",
                                           "glm4moe-tiny-Q8_0", "minimax-m2-tiny-F16",
-                                          "minimax-m2-tiny-Q8_0" };
+                                          "minimax-m2-tiny-Q8_0", "qwen35moe-tiny-F16",
+                                          "qwen35moe-tiny-Q8_0" };
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         if (only && !strstr(only, models[i]))
             continue;

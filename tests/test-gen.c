@@ -44,6 +44,7 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     /* made by gen itself, then loaded and run by llama.cpp for tests/data/ref */
     [GEN_ARCH_GLM4MOE] = "tests/data/glm4moe-tiny-F16.gguf",
     [GEN_ARCH_MINIMAX_M2] = "tests/data/minimax-m2-tiny-F16.gguf",
+    [GEN_ARCH_QWEN35MOE] = "tests/data/qwen35moe-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -133,6 +134,26 @@ static const struct rule rules_minimax_m2[] = {
     { NULL, 0, NULL },
 };
 
+/* 'L': Gated DeltaNet blocks, 'G': gated full attention blocks (every
+ * full_attention_interval-th). */
+static const struct rule rules_qwen35moe[] = {
+    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
+    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
+    { "blk.#.attn_q.weight", 'G', "D,Q2" }, { "blk.#.attn_k.weight", 'G', "D,K" },
+    { "blk.#.attn_v.weight", 'G', "D,K" }, { "blk.#.attn_output.weight", 'G', "Q,D" },
+    { "blk.#.attn_q_norm.weight", 'G', "H" }, { "blk.#.attn_k_norm.weight", 'G', "H" },
+    { "blk.#.attn_qkv.weight", 'L', "D,W" }, { "blk.#.attn_gate.weight", 'L', "D,VD" },
+    { "blk.#.ssm_beta.weight", 'L', "D,Hv" }, { "blk.#.ssm_alpha.weight", 'L', "D,Hv" },
+    { "blk.#.ssm_conv1d.weight", 'L', "C,W" }, { "blk.#.ssm_dt.bias", 'L', "Hv" },
+    { "blk.#.ssm_a", 'L', "Hv" }, { "blk.#.ssm_norm.weight", 'L', "Ds" },
+    { "blk.#.ssm_out.weight", 'L', "VD,D" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
+    { "blk.#.ffn_gate_inp.weight", 'A', "D,X" }, { "blk.#.ffn_gate_exps.weight", 'A', "D,F,X" },
+    { "blk.#.ffn_up_exps.weight", 'A', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'A', "F,D,X" },
+    { "blk.#.ffn_gate_inp_shexp.weight", 'A', "D" }, { "blk.#.ffn_gate_shexp.weight", 'A', "D,Ss" },
+    { "blk.#.ffn_up_shexp.weight", 'A', "D,Ss" }, { "blk.#.ffn_down_shexp.weight", 'A', "Ss,D" },
+    { NULL, 0, NULL },
+};
+
 static int64_t kv_int(const struct gguf_file *f, const char *arch, const char *suffix)
 {
     char key[128];
@@ -175,6 +196,15 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     if (!strcmp(s, "o")) return N * vmla;
     if (!strcmp(s, "dff")) return kv_int(f, arch, "feed_forward_length");
     if (!strcmp(s, "S")) return F * kv_int(f, arch, "expert_shared_count");
+    if (!strcmp(s, "Q2")) return 2 * N * hd;
+    if (!strcmp(s, "Ss")) return kv_int(f, arch, "expert_shared_feed_forward_length");
+    if (!strcmp(s, "Hv")) return kv_int(f, arch, "ssm.time_step_rank");
+    if (!strcmp(s, "Ds")) return kv_int(f, arch, "ssm.state_size");
+    if (!strcmp(s, "VD")) return kv_int(f, arch, "ssm.inner_size");
+    if (!strcmp(s, "C")) return kv_int(f, arch, "ssm.conv_kernel");
+    if (!strcmp(s, "W"))
+        return 2 * kv_int(f, arch, "ssm.group_count") * kv_int(f, arch, "ssm.state_size") +
+               kv_int(f, arch, "ssm.inner_size");
     return -1;
 }
 
@@ -185,6 +215,7 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_GPT_OSS: return rules_gpt_oss;
     case GEN_ARCH_GLM4MOE: return rules_glm4moe;
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
+    case GEN_ARCH_QWEN35MOE: return rules_qwen35moe;
     default: return rules_gqa;
     }
 }
@@ -198,6 +229,7 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
     int64_t nl = kv_int(f, arch, "block_count");
     int64_t nd = gen_arch_has_dense(a) ? kv_int(f, arch, "leading_dense_block_count") : 0;
     int64_t nn = a == GEN_ARCH_GLM4MOE ? kv_int(f, arch, "nextn_predict_layers") : 0;
+    int64_t every = kv_int(f, arch, "full_attention_interval"), ng = every > 0 ? nl / every : 0;
     int64_t count[64] = {0};
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
@@ -228,7 +260,8 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         bool qk_norm = strstr(rules[r].name, "_norm.weight") && strstr(rules[r].name, "attn_q_norm");
         bool qk_norm2 = strstr(rules[r].name, "attn_k_norm") != NULL;
         int64_t want = rules[r].where == 'T' ? 1 : rules[r].where == 'D' ? nd
-                     : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn : nl;
+                     : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn
+                     : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng : nl;
         if ((qk_norm || qk_norm2) && rules == rules_gqa && a != GEN_ARCH_QWEN3MOE)
             want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
@@ -308,7 +341,8 @@ static float *read_rows(const char *path, const struct gguf_tensor *t, int64_t n
 
 static bool is_writer(const char *name)
 {
-    return strstr(name, "attn_output.weight") || strstr(name, "ffn_down");
+    return strstr(name, "attn_output.weight") || strstr(name, "ffn_down") ||
+           strstr(name, "ssm_out.weight");
 }
 
 /* Matrices: std * sqrt(fan_in) near 1 (residual writers: scaled down by
@@ -425,6 +459,13 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     }
     if (a == GEN_ARCH_GLM4MOE)
         p.n_ff = 512;
+    if (a == GEN_ARCH_QWEN35MOE) { /* 3 DeltaNet blocks and 1 attention block */
+        p.n_layer = 4;
+        p.head_dim = 40;
+        p.ssm_d_state = 48;
+        p.ssm_n_k_head = 1;
+        p.ssm_n_v_head = 3;
+    }
     return p;
 }
 
@@ -565,7 +606,7 @@ static void test_sizes(void)
                       gen_arch_name(p.arch), fl_type_name(p.type), (unsigned long long)sizes[s],
                       err.msg, got);
             }
-    printf("  --size 64M/256M/1G lands within 10%% for 4 archs x 4 types\n");
+    printf("  --size 64M/256M/1G lands within 10%% for %d archs x 4 types\n", GEN_ARCH_COUNT);
 }
 
 /* Runs cli_gen in a child with stderr captured; returns its exit status. */

@@ -539,7 +539,23 @@ static void test_chat_formats(void)
                 "<|start|>user<|message|>Who are you<|end|>"
                 "<|start|>assistant<|message|>   I am an assistant   <|return|>"
                 "<|start|>user<|message|>Another question<|end|><|start|>assistant");
+    /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
+    expect_chat(FL_CHAT_CHATGLM4,
+                "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
+                "Hi there<|user|>\nWho are you<|assistant|>\n   I am an assistant   <|user|>\n"
+                "Another question<|assistant|>\n");
+    /* MiniMax-M2's own template (llama.cpp has no built-in one) */
+    expect_chat(FL_CHAT_MINIMAX_M2,
+                "]~!b[]~b]system\nYou are a helpful assistant[e~[\n]~b]user\nHello[e~[\n"
+                "]~b]ai\nHi there[e~[\n]~b]user\nWho are you[e~[\n]~b]ai\n   I am an assistant   [e~[\n"
+                "]~b]user\nAnother question[e~[\n]~b]ai\n<think>\n");
     char *out = NULL;
+    CHECK(fl_chat_apply(FL_CHAT_MINIMAX_M2, conv + 1, 1, true, &out) > 0 &&
+              !strcmp(out, "]~!b[]~b]system\nYou are a helpful assistant.[e~[\n]~b]user\nHello[e~[\n"
+                           "]~b]ai\n<think>\n"),
+          "minimax-m2 without a system turn: '%s'", out ? out : "(null)");
+    free(out);
+    out = NULL;
     CHECK(fl_chat_apply(FL_CHAT_UNKNOWN, conv, 6, true, &out) == -EINVAL && !out,
           "unknown format is -EINVAL");
     struct fl_chat_msg bad = { "user", NULL };
@@ -556,6 +572,13 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
     CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_HARMONY, "gpt-oss -> harmony");
     CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
+    CHECK(fl_chat_detect("glm4moe", NULL) == FL_CHAT_CHATGLM4, "glm4moe -> chatglm4");
+    CHECK(fl_chat_detect("minimax-m2", NULL) == FL_CHAT_MINIMAX_M2, "minimax-m2 -> minimax-m2");
+    CHECK(fl_chat_detect("qwen35moe", NULL) == FL_CHAT_CHATML, "qwen35moe -> chatml");
+    CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{% for m in messages %}") == FL_CHAT_CHATGLM4,
+          "chatglm4 marker");
+    CHECK(fl_chat_detect(NULL, "{{ ']~!b[' ~ ']~b]' ~ role }}{{ '[e~[' }}") == FL_CHAT_MINIMAX_M2,
+          "minimax-m2 markers");
     CHECK(fl_chat_detect("llama", "{{ '<|im_start|>' + role }}") == FL_CHAT_CHATML,
           "template markers win over the architecture");
     CHECK(fl_chat_detect("llama", "{{ '[INST] ' + content }}{{ '[SYSTEM_PROMPT]' }}") ==

@@ -27,6 +27,8 @@ static const struct {
     { "deepseek3", FL_CHAT_DEEPSEEK3 },
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
+    { "chatglm4", FL_CHAT_CHATGLM4 },
+    { "minimax-m2", FL_CHAT_MINIMAX_M2 },
 };
 
 enum fl_chat_format fl_chat_format_from_name(const char *name)
@@ -80,6 +82,10 @@ static enum fl_chat_format detect_template(const char *t)
     if (strstr(t, "<｜Assistant｜>") && strstr(t, "<｜User｜>") &&
         strstr(t, "<｜end▁of▁sentence｜>"))
         return FL_CHAT_DEEPSEEK3;
+    if (strstr(t, "[gMASK]<sop>"))
+        return FL_CHAT_CHATGLM4;
+    if (strstr(t, "]~b]") && strstr(t, "[e~["))
+        return FL_CHAT_MINIMAX_M2;
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
         return FL_CHAT_HARMONY;
     return FL_CHAT_UNKNOWN;
@@ -98,6 +104,10 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
         return FL_CHAT_DEEPSEEK3; /* V3, R1 and Kimi K2 all load as deepseek2 */
     if (strcmp(arch, "gpt-oss") == 0)
         return FL_CHAT_HARMONY;
+    if (strcmp(arch, "glm4moe") == 0)
+        return FL_CHAT_CHATGLM4;
+    if (strcmp(arch, "minimax-m2") == 0)
+        return FL_CHAT_MINIMAX_M2;
     return FL_CHAT_UNKNOWN;
 }
 
@@ -302,6 +312,39 @@ static void apply_harmony(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         put(b, "<|start|>assistant");
 }
 
+/* llama.cpp's built-in chatglm4 (its add_ass opening has no <think>). */
+static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    put(b, "[gMASK]<sop>");
+    for (size_t i = 0; i < n; i++) {
+        put(b, "<|");
+        put(b, m[i].role);
+        put(b, "|>\n");
+        put(b, m[i].content);
+    }
+    if (add)
+        put(b, "<|assistant|>\n");
+}
+
+/* MiniMax-M2's template: the assistant's role is "ai", a system turn always
+ * comes first (the template's default when the conversation has none), and
+ * the generation prompt opens the model's thinking. */
+static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    put(b, "]~!b[");
+    if (!n || !is(m[0].role, "system"))
+        put(b, "]~b]system\nYou are a helpful assistant.[e~[\n");
+    for (size_t i = 0; i < n; i++) {
+        put(b, "]~b]");
+        put(b, is(m[i].role, "assistant") ? "ai" : m[i].role);
+        put(b, "\n");
+        put(b, m[i].content);
+        put(b, "[e~[\n");
+    }
+    if (add)
+        put(b, "]~b]ai\n<think>\n");
+}
+
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                   bool add_assistant, char **out)
 {
@@ -326,6 +369,8 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_MINIMAX_M2: apply_minimax_m2(&b, msgs, n, add_assistant); break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */

@@ -8,6 +8,8 @@
  *   deepseek2     User: ...\n\nAssistant: ...<｜end▁of▁sentence｜>  ... Assistant:
  *   deepseek3     <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
  *   harmony       <|start|>role<|message|>content<|end|> ... <|start|>assistant
+ *   chatglm4      [gMASK]<sop><|role|>\ncontent ... <|assistant|>\n
+ *   minimax-m2    ]~!b[]~b]system\n...[e~[\n]~b]user\n...[e~[\n ... ]~b]ai\n<think>\n
  *
  * The result contains special-token texts: tokenize it with parse_special
  * (and add_special, so the file's BOS is added). */
@@ -34,6 +36,8 @@ enum fl_chat_format {
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
     FL_CHAT_HARMONY,          /* gpt-oss */
+    FL_CHAT_CHATGLM4,         /* GLM-4.5 / 4.6 / 4.7 */
+    FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
 };
 
 struct fl_chat_msg {
@@ -50,7 +54,8 @@ const char *fl_chat_format_name(enum fl_chat_format fmt);
 /* Picks the format: markers in the Jinja template text (may be NULL) as
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
  * chatml, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
- * harmony). FL_CHAT_UNKNOWN when neither says. */
+ * harmony, glm4moe -> chatglm4, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
+ * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
 
 /* The same from a file's general.architecture and tokenizer.chat_template. */

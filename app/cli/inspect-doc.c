@@ -153,6 +153,13 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
                           "n_tensors", (json_int_t)gguf_n_tensors(m->f), "tensor_bytes",
                           (json_int_t)m->tensor_bytes, "bytes_by_type", json_types(m), "moe",
                           json_moe(m->moe));
+    if (d && m->n_rs_layers &&
+        fl_json_set(d, "linear_attention",
+                    json_pack("{s:i, s:I}", "n_layers", m->n_rs_layers, "state_bytes_per_seq",
+                              (json_int_t)m->rs_bytes_per_seq))) {
+        json_decref(d);
+        d = NULL;
+    }
     if (d && tensors && fl_json_set(d, "tensors", json_tensors(m->f))) {
         json_decref(d);
         d = NULL;

@@ -57,6 +57,31 @@ static void gather_types(struct inspect_model *m)
     }
 }
 
+/* One sequence's recurrent state per layer, as the engine sizes it
+ * (model/arch-qwen35moe.c): (d_conv - 1) rows of the conv's width and
+ * value heads x d_state^2. */
+static void gather_recurrent(struct inspect_model *m)
+{
+    char key[256];
+    int64_t v[4];
+    static const char *const keys[4] = { "ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                                         "ssm.time_step_rank" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof(key), "%s.%s", m->arch ? m->arch : "", keys[i]);
+        if ((v[i] = int_or(m->f, key, -1)) < 1 || v[i] > 1 << 20)
+            return;
+    }
+    for (int64_t i = 0; i < gguf_n_tensors(m->f); i++) {
+        const char *name = gguf_tensor(m->f, i)->name, *dot = strchr(name, '.');
+        dot = dot && !strncmp(name, "blk.", 4) ? strchr(dot + 1, '.') : NULL;
+        m->n_rs_layers += dot && !strcmp(dot, ".ssm_a");
+    }
+    const uint64_t d_conv = (uint64_t)v[0], D = (uint64_t)v[1], K = (uint64_t)v[2];
+    const uint64_t H = (uint64_t)v[3];
+    m->rs_bytes_per_seq = (uint64_t)m->n_rs_layers * 4 *
+                          ((d_conv - 1) * (2 * K * D + H * D) + H * D * D);
+}
+
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err)
 {
     memset(m, 0, sizeof(*m));
@@ -72,6 +97,7 @@ int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err 
     m->model_name = str_or_null(m->f, "general.name");
     gather_tokenizer(m);
     gather_types(m);
+    gather_recurrent(m);
     return 0;
 }
 

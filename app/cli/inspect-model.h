@@ -31,6 +31,11 @@ struct inspect_model {
     int n_types;                   /* entries of types[], by type id */
     struct inspect_type_bytes types[FL_TYPE_COUNT];
     struct moe_layout *moe;
+    /* Linear attention (Gated DeltaNet): layers with an ssm_a tensor and
+     * the F32 recurrent state one sequence keeps for all of them (conv
+     * window + delta-rule matrices), from the ssm.* keys; 0 when none. */
+    int n_rs_layers;
+    uint64_t rs_bytes_per_seq;
 };
 
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err);

@@ -223,6 +223,11 @@ static void print_text(FILE *out, const struct inspect_model *m, bool tensors)
     text_tokenizer(out, m);
     text_types(out, m);
     text_moe(out, m->moe);
+    if (m->n_rs_layers) {
+        fprintf(out, "linear attention: %d Gated DeltaNet layers, recurrent state ", m->n_rs_layers);
+        print_size(out, m->rs_bytes_per_seq);
+        fprintf(out, " per sequence\n");
+    }
     if (tensors)
         text_tensors(out, m->f);
 }

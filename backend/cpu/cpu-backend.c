@@ -9,6 +9,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-ops.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/recurrent.h"
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 
@@ -198,6 +199,9 @@ const struct eng_backend eng_cpu_backend = {
     .add_bias = cpu_add_bias_op,
     .swiglu = cpu_swiglu_op,
     .copy_2d = cpu_copy_2d,
+    .ssm_conv = cpu_ssm_conv,
+    .delta_net = cpu_delta_net,
+    .sigmoid_gate = cpu_sigmoid_gate,
     .moe = cpu_moe,
     .output = cpu_output,
 };

@@ -267,6 +267,10 @@ static void pin_ram_experts(struct eng_gpu *g, const struct placement_plan *plan
 static bool trunk_in_vram(const struct eng_gpu *g)
 {
     const struct eng_model *m = g->m;
+    /* the device pass has no recurrent ops (Gated DeltaNet) yet: such a
+     * model runs the CPU's pass with its products sent to the device */
+    if (m->rs_conv_dim)
+        return false;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct eng_tensor *t = &m->tensors[i];
         if (t->in_pass && !g->d_tensor[i] && t != m->embd && t != m->output &&

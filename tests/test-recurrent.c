@@ -1,0 +1,271 @@
+/* test-recurrent: Gated DeltaNet's ops and state (backend/cpu/recurrent.h,
+ * model/kv-cache.h): the conv and the delta rule against double-precision
+ * references written here from the formulas (not ggml's transposed
+ * layout), the state carried between batches bit for bit, a sequence's
+ * numbers the same alone and beside another, and the rules a recurrent
+ * cache keeps (restart at 0 zeroes it, a gap is refused, truncation). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu-backend.h"
+#include "backend/cpu/recurrent.h"
+#include "backend/cpu/threadpool.h"
+#include "model/kv-cache.h"
+#include "tests/check.h"
+
+enum { NK = 2, NV = 4, D = 8, DCONV = 4, W = 2 * NK * D + NV * D, NTOK = 7 };
+
+static float rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static struct eng_tensor f32_tensor(const float *data, int64_t ne0, int64_t ne1)
+{
+    return (struct eng_tensor){ .name = "t", .data = (const uint8_t *)data, .type = FL_TYPE_F32,
+                                .n_dims = ne1 > 1 ? 2 : 1, .ne = { ne0, ne1, 1, 1 } };
+}
+
+/* One recurrent layer, no KV rows. */
+static struct eng_model *fake_model(void)
+{
+    struct eng_model *m = calloc(1, sizeof(*m));
+    m->hp.n_layer = 1;
+    m->kv_k_dim = calloc(1, sizeof(int64_t));
+    m->kv_v_dim = calloc(1, sizeof(int64_t));
+    m->rs_conv_dim = calloc(1, sizeof(int64_t));
+    m->rs_ssm_dim = calloc(1, sizeof(int64_t));
+    m->rs_conv_dim[0] = (DCONV - 1) * W;
+    m->rs_ssm_dim[0] = NV * D * D;
+    return m;
+}
+
+static void free_fake(struct eng_model *m)
+{
+    free(m->kv_k_dim);
+    free(m->kv_v_dim);
+    free(m->rs_conv_dim);
+    free(m->rs_ssm_dim);
+    free(m);
+}
+
+struct inputs {
+    float x[NTOK][W], conv_w[W * DCONV], alpha[NTOK][NV], beta[NTOK][NV], dt[NV], a[NV];
+};
+
+static void make_inputs(struct inputs *in, unsigned seed)
+{
+    for (int t = 0; t < NTOK; t++) {
+        for (int i = 0; i < W; i++)
+            in->x[t][i] = rnd(&seed);
+        for (int h = 0; h < NV; h++) {
+            in->alpha[t][h] = rnd(&seed);
+            in->beta[t][h] = 2 * rnd(&seed);
+        }
+    }
+    for (int i = 0; i < W * DCONV; i++)
+        in->conv_w[i] = 0.5f * rnd(&seed);
+    for (int h = 0; h < NV; h++) {
+        in->dt[h] = -2 + rnd(&seed);
+        in->a[h] = -(1.5f + rnd(&seed));
+    }
+}
+
+/* The conv then the delta rule in double, straight from the formulas. */
+static void reference(const struct inputs *in, double out[NTOK][NV * D])
+{
+    static double S[NV][D][D]; /* S[h][i][j]: key dim i, value dim j */
+    double c[NTOK][W];
+    memset(S, 0, sizeof(S));
+    for (int t = 0; t < NTOK; t++)
+        for (int ch = 0; ch < W; ch++) {
+            double s = 0;
+            for (int i = 0; i < DCONV; i++) {
+                const int at = t + i - (DCONV - 1);
+                s += (at < 0 ? 0.0 : in->x[at][ch]) * in->conv_w[ch * DCONV + i];
+            }
+            c[t][ch] = s / (1 + exp(-s));
+        }
+    for (int t = 0; t < NTOK; t++)
+        for (int h = 0; h < NV; h++) {
+            double q[D], k[D], nq = 0, nk = 0;
+            const int kh = h % NK;
+            for (int i = 0; i < D; i++) {
+                q[i] = c[t][kh * D + i];
+                k[i] = c[t][NK * D + kh * D + i];
+                nq += q[i] * q[i];
+                nk += k[i] * k[i];
+            }
+            for (int i = 0; i < D; i++) {
+                q[i] /= fmax(sqrt(nq), 1e-6);
+                k[i] /= fmax(sqrt(nk), 1e-6);
+            }
+            const double g = log1p(exp(in->alpha[t][h] + in->dt[h])) * in->a[h];
+            const double beta = 1 / (1 + exp(-in->beta[t][h]));
+            for (int j = 0; j < D; j++) {
+                double sk = 0;
+                for (int i = 0; i < D; i++)
+                    sk += (S[h][i][j] *= exp(g)) * k[i];
+                const double delta = (c[t][2 * NK * D + h * D + j] - sk) * beta;
+                for (int i = 0; i < D; i++)
+                    S[h][i][j] += k[i] * delta;
+            }
+            for (int j = 0; j < D; j++) {
+                double o = 0;
+                for (int i = 0; i < D; i++)
+                    o += S[h][i][j] * q[i];
+                out[t][h * D + j] = o / sqrt((double)D);
+            }
+        }
+}
+
+struct rig {
+    struct eng_model *m;
+    struct eng_ctx c;
+    struct inputs in[2];
+    struct eng_tensor conv, dt, a;
+};
+
+/* Spans (seq, pos0, n) of one batch; tokens of sequence s from in[s]. */
+static void run_batch(struct rig *r, const struct eng_span *sp, int n_spans, float *out)
+{
+    struct fl_err err;
+    int n = 0;
+    for (int i = 0; i < n_spans; i++)
+        n += sp[i].n_tok;
+    int32_t tok[2 * NTOK] = { 0 };
+    const struct eng_batch in = { .tokens = tok, .n_tok = n, .spans = sp, .n_spans = n_spans };
+    struct eng_batch b;
+    eng_arena_reset(r->c.arena);
+    CHECK(eng_batch_prepare(&r->c, &in, &b, &err) == 0, "prepare: %s", err.msg);
+    float *x = eng_scratch_f32(&r->c, n * W), *al = eng_scratch_f32(&r->c, n * NV);
+    float *be = eng_scratch_f32(&r->c, n * NV), *cv = eng_scratch_f32(&r->c, n * W);
+    for (int t = 0; t < n; t++) {
+        const struct inputs *src = &r->in[b.seq[t]];
+        memcpy(x + t * W, src->x[b.pos[t]], sizeof(float) * W);
+        memcpy(al + t * NV, src->alpha[b.pos[t]], sizeof(float) * NV);
+        memcpy(be + t * NV, src->beta[b.pos[t]], sizeof(float) * NV);
+    }
+    cpu_ssm_conv(&r->c, 0, &b, x, &r->conv, cv);
+    const struct eng_delta_net p = { .n_k_head = NK, .n_v_head = NV, .d_state = D,
+                                     .dt_bias = &r->dt, .a = &r->a, .eps = 1e-6f };
+    cpu_delta_net(&r->c, 0, &b, cv, al, be, &p, out);
+}
+
+static void rig_open(struct rig *r, struct fl_pool *pool)
+{
+    struct fl_err err;
+    memset(r, 0, sizeof(*r));
+    r->m = fake_model();
+    make_inputs(&r->in[0], 1);
+    make_inputs(&r->in[1], 2);
+    /* both sequences share the weights (sequence 0's) */
+    memcpy(r->in[1].conv_w, r->in[0].conv_w, sizeof(r->in[0].conv_w));
+    memcpy(r->in[1].dt, r->in[0].dt, sizeof(r->in[0].dt));
+    memcpy(r->in[1].a, r->in[0].a, sizeof(r->in[0].a));
+    r->conv = f32_tensor(r->in[0].conv_w, DCONV, W);
+    r->dt = f32_tensor(r->in[0].dt, NV, 1);
+    r->a = f32_tensor(r->in[0].a, NV, 1);
+    r->c = (struct eng_ctx){ .m = r->m, .pool = pool, .cpu = &eng_cpu_backend,
+                             .be = &eng_cpu_backend };
+    CHECK(eng_kv_create(r->m, 64, 2, &r->c.kv, &err) == 0, "kv create: %s", err.msg);
+    CHECK(eng_arena_create(&r->c.arena) == 0, "arena");
+}
+
+static void rig_close(struct rig *r)
+{
+    eng_kv_destroy(r->c.kv);
+    eng_arena_destroy(r->c.arena);
+    free_fake(r->m);
+}
+
+/* Alone in one batch, against the reference; in 3 + 4 tokens over two
+ * batches, and beside sequence 1 (staggered), bit for bit the same. */
+static void test_delta_net(struct fl_pool *pool)
+{
+    struct rig r;
+    rig_open(&r, pool);
+    static double ref[NTOK][NV * D];
+    float whole[NTOK * NV * D], split[NTOK * NV * D], mixed[2 * NTOK * NV * D];
+    reference(&r.in[0], ref);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, whole);
+    double worst = 0;
+    for (int t = 0; t < NTOK; t++)
+        for (int i = 0; i < NV * D; i++)
+            worst = fmax(worst, fabs(whole[t * NV * D + i] - ref[t][i]));
+    CHECK(worst < 1e-5, "delta rule vs the double reference: max |diff| %g", worst);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, 3, true } }, 1, split);
+    run_batch(&r, (const struct eng_span[]){ { 0, 3, NTOK - 3, true } }, 1, split + 3 * NV * D);
+    CHECK(!memcmp(whole, split, sizeof(whole)), "3 + 4 tokens over two batches differ");
+    /* sequence 1 alone, then both: sequence 0 from the start beside 1's prefix */
+    float one[NTOK * NV * D];
+    run_batch(&r, (const struct eng_span[]){ { 1, 0, NTOK, true } }, 1, one);
+    run_batch(&r, (const struct eng_span[]){ { 1, 0, 2, true }, { 0, 0, 4, true } }, 2, mixed);
+    run_batch(&r, (const struct eng_span[]){ { 0, 4, 3, true }, { 1, 2, 5, true } }, 2,
+              mixed + 6 * NV * D);
+    const size_t row = sizeof(float) * NV * D;
+    CHECK(!memcmp(mixed + 2 * NV * D, whole, 4 * row) && !memcmp(mixed + 6 * NV * D, whole + 4 * NV * D, 3 * row),
+          "sequence 0 beside sequence 1 differs from alone");
+    CHECK(!memcmp(mixed, one, 2 * row) && !memcmp(mixed + 9 * NV * D, one + 2 * NV * D, 5 * row),
+          "sequence 1 beside sequence 0 differs from alone");
+    printf("delta rule: max |diff| %.2g vs double; split and batched runs bit-identical\n",
+           worst);
+    rig_close(&r);
+}
+
+/* Restarting at 0 zeroes the state; a batch that skips or repeats
+ * positions is refused with one line; truncating to 0 allows a restart. */
+static void test_state_rules(void)
+{
+    struct rig r;
+    struct fl_err err;
+    rig_open(&r, NULL);
+    float a[NTOK * NV * D], b[NTOK * NV * D];
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, a);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, b);
+    CHECK(!memcmp(a, b, sizeof(a)), "a restart at position 0 did not start from zeros");
+    CHECK(eng_kv_rs_check(r.c.kv, 0, NTOK, &err) == 0, "continuing at the end refused");
+    int rc = eng_kv_rs_check(r.c.kv, 0, 3, &err);
+    CHECK(rc == -EINVAL && strstr(err.msg, "covers 7") && !strchr(err.msg, '\n'),
+          "going back to 3: rc %d \"%s\"", rc, err.msg);
+    rc = eng_kv_rs_check(r.c.kv, 1, 2, &err);
+    CHECK(rc == -EINVAL, "a fresh sequence continuing at 2: rc %d", rc);
+    eng_kv_seq_truncate(r.c.kv, 0, 3);
+    CHECK(eng_kv_rs_check(r.c.kv, 0, 3, &err) == -EINVAL,
+          "a state cut back to 3 positions accepted as covering them");
+    eng_kv_seq_truncate(r.c.kv, 0, 0);
+    CHECK(eng_kv_rs_check(r.c.kv, 0, 0, &err) == 0, "restart after freeing refused");
+    CHECK(eng_kv_recurrent(r.c.kv) &&
+          eng_kv_rs_bytes(r.c.kv) == 2u * sizeof(float) * ((DCONV - 1) * W + NV * D * D),
+          "state bytes %llu", (unsigned long long)eng_kv_rs_bytes(r.c.kv));
+    printf("state rules: restart zeroes, gaps refused (%s), truncation checked\n", err.msg);
+    rig_close(&r);
+}
+
+static void test_sigmoid_gate(void)
+{
+    float y[4] = { 1, 2, 3, 4 }, g[4] = { 0, 100, -100, 0 }, r[2] = { 0, 100 };
+    cpu_sigmoid_gate(NULL, y, g, 2, 2, false);
+    CHECK(y[0] == 0.5f && y[1] == 2 && y[2] == 0 && y[3] == 2, "per element: %g %g %g %g", y[0],
+          y[1], y[2], y[3]);
+    cpu_sigmoid_gate(NULL, y, r, 2, 2, true);
+    CHECK(y[0] == 0.25f && y[1] == 1 && y[2] == 0 && y[3] == 2, "per row: %g %g %g %g", y[0],
+          y[1], y[2], y[3]);
+    printf("sigmoid gates: checked\n");
+}
+
+int main(void)
+{
+    fl_types_init();
+    struct fl_pool *pool = fl_pool_create(2);
+    test_delta_net(pool);
+    test_state_rules();
+    test_sigmoid_gate();
+    fl_pool_destroy(pool);
+    return check_summary("test-recurrent");
+}
