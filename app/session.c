@@ -244,7 +244,8 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         return 0;
     const struct eng_gpu_options o = {
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
-        .vram_budget = p->placement.vram_budget, .kv_bytes = eng_kv_bytes(s->kv), .log = stderr,
+        .vram_budget = p->placement.vram_budget, .log = stderr,
+        .kv_bytes = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv), /* recurrent state too */
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
         .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
     };

@@ -69,7 +69,8 @@ if(FL_CUDA_ON)
     SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-blas.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
             backend/cuda/expert-lru.c backend/cuda/cuda-quant.cu backend/cuda/cuda-ops.cu
             backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
-            backend/cuda/gpu-pass.c backend/cuda/gpu-offload.c backend/cuda/gpu-stats.c
+            backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
+            backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base
     LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
@@ -116,14 +117,16 @@ elseif(FAULTLINE_CUDA_EMU)
   fl_module(cuda
     SOURCES backend/cuda/cuda-runtime.c backend/cuda/cuda-ops.c backend/cuda/expert-cache.c
             backend/cuda/expert-lru.c backend/cuda/emu/cudart-emu.c backend/cuda/emu/devmem-emu.c
-            backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
-            backend/cuda/gpu-pass.c backend/cuda/gpu-offload.c backend/cuda/gpu-stats.c
+            backend/cuda/emu/kernels-emu.c backend/cuda/emu/recurrent-emu.c backend/cuda/emu/blas-emu.c
+            backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
+            backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
+            backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)
   target_include_directories(fl_cuda SYSTEM PRIVATE ${FL_CUDA_EMU_INCLUDE})
   # the kernels round each operation on its own (__fmul_rn, no FMA)
-  set_source_files_properties(backend/cuda/emu/kernels-emu.c backend/cuda/emu/blas-emu.c
-    PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+  set_source_files_properties(backend/cuda/emu/kernels-emu.c backend/cuda/emu/recurrent-emu.c
+    backend/cuda/emu/blas-emu.c PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 else()
   fl_module(cuda SOURCES backend/cuda/cuda-none.c backend/cuda/expert-lru.c backend/cuda/gpu-rule.c
             backend/cuda/gpu-none.c

@@ -91,12 +91,13 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_ff_exp, round256(w / 2));
         break;
     case GEN_ARCH_QWEN35MOE: /* Qwen3.5-35B-A3B: 2048 wide, 16 x 256 heads, 2 kv, 64 rotated */
+    case GEN_ARCH_QWEN3NEXT: /* Qwen3-Next-80B-A3B: the same block shapes, 512 experts */
         DEF(head_dim, w >= 2048 ? 256 : 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
         DEF(n_head_kv, max64(1, p->n_head / 8));
         DEF(n_rot, max64(2, p->head_dim / 4));
-        DEF(n_expert, 256);
-        DEF(n_expert_used, 8);
+        DEF(n_expert, p->arch == GEN_ARCH_QWEN3NEXT ? 512 : 256);
+        DEF(n_expert_used, p->arch == GEN_ARCH_QWEN3NEXT ? 10 : 8);
         DEF(n_expert_shared, 1);
         DEF(n_ff_exp, round256(w / 4));
         DEF(ssm_d_state, w >= 2048 ? 128 : 32); /* 16 key and 32 value heads of 128 */
@@ -137,7 +138,9 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
     if (gen_arch_has_dense(p->arch) && p->n_layer <= p->n_layer_dense)
         return fl_err_set(err, -EINVAL, "%s needs more layers than its %lld dense ones", arch,
                           (long long)p->n_layer_dense);
-    if (p->arch == GEN_ARCH_QWEN35MOE &&
+    if (p->ssm_in && p->arch != GEN_ARCH_QWEN3NEXT)
+        return fl_err_set(err, -EINVAL, "--ssm-in is qwen3next's layout");
+    if ((p->arch == GEN_ARCH_QWEN35MOE || p->arch == GEN_ARCH_QWEN3NEXT) &&
         (p->ssm_n_k_head < 1 || p->ssm_n_v_head % p->ssm_n_k_head || p->ssm_d_state < 1))
         return fl_err_set(err, -EINVAL, "--ssm-heads %lld must be a multiple of --ssm-groups %lld",
                           (long long)p->ssm_n_v_head, (long long)p->ssm_n_k_head);
@@ -237,6 +240,33 @@ static void router(struct tb *b, int il, const struct gen_params *p)
         false, p->n_embd, p->n_expert, 0);
 }
 
+/* A layer's router, its selection bias where the family routes with one,
+ * and the routed experts' gate, up and down matrices. */
+static void routed_experts(struct tb *b, const struct gen_params *p, int il, bool sel_bias)
+{
+    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    router(b, il, p);
+    if (sel_bias)
+        noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+}
+
+/* A SwiGLU FFN of width ff: the dense one (suffix "") or the shared
+ * expert ("_shexp"). */
+static void swiglu_ffn(struct tb *b, const struct gen_params *p, int il, const char *suffix,
+                       int64_t ff)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "ffn_gate%s.weight", suffix);
+    mat(b, il, name, false, p->n_embd, ff, 0);
+    snprintf(name, sizeof(name), "ffn_up%s.weight", suffix);
+    mat(b, il, name, false, p->n_embd, ff, 0);
+    snprintf(name, sizeof(name), "ffn_down%s.weight", suffix);
+    mat(b, il, name, true, ff, p->n_embd, 0);
+}
+
 static void edges(struct tb *b, const struct gen_params *p)
 {
     int64_t nv = gen_vocab_n_tokens;
@@ -250,8 +280,7 @@ static void edges(struct tb *b, const struct gen_params *p)
 /* qwen3moe and llama share the plain GQA block; qwen3moe adds QK-norm. */
 static void gqa_layer(struct tb *b, const struct gen_params *p, int il)
 {
-    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
-    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim, e = p->n_embd;
     norm(b, il, "attn_norm.weight", e);
     mat(b, il, "attn_q.weight", false, e, nq, 0);
     mat(b, il, "attn_k.weight", false, e, nkv, 0);
@@ -262,10 +291,7 @@ static void gqa_layer(struct tb *b, const struct gen_params *p, int il)
         norm(b, il, "attn_k_norm.weight", p->head_dim);
     }
     norm(b, il, "ffn_norm.weight", e);
-    router(b, il, p);
-    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    routed_experts(b, p, il, false);
 }
 
 static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
@@ -282,20 +308,11 @@ static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
     norm(b, il, "ffn_norm.weight", e);
     if (il < p->n_layer_dense) {
-        mat(b, il, "ffn_gate.weight", false, e, p->n_ff, 0);
-        mat(b, il, "ffn_up.weight", false, e, p->n_ff, 0);
-        mat(b, il, "ffn_down.weight", true, p->n_ff, e, 0);
+        swiglu_ffn(b, p, il, "", p->n_ff);
         return;
     }
-    int64_t ff = p->n_ff_exp, ne = p->n_expert, fs = p->n_ff_exp * p->n_expert_shared;
-    router(b, il, p);
-    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
-    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
-    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+    routed_experts(b, p, il, true);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
 }
 
 static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
@@ -344,22 +361,14 @@ static void glm4moe_attention(struct tb *b, const struct gen_params *p, int il)
  * but does not run: a MoE block plus its projection and norms. */
 static void glm4moe_layer(struct tb *b, const struct gen_params *p, int il)
 {
-    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert, fs = ff * p->n_expert_shared;
+    int64_t e = p->n_embd;
     glm4moe_attention(b, p, il);
     if (il < p->n_layer_dense) {
-        mat(b, il, "ffn_gate.weight", false, e, p->n_ff, 0);
-        mat(b, il, "ffn_up.weight", false, e, p->n_ff, 0);
-        mat(b, il, "ffn_down.weight", true, p->n_ff, e, 0);
+        swiglu_ffn(b, p, il, "", p->n_ff);
         return;
     }
-    router(b, il, p);
-    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
-    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
-    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+    routed_experts(b, p, il, true);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
     if (il < p->n_layer)
         return;
     mat(b, il, "nextn.eh_proj.weight", false, 2 * e, e, 0);
@@ -371,8 +380,7 @@ static void glm4moe_layer(struct tb *b, const struct gen_params *p, int il)
 /* MiniMax-M2: QK norm over all heads, sigmoid routing with exp_probs_b. */
 static void minimax_m2_layer(struct tb *b, const struct gen_params *p, int il)
 {
-    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
-    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert;
+    int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim, e = p->n_embd;
     norm(b, il, "attn_norm.weight", e);
     mat(b, il, "attn_q.weight", false, e, nq, 0);
     mat(b, il, "attn_k.weight", false, e, nkv, 0);
@@ -381,11 +389,7 @@ static void minimax_m2_layer(struct tb *b, const struct gen_params *p, int il)
     norm(b, il, "attn_q_norm.weight", nq);
     norm(b, il, "attn_k_norm.weight", nkv);
     norm(b, il, "ffn_norm.weight", e);
-    router(b, il, p);
-    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
-    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    routed_experts(b, p, il, true);
 }
 
 /* Qwen3.5's blocks: Gated DeltaNet but every fourth (full_attention_interval). */
@@ -394,14 +398,24 @@ static bool qwen35_recurrent(int il)
     return (il + 1) % 4 != 0;
 }
 
+/* qwen3next: beta and alpha in one ssm_ba, and with --ssm-in the older
+ * files' single ssm_in for q, k, v and z (grouped per key head). */
 static void qwen35_delta_net(struct tb *b, const struct gen_params *p, int il)
 {
     int64_t e = p->n_embd, D = p->ssm_d_state, H = p->ssm_n_v_head;
     int64_t W = 2 * p->ssm_n_k_head * D + H * D;
-    mat(b, il, "attn_qkv.weight", false, e, W, 0);
-    mat(b, il, "attn_gate.weight", false, e, H * D, 0);
-    mat(b, il, "ssm_beta.weight", false, e, H, 0);
-    mat(b, il, "ssm_alpha.weight", false, e, H, 0);
+    if (p->ssm_in) {
+        mat(b, il, "ssm_in.weight", false, e, W + H * D, 0);
+    } else {
+        mat(b, il, "attn_qkv.weight", false, e, W, 0);
+        mat(b, il, "attn_gate.weight", false, e, H * D, 0);
+    }
+    if (p->arch == GEN_ARCH_QWEN3NEXT) {
+        mat(b, il, "ssm_ba.weight", false, e, 2 * H, 0);
+    } else {
+        mat(b, il, "ssm_beta.weight", false, e, H, 0);
+        mat(b, il, "ssm_alpha.weight", false, e, H, 0);
+    }
     noise(b, il, "ssm_conv1d.weight", 0.5f, false, 4, W);
     add(b, il, "ssm_dt.bias", ROLE_F32, GEN_INIT_SSM_DT, 0.5f, false, H, 0, 0);
     add(b, il, "ssm_a", ROLE_F32, GEN_INIT_SSM_A, 0, false, H, 0, 0);
@@ -423,21 +437,16 @@ static void qwen35_attention(struct tb *b, const struct gen_params *p, int il)
 
 static void qwen35moe_layer(struct tb *b, const struct gen_params *p, int il)
 {
-    int64_t e = p->n_embd, ff = p->n_ff_exp, ne = p->n_expert, fs = ff * p->n_expert_shared;
+    int64_t e = p->n_embd;
     norm(b, il, "attn_norm.weight", e);
     if (qwen35_recurrent(il))
         qwen35_delta_net(b, p, il);
     else
         qwen35_attention(b, p, il);
     norm(b, il, "post_attention_norm.weight", e);
-    router(b, il, p);
-    mat(b, il, "ffn_gate_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, e, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", true, ff, e, ne);
+    routed_experts(b, p, il, false);
     noise(b, il, "ffn_gate_inp_shexp.weight", 1.0f / sqrtf((float)e), false, e, 0);
-    mat(b, il, "ffn_gate_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_up_shexp.weight", false, e, fs, 0);
-    mat(b, il, "ffn_down_shexp.weight", true, fs, e, 0);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
 }
 
 int gen_arch_tensors(struct gen_plan *plan)
@@ -454,7 +463,8 @@ int gen_arch_tensors(struct gen_plan *plan)
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
-        case GEN_ARCH_QWEN35MOE: qwen35moe_layer(&b, p, il); break;
+        case GEN_ARCH_QWEN35MOE:
+        case GEN_ARCH_QWEN3NEXT: qwen35moe_layer(&b, p, il); break;
         default: gqa_layer(&b, p, il); break;
         }
     }
@@ -517,6 +527,7 @@ static const char *vocab_pre(enum gen_arch a)
     case GEN_ARCH_GLM4MOE: return "glm4";
     case GEN_ARCH_MINIMAX_M2: return "minimax-m2";
     case GEN_ARCH_QWEN35MOE: return "qwen35";
+    case GEN_ARCH_QWEN3NEXT: return "qwen2";
     default: return "gpt-2";
     }
 }
@@ -616,7 +627,8 @@ static void qwen35moe_hparams(struct kw *k, const struct gen_params *p)
     ku32(k, "attention.key_length", p->head_dim);
     ku32(k, "attention.value_length", p->head_dim);
     ku32(k, "rope.dimension_count", p->n_rot);
-    kint_arr(k, "rope.dimension_sections", sections, 4);
+    if (p->arch == GEN_ARCH_QWEN35MOE) /* Qwen3-Next's RoPE is plain NEOX */
+        kint_arr(k, "rope.dimension_sections", sections, 4);
     kf32(k, "rope.freq_base", 1e7f);
     kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
     ku32(k, "expert_feed_forward_length", p->n_ff_exp);
@@ -695,6 +707,7 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         minimax_m2_hparams(&k, p);
         break;
     case GEN_ARCH_QWEN35MOE:
+    case GEN_ARCH_QWEN3NEXT:
         qwen35moe_hparams(&k, p);
         break;
     case GEN_ARCH_GPT_OSS:

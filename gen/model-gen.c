@@ -31,6 +31,7 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_GLM4MOE] = "glm4moe",
     [GEN_ARCH_MINIMAX_M2] = "minimax-m2",
     [GEN_ARCH_QWEN35MOE] = "qwen35moe",
+    [GEN_ARCH_QWEN3NEXT] = "qwen3next",
 };
 
 const char *gen_arch_name(enum gen_arch a)

@@ -3,7 +3,7 @@
  *
  * The files have exactly the tensors and metadata llama.cpp expects for
  * qwen3moe, llama (Mixtral layout), deepseek2 (MLA), gpt-oss, glm4moe (with
- * its nextn block), minimax-m2 and qwen35moe (Gated DeltaNet), a small
+ * its nextn block), minimax-m2, qwen35moe and qwen3next (Gated DeltaNet), a small
  * built-in byte-level BPE vocabulary and random weights that still make a
  * well-behaved network: matrices have std ~ 1/sqrt(fan_in), and a fixed
  * direction v in every token's residual stream gives each layer's router a
@@ -29,6 +29,7 @@ enum gen_arch {
     GEN_ARCH_GLM4MOE,
     GEN_ARCH_MINIMAX_M2,
     GEN_ARCH_QWEN35MOE,
+    GEN_ARCH_QWEN3NEXT,
     GEN_ARCH_COUNT
 };
 
@@ -54,8 +55,10 @@ struct gen_params {
     int64_t head_dim;      /* all but deepseek2, which uses the MLA dims */
     int64_t n_rot;         /* glm4moe/minimax-m2/qwen35moe: rotated dims per head (partial RoPE) */
     int64_t n_expert_shared;   /* deepseek2, glm4moe, qwen35moe */
-    int64_t ssm_d_state, ssm_n_k_head, ssm_n_v_head; /* qwen35moe's Gated DeltaNet: head dims,
-                                                      key and value heads */
+    int64_t ssm_d_state, ssm_n_k_head, ssm_n_v_head; /* qwen35moe/qwen3next's Gated DeltaNet:
+                                                      head dims, key and value heads */
+    bool ssm_in;           /* qwen3next: one ssm_in matrix for q, k, v and z, as files
+                              converted before attn_qkv/attn_gate */
     int64_t n_layer_dense;     /* deepseek2, glm4moe: leading dense layers */
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited

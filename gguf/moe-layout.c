@@ -122,15 +122,23 @@ static int finish(const struct ctx *c, struct moe_layout *l)
     for (int64_t i = 0; i < gguf_n_tensors(c->f); i++)
         total += gguf_tensor(c->f, i)->nbytes;
     l->non_expert_bytes = total - l->expert_bytes;
+    int64_t nextn = -1;
+    int rc = c->arch ? get_count(c, "nextn_predict_layers", l->n_layer, &nextn) : 0;
+    if (rc)
+        return rc;
+    l->n_nextn = nextn > 0 ? (int)nextn : 0;
     l->n_leading_dense = -1;
     for (int il = 0; il < l->n_layer; il++) {
         struct moe_layer *ly = &l->layers[il];
+        ly->is_nextn = il >= l->n_layer - l->n_nextn;
         if (!ly->is_moe)
+            continue;
+        ly->n_expert = l->n_expert;
+        ly->n_expert_used = l->n_expert_used;
+        if (ly->is_nextn)
             continue;
         if (l->n_leading_dense < 0)
             l->n_leading_dense = il;
-        ly->n_expert = l->n_expert;
-        ly->n_expert_used = l->n_expert_used;
         l->n_moe_layers++;
         l->bytes_per_token += (uint64_t)l->n_expert_used * ly->bytes_per_expert;
     }

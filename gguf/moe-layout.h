@@ -30,6 +30,7 @@ struct moe_expert_tensor {
 
 struct moe_layer {
     bool is_moe;                 /* the layer has routed expert tensors */
+    bool is_nextn;               /* a trailing nextn (MTP) block: loaded, never run */
     int n_expert, n_expert_used; /* 0 for a dense layer */
     struct moe_expert_tensor role[MOE_N_ROLES];
     uint64_t bytes_per_expert;   /* sum of expert_bytes over the roles present */
@@ -38,11 +39,13 @@ struct moe_layer {
 struct moe_layout {
     int n_layer;                 /* <arch>.block_count */
     int n_expert, n_expert_used; /* <arch>.expert_count / expert_used_count (0 if absent) */
-    int n_moe_layers;
+    int n_moe_layers;            /* MoE layers a token runs (nextn blocks not counted) */
+    int n_nextn;                 /* <arch>.nextn_predict_layers: the last blocks, never run */
     int n_leading_dense;         /* dense layers before the first MoE layer (all, if none) */
     uint64_t expert_bytes;       /* all routed-expert tensors */
     uint64_t non_expert_bytes;   /* every other tensor */
-    uint64_t bytes_per_token;    /* n_expert_used * bytes_per_expert, summed over MoE layers */
+    uint64_t bytes_per_token;    /* n_expert_used * bytes_per_expert, summed over the MoE
+                                    layers a token runs */
     struct moe_layer *layers;    /* n_layer entries */
 };
 

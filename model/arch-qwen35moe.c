@@ -1,5 +1,6 @@
-/* arch-qwen35moe.c: Qwen3.5 / 3.6 MoE (llama.cpp arch "qwen35moe"), after
- * llama.cpp's src/models/qwen35moe.cpp and delta-net-base.cpp. A hybrid
+/* arch-qwen35moe.c: Qwen3.5 / 3.6 MoE (llama.cpp arch "qwen35moe") and
+ * Qwen3-Next (arch "qwen3next"), after llama.cpp's src/models/qwen35moe.cpp,
+ * qwen3next.cpp and delta-net-base.cpp. A hybrid
  * stack: every full_attention_interval-th block is gated full attention,
  * the others Gated DeltaNet linear attention; every block's FFN is routed
  * experts (softmax, top k renormalised) plus one shared expert scaled by a
@@ -13,6 +14,14 @@
  *     o = delta rule (model/backend.h, eng_delta_net) from the sequence's
  *     state; o = rmsnorm(o per head) * silu(z); out = Wout o
  *   ffn: moe(h) + sigmoid(w_shexp_gate . h) * shexp(h)
+ *
+ * Qwen3-Next differs only in how its files hold the projections: beta and
+ * alpha in one ssm_ba matrix, grouped per key head ([beta x r | alpha x r]
+ * for the r = value/key heads of each), and, in files converted before
+ * attn_qkv/attn_gate existed, q, k, v and z in one ssm_in matrix grouped
+ * the same way ([q | k | v x r | z x r] per key head); its RoPE is plain
+ * NEOX (no sections), and its value heads share key heads in groups (head
+ * h reads key head h / r; Qwen3.5 tiles them: h % K).
  *
  * Both kinds of state (the conv window, the delta-rule matrices) live per
  * sequence beside the KV cache (model/kv-cache.h). The trailing nextn
@@ -34,11 +43,19 @@ struct q35_layer {
     const struct eng_tensor *wq, *wk, *wv, *wo, *q_norm, *k_norm;           /* attention */
     const struct eng_tensor *wqkv, *wgate, *wbeta, *walpha, *conv, *dt_bias, *a, *ssm_norm,
         *ssm_out;                                                           /* DeltaNet */
+    const struct eng_tensor *wba, *win;        /* qwen3next: ssm_ba; ssm_in (older files) */
     const struct eng_tensor *gate_inp, *gate_exps, *up_exps, *down_exps;    /* experts */
     const struct eng_tensor *sh_gate, *gate_sh, *up_sh, *down_sh;           /* shared */
 };
 
+struct q35_opts {
+    bool ba_fused;      /* ssm_ba, and attn_qkv/attn_gate or ssm_in (qwen3next) */
+    bool k_grouped;     /* value head h reads key head h / r (qwen3next), else h % K */
+    bool rope_sections; /* rope.dimension_sections is required (qwen35moe) */
+};
+
 struct q35_data {
+    struct q35_opts o;
     int n_trunk;
     int64_t n_ff_sh;
     struct q35_layer *layers;
@@ -68,15 +85,38 @@ static int load_attention(struct eng_model *m, int l, struct q35_layer *L, struc
     return L->k_norm ? 0 : -EINVAL;
 }
 
-static int load_delta_net(struct eng_model *m, int l, struct q35_layer *L, struct fl_err *err)
+/* q/k/v and z as attn_qkv + attn_gate, or (qwen3next's older files) one
+ * ssm_in; beta and alpha as ssm_beta + ssm_alpha, or (qwen3next) ssm_ba. */
+static int load_projections(struct eng_model *m, int l, struct q35_layer *L, bool ba_fused,
+                            struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, H = hp->ssm_n_v_head, D = hp->ssm_d_state;
-    L->wqkv = REQ(m, l, "attn_qkv.weight", err, E, conv_width(hp));
-    L->wgate = L->wqkv ? REQ(m, l, "attn_gate.weight", err, E, H * D) : NULL;
-    L->wbeta = L->wgate ? REQ(m, l, "ssm_beta.weight", err, E, H) : NULL;
+    char legacy[64];
+    snprintf(legacy, sizeof(legacy), "blk.%d.ssm_in.weight", l);
+    if (ba_fused && eng_model_find(m, legacy)) {
+        L->win = REQ(m, l, "ssm_in.weight", err, E, conv_width(hp) + H * D);
+    } else {
+        L->wqkv = REQ(m, l, "attn_qkv.weight", err, E, conv_width(hp));
+        L->wgate = L->wqkv ? REQ(m, l, "attn_gate.weight", err, E, H * D) : NULL;
+    }
+    if (!L->win && !L->wgate)
+        return -EINVAL;
+    if (ba_fused)
+        return (L->wba = REQ(m, l, "ssm_ba.weight", err, E, 2 * H)) ? 0 : -EINVAL;
+    L->wbeta = REQ(m, l, "ssm_beta.weight", err, E, H);
     L->walpha = L->wbeta ? REQ(m, l, "ssm_alpha.weight", err, E, H) : NULL;
-    L->conv = L->walpha ? REQ(m, l, "ssm_conv1d.weight", err, hp->ssm_d_conv, conv_width(hp)) : NULL;
+    return L->walpha ? 0 : -EINVAL;
+}
+
+static int load_delta_net(struct eng_model *m, int l, struct q35_layer *L, struct fl_err *err)
+{
+    const struct eng_hparams *hp = &m->hp;
+    const int64_t H = hp->ssm_n_v_head, D = hp->ssm_d_state, E = hp->n_embd;
+    const struct q35_data *d = m->arch_data;
+    if (load_projections(m, l, L, d->o.ba_fused, err))
+        return -EINVAL;
+    L->conv = REQ(m, l, "ssm_conv1d.weight", err, hp->ssm_d_conv, conv_width(hp));
     L->dt_bias = L->conv ? REQ(m, l, "ssm_dt.bias", err, H) : NULL;
     L->a = L->dt_bias ? REQ(m, l, "ssm_a", err, H) : NULL;
     L->ssm_norm = L->a ? REQ(m, l, "ssm_norm.weight", err, D) : NULL;
@@ -127,13 +167,14 @@ static int load_layer(struct eng_model *m, int l, struct q35_layer *L, int64_t n
 /* Text positions give every M-RoPE section the token's position but the
  * fourth, which llama.cpp sets to 0: plain NEOX RoPE unless some rotated
  * pair falls to that one (llama.cpp's interleaved rule). */
-static int check_rope_sections(struct eng_model *m, struct fl_err *err)
+static int check_rope_sections(struct eng_model *m, bool required, struct fl_err *err)
 {
     char key[96];
     snprintf(key, sizeof(key), "%s.rope.dimension_sections", m->hp.arch);
     const struct gguf_value *v;
     if (gguf_get_arr(m->gguf, key, &v) != 0)
-        return 0;
+        return required ? fl_err_set(err, -EINVAL, "%s: missing key %s", gguf_name(m->gguf), key)
+                        : 0;
     if (v->arr.n != 4 || (v->arr.type != GGUF_VT_INT32 && v->arr.type != GGUF_VT_UINT32))
         return fl_err_set(err, -EINVAL, "%s: %s must be 4 integers", gguf_name(m->gguf), key);
     const int32_t *s = v->arr.elems;
@@ -182,7 +223,7 @@ static int load_hparams(struct eng_model *m, struct q35_data *d, struct fl_err *
     rc = rc ? rc : eng_model_key_int(m, "nextn_predict_layers", false, &nextn, err);
     rc = rc ? rc : eng_model_key_int(m, "expert_shared_feed_forward_length", false, &d->n_ff_sh,
                                      err);
-    rc = rc ? rc : check_rope_sections(m, err);
+    rc = rc ? rc : check_rope_sections(m, d->o.rope_sections, err);
     if (rc)
         return rc;
     if (nextn < 0 || nextn >= hp->n_layer)
@@ -257,11 +298,12 @@ static int set_state_dims(struct eng_model *m, const struct q35_data *d, struct 
     return 0;
 }
 
-static int q35_load(struct eng_model *m, struct fl_err *err)
+static int q35_load_with(struct eng_model *m, const struct q35_opts *o, struct fl_err *err)
 {
     struct q35_data *d = calloc(1, sizeof(*d));
     if (!d)
         return fl_err_set(err, -ENOMEM, "out of memory");
+    d->o = *o;
     m->arch_data = d;
     int rc = load_hparams(m, d, err);
     if (rc)
@@ -284,6 +326,18 @@ static int q35_load(struct eng_model *m, struct fl_err *err)
             return rc;
     }
     return set_state_dims(m, d, err);
+}
+
+static int qwen35moe_load(struct eng_model *m, struct fl_err *err)
+{
+    const struct q35_opts o = { .rope_sections = true };
+    return q35_load_with(m, &o, err);
+}
+
+static int qwen3next_load(struct eng_model *m, struct fl_err *err)
+{
+    const struct q35_opts o = { .ba_fused = true, .k_grouped = true };
+    return q35_load_with(m, &o, err);
 }
 
 static void q35_unload(struct eng_model *m)
@@ -323,6 +377,52 @@ static void q35_full_attention(struct eng_ctx *c, const struct eng_prenorm *p,
     eng_matmul(c, L->wo, a, n, out);
 }
 
+/* qwen3next's grouped rows into the layout the ops read: per key head kh
+ * of r value heads, ssm_ba holds [beta x r | alpha x r] and ssm_in
+ * [q (D) | k (D) | v (r D) | z (r D)]; llama.cpp lays them out again as
+ * [beta ...], [alpha ...] and [q ... | k ... | v ...], [z ...] in kh order. */
+static void ungroup(struct eng_ctx *c, const struct eng_hparams *hp, int n, const float *ba,
+                    float *beta, float *alpha, const float *qkvz, float *qkv, float *z)
+{
+    const int64_t K = hp->ssm_n_k_head, H = hp->ssm_n_v_head, D = hp->ssm_d_state, r = H / K;
+    const int64_t W = conv_width(hp), G = 2 * D + 2 * r * D;
+    for (int64_t kh = 0; kh < K; kh++) {
+        eng_copy_2d(c, beta + kh * r, H, ba + kh * 2 * r, 2 * H, r, n);
+        eng_copy_2d(c, alpha + kh * r, H, ba + kh * 2 * r + r, 2 * H, r, n);
+        if (!qkvz)
+            continue;
+        const float *g = qkvz + kh * G;
+        eng_copy_2d(c, qkv + kh * D, W, g, K * G, D, n);
+        eng_copy_2d(c, qkv + (K + kh) * D, W, g + D, K * G, D, n);
+        eng_copy_2d(c, qkv + 2 * K * D + kh * r * D, W, g + 2 * D, K * G, r * D, n);
+        eng_copy_2d(c, z + kh * r * D, H * D, g + 2 * D + r * D, K * G, r * D, n);
+    }
+}
+
+/* qkv [n][W], z [n][H D], beta and alpha [n][H] from the layer's input. */
+static void q35_project(struct eng_ctx *c, const struct q35_layer *L, const float *x, int n,
+                        float *qkv, float *z, float *beta, float *alpha)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int64_t H = hp->ssm_n_v_head, D = hp->ssm_d_state;
+    if (!L->wba) {
+        const struct eng_tensor *w[4] = { L->wqkv, L->wgate, L->wbeta, L->walpha };
+        eng_matmul_shared(c, 4, w, x, n, (float *const[4]){ qkv, z, beta, alpha });
+        return;
+    }
+    float *ba = eng_tmp(c, n * 2 * H);
+    if (L->win) {
+        float *qkvz = eng_tmp(c, n * (conv_width(hp) + H * D));
+        const struct eng_tensor *w[2] = { L->win, L->wba };
+        eng_matmul_shared(c, 2, w, x, n, (float *const[2]){ qkvz, ba });
+        ungroup(c, hp, n, ba, beta, alpha, qkvz, qkv, z);
+        return;
+    }
+    const struct eng_tensor *w[3] = { L->wqkv, L->wgate, L->wba };
+    eng_matmul_shared(c, 3, w, x, n, (float *const[3]){ qkv, z, ba });
+    ungroup(c, hp, n, ba, beta, alpha, NULL, NULL, NULL);
+}
+
 static void q35_delta_net(struct eng_ctx *c, const struct q35_layer *L, int il, const float *x,
                           const struct eng_batch *b, float *out)
 {
@@ -332,11 +432,11 @@ static void q35_delta_net(struct eng_ctx *c, const struct q35_layer *L, int il, 
     float *qkv = eng_tmp(c, n * W), *z = eng_tmp(c, n * H * D);
     float *beta = eng_tmp(c, n * H), *alpha = eng_tmp(c, n * H);
     float *conv = eng_tmp(c, n * W), *o = eng_tmp(c, n * H * D);
-    const struct eng_tensor *w[4] = { L->wqkv, L->wgate, L->wbeta, L->walpha };
-    eng_matmul_shared(c, 4, w, x, n, (float *const[4]){ qkv, z, beta, alpha });
+    q35_project(c, L, x, n, qkv, z, beta, alpha);
     eng_ssm_conv(c, il, b, qkv, L->conv, conv);
     const struct eng_delta_net dn = {
         .n_k_head = (int)hp->ssm_n_k_head, .n_v_head = (int)H, .d_state = D,
+        .k_grouped = ((const struct q35_data *)c->m->arch_data)->o.k_grouped,
         .dt_bias = L->dt_bias, .a = L->a, .eps = hp->rms_eps,
     };
     eng_delta_net(c, il, b, conv, alpha, beta, &dn, o);
@@ -400,7 +500,14 @@ static int q35_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
 
 const struct eng_arch eng_arch_qwen35moe = {
     .name = "qwen35moe",
-    .load = q35_load,
+    .load = qwen35moe_load,
+    .unload = q35_unload,
+    .forward = q35_forward,
+};
+
+const struct eng_arch eng_arch_qwen3next = {
+    .name = "qwen3next",
+    .load = qwen3next_load,
     .unload = q35_unload,
     .forward = q35_forward,
 };

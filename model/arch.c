@@ -10,6 +10,7 @@ extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
 extern const struct eng_arch eng_arch_glm4moe;   /* model/arch-glm4moe.c */
 extern const struct eng_arch eng_arch_minimax_m2; /* model/arch-minimax-m2.c */
 extern const struct eng_arch eng_arch_qwen35moe; /* model/arch-qwen35moe.c */
+extern const struct eng_arch eng_arch_qwen3next; /* model/arch-qwen35moe.c */
 
 static const struct eng_arch *const archs[] = {
     &eng_arch_llama,
@@ -19,6 +20,7 @@ static const struct eng_arch *const archs[] = {
     &eng_arch_glm4moe,
     &eng_arch_minimax_m2,
     &eng_arch_qwen35moe,
+    &eng_arch_qwen3next,
 };
 
 const struct eng_arch *eng_arch_find(const char *name)

@@ -106,13 +106,15 @@ struct eng_moe {
     float alpha, limit;                              /* ENG_ACT_SWIGLU_OAI's */
 };
 
-/* A Gated DeltaNet layer's recurrence (qwen35moe, llama.cpp's
+/* A Gated DeltaNet layer's recurrence (qwen35moe, qwen3next; llama.cpp's
  * ggml_gated_delta_net): per value head h, q and k of key head
- * h % n_k_head L2-normed (eps), decay g = softplus(alpha + dt_bias) * a,
+ * h % n_k_head (qwen35moe's tiling) or, k_grouped, h / (n_v_head /
+ * n_k_head) (qwen3next's repeat-interleave) L2-normed (eps), decay g = softplus(alpha + dt_bias) * a,
  * beta = sigmoid(beta), then S = exp(g) S; S += k (beta (v - S^T k))^T;
  * out = S^T q / sqrt(d_state). */
 struct eng_delta_net {
     int n_k_head, n_v_head;
+    bool k_grouped;
     int64_t d_state;                      /* dims of each head's q, k and v */
     const struct eng_tensor *dt_bias, *a; /* F32 [n_v_head] */
     float eps;

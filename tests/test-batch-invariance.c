@@ -328,7 +328,8 @@ int main(void)
                                           "gpt-oss-tiny-MXFP4", "glm4moe-tiny-F16",
                                           "glm4moe-tiny-Q8_0", "minimax-m2-tiny-F16",
                                           "minimax-m2-tiny-Q8_0", "qwen35moe-tiny-F16",
-                                          "qwen35moe-tiny-Q8_0" };
+                                          "qwen35moe-tiny-Q8_0", "qwen3next-tiny-F16",
+                                          "qwen3next-tiny-Q8_0", "qwen3next-ssm-in-tiny-F16" };
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         if (only && !strstr(only, models[i]))
             continue;

@@ -45,6 +45,7 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_GLM4MOE] = "tests/data/glm4moe-tiny-F16.gguf",
     [GEN_ARCH_MINIMAX_M2] = "tests/data/minimax-m2-tiny-F16.gguf",
     [GEN_ARCH_QWEN35MOE] = "tests/data/qwen35moe-tiny-F16.gguf",
+    [GEN_ARCH_QWEN3NEXT] = "tests/data/qwen3next-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -58,9 +59,14 @@ struct rule {
     const char *dims;
 };
 
-static const struct rule rules_gqa[] = {
+/* Rows every architecture has; check_layout reads them before the arch's. */
+static const struct rule rules_common[] = {
     { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
     { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
+};
+#define N_COMMON ((int)(sizeof(rules_common) / sizeof(rules_common[0])))
+
+static const struct rule rules_gqa[] = {
     { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_k.weight", 'A', "D,K" },
     { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_output.weight", 'A', "Q,D" },
     { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate_inp.weight", 'A', "D,X" },
@@ -72,8 +78,6 @@ static const struct rule rules_gqa[] = {
 };
 
 static const struct rule rules_deepseek2[] = {
-    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
-    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
     { "blk.#.attn_q_a_norm.weight", 'A', "ql" }, { "blk.#.attn_kv_a_norm.weight", 'A', "kl" },
     { "blk.#.attn_q_a.weight", 'A', "D,ql" }, { "blk.#.attn_q_b.weight", 'A', "ql,qb" },
     { "blk.#.attn_kv_a_mqa.weight", 'A', "D,kva" }, { "blk.#.attn_k_b.weight", 'A', "nope,kl,N" },
@@ -88,8 +92,6 @@ static const struct rule rules_deepseek2[] = {
 };
 
 static const struct rule rules_gpt_oss[] = {
-    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
-    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
     { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_q.bias", 'A', "Q" },
     { "blk.#.attn_k.weight", 'A', "D,K" }, { "blk.#.attn_k.bias", 'A', "K" },
     { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_v.bias", 'A', "K" },
@@ -104,8 +106,6 @@ static const struct rule rules_gpt_oss[] = {
 
 /* 'N': the nextn blocks only (glm4moe); 'M' counts them as MoE blocks. */
 static const struct rule rules_glm4moe[] = {
-    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
-    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
     { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_q.bias", 'A', "Q" },
     { "blk.#.attn_k.weight", 'A', "D,K" }, { "blk.#.attn_k.bias", 'A', "K" },
     { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_v.bias", 'A', "K" },
@@ -123,8 +123,6 @@ static const struct rule rules_glm4moe[] = {
 };
 
 static const struct rule rules_minimax_m2[] = {
-    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
-    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
     { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_k.weight", 'A', "D,K" },
     { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_output.weight", 'A', "Q,D" },
     { "blk.#.attn_q_norm.weight", 'A', "Q" }, { "blk.#.attn_k_norm.weight", 'A', "K" },
@@ -137,13 +135,28 @@ static const struct rule rules_minimax_m2[] = {
 /* 'L': Gated DeltaNet blocks, 'G': gated full attention blocks (every
  * full_attention_interval-th). */
 static const struct rule rules_qwen35moe[] = {
-    { "token_embd.weight", 'T', "D,V" }, { "output_norm.weight", 'T', "D" },
-    { "output.weight", 'T', "D,V" }, { "blk.#.attn_norm.weight", 'A', "D" },
     { "blk.#.attn_q.weight", 'G', "D,Q2" }, { "blk.#.attn_k.weight", 'G', "D,K" },
     { "blk.#.attn_v.weight", 'G', "D,K" }, { "blk.#.attn_output.weight", 'G', "Q,D" },
     { "blk.#.attn_q_norm.weight", 'G', "H" }, { "blk.#.attn_k_norm.weight", 'G', "H" },
     { "blk.#.attn_qkv.weight", 'L', "D,W" }, { "blk.#.attn_gate.weight", 'L', "D,VD" },
     { "blk.#.ssm_beta.weight", 'L', "D,Hv" }, { "blk.#.ssm_alpha.weight", 'L', "D,Hv" },
+    { "blk.#.ssm_conv1d.weight", 'L', "C,W" }, { "blk.#.ssm_dt.bias", 'L', "Hv" },
+    { "blk.#.ssm_a", 'L', "Hv" }, { "blk.#.ssm_norm.weight", 'L', "Ds" },
+    { "blk.#.ssm_out.weight", 'L', "VD,D" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
+    { "blk.#.ffn_gate_inp.weight", 'A', "D,X" }, { "blk.#.ffn_gate_exps.weight", 'A', "D,F,X" },
+    { "blk.#.ffn_up_exps.weight", 'A', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'A', "F,D,X" },
+    { "blk.#.ffn_gate_inp_shexp.weight", 'A', "D" }, { "blk.#.ffn_gate_shexp.weight", 'A', "D,Ss" },
+    { "blk.#.ffn_up_shexp.weight", 'A', "D,Ss" }, { "blk.#.ffn_down_shexp.weight", 'A', "Ss,D" },
+    { NULL, 0, NULL },
+};
+
+/* qwen3next: beta and alpha in one ssm_ba */
+static const struct rule rules_qwen3next[] = {
+    { "blk.#.attn_q.weight", 'G', "D,Q2" }, { "blk.#.attn_k.weight", 'G', "D,K" },
+    { "blk.#.attn_v.weight", 'G', "D,K" }, { "blk.#.attn_output.weight", 'G', "Q,D" },
+    { "blk.#.attn_q_norm.weight", 'G', "H" }, { "blk.#.attn_k_norm.weight", 'G', "H" },
+    { "blk.#.attn_qkv.weight", 'L', "D,W" }, { "blk.#.attn_gate.weight", 'L', "D,VD" },
+    { "blk.#.ssm_ba.weight", 'L', "D,Hv2" },
     { "blk.#.ssm_conv1d.weight", 'L', "C,W" }, { "blk.#.ssm_dt.bias", 'L', "Hv" },
     { "blk.#.ssm_a", 'L', "Hv" }, { "blk.#.ssm_norm.weight", 'L', "Ds" },
     { "blk.#.ssm_out.weight", 'L', "VD,D" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
@@ -199,6 +212,7 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     if (!strcmp(s, "Q2")) return 2 * N * hd;
     if (!strcmp(s, "Ss")) return kv_int(f, arch, "expert_shared_feed_forward_length");
     if (!strcmp(s, "Hv")) return kv_int(f, arch, "ssm.time_step_rank");
+    if (!strcmp(s, "Hv2")) return 2 * kv_int(f, arch, "ssm.time_step_rank");
     if (!strcmp(s, "Ds")) return kv_int(f, arch, "ssm.state_size");
     if (!strcmp(s, "VD")) return kv_int(f, arch, "ssm.inner_size");
     if (!strcmp(s, "C")) return kv_int(f, arch, "ssm.conv_kernel");
@@ -216,6 +230,7 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_GLM4MOE: return rules_glm4moe;
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
     case GEN_ARCH_QWEN35MOE: return rules_qwen35moe;
+    case GEN_ARCH_QWEN3NEXT: return rules_qwen3next;
     default: return rules_gqa;
     }
 }
@@ -225,7 +240,14 @@ static const struct rule *rules_for(enum gen_arch a)
 static void check_layout(const struct gguf_file *f, enum gen_arch a, const char *what)
 {
     const char *arch = gen_arch_name(a);
-    const struct rule *rules = rules_for(a);
+    const struct rule *own = rules_for(a);
+    struct rule rules[64];
+    int n_rules = 0;
+    for (int r = 0; r < N_COMMON; r++)
+        rules[n_rules++] = rules_common[r];
+    for (int r = 0; own[r].name && n_rules < 63; r++)
+        rules[n_rules++] = own[r];
+    rules[n_rules] = (struct rule){ NULL, 0, NULL };
     int64_t nl = kv_int(f, arch, "block_count");
     int64_t nd = gen_arch_has_dense(a) ? kv_int(f, arch, "leading_dense_block_count") : 0;
     int64_t nn = a == GEN_ARCH_GLM4MOE ? kv_int(f, arch, "nextn_predict_layers") : 0;
@@ -262,7 +284,7 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         int64_t want = rules[r].where == 'T' ? 1 : rules[r].where == 'D' ? nd
                      : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn
                      : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng : nl;
-        if ((qk_norm || qk_norm2) && rules == rules_gqa && a != GEN_ARCH_QWEN3MOE)
+        if ((qk_norm || qk_norm2) && own == rules_gqa && a != GEN_ARCH_QWEN3MOE)
             want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
               rules[r].name, (long long)want);
@@ -459,7 +481,7 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     }
     if (a == GEN_ARCH_GLM4MOE)
         p.n_ff = 512;
-    if (a == GEN_ARCH_QWEN35MOE) { /* 3 DeltaNet blocks and 1 attention block */
+    if (a == GEN_ARCH_QWEN35MOE || a == GEN_ARCH_QWEN3NEXT) { /* 3 DeltaNet blocks, 1 attention */
         p.n_layer = 4;
         p.head_dim = 40;
         p.ssm_d_state = 48;

@@ -349,10 +349,41 @@ static void test_cli_errors(const char *exe)
     unlink(corrupt);
 }
 
+/* glm4moe's nextn block: its experts are in the file, a token never runs
+ * them; qwen35moe's shared experts are non-expert bytes. */
+static void test_nextn_and_shared(void)
+{
+    struct gguf_file *f = NULL, *g = NULL;
+    struct moe_layout *l = NULL, *q = NULL;
+    struct fl_err err = { { 0 } };
+    const uint64_t per_expert = 3 * F16MAT(128, 64);
+    if (gguf_open(data_path("glm4moe-tiny-F16.gguf"), &f, &err) || moe_layout_compute(f, &l, &err) ||
+        gguf_open(data_path("qwen35moe-tiny-F16.gguf"), &g, &err) || moe_layout_compute(g, &q, &err)) {
+        CHECK(0, "%s", err.msg);
+    } else {
+        CHECK(l->n_layer == 4 && l->n_nextn == 1 && l->n_moe_layers == 2 && l->layers[3].is_nextn &&
+                  l->layers[3].is_moe && !l->layers[2].is_nextn,
+              "glm4moe: %d blocks, %d nextn, %d MoE run", l->n_layer, l->n_nextn, l->n_moe_layers);
+        CHECK(l->bytes_per_token == 2 * 4 * per_expert && l->expert_bytes == 3 * 16 * per_expert,
+              "glm4moe: %" PRIu64 " expert bytes per token, %" PRIu64 " in all", l->bytes_per_token,
+              l->expert_bytes);
+        CHECK(q->n_moe_layers == 4 && q->n_nextn == 0 && q->expert_bytes == 4 * 16 * per_expert,
+              "qwen35moe: %d MoE layers, %" PRIu64 " expert bytes (shared experts excluded)",
+              q->n_moe_layers, q->expert_bytes);
+        printf("ok   glm4moe's nextn block not run (%" PRIu64 " expert bytes per token), qwen35moe's "
+               "shared experts outside the experts\n", l->bytes_per_token);
+    }
+    moe_layout_free(l);
+    moe_layout_free(q);
+    gguf_close(f);
+    gguf_close(g);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < N_MODELS; i++)
         test_layout(&models[i]);
+    test_nextn_and_shared();
     test_bad_layouts();
 
     bool python = have_python();

@@ -77,7 +77,7 @@ static void make_inputs(struct inputs *in, unsigned seed)
 }
 
 /* The conv then the delta rule in double, straight from the formulas. */
-static void reference(const struct inputs *in, double out[NTOK][NV * D])
+static void reference(const struct inputs *in, bool grouped, double out[NTOK][NV * D])
 {
     static double S[NV][D][D]; /* S[h][i][j]: key dim i, value dim j */
     double c[NTOK][W];
@@ -94,7 +94,7 @@ static void reference(const struct inputs *in, double out[NTOK][NV * D])
     for (int t = 0; t < NTOK; t++)
         for (int h = 0; h < NV; h++) {
             double q[D], k[D], nq = 0, nk = 0;
-            const int kh = h % NK;
+            const int kh = grouped ? h / (NV / NK) : h % NK;
             for (int i = 0; i < D; i++) {
                 q[i] = c[t][kh * D + i];
                 k[i] = c[t][NK * D + kh * D + i];
@@ -129,6 +129,7 @@ struct rig {
     struct eng_ctx c;
     struct inputs in[2];
     struct eng_tensor conv, dt, a;
+    bool grouped; /* qwen3next's key-head sharing */
 };
 
 /* Spans (seq, pos0, n) of one batch; tokens of sequence s from in[s]. */
@@ -153,6 +154,7 @@ static void run_batch(struct rig *r, const struct eng_span *sp, int n_spans, flo
     }
     cpu_ssm_conv(&r->c, 0, &b, x, &r->conv, cv);
     const struct eng_delta_net p = { .n_k_head = NK, .n_v_head = NV, .d_state = D,
+                                     .k_grouped = r->grouped,
                                      .dt_bias = &r->dt, .a = &r->a, .eps = 1e-6f };
     cpu_delta_net(&r->c, 0, &b, cv, al, be, &p, out);
 }
@@ -186,13 +188,14 @@ static void rig_close(struct rig *r)
 
 /* Alone in one batch, against the reference; in 3 + 4 tokens over two
  * batches, and beside sequence 1 (staggered), bit for bit the same. */
-static void test_delta_net(struct fl_pool *pool)
+static void test_delta_net(struct fl_pool *pool, bool grouped)
 {
     struct rig r;
     rig_open(&r, pool);
+    r.grouped = grouped;
     static double ref[NTOK][NV * D];
     float whole[NTOK * NV * D], split[NTOK * NV * D], mixed[2 * NTOK * NV * D];
-    reference(&r.in[0], ref);
+    reference(&r.in[0], grouped, ref);
     run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, whole);
     double worst = 0;
     for (int t = 0; t < NTOK; t++)
@@ -213,8 +216,8 @@ static void test_delta_net(struct fl_pool *pool)
           "sequence 0 beside sequence 1 differs from alone");
     CHECK(!memcmp(mixed, one, 2 * row) && !memcmp(mixed + 9 * NV * D, one + 2 * NV * D, 5 * row),
           "sequence 1 beside sequence 0 differs from alone");
-    printf("delta rule: max |diff| %.2g vs double; split and batched runs bit-identical\n",
-           worst);
+    printf("delta rule (key heads %s): max |diff| %.2g vs double; split and batched runs "
+           "bit-identical\n", grouped ? "grouped" : "tiled", worst);
     rig_close(&r);
 }
 
@@ -263,7 +266,8 @@ int main(void)
 {
     fl_types_init();
     struct fl_pool *pool = fl_pool_create(2);
-    test_delta_net(pool);
+    test_delta_net(pool, false);
+    test_delta_net(pool, true);
     test_state_rules();
     test_sigmoid_gate();
     fl_pool_destroy(pool);

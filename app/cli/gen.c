@@ -23,7 +23,7 @@ static void usage(FILE *out)
         "\n"
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
         "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
-        "                     minimax-m2, qwen35moe\n"
+        "                     minimax-m2, qwen35moe, qwen3next\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -37,7 +37,10 @@ static void usage(FILE *out)
         "  --rope-dims N                         (glm4moe, minimax-m2, qwen35moe: partial RoPE)\n"
         "  --shared-experts N --dense-layers N   (deepseek2, glm4moe; qwen35moe: shared only)\n"
         "  --ssm-state N --ssm-groups N --ssm-heads N\n"
-        "                     (qwen35moe's Gated DeltaNet: head dims, key heads, value heads)\n"
+        "                     (qwen35moe, qwen3next: Gated DeltaNet head dims, key heads,\n"
+        "                     value heads)\n"
+        "  --ssm-in           (qwen3next) one ssm_in matrix for q, k, v and z, as files\n"
+        "                     converted before attn_qkv/attn_gate\n"
         "other:\n"
         "  --skew X           router power-law exponent (default 0.3, 0 = uniform)\n"
         "  --threads N        synthesis threads (default 2)\n"
@@ -47,7 +50,7 @@ static void usage(FILE *out)
 
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
        O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE,
-       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS };
+       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -62,7 +65,7 @@ static const struct option long_opts[] = {
     { "threads", required_argument, 0, O_THREADS }, { "dry-run", no_argument, 0, O_DRY },
     { "force", no_argument, 0, O_FORCE }, { "ssm-state", required_argument, 0, O_SSM_STATE },
     { "ssm-groups", required_argument, 0, O_SSM_GROUPS },
-    { "ssm-heads", required_argument, 0, O_SSM_HEADS },
+    { "ssm-heads", required_argument, 0, O_SSM_HEADS }, { "ssm-in", no_argument, 0, O_SSM_IN },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -126,7 +129,7 @@ static int parse_one(struct opts *o, int c, const char *arg, const char *name)
     case O_ARCH:
         if (gen_arch_by_name(arg) < 0)
             return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                       "minimax-m2, qwen35moe)", arg);
+                       "minimax-m2, qwen35moe, qwen3next)", arg);
         o->p.arch = (enum gen_arch)gen_arch_by_name(arg);
         return 0;
     case O_SIZE:
@@ -188,6 +191,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->dry = true;
         } else if (c == O_FORCE) {
             o->force = true;
+        } else if (c == O_SSM_IN) {
+            o->p.ssm_in = true;
         } else {
             have_arch |= c == O_ARCH;
             int rc = parse_one(o, c, optarg, name);
@@ -199,7 +204,7 @@ static int parse(int argc, char **argv, struct opts *o)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!have_arch)
         return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                   "minimax-m2, qwen35moe)");
+                   "minimax-m2, qwen35moe, qwen3next)");
     if (!o->out && !o->dry)
         return bad("-o FILE is required");
     return 0;
@@ -221,7 +226,7 @@ static void print_shape(const struct gen_params *p, uint64_t size)
         printf(" (%lld kv) x %lld", (long long)p->n_head_kv, (long long)p->head_dim);
     if (p->n_rot)
         printf(", RoPE on %lld dims", (long long)p->n_rot);
-    if (p->arch == GEN_ARCH_QWEN35MOE)
+    if (p->arch == GEN_ARCH_QWEN35MOE || p->arch == GEN_ARCH_QWEN3NEXT)
         printf(", %lld shared, DeltaNet %lld key / %lld value heads x %lld",
                (long long)p->n_expert_shared, (long long)p->ssm_n_k_head,
                (long long)p->ssm_n_v_head, (long long)p->ssm_d_state);

@@ -94,9 +94,9 @@ static json_t *json_moe_layer(int il, const struct moe_layer *ly)
             json_decref(names);
             return NULL;
         }
-    return json_pack("{s:i, s:b, s:i, s:I, s:o}", "layer", il, "moe", ly->is_moe, "n_expert",
-                     ly->n_expert, "bytes_per_expert", (json_int_t)ly->bytes_per_expert,
-                     "expert_tensors", names);
+    return json_pack("{s:i, s:b, s:b, s:i, s:I, s:o}", "layer", il, "moe", ly->is_moe, "nextn",
+                     ly->is_nextn, "n_expert", ly->n_expert, "bytes_per_expert",
+                     (json_int_t)ly->bytes_per_expert, "expert_tensors", names);
 }
 
 static json_t *json_moe(const struct moe_layout *l)
@@ -107,9 +107,9 @@ static json_t *json_moe(const struct moe_layout *l)
             json_decref(layers);
             return NULL;
         }
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o}", "n_layer", l->n_layer,
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:o}", "n_layer", l->n_layer,
                      "n_expert", l->n_expert, "n_expert_used", l->n_expert_used, "n_moe_layers",
-                     l->n_moe_layers, "n_leading_dense", l->n_leading_dense,
+                     l->n_moe_layers, "n_nextn", l->n_nextn, "n_leading_dense", l->n_leading_dense,
                      "expert_bytes_per_token", (json_int_t)l->bytes_per_token, "expert_bytes",
                      (json_int_t)l->expert_bytes, "non_expert_bytes",
                      (json_int_t)l->non_expert_bytes, "layers", layers);

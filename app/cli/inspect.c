@@ -173,10 +173,10 @@ static void text_moe_layers(FILE *out, const struct moe_layout *l)
     for (int il = 0; il < l->n_layer; il++) {
         const struct moe_layer *ly = &l->layers[il];
         if (!ly->is_moe) {
-            fprintf(out, "  %5d  dense\n", il);
+            fprintf(out, "  %5d  %s\n", il, ly->is_nextn ? "nextn (not run)" : "dense");
             continue;
         }
-        fprintf(out, "  %5d  moe    %7d  ", il, ly->n_expert);
+        fprintf(out, "  %5d  %s %7d  ", il, ly->is_nextn ? "nextn " : "moe   ", ly->n_expert);
         print_size(out, ly->bytes_per_expert);
         fputc('\n', out);
     }
@@ -190,8 +190,11 @@ static void text_moe(FILE *out, const struct moe_layout *l)
     }
     fprintf(out, "MoE:              %d experts per MoE layer, top-%d per token\n", l->n_expert,
             l->n_expert_used);
-    fprintf(out, "  MoE layers:            %d of %d (leading dense layers: %d)\n", l->n_moe_layers,
+    fprintf(out, "  MoE layers:            %d of %d (leading dense layers: %d", l->n_moe_layers,
             l->n_layer, l->n_leading_dense);
+    if (l->n_nextn)
+        fprintf(out, "; %d nextn block%s, loaded but never run", l->n_nextn, l->n_nextn > 1 ? "s" : "");
+    fprintf(out, ")\n");
     fprintf(out, "  expert bytes/token:    ");
     print_size(out, l->bytes_per_token);
     fprintf(out, "\n  expert bytes total:    ");

@@ -123,7 +123,7 @@ static void delta_step(const struct delta_job *j, float *M, int64_t t, int h, fl
 {
     const struct eng_delta_net *p = j->p;
     const int64_t D = p->d_state, nk = p->n_k_head, H = p->n_v_head;
-    const int64_t width = 2 * nk * D + H * D, kh = h % nk;
+    const int64_t width = 2 * nk * D + H * D, kh = p->k_grouped ? h / (H / nk) : h % nk;
     const float *row = j->qkv + t * width;
     float *q = w, *k = w + D, *delta = w + 2 * D;
     l2norm(q, row + kh * D, D, p->eps);

@@ -223,5 +223,29 @@ int fl_cuda_attention(struct fl_cuda *cu, const float *d_q, int64_t q_stride, in
                       const struct fl_cuda_attn *p, float *d_out, int64_t out_stride,
                       struct fl_err *err);
 
+/* --- Gated DeltaNet (backend/cpu/recurrent.h's ops, one sequence) ------------ */
+
+/* y[r][i] *= sigmoid(g[r][i]) (per_row: g[r]) over n_rows rows of width. */
+int fl_cuda_sigmoid_gate(struct fl_cuda *cu, float *d_y, const float *d_g, int64_t width,
+                         int64_t n_rows, bool per_row, struct fl_err *err);
+/* out = silu(causal conv of d_state's k-1 kept rows (zeros when reset)
+ * then x's n_tok rows of width, kernel d_w F32 [width][k]); d_state
+ * [width][k-1] keeps the last k-1 inputs. k <= 16. */
+int fl_cuda_ssm_conv(struct fl_cuda *cu, const float *d_x, const float *d_w, float *d_state,
+                     float *d_out, int64_t n_tok, int64_t width, int k, bool reset,
+                     struct fl_err *err);
+struct fl_cuda_delta_net {
+    int n_k_head, n_v_head, d;          /* d <= 1024: one thread per state row */
+    bool k_grouped;                     /* key head h / (n_v/n_k), else h % n_k */
+    const float *d_dt_bias, *d_a;       /* [n_v_head] */
+    float eps;
+};
+/* The delta rule over n_tok tokens from d_state [n_v_head][d][d] (zeros
+ * when reset) into it: qkv rows [q | k | v], alpha/beta [n_tok][n_v_head],
+ * out [n_tok][n_v_head * d]. */
+int fl_cuda_delta_net(struct fl_cuda *cu, const struct fl_cuda_delta_net *p, const float *d_qkv,
+                      const float *d_alpha, const float *d_beta, float *d_state, float *d_out,
+                      int64_t n_tok, bool reset, struct fl_err *err);
+
 #endif /* FL_HAVE_CUDA */
 #endif

@@ -88,6 +88,20 @@ cudaError_t flc_launch_copy_rows(cudaStream_t s, float *dst, const float *src, i
 cudaError_t flc_launch_combine(cudaStream_t s, float *out, const float *y, const float *w,
                                int64_t n_tok, int k, int64_t width);
 
+/* Gated DeltaNet over one sequence's span (fl_cuda_delta_net). */
+struct flc_delta_net {
+    int n_k_head, n_v_head, d, k_grouped;
+    const float *dt_bias, *a; /* device, [n_v_head] */
+    float eps;
+};
+cudaError_t flc_launch_sigmoid_gate(cudaStream_t s, float *y, const float *g, int64_t width,
+                                    int64_t n_rows, int per_row);
+cudaError_t flc_launch_ssm_conv(cudaStream_t s, const float *x, const float *w, float *state,
+                                float *out, int64_t n_tok, int64_t width, int k, int reset);
+cudaError_t flc_launch_delta_net(cudaStream_t s, const struct flc_delta_net *p, const float *qkv,
+                                 const float *alpha, const float *beta, float *state, float *out,
+                                 int64_t n_tok, int reset);
+
 /* The GPU's block decoders run on the host over one row of n_in values
  * (for tests without a device). 0, or -1 for an unsupported type. */
 int flc_host_decode_row(const void *w, uint32_t type, int64_t n_in, float *out);

@@ -254,3 +254,39 @@ int fl_cuda_moe_combine(struct fl_cuda *cu, float *d_out, const float *d_y, cons
     return launched(err, flc_launch_combine(cu->stream, d_out, d_y, d_w, n_tok, k, width),
                     "moe_combine");
 }
+
+int fl_cuda_sigmoid_gate(struct fl_cuda *cu, float *d_y, const float *d_g, int64_t width,
+                         int64_t n_rows, bool per_row, struct fl_err *err)
+{
+    if (width < 0 || n_rows < 0)
+        return fl_err_set(err, -EINVAL, "cuda: bad sigmoid_gate shape");
+    if (width == 0 || n_rows == 0)
+        return 0;
+    return launched(err, flc_launch_sigmoid_gate(cu->stream, d_y, d_g, width, n_rows, per_row),
+                    "sigmoid_gate");
+}
+
+int fl_cuda_ssm_conv(struct fl_cuda *cu, const float *d_x, const float *d_w, float *d_state,
+                     float *d_out, int64_t n_tok, int64_t width, int k, bool reset,
+                     struct fl_err *err)
+{
+    if (n_tok < 1 || width < 1 || k < 2 || k > 16)
+        return fl_err_set(err, -EINVAL, "cuda: ssm_conv of %lld x %lld, kernel %d",
+                          (long long)n_tok, (long long)width, k);
+    return launched(err, flc_launch_ssm_conv(cu->stream, d_x, d_w, d_state, d_out, n_tok, width,
+                                             k, reset), "ssm_conv");
+}
+
+int fl_cuda_delta_net(struct fl_cuda *cu, const struct fl_cuda_delta_net *p, const float *d_qkv,
+                      const float *d_alpha, const float *d_beta, float *d_state, float *d_out,
+                      int64_t n_tok, bool reset, struct fl_err *err)
+{
+    if (n_tok < 1 || p->d < 1 || p->d > 1024 || p->n_k_head < 1 || p->n_v_head < 1)
+        return fl_err_set(err, -EINVAL, "cuda: delta_net of %d x %d heads of %d",
+                          p->n_v_head, p->n_k_head, p->d);
+    const struct flc_delta_net k = { .n_k_head = p->n_k_head, .n_v_head = p->n_v_head, .d = p->d,
+                                     .k_grouped = p->k_grouped,
+                                     .dt_bias = p->d_dt_bias, .a = p->d_a, .eps = p->eps };
+    return launched(err, flc_launch_delta_net(cu->stream, &k, d_qkv, d_alpha, d_beta, d_state,
+                                              d_out, n_tok, reset), "delta_net");
+}

@@ -346,9 +346,134 @@ __global__ void combine_kernel(float *out, const float *y, const float *w, int64
     out[t * width + c] = acc;
 }
 
+/* Gated DeltaNet (backend/cpu/recurrent.c's formulas and orders) ------------- */
+
+__device__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void sigmoid_gate_kernel(float *y, const float *g, int64_t width, int64_t n_rows,
+                                    int per_row)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < width * n_rows)
+        y[i] = __fmul_rn(y[i], sigmoidf_(per_row ? g[i / width] : g[i]));
+}
+
+/* One thread per channel of one sequence's span: the window is the kept
+ * k-1 inputs (zeros when reset), then the span's rows. */
+__global__ void ssm_conv_kernel(const float *x, const float *w, float *state, float *out,
+                                int64_t n_tok, int64_t width, int k, int reset)
+{
+    const int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= width)
+        return;
+    float *st = state + ch * (k - 1);
+    const float *kw = w + ch * k;
+    float keep[16];
+    for (int i = 0; i < k - 1; i++)
+        keep[i] = reset ? 0.0f : st[i];
+    for (int64_t t = 0; t < n_tok; t++) {
+        float sum = 0.0f;
+        for (int i = 0; i < k; i++) {
+            const int64_t at = t + i;
+            const float v = at < k - 1 ? keep[at] : x[(at - (k - 1)) * width + ch];
+            sum = __fadd_rn(sum, __fmul_rn(v, kw[i]));
+        }
+        out[t * width + ch] = sum / (1.0f + expf(-sum));
+    }
+    for (int i = 0; i < k - 1; i++) {
+        const int64_t at = n_tok + i;
+        st[i] = at < k - 1 ? keep[at] : x[(at - (k - 1)) * width + ch];
+    }
+}
+
+__device__ float row_dot_f(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
+    return s;
+}
+
+/* One block per value head, thread r owning row r of the head's state
+ * (stored transposed as on the CPU: row r = column r of S): rows never
+ * read each other, so each is the CPU's arithmetic in the CPU's order.
+ * Thread 0 forms the L2 norms (in double), decay and beta per token. */
+__global__ void delta_net_kernel(const float *qkv, const float *alpha, const float *beta,
+                                 const float *dt_bias, const float *a, float *state, float *out,
+                                 int64_t n_tok, int n_k_head, int n_v_head, int d, float eps,
+                                 int reset, int k_grouped)
+{
+    extern __shared__ float sh[]; /* q[d], k[d], then decay, beta */
+    float *q = sh, *kk = sh + d, *gb = sh + 2 * d;
+    const int h = blockIdx.x, r = threadIdx.x;
+    const int kh = k_grouped ? h / (n_v_head / n_k_head) : h % n_k_head;
+    const int64_t width = 2 * (int64_t)n_k_head * d + (int64_t)n_v_head * d;
+    float *M = state + ((int64_t)h * d + r) * d;
+    if (reset)
+        for (int i = 0; i < d; i++)
+            M[i] = 0.0f;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *row = qkv + t * width;
+        if (r == 0) {
+            const float *qr = row + (int64_t)kh * d, *kr = row + (int64_t)(n_k_head + kh) * d;
+            double sq = 0.0, sk = 0.0;
+            for (int i = 0; i < d; i++) {
+                sq += (double)__fmul_rn(qr[i], qr[i]);
+                sk += (double)__fmul_rn(kr[i], kr[i]);
+            }
+            const float cq = 1.0f / fmaxf(sqrtf((float)sq), eps);
+            const float ck = 1.0f / fmaxf(sqrtf((float)sk), eps);
+            for (int i = 0; i < d; i++) {
+                q[i] = __fmul_rn(qr[i], cq);
+                kk[i] = __fmul_rn(kr[i], ck);
+            }
+            const float z = __fadd_rn(alpha[t * n_v_head + h], dt_bias[h]);
+            const float sp = z > 20.0f ? z : logf(1.0f + expf(z));
+            gb[0] = expf(__fmul_rn(sp, a[h]));
+            gb[1] = sigmoidf_(beta[t * n_v_head + h]);
+        }
+        __syncthreads();
+        for (int i = 0; i < d; i++)
+            M[i] = __fmul_rn(M[i], gb[0]);
+        const float v = row[2 * (int64_t)n_k_head * d + (int64_t)h * d + r];
+        const float delta = __fmul_rn(__fsub_rn(v, row_dot_f(M, kk, d)), gb[1]);
+        for (int i = 0; i < d; i++)
+            M[i] = __fadd_rn(M[i], __fmul_rn(kk[i], delta));
+        out[t * n_v_head * d + (int64_t)h * d + r] =
+            __fmul_rn(row_dot_f(M, q, d), 1.0f / sqrtf((float)d));
+        __syncthreads(); /* q, k and gb are rewritten for the next token */
+    }
+}
+
 unsigned blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
 
 } /* namespace */
+
+extern "C" cudaError_t flc_launch_sigmoid_gate(cudaStream_t s, float *y, const float *g,
+                                               int64_t width, int64_t n_rows, int per_row)
+{
+    sigmoid_gate_kernel<<<blocks(width * n_rows, 256), 256, 0, s>>>(y, g, width, n_rows, per_row);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_ssm_conv(cudaStream_t s, const float *x, const float *w,
+                                           float *state, float *out, int64_t n_tok,
+                                           int64_t width, int k, int reset)
+{
+    ssm_conv_kernel<<<blocks(width, 128), 128, 0, s>>>(x, w, state, out, n_tok, width, k, reset);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t flc_launch_delta_net(cudaStream_t s, const struct flc_delta_net *p,
+                                            const float *qkv, const float *alpha,
+                                            const float *beta, float *state, float *out,
+                                            int64_t n_tok, int reset)
+{
+    delta_net_kernel<<<(unsigned)p->n_v_head, (unsigned)p->d, (size_t)(2 * p->d + 2) * sizeof(float),
+                       s>>>(qkv, alpha, beta, p->dt_bias, p->a, state, out, n_tok, p->n_k_head,
+                            p->n_v_head, p->d, p->eps, reset, p->k_grouped);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t flc_launch_f32_to_f16(cudaStream_t s, const float *x, uint16_t *y, int64_t n)
 {

@@ -42,6 +42,12 @@ struct gpu_kv {
     int64_t *kd, *vd;
 };
 
+/* Recurrent layers' state of the device pass's sequence (gpu-recurrent.c). */
+struct gpu_rs {
+    int n_layer;
+    float **conv, **ssm; /* [n_layer] device arrays, NULL where none */
+};
+
 struct eng_gpu {
     struct fl_cuda *cu;
     const struct eng_model *m;
@@ -59,6 +65,7 @@ struct eng_gpu {
     struct dbuf buf[B_COUNT];
     struct gpu_arena arena;
     struct gpu_kv kv;
+    struct gpu_rs rs;
     bool device_pass;           /* a pass ran on the device: its KV cache is in VRAM */
     struct eng_backend offload; /* the CPU's ops, products of VRAM weights on the device */
     int failed;
@@ -98,6 +105,16 @@ bool gpu_moe_on_cpu(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_
 extern const struct eng_backend gpu_pass_backend;
 /* Frees the device pass's arena and KV cache (eng_gpu_close). */
 void gpu_pass_free(struct eng_gpu *g);
+
+/* gpu-recurrent.c: the device pass's recurrent ops (model/backend.h) */
+void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *d_x,
+                       const struct eng_tensor *w, float *d_out);
+void gpu_pass_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                        const float *d_qkv, const float *d_alpha, const float *d_beta,
+                        const struct eng_delta_net *p, float *d_out);
+void gpu_pass_sigmoid_gate(struct eng_ctx *c, float *d_y, const float *d_g, int64_t width,
+                           int64_t n_rows, bool per_row);
+void gpu_recurrent_free(struct eng_gpu *g);
 
 /* gpu-offload.c */
 /* g->offload: the CPU backend's table, its products of VRAM weights and its

@@ -101,7 +101,9 @@ static int upload_one(struct eng_gpu *g, const struct eng_tensor *t, struct fl_e
 }
 
 /* Every gpu-tier matrix the kernels take goes to VRAM once, within the
- * budget, and so do the F32 vectors (norms) the device pass reads. */
+ * budget, and so do the F32 vectors (norms) and F32 tables no product
+ * reads (Gated DeltaNet's conv kernel, [d_conv][width]) the device pass
+ * reads; a product of such a table would fail the kernels' shape check. */
 static int upload_tier(struct eng_gpu *g, const struct gguf_file *gf,
                        const struct placement_plan *plan, struct fl_err *err)
 {
@@ -109,7 +111,8 @@ static int upload_tier(struct eng_gpu *g, const struct gguf_file *gf,
         if (placement_tier(plan, i) != PL_TIER_GPU)
             continue;
         const struct eng_tensor *t = eng_model_find(g->m, gguf_tensor(gf, i)->name);
-        const bool vec = t && t->n_dims == 1 && t->type == FL_TYPE_F32;
+        const bool vec = t && t->type == FL_TYPE_F32 &&
+                         (t->n_dims == 1 || (t->n_dims == 2 && !gpu_kernel_shape_ok(t->type, t->ne[0])));
         if (!t || (t->n_dims < 2 && !vec))
             continue;
         bool fits = g->up_bytes + t->nbytes <= g->up_limit;
@@ -267,10 +270,6 @@ static void pin_ram_experts(struct eng_gpu *g, const struct placement_plan *plan
 static bool trunk_in_vram(const struct eng_gpu *g)
 {
     const struct eng_model *m = g->m;
-    /* the device pass has no recurrent ops (Gated DeltaNet) yet: such a
-     * model runs the CPU's pass with its products sent to the device */
-    if (m->rs_conv_dim)
-        return false;
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const struct eng_tensor *t = &m->tensors[i];
         if (t->in_pass && !g->d_tensor[i] && t != m->embd && t != m->output &&

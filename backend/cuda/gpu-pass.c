@@ -535,6 +535,7 @@ void gpu_pass_free(struct eng_gpu *g)
     free(g->kv.v);
     free(g->kv.kd);
     free(g->kv.vd);
+    gpu_recurrent_free(g);
 }
 
 const struct eng_backend gpu_pass_backend = {
@@ -552,6 +553,9 @@ const struct eng_backend gpu_pass_backend = {
     .rope = pass_rope,
     .kv_store = pass_kv_store,
     .attention = pass_attention,
+    .ssm_conv = gpu_pass_ssm_conv,
+    .delta_net = gpu_pass_delta_net,
+    .sigmoid_gate = gpu_pass_sigmoid_gate,
     .add = pass_add,
     .add_bias = pass_add_bias,
     .swiglu = pass_swiglu,

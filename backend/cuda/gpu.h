@@ -71,8 +71,9 @@ struct eng_gpu_options {
     enum eng_gpu_experts experts;
     int min_batch;           /* --offload-min-batch; 0: ENG_GPU_MIN_BATCH_DEFAULT */
     uint64_t vram_budget;    /* --vram-budget; 0: what the device has free */
-    uint64_t kv_bytes;       /* the KV cache a pass on the device keeps in VRAM (eng_kv_bytes):
-                                held back from the budget, or from free memory */
+    uint64_t kv_bytes;       /* the KV cache and recurrent state a pass on the device keeps
+                                in VRAM (eng_kv_bytes + eng_kv_rs_bytes): held back from
+                                the budget, or from free memory */
     bool lru_cache;          /* --cache lru: the VRAM expert cache evicts the least recently
                                 used; otherwise lfu-decay with the pager's half-life */
     int device;
