@@ -65,6 +65,28 @@ static const struct model models[] = {
     { "gen-gpt-oss-Q8_0", NULL, "gpt-oss", "Q8_0", false },
     { "gen-gpt-oss-Q4_K", NULL, "gpt-oss", "Q4_K", false },
     { "gen-gpt-oss-MXFP4", NULL, "gpt-oss", "MXFP4", false },
+    /* the 2026 families (recorded on an AVX2 host: avx2 data only) */
+    { "glm4moe-tiny-F16", "tests/data/glm4moe-tiny-F16.gguf", NULL, NULL, false },
+    { "glm4moe-tiny-Q8_0", "tests/data/glm4moe-tiny-Q8_0.gguf", NULL, NULL, false },
+    { "minimax-m2-tiny-F16", "tests/data/minimax-m2-tiny-F16.gguf", NULL, NULL, false },
+    { "minimax-m2-tiny-Q8_0", "tests/data/minimax-m2-tiny-Q8_0.gguf", NULL, NULL, false },
+    { "qwen35moe-tiny-F16", "tests/data/qwen35moe-tiny-F16.gguf", NULL, NULL, false },
+    { "qwen35moe-tiny-Q8_0", "tests/data/qwen35moe-tiny-Q8_0.gguf", NULL, NULL, false },
+    { "qwen3next-tiny-F16", "tests/data/qwen3next-tiny-F16.gguf", NULL, NULL, false },
+    { "qwen3next-tiny-Q8_0", "tests/data/qwen3next-tiny-Q8_0.gguf", NULL, NULL, false },
+    { "qwen3next-ssm-in-tiny-F16", "tests/data/qwen3next-ssm-in-tiny-F16.gguf", NULL, NULL, false },
+    { "gen-glm4moe-Q8_0", NULL, "glm4moe", "Q8_0", false },
+    { "gen-glm4moe-Q4_K", NULL, "glm4moe", "Q4_K", false },
+    { "gen-glm4moe-MXFP4", NULL, "glm4moe", "MXFP4", false },
+    { "gen-minimax-m2-Q8_0", NULL, "minimax-m2", "Q8_0", false },
+    { "gen-minimax-m2-Q4_K", NULL, "minimax-m2", "Q4_K", false },
+    { "gen-minimax-m2-MXFP4", NULL, "minimax-m2", "MXFP4", false },
+    { "gen-qwen35moe-Q8_0", NULL, "qwen35moe", "Q8_0", false },
+    { "gen-qwen35moe-Q4_K", NULL, "qwen35moe", "Q4_K", false },
+    { "gen-qwen35moe-MXFP4", NULL, "qwen35moe", "MXFP4", false },
+    { "gen-qwen3next-Q8_0", NULL, "qwen3next", "Q8_0", false },
+    { "gen-qwen3next-Q4_K", NULL, "qwen3next", "Q4_K", false },
+    { "gen-qwen3next-MXFP4", NULL, "qwen3next", "MXFP4", false },
 };
 #define N_MODELS (int)(sizeof(models) / sizeof(models[0]))
 
@@ -272,6 +294,13 @@ static void run_model(struct ctx *c, const struct model *m)
             if (md->paged == PAGED_UFFD && !c->uffd_ok) {
                 printf("skip %s %s: userfaultfd is not available\n", m->name, md->name);
                 continue;
+            }
+            char file[256];
+            if (!c->record && !manifest_file(c, m->name, md->name, prompt, file, sizeof(file))) {
+                printf("skip %s %s %s: no data for CPU level %s\n", m->name, md->name, prompt,
+                       c->level);
+                c->n_skipped++;
+                continue; /* nothing to compare with: not run */
             }
             snprintf(out, sizeof(out), "%s/%s.%s.%s.flrf", c->tmp, m->name, prompt, md->name);
             if (run_eval(c, path, md, p == 1, out))
