@@ -20,6 +20,16 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* KV heads for n_head query heads at about `ratio` queries per KV head:
+ * the largest count up to n_head / ratio that divides n_head. */
+static int64_t kv_heads(int64_t n_head, int64_t ratio)
+{
+    int64_t kv = max64(1, n_head / ratio);
+    while (n_head % kv)
+        kv--;
+    return kv;
+}
+
 /* Sets each shape field still 0 from a model of the given width, after the
  * real models each architecture is named for (Qwen3-30B-A3B, Mixtral-8x7B,
  * DeepSeek-V2-Lite, gpt-oss-20b at their own widths). Widths and FFN sizes
@@ -33,7 +43,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_QWEN3MOE:
         DEF(head_dim, w >= 2048 ? 128 : 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_head_kv, kv_heads(p->n_head, 8));
         DEF(n_expert, 128);
         DEF(n_expert_used, 8);
         DEF(n_ff_exp, round256(w * 3 / 8));
@@ -42,7 +52,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_LLAMA:
         DEF(head_dim, w >= 2048 ? 128 : 64);
         DEF(n_head, max64(1, w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 4));
+        DEF(n_head_kv, kv_heads(p->n_head, 4));
         DEF(n_expert, 8);
         DEF(n_expert_used, 2);
         DEF(n_ff_exp, round256(w * 7 / 2));
@@ -64,7 +74,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_GPT_OSS:
         DEF(head_dim, 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_head_kv, kv_heads(p->n_head, 8));
         DEF(n_expert, 32);
         DEF(n_expert_used, 4);
         DEF(n_ff_exp, round256(w));
@@ -72,7 +82,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_GLM4MOE: /* GLM-4.5-Air: 4096 wide, 96 x 128 heads, 8 kv */
         DEF(head_dim, w >= 2048 ? 128 : 64);
         DEF(n_head, max64(1, 3 * w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 12));
+        DEF(n_head_kv, kv_heads(p->n_head, 12));
         DEF(n_rot, p->head_dim / 2);
         DEF(n_expert, 128);
         DEF(n_expert_used, 8);
@@ -84,7 +94,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_MINIMAX_M2: /* MiniMax-M2: 3072 wide, 48 x 128 heads, 8 kv */
         DEF(head_dim, w >= 2048 ? 128 : 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 6));
+        DEF(n_head_kv, kv_heads(p->n_head, 6));
         DEF(n_rot, p->head_dim / 2);
         DEF(n_expert, 256);
         DEF(n_expert_used, 8);
@@ -94,7 +104,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
     case GEN_ARCH_QWEN3NEXT: /* Qwen3-Next-80B-A3B: the same block shapes, 512 experts */
         DEF(head_dim, w >= 2048 ? 256 : 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
-        DEF(n_head_kv, max64(1, p->n_head / 8));
+        DEF(n_head_kv, kv_heads(p->n_head, 8));
         DEF(n_rot, max64(2, p->head_dim / 4));
         DEF(n_expert, p->arch == GEN_ARCH_QWEN3NEXT ? 512 : 256);
         DEF(n_expert_used, p->arch == GEN_ARCH_QWEN3NEXT ? 10 : 8);
