@@ -133,13 +133,15 @@ static const struct rule rules_minimax_m2[] = {
 };
 
 /* 'L': Gated DeltaNet blocks, 'G': gated full attention blocks (every
- * full_attention_interval-th). */
-static const struct rule rules_qwen35moe[] = {
+ * full_attention_interval-th); 'b' / 'B': the DeltaNet blocks of qwen35moe
+ * (ssm_beta, ssm_alpha) / of qwen3next (ssm_ba) only. */
+static const struct rule rules_qwen35[] = {
     { "blk.#.attn_q.weight", 'G', "D,Q2" }, { "blk.#.attn_k.weight", 'G', "D,K" },
     { "blk.#.attn_v.weight", 'G', "D,K" }, { "blk.#.attn_output.weight", 'G', "Q,D" },
     { "blk.#.attn_q_norm.weight", 'G', "H" }, { "blk.#.attn_k_norm.weight", 'G', "H" },
     { "blk.#.attn_qkv.weight", 'L', "D,W" }, { "blk.#.attn_gate.weight", 'L', "D,VD" },
-    { "blk.#.ssm_beta.weight", 'L', "D,Hv" }, { "blk.#.ssm_alpha.weight", 'L', "D,Hv" },
+    { "blk.#.ssm_beta.weight", 'b', "D,Hv" }, { "blk.#.ssm_alpha.weight", 'b', "D,Hv" },
+    { "blk.#.ssm_ba.weight", 'B', "D,Hv2" },
     { "blk.#.ssm_conv1d.weight", 'L', "C,W" }, { "blk.#.ssm_dt.bias", 'L', "Hv" },
     { "blk.#.ssm_a", 'L', "Hv" }, { "blk.#.ssm_norm.weight", 'L', "Ds" },
     { "blk.#.ssm_out.weight", 'L', "VD,D" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
@@ -150,22 +152,6 @@ static const struct rule rules_qwen35moe[] = {
     { NULL, 0, NULL },
 };
 
-/* qwen3next: beta and alpha in one ssm_ba */
-static const struct rule rules_qwen3next[] = {
-    { "blk.#.attn_q.weight", 'G', "D,Q2" }, { "blk.#.attn_k.weight", 'G', "D,K" },
-    { "blk.#.attn_v.weight", 'G', "D,K" }, { "blk.#.attn_output.weight", 'G', "Q,D" },
-    { "blk.#.attn_q_norm.weight", 'G', "H" }, { "blk.#.attn_k_norm.weight", 'G', "H" },
-    { "blk.#.attn_qkv.weight", 'L', "D,W" }, { "blk.#.attn_gate.weight", 'L', "D,VD" },
-    { "blk.#.ssm_ba.weight", 'L', "D,Hv2" },
-    { "blk.#.ssm_conv1d.weight", 'L', "C,W" }, { "blk.#.ssm_dt.bias", 'L', "Hv" },
-    { "blk.#.ssm_a", 'L', "Hv" }, { "blk.#.ssm_norm.weight", 'L', "Ds" },
-    { "blk.#.ssm_out.weight", 'L', "VD,D" }, { "blk.#.post_attention_norm.weight", 'A', "D" },
-    { "blk.#.ffn_gate_inp.weight", 'A', "D,X" }, { "blk.#.ffn_gate_exps.weight", 'A', "D,F,X" },
-    { "blk.#.ffn_up_exps.weight", 'A', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'A', "F,D,X" },
-    { "blk.#.ffn_gate_inp_shexp.weight", 'A', "D" }, { "blk.#.ffn_gate_shexp.weight", 'A', "D,Ss" },
-    { "blk.#.ffn_up_shexp.weight", 'A', "D,Ss" }, { "blk.#.ffn_down_shexp.weight", 'A', "Ss,D" },
-    { NULL, 0, NULL },
-};
 
 static int64_t kv_int(const struct gguf_file *f, const char *arch, const char *suffix)
 {
@@ -229,8 +215,8 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_GPT_OSS: return rules_gpt_oss;
     case GEN_ARCH_GLM4MOE: return rules_glm4moe;
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
-    case GEN_ARCH_QWEN35MOE: return rules_qwen35moe;
-    case GEN_ARCH_QWEN3NEXT: return rules_qwen3next;
+    case GEN_ARCH_QWEN35MOE:
+    case GEN_ARCH_QWEN3NEXT: return rules_qwen35;
     default: return rules_gqa;
     }
 }
@@ -283,7 +269,9 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         bool qk_norm2 = strstr(rules[r].name, "attn_k_norm") != NULL;
         int64_t want = rules[r].where == 'T' ? 1 : rules[r].where == 'D' ? nd
                      : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn
-                     : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng : nl;
+                     : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng
+                     : rules[r].where == 'b' ? (a == GEN_ARCH_QWEN35MOE ? nl - ng : 0)
+                     : rules[r].where == 'B' ? (a == GEN_ARCH_QWEN3NEXT ? nl - ng : 0) : nl;
         if ((qk_norm || qk_norm2) && own == rules_gqa && a != GEN_ARCH_QWEN3MOE)
             want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
