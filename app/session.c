@@ -330,9 +330,11 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                                .arena = s->arena, .cpu = &eng_cpu_backend };
     /* paged experts reach the pass through the predictor, which reads
      * ahead what it expects (a model without experts pages no unit: its
-     * disk tier is read in 2 MiB chunks by faults or up front) */
+     * disk tier is read in 2 MiB chunks by faults or up front). A disk
+     * tier of nextn blocks alone (min budget 0) is never read: no
+     * predictor guesses for it. */
     const struct eng_hparams *hp = &s->model->hp;
-    if (placement_tier_bytes(s->plan, PL_TIER_DISK) && hp->n_expert > 0) {
+    if (placement_min_budget(s->plan) > 0 && hp->n_expert > 0) {
         if ((rc = fl_predictor_create(&p->predict, s->pager, s->model, (int)hp->n_layer,
                                       (int)hp->n_expert, (int)hp->n_expert_used, &s->pred, err)))
             return rc;
