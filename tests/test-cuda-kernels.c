@@ -3,8 +3,9 @@
  * weights' to_float from gguf/tensor-types.h) and, loosely, against the
  * CPU engine's fl_matmul (backend/cpu/matmul.h, which quantizes activations);
  * dequantization: bit-exact against to_float rounded to F16. The other ops
- * against the plain double-precision formulas written out below; SwiGLU-OAI
- * against the CPU's eng_swiglu_oai. On the emulated device
+ * against the plain double-precision formulas written out below (Gated
+ * DeltaNet's in tests/delta-net-ref.h); SwiGLU-OAI against the CPU's
+ * eng_swiglu_oai. On the emulated device
  * (FAULTLINE_CUDA_EMU) also its own checks: a host read of device memory
  * faults, bad device ranges fail the launch, memory is finite.
  * Skips (77) without a CUDA device. */
@@ -25,6 +26,7 @@
 #include "backend/cuda/cuda-backend.h"
 #include "gguf/tensor-types.h"
 #include "tests/check.h"
+#include "tests/delta-net-ref.h"
 
 static struct fl_cuda *cu;
 static struct fl_err err;
@@ -585,6 +587,58 @@ static void test_emulator(void)
 }
 #endif
 
+/* Gated DeltaNet's kernels against the double reference: 7 tokens in one
+ * launch from reset state (the buffers' old contents must not matter), and
+ * the same bits when the state carries 3 tokens into a launch of 4. */
+static void delta_pass(const float *d_x, const float *d_w, const float *d_al, const float *d_be,
+                       const struct fl_cuda_delta_net *p, float *d_cst, float *d_sst, float *d_c,
+                       float *d_out, int t0, int n, bool reset)
+{
+    CHECK(fl_cuda_ssm_conv(cu, d_x + t0 * DN_W, d_w, d_cst, d_c + t0 * DN_W, n, DN_W, DN_CONV,
+                           reset, &err) == 0, "ssm_conv: %s", err.msg);
+    CHECK(fl_cuda_delta_net(cu, p, d_c + t0 * DN_W, d_al + t0 * DN_NV, d_be + t0 * DN_NV, d_sst,
+                            d_out + t0 * DN_NV * DN_D, n, reset, &err) == 0, "delta_net: %s",
+          err.msg);
+}
+
+static void test_delta_net(bool grouped)
+{
+    static struct dn_inputs in;
+    static double ref[DN_NTOK][DN_NV * DN_D];
+    dn_make_inputs(&in, 5);
+    dn_reference(&in, grouped, ref);
+    float *d_x = up(in.x, sizeof(in.x)), *d_w = up(in.conv_w, sizeof(in.conv_w));
+    float *d_al = up(in.alpha, sizeof(in.alpha)), *d_be = up(in.beta, sizeof(in.beta));
+    const struct fl_cuda_delta_net p = {
+        .n_k_head = DN_NK, .n_v_head = DN_NV, .d = DN_D, .k_grouped = grouped,
+        .d_dt_bias = up(in.dt, sizeof(in.dt)), .d_a = up(in.a, sizeof(in.a)), .eps = 1e-6f,
+    };
+    float junk[DN_NV * DN_D * DN_D];
+    for (int i = 0; i < DN_NV * DN_D * DN_D; i++)
+        junk[i] = 1e3f * frand();
+    float *d_cst = up(junk, sizeof(float) * DN_W * (DN_CONV - 1)), *d_sst = up(junk, sizeof(junk));
+    float *d_c = dev_alloc(sizeof(in.x)), *d_out = dev_alloc(sizeof(float) * DN_NTOK * DN_NV * DN_D);
+    static float whole[DN_NTOK * DN_NV * DN_D], split[DN_NTOK * DN_NV * DN_D];
+    delta_pass(d_x, d_w, d_al, d_be, &p, d_cst, d_sst, d_c, d_out, 0, DN_NTOK, true);
+    down(whole, d_out, sizeof(whole));
+    delta_pass(d_x, d_w, d_al, d_be, &p, d_cst, d_sst, d_c, d_out, 0, 3, true);
+    delta_pass(d_x, d_w, d_al, d_be, &p, d_cst, d_sst, d_c, d_out, 3, DN_NTOK - 3, false);
+    down(split, d_out, sizeof(split));
+    double worst = 0;
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_NV * DN_D; i++)
+            worst = fmax(worst, fabs(whole[t * DN_NV * DN_D + i] - ref[t][i]));
+    CHECK(worst < 1e-5, "delta rule (%s): max |diff| %g vs double", grouped ? "grouped" : "tiled",
+          worst);
+    CHECK(!memcmp(whole, split, sizeof(whole)), "delta rule: 3 + 4 tokens differ from 7 at once");
+    printf("delta rule, key heads %s: max |diff| %.2g vs double, state carried bit for bit\n",
+           grouped ? "grouped" : "tiled", worst);
+    void *bufs[] = { d_x, d_w, d_al, d_be, (void *)p.d_dt_bias, (void *)p.d_a, d_cst, d_sst,
+                     d_c, d_out };
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        fl_cuda_free(cu, bufs[i]);
+}
+
 int main(void)
 {
     if (fl_cuda_available() == 0) {
@@ -606,6 +660,8 @@ int main(void)
     test_swiglu_oai();
     test_add_rows();
     test_copy_2d();
+    test_delta_net(false);
+    test_delta_net(true);
     printf("attention\n");
     test_attention(0, 0, 0);
     test_attention(1, 0, 0);

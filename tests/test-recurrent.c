@@ -16,14 +16,8 @@
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 #include "tests/check.h"
+#include "tests/delta-net-ref.h"
 
-enum { NK = 2, NV = 4, D = 8, DCONV = 4, W = 2 * NK * D + NV * D, NTOK = 7 };
-
-static float rnd(unsigned *s)
-{
-    *s = *s * 1103515245u + 12345u;
-    return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static struct eng_tensor f32_tensor(const float *data, int64_t ne0, int64_t ne1)
 {
@@ -40,8 +34,8 @@ static struct eng_model *fake_model(void)
     m->kv_v_dim = calloc(1, sizeof(int64_t));
     m->rs_conv_dim = calloc(1, sizeof(int64_t));
     m->rs_ssm_dim = calloc(1, sizeof(int64_t));
-    m->rs_conv_dim[0] = (DCONV - 1) * W;
-    m->rs_ssm_dim[0] = NV * D * D;
+    m->rs_conv_dim[0] = (DN_CONV - 1) * DN_W;
+    m->rs_ssm_dim[0] = DN_NV * DN_D * DN_D;
     return m;
 }
 
@@ -54,80 +48,10 @@ static void free_fake(struct eng_model *m)
     free(m);
 }
 
-struct inputs {
-    float x[NTOK][W], conv_w[W * DCONV], alpha[NTOK][NV], beta[NTOK][NV], dt[NV], a[NV];
-};
-
-static void make_inputs(struct inputs *in, unsigned seed)
-{
-    for (int t = 0; t < NTOK; t++) {
-        for (int i = 0; i < W; i++)
-            in->x[t][i] = rnd(&seed);
-        for (int h = 0; h < NV; h++) {
-            in->alpha[t][h] = rnd(&seed);
-            in->beta[t][h] = 2 * rnd(&seed);
-        }
-    }
-    for (int i = 0; i < W * DCONV; i++)
-        in->conv_w[i] = 0.5f * rnd(&seed);
-    for (int h = 0; h < NV; h++) {
-        in->dt[h] = -2 + rnd(&seed);
-        in->a[h] = -(1.5f + rnd(&seed));
-    }
-}
-
-/* The conv then the delta rule in double, straight from the formulas. */
-static void reference(const struct inputs *in, bool grouped, double out[NTOK][NV * D])
-{
-    static double S[NV][D][D]; /* S[h][i][j]: key dim i, value dim j */
-    double c[NTOK][W];
-    memset(S, 0, sizeof(S));
-    for (int t = 0; t < NTOK; t++)
-        for (int ch = 0; ch < W; ch++) {
-            double s = 0;
-            for (int i = 0; i < DCONV; i++) {
-                const int at = t + i - (DCONV - 1);
-                s += (at < 0 ? 0.0 : in->x[at][ch]) * in->conv_w[ch * DCONV + i];
-            }
-            c[t][ch] = s / (1 + exp(-s));
-        }
-    for (int t = 0; t < NTOK; t++)
-        for (int h = 0; h < NV; h++) {
-            double q[D], k[D], nq = 0, nk = 0;
-            const int kh = grouped ? h / (NV / NK) : h % NK;
-            for (int i = 0; i < D; i++) {
-                q[i] = c[t][kh * D + i];
-                k[i] = c[t][NK * D + kh * D + i];
-                nq += q[i] * q[i];
-                nk += k[i] * k[i];
-            }
-            for (int i = 0; i < D; i++) {
-                q[i] /= fmax(sqrt(nq), 1e-6);
-                k[i] /= fmax(sqrt(nk), 1e-6);
-            }
-            const double g = log1p(exp(in->alpha[t][h] + in->dt[h])) * in->a[h];
-            const double beta = 1 / (1 + exp(-in->beta[t][h]));
-            for (int j = 0; j < D; j++) {
-                double sk = 0;
-                for (int i = 0; i < D; i++)
-                    sk += (S[h][i][j] *= exp(g)) * k[i];
-                const double delta = (c[t][2 * NK * D + h * D + j] - sk) * beta;
-                for (int i = 0; i < D; i++)
-                    S[h][i][j] += k[i] * delta;
-            }
-            for (int j = 0; j < D; j++) {
-                double o = 0;
-                for (int i = 0; i < D; i++)
-                    o += S[h][i][j] * q[i];
-                out[t][h * D + j] = o / sqrt((double)D);
-            }
-        }
-}
-
 struct rig {
     struct eng_model *m;
     struct eng_ctx c;
-    struct inputs in[2];
+    struct dn_inputs in[2];
     struct eng_tensor conv, dt, a;
     bool grouped; /* qwen3next's key-head sharing */
 };
@@ -139,21 +63,21 @@ static void run_batch(struct rig *r, const struct eng_span *sp, int n_spans, flo
     int n = 0;
     for (int i = 0; i < n_spans; i++)
         n += sp[i].n_tok;
-    int32_t tok[2 * NTOK] = { 0 };
+    int32_t tok[2 * DN_NTOK] = { 0 };
     const struct eng_batch in = { .tokens = tok, .n_tok = n, .spans = sp, .n_spans = n_spans };
     struct eng_batch b;
     eng_arena_reset(r->c.arena);
     CHECK(eng_batch_prepare(&r->c, &in, &b, &err) == 0, "prepare: %s", err.msg);
-    float *x = eng_scratch_f32(&r->c, n * W), *al = eng_scratch_f32(&r->c, n * NV);
-    float *be = eng_scratch_f32(&r->c, n * NV), *cv = eng_scratch_f32(&r->c, n * W);
+    float *x = eng_scratch_f32(&r->c, n * DN_W), *al = eng_scratch_f32(&r->c, n * DN_NV);
+    float *be = eng_scratch_f32(&r->c, n * DN_NV), *cv = eng_scratch_f32(&r->c, n * DN_W);
     for (int t = 0; t < n; t++) {
-        const struct inputs *src = &r->in[b.seq[t]];
-        memcpy(x + t * W, src->x[b.pos[t]], sizeof(float) * W);
-        memcpy(al + t * NV, src->alpha[b.pos[t]], sizeof(float) * NV);
-        memcpy(be + t * NV, src->beta[b.pos[t]], sizeof(float) * NV);
+        const struct dn_inputs *src = &r->in[b.seq[t]];
+        memcpy(x + t * DN_W, src->x[b.pos[t]], sizeof(float) * DN_W);
+        memcpy(al + t * DN_NV, src->alpha[b.pos[t]], sizeof(float) * DN_NV);
+        memcpy(be + t * DN_NV, src->beta[b.pos[t]], sizeof(float) * DN_NV);
     }
     cpu_ssm_conv(&r->c, 0, &b, x, &r->conv, cv);
-    const struct eng_delta_net p = { .n_k_head = NK, .n_v_head = NV, .d_state = D,
+    const struct eng_delta_net p = { .n_k_head = DN_NK, .n_v_head = DN_NV, .d_state = DN_D,
                                      .k_grouped = r->grouped,
                                      .dt_bias = &r->dt, .a = &r->a, .eps = 1e-6f };
     cpu_delta_net(&r->c, 0, &b, cv, al, be, &p, out);
@@ -164,15 +88,15 @@ static void rig_open(struct rig *r, struct fl_pool *pool)
     struct fl_err err;
     memset(r, 0, sizeof(*r));
     r->m = fake_model();
-    make_inputs(&r->in[0], 1);
-    make_inputs(&r->in[1], 2);
+    dn_make_inputs(&r->in[0], 1);
+    dn_make_inputs(&r->in[1], 2);
     /* both sequences share the weights (sequence 0's) */
     memcpy(r->in[1].conv_w, r->in[0].conv_w, sizeof(r->in[0].conv_w));
     memcpy(r->in[1].dt, r->in[0].dt, sizeof(r->in[0].dt));
     memcpy(r->in[1].a, r->in[0].a, sizeof(r->in[0].a));
-    r->conv = f32_tensor(r->in[0].conv_w, DCONV, W);
-    r->dt = f32_tensor(r->in[0].dt, NV, 1);
-    r->a = f32_tensor(r->in[0].a, NV, 1);
+    r->conv = f32_tensor(r->in[0].conv_w, DN_CONV, DN_W);
+    r->dt = f32_tensor(r->in[0].dt, DN_NV, 1);
+    r->a = f32_tensor(r->in[0].a, DN_NV, 1);
     r->c = (struct eng_ctx){ .m = r->m, .pool = pool, .cpu = &eng_cpu_backend,
                              .be = &eng_cpu_backend };
     CHECK(eng_kv_create(r->m, 64, 2, &r->c.kv, &err) == 0, "kv create: %s", err.msg);
@@ -193,28 +117,28 @@ static void test_delta_net(struct fl_pool *pool, bool grouped)
     struct rig r;
     rig_open(&r, pool);
     r.grouped = grouped;
-    static double ref[NTOK][NV * D];
-    float whole[NTOK * NV * D], split[NTOK * NV * D], mixed[2 * NTOK * NV * D];
-    reference(&r.in[0], grouped, ref);
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, whole);
+    static double ref[DN_NTOK][DN_NV * DN_D];
+    float whole[DN_NTOK * DN_NV * DN_D], split[DN_NTOK * DN_NV * DN_D], mixed[2 * DN_NTOK * DN_NV * DN_D];
+    dn_reference(&r.in[0], grouped, ref);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true } }, 1, whole);
     double worst = 0;
-    for (int t = 0; t < NTOK; t++)
-        for (int i = 0; i < NV * D; i++)
-            worst = fmax(worst, fabs(whole[t * NV * D + i] - ref[t][i]));
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_NV * DN_D; i++)
+            worst = fmax(worst, fabs(whole[t * DN_NV * DN_D + i] - ref[t][i]));
     CHECK(worst < 1e-5, "delta rule vs the double reference: max |diff| %g", worst);
     run_batch(&r, (const struct eng_span[]){ { 0, 0, 3, true } }, 1, split);
-    run_batch(&r, (const struct eng_span[]){ { 0, 3, NTOK - 3, true } }, 1, split + 3 * NV * D);
+    run_batch(&r, (const struct eng_span[]){ { 0, 3, DN_NTOK - 3, true } }, 1, split + 3 * DN_NV * DN_D);
     CHECK(!memcmp(whole, split, sizeof(whole)), "3 + 4 tokens over two batches differ");
     /* sequence 1 alone, then both: sequence 0 from the start beside 1's prefix */
-    float one[NTOK * NV * D];
-    run_batch(&r, (const struct eng_span[]){ { 1, 0, NTOK, true } }, 1, one);
+    float one[DN_NTOK * DN_NV * DN_D];
+    run_batch(&r, (const struct eng_span[]){ { 1, 0, DN_NTOK, true } }, 1, one);
     run_batch(&r, (const struct eng_span[]){ { 1, 0, 2, true }, { 0, 0, 4, true } }, 2, mixed);
     run_batch(&r, (const struct eng_span[]){ { 0, 4, 3, true }, { 1, 2, 5, true } }, 2,
-              mixed + 6 * NV * D);
-    const size_t row = sizeof(float) * NV * D;
-    CHECK(!memcmp(mixed + 2 * NV * D, whole, 4 * row) && !memcmp(mixed + 6 * NV * D, whole + 4 * NV * D, 3 * row),
+              mixed + 6 * DN_NV * DN_D);
+    const size_t row = sizeof(float) * DN_NV * DN_D;
+    CHECK(!memcmp(mixed + 2 * DN_NV * DN_D, whole, 4 * row) && !memcmp(mixed + 6 * DN_NV * DN_D, whole + 4 * DN_NV * DN_D, 3 * row),
           "sequence 0 beside sequence 1 differs from alone");
-    CHECK(!memcmp(mixed, one, 2 * row) && !memcmp(mixed + 9 * NV * D, one + 2 * NV * D, 5 * row),
+    CHECK(!memcmp(mixed, one, 2 * row) && !memcmp(mixed + 9 * DN_NV * DN_D, one + 2 * DN_NV * DN_D, 5 * row),
           "sequence 1 beside sequence 0 differs from alone");
     printf("delta rule (key heads %s): max |diff| %.2g vs double; split and batched runs "
            "bit-identical\n", grouped ? "grouped" : "tiled", worst);
@@ -228,11 +152,11 @@ static void test_state_rules(void)
     struct rig r;
     struct fl_err err;
     rig_open(&r, NULL);
-    float a[NTOK * NV * D], b[NTOK * NV * D];
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, a);
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, NTOK, true } }, 1, b);
+    float a[DN_NTOK * DN_NV * DN_D], b[DN_NTOK * DN_NV * DN_D];
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true } }, 1, a);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true } }, 1, b);
     CHECK(!memcmp(a, b, sizeof(a)), "a restart at position 0 did not start from zeros");
-    CHECK(eng_kv_rs_check(r.c.kv, 0, NTOK, &err) == 0, "continuing at the end refused");
+    CHECK(eng_kv_rs_check(r.c.kv, 0, DN_NTOK, &err) == 0, "continuing at the end refused");
     int rc = eng_kv_rs_check(r.c.kv, 0, 3, &err);
     CHECK(rc == -EINVAL && strstr(err.msg, "covers 7") && !strchr(err.msg, '\n'),
           "going back to 3: rc %d \"%s\"", rc, err.msg);
@@ -244,7 +168,7 @@ static void test_state_rules(void)
     eng_kv_seq_truncate(r.c.kv, 0, 0);
     CHECK(eng_kv_rs_check(r.c.kv, 0, 0, &err) == 0, "restart after freeing refused");
     CHECK(eng_kv_recurrent(r.c.kv) &&
-          eng_kv_rs_bytes(r.c.kv) == 2u * sizeof(float) * ((DCONV - 1) * W + NV * D * D),
+          eng_kv_rs_bytes(r.c.kv) == 2u * sizeof(float) * ((DN_CONV - 1) * DN_W + DN_NV * DN_D * DN_D),
           "state bytes %llu", (unsigned long long)eng_kv_rs_bytes(r.c.kv));
     printf("state rules: restart zeroes, gaps refused (%s), truncation checked\n", err.msg);
     rig_close(&r);
