@@ -65,6 +65,18 @@ for fa in on off auto 1 0 -1; do
     bench "$dir/fa" -p 4 -n 0 -r 1 -t 2 -fa $fa
 done
 
+# 2b. -d: each test after D tokens in the cache, named as llama-bench names it
+bench "$dir/depth" -p 8 -n 2 -d 0,16 -t 2 -r 1
+got=$(md_rows "$dir/depth" "test")
+want="pp8
+tg2
+pp8@d16
+tg2@d16"
+[ "$got" = "$want" ] || fail "-d rows: got '$got', want '$want'"
+bench "$dir/depth.jsonl" -o jsonl -p 8 -n 0 -d 16 -t 2 -r 1
+python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert [(x["n_depth"], x["n_prompt"]) for x in r] == [(16, 8)], r' \
+    "$dir/depth.jsonl" || fail "-d jsonl: $(cat "$dir/depth.jsonl")"
+
 # 3-5. csv, json, jsonl; the counts from inspect's tensor table
 "$cli" inspect --json --tensors $model >"$dir/inspect.json" || fail "inspect --json: exit $?"
 bench "$dir/csv" -o csv -p 8,16 -n 4 -t 2 -r 2
@@ -158,7 +170,8 @@ EOF
 
 # 6. mistakes: one line, exit 2
 for args in "-p 8,x" "-p 8," "-n 1-8*1" "-t 0" "-r 0" "-fa maybe" "-o sql" "-o" \
-            "-p 0 -n 0" "-npp 8 -ntg 4 -npl 1 -t 1,2" "-npp 8 -ntg 4 -npl 1 -o json"; do
+            "-p 0 -n 0" "-npp 8 -ntg 4 -npl 1 -t 1,2" "-npp 8 -ntg 4 -npl 1 -o json" \
+            "-d x" "-npp 8 -ntg 4 -npl 1 -d 8" "-ngl 1,2"; do
     "$cli" bench -m $model $args >"$dir/out" 2>"$dir/err"
     rc=$?
     [ $rc -eq 2 ] || fail "'$args': exit $rc, want 2"

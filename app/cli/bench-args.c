@@ -17,14 +17,16 @@
 static int usage(FILE *out)
 {
     fprintf(out,
-        "usage: faultline bench -m MODEL [-p 512] [-n 128] [-t T] [-b 2048] [-ub 512] [-fa auto]\n"
-        "                       [-r 5] [-o md|csv|json|jsonl] [--disk-bw SIZE] [--seed 1234]\n"
+        "usage: faultline bench -m MODEL [-p 512] [-n 128] [-d 0] [-t T] [-b 2048] [-ub 512]\n"
+        "                       [-fa auto] [-r 5] [-o md|csv|json|jsonl] [--disk-bw SIZE]\n"
+        "                       [--seed 1234]\n"
         "llama-bench's table: pp<P> (a prompt of P tokens) and tg<N> (N single-token\n"
         "decodes), t/s as mean ± sample sd over R repetitions after a warmup run.\n"
         "-p, -n, -t, -b, -ub and -fa take lists as llama-bench does: 64,128, ranges\n"
         "16-64*2 or 1-4+1, or the flag again; every combination of -b, -ub, -fa and -t\n"
         "(in that order, -t innermost) runs every -p and then every -n, one row each;\n"
-        "a 0 in -p or -n is skipped. A prompt goes to the engine -ub tokens (at most -b)\n"
+        "a 0 in -p or -n is skipped; -d D (a list too) runs each test after D untimed\n"
+        "tokens in the cache (\"pp512 @ d4096\"). A prompt goes to the engine -ub tokens (at most -b)\n"
         "per forward call. -fa on|off|auto (1|0|-1): faultline's attention is exact\n"
         "either way, so it changes nothing; the fa column shows it. -o: llama-bench's\n"
         "md table (default), or csv, json, jsonl with its field names (model_size in\n"
@@ -44,7 +46,7 @@ static int usage(FILE *out)
         "steps of one token per sequence. -c: the KV cells all sequences share (default:\n"
         "enough for the largest case; cases that do not fit are skipped). One -t, -b, -ub.\n"
         "\n"
-        "Long forms: --n-prompt --n-gen --threads --batch-size --ubatch-size --flash-attn\n"
+        "Long forms: --n-prompt --n-gen --n-depth --threads --batch-size --ubatch-size --flash-attn\n"
         "--repetitions --output. Exit status: 0 done, 1 a runtime error, 2 a command-line\n"
         "mistake.\n");
     eng_session_print_usage(out);
@@ -143,6 +145,7 @@ static int parse_list_flag(int argc, char **argv, int *i, struct bench_opts *o)
     static const struct { const char *flag, *alt; size_t off; int lo; } lists[] = {
         { "-p", "--n-prompt", offsetof(struct bench_opts, n_prompt), 0 },
         { "-n", "--n-gen", offsetof(struct bench_opts, n_gen), 0 },
+        { "-d", "--n-depth", offsetof(struct bench_opts, depth), 0 },
         { "-t", "--threads", offsetof(struct bench_opts, threads), 1 },
         { "-b", "--batch-size", offsetof(struct bench_opts, batch), 1 },
         { "-ub", "--ubatch-size", offsetof(struct bench_opts, ubatch), 1 },
@@ -180,6 +183,11 @@ static int parse_own_flag(int argc, char **argv, int *i, struct bench_opts *o)
         ok = eng_arg_str("bench", argc, argv, i, &v) && fl_parse_size(v, &o->disk_bw) == 0;
         if (!ok && v)
             fprintf(stderr, "faultline bench: --disk-bw wants a size such as 3G, not '%s'\n", v);
+    } else if (eng_arg_is(a, "-ngl", "--n-gpu-layers") && *i + 1 < argc &&
+               strchr(argv[*i + 1], ',')) {
+        fprintf(stderr, "faultline bench: %s takes one value per run, not the list '%s': run "
+                        "faultline bench once per value\n", a, argv[*i + 1]);
+        ok = false;
     } else if (!strcmp(a, "-pps")) {
         fprintf(stderr, "faultline bench: -pps (one prompt shared by all sequences) is not "
                         "supported: each sequence has its own cells; leave it out\n");
@@ -213,9 +221,9 @@ static int check_batched(struct bench_opts *o)
         return 2;
     }
     if (o->threads.n > 1 || o->batch.n > 1 || o->ubatch.n > 1 || o->fa.n > 1 ||
-        o->n_prompt.n || o->n_gen.n || o->format != BENCH_MD) {
+        o->n_prompt.n || o->n_gen.n || o->depth.n || o->format != BENCH_MD) {
         fprintf(stderr, "faultline bench: the batched mode (-npp/-ntg/-npl) takes one -t, -b, "
-                        "-ub and -fa, no -p/-n, and prints llama-batched-bench's table (no -o)\n");
+                        "-ub and -fa, no -p/-n/-d, and prints llama-batched-bench's table (no -o)\n");
         return 2;
     }
     if (o->threads.n)
@@ -240,6 +248,7 @@ static int check(struct bench_opts *o)
     }
     list_default(&o->n_prompt, BENCH_DEF_PROMPT);
     list_default(&o->n_gen, BENCH_DEF_GEN);
+    list_default(&o->depth, 0);
     o->col_batch = list_default(&o->batch, BENCH_DEF_BATCH);
     o->col_ubatch = list_default(&o->ubatch, BENCH_DEF_UBATCH);
     o->col_fa = list_default(&o->fa, BENCH_DEF_FA);

@@ -116,7 +116,7 @@ static json_t *row_object(const struct bench_printer *p, const struct bench_resu
         { "flash_attn", json_integer(r->flash_attn) },
         { "n_prompt", json_integer(r->n_prompt) },
         { "n_gen", json_integer(r->n_gen) },
-        { "n_depth", json_integer(0) },
+        { "n_depth", json_integer(r->n_depth) },
         { "test_time", fl_json_string(r->test_time) },
         { "avg_ns", json_integer((json_int_t)llround(st->avg_ns)) },
         { "stddev_ns", json_integer((json_int_t)llround(st->sd_ns)) },
@@ -267,6 +267,9 @@ static void md_value(const struct bench_printer *p, const struct bench_result *r
         snprintf(v, cap, "%d", r->n_ubatch);
     else if (!strcmp(col, "fa"))
         snprintf(v, cap, "%d", r->flash_attn);
+    else if (!strcmp(col, "test") && r->n_depth) /* llama-bench's "pp512 @ d512" */
+        snprintf(v, cap, r->n_gen ? "tg%d @ d%d" : "pp%d @ d%d", r->n_gen ? r->n_gen : r->n_prompt,
+                 r->n_depth);
     else if (!strcmp(col, "test"))
         snprintf(v, cap, r->n_gen ? "tg%d" : "pp%d", r->n_gen ? r->n_gen : r->n_prompt);
     else

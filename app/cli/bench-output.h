@@ -28,6 +28,7 @@ struct bench_model {
 /* One test's results: samples_ns[reps], one per repetition. */
 struct bench_result {
     int n_prompt, n_gen;            /* ppN: n_gen 0; tgN: n_prompt 0 */
+    int n_depth;                    /* tokens in the cache before the test (-d) */
     int n_batch, n_ubatch, n_threads;
     int flash_attn;                 /* llama.cpp's values: -1 auto, 0 off, 1 on */
     char test_time[32];             /* RFC 3339, UTC, when the test started */

@@ -45,23 +45,26 @@ static int32_t first_token(struct eng_session *s, int32_t n_vocab)
     return rand() % n_vocab;
 }
 
-/* One measured run from an empty cache; returns seconds or < 0. */
-static double run_once(struct eng_session *s, bool prompt, int n, float *logits,
+/* One measured run from an empty cache, after `depth` untimed tokens
+ * (llama-bench's -d); returns seconds or < 0. */
+static double run_once(struct eng_session *s, bool prompt, int n, int depth, float *logits,
                        struct fl_err *err)
 {
     const int32_t nv = (int32_t)eng_session_model(s)->hp.n_vocab;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    const int total = depth + n;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(total > 0 ? total : 1));
     if (!ids)
         return fl_err_set(err, -ENOMEM, "out of memory");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < total; i++)
         ids[i] = i == 0 ? first_token(s, nv) : rand() % nv;
     eng_session_reset(s);
+    int rc = depth ? eng_session_eval(s, ids, depth, false, logits, err) : 0;
+    const int32_t *test = ids + depth;
     double t0 = fl_clock_s();
-    int rc = 0;
-    if (prompt)
-        rc = eng_session_eval(s, ids, n, false, logits, err);
+    if (!rc && prompt)
+        rc = eng_session_eval(s, test, n, false, logits, err);
     for (int i = 0; !prompt && !rc && i < n; i++)
-        rc = eng_session_eval(s, &ids[i], 1, false, logits, err);
+        rc = eng_session_eval(s, &test[i], 1, false, logits, err);
     double t = fl_clock_s() - t0;
     free(ids);
     return rc ? rc : t;
@@ -186,20 +189,21 @@ static void test_time(char *buf, size_t cap)
 
 /* A warmup run (the whole prompt, or one token), then the timed repetitions. */
 static int bench_test(struct bench_run *r, const struct bench_case *c, bool prompt, int n,
-                      struct fl_err *err)
+                      int depth, struct fl_err *err)
 {
     struct bench_result res = { .n_prompt = prompt ? n : 0, .n_gen = prompt ? 0 : n,
+                                .n_depth = depth,
                                 .n_batch = c->batch, .n_ubatch = c->ubatch,
                                 .n_threads = eng_session_n_threads(r->s), .flash_attn = c->fa,
                                 .reps = r->o->reps, .samples_ns = r->samples_ns };
     test_time(res.test_time, sizeof(res.test_time));
-    if (run_once(r->s, prompt, prompt ? n : 1, r->logits, err) < 0)
+    if (run_once(r->s, prompt, prompt ? n : 1, depth, r->logits, err) < 0)
         return -1;
     struct pager_totals t0;
     struct fl_predict_stats s0;
     paging_snapshot(r->s, &t0, &s0);
     for (int i = 0; i < r->o->reps; i++) {
-        const double t = run_once(r->s, prompt, n, r->logits, err);
+        const double t = run_once(r->s, prompt, n, depth, r->logits, err);
         if (t < 0)
             return -1;
         r->samples_ns[i] = t > 1e-9 ? (uint64_t)llround(t * 1e9) : 1;
@@ -207,6 +211,8 @@ static int bench_test(struct bench_run *r, const struct bench_case *c, bool prom
     int rc = bench_out_row(r->out, &res, err);
     char test[32];
     snprintf(test, sizeof(test), "%s%d", prompt ? "pp" : "tg", n);
+    if (depth)
+        snprintf(test + strlen(test), sizeof(test) - strlen(test), "@d%d", depth);
     if (r->o->threads.n > 1) /* which row of the table the paging row is */
         snprintf(test + strlen(test), sizeof(test) - strlen(test), " t%d", res.n_threads);
     if (!rc && eng_session_paged(r->s))
@@ -240,10 +246,13 @@ static int bench_cases(struct bench_run *r, struct fl_err *err)
         /* llama.cpp hands a call -b tokens and computes them -ub at a time */
         eng_session_set_batch(r->s, c.batch < c.ubatch ? c.batch : c.ubatch);
         rc = eng_session_set_threads(r->s, c.threads ? c.threads : r->default_threads, err);
-        for (int i = 0; !rc && i < o->n_prompt.n; i++)
-            rc = o->n_prompt.v[i] ? bench_test(r, &c, true, o->n_prompt.v[i], err) : 0;
-        for (int i = 0; !rc && i < o->n_gen.n; i++)
-            rc = o->n_gen.v[i] ? bench_test(r, &c, false, o->n_gen.v[i], err) : 0;
+        for (int d = 0; !rc && d < o->depth.n; d++) {
+            const int depth = o->depth.v[d];
+            for (int i = 0; !rc && i < o->n_prompt.n; i++)
+                rc = o->n_prompt.v[i] ? bench_test(r, &c, true, o->n_prompt.v[i], depth, err) : 0;
+            for (int i = 0; !rc && i < o->n_gen.n; i++)
+                rc = o->n_gen.v[i] ? bench_test(r, &c, false, o->n_gen.v[i], depth, err) : 0;
+        }
     }
     return rc;
 }
@@ -454,7 +463,7 @@ int cli_bench(int argc, char **argv)
         batched_size(&o);
     else { /* a test needs its own tokens' cells: ppN has no tg, tgN no pp */
         const int p = list_max(&o.n_prompt), n = list_max(&o.n_gen);
-        o.sp.n_ctx = p > n ? p : n > 0 ? n : 1;
+        o.sp.n_ctx = list_max(&o.depth) + (p > n ? p : n > 0 ? n : 1);
     }
     rc = eng_session_open(&o.sp, &s, &err);
     float *logits = NULL;

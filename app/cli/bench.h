@@ -29,6 +29,7 @@ struct bench_opts {
      * threads runs every prompt and generation length. threads empty: the
      * session's default. */
     struct bench_list n_prompt, n_gen, batch, ubatch, fa, threads;
+    struct bench_list depth;         /* -d: tokens already in the cache when a test starts */
     int reps;
     enum bench_format format;
     /* md's optional columns: a list other than llama-bench's default */
