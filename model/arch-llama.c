@@ -289,14 +289,7 @@ static void llama_attention(struct eng_ctx *c, const struct eng_prenorm *p, int 
         eng_rmsnorm(c, q, q, L->q_norm, dk, n * hp->n_head, dk, hp->rms_eps);
         eng_rmsnorm(c, k, k, L->k_norm, dk, n * hp->n_head_kv, dk, hp->rms_eps);
     }
-    eng_rope(c, q, n, nq, (int)hp->n_head, dk, (int)hp->n_rot, hp->rope_mode, p->pass);
-    eng_rope(c, k, n, nk, (int)hp->n_head_kv, dk, (int)hp->n_rot, hp->rope_mode, p->pass);
-    eng_kv_store(c, il, b, k, nk, v, nv);
-    const struct eng_attn at = {
-        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = dk, .dv = dv,
-        .k_stride = dk, .v_stride = dv, .scale = 1.0f / sqrtf((float)dk),
-    };
-    eng_attention(c, il, b, q, nq, &at, a, hp->n_head * dv);
+    eng_gqa_attend(c, il, b, q, k, v, p->pass, a); /* key_length = value_length: checked */
     eng_matmul(c, L->wo, a, n, out);
     if (L->wo_b)
         eng_add_bias(c, out, L->wo_b, n);

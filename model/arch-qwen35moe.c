@@ -365,14 +365,7 @@ static void q35_full_attention(struct eng_ctx *c, const struct eng_prenorm *p,
     eng_copy_2d(c, gate, hd, qg + hd, 2 * hd, hd, n * hp->n_head);
     eng_rmsnorm(c, q, q, L->q_norm, hd, n * hp->n_head, hd, hp->rms_eps);
     eng_rmsnorm(c, k, k, L->k_norm, hd, n * hp->n_head_kv, hd, hp->rms_eps);
-    eng_rope(c, q, n, nq, (int)hp->n_head, hd, (int)hp->n_rot, hp->rope_mode, p->pass);
-    eng_rope(c, k, n, nkv, (int)hp->n_head_kv, hd, (int)hp->n_rot, hp->rope_mode, p->pass);
-    eng_kv_store(c, il, b, k, nkv, v, nkv);
-    const struct eng_attn at = {
-        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = hd, .dv = hd,
-        .k_stride = hd, .v_stride = hd, .scale = 1.0f / sqrtf((float)hd),
-    };
-    eng_attention(c, il, b, q, nq, &at, a, nq);
+    eng_gqa_attend(c, il, b, q, k, v, p->pass, a);
     eng_sigmoid_gate(c, a, gate, nq, n, false);
     eng_matmul(c, L->wo, a, n, out);
 }

@@ -375,6 +375,13 @@ static inline int eng_output(struct eng_ctx *c, const float *x, const struct eng
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
              const struct eng_tensor *up, const struct eng_tensor *down, float *out);
 
+/* The GQA attention of the llama family and Qwen3.5's full attention, after
+ * their projections and norms: RoPE on q [n_tok][n_head * hd] and k
+ * [n_tok][n_head_kv * hd] (cs: eng_rope_table), k and v into layer il's
+ * cache, out [n_tok][n_head * hd] = attention with scale 1/sqrt(hd). */
+void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float *q, float *k,
+                    const float *v, const float *cs, float *out);
+
 /* The (cos, sin) table of the batch's positions for eng_rope, n_rot/2 pairs
  * per token, uploaded: theta_i = pos * freq_scale * base^(-2i/n_rot)
  * (powers accumulated by repeated float multiplication, as ggml). */

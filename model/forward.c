@@ -100,6 +100,22 @@ void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_
     eng_matmul(c, down, g, n_tok, out);
 }
 
+void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float *q, float *k,
+                    const float *v, const float *cs, float *out)
+{
+    const struct eng_hparams *hp = &c->m->hp;
+    const int n = b->n_tok;
+    const int64_t hd = hp->n_embd_head_k, nq = hp->n_head * hd, nkv = hp->n_head_kv * hd;
+    eng_rope(c, q, n, nq, (int)hp->n_head, hd, (int)hp->n_rot, hp->rope_mode, cs);
+    eng_rope(c, k, n, nkv, (int)hp->n_head_kv, hd, (int)hp->n_rot, hp->rope_mode, cs);
+    eng_kv_store(c, il, b, k, nkv, v, nkv);
+    const struct eng_attn at = {
+        .n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .dk = hd, .dv = hd,
+        .k_stride = hd, .v_stride = hd, .scale = 1.0f / sqrtf((float)hd),
+    };
+    eng_attention(c, il, b, q, nq, &at, out, nq);
+}
+
 void eng_rope_cache(float *cs, int n_rot, float freq_base, float freq_scale, const int32_t *pos,
                     int n_pos)
 {
