@@ -162,11 +162,11 @@ static void delta_step(const struct delta_job *j, float *M, int64_t t, int h, fl
     const struct eng_delta_net *p = j->p;
     const int64_t D = p->d_state, nk = p->n_k_head, H = p->n_v_head;
     const int64_t width = 2 * nk * D + H * D, kh = p->k_grouped ? h / (H / nk) : h % nk;
-    const float *row = j->qkv + t * width;
+    const float *in = j->qkv + t * width; /* this token's [q | k | v] */
     float *q = w, *k = w + D;
-    l2norm(q, row + kh * D, D, p->eps);
-    l2norm(k, row + nk * D + kh * D, D, p->eps);
-    const float *v = row + 2 * nk * D + h * D;
+    l2norm(q, in + kh * D, D, p->eps);
+    l2norm(k, in + nk * D + kh * D, D, p->eps);
+    const float *v = in + 2 * nk * D + h * D;
     const float g = softplus(j->alpha[t * H + h] + j->dt_bias[h]) * j->a[h];
     const float beta = sigmoid(j->beta[t * H + h]), decay = expf(g);
     const float scale = 1.0f / sqrtf((float)D);
