@@ -37,6 +37,11 @@ add_test(NAME test-bench-llama COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-bench
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-bench-llama PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# eval's logits with AMX on and off (FL_CPU_FEATURES=avx512), byte for byte; 77 without AMX.
+add_test(NAME test-amx-logits COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-amx-logits.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-amx-logits PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 # scripts/demo.sh on a user's own small file, named relative to the caller's folder (release only:
 # it builds the checkout's build/ folder).
 add_test(NAME test-demo COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-demo.sh

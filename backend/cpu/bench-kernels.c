@@ -5,16 +5,24 @@
  *   bench-kernels [-t threads] [-k n_in] [-m n_out] [-p prefill_tokens]
  *                 [-T type,type,...] [-s seconds]
  *
+ * Q4_K_R8 is Q4_K repacked as resident weights are (AVX-512 VNNI hosts).
+ * On a CPU with AMX the first line after the features is the tiles' own
+ * peak (register-resident, one thread), the ceiling of the AMX products
+ * (FL_CPU_FEATURES=avx512 runs the same products on VNNI).
+ *
  * Weights: one row quantized from random floats by the types module,
  * copied to every row (the kernels' speed does not depend on the values). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/repack.h"
 #include "backend/cpu/threadpool.h"
 #include "gguf/tensor-types.h"
 
@@ -102,8 +110,27 @@ static void random_blocks(uint32_t t, void *w, int64_t n_in)
     }
 }
 
+static void *make_weights(uint32_t t, int64_t n_in, int64_t n_out);
+
+/* Q4_K_R8: Q4_K rows repacked as a model's resident weights are. */
+static void *make_repacked(int64_t n_in, int64_t n_out)
+{
+    void *w = make_weights(FL_TYPE_Q4_K, n_in, n_out);
+    void *r = w && fl_repack_layout(FL_TYPE_Q4_K, n_in, n_out) == FL_TYPE_Q4_K_R8
+                  ? aligned_alloc(64, fl_repack_size(FL_TYPE_Q4_K_R8, n_in, n_out))
+                  : NULL;
+    if (r && fl_repack(FL_TYPE_Q4_K, w, r, n_in, n_out) < 0) {
+        free(r);
+        r = NULL;
+    }
+    free(w);
+    return r;
+}
+
 static void *make_weights(uint32_t t, int64_t n_in, int64_t n_out)
 {
+    if (t == FL_TYPE_Q4_K_R8)
+        return make_repacked(n_in, n_out);
     const size_t rs = fl_row_size(t, n_in);
     char *w = malloc(rs * (size_t)n_out);
     float *row = malloc((size_t)n_in * sizeof(float));
@@ -184,13 +211,17 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("bench-kernels: %s, %d threads\n", fl_cpu_features(), o.threads);
+    const double amx_peak = fl_amx_peak_macs(o.seconds);
+    if (amx_peak > 0) /* one thread's tiles, no loads: the ceiling of any AMX product */
+        printf("AMX int8 peak (tdpbusd on register tiles, 1 thread): %.1f GOP per CPU-second\n",
+               2 * amx_peak * 1e-9);
     char *list = strdup(o.types);
     int rc = 0;
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name && rc == 0;
          name = strtok_r(NULL, ",", &save)) {
-        const int t = fl_type_by_name(name);
+        const int t = strcasecmp(name, "Q4_K_R8") == 0 ? FL_TYPE_Q4_K_R8 : fl_type_by_name(name);
         if (t < 0 || fl_act_type((uint32_t)t) < 0 ||
-            (!fl_type_traits((uint32_t)t)->from_float && t != FL_TYPE_Q2_K &&
+            (!fl_type_traits((uint32_t)t)->from_float && t != FL_TYPE_Q2_K && t != FL_TYPE_Q4_K_R8 &&
              t != FL_TYPE_Q3_K && t != FL_TYPE_IQ4_XS) ||
             o.n_in % fl_type_traits((uint32_t)t)->blck_size != 0) {
             fprintf(stderr, "bench-kernels: cannot benchmark type '%s'\n", name);

@@ -8,11 +8,12 @@
 
 #include "gguf/tensor-types.h"
 
-enum fl_cpu_level { FL_CPU_SCALAR = 0, FL_CPU_AVX2 = 1, FL_CPU_AVX512 = 2 };
+/* AMX: AVX-512 plus AMX int8 tiles that the OS lets this process use. */
+enum fl_cpu_level { FL_CPU_SCALAR = 0, FL_CPU_AVX2 = 1, FL_CPU_AVX512 = 2, FL_CPU_AMX = 3 };
 
-/* Largest register tile any level uses (rows x tokens). */
-#define FL_TILE_MAX_R 8
-#define FL_TILE_MAX_C 8
+/* Largest tile any kernel takes (rows x tokens): AMX's 16 x 64. */
+#define FL_TILE_MAX_R 16
+#define FL_TILE_MAX_C 64
 
 /* A register-tile kernel: for r < nr, c < nc,
  *   y[c][r] = dot(row r of W, x[c]) over n values,
@@ -51,7 +52,7 @@ void fl_attn_kernels_avx2(struct fl_attn_kernels *k);
 void fl_attn_kernels_avx512(struct fl_attn_kernels *k);
 
 struct fl_cpu_kernels {
-    const char *name;                  /* "scalar", "avx2", "avx512" */
+    const char *name;                  /* "scalar", "avx2", "avx512", "amx" */
     fl_tile_fn tile[FL_TYPE_COUNT];    /* by weight type; NULL: pairwise vec_dot */
     uint8_t tile_r[FL_TYPE_COUNT];     /* the largest nr, nc tile[] accepts */
     uint8_t tile_c[FL_TYPE_COUNT];
@@ -64,6 +65,14 @@ struct fl_cpu_kernels {
      * its rows one after another (one sequential stream; rows read side
      * by side interleave streams and run slower, see matmul.c). */
     uint8_t tile1_r[FL_TYPE_COUNT];
+    /* Products of many tokens on AMX tiles (NULL: none for the type), in
+     * tile[]'s float order, so matmul may pick either per call: it takes
+     * amx[] for products of amx_min tokens or more (where it measured
+     * faster); amx_r x amx_c the largest call. */
+    fl_tile_fn amx[FL_TYPE_COUNT];
+    uint8_t amx_r[FL_TYPE_COUNT];
+    uint8_t amx_c[FL_TYPE_COUNT];
+    uint8_t amx_min[FL_TYPE_COUNT];
     fl_vec_dot_fn vec_dot[FL_TYPE_COUNT];
     /* by activation type; all levels give the bytes of the types module's
      * fl_type_from_float_act (llama.cpp's x86 activation rounding) */
@@ -76,12 +85,18 @@ struct fl_cpu_kernels {
 void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k);
 void fl_cpu_kernels_avx2(struct fl_cpu_kernels *k);
 void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k);
+void fl_cpu_kernels_amx(struct fl_cpu_kernels *k);
 
 /* Q4_K_R8's scalar kernel (repack.c): groups of 8 rows from w (nr a
  * multiple of 8 but for a matrix's last group), any nc; the bits of every
  * level's Q4_K_R8 kernel and of AVX-512's Q4_K kernels. */
 void fl_tile_q4_K_r8_scalar(int n, int nr, const void *w, size_t ws, int nc,
                             const void *const *x, const int16_t *const *xsum, float *const *y);
+
+/* AMX's int8 multiply-adds per second on register-resident tiles,
+ * measured for about `seconds` of this thread's CPU time (kern-amx.c);
+ * 0 without AMX. What bench-kernels prints beside the products. */
+double fl_amx_peak_macs(double seconds);
 
 /* The kernel set chosen by fl_types_init (called on first use). */
 const struct fl_cpu_kernels *fl_cpu_kernels(void);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/cpu.h"
@@ -47,6 +49,27 @@ static int has_f16c(void)
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
+/* AMX int8 tiles (CPUID leaf 7: edx bits 24 tile, 25 int8) that Linux
+ * lets this process use: tile data is a dynamically enabled state, asked
+ * for once per process (arch_prctl ARCH_REQ_XCOMP_PERM, feature 18);
+ * without it the first tile instruction raises SIGILL. */
+#define FL_ARCH_REQ_XCOMP_PERM 0x1023
+#define FL_XFEATURE_XTILEDATA 18
+static int cpu_has_amx(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+}
+
+static int amx_permitted(void)
+{
+#ifdef SYS_arch_prctl
+    return syscall(SYS_arch_prctl, FL_ARCH_REQ_XCOMP_PERM, FL_XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
+}
+
 static enum fl_cpu_level detect_level(void)
 {
     __builtin_cpu_init();
@@ -57,13 +80,17 @@ static enum fl_cpu_level detect_level(void)
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni"))
         lv = FL_CPU_AVX512;
-    /* FL_CPU_FEATURES only lowers the level; an unknown value is ignored
-     * (fl_cpu_features() shows what is in use). */
+    /* FL_CPU_FEATURES only lowers the level (scalar, avx2, avx512 = no
+     * AMX); an unknown value is ignored (fl_cpu_features() shows what is
+     * in use). The permission is not asked for when AMX is capped off. */
     const char *cap = getenv("FL_CPU_FEATURES");
     if (cap && strcasecmp(cap, "scalar") == 0)
         lv = FL_CPU_SCALAR;
     else if (cap && strcasecmp(cap, "avx2") == 0 && lv > FL_CPU_AVX2)
         lv = FL_CPU_AVX2;
+    else if (lv == FL_CPU_AVX512 && !(cap && strcasecmp(cap, "avx512") == 0) &&
+             __builtin_cpu_supports("avx512vbmi") && cpu_has_amx() && amx_permitted())
+        lv = FL_CPU_AMX;
     return lv;
 }
 
@@ -79,17 +106,19 @@ void fl_cpu_kernels_for(enum fl_cpu_level level, struct fl_cpu_kernels *k)
         fl_cpu_kernels_avx512(k);
         fl_attn_kernels_avx512(&k->attn);
     }
+    if (level >= FL_CPU_AMX)
+        fl_cpu_kernels_amx(k);
 }
 
 static void describe(void)
 {
     static const char *const names[] = { "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                                         "avx512vl", "avx512vnni", "avx512bf16" };
+                                         "avx512vl", "avx512vnni", "avx512bf16", "amx-int8" };
     const int has[] = { __builtin_cpu_supports("avx2"), __builtin_cpu_supports("fma"),
                         has_f16c(), __builtin_cpu_supports("avx512f"),
                         __builtin_cpu_supports("avx512bw"), __builtin_cpu_supports("avx512vl"),
                         __builtin_cpu_supports("avx512vnni"),
-                        __builtin_cpu_supports("avx512bf16") };
+                        __builtin_cpu_supports("avx512bf16"), cpu_has_amx() };
     size_t off = (size_t)snprintf(g_features, sizeof(g_features), "%s (cpu:", g_kernels.name);
     for (size_t i = 0; i < sizeof(has) / sizeof(has[0]) && off < sizeof(g_features); i++)
         if (has[i])

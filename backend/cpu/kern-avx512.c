@@ -35,26 +35,6 @@
 #define FL_UNROLL8 _Pragma("GCC unroll 8")
 #define T8_KC 8
 
-/* v[j] lane r <- v[r] lane j: the 8x8 transpose of 32-bit elements */
-FL_INL void transpose8(__m256i v[8])
-{
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-        v[j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
-    }
-}
-
 /* 4 bytes at p in every lane, straight from memory (a load, no shuffle) */
 FL_INL __m256i bcast4(const int8_t *p)
 {

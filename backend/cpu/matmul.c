@@ -255,10 +255,11 @@ static int mm_plan(struct mm_job *j, int nth, const struct fl_matmul_task *t)
     const struct fl_cpu_kernels *k = fl_cpu_kernels();
     const uint32_t wt = t->w_type;
     const int one = t->n_rows == 1 && k->tile1[wt];
+    const int amx = k->amx[wt] && t->n_rows >= k->amx_min[wt];
     *j = (struct mm_job){
-        .tile = one ? k->tile1[wt] : k->tile[wt], .vec_dot = k->vec_dot[wt],
-        .tr = one ? k->tile1_r[wt] : t->n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[wt],
-        .tc = k->tile_c[wt],
+        .tile = amx ? k->amx[wt] : one ? k->tile1[wt] : k->tile[wt], .vec_dot = k->vec_dot[wt],
+        .tr = amx ? k->amx_r[wt] : one ? k->tile1_r[wt] : t->n_rows == 1 ? FL_MM_DECODE_ROWS : k->tile_r[wt],
+        .tc = amx ? k->amx_c[wt] : k->tile_c[wt],
         .w = t->w, .ws = fl_row_size(wt, xq->n_in), .n_in = (int)xq->n_in,
         .n_out = t->n_out, .xq = xq, .rows = t->rows, .out_rows = t->out_rows,
         .n_rows = t->n_rows, .y = t->y, .ldy = t->ldy,
