@@ -1,7 +1,7 @@
 #!/bin/sh
 # test-amx-logits.sh: `faultline eval --all-logits` writes the same bytes with
 # AMX on and off (FL_CPU_FEATURES=avx512), on every tests/data model and on
-# generated Q4_K models (qwen3moe, llama/Mixtral, glm4moe, qwen35moe)
+# generated Q4_K models (qwen3moe, llama/Mixtral, glm4moe, qwen35moe) and Q8_0 / MXFP4 ones
 # wide enough that their products of 16+ tokens run on the tiles: resident
 # (repacked Q4_K_R8) and with the experts paged from disk (file layout).
 # Exit 77 where the CPU has no AMX (or the OS refuses it).
@@ -31,7 +31,7 @@ eval_both() { # NAME MODEL ARGS...: AMX and VNNI logits, byte for byte
 for m in tests/data/*.gguf; do
     eval_both "$(basename "$m" .gguf)" "$m"
 done
-for spec in qwen3moe:Q4_K llama:Q4_K glm4moe:Q4_K qwen35moe:Q4_K; do
+for spec in qwen3moe:Q4_K llama:Q4_K glm4moe:Q4_K qwen35moe:Q4_K qwen3moe:Q8_0 gpt-oss:MXFP4 llama:MXFP4; do
     arch=${spec%%:*} type=${spec#*:}
     g="$dir/gen-$arch-$type.gguf"
     "$cli" gen --arch "$arch" --type "$type" --n-embd 512 --layers 2 --experts 8 -o "$g" \

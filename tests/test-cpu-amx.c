@@ -1,5 +1,6 @@
 /* test-cpu-amx: the AMX int8 kernels give the AVX-512 VNNI kernels' exact
- * bits (Q4_K in the file layout and repacked as Q4_K_R8), for every tile
+ * bits (Q4_K in the file layout and repacked as Q4_K_R8; Q8_0, Q4_0, IQ4_NL
+ * and MXFP4), for every tile
  * shape (1..16 rows, 1..64 tokens), activations at one stride or gathered,
  * rows of extreme quants and scales against activations at +-127; and
  * fl_matmul / fl_matmul_rows, which send products of many tokens to them,
@@ -103,6 +104,58 @@ static void test_q4_K(const struct fl_cpu_kernels *amx, const struct fl_cpu_kern
     }
 }
 
+/* Rows of a Q8_0-activation type: random bytes (row 3 all 0x80, row 4 all
+ * 0xff, row 5 all 0x77: the quants at their extremes) with the scale of
+ * every block set to 2^-12..2^-8 (MXFP4: exponents 2^-9..2^0). */
+static void q8_family_rows(uint32_t t, char *w, size_t rs, int n)
+{
+    const size_t bs = fl_type_traits(t)->type_size;
+    for (int r = 0; r < NROW; r++) {
+        unsigned char *row = (unsigned char *)w + (size_t)r * rs;
+        for (size_t i = 0; i < rs; i++)
+            row[i] = r == 3 ? 0x80 : r == 4 ? 0xff : r == 5 ? 0x77 : (unsigned char)rnd();
+        for (int b = 0; b < n / 32; b++) {
+            unsigned char *blk = row + (size_t)b * bs;
+            if (t == FL_TYPE_MXFP4) {
+                blk[0] = (unsigned char)(118 + rnd() % 10);
+            } else {
+                const fl_f16 d = fl_f32_to_f16((float)(1 + rnd() % 16) / 4096.0f);
+                memcpy(blk, &d, sizeof(d));
+            }
+        }
+    }
+}
+
+/* Q8_0, Q4_0, IQ4_NL, MXFP4 against Q8_0 activations with rows at +-127. */
+static void test_q8_family(const struct fl_cpu_kernels *amx, const struct fl_cpu_kernels *vnni,
+                           uint32_t t)
+{
+    static const int k_lens[] = { 32, 96, 1024, 4096 };
+    for (int li = 0; li < 4; li++) {
+        const int n = k_lens[li];
+        const size_t rs = fl_row_size(t, n), as = fl_row_size(FL_TYPE_Q8_0, n);
+        char *w = malloc(rs * NROW), *xa = malloc(as * NTOK);
+        float(*ref)[NROW] = malloc(sizeof(float[NTOK][NROW]));
+        float *x = malloc((size_t)n * sizeof(float));
+        q8_family_rows(t, w, rs, n);
+        for (int c = 0; c < NTOK; c++) {
+            for (int i = 0; i < n; i++)
+                x[i] = c == 0 ? 1.0f : c == 1 ? -1.0f : (float)((int)(rnd() % 2001) - 1000) / 997.0f;
+            vnni->quant[FL_TYPE_Q8_0](x, xa + (size_t)c * as, n);
+        }
+        for (int c = 0; c < NTOK; c++)
+            for (int r = 0; r < NROW; r++)
+                vnni->vec_dot[t](n, &ref[c][r], w + (size_t)r * rs, xa + (size_t)c * as);
+        const int bad = tile_shapes(amx, t, w, rs, n, xa, as, ref, 1);
+        CHECK(bad == 0, "%s n=%d: %d outputs differ from the VNNI kernel", fl_type_name(t), n, bad);
+        printf("  %-6s n=%-5d amx = vnni bit for bit: %s\n", fl_type_name(t), n, bad ? "no" : "yes");
+        free(w);
+        free(xa);
+        free(ref);
+        free(x);
+    }
+}
+
 /* fl_matmul (many tokens: AMX) and fl_matmul_rows (gathered) against the
  * VNNI vec_dot, on the file rows and on the repacked layout. */
 static void test_matmul(const struct fl_cpu_kernels *vnni)
@@ -160,9 +213,16 @@ int main(void)
     struct fl_cpu_kernels amx, vnni;
     fl_cpu_kernels_for(FL_CPU_AMX, &amx);
     fl_cpu_kernels_for(FL_CPU_AVX512, &vnni);
-    CHECK(amx.amx[FL_TYPE_Q4_K] && amx.amx[FL_TYPE_Q4_K_R8] && !vnni.amx[FL_TYPE_Q4_K],
+    CHECK(amx.amx[FL_TYPE_Q4_K] && amx.amx[FL_TYPE_Q4_K_R8] && amx.amx[FL_TYPE_Q8_0] &&
+              !vnni.amx[FL_TYPE_Q4_K],
           "kernel tables");
     test_q4_K(&amx, &vnni);
+    static const uint32_t q8_types[] = { FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_IQ4_NL, FL_TYPE_MXFP4 };
+    for (size_t i = 0; i < sizeof(q8_types) / sizeof(q8_types[0]); i++) {
+        CHECK(amx.amx[q8_types[i]] != NULL, "no AMX kernel for %s", fl_type_name(q8_types[i]));
+        if (amx.amx[q8_types[i]])
+            test_q8_family(&amx, &vnni, q8_types[i]);
+    }
     test_matmul(&vnni);
     setenv("FL_CPU_FEATURES", "avx512", 1);
     fl_types_init();

@@ -38,7 +38,7 @@
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi," \
                           "amx-tile,amx-int8")))
 #define FL_INL static inline FL_AMX_TGT __attribute__((always_inline))
-#include "backend/cpu/x86-shuffles.h"
+#include "backend/cpu/x86-blocks.h"
 
 #define AMX_ROWS 16 /* weight rows per call: the tiles' 16 columns */
 #define AMX_TOKS 64 /* tokens per call: 4 tiles of 16, two at a time */
@@ -299,16 +299,120 @@ static FL_AMX_TGT void amx_q4_K_r8(int n, int nr, const void *w, size_t ws, int 
     q4k_tiles(n, nr, nc, x, y, w, ws, 1);
 }
 
-void fl_cpu_kernels_amx(struct fl_cpu_kernels *k)
+
+/* --- Q8_0, Q4_0, IQ4_NL, MXFP4 ----------------------------------------------
+ * A block is 32 weights that decode to int8 (x86-blocks.h's unpack_*) and
+ * one scale; the activations are Q8_0. Per block and 16 tokens one
+ * tdpbssd (int8 x int8, K = 32) gives the exact sums S, and the float step
+ * is t8_<type>'s (kern-avx512.c) lane for lane: acc + (d_w * d_x) * S, for
+ * Q4_0 acc + (S * d_w) * d_x. Tiles: 0 the sums, 4 the tokens (16 x 32
+ * bytes), 6 the weights (8 rows of 16 rows x 4 bytes). */
+static FL_AMX_TGT void amx_configure_q8(void)
 {
-    k->amx[FL_TYPE_Q4_K] = amx_q4_K;
-    k->amx[FL_TYPE_Q4_K_R8] = amx_q4_K_r8;
-    k->amx_r[FL_TYPE_Q4_K] = k->amx_r[FL_TYPE_Q4_K_R8] = AMX_ROWS;
-    k->amx_c[FL_TYPE_Q4_K] = k->amx_c[FL_TYPE_Q4_K_R8] = AMX_TOKS;
-    k->amx_min[FL_TYPE_Q4_K_R8] = 16;
-    k->amx_min[FL_TYPE_Q4_K] = 32;
-    k->name = "amx";
+    struct tile_config c;
+    memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    c.colsb[0] = 64;
+    c.rows[0] = 16;
+    c.colsb[4] = 32;
+    c.rows[4] = 16;
+    c.colsb[6] = 64;
+    c.rows[6] = 8;
+    _tile_loadconfig(&c);
 }
+
+/* The 16 tokens from x[c0] for block b: at one stride, or copied. */
+FL_INL void q8_tokens(const void *const *x, int c0, int nc, int b, int8_t buf[16][32],
+                      const int8_t **base, size_t *stride)
+{
+    const int n = nc - c0 < 16 ? nc - c0 : 16;
+    const char *x0 = (const char *)x[c0];
+    const ptrdiff_t s = n > 1 ? (const char *)x[c0 + 1] - x0 : 0;
+    int regular = n == 16 && s > 0;
+    for (int c = 2; regular && c < 16; c++)
+        regular = (const char *)x[c0 + c] - x0 == c * s;
+    if (regular) {
+        *base = ((const struct fl_block_q8_0 *)x0 + b)->qs;
+        *stride = (size_t)s;
+        return;
+    }
+    for (int c = 0; c < 16; c++) {
+        if (c < n)
+            memcpy(buf[c], ((const struct fl_block_q8_0 *)x[c0 + c] + b)->qs, 32);
+        else
+            memset(buf[c], 0, 32);
+    }
+    *base = buf[0];
+    *stride = 32;
+}
+
+/* Block b's sums for the call's tokens into C[tile][token][row]. */
+FL_INL void q8_sums(const uint8_t B[8][64], const void *const *x, int nc, int b,
+                    int32_t C[AMX_TOKS / 16][16][16])
+{
+    _Alignas(64) int8_t buf[16][32];
+    _tile_loadd(6, B, 64);
+    for (int c0 = 0; c0 < nc; c0 += 16) {
+        const int8_t *base;
+        size_t stride;
+        q8_tokens(x, c0, nc, b, buf, &base, &stride);
+        _tile_zero(0);
+        _tile_loadd(4, base, stride);
+        _tile_dpbssd(0, 4, 6);
+        _tile_stored(0, C[c0 / 16], 64);
+    }
+}
+
+#define FL_AMX_PROD_FIRST(S, dw, dx) _mm512_mul_ps(_mm512_mul_ps(dw, dx), S)
+#define FL_AMX_S_FIRST(S, dw, dx) _mm512_mul_ps(_mm512_mul_ps(S, dw), dx)
+
+/* Block b of 16 rows (rows past nr repeat the last) in the tile layout
+ * B[k/4][row*4 + k%4], and the rows' scales; then the sums and the float
+ * steps of every token. */
+#define FL_AMX_Q8_FAMILY(T, COMBINE)                                                      \
+    static FL_AMX_TGT void amx_##T(int n, int nr, const void *w, size_t ws, int nc,        \
+                                   const void *const *x, const int16_t *const *xsum,      \
+                                   float *const *y)                                       \
+    {                                                                                     \
+        (void)xsum;                                                                       \
+        amx_configure_q8();                                                               \
+        _Alignas(64) float acc[AMX_TOKS][AMX_ROWS];                                       \
+        _Alignas(64) uint8_t B[8][64];                                                    \
+        _Alignas(64) float d[16];                                                         \
+        _Alignas(64) int32_t C[AMX_TOKS / 16][16][16];                                    \
+        memset(acc, 0, sizeof(acc));                                                      \
+        for (int b = 0; b < n / 32; b++) {                                                \
+            for (int h = 0; h < 2; h++) {                                                 \
+                __m256i v[8];                                                             \
+                for (int r = 0; r < 8; r++) {                                             \
+                    const int rr = 8 * h + r < nr ? 8 * h + r : nr - 1;                   \
+                    v[r] = unpack_##T((const struct fl_block_##T *)((const char *)w +    \
+                                                                 (size_t)rr * ws) + b,  \
+                                      &d[8 * h + r]);                                     \
+                }                                                                         \
+                transpose8(v);                                                            \
+                for (int j = 0; j < 8; j++)                                               \
+                    _mm256_store_si256((__m256i *)(B[j] + 32 * h), v[j]);                 \
+            }                                                                             \
+            q8_sums(B, x, nc, b, C);                                                      \
+            const __m512 dw = _mm512_load_ps(d);                                          \
+            for (int c = 0; c < nc; c++) {                                                \
+                const __m512 dx = _mm512_set1_ps(                                         \
+                    _cvtsh_ss(((const struct fl_block_q8_0 *)x[c] + b)->d));              \
+                const __m512 S = _mm512_cvtepi32_ps(_mm512_load_si512(C[c / 16][c % 16])); \
+                _mm512_store_ps(acc[c], _mm512_add_ps(_mm512_load_ps(acc[c]),             \
+                                                      COMBINE(S, dw, dx)));               \
+            }                                                                             \
+        }                                                                                 \
+        _tile_release();                                                                  \
+        for (int c = 0; c < nc; c++)                                                      \
+            memcpy(y[c], acc[c], (size_t)nr * sizeof(float));                             \
+    }
+
+FL_AMX_Q8_FAMILY(q8_0, FL_AMX_PROD_FIRST)
+FL_AMX_Q8_FAMILY(q4_0, FL_AMX_S_FIRST)
+FL_AMX_Q8_FAMILY(iq4_nl, FL_AMX_PROD_FIRST)
+FL_AMX_Q8_FAMILY(mxfp4, FL_AMX_PROD_FIRST)
 
 /* The tiles' own speed: int8 multiply-adds per second (x2 = ops) of
  * tdpbusd on register-resident tiles (four independent accumulators, no
@@ -353,4 +457,24 @@ double fl_amx_peak_macs(double seconds)
             return (double)iters * 4 * 16 * 16 * 64 / s + 0 * sink;
         iters *= s > 0 ? (long)(seconds / s * 1.2) + 2 : 4;
     }
+}
+
+void fl_cpu_kernels_amx(struct fl_cpu_kernels *k)
+{
+    k->amx[FL_TYPE_Q4_K] = amx_q4_K;
+    k->amx[FL_TYPE_Q4_K_R8] = amx_q4_K_r8;
+    k->amx_r[FL_TYPE_Q4_K] = k->amx_r[FL_TYPE_Q4_K_R8] = AMX_ROWS;
+    k->amx_c[FL_TYPE_Q4_K] = k->amx_c[FL_TYPE_Q4_K_R8] = AMX_TOKS;
+    k->amx_min[FL_TYPE_Q4_K_R8] = 16;
+    k->amx_min[FL_TYPE_Q4_K] = 32;
+    static const uint32_t q8_types[4] = { FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_IQ4_NL,
+                                          FL_TYPE_MXFP4 };
+    const fl_tile_fn q8_fns[4] = { amx_q8_0, amx_q4_0, amx_iq4_nl, amx_mxfp4 };
+    for (int i = 0; i < 4; i++) {
+        k->amx[q8_types[i]] = q8_fns[i];
+        k->amx_r[q8_types[i]] = AMX_ROWS;
+        k->amx_c[q8_types[i]] = AMX_TOKS;
+        k->amx_min[q8_types[i]] = 16;
+    }
+    k->name = "amx";
 }
