@@ -43,6 +43,18 @@
 #define AMX_ROWS 16 /* weight rows per call: the tiles' 16 columns */
 #define AMX_TOKS 64 /* tokens per call: 4 tiles of 16, two at a time */
 
+/* GCC's tile intrinsics tell the compiler too little: _tile_loadconfig's
+ * operand is 8 bytes (the rest of the configuration's stores may be moved
+ * past it or dropped: SIGILL), and _tile_loadd reads no memory at all (the
+ * stores that fill a panel could sink below it, or be removed as dead).
+ * So the configuration goes through an operand of its whole size, and each
+ * tile load follows a compiler barrier. */
+#define FL_TILE_LOAD(t, base, stride)              \
+    do {                                           \
+        __asm__ volatile("" ::: "memory");         \
+        _tile_loadd(t, base, stride);              \
+    } while (0)
+
 /* ldtilecfg's 64-byte operand (palette 1). */
 struct tile_config {
     uint8_t palette, start_row;
@@ -50,6 +62,11 @@ struct tile_config {
     uint16_t colsb[16];
     uint8_t rows[16];
 };
+
+static FL_AMX_TGT void load_config(const struct tile_config *c)
+{
+    __asm__ volatile("ldtilecfg %0" ::"m"(*c));
+}
 
 /* Eight tiles of 16 rows x 64 bytes. Loaded at the start of each call
  * and released at its end (_tile_release): between calls the thread holds
@@ -65,7 +82,7 @@ static FL_AMX_TGT void amx_configure(void)
         c.colsb[i] = 64;
         c.rows[i] = 16;
     }
-    _tile_loadconfig(&c);
+    load_config(&c);
 }
 
 /* One Q4_K block of 16 rows, ready for the tiles. */
@@ -232,12 +249,12 @@ FL_INL void tiles_pass(const struct q4k_panel *p, const void *const *x, int c0, 
     _tile_zero(1);
     _tile_zero(2);
     for (int i = 0; i < 4; i++) {
-        _tile_loadd(4, t->base + 64 * i, t->stride);
-        _tile_loadd(5, p->lo[i], 64);
+        FL_TILE_LOAD(4, t->base + 64 * i, t->stride);
+        FL_TILE_LOAD(5, p->lo[i], 64);
         _tile_dpbsud(0, 4, 5);
-        _tile_loadd(6, p->hi[i], 64);
+        FL_TILE_LOAD(6, p->hi[i], 64);
         _tile_dpbsud(1, 4, 6);
-        _tile_loadd(7, p->mins[i], 64);
+        FL_TILE_LOAD(7, p->mins[i], 64);
         _tile_dpbsud(2, 4, 7);
     }
     _tile_stored(0, C[0], 64);
@@ -318,7 +335,7 @@ static FL_AMX_TGT void amx_configure_q8(void)
     c.rows[4] = 16;
     c.colsb[6] = 64;
     c.rows[6] = 8;
-    _tile_loadconfig(&c);
+    load_config(&c);
 }
 
 /* The 16 tokens from x[c0] for block b: at one stride, or copied. */
@@ -351,13 +368,13 @@ FL_INL void q8_sums(const uint8_t B[8][64], const void *const *x, int nc, int b,
                     int32_t C[AMX_TOKS / 16][16][16])
 {
     _Alignas(64) int8_t buf[16][32];
-    _tile_loadd(6, B, 64);
+    FL_TILE_LOAD(6, B, 64);
     for (int c0 = 0; c0 < nc; c0 += 16) {
         const int8_t *base;
         size_t stride;
         q8_tokens(x, c0, nc, b, buf, &base, &stride);
         _tile_zero(0);
-        _tile_loadd(4, base, stride);
+        FL_TILE_LOAD(4, base, stride);
         _tile_dpbssd(0, 4, 6);
         _tile_stored(0, C[c0 / 16], 64);
     }
@@ -426,10 +443,10 @@ static FL_AMX_TGT double peak_loop(long iters)
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    _tile_loadd(4, zero, 64);
-    _tile_loadd(5, zero, 64);
-    _tile_loadd(6, zero, 64);
-    _tile_loadd(7, zero, 64);
+    FL_TILE_LOAD(4, zero, 64);
+    FL_TILE_LOAD(5, zero, 64);
+    FL_TILE_LOAD(6, zero, 64);
+    FL_TILE_LOAD(7, zero, 64);
     for (long i = 0; i < iters; i++) {
         _tile_dpbusd(0, 4, 6);
         _tile_dpbusd(1, 4, 7);
