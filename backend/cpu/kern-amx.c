@@ -1,5 +1,6 @@
-/* kern-amx.c: Q4_K products of many tokens on AMX int8 tiles, bit for bit
- * the AVX-512 VNNI kernels' results.
+/* kern-amx.c: products of many tokens on AMX int8 tiles (Q4_K, and the
+ * 32-value block types Q8_0, Q4_0, IQ4_NL, MXFP4 further down), bit for
+ * bit the AVX-512 VNNI kernels' results.
  *
  * One call: up to 16 weight rows x up to 64 tokens. AMX multiplies bytes,
  * so a Q4_K block (8 sub-blocks of 32 4-bit quants w, each with a 6-bit
@@ -9,8 +10,9 @@
  * Then per 16 tokens (A: their Q8_K quants, as stored)
  *     C_lo += A . B_lo,  C_hi += A . B_hi   (tdpbsud: int8 x uint8)
  * and S = C_lo + 256 * C_hi = sum_k sc_k * dot_k is the same exact integer
- * the VNNI kernels form; the mins term M = sum_k min_k * bsum_k (exact,
- * int16 pairs on the vector unit) and the float steps
+ * the VNNI kernels form; a third plane holds each position's sub-block min,
+ * so C_min = sum_k min_k * bsum_k is the mins term M (exact); the float
+ * steps
  *     acc = fma(S, d * dy, acc); acc = fma(-M, dmin * dy, acc)
  * are t8k_float's (kern-avx512.c) one for one, with lanes = 16 rows. So a
  * token's logits are the same bits whether its product ran here, in the
@@ -41,7 +43,7 @@
 #include "backend/cpu/x86-blocks.h"
 
 #define AMX_ROWS 16 /* weight rows per call: the tiles' 16 columns */
-#define AMX_TOKS 64 /* tokens per call: 4 tiles of 16, two at a time */
+#define AMX_TOKS 64 /* tokens per call: 4 tiles of 16, one after another */
 
 /* GCC's tile intrinsics tell the compiler too little: _tile_loadconfig's
  * operand is 8 bytes (the rest of the configuration's stores may be moved
@@ -186,6 +188,20 @@ FL_INL void to_r8(const struct fl_block_q4_K *const rows[8], struct fl_block_q4_
     }
 }
 
+/* The distance between x[0..15] when they lie at one positive stride (a
+ * tile then loads them where they are), else 0. Compared as addresses:
+ * the rows may be in different allocations. */
+FL_INL size_t even_stride(const void *const *x)
+{
+    const uintptr_t x0 = (uintptr_t)x[0], s = (uintptr_t)x[1] - x0;
+    if ((uintptr_t)x[1] <= x0)
+        return 0;
+    for (int c = 2; c < 16; c++)
+        if ((uintptr_t)x[c] - x0 != (uintptr_t)c * s)
+            return 0;
+    return (size_t)s;
+}
+
 /* The 16 tokens from x[c0] as a tile's rows for block b: straight from the
  * activations when they lie at one stride, else copied (rows past nc zero). */
 struct tok_tile {
@@ -198,13 +214,10 @@ FL_INL void tok_tile(const void *const *x, int c0, int nc, int b, struct tok_til
 {
     const int n = nc - c0 < 16 ? nc - c0 : 16;
     const char *x0 = (const char *)x[c0];
-    const ptrdiff_t s = n > 1 ? (const char *)x[c0 + 1] - x0 : 0;
-    int regular = n == 16 && s > 0;
-    for (int c = 2; regular && c < 16; c++)
-        regular = (const char *)x[c0 + c] - x0 == c * s;
-    if (regular) {
+    const size_t s = n == 16 ? even_stride(x + c0) : 0;
+    if (s) {
         t->base = ((const struct fl_block_q8_K *)x0 + b)->qs;
-        t->stride = (size_t)s;
+        t->stride = s;
         return;
     }
     for (int c = 0; c < 16; c++) {
@@ -344,13 +357,10 @@ FL_INL void q8_tokens(const void *const *x, int c0, int nc, int b, int8_t buf[16
 {
     const int n = nc - c0 < 16 ? nc - c0 : 16;
     const char *x0 = (const char *)x[c0];
-    const ptrdiff_t s = n > 1 ? (const char *)x[c0 + 1] - x0 : 0;
-    int regular = n == 16 && s > 0;
-    for (int c = 2; regular && c < 16; c++)
-        regular = (const char *)x[c0 + c] - x0 == c * s;
-    if (regular) {
+    const size_t s = n == 16 ? even_stride(x + c0) : 0;
+    if (s) {
         *base = ((const struct fl_block_q8_0 *)x0 + b)->qs;
-        *stride = (size_t)s;
+        *stride = s;
         return;
     }
     for (int c = 0; c < 16; c++) {
