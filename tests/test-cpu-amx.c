@@ -23,6 +23,9 @@ static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 
 static uint32_t rnd(void) { return (uint32_t)(check_xorshift64(&g_rng) >> 16); }
 
+/* aligned_alloc wants a size that is a multiple of the alignment */
+static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) & ~(size_t)63); }
+
 /* Q4_K rows: random bytes, super-block scales 2^-12..2^-8 (mins signed as
  * they come); row 3 all 0xff (quants 15, scales and mins 63). */
 static void q4k_rows(char *w, size_t rs, int n)
@@ -83,7 +86,7 @@ static void test_q4_K(const struct fl_cpu_kernels *amx, const struct fl_cpu_kern
         const int n = k_lens[li];
         const size_t rs = fl_row_size(FL_TYPE_Q4_K, n), rs8 = fl_row_size(FL_TYPE_Q4_K_R8, n);
         const size_t as = fl_row_size(FL_TYPE_Q8_K, n);
-        char *w = malloc(rs * NROW), *w8 = aligned_alloc(64, rs8 * NROW), *xa = malloc(as * NTOK);
+        char *w = malloc(rs * NROW), *w8 = alloc64(rs8 * NROW), *xa = malloc(as * NTOK);
         float(*ref)[NROW] = malloc(sizeof(float[NTOK][NROW]));
         q4k_rows(w, rs, n);
         q8k_rows(vnni, xa, as, n);
@@ -162,7 +165,7 @@ static void test_matmul(const struct fl_cpu_kernels *vnni)
 {
     const int n = 768;
     const size_t rs = fl_row_size(FL_TYPE_Q4_K, n), rs8 = fl_row_size(FL_TYPE_Q4_K_R8, n);
-    char *w = malloc(rs * NROW), *w8 = aligned_alloc(64, rs8 * NROW);
+    char *w = malloc(rs * NROW), *w8 = alloc64(rs8 * NROW);
     float *x = malloc(sizeof(float) * (size_t)n * NTOK), *y = malloc(sizeof(float) * NROW * NTOK);
     float *ref = malloc(sizeof(float) * NROW * NTOK);
     void *scratch = malloc(fl_matmul_scratch_size(FL_TYPE_Q4_K, n, NTOK));

@@ -117,7 +117,7 @@ static void *make_repacked(int64_t n_in, int64_t n_out)
 {
     void *w = make_weights(FL_TYPE_Q4_K, n_in, n_out);
     void *r = w && fl_repack_layout(FL_TYPE_Q4_K, n_in, n_out) == FL_TYPE_Q4_K_R8
-                  ? aligned_alloc(64, fl_repack_size(FL_TYPE_Q4_K_R8, n_in, n_out))
+                  ? aligned_alloc(64, (fl_repack_size(FL_TYPE_Q4_K_R8, n_in, n_out) + 63) & ~(size_t)63)
                   : NULL;
     if (r && fl_repack(FL_TYPE_Q4_K, w, r, n_in, n_out) < 0) {
         free(r);
