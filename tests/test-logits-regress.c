@@ -67,7 +67,7 @@ static const struct model models[] = {
     { "gen-gpt-oss-Q8_0", NULL, "gpt-oss", "Q8_0", false },
     { "gen-gpt-oss-Q4_K", NULL, "gpt-oss", "Q4_K", false },
     { "gen-gpt-oss-MXFP4", NULL, "gpt-oss", "MXFP4", false },
-    /* the 2026 families (recorded on an AVX2 host: avx2 data only) */
+    /* the 2026 families (avx2 data from an AVX2 host; avx512 data, device modes too, from an AVX-512 one) */
     { "glm4moe-tiny-F16", "tests/data/glm4moe-tiny-F16.gguf", NULL, NULL, false },
     { "glm4moe-tiny-Q8_0", "tests/data/glm4moe-tiny-Q8_0.gguf", NULL, NULL, false },
     { "minimax-m2-tiny-F16", "tests/data/minimax-m2-tiny-F16.gguf", NULL, NULL, false },
