@@ -248,15 +248,8 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
         .kv_bytes = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv), /* recurrent state too */
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
         .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
+        .batch_invariant = p->n_seq > 1, /* a request's bits never depend on its neighbours */
     };
-    /* The device's products are not batch invariant yet (cuBLAS picks its
-     * algorithm by shape, the offload rule goes by the batch's size), and
-     * its pass holds one sequence: several sequences run on the CPU. */
-    if (p->n_seq > 1)
-        return fl_err_set(err, -ENOTSUP,
-                          "-np %d with a GPU: several sequences run on the CPU only for now; "
-                          "add --gpu-experts none -ngl 0 (or CUDA_VISIBLE_DEVICES=) to batch "
-                          "them there", p->n_seq);
     int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
     if (!rc && s->ctx.gpu)
         s->ctx.pick = eng_gpu_pick; /* each pass: on the device, or the CPU's with offloads */

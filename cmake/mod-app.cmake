@@ -7,4 +7,4 @@ fl_module(app SOURCES app/session.c app/scheduler.c app/calibrate.c app/predict.
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)
 fl_test(test-calibrate SOURCES tests/test-calibrate.c MODULES app TIMEOUT 120)
 add_dependencies(test-calibrate faultline)
-fl_test(test-batch-invariance SOURCES tests/test-batch-invariance.c MODULES app TIMEOUT 300)
+fl_test(test-batch-invariance SOURCES tests/test-batch-invariance.c MODULES app TIMEOUT 900)

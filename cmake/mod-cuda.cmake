@@ -70,6 +70,7 @@ if(FL_CUDA_ON)
             backend/cuda/expert-lru.c backend/cuda/cuda-quant.cu backend/cuda/cuda-ops.cu
             backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
             backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
+            backend/cuda/gpu-matmul.c
             backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base
     LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
@@ -120,6 +121,7 @@ elseif(FAULTLINE_CUDA_EMU)
             backend/cuda/emu/kernels-emu.c backend/cuda/emu/recurrent-emu.c backend/cuda/emu/blas-emu.c
             backend/cuda/gpu-rule.c backend/cuda/gpu-open.c backend/cuda/gpu-moe.c
             backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
+            backend/cuda/gpu-matmul.c
             backend/cuda/gpu-stats.c
     DEPS model plan cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)

@@ -54,6 +54,10 @@ struct eng_ctx {
     const struct eng_backend *(*pick)(struct eng_ctx *c);
     struct eng_gpu *gpu;                       /* the device pick() chooses among (backend/cuda) */
     const struct eng_backend *be;              /* the backend of the pass running now */
+    /* The batch of the pass running now (eng_forward's prepared view, its
+     * per-token span, seq, cell...): a backend whose arithmetic could depend
+     * on the batch's size chooses by each row's own span instead. */
+    const struct eng_batch *batch;
 };
 
 /* Runs one batch through c->m's architecture: checks positions against the

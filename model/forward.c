@@ -84,9 +84,12 @@ int eng_forward(struct eng_ctx *c, const struct eng_batch *in, struct fl_err *er
         return rc;
     /* the one place a pass's backend is chosen */
     c->be = c->pick ? c->pick(c) : c->cpu;
+    c->batch = &b;
     if (c->be->begin)
         c->be->begin(c);
-    return c->m->arch->forward(c, &b, err);
+    rc = c->m->arch->forward(c, &b, err);
+    c->batch = NULL; /* b lives on this stack frame */
+    return rc;
 }
 
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,

@@ -8,9 +8,9 @@
  * of them waiting in the queue, one cancelled mid-way and one sampling with
  * a seed. Every logits row of every request must match its lone run byte
  * for byte, the sampled texts too, and the KV cells must all be free after.
- * With a device (the emulated one in its build) the sessions keep it out
- * (-ngl 0 --gpu-experts none): several sequences run on the CPU only, and asking
- * for them with the device in use is a clear error (checked here).
+ * With a device (the emulated one in its build) the same on the device:
+ * the whole pass there with the experts in VRAM or paged through the VRAM
+ * expert cache, and the CPU's pass with products sent there.
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <stdio.h>
@@ -181,7 +181,21 @@ static void compare(const char *label, const struct rec *alone, const struct rec
     }
 }
 
-static int open_session(const char *path, bool paged, uint64_t budget, int n_ctx,
+/* Where a session runs: the CPU (resident, or experts paged under the
+ * smallest budget), and with a device (the emulated one in its build)
+ * the pass on the device with the experts in VRAM, the same with host
+ * experts paged through the VRAM expert cache, and the CPU's pass with the
+ * last block's and the head's products on the device (--gpu-experts cpu). */
+enum mode { CPU, CPU_PAGED, GPU_VRAM, GPU_CACHE_PAGED, GPU_OFFLOAD, N_MODES };
+static const char *const mode_names[N_MODES] = { "", " paged", " gpu", " gpu cache paged",
+                                                 " cpu+gpu" };
+
+static bool paged(enum mode m)
+{
+    return m == CPU_PAGED || m == GPU_CACHE_PAGED;
+}
+
+static int open_session(const char *path, enum mode mode, uint64_t budget, int n_ctx,
                         struct eng_session **s, struct fl_err *err)
 {
     struct eng_session_params p;
@@ -191,45 +205,46 @@ static int open_session(const char *path, bool paged, uint64_t budget, int n_ctx
     p.n_batch = 64;
     p.n_seq = 4;
     p.n_threads = 2;
-    p.placement.disk_moe = paged;
+    p.placement.disk_moe = paged(mode);
     p.placement.last_all_moe = PL_TIER_DISK;
     p.placement.ram_budget = budget;
     p.gpu_experts = ENG_GPU_EXPERTS_NONE;
     p.placement.n_gpu_layers = 0;
+    if (mode == GPU_VRAM || mode == GPU_CACHE_PAGED) {
+        p.placement.n_gpu_layers = -1;
+        p.gpu_experts = ENG_GPU_EXPERTS_COPY;
+        p.pager_mode = 2; /* explicit: no userfaultfd rights needed */
+    }
+    if (mode == GPU_VRAM) {
+        p.placement.overrides[0] = "exps=gpu";
+        p.placement.n_overrides = 1;
+    }
+    if (mode == GPU_OFFLOAD) { /* the head and the last block: never the whole pass */
+        p.placement.n_gpu_layers = 2;
+        p.gpu_experts = ENG_GPU_EXPERTS_CPU;
+    }
     return eng_session_open(&p, s, err);
 }
 
-/* With a device in use, -np 4 is refused at open, in one line. */
-static void test_gpu_refused(const char *dir)
+/* The device took part: passes on it, or products sent there. */
+static void check_on_device(struct eng_session *s, enum mode mode, const char *label)
 {
-    uint64_t vram;
-    const char *why;
-    if (!eng_gpu_detect(&vram, &why))
+    if (mode < GPU_VRAM)
         return;
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/tests/data/qwen3moe-tiny-Q8_0.gguf", dir);
-    struct eng_session_params p;
-    eng_session_params_init(&p);
-    p.model_path = path;
-    p.n_seq = 4;
-    struct eng_session *s = NULL;
-    struct fl_err err = { { 0 } };
-    const int rc = eng_session_open(&p, &s, &err);
-    CHECK(rc == -ENOTSUP && strstr(err.msg, "-np 4 with a GPU") && !strchr(err.msg, '\n'),
-          "-np 4 with the device: rc %d \"%s\"", rc, err.msg);
-    eng_session_close(s);
-    printf("with a device in use, -np 4 is refused: %s\n", err.msg);
+    const struct eng_gpu *g = eng_session_gpu(s);
+    CHECK(g && eng_gpu_ops(g) > 0, "%s: nothing ran on the device", label);
+    CHECK(mode == GPU_OFFLOAD || eng_gpu_passes(g) > 0, "%s: no pass on the device", label);
 }
 
 /* A full cache: requests 0 and 1, each run to TIGHT_GEN tokens (or the
  * context), in a cache that holds only one of them whole; the younger
  * starts over when the cache runs out and must still give its lone rows. */
-static uint64_t test_tight(const char *path, bool paged, uint64_t budget, struct run *big,
+static uint64_t test_tight(const char *path, enum mode mode, uint64_t budget, struct run *big,
                            const char *label)
 {
     struct run ru = *big;
     struct fl_err err;
-    if (open_session(path, paged, budget, TIGHT_CTX, &ru.s, &err)) {
+    if (open_session(path, mode, budget, TIGHT_CTX, &ru.s, &err)) {
         CHECK(0, "%s: %s", label, err.msg);
         return 0;
     }
@@ -273,23 +288,23 @@ static uint64_t test_tight(const char *path, bool paged, uint64_t budget, struct
     return restarts;
 }
 
-static void test_model(const char *dir, const char *name, bool paged)
+static void test_model(const char *dir, const char *name, enum mode mode)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/tests/data/%s.gguf", dir, name);
     struct run ru = { 0 };
     struct fl_err err;
     uint64_t budget = 0;
-    if (paged) { /* the smallest budget the file allows */
-        if (open_session(path, true, 0, N_CTX, &ru.s, &err)) {
+    if (paged(mode)) { /* the smallest budget the file allows */
+        if (open_session(path, CPU_PAGED, 0, N_CTX, &ru.s, &err)) {
             CHECK(0, "%s: %s", name, err.msg);
             return;
         }
         budget = eng_session_min_budget(ru.s);
         eng_session_close(ru.s);
     }
-    if (open_session(path, paged, budget, N_CTX, &ru.s, &err)) {
-        CHECK(0, "%s: %s", name, err.msg);
+    if (open_session(path, mode, budget, N_CTX, &ru.s, &err)) {
+        CHECK(0, "%s%s: %s", name, mode_names[mode], err.msg);
         return;
     }
     for (int i = 0; i < N_REQ; i++) {
@@ -303,12 +318,13 @@ static void test_model(const char *dir, const char *name, bool paged)
     run_alone(&ru, alone);
     run_together(&ru, mixed);
     char label[160];
-    snprintf(label, sizeof(label), "%s%s", name, paged ? " paged" : "");
+    snprintf(label, sizeof(label), "%s%s", name, mode_names[mode]);
     compare(label, alone, mixed);
+    check_on_device(ru.s, mode, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
           eng_session_cells_free(ru.s), cells);
-    const uint64_t restarts = test_tight(path, paged, budget, &ru, label);
-    printf("%-26s 5 requests alone = batched (4 sequences, queue, cancel): %d+%d+%d+%d+%d rows; "
+    const uint64_t restarts = test_tight(path, mode, budget, &ru, label);
+    printf("%-36s 5 requests alone = batched (4 sequences, queue, cancel): %d+%d+%d+%d+%d rows; "
            "full cache: %llu restarts\n", label, alone[0].n_rows, alone[1].n_rows,
            alone[2].n_rows, alone[3].n_rows, alone[4].n_rows, (unsigned long long)restarts);
     for (int i = 0; i < N_REQ; i++) {
@@ -330,12 +346,17 @@ int main(void)
                                           "minimax-m2-tiny-Q8_0", "qwen35moe-tiny-F16",
                                           "qwen35moe-tiny-Q8_0", "qwen3next-tiny-F16",
                                           "qwen3next-tiny-Q8_0", "qwen3next-ssm-in-tiny-F16" };
+    uint64_t vram;
+    const char *why;
+    const bool device = eng_gpu_detect(&vram, &why);
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         if (only && !strstr(only, models[i]))
             continue;
-        test_model(dir, models[i], false);
-        test_model(dir, models[i], true);
+        for (int m = CPU; m < N_MODES; m++)
+            if (m < GPU_VRAM || device)
+                test_model(dir, models[i], (enum mode)m);
     }
-    test_gpu_refused(dir);
+    if (!device)
+        printf("device modes not run: %s\n", why);
     return check_summary("test-batch-invariance");
 }

@@ -42,10 +42,10 @@ struct gpu_kv {
     int64_t *kd, *vd;
 };
 
-/* Recurrent layers' state of the device pass's sequence (gpu-recurrent.c). */
+/* Recurrent layers' state of the device pass's sequences (gpu-recurrent.c). */
 struct gpu_rs {
-    int n_layer;
-    float **conv, **ssm; /* [n_layer] device arrays, NULL where none */
+    int n_layer, n_seq;
+    float **conv, **ssm; /* [n_layer] device arrays of n_seq slots, NULL where none */
 };
 
 struct eng_gpu {
@@ -85,6 +85,21 @@ int gpu_dbuf(struct eng_gpu *g, int which, size_t bytes, void **out, struct fl_e
 size_t gpu_expert_bytes(const struct eng_tensor *t);
 /* Widths the kernels take: a whole number of 32-value units and blocks. */
 bool gpu_kernel_shape_ok(uint32_t type, int64_t n_in);
+
+/* gpu-matmul.c */
+/* y = w . x over n_tok rows. row_span NULL: cuBLAS for GPU_GEMM_MIN_TOK
+ * rows or more, else the matvec kernels (always them with
+ * o.batch_invariant). Otherwise row_span[r] names row
+ * r's span (rows of one span adjacent): each run of one span's rows of at
+ * least GPU_GEMM_MIN_TOK is a cuBLAS product of its own, every other row
+ * goes to the matvec kernels, so no row's bits depend on the other spans. */
+int gpu_matmul_rows(struct eng_gpu *g, const void *d_w, uint32_t type, int64_t n_in,
+                    int64_t n_out, const float *d_x, int64_t n_tok, float *d_y,
+                    const int32_t *row_span, struct fl_err *err);
+/* The span of each of a product's n_rows rows in the pass running now: the
+ * batch's tokens (n_tok rows) or the rows that get logits (n_out rows, in
+ * host scratch); NULL for any other count, or outside a pass. */
+const int32_t *gpu_row_spans(struct eng_ctx *c, int64_t n_rows);
 
 /* gpu-moe.c */
 /* The MoE experts of one layer on the device, input d_x and routing

@@ -8,13 +8,6 @@
 
 #include "gguf/tensor-types.h"
 
-static int gpu_matmul(struct eng_gpu *g, const void *d_w, uint32_t type, int64_t n_in,
-                      int64_t n_out, const float *d_x, int64_t n_tok, float *d_y,
-                      struct fl_err *err)
-{
-    return fl_cuda_matmul(g->cu, d_w, type, n_in, n_out, d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, err);
-}
-
 /* Each bias NULL, or F32 [n_out, n_expert]: added on the device. */
 static bool bias_ok(const struct eng_tensor *b, const struct eng_tensor *w)
 {
@@ -50,7 +43,20 @@ struct gpu_moe {
     float *d_x, *d_xg, *d_g, *d_u, *d_d, *d_slots, *d_w;
     int32_t *d_tok, *d_slot;
     bool lists_up;   /* d_tok/d_slot hold L's pairs (only the one-by-one path reads them) */
+    const int32_t *tok_span; /* the batch's span of each token, NULL: unknown */
+    int32_t *row_span;       /* [pairs] host scratch: the spans of an expert's rows */
 };
+
+/* An expert's rows are its tokens in token order, so a span's rows are
+ * adjacent: the products choose by each span's share (gpu_matmul_rows). */
+static const int32_t *expert_row_spans(struct gpu_moe *s, int64_t at, int64_t n)
+{
+    if (!s->tok_span || !s->row_span)
+        return NULL;
+    for (int64_t i = 0; i < n; i++)
+        s->row_span[i] = s->tok_span[s->L->tok[at + i]];
+    return s->row_span;
+}
 
 /* A decode step (one token: one pair per expert) with few enough experts
  * runs them as groups: four launches for all, instead of six per expert. */
@@ -167,21 +173,25 @@ static int run_expert(struct gpu_moe *s, const struct xdev *x, int64_t at, int64
 {
     struct eng_gpu *g = s->g;
     const struct eng_moe *e = s->e;
+    const int32_t *rs = expert_row_spans(s, at, n);
     int rc = lists_up(s, err);
     if (!rc)
         rc = fl_cuda_copy_rows(g->cu, s->d_xg, s->d_x, s->n_in, s->d_tok + at, NULL, n, err);
     if (!rc)
-        rc = gpu_matmul(g, x->w[0], e->gate->type, s->n_in, s->n_ff, s->d_xg, n, s->d_g, err);
+        rc = gpu_matmul_rows(g, x->w[0], e->gate->type, s->n_in, s->n_ff, s->d_xg, n, s->d_g, rs,
+                             err);
     if (!rc)
         rc = add_bias(s, s->d_g, x->b[0], s->n_ff, n, err);
     if (!rc)
-        rc = gpu_matmul(g, x->w[1], e->up->type, s->n_in, s->n_ff, s->d_xg, n, s->d_u, err);
+        rc = gpu_matmul_rows(g, x->w[1], e->up->type, s->n_in, s->n_ff, s->d_xg, n, s->d_u, rs,
+                             err);
     if (!rc)
         rc = add_bias(s, s->d_u, x->b[1], s->n_ff, n, err);
     if (!rc)
         rc = activate(s, s->d_g, s->d_u, n * s->n_ff, err);
     if (!rc)
-        rc = gpu_matmul(g, x->w[2], e->down->type, s->n_ff, s->n_embd, s->d_g, n, s->d_d, err);
+        rc = gpu_matmul_rows(g, x->w[2], e->down->type, s->n_ff, s->n_embd, s->d_g, n, s->d_d,
+                             rs, err);
     if (!rc)
         rc = add_bias(s, s->d_d, x->b[2], s->n_embd, n, err);
     if (!rc)
@@ -480,8 +490,10 @@ static enum eng_gpu_where decide(const struct eng_gpu *g, const struct eng_moe *
     size_t bytes;
     const bool in_vram = experts_in_vram(g, e, &bytes);
     const bool fits = g->xc && bytes <= g->slot_bytes;
+    /* with several sequences the batch's size may not decide (gpu.h) */
+    const int64_t n = g->o.batch_invariant ? 0 : n_tok;
     return g->failed ? ENG_GPU_RUN_CPU
-        : eng_gpu_decide(g->o.experts, experts_supported(e), in_vram, fits, n_tok, g->o.min_batch);
+        : eng_gpu_decide(g->o.experts, experts_supported(e), in_vram, fits, n, g->o.min_batch);
 }
 
 bool gpu_moe_on_cpu(const struct eng_gpu *g, const struct eng_moe *e, int64_t n_tok)
@@ -524,7 +536,10 @@ static int moe_device(struct eng_ctx *c, int layer, enum eng_gpu_where where, co
 {
     struct eng_gpu *g = c->gpu;
     struct gpu_moe s = { .g = g, .e = e, .n_in = e->gate->ne[0], .n_ff = e->gate->ne[1],
-                         .n_embd = e->down->ne[1], .d_x = (float *)d_x, .d_w = (float *)d_w };
+                         .n_embd = e->down->ne[1], .d_x = (float *)d_x, .d_w = (float *)d_w,
+                         .tok_span = gpu_row_spans(c, n_tok) };
+    if (s.tok_span)
+        s.row_span = eng_scratch(c, sizeof(int32_t) * (size_t)(n_tok * k));
     int rc = moe_buffers(&s, n_tok, k, L, err);
     if (rc)
         return gpu_fail(g, rc, err);

@@ -29,7 +29,7 @@ const struct eng_backend *eng_gpu_pick(struct eng_ctx *c)
 
 /* y = w . x on the device when w is in VRAM; false when the CPU must. */
 static bool device_matmul(struct eng_gpu *g, const struct eng_tensor *w, int64_t slice,
-                          const float *x, int64_t n_tok, float *y)
+                          const float *x, int64_t n_tok, float *y, const int32_t *row_span)
 {
     const uint8_t *d_w = g->failed ? NULL : gpu_device_of(g, w);
     if (!d_w)
@@ -45,8 +45,7 @@ static bool device_matmul(struct eng_gpu *g, const struct eng_tensor *w, int64_t
     if (!rc)
         rc = fl_cuda_upload(g->cu, d_x, x, sizeof(float) * (size_t)(n_tok * n_in), &err);
     if (!rc)
-        rc = fl_cuda_matmul(g->cu, d_w, w->type, n_in, n_out, d_x, n_tok, d_y, GPU_GEMM_MIN_TOK,
-                            &err);
+        rc = gpu_matmul_rows(g, d_w, w->type, n_in, n_out, d_x, n_tok, d_y, row_span, &err);
     if (!rc)
         rc = fl_cuda_download(g->cu, y, d_y, sizeof(float) * (size_t)(n_tok * n_out), &err);
     if (rc) {
@@ -60,7 +59,7 @@ static bool device_matmul(struct eng_gpu *g, const struct eng_tensor *w, int64_t
 static void offload_matmul(struct eng_ctx *c, const struct eng_tensor *w, int64_t slice,
                            const float *x, int64_t n_tok, float *y)
 {
-    if (!device_matmul(c->gpu, w, slice, x, n_tok, y))
+    if (!device_matmul(c->gpu, w, slice, x, n_tok, y, gpu_row_spans(c, n_tok)))
         eng_cpu_backend.matmul(c, w, slice, x, n_tok, y);
 }
 

@@ -150,8 +150,8 @@ static void pass_mm_slice(struct eng_ctx *c, const struct eng_tensor *w, int64_t
     GPU_OP(c, !d_w ? fl_err_set(&op_err, -EINVAL, "gpu: %s is not in VRAM", w->name)
            : w->n_dims != 3 || i < 0 || i >= w->ne[2]
                ? fl_err_set(&op_err, -EINVAL, "gpu: %s has no slice %lld", w->name, (long long)i)
-               : fl_cuda_matmul(c->gpu->cu, d_w + (size_t)i * slice_bytes(w), w->type, w->ne[0],
-                                w->ne[1], d_x, n_tok, d_y, GPU_GEMM_MIN_TOK, &op_err));
+               : gpu_matmul_rows(c->gpu, d_w + (size_t)i * slice_bytes(w), w->type, w->ne[0],
+                                 w->ne[1], d_x, n_tok, d_y, gpu_row_spans(c, n_tok), &op_err));
 }
 
 /* One token: every head's product straight from its strided columns, as
@@ -184,8 +184,8 @@ static void pass_matmul(struct eng_ctx *c, const struct eng_tensor *w, int64_t s
         return;
     }
     const void *d_w = usable(c) ? gpu_device_of(c->gpu, w) : NULL;
-    GPU_OP(c, d_w ? fl_cuda_matmul(c->gpu->cu, d_w, w->type, w->ne[0], w->ne[1], d_x, n_tok, d_y,
-                                   GPU_GEMM_MIN_TOK, &op_err)
+    GPU_OP(c, d_w ? gpu_matmul_rows(c->gpu, d_w, w->type, w->ne[0], w->ne[1], d_x, n_tok, d_y,
+                                    gpu_row_spans(c, n_tok), &op_err)
                   : fl_err_set(&op_err, -EINVAL, "gpu: %s is not in VRAM", w->name));
 }
 
@@ -259,17 +259,22 @@ static int kv_layer(struct eng_ctx *c, int layer, int64_t kd, int64_t vd, struct
     return 0;
 }
 
-/* The device's cache holds the host's cells at the same rows; its kernels
- * read one sequence whose cells are its positions (a lone sequence 0).
- * -EINVAL with err otherwise. */
-static int one_run_of_cells(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
+/* The device's cache holds the host's cells at the same rows: a token's K
+ * and V rows go to its cell, one conversion per run of adjacent cells. */
+static int store_rows(struct eng_ctx *c, uint16_t *d_cache, int64_t width, const float *d_src,
+                      const struct eng_batch *b, struct fl_err *err)
 {
-    const struct eng_span *s = &b->spans[0];
-    const int32_t *cells = eng_kv_seq_cells(c->kv, s->seq);
-    bool ok = b->n_spans == 1;
-    for (int p = 0; ok && p < s->pos0 + s->n_tok; p++)
-        ok = cells[p] == p;
-    return ok ? 0 : fl_err_set(err, -EINVAL, "gpu: the device pass runs one sequence at a time");
+    int rc = 0;
+    for (int t = 0; t < b->n_tok && !rc;) {
+        int u = t + 1;
+        while (u < b->n_tok && b->cell[u] == b->cell[u - 1] + 1)
+            u++;
+        rc = fl_cuda_f32_to_f16(c->gpu->cu, d_src + (int64_t)t * width,
+                                d_cache + (size_t)b->cell[t] * (size_t)width,
+                                (int64_t)(u - t) * width, err);
+        t = u;
+    }
+    return rc;
 }
 
 static void pass_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *b,
@@ -277,23 +282,74 @@ static void pass_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *
 {
     if (!usable(c))
         return;
-    const int pos0 = b->spans[0].pos0, n_tok = b->n_tok;
     struct fl_err err;
-    int rc = one_run_of_cells(c, b, &err);
-    if (!rc)
-        rc = kv_layer(c, layer, kd, vd, &err);
+    int rc = kv_layer(c, layer, kd, vd, &err);
     struct gpu_kv *kv = &c->gpu->kv;
-    if (!rc && pos0 + n_tok > kv->n_ctx)
-        rc = fl_err_set(&err, -EINVAL, "gpu: positions %d..%d beyond the KV cache (%d)", pos0,
-                        pos0 + n_tok - 1, kv->n_ctx);
+    for (int t = 0; !rc && t < b->n_tok; t++)
+        if (b->cell[t] < 0 || b->cell[t] >= kv->n_ctx)
+            rc = fl_err_set(&err, -EINVAL, "gpu: KV cell %d beyond the cache (%d)", b->cell[t],
+                            kv->n_ctx);
     if (!rc)
-        rc = fl_cuda_f32_to_f16(c->gpu->cu, d_k, kv->k[layer] + (size_t)pos0 * (size_t)kd,
-                                (int64_t)n_tok * kd, &err);
+        rc = store_rows(c, kv->k[layer], kd, d_k, b, &err);
     if (!rc && vd > 0)
-        rc = fl_cuda_f32_to_f16(c->gpu->cu, d_v, kv->v[layer] + (size_t)pos0 * (size_t)vd,
-                                (int64_t)n_tok * vd, &err);
+        rc = store_rows(c, kv->v[layer], vd, d_v, b, &err);
     if (rc)
         op_failed(c, rc, &err);
+}
+
+/* Whether a sequence's first n positions sit in cells 0..n-1 (a lone
+ * sequence 0): then the kernel reads the cache in place. */
+static bool cells_in_place(const int32_t *cells, int n)
+{
+    for (int p = 0; p < n; p++)
+        if (cells[p] != p)
+            return false;
+    return true;
+}
+
+/* The F16 rows of one sequence's positions 0..n-1 copied out of the cache
+ * into position order (the kernel reads positions), in pass scratch. */
+static const uint16_t *gather_rows(struct eng_ctx *c, const uint16_t *d_cache, int64_t width,
+                                   const int32_t *d_cells, int n, struct fl_err *err)
+{
+    if (width % 2) {
+        fl_err_set(err, -EINVAL, "gpu: KV rows of %lld halves cannot be gathered",
+                   (long long)width);
+        return NULL;
+    }
+    float *d = pass_tmp(c, (int64_t)n * (width / 2));
+    if (d && fl_cuda_copy_rows(c->gpu->cu, d, (const float *)d_cache, width / 2, d_cells, NULL, n,
+                               err))
+        return NULL;
+    return (const uint16_t *)d;
+}
+
+/* One span's queries over its sequence's cached positions 0 .. pos0 + n - 1. */
+static int attend_span(struct eng_ctx *c, int layer, const struct eng_span *sp, const float *d_q,
+                       int64_t q_stride, const uint16_t *d_v, const struct fl_cuda_attn *a,
+                       float *d_out, int64_t out_stride, struct fl_err *err)
+{
+    const struct gpu_kv *kv = &c->gpu->kv;
+    const int n = sp->pos0 + sp->n_tok;
+    const int32_t *cells = eng_kv_seq_cells(c->kv, sp->seq);
+    const uint16_t *d_k = kv->k[layer];
+    const struct eng_dev_mark m = pass_mark(c);
+    if (!cells_in_place(cells, n)) {
+        const float *d_cells = pass_upload(c, (const float *)cells, n); /* int32 bits */
+        d_k = usable(c) ? gather_rows(c, d_k, kv->kd[layer], (const int32_t *)d_cells, n, err)
+                        : NULL;
+        d_v = d_k && d_v != kv->k[layer]
+                  ? gather_rows(c, d_v, kv->vd[layer], (const int32_t *)d_cells, n, err)
+                  : d_k;
+        if (!usable(c)) /* the upload or the scratch failed: the pass reports it */
+            return 0;
+        if (!d_k || !d_v)
+            return -EINVAL;
+    }
+    int rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, sp->n_tok, sp->pos0, d_k, d_v, a, d_out,
+                               out_stride, err);
+    pass_release(c, m);
+    return rc;
 }
 
 static void pass_attention(struct eng_ctx *c, int layer, const struct eng_batch *b,
@@ -318,10 +374,12 @@ static void pass_attention(struct eng_ctx *c, int layer, const struct eng_batch 
         .scale = p->scale, .softcap = p->softcap, .window = p->window,
         .d_sinks = p->sinks ? gpu_device_of(c->gpu, p->sinks) : NULL,
     };
-    int rc = one_run_of_cells(c, b, &err);
-    if (!rc)
-        rc = fl_cuda_attention(c->gpu->cu, d_q, q_stride, b->n_tok, b->spans[0].pos0,
-                               kv->k[layer], d_v, &a, d_out, out_stride, &err);
+    /* each span alone, over its own sequence's cells: a query's bits do
+     * not depend on the other spans */
+    int rc = 0;
+    for (int s = 0, t0 = 0; s < b->n_spans && !rc && usable(c); t0 += b->spans[s++].n_tok)
+        rc = attend_span(c, layer, &b->spans[s], d_q + (int64_t)t0 * q_stride, q_stride, d_v, &a,
+                         d_out + (int64_t)t0 * out_stride, out_stride, &err);
     if (rc)
         op_failed(c, rc, &err);
 }
@@ -495,19 +553,33 @@ static void release_host_copies(struct eng_gpu *g, const struct eng_tensor *norm
     }
 }
 
+/* The rows that get logits, in order: in place when they are adjacent
+ * (one sequence's), else gathered into scratch. */
+static const float *head_rows(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
+                              int64_t E)
+{
+    const int64_t n = b->n_out, first = b->out[0];
+    if (b->out[n - 1] == first + n - 1)
+        return d_x + first * E;
+    const int32_t *d_idx = (const int32_t *)pass_upload(c, (const float *)b->out, n);
+    float *d_rows = pass_tmp(c, n * E);
+    GPU_OP(c, fl_cuda_copy_rows(c->gpu->cu, d_rows, d_x, E, d_idx, NULL, n, &op_err));
+    return d_rows;
+}
+
 static int pass_output(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
                        const struct eng_tensor *norm, const struct eng_tensor *output, float eps,
                        struct fl_err *err)
 {
     struct eng_gpu *g = c->gpu;
-    const int64_t E = c->m->hp.n_embd, V = c->m->hp.n_vocab;
-    const int64_t n = b->n_out, first = n ? b->out[0] : 0;
-    /* rows first .. first+n-1 (one sequence's; several: the host's head) */
-    const bool run = n > 0 && b->out[n - 1] == first + n - 1;
-    if (usable(c) && run && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
+    const int64_t E = c->m->hp.n_embd, V = c->m->hp.n_vocab, n = b->n_out;
+    if (usable(c) && n > 0 && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
+        const float *d_rows = head_rows(c, d_x, b, E);
         float *d_h = pass_tmp(c, n * E), *d_l = pass_tmp(c, n * V);
-        pass_rmsnorm(c, d_h, d_x + first * E, norm, E, n, E, eps);
-        pass_matmul(c, output, -1, d_h, n, d_l);
+        pass_rmsnorm(c, d_h, d_rows, norm, E, n, E, eps);
+        const void *d_w = gpu_device_of(g, output);
+        GPU_OP(c, gpu_matmul_rows(g, d_w, output->type, E, V, d_h, n, d_l, gpu_row_spans(c, n),
+                                  &op_err));
         GPU_OP(c, fl_cuda_download(g->cu, b->logits, d_l, sizeof(float) * (size_t)(n * V),
                                    &op_err));
     } else if (usable(c) && n > 0) { /* the head on the host: the hidden state comes back */

@@ -1,8 +1,9 @@
 /* gpu-recurrent.c: the device pass's ops for recurrent layers (Gated
- * DeltaNet, model/backend.h) over the one sequence the device pass holds:
- * each recurrent layer keeps its conv window and delta-rule matrices in
- * VRAM (the host KV cache's rs_* sizes), read as zeros when the span
- * starts at position 0, as the host cache zeroes its own. */
+ * DeltaNet, model/backend.h): each recurrent layer keeps every sequence's
+ * conv window and delta-rule matrices in VRAM (the host KV cache's rs_*
+ * sizes, one slot per sequence), read as zeros when a span starts at
+ * position 0, as the host cache zeroes its own. Each span runs alone over
+ * its own sequence's state. */
 #include "backend/cuda/gpu-impl.h"
 
 #include <errno.h>
@@ -15,13 +16,16 @@ static bool usable(const struct eng_ctx *c)
     return c->gpu && !c->gpu->failed;
 }
 
-/* Layer `layer`'s device state in *out, allocated on first use. */
-static int state_of(struct eng_ctx *c, int layer, bool ssm, float **out, struct fl_err *err)
+/* Sequence seq's state of layer `layer` in *out; the layer's slots of all
+ * sequences are allocated on first use. */
+static int state_of(struct eng_ctx *c, int layer, bool ssm, int seq, float **out,
+                    struct fl_err *err)
 {
     struct gpu_rs *rs = &c->gpu->rs;
     const struct eng_model *m = c->m;
     if (!rs->conv) {
         rs->n_layer = (int)m->hp.n_layer;
+        rs->n_seq = eng_kv_n_seq(c->kv);
         rs->conv = calloc((size_t)rs->n_layer, sizeof(*rs->conv));
         rs->ssm = calloc((size_t)rs->n_layer, sizeof(*rs->ssm));
         if (!rs->conv || !rs->ssm)
@@ -31,17 +35,13 @@ static int state_of(struct eng_ctx *c, int layer, bool ssm, float **out, struct 
                       : ssm ? m->rs_ssm_dim[layer] : m->rs_conv_dim[layer];
     if (n <= 0)
         return fl_err_set(err, -EINVAL, "gpu: layer %d keeps no recurrent state", layer);
+    if (seq < 0 || seq >= rs->n_seq)
+        return fl_err_set(err, -EINVAL, "gpu: no recurrent state for sequence %d", seq);
     float **slot = ssm ? &rs->ssm[layer] : &rs->conv[layer];
-    int rc = *slot ? 0 : fl_cuda_malloc(c->gpu->cu, (void **)slot, (size_t)n * sizeof(float), err);
-    *out = *slot;
+    int rc = *slot ? 0 : fl_cuda_malloc(c->gpu->cu, (void **)slot,
+                                        (size_t)n * (size_t)rs->n_seq * sizeof(float), err);
+    *out = *slot ? *slot + (int64_t)seq * n : NULL;
     return rc;
-}
-
-/* The device holds one sequence; the span continues it or starts it. */
-static int one_span(const struct eng_batch *b, struct fl_err *err)
-{
-    return b->n_spans == 1 ? 0 : fl_err_set(err, -EINVAL, "gpu: the device pass runs one "
-                                            "sequence at a time");
 }
 
 void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *d_x,
@@ -51,15 +51,17 @@ void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, 
         return;
     struct fl_err err;
     const float *d_w = gpu_device_of(c->gpu, w);
-    float *d_st = NULL;
-    int rc = one_span(b, &err);
-    if (!rc && !d_w)
-        rc = fl_err_set(&err, -EINVAL, "gpu: %s is not in VRAM", w->name);
-    if (!rc)
-        rc = state_of(c, layer, false, &d_st, &err);
-    if (!rc)
-        rc = fl_cuda_ssm_conv(c->gpu->cu, d_x, d_w, d_st, d_out, b->n_tok, w->ne[1],
-                              (int)w->ne[0], b->spans[0].pos0 == 0, &err);
+    const int64_t width = w->ne[1];
+    int rc = d_w ? 0 : fl_err_set(&err, -EINVAL, "gpu: %s is not in VRAM", w->name);
+    for (int s = 0, t0 = 0; !rc && s < b->n_spans; t0 += b->spans[s++].n_tok) {
+        const struct eng_span *sp = &b->spans[s];
+        float *d_st = NULL;
+        rc = state_of(c, layer, false, sp->seq, &d_st, &err);
+        if (!rc)
+            rc = fl_cuda_ssm_conv(c->gpu->cu, d_x + (int64_t)t0 * width, d_w, d_st,
+                                  d_out + (int64_t)t0 * width, sp->n_tok, width, (int)w->ne[0],
+                                  sp->pos0 == 0, &err);
+    }
     if (rc)
         gpu_fail(c->gpu, rc, &err);
 }
@@ -77,16 +79,22 @@ void gpu_pass_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
         .d_dt_bias = gpu_device_of(c->gpu, p->dt_bias), .d_a = gpu_device_of(c->gpu, p->a),
         .eps = p->eps,
     };
-    float *d_st = NULL;
-    int rc = one_span(b, &err);
-    if (!rc && (!k.d_dt_bias || !k.d_a))
+    /* row widths: qkv [q | k | v], alpha and beta one per value head */
+    const int64_t w_qkv = (2 * (int64_t)p->n_k_head + p->n_v_head) * p->d_state;
+    const int64_t w_out = (int64_t)p->n_v_head * p->d_state, w_ab = p->n_v_head;
+    int rc = 0;
+    if (!k.d_dt_bias || !k.d_a)
         rc = fl_err_set(&err, -EINVAL, "gpu: %s is not in VRAM",
                         k.d_a ? p->dt_bias->name : p->a->name);
-    if (!rc)
-        rc = state_of(c, layer, true, &d_st, &err);
-    if (!rc)
-        rc = fl_cuda_delta_net(c->gpu->cu, &k, d_qkv, d_alpha, d_beta, d_st, d_out, b->n_tok,
-                               b->spans[0].pos0 == 0, &err);
+    for (int s = 0, t0 = 0; !rc && s < b->n_spans; t0 += b->spans[s++].n_tok) {
+        const struct eng_span *sp = &b->spans[s];
+        float *d_st = NULL;
+        rc = state_of(c, layer, true, sp->seq, &d_st, &err);
+        if (!rc)
+            rc = fl_cuda_delta_net(c->gpu->cu, &k, d_qkv + t0 * w_qkv, d_alpha + t0 * w_ab,
+                                   d_beta + t0 * w_ab, d_st, d_out + t0 * w_out, sp->n_tok,
+                                   sp->pos0 == 0, &err);
+    }
     if (rc)
         gpu_fail(c->gpu, rc, &err);
 }

@@ -19,7 +19,11 @@
  * cudaMemcpyAsync on a copy stream; unified: managed slots migrated by
  * cudaMemPrefetchAsync), or on the CPU (--gpu-experts cpu, or no kernel),
  * except that batches of at least --offload-min-batch tokens bring host
- * experts to the GPU in every mode.
+ * experts to the GPU in every mode (not with batch_invariant).
+ * Products choose cuBLAS or the matvec kernels by the length of each row's
+ * span, never by the batch's (gpu_matmul_rows), and the device pass keeps
+ * every sequence's KV rows in the host cache's cells and each sequence's
+ * recurrent state: a request's logits are the same bits alone or batched.
  *
  * Without CUDA in the build, or without a device, eng_gpu_open fails with
  * -ENODEV and the session runs on the CPU; the decision and parsing helpers
@@ -88,6 +92,10 @@ struct eng_gpu_options {
     void (*host_copy_unused)(void *ctx, const struct eng_tensor *t);
     void *host_copy_ctx;
     bool verbose;            /* also name each gpu-tier matrix left on the host, and why */
+    /* Several sequences share passes (-np > 1): a row's bits may depend on
+     * its own span only, so --gpu-experts cpu keeps host experts on the CPU
+     * whatever the batch's size (--offload-min-batch goes by the batch). */
+    bool batch_invariant;
 };
 
 /* Whether a usable device exists; *vram_free gets its free memory. When
