@@ -33,6 +33,8 @@ struct fl_predictor {
     int hidden_layer;         /* layer the staged predictions come from, or -1 */
     float *xs, *logits;       /* [n_embd], [n_expert] */
     int32_t *tmp;             /* [n_expert] */
+    uint32_t *uses;           /* [n_layers][n_expert] tokens that chose each expert at its
+                                 layer's last routing: counted at its acquire */
     struct fl_predict_stats st;
 };
 
@@ -126,8 +128,9 @@ static int alloc_all(struct fl_predictor *pr)
     pr->staged = calloc(MAX_DEPTH * E, sizeof(int32_t));
     pr->logits = calloc(E, sizeof(float));
     pr->tmp = calloc(E, sizeof(int32_t));
+    pr->uses = calloc(L * E, sizeof(uint32_t));
     return pr->moe && pr->pend && pr->pend_n && pr->hist && pr->hist_head && pr->hist_len &&
-                   pr->router && pr->norm && pr->staged && pr->logits && pr->tmp
+                   pr->router && pr->norm && pr->staged && pr->logits && pr->tmp && pr->uses
                ? 0 : -ENOMEM;
 }
 
@@ -177,6 +180,7 @@ void fl_predictor_free(struct fl_predictor *pr)
     free(pr->xs);
     free(pr->logits);
     free(pr->tmp);
+    free(pr->uses);
     free(pr);
 }
 
@@ -407,8 +411,15 @@ void fl_paging_row(struct pager *p, const struct fl_predictor *pr, uint64_t toke
 
 /* --- the engine's expert source -------------------------------------------------- */
 
-static int src_prefetch(void *ctx, int layer, const int32_t *experts, int n)
+static int src_prefetch(void *ctx, int layer, const int32_t *experts, const int32_t *uses,
+                        int n)
 {
+    struct fl_predictor *pr = ctx;
+    if (layer >= 0 && layer < pr->n_layers)
+        for (int i = 0; i < n; i++)
+            if (experts[i] >= 0 && experts[i] < pr->n_expert)
+                pr->uses[(size_t)layer * (size_t)pr->n_expert + (size_t)experts[i]] =
+                    uses && uses[i] > 0 ? (uint32_t)uses[i] : 1;
     return fl_predictor_route(ctx, layer, experts, n);
 }
 
@@ -419,7 +430,14 @@ static void src_hidden(void *ctx, int layer, const float *x, int64_t n_tok)
 
 static int src_acquire(void *ctx, int layer, int expert)
 {
-    return pager_acquire(((struct fl_predictor *)ctx)->pager, layer, expert);
+    struct fl_predictor *pr = ctx;
+    uint32_t uses = 1;
+    if (layer >= 0 && layer < pr->n_layers && expert >= 0 && expert < pr->n_expert) {
+        uint32_t *u = &pr->uses[(size_t)layer * (size_t)pr->n_expert + (size_t)expert];
+        uses = *u ? *u : 1;
+        *u = 0; /* a second acquire of the step (the VRAM cache's fill) counts once */
+    }
+    return pager_acquire_uses(pr->pager, layer, expert, uses);
 }
 
 static void src_release(void *ctx, int layer, int expert)

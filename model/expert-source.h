@@ -12,10 +12,14 @@
 struct eng_expert_source {
     void *ctx;
     /* Right after routing, with the union of the experts the batch selected
-     * in that layer. May start I/O and return at once. */
-    int (*prefetch)(void *ctx, int layer, const int32_t *experts, int n);
+     * in that layer and, for each, how many of the batch's tokens chose it
+     * (uses[i]; a cache policy counts uses per token, so a step of many
+     * sequences weighs its experts as that many tokens would). May start
+     * I/O and return at once. */
+    int (*prefetch)(void *ctx, int layer, const int32_t *experts, const int32_t *uses, int n);
     /* Blocks until all of the expert's tensors in that layer are resident
-     * and pins them; -errno on I/O error (the forward pass then stops). */
+     * and pins them; -errno on I/O error (the forward pass then stops).
+     * Counts the uses its layer's prefetch gave for it. */
     int (*acquire)(void *ctx, int layer, int expert);
     void (*release)(void *ctx, int layer, int expert);
     /* Optional (may be NULL): true when the expert is resident now, so the

@@ -207,7 +207,10 @@ int eng_moe_begin(struct eng_ctx *c, int layer, const struct eng_batch *b, const
     if (src && src->hidden)
         src->hidden(src->ctx, layer, x, n_tok);
     if (src && src->prefetch) {
-        int rc = src->prefetch(src->ctx, layer, L->order, L->n_order);
+        int32_t *uses = eng_scratch(c, sizeof(int32_t) * (size_t)(L->n_order ? L->n_order : 1));
+        for (int i = 0; i < L->n_order; i++)
+            uses[i] = L->count[L->order[i]];
+        int rc = src->prefetch(src->ctx, layer, L->order, uses, L->n_order);
         if (rc < 0)
             return fl_err_set(err, rc, "layer %d: prefetching experts failed: %s", layer,
                               strerror(-rc));

@@ -174,6 +174,9 @@ void pager_prefetch_cancel(struct pager *p);
  * resident and pins them (a count). 0 at once for experts not paged.
  * -EINVAL for an unknown layer/expert, -errno after a failure (pager_error). */
 int pager_acquire(struct pager *p, int layer, int expert);
+/* pager_acquire counting `uses` uses of the expert (the tokens of the step
+ * that chose it: lfu-step and lfu-decay add that many; others ignore it). */
+int pager_acquire_uses(struct pager *p, int layer, int expert, uint32_t uses);
 /* Drops one pin; an unpinned expert may be evicted. */
 void pager_release(struct pager *p, int layer, int expert);
 /* True when the expert is resident now (or not paged at all). */

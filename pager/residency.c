@@ -476,6 +476,11 @@ void pager_prefetch_cancel(struct pager *p)
 
 int pager_acquire(struct pager *p, int layer, int expert)
 {
+    return pager_acquire_uses(p, layer, expert, 1);
+}
+
+int pager_acquire_uses(struct pager *p, int layer, int expert, uint32_t uses)
+{
     uint32_t u;
     int k = unit_for(p, layer, expert, &u);
     if (k != 0)
@@ -486,7 +491,7 @@ int pager_acquire(struct pager *p, int layer, int expert)
     if (rc == 0) {
         pin(p, u);
         n->spec = n->wanted = n->cold = false;
-        pg_policy_touch_locked(p, u, 1);
+        pg_policy_touch_locked(p, u, uses ? uses : 1);
         if (n->state == PG_RESIDENT) {
             FL_PROBE_HIT(n->layer, n->expert, p->ranges[n->first].kind, n->charge,
                          p->ranges[n->first].off);

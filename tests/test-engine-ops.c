@@ -223,20 +223,22 @@ static void test_attention(struct fl_pool *pool)
 enum { NE = 4, EMB = 8, FF = 6, NT = 5, K = 2 };
 
 struct fake_source {
-    int prefetches, prefetched[NE], n_prefetched;
+    int prefetches, prefetched[NE], n_prefetched, uses[NE];
     int acquired[NE], released[NE], order[NE], n_order;
     int fail_expert;    /* acquire of this one fails with -EIO; -1: none */
     int resident_one;   /* reported resident; -1: none */
 };
 
-static int src_prefetch(void *ctx, int layer, const int32_t *e, int n)
+static int src_prefetch(void *ctx, int layer, const int32_t *e, const int32_t *uses, int n)
 {
     struct fake_source *s = ctx;
     (void)layer;
     s->prefetches++;
     s->n_prefetched = n;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         s->prefetched[i] = e[i];
+        s->uses[i] = uses[i];
+    }
     return 0;
 }
 
@@ -337,6 +339,9 @@ static void test_moe(struct fl_pool *pool)
     CHECK(rc == 0 && worst < 1e-4, "moe rc %d, max error %g", rc, worst);
     CHECK(fs.prefetches == 1 && fs.n_prefetched == 2 && fs.prefetched[0] == 0 && fs.prefetched[1] == 2,
           "prefetch: %d calls, %d experts", fs.prefetches, fs.n_prefetched);
+    /* every one of the 5 tokens chose both: the uses a cache policy counts */
+    CHECK(fs.uses[0] == 5 && fs.uses[1] == 5, "prefetch uses %d, %d (5 tokens chose each)",
+          fs.uses[0], fs.uses[1]);
     CHECK(fs.acquired[0] == 1 && fs.acquired[2] == 1 && !fs.acquired[1] && !fs.acquired[3] &&
               fs.released[0] == 1 && fs.released[2] == 1,
           "acquire/release counts wrong");

@@ -6,6 +6,8 @@
  *     though it is the least recently used;
  *   - pinned-hot reads the profile's hottest experts at open (within half
  *     the budget) and evicts the others first;
+ *   - lfu-step counts the uses the engine gives (the tokens of a step that
+ *     chose an expert), not one per acquire;
  *   - lfu-step keeps the often used over the once used (as lfu-decay), and
  *     unlike lfu-decay does not forget them faster when a batch's steps
  *     acquire many experts (its clock counts layer steps);
@@ -103,6 +105,37 @@ static void test_step_clock(struct t_model *m, uint64_t one)
             CHECK(a && !b, "lfu-step: A (two uses 6 steps ago) should stay, B go: %d %d", a, b);
         printf("%s after a batch's wide steps: A %s, B %s\n", pol ? "lfu-step" : "lfu-decay",
                a ? "kept" : "evicted", b ? "kept" : "evicted");
+        pager_close(p);
+    }
+}
+
+/* Uses counted per token (pager_acquire_uses: the engine passes how many
+ * of a step's tokens chose the expert). Budget of four: expert 0 acquired
+ * once for a step where 6 tokens chose it, experts 1..3 twice for one
+ * token each, then 4 needs room. Counted per token, 0 weighs 6 and 1 (2
+ * uses, least recent) goes; counted per acquire (uses 1), 0 goes. */
+static void test_token_uses(struct t_model *m, uint64_t budget)
+{
+    for (int per_token = 0; per_token < 2; per_token++) {
+        struct pager *p = open_with(m, PAGER_CACHE_LFU_STEP, budget, NULL, 0);
+        CHECK(p, "open failed");
+        if (!p)
+            continue;
+        CHECK(pager_acquire_uses(p, 0, 0, per_token ? 6 : 1) == 0, "acquire 0 failed");
+        pager_release(p, 0, 0);
+        for (int e = 1; e <= 3; e++) {
+            use(p, e);
+            use(p, e);
+        }
+        use(p, 4);
+        const bool r0 = pager_resident(p, 0, 0), r1 = pager_resident(p, 0, 1);
+        if (per_token)
+            CHECK(r0 && !r1, "lfu-step, 6 tokens' uses: expert 0 should stay, 1 go: %d %d", r0,
+                  r1);
+        else
+            CHECK(!r0 && r1, "lfu-step, one use: expert 0 should go, 1 stay: %d %d", r0, r1);
+        printf("lfu-step, expert 0 used by %d token(s) of one step: %s\n", per_token ? 6 : 1,
+               r0 ? "kept" : "evicted");
         pager_close(p);
     }
 }
@@ -227,6 +260,7 @@ int main(void)
     if (budget) {
         test_lru_lfu(&m, budget);
         test_step_clock(&m, budget / 4);
+        test_token_uses(&m, budget);
         test_pinned_hot(&m, budget);
         test_set_hot(&m, budget);
     }
