@@ -67,6 +67,8 @@ struct eng_gpu {
     struct gpu_kv kv;
     struct gpu_rs rs;
     bool device_pass;           /* a pass ran on the device: its KV cache is in VRAM */
+    const int32_t **span_cells; /* this pass's spans' cell tables in VRAM, NULL where a
+                                   sequence's positions are its cells (pass scratch) */
     struct eng_backend offload; /* the CPU's ops, products of VRAM weights on the device */
     int failed;
     struct fl_err err;

@@ -58,15 +58,6 @@ static void *arena_get(struct eng_gpu *g, size_t bytes)
     return p;
 }
 
-static void pass_begin(struct eng_ctx *c)
-{
-    c->gpu->device_pass = true;
-    if (!usable(c))
-        return;
-    c->gpu->arena.cur = 0;
-    c->gpu->arena.used = 0;
-}
-
 static float *pass_tmp(struct eng_ctx *c, int64_t n)
 {
     return usable(c) ? arena_get(c->gpu, sizeof(float) * (size_t)(n > 0 ? n : 1)) : NULL;
@@ -97,6 +88,60 @@ static const float *pass_upload(struct eng_ctx *c, const float *x, int64_t n)
     float *d = pass_tmp(c, n);
     put(c, d, x, n);
     return d;
+}
+
+/* Whether a sequence's first n positions sit in cells 0..n-1 (a lone
+ * sequence 0): then the kernels read the cache in place. */
+static bool cells_in_place(const int32_t *cells, int n)
+{
+    for (int p = 0; p < n; p++)
+        if (cells[p] != p)
+            return false;
+    return true;
+}
+
+/* The cell tables of the batch's spans whose positions are not their
+ * cells, in VRAM for the whole pass (one upload, before any layer's
+ * scratch): attention gathers their K/V rows through them. */
+static void upload_span_cells(struct eng_ctx *c)
+{
+    struct eng_gpu *g = c->gpu;
+    const struct eng_batch *b = c->batch;
+    g->span_cells = NULL;
+    if (!b || !c->kv)
+        return;
+    const int32_t **tab = eng_scratch(c, sizeof(*tab) * (size_t)b->n_spans);
+    int64_t *at = eng_scratch(c, sizeof(*at) * (size_t)b->n_spans); /* -1: in place */
+    int64_t total = 0;
+    for (int s = 0; s < b->n_spans; s++) {
+        const struct eng_span *sp = &b->spans[s];
+        const int n = sp->pos0 + sp->n_tok;
+        const bool moved = !cells_in_place(eng_kv_seq_cells(c->kv, sp->seq), n);
+        at[s] = moved ? total : -1;
+        total += moved ? n : 0;
+        tab[s] = NULL;
+    }
+    g->span_cells = tab;
+    if (!total)
+        return;
+    int32_t *host = eng_scratch(c, sizeof(int32_t) * (size_t)total);
+    for (int s = 0; s < b->n_spans; s++)
+        if (at[s] >= 0)
+            memcpy(host + at[s], eng_kv_seq_cells(c->kv, b->spans[s].seq),
+                   sizeof(int32_t) * (size_t)(b->spans[s].pos0 + b->spans[s].n_tok));
+    const int32_t *d = (const int32_t *)pass_upload(c, (const float *)host, total); /* int32 bits */
+    for (int s = 0; d && s < b->n_spans; s++)
+        tab[s] = at[s] >= 0 ? d + at[s] : NULL;
+}
+
+static void pass_begin(struct eng_ctx *c)
+{
+    c->gpu->device_pass = true;
+    if (!usable(c))
+        return;
+    c->gpu->arena.cur = 0;
+    c->gpu->arena.used = 0;
+    upload_span_cells(c);
 }
 
 /* The embedding's rows are taken on the host, then uploaded. */
@@ -297,16 +342,6 @@ static void pass_kv_store(struct eng_ctx *c, int layer, const struct eng_batch *
         op_failed(c, rc, &err);
 }
 
-/* Whether a sequence's first n positions sit in cells 0..n-1 (a lone
- * sequence 0): then the kernel reads the cache in place. */
-static bool cells_in_place(const int32_t *cells, int n)
-{
-    for (int p = 0; p < n; p++)
-        if (cells[p] != p)
-            return false;
-    return true;
-}
-
 /* The F16 rows of one sequence's positions 0..n-1 copied out of the cache
  * into position order (the kernel reads positions), in pass scratch. */
 static const uint16_t *gather_rows(struct eng_ctx *c, const uint16_t *d_cache, int64_t width,
@@ -324,23 +359,24 @@ static const uint16_t *gather_rows(struct eng_ctx *c, const uint16_t *d_cache, i
     return (const uint16_t *)d;
 }
 
-/* One span's queries over its sequence's cached positions 0 .. pos0 + n - 1. */
-static int attend_span(struct eng_ctx *c, int layer, const struct eng_span *sp, const float *d_q,
-                       int64_t q_stride, const uint16_t *d_v, const struct fl_cuda_attn *a,
-                       float *d_out, int64_t out_stride, struct fl_err *err)
+/* Span s's queries over its sequence's cached positions 0 .. pos0 + n - 1. */
+static int attend_span(struct eng_ctx *c, int layer, const struct eng_batch *b, int s,
+                       const float *d_q, int64_t q_stride, const uint16_t *d_v,
+                       const struct fl_cuda_attn *a, float *d_out, int64_t out_stride,
+                       struct fl_err *err)
 {
     const struct gpu_kv *kv = &c->gpu->kv;
+    const struct eng_span *sp = &b->spans[s];
     const int n = sp->pos0 + sp->n_tok;
-    const int32_t *cells = eng_kv_seq_cells(c->kv, sp->seq);
+    const int32_t *d_cells = c->gpu->span_cells ? c->gpu->span_cells[s] : NULL;
+    if (!c->gpu->span_cells && !cells_in_place(eng_kv_seq_cells(c->kv, sp->seq), n))
+        return fl_err_set(err, -EINVAL, "gpu: attention outside a pass (no cell tables)");
     const uint16_t *d_k = kv->k[layer];
     const struct eng_dev_mark m = pass_mark(c);
-    if (!cells_in_place(cells, n)) {
-        const float *d_cells = pass_upload(c, (const float *)cells, n); /* int32 bits */
-        d_k = usable(c) ? gather_rows(c, d_k, kv->kd[layer], (const int32_t *)d_cells, n, err)
-                        : NULL;
-        d_v = d_k && d_v != kv->k[layer]
-                  ? gather_rows(c, d_v, kv->vd[layer], (const int32_t *)d_cells, n, err)
-                  : d_k;
+    if (d_cells) {
+        d_k = gather_rows(c, d_k, kv->kd[layer], d_cells, n, err);
+        d_v = d_k && d_v != kv->k[layer] ? gather_rows(c, d_v, kv->vd[layer], d_cells, n, err)
+                                         : d_k;
         if (!usable(c)) /* the upload or the scratch failed: the pass reports it */
             return 0;
         if (!d_k || !d_v)
@@ -378,7 +414,7 @@ static void pass_attention(struct eng_ctx *c, int layer, const struct eng_batch 
      * not depend on the other spans */
     int rc = 0;
     for (int s = 0, t0 = 0; s < b->n_spans && !rc && usable(c); t0 += b->spans[s++].n_tok)
-        rc = attend_span(c, layer, &b->spans[s], d_q + (int64_t)t0 * q_stride, q_stride, d_v, &a,
+        rc = attend_span(c, layer, b, s, d_q + (int64_t)t0 * q_stride, q_stride, d_v, &a,
                          d_out + (int64_t)t0 * out_stride, out_stride, &err);
     if (rc)
         op_failed(c, rc, &err);
@@ -589,6 +625,7 @@ static int pass_output(struct eng_ctx *c, const float *d_x, const struct eng_bat
         if (usable(c))
             eng_cpu_backend.output(c, x, b, norm, output, eps, err);
     }
+    g->span_cells = NULL; /* they were this pass's */
     int rc = eng_gpu_error(g, err);
     if (!rc && g->n_pass++ == 0)
         release_host_copies(g, norm, output);
