@@ -68,6 +68,8 @@ for cap_pct in "${caps[@]}"; do
       say "$tag: llama-server -np $c"
       if server_start "ll-$tag" "$limit" "$LLAMA_CPP/llama-server" -m "$model" -t "$THREADS" \
           -np "$c" -c "$cells" --port "$PORT" -nr --no-webui; then
+        # its streams end in an error on noise unless the text is held to plain characters
+        EXTRA_BODY='{"grammar": "root ::= [ a-zA-Z0-9.,]*"}' \
         node scripts/serve-load.js "http://127.0.0.1:$PORT/v1" "$c" "$PER_CLIENT" "$NPP" "$NTG" \
           "$n_vocab" >"$work/ll-$tag.json" || true
       fi

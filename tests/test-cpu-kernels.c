@@ -597,6 +597,56 @@ static void test_repack_q4_K(enum fl_cpu_level top)
            cases);
 }
 
+/* The grouped attention kernels are the one-head ones bit for bit, for
+ * every group size and every tail of keys (the logits of a model whose
+ * heads share a KV head must not depend on the grouping); scale_max is the
+ * scalar level's. Head size dk <= 128. */
+static void test_attn_groups(const struct fl_cpu_kernels *k, const struct fl_cpu_kernels *ref,
+                             int level, int dk)
+{
+    enum { N = 200, R = 8, DKM = 128 };
+    static float q[R * DKM], kt[DKM * N], v[N * DKM], w[N];
+    static float one[R * N], g[R * N], wa[R * (DKM + N)], wb[R * (DKM + N)];
+    for (int i = 0; i < R * dk; i++)
+        q[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < dk * N; i++)
+        kt[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < N * dk; i++)
+        v[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+    for (int i = 0; i < N; i++)
+        w[i] = (float)(rnd() % 1000) / 1000.0f;
+    static const int ns[] = { 1, 5, 15, 16, 17, 31, 32, 33, 47, 64, 200 };
+    bool same = true;
+    const int64_t lda = dk + N;
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        const int n = ns[a];
+        for (int h = 0; h < R; h++)
+            k->attn.key_scores(one + h * N, q + h * dk, kt, N, dk, n);
+        for (int r = 1; k->attn.key_scores_group && r <= R; r++) {
+            k->attn.key_scores_group(g, N, q, r, kt, N, dk, n);
+            for (int h = 0; h < r; h++)
+                same &= memcmp(g + h * N, one + h * N, sizeof(float) * (size_t)n) == 0;
+        }
+        for (int h = 0; h < R; h++)
+            for (int i = 0; i < n; i++)
+                wa[h * lda + dk + i] = wb[h * lda + dk + i] = w[(i + 7 * h) % N];
+        for (int r = 1; k->attn.weighted_rows_group && r <= R; r++) {
+            k->attn.weighted_rows_group(wa, lda, wa + dk, r, v, n, dk);
+            for (int h = 0; h < r; h++) {
+                k->attn.weighted_rows(wb + h * lda, wb + h * lda + dk, v, n, dk);
+                same &= memcmp(wa + h * lda, wb + h * lda, sizeof(float) * (size_t)dk) == 0;
+            }
+        }
+        float m1[N], m2[N];
+        memcpy(m1, one, sizeof(float) * (size_t)n);
+        memcpy(m2, one, sizeof(float) * (size_t)n);
+        const float x1 = k->attn.scale_max(m1, n, 0.125f), x2 = ref->attn.scale_max(m2, n, 0.125f);
+        same &= memcmp(&x1, &x2, sizeof(x1)) == 0 && memcmp(m1, m2, sizeof(float) * (size_t)n) == 0;
+    }
+    CHECK(same, "level %d, head size %d: grouped attention kernels differ from the one-head ones",
+          level, dk);
+}
+
 /* Attention's kernels of one level against the scalar level's: the F16
  * steps give the same bits (conversions and FMAs are exact), the F32 steps
  * agree within float rounding of the double-precision sums. */
@@ -644,13 +694,9 @@ static void test_attn(const struct fl_cpu_kernels *k, int level)
             worst = fmax(worst, fabs(s[h * N + i] - d));
         }
     }
-    if (k->attn.key_scores_group) {
-        float g[R * N];
-        k->attn.key_scores_group(g, N, q, R, kt, N, DK, N);
-        for (int i = 0; i < R * N; i++)
-            worst = fmax(worst, fabs(g[i] - s[i]));
-    }
     CHECK(worst < 1e-4, "level %d: key scores off by %g", level, worst);
+    for (int dk = 64; dk <= 128; dk += dk == 64 ? 8 : 56) /* 64, 72 (no grouped V sums), 128 */
+        test_attn_groups(k, &ref, level, dk);
     for (int i = 0; i < N; i++)
         s2[i] = s[i] - 5.0f;
     const float sum = k->attn.exp_shifted(s2, N, 1.0f);

@@ -145,21 +145,38 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)g * r * p->dk;
     const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
     const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
-    if (j->k->key_scores_group && r <= 8) /* each block of keys loaded once for the group */
-        j->k->key_scores_group(scr + p->dv, lds, q, r, kt + k0, j->n_kv, p->dk, nk);
+    if (j->k->key_scores_group) /* each block of keys loaded once per 8 heads of the group */
+        for (int h0 = 0; h0 < r; h0 += 8)
+            j->k->key_scores_group(scr + p->dv + h0 * lds, lds, q + h0 * p->dk,
+                                   r - h0 < 8 ? r - h0 : 8, kt + k0, j->n_kv, p->dk, nk);
     else
         for (int h = 0; h < r; h++)
             j->k->key_scores(scr + p->dv + h * lds, q + h * p->dk, kt + k0, j->n_kv, p->dk, nk);
-    for (int hh = 0; hh < r; hh++) {
-        float *acc = scr + hh * lds, *s = acc + p->dv;
-        float M = -INFINITY;
-        for (int i = 0; i < nk; i++) {
-            s[i] = softcapped(p, s[i]);
-            M = s[i] > M ? s[i] : M;
+    for (int h0 = 0; h0 < r; h0 += 8) { /* 8 heads' softmax, their V sums, their outputs */
+        const int rr = r - h0 < 8 ? r - h0 : 8;
+        float M[8], S[8];
+        for (int hh = 0; hh < rr; hh++) {
+            float *s = scr + (h0 + hh) * lds + p->dv;
+            if (p->softcap == 0.0f) {
+                M[hh] = j->k->scale_max(s, nk, p->scale);
+            } else {
+                M[hh] = -INFINITY;
+                for (int i = 0; i < nk; i++) {
+                    s[i] = softcapped(p, s[i]);
+                    M[hh] = s[i] > M[hh] ? s[i] : M[hh];
+                }
+            }
+            S[hh] = j->k->exp_shifted(s, nk, M[hh]);
         }
-        const float S = j->k->exp_shifted(s, nk, M);
-        j->k->weighted_rows(acc, s, vf + (int64_t)k0 * p->dv, nk, p->dv);
-        finish(j, t, g * r + hh, acc, M, S);
+        float *acc0 = scr + h0 * lds;
+        const float *v = vf + (int64_t)k0 * p->dv;
+        if (j->k->weighted_rows_group)
+            j->k->weighted_rows_group(acc0, lds, acc0 + p->dv, rr, v, nk, p->dv);
+        else
+            for (int hh = 0; hh < rr; hh++)
+                j->k->weighted_rows(acc0 + hh * lds, acc0 + hh * lds + p->dv, v, nk, p->dv);
+        for (int hh = 0; hh < rr; hh++)
+            finish(j, t, g * r + h0 + hh, acc0 + hh * lds, M[hh], S[hh]);
     }
 }
 

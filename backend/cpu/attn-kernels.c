@@ -217,6 +217,40 @@ static inline float exp2_poly(float f)
     return p * f + 1.0f;
 }
 
+/* s[i] *= scale, returning the largest (-INFINITY for n = 0); a NaN is
+ * never the maximum, as in `M = s > M ? s : M`. The products are the same
+ * at every level and the maximum is a value, not a sum, so any order of
+ * comparisons gives the same M. */
+static float scale_max_scalar(float *s, int n, float scale)
+{
+    float M = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        s[i] *= scale;
+        M = s[i] > M ? s[i] : M;
+    }
+    return M;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static float scale_max_avx2(float *s, int n, float scale)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
+        _mm256_storeu_ps(s + i, x);
+        m = _mm256_max_ps(x, m); /* x > m ? x : m: m when x is NaN */
+    }
+    float part[8];
+    _mm256_storeu_ps(part, m);
+    float M = scale_max_scalar(s + i, n - i, scale);
+    for (int l = 0; l < 8; l++)
+        M = part[l] > M ? part[l] : M;
+    return M;
+}
+#endif
+
 static float exp_shifted_scalar(float *s, int n, float M)
 {
     float sum = 0.0f;
@@ -309,12 +343,36 @@ WEIGHTED_ROWS(weighted_rows_avx512, MAD_FUSED, __attribute__((target("avx512f,fm
 #endif
 #if defined(__x86_64__)
 /* key_scores for the r <= 8 query heads that share one KV head: each block
- * of keys is loaded once for all of them (GQA). s rows are lds apart. */
-__attribute__((target("avx512f,fma")))
-static void key_scores_group_avx512(float *s, int64_t lds, const float *q, int r,
-                                    const float *kt, int64_t ld, int64_t dk, int n)
+ * of keys is loaded once for all of them (GQA), two blocks of 16 at a time
+ * so that the loads of K and the broadcasts of q feed twice as many fmas.
+ * Every key's sum is the same chain of fmas over d as key_scores_avx512's,
+ * and the keys past the last whole block of 16 the same products and sums
+ * as its scalar tail (in masked lanes: a tail key read down a column of kt
+ * one float at a time cost more than the whole blocks), so the scores are
+ * bit for bit that kernel's. s rows are lds apart. */
+__attribute__((target("avx512f,fma"))) static inline __attribute__((always_inline)) void
+key_scores_group_r(float *s, int64_t lds, const float *q, const int r, const float *kt,
+                   int64_t ld, int64_t dk, int n)
 {
     int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 a0[8], a1[8];
+        for (int h = 0; h < r; h++)
+            a0[h] = a1[h] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m512 k0 = _mm512_loadu_ps(kt + d * ld + i);
+            const __m512 k1 = _mm512_loadu_ps(kt + d * ld + i + 16);
+            for (int h = 0; h < r; h++) {
+                const __m512 qd = _mm512_set1_ps(q[h * dk + d]);
+                a0[h] = _mm512_fmadd_ps(qd, k0, a0[h]);
+                a1[h] = _mm512_fmadd_ps(qd, k1, a1[h]);
+            }
+        }
+        for (int h = 0; h < r; h++) {
+            _mm512_storeu_ps(s + h * lds + i, a0[h]);
+            _mm512_storeu_ps(s + h * lds + i + 16, a1[h]);
+        }
+    }
     for (; i + 16 <= n; i += 16) {
         __m512 acc[8];
         for (int h = 0; h < r; h++)
@@ -327,9 +385,138 @@ static void key_scores_group_avx512(float *s, int64_t lds, const float *q, int r
         for (int h = 0; h < r; h++)
             _mm512_storeu_ps(s + h * lds + i, acc[h]);
     }
-    for (int h = 0; h < r; h++)
-        key_scores_scalar(s + h * lds + i, q + h * dk, kt + i, ld, dk, n - i);
+    if (i < n) { /* key_scores_scalar's product-then-sum per key, the keys as lanes */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 acc[8];
+        for (int h = 0; h < r; h++)
+            acc[h] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m512 kv = _mm512_maskz_loadu_ps(m, kt + d * ld + i);
+            for (int h = 0; h < r; h++)
+                acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(_mm512_set1_ps(q[h * dk + d]), kv));
+        }
+        for (int h = 0; h < r; h++)
+            _mm512_mask_storeu_ps(s + h * lds + i, m, acc[h]);
+    }
 }
+
+/* r a constant in each case, so the accumulators live in registers */
+__attribute__((target("avx512f,fma")))
+static void key_scores_group_avx512(float *s, int64_t lds, const float *q, int r,
+                                    const float *kt, int64_t ld, int64_t dk, int n)
+{
+    switch (r) {
+    case 1: key_scores_group_r(s, lds, q, 1, kt, ld, dk, n); break;
+    case 2: key_scores_group_r(s, lds, q, 2, kt, ld, dk, n); break;
+    case 3: key_scores_group_r(s, lds, q, 3, kt, ld, dk, n); break;
+    case 4: key_scores_group_r(s, lds, q, 4, kt, ld, dk, n); break;
+    case 5: key_scores_group_r(s, lds, q, 5, kt, ld, dk, n); break;
+    case 6: key_scores_group_r(s, lds, q, 6, kt, ld, dk, n); break;
+    case 7: key_scores_group_r(s, lds, q, 7, kt, ld, dk, n); break;
+    default: key_scores_group_r(s, lds, q, 8, kt, ld, dk, n); break;
+    }
+}
+
+/* weighted_rows for r heads at once (acc and w rows lda apart): each row of
+ * V is loaded once for all of them. Per head and element the same chain of
+ * fused multiply-adds over i as weighted_rows_avx512 (from zero, i = 0..n-1),
+ * so the same bits. nv = dv / 16 vectors per row, r * nv <= 16 registers. */
+__attribute__((target("avx512f,fma"))) static inline __attribute__((always_inline)) void
+weighted_rows_group_rn(float *acc, int64_t lda, const float *w, const int r, const float *v,
+                       int n, const int nv)
+{
+    __m512 a[16];
+    for (int x = 0; x < r * nv; x++)
+        a[x] = _mm512_setzero_ps();
+    for (int i = 0; i < n; i++) {
+        __m512 vv[8];
+        for (int c = 0; c < nv; c++)
+            vv[c] = _mm512_loadu_ps(v + ((int64_t)i * nv + c) * 16);
+        for (int h = 0; h < r; h++) {
+            const __m512 wi = _mm512_set1_ps(w[h * lda + i]);
+            for (int c = 0; c < nv; c++)
+                a[h * nv + c] = _mm512_fmadd_ps(wi, vv[c], a[h * nv + c]);
+        }
+    }
+    for (int h = 0; h < r; h++)
+        for (int c = 0; c < nv; c++)
+            _mm512_storeu_ps(acc + h * lda + c * 16, a[h * nv + c]);
+}
+
+__attribute__((target("avx512f,fma")))
+static void weighted_rows_group_avx512(float *acc, int64_t lda, const float *w, int r,
+                                       const float *v, int n, int64_t dv)
+{
+    int h = 0;
+    if (dv == 64)
+        for (; h + 4 <= r; h += 4)
+            weighted_rows_group_rn(acc + h * lda, lda, w + h * lda, 4, v, n, 4);
+    else if (dv == 128)
+        for (; h + 2 <= r; h += 2)
+            weighted_rows_group_rn(acc + h * lda, lda, w + h * lda, 2, v, n, 8);
+    for (; h < r; h++) /* the rest, and other head sizes: one head at a time */
+        weighted_rows_avx512(acc + h * lda, w + h * lda, v, n, dv);
+}
+
+#if defined(__x86_64__)
+/* The avx2 level's key_scores for r <= 4 heads of one KV head: the same
+ * blocks of 16 keys with fmas as key_scores_avx2, each K load feeding r
+ * heads, and its scalar tail's products and sums in masked lanes. Bit for
+ * bit key_scores_avx2's scores. */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+key_scores_group2_r(float *s, int64_t lds, const float *q, const int r, const float *kt,
+                    int64_t ld, int64_t dk, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a0[4], a1[4];
+        for (int h = 0; h < r; h++)
+            a0[h] = a1[h] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m256 k0 = _mm256_loadu_ps(kt + d * ld + i);
+            const __m256 k1 = _mm256_loadu_ps(kt + d * ld + i + 8);
+            for (int h = 0; h < r; h++) {
+                const __m256 qd = _mm256_set1_ps(q[h * dk + d]);
+                a0[h] = _mm256_fmadd_ps(qd, k0, a0[h]);
+                a1[h] = _mm256_fmadd_ps(qd, k1, a1[h]);
+            }
+        }
+        for (int h = 0; h < r; h++) {
+            _mm256_storeu_ps(s + h * lds + i, a0[h]);
+            _mm256_storeu_ps(s + h * lds + i + 8, a1[h]);
+        }
+    }
+    for (; i < n; i += 8) { /* the tail, 8 lanes at a time */
+        const int m = n - i < 8 ? n - i : 8;
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
+                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 acc[4];
+        for (int h = 0; h < r; h++)
+            acc[h] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < dk; d++) {
+            const __m256 kv = _mm256_maskload_ps(kt + d * ld + i, mask);
+            for (int h = 0; h < r; h++)
+                acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_set1_ps(q[h * dk + d]), kv));
+        }
+        for (int h = 0; h < r; h++)
+            _mm256_maskstore_ps(s + h * lds + i, mask, acc[h]);
+    }
+}
+
+__attribute__((target("avx2,fma")))
+static void key_scores_group_avx2(float *s, int64_t lds, const float *q, int r,
+                                  const float *kt, int64_t ld, int64_t dk, int n)
+{
+    for (int h = 0; h < r; h += 4) {
+        switch (r - h < 4 ? r - h : 4) {
+        case 1: key_scores_group2_r(s + h * lds, lds, q + h * dk, 1, kt, ld, dk, n); break;
+        case 2: key_scores_group2_r(s + h * lds, lds, q + h * dk, 2, kt, ld, dk, n); break;
+        case 3: key_scores_group2_r(s + h * lds, lds, q + h * dk, 3, kt, ld, dk, n); break;
+        default: key_scores_group2_r(s + h * lds, lds, q + h * dk, 4, kt, ld, dk, n); break;
+        }
+    }
+}
+#endif
 #endif
 
 
@@ -339,6 +526,8 @@ void fl_attn_kernels_scalar(struct fl_attn_kernels *k)
         .dot_f16 = dot_scalar, .mad_f16 = mad_scalar, .scale_f16 = scale_scalar,
         .f16_to_f32 = to_f32_scalar, .key_scores = key_scores_scalar, .key_scores_group = NULL,
         .exp_shifted = exp_shifted_scalar, .weighted_rows = weighted_rows_scalar,
+        .scale_max = scale_max_scalar,
+        .weighted_rows_group = NULL,
     };
 }
 
@@ -350,7 +539,9 @@ void fl_attn_kernels_avx2(struct fl_attn_kernels *k)
     k->scale_f16 = scale_f16c;
     k->f16_to_f32 = to_f32_f16c;
     k->key_scores = key_scores_avx2;
+    k->key_scores_group = key_scores_group_avx2;
     k->exp_shifted = exp_shifted_avx2;
+    k->scale_max = scale_max_avx2;
     k->weighted_rows = weighted_rows_avx2;
 }
 
@@ -359,5 +550,6 @@ void fl_attn_kernels_avx512(struct fl_attn_kernels *k)
     k->key_scores = key_scores_avx512;
     k->key_scores_group = key_scores_group_avx512;
     k->weighted_rows = weighted_rows_avx512;
+    k->weighted_rows_group = weighted_rows_group_avx512;
 }
 #endif

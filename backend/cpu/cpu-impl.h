@@ -44,7 +44,12 @@ struct fl_attn_kernels {
     void (*key_scores_group)(float *s, int64_t lds, const float *q, int r, const float *kt,
                              int64_t ld, int64_t dk, int n);
     float (*exp_shifted)(float *s, int n, float M);
+    float (*scale_max)(float *s, int n, float scale); /* s[i] *= scale; the largest */
     void (*weighted_rows)(float *acc, const float *w, const float *v, int n, int64_t dv);
+    /* weighted_rows for r heads (acc and w rows lda apart) reading V once;
+     * the same bits per head (NULL: one head at a time) */
+    void (*weighted_rows_group)(float *acc, int64_t lda, const float *w, int r, const float *v,
+                                int n, int64_t dv);
 };
 
 void fl_attn_kernels_scalar(struct fl_attn_kernels *k);
