@@ -5,7 +5,7 @@
 /* 16 ymm registers: tiles of 8 accumulators plus operands. */
 #define FL_QR 2
 #define FL_QC 4
-#define FL_KR 1
+#define FL_KR 2
 #define FL_KC 4
 #define FL_FR 2
 #define FL_FC 4
