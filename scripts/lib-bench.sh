@@ -44,14 +44,14 @@ bench_oversize_model() {
 
 # The start of every such benchmark: environment, binary, $work (removed at
 # exit unless KEEP), the model; with CAP_PCT set also cap (bytes) and budget
-# (the expert budget under it: cap - RAM tier - RESERVE_MIB).
+# (the expert budget under it: cap - RAM tier - RESERVE_MIB); CAP_PCT=0 sets neither.
 bench_start() {
   bench_check_env
   bench_ensure_fl
   work=$(mktemp -d "/tmp/$BENCH_NAME.XXXXXX")
   trap bench_cleanup EXIT
   bench_oversize_model
-  if [ -n "${CAP_PCT:-}" ]; then
+  if [ "${CAP_PCT:-0}" -gt 0 ]; then # CAP_PCT=0: no cap, nothing to fit under
     cap=$((size * CAP_PCT / 100))
     budget=$((cap - ram_tier - RESERVE_MIB * 1048576))
     [ "$budget" -gt 0 ] || die "cap $cap B leaves no expert budget (RAM tier $ram_tier B)"
