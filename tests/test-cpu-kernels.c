@@ -597,22 +597,28 @@ static void test_repack_q4_K(enum fl_cpu_level top)
            cases);
 }
 
+/* A value in [-1, 1], in thousandths. */
+static float rnd_unit(void)
+{
+    return (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+}
+
 /* The grouped attention kernels are the one-head ones bit for bit, for
- * every group size and every tail of keys (the logits of a model whose
+ * every group size (1..12) and every tail of keys (the logits of a model whose
  * heads share a KV head must not depend on the grouping); scale_max is the
  * scalar level's. Head size dk <= 128. */
 static void test_attn_groups(const struct fl_cpu_kernels *k, const struct fl_cpu_kernels *ref,
                              int level, int dk)
 {
-    enum { N = 200, R = 8, DKM = 128 };
+    enum { N = 200, R = 12, DKM = 128 }; /* up to 12 heads per KV head, as glm4moe */
     static float q[R * DKM], kt[DKM * N], v[N * DKM], w[N];
     static float one[R * N], g[R * N], wa[R * (DKM + N)], wb[R * (DKM + N)];
     for (int i = 0; i < R * dk; i++)
-        q[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        q[i] = rnd_unit();
     for (int i = 0; i < dk * N; i++)
-        kt[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        kt[i] = rnd_unit();
     for (int i = 0; i < N * dk; i++)
-        v[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        v[i] = rnd_unit();
     for (int i = 0; i < N; i++)
         w[i] = (float)(rnd() % 1000) / 1000.0f;
     static const int ns[] = { 1, 5, 15, 16, 17, 31, 32, 33, 47, 64, 200 };
@@ -665,11 +671,11 @@ static void test_attn(const struct fl_cpu_kernels *k, int level)
         w[i] = (float)(rnd() % 1000) / 1000.0f;
     }
     for (int i = 0; i < R * DK; i++)
-        q[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        q[i] = rnd_unit();
     for (int i = 0; i < DK * N; i++)
-        kt[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        kt[i] = rnd_unit();
     for (int i = 0; i < N * DK; i++)
-        v[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+        v[i] = rnd_unit();
     int same = 1;
     for (int n = 1; n <= N; n += 37) {
         float a = k->attn.dot_f16(x, y, n), b = ref.attn.dot_f16(x, y, n);

@@ -145,10 +145,8 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)g * r * p->dk;
     const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
     const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
-    if (j->k->key_scores_group) /* each block of keys loaded once per 8 heads of the group */
-        for (int h0 = 0; h0 < r; h0 += 8)
-            j->k->key_scores_group(scr + p->dv + h0 * lds, lds, q + h0 * p->dk,
-                                   r - h0 < 8 ? r - h0 : 8, kt + k0, j->n_kv, p->dk, nk);
+    if (j->k->key_scores_group) /* each block of keys loaded once for several heads */
+        j->k->key_scores_group(scr + p->dv, lds, q, r, kt + k0, j->n_kv, p->dk, nk);
     else
         for (int h = 0; h < r; h++)
             j->k->key_scores(scr + p->dv + h * lds, q + h * p->dk, kt + k0, j->n_kv, p->dk, nk);

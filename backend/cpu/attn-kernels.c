@@ -342,7 +342,7 @@ WEIGHTED_ROWS(weighted_rows_avx2, MAD_SPLIT, __attribute__((target("avx2"))))
 WEIGHTED_ROWS(weighted_rows_avx512, MAD_FUSED, __attribute__((target("avx512f,fma"))))
 #endif
 #if defined(__x86_64__)
-/* key_scores for the r <= 8 query heads that share one KV head: each block
+/* key_scores for r <= 8 query heads that share one KV head: each block
  * of keys is loaded once for all of them (GQA), two blocks of 16 at a time
  * so that the loads of K and the broadcasts of q feed twice as many fmas.
  * Every key's sum is the same chain of fmas over d as key_scores_avx512's,
@@ -400,20 +400,25 @@ key_scores_group_r(float *s, int64_t lds, const float *q, const int r, const flo
     }
 }
 
-/* r a constant in each case, so the accumulators live in registers */
+/* Any number of heads, 8 at a time; r a constant in each case, so the
+ * accumulators live in registers. */
 __attribute__((target("avx512f,fma")))
 static void key_scores_group_avx512(float *s, int64_t lds, const float *q, int r,
                                     const float *kt, int64_t ld, int64_t dk, int n)
 {
-    switch (r) {
-    case 1: key_scores_group_r(s, lds, q, 1, kt, ld, dk, n); break;
-    case 2: key_scores_group_r(s, lds, q, 2, kt, ld, dk, n); break;
-    case 3: key_scores_group_r(s, lds, q, 3, kt, ld, dk, n); break;
-    case 4: key_scores_group_r(s, lds, q, 4, kt, ld, dk, n); break;
-    case 5: key_scores_group_r(s, lds, q, 5, kt, ld, dk, n); break;
-    case 6: key_scores_group_r(s, lds, q, 6, kt, ld, dk, n); break;
-    case 7: key_scores_group_r(s, lds, q, 7, kt, ld, dk, n); break;
-    default: key_scores_group_r(s, lds, q, 8, kt, ld, dk, n); break;
+    for (int h = 0; h < r; h += 8) {
+        float *sh = s + h * lds;
+        const float *qh = q + h * dk;
+        switch (r - h < 8 ? r - h : 8) {
+        case 1: key_scores_group_r(sh, lds, qh, 1, kt, ld, dk, n); break;
+        case 2: key_scores_group_r(sh, lds, qh, 2, kt, ld, dk, n); break;
+        case 3: key_scores_group_r(sh, lds, qh, 3, kt, ld, dk, n); break;
+        case 4: key_scores_group_r(sh, lds, qh, 4, kt, ld, dk, n); break;
+        case 5: key_scores_group_r(sh, lds, qh, 5, kt, ld, dk, n); break;
+        case 6: key_scores_group_r(sh, lds, qh, 6, kt, ld, dk, n); break;
+        case 7: key_scores_group_r(sh, lds, qh, 7, kt, ld, dk, n); break;
+        default: key_scores_group_r(sh, lds, qh, 8, kt, ld, dk, n); break;
+        }
     }
 }
 
@@ -458,8 +463,8 @@ static void weighted_rows_group_avx512(float *acc, int64_t lda, const float *w, 
         weighted_rows_avx512(acc + h * lda, w + h * lda, v, n, dv);
 }
 
-#if defined(__x86_64__)
-/* The avx2 level's key_scores for r <= 4 heads of one KV head: the same
+/* The avx2 level's key_scores for r <= 4 heads of one KV head (any number,
+ * 4 at a time, below): the same
  * blocks of 16 keys with fmas as key_scores_avx2, each K load feeding r
  * heads, and its scalar tail's products and sums in masked lanes. Bit for
  * bit key_scores_avx2's scores. */
@@ -516,7 +521,6 @@ static void key_scores_group_avx2(float *s, int64_t lds, const float *q, int r,
         }
     }
 }
-#endif
 #endif
 
 

@@ -38,8 +38,8 @@ struct fl_attn_kernels {
     void (*scale_f16)(fl_f16 *acc, float s, int64_t n);
     void (*f16_to_f32)(const fl_f16 *x, float *y, int64_t n);
     /* F32 path: s[i] = q . kt[.][i] for n keys (kt rows ld apart); the same
-     * for r <= 8 query heads at once (NULL: one head at a time), s rows lds
-     * apart; s[i] = exp(s[i] - M) returning the sum; acc = sum_i w[i] v[i] */
+     * for the r query heads of a KV head at once, the same bits (NULL: one
+     * head at a time), s rows lds apart; s[i] = exp(s[i] - M) returning the sum; acc = sum_i w[i] v[i] */
     void (*key_scores)(float *s, const float *q, const float *kt, int64_t ld, int64_t dk, int n);
     void (*key_scores_group)(float *s, int64_t lds, const float *q, int r, const float *kt,
                              int64_t ld, int64_t dk, int n);
