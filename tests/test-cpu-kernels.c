@@ -9,8 +9,9 @@
  *   |simd - ref| <= 2e-6 * sum|w_i * x_i| (float rounding of up to ~500
  *   terms, with margin); the reference is also checked against a double-
  *   precision dot of the dequantized rows.
- * - where AVX2 and AVX-512 use the same per-row kernel (same int32 lanes and
- *   float ops) they must agree bit for bit; and for every kernel, every tile
+ * - where AVX2 and AVX-512 use kernels of one shape (same int32 lanes and
+ *   float ops: the per-row kernels, and Q4_K's row-transposed ones) they
+ *   must agree bit for bit; and for every kernel, every tile
  *   shape (nr x nc) must give exactly the single vec_dot's value.
  * - Q2_K, Q3_K, IQ4_XS, Q5_0, Q4_1, Q5_1 (k_exact): every level's vec_dot,
  *   tile shapes and one-token kernel give vec_dot_ref's exact bits, also on
@@ -275,9 +276,9 @@ static void test_vec_dot(const struct fl_cpu_kernels *k, int level)
 }
 
 /* The K-quant one-token kernels (tile1: Q4_K, Q5_K, Q6_K) must give the
- * bits of the per-row tile kernel at nr = nc = 1 (the AVX2 level's vec_dot;
- * AVX-512 runs the same per-row arithmetic), row by row, for distinct rows
- * at a real stride and every row count a call may get; also with every
+ * bits of the tile kernel at nr = nc = 1 (Q5_K, Q6_K: the AVX2 level's
+ * per-row vec_dot, which AVX-512 repeats; Q4_K: the level's own, row-
+ * transposed), row by row, for distinct rows at a real stride and every row count a call may get; also with every
  * weight quant and scale at its extreme against activations of -127 (the
  * int16 products at their largest). */
 static void extreme_kq_row(uint32_t t, char *w, int n)
@@ -512,22 +513,23 @@ static void test_quant(const struct fl_cpu_kernels *k)
     free(kb);
 }
 
-/* Q4_K_R8 (repack.h): every level's kernel, as tile (1-8 tokens) and as
- * tile1 (one token, two groups per call), gives for each row and token the
- * exact bits of AVX-512's Q4_K vec_dot on the rows it was repacked from
- * (the float order a paged run uses on the file's bytes); also with the
- * extreme row. Only where the CPU has AVX-512 (the only level that
+/* Q4_K_R8 (repack.h): every level's kernel, as tile (up to its tile_c
+ * tokens) and as tile1 (one token, two groups per call), gives for each row
+ * and token the exact bits of AVX2's Q4_K vec_dot on the rows it was
+ * repacked from (the float order a paged run uses on the file's bytes, at
+ * AVX2 and AVX-512 alike: main checks the two levels agree); also with the
+ * extreme row. Only where the CPU has AVX2 (the lowest level that
  * repacks). */
 static void test_repack_q4_K(enum fl_cpu_level top)
 {
-    if (top < FL_CPU_AVX512) {
-        printf("  Q4_K_R8: skipped (no AVX-512 VNNI: nothing is repacked)\n");
+    if (top < FL_CPU_AVX2) {
+        printf("  Q4_K_R8: skipped (no AVX2: nothing is repacked)\n");
         return;
     }
     static const int k_lens[] = { 256, 768, 2304, 3584 };
     enum { NROW = 16, NTOK = 8 };
-    struct fl_cpu_kernels k512;
-    fl_cpu_kernels_for(FL_CPU_AVX512, &k512);
+    struct fl_cpu_kernels kref;
+    fl_cpu_kernels_for(FL_CPU_AVX2, &kref);
     int cases = 0;
     for (int li = 0; li < 4; li++) {
         const int n = k_lens[li];
@@ -550,7 +552,7 @@ static void test_repack_q4_K(enum fl_cpu_level top)
             if (li == 3 && c == 0)
                 for (int i = 0; i < n; i++)
                     x[i] = 1.0f;
-            quant_act(&k512, FL_TYPE_Q4_K, x, xa + c * fl_row_size(FL_TYPE_Q8_K, n), n);
+            quant_act(&kref, FL_TYPE_Q4_K, x, xa + c * fl_row_size(FL_TYPE_Q8_K, n), n);
         }
         CHECK(fl_repack(FL_TYPE_Q4_K, w, w8, n, NROW) == 0, "repack n=%d", n);
         float ref[NTOK][NROW];
@@ -558,12 +560,12 @@ static void test_repack_q4_K(enum fl_cpu_level top)
         for (int c = 0; c < NTOK; c++) {
             xs[c] = xa + c * fl_row_size(FL_TYPE_Q8_K, n);
             for (int r = 0; r < NROW; r++)
-                k512.vec_dot[FL_TYPE_Q4_K](n, &ref[c][r], w + (size_t)r * rs, xs[c]);
+                kref.vec_dot[FL_TYPE_Q4_K](n, &ref[c][r], w + (size_t)r * rs, xs[c]);
         }
         for (int lv = FL_CPU_SCALAR; lv <= (int)top; lv++) {
             struct fl_cpu_kernels k;
             fl_cpu_kernels_for((enum fl_cpu_level)lv, &k);
-            for (int nc = 1; nc <= NTOK; nc++) {
+            for (int nc = 1; nc <= NTOK && nc <= k.tile_c[FL_TYPE_Q4_K_R8]; nc++) {
                 float out[NTOK][NROW];
                 float *ys[NTOK];
                 for (int c = 0; c < NTOK; c++)
@@ -593,7 +595,7 @@ static void test_repack_q4_K(enum fl_cpu_level top)
         free(x);
         free(xa);
     }
-    printf("  Q4_K_R8 (repacked) kernels of every level = AVX-512 Q4_K vec_dot bit for bit: %d cases\n",
+    printf("  Q4_K_R8 (repacked) kernels of every level = AVX2 Q4_K vec_dot bit for bit: %d cases\n",
            cases);
 }
 
@@ -738,22 +740,24 @@ int main(void)
         if (lv >= FL_CPU_AVX2) {
             struct fl_cpu_kernels k2;
             fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
-            /* AVX-512's Q4_K decode kernel follows its row-transposed
-             * kernel's float order, i.e. its own level's vec_dot */
-            test_kq_decode(&k, lv >= FL_CPU_AVX512 ? &k : &k2, FL_TYPE_Q4_K);
+            /* the Q4_K decode kernel follows the row-transposed kernel's
+             * float order, i.e. its own level's vec_dot */
+            test_kq_decode(&k, &k, FL_TYPE_Q4_K);
             test_kq_decode(&k, &k2, FL_TYPE_Q5_K);
             test_kq_decode(&k, &k2, FL_TYPE_Q6_K);
         }
     }
     test_repack_q4_K(top);
     if (top >= FL_CPU_AVX512) {
-        /* the types both levels run as per-row 8-lane kernels */
+        /* the types both levels run with kernels of one shape: per-row
+         * 8-lane kernels, or (Q4_K) the row-transposed one of both */
         int same = 1, n_same = 0;
         for (size_t ti = 0; ti < N_TYPES; ti++) {
             struct fl_cpu_kernels k2, k3;
             fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
             fl_cpu_kernels_for(FL_CPU_AVX512, &k3);
-            if (k3.tile_r[k_types[ti]] == 8 || k_types[ti] == FL_TYPE_BF16)
+            if ((k3.tile_r[k_types[ti]] == 8) != (k2.tile_r[k_types[ti]] == 8) ||
+                k_types[ti] == FL_TYPE_BF16)
                 continue; /* row-transposed AVX-512 kernel or AVX512-BF16's
                            * dot instruction: another float order */
             n_same++;

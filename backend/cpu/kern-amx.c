@@ -14,7 +14,7 @@
  * so C_min = sum_k min_k * bsum_k is the mins term M (exact); the float
  * steps
  *     acc = fma(S, d * dy, acc); acc = fma(-M, dmin * dy, acc)
- * are t8k_float's (kern-avx512.c) one for one, with lanes = 16 rows. So a
+ * are t8k_float's (kern-q4k-transposed.inc) one for one, with lanes = 16 rows. So a
  * token's logits are the same bits whether its product ran here, in the
  * VNNI kernels of a decode step, or in the repacked layout's kernel, and
  * whatever else shares the step (batch invariance, paged = resident).

@@ -11,8 +11,13 @@
 #define FL_FC 4
 #include "backend/cpu/kern-x86.inc"
 
+/* Q4_K tiles of 8 rows x 4 tokens (16 ymm registers) */
+#define T8_KC 4
+#include "backend/cpu/kern-q4k-transposed.inc"
+
 void fl_cpu_kernels_avx2(struct fl_cpu_kernels *k)
 {
     install_avx2(k);
+    install_q4k_avx2(k);
     k->name = "avx2";
 }

@@ -13,7 +13,8 @@
  * Their float arithmetic per output is a plain sequence over the blocks,
  * acc += S_b * d_w * d_x with S_b the block's exact integer dot product, in
  * the types module's scalar order, so they give vec_dot_ref's exact bits
- * (Q4_K: its own order, t8k_float), for every tile shape. For one token
+ * (Q4_K: its own order, t8k_float; its kernels, shared with the AVX2
+ * level, are in kern-q4k-transposed.inc), for every tile shape. For one token
  * the transposes do not pay off; the one-token kernels (tile1, dec8_<type>)
  * read rows one after another with per-row integer products and then run
  * the same float steps, so a token's bits never depend on how many tokens
@@ -32,14 +33,8 @@
 
 /* tokens per transposed tile: the transposes are shared by T8_C tokens */
 #define T8_C 8
-#define FL_UNROLL8 _Pragma("GCC unroll 8")
 #define T8_KC 8
-
-/* 4 bytes at p in every lane, straight from memory (a load, no shuffle) */
-FL_INL __m256i bcast4(const int8_t *p)
-{
-    return _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)p));
-}
+#include "backend/cpu/kern-q4k-transposed.inc"
 
 /* sum of a Q8_0 block's quants */
 FL_INL int q8_sum(const struct fl_block_q8_0 *b)
@@ -190,210 +185,6 @@ FL_T8_FAMILY(q4_0, FL_S_FIRST)
 FL_T8_FAMILY(iq4_nl, FL_PROD_FIRST)
 FL_T8_FAMILY(mxfp4, FL_PROD_FIRST)
 
-/* Q4_K, row-transposed: per block and row, S = sum_k scale_k * dot_k and
- * M = sum_k min_k * (bsum_2k + bsum_2k+1), both exact integers; then
- * acc = fma(S, d * dx, acc), acc = fma(-M, dmin * dx, acc). */
-
-/* The scales and mins of 8 rows' blocks, transposed to lanes = rows. */
-struct t8k_rows {
-    const struct fl_block_q4_K *blk[8];
-    _Alignas(32) int32_t sc[8][8];  /* [k][row] */
-    _Alignas(32) int32_t mn[4][8];  /* [p][row]: int16 mins 2p, 2p+1 */
-    float d[8], dmin[8];
-};
-
-FL_INL void t8k_load(struct t8k_rows *t, const char *w, size_t ws, int nr, int b)
-{
-    __m256i sv[8], mv[8];
-    for (int r = 0; r < 8; r++) {
-        t->blk[r] = (const struct fl_block_q4_K *)(w + (r < nr ? r : 0) * ws) + b;
-        prefetch_ahead(t->blk[r] + FL_PF, sizeof(*t->blk[r]));
-        const __m128i sm = r < nr ? scales_mins_k4(t->blk[r]->scales) : _mm_setzero_si128();
-        sv[r] = _mm256_cvtepu8_epi32(sm);
-        mv[r] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-        t->d[r] = r < nr ? h2f(t->blk[r]->d) : 0.0f;
-        t->dmin[r] = r < nr ? h2f(t->blk[r]->dmin) : 0.0f;
-    }
-    transpose8(sv);
-    transpose8(mv);
-    for (int k = 0; k < 8; k++)
-        _mm256_store_si256((__m256i *)t->sc[k], sv[k]);
-    for (int p = 0; p < 4; p++)
-        _mm256_store_si256((__m256i *)t->mn[p], mv[p]);
-}
-
-/* S[c] += scale_k * dot_k(row quants, token c) for the sub-block k whose
- * 32 quants per row q[] holds (lanes = rows, 4 bytes per register). */
-FL_INL void t8k_sub(const __m256i q[8], __m256i sc, const int nc, const void *const *x, int b,
-                    int off, __m256i *S)
-{
-    FL_UNROLL8 for (int c = 0; c < nc; c++) {
-        const int8_t *yq = ((const struct fl_block_q8_K *)x[c] + b)->qs + off;
-        __m256i t = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j++)
-            t = _mm256_dpbusd_epi32(t, q[j], bcast4(yq + 4 * j));
-        S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(t, sc));
-    }
-}
-
-/* Sub-blocks 2i (low nibbles) and 2i+1 (high nibbles) share 32 quant bytes
- * per row: transposed once for all the tile's tokens. */
-FL_INL void t8k_pair(const struct t8k_rows *t, int i, const int nc, const void *const *x, int b,
-                     __m256i *S)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i raw[8], q[8];
-    for (int r = 0; r < 8; r++)
-        raw[r] = _mm256_loadu_si256((const __m256i *)(t->blk[r]->qs + 32 * i));
-    transpose8(raw);
-    for (int j = 0; j < 8; j++)
-        q[j] = _mm256_and_si256(raw[j], m4);
-    t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i]), nc, x, b, 64 * i, S);
-    for (int j = 0; j < 8; j++)
-        q[j] = _mm256_and_si256(_mm256_srli_epi16(raw[j], 4), m4);
-    t8k_sub(q, _mm256_load_si256((const __m256i *)t->sc[2 * i + 1]), nc, x, b, 64 * i + 32, S);
-}
-
-/* The float steps of a block, lane = row, from its exact integers S (scaled
- * dots) and M (mins against bsums): the one order every AVX-512 Q4_K kernel
- * (file layout or repacked, one token or many) follows. */
-FL_INL __m256 t8k_float(__m256i S, __m256i M, __m256 d, __m256 dmin, float dy, __m256 acc)
-{
-    const __m256 vy = _mm256_set1_ps(dy);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(d, vy), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
-                           _mm256_mul_ps(dmin, vy), acc);
-}
-
-/* The block's float terms for one token: the mins against its bsums.
- * mn[p] holds each row's mins 2p, 2p+1 as int16 pairs; d, dmin per row. */
-FL_INL __m256 t8k_finish_with(const __m256i mn[4], __m256 d, __m256 dmin,
-                              const struct fl_block_q8_K *yb, __m256i S, __m256 acc)
-{
-    const __m128i lo = _mm_loadu_si128((const __m128i *)yb->bsums);
-    const __m128i hi = _mm_loadu_si128((const __m128i *)(yb->bsums + 8));
-    int16_t bs[8]; /* bsums of the 32-value sub-blocks, broadcast in pairs */
-    _mm_storeu_si128((__m128i *)bs, _mm_hadd_epi16(lo, hi));
-    __m256i M = _mm256_setzero_si256();
-    for (int p = 0; p < 4; p++)
-        M = _mm256_dpwssd_epi32(M, mn[p], bcast4((const int8_t *)(bs + 2 * p)));
-    return t8k_float(S, M, d, dmin, yb->d, acc);
-}
-
-FL_INL __m256 t8k_finish(const struct t8k_rows *t, const struct fl_block_q8_K *yb, __m256i S,
-                         __m256 acc)
-{
-    __m256i mn[4];
-    for (int p = 0; p < 4; p++)
-        mn[p] = _mm256_load_si256((const __m256i *)t->mn[p]);
-    return t8k_finish_with(mn, _mm256_loadu_ps(t->d), _mm256_loadu_ps(t->dmin), yb, S, acc);
-}
-
-FL_INL void t8_q4_K_rc(int n, const int nr, const char *w, size_t ws, const int nc,
-                       const void *const *x, float *const *y)
-{
-    __m256 acc[T8_KC];
-    for (int c = 0; c < nc; c++)
-        acc[c] = _mm256_setzero_ps();
-    for (int b = 0; b < n / FL_QK_K; b++) {
-        struct t8k_rows t;
-        t8k_load(&t, w, ws, nr, b);
-        __m256i S[T8_KC];
-        for (int c = 0; c < nc; c++)
-            S[c] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-            t8k_pair(&t, i, nc, x, b, S);
-        FL_UNROLL8 for (int c = 0; c < nc; c++)
-            acc[c] = t8k_finish(&t, (const struct fl_block_q8_K *)x[c] + b, S[c], acc[c]);
-    }
-    for (int c = 0; c < nc; c++) {
-        float o[8];
-        _mm256_storeu_ps(o, acc[c]);
-        memcpy(y[c], o, (size_t)nr * sizeof(float));
-    }
-}
-
-static FL_TGT void t8_q4_K(int n, int nr, const void *w, size_t ws, int nc, const void *const *x,
-                           const int16_t *const *xsum, float *const *y)
-{
-    (void)xsum;
-    switch (nc) {
-    case 1: t8_q4_K_rc(n, nr, w, ws, 1, x, y); break;
-    case 2: t8_q4_K_rc(n, nr, w, ws, 2, x, y); break;
-    case 3: t8_q4_K_rc(n, nr, w, ws, 3, x, y); break;
-    case 4: t8_q4_K_rc(n, nr, w, ws, 4, x, y); break;
-    case 5: t8_q4_K_rc(n, nr, w, ws, 5, x, y); break;
-    case 6: t8_q4_K_rc(n, nr, w, ws, 6, x, y); break;
-    case 7: t8_q4_K_rc(n, nr, w, ws, 7, x, y); break;
-    default: t8_q4_K_rc(n, nr, w, ws, 8, x, y); break;
-    }
-}
-
-static FL_TGT void t8_vec_dot_q4_K(int n, float *s, const void *vx, const void *vy)
-{
-    const void *xs[1] = { vy };
-    float *ys[1] = { s };
-    t8_q4_K_rc(n, 1, vx, 0, 1, xs, ys);
-}
-
-/* Q4_K against one token (decode) in t8_q4_K_rc's float order, so that a
- * decode gives the bits of a prefill, and of the repacked layout's kernels
- * (see q4_K_r8 below), which is what keeps a paged run bit-identical to a
- * resident one. Rows are still read one after another (one sequential
- * stream, see tile1_r): first pass, per row and block, the per-row
- * kernel's integer lanes (dec_q4_K_ints, exact) go to a small buffer;
- * second pass, per block, 8 rows' lanes are summed into one lane per row
- * and t8k_float runs lane-wise. */
-#define DEC8_CHUNK 64 /* blocks per pass (a 16384-wide row), 36 KB on the stack */
-
-/* the sum of v[r]'s lanes in lane r (exact) */
-FL_INL __m256i lanesum8(const __m256i v[8])
-{
-    const __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                            _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
-static FL_TGT void dec8_q4_K(int n, int nr, const void *w, size_t ws, int nc,
-                             const void *const *x, const int16_t *const *xsum, float *const *y)
-{
-    (void)nc; /* always 1 */
-    (void)xsum;
-    const struct fl_block_q8_K *yb = x[0];
-    const int nb = n / FL_QK_K;
-    for (int r0 = 0; r0 < nr; r0 += 8) {
-        const int rn = nr - r0 < 8 ? nr - r0 : 8;
-        __m256 acc = _mm256_setzero_ps();
-        for (int b0 = 0; b0 < nb; b0 += DEC8_CHUNK) {
-            const int bn = nb - b0 < DEC8_CHUNK ? nb - b0 : DEC8_CHUNK;
-            __m256i sl[DEC8_CHUNK][8], ml[DEC8_CHUNK][8];
-            _Alignas(32) float d[DEC8_CHUNK][8], dmin[DEC8_CHUNK][8];
-            for (int r = 0; r < 8; r++) {
-                const struct fl_block_q4_K *wb =
-                    (const struct fl_block_q4_K *)((const char *)w + (size_t)(r0 + r) * ws) + b0;
-                for (int b = 0; b < bn; b++) {
-                    if (r >= rn) { /* lanes past the last row: zeros */
-                        sl[b][r] = ml[b][r] = _mm256_setzero_si256();
-                        d[b][r] = dmin[b][r] = 0.0f;
-                        continue;
-                    }
-                    struct kblk kb;
-                    dec_q4_K_ints(wb + b, yb + b0 + b, &kb, &sl[b][r], &ml[b][r]);
-                    d[b][r] = kb.d;
-                    dmin[b][r] = kb.dmin;
-                }
-            }
-            for (int b = 0; b < bn; b++)
-                acc = t8k_float(lanesum8(sl[b]), lanesum8(ml[b]), _mm256_load_ps(d[b]),
-                                _mm256_load_ps(dmin[b]), yb[b0 + b].d, acc);
-        }
-        float o[8];
-        _mm256_storeu_ps(o, acc);
-        memcpy(y[0] + r0, o, (size_t)rn * sizeof(float));
-    }
-}
 
 /* Q8_0, Q4_0, IQ4_NL and MXFP4 against one token in their row-transposed
  * kernels' float order (t8_<type>), for the same reason as dec8_q4_K: a
@@ -523,71 +314,6 @@ FL_DEC8_FAMILY(q4_0, FL_S_FIRST, uint16_t, FL_DEC8_RAW_D, dec8_f16_scales)
 FL_DEC8_FAMILY(iq4_nl, FL_PROD_FIRST, uint16_t, FL_DEC8_RAW_D, dec8_f16_scales)
 FL_DEC8_FAMILY(mxfp4, FL_PROD_FIRST, uint8_t, FL_DEC8_RAW_E, dec8_e8m0_scales)
 
-/* Q4_K_R8 (repack.h): t8_q4_K_rc on rows that were transposed once, at
- * load. Per block of 8 rows, each 32-byte load is already 4 quant bytes of
- * every row and the scales are bytes: no transposes, no unpacking. Same
- * integer sums and float steps as t8_q4_K_rc, hence its bits. nr is a
- * multiple of 8 (a whole matrix of groups; tile1 calls take several). */
-FL_INL void r8_group(int n, const struct fl_block_q4_K_r8 *g, const int nr, const int nc,
-                     const void *const *x, float *const *y, int r0)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[T8_KC];
-    for (int c = 0; c < nc; c++)
-        acc[c] = _mm256_setzero_ps();
-    for (int b = 0; b < n / FL_QK_K; b++) {
-        const struct fl_block_q4_K_r8 *blk = g + b;
-        __m256i S[T8_KC];
-        for (int c = 0; c < nc; c++)
-            S[c] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-            __m256i raw[8], q[8];
-            for (int j = 0; j < 8; j++) {
-                raw[j] = _mm256_loadu_si256((const __m256i *)blk->qs[i][j]);
-                q[j] = _mm256_and_si256(raw[j], m4);
-            }
-            t8k_sub(q, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk->sc[2 * i])), nc,
-                    x, b, 64 * i, S);
-            for (int j = 0; j < 8; j++)
-                q[j] = _mm256_and_si256(_mm256_srli_epi16(raw[j], 4), m4);
-            t8k_sub(q, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)blk->sc[2 * i + 1])),
-                    nc, x, b, 64 * i + 32, S);
-        }
-        __m256i mn[4];
-        for (int p = 0; p < 4; p++)
-            mn[p] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)blk->mn[p]));
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk->d));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk->dmin));
-        FL_UNROLL8 for (int c = 0; c < nc; c++)
-            acc[c] = t8k_finish_with(mn, d, dmin, (const struct fl_block_q8_K *)x[c] + b, S[c], acc[c]);
-    }
-    const int rn = nr - r0 < 8 ? nr - r0 : 8;
-    for (int c = 0; c < nc; c++) {
-        float o[8];
-        _mm256_storeu_ps(o, acc[c]);
-        memcpy(y[c] + r0, o, (size_t)rn * sizeof(float));
-    }
-}
-
-static FL_TGT void r8_q4_K(int n, int nr, const void *w, size_t ws, int nc, const void *const *x,
-                           const int16_t *const *xsum, float *const *y)
-{
-    (void)xsum;
-    for (int r0 = 0; r0 < nr; r0 += 8) {
-        const struct fl_block_q4_K_r8 *g =
-            (const struct fl_block_q4_K_r8 *)((const char *)w + (size_t)r0 * ws);
-        switch (nc) {
-        case 1: r8_group(n, g, nr, 1, x, y, r0); break;
-        case 2: r8_group(n, g, nr, 2, x, y, r0); break;
-        case 3: r8_group(n, g, nr, 3, x, y, r0); break;
-        case 4: r8_group(n, g, nr, 4, x, y, r0); break;
-        case 5: r8_group(n, g, nr, 5, x, y, r0); break;
-        case 6: r8_group(n, g, nr, 6, x, y, r0); break;
-        case 7: r8_group(n, g, nr, 7, x, y, r0); break;
-        default: r8_group(n, g, nr, 8, x, y, r0); break;
-        }
-    }
-}
 
 /* BF16 x BF16 with AVX512-BF16 (where the CPU has it): one instruction
  * multiplies 16 pairs and adds each pair's sum to a float lane; the n % 16
@@ -666,11 +392,8 @@ void fl_cpu_kernels_avx512(struct fl_cpu_kernels *k)
     FL_SET_T8(q4_0, FL_TYPE_Q4_0)
     FL_SET_T8(iq4_nl, FL_TYPE_IQ4_NL)
     FL_SET_T8(mxfp4, FL_TYPE_MXFP4)
-    FL_SET_T8(q4_K, FL_TYPE_Q4_K)
-    k->tile_c[FL_TYPE_Q4_K] = T8_KC;
-    k->tile[FL_TYPE_Q4_K_R8] = k->tile1[FL_TYPE_Q4_K_R8] = r8_q4_K;
-    k->tile_c[FL_TYPE_Q4_K_R8] = T8_KC;
 #undef FL_SET_T8
+    install_q4k_avx512(k);
     if (__builtin_cpu_supports("avx512bf16")) {
         k->tile[FL_TYPE_BF16] = tile_bf16dp;
         k->vec_dot[FL_TYPE_BF16] = vec_dot_bf16dp;

@@ -13,7 +13,7 @@
 int fl_repack_layout(uint32_t type, int64_t n_in, int64_t n_rows)
 {
     if (type != FL_TYPE_Q4_K || n_in <= 0 || n_in % FL_QK_K || n_rows <= 0 || n_rows % 8 ||
-        n_in > INT32_MAX || fl_cpu_level() < FL_CPU_AVX512)
+        n_in > INT32_MAX || fl_cpu_level() < FL_CPU_AVX2)
         return -1;
     return FL_TYPE_Q4_K_R8;
 }

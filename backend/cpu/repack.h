@@ -2,8 +2,8 @@
  *
  * A Q4_K matrix kept in RAM can be rebuilt as FL_TYPE_Q4_K_R8 (8 rows
  * interleaved, scales unpacked; see struct fl_block_q4_K_r8): one VNNI
- * instruction then advances 8 rows and the scales apply once per block for
- * 8 rows, about half the instructions per weight byte of the file layout.
+ * instruction (AVX2: one maddubs) then advances 8 rows and the scales apply
+ * once per sub-block for 8 rows, with no transposes at run time.
  * fl_matmul* take the result like any weight type (rows 8g.. at
  * 8g * fl_row_size(FL_TYPE_Q4_K_R8, n_in)), and give bit for bit what they
  * give on the Q4_K rows it came from: the Q4_K kernels of the level that
@@ -27,7 +27,7 @@
 /* The layout rows of `type` are best repacked into on this CPU with the
  * kernels in use (fl_cpu_kernels), or -1: no layout for the type, the row
  * count is not a multiple of 8, or the level has no faster kernel for it
- * (only AVX-512 with VNNI has one). */
+ * (AVX2 and AVX-512 have one; the scalar level has none). */
 int fl_repack_layout(uint32_t type, int64_t n_in, int64_t n_rows);
 
 /* Bytes of n_rows rows of n_in values in layout. */

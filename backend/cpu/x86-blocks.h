@@ -31,6 +31,12 @@ FL_INL __m256i lut16(const int8_t *table, __m256i idx)
     return _mm256_shuffle_epi8(lut, idx);
 }
 
+/* 4 bytes at p in every lane, straight from memory (a load, no shuffle) */
+FL_INL __m256i bcast4(const int8_t *p)
+{
+    return _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)p));
+}
+
 static const int8_t k_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
                                     1, 13, 25, 38, 53, 69, 89, 113 };
 static const int8_t k_mxfp4[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
