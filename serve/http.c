@@ -124,6 +124,8 @@ struct srv_stream {
     int64_t created;
     bool include_usage, sent_role, ended;
     size_t sent;                    /* bytes of the job's text streamed */
+    size_t seen;                    /* bytes of it looked at: sent plus a held-back
+                                     * partial UTF-8 character */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
 };
@@ -224,6 +226,7 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
         k->sent_role = true;
     }
     const size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
+    k->seen = j->len;
     if (avail > k->sent) {
         ch.text = j->text + k->sent;
         ch.len = avail - k->sent;
@@ -263,8 +266,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         struct srv_job *j = k->job;
         srv_loop_lock(k->s->loop);
-        if (!j->done && j->len == k->sent && (k->sent_role || k->kind != API_CHAT))
-            srv_job_wait(k->s->loop, j, 100); /* nothing new: wait for it a while */
+        /* nothing new: wait for it a while. New means bytes not looked at yet:
+         * a token that ends inside a UTF-8 character adds bytes that are
+         * held back, and returning 0 for them at once would have this
+         * thread spin through poll() until the next token */
+        if (!j->done && j->len == k->seen && (k->sent_role || k->kind != API_CHAT))
+            srv_job_wait(k->s->loop, j, 100);
         stream_news(k, j);
         srv_loop_unlock(k->s->loop);
     }
