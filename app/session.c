@@ -565,7 +565,7 @@ void eng_session_params_init(struct eng_session_params *p)
     p->numa = FL_NUMA_OFF;
     fl_predict_config_init(&p->predict);
     /* won the held-apart replays, one sequence and 16 together (docs/prefetch.md) */
-    p->cache = PAGER_CACHE_LFU_STEP;
+    p->cache = PAGER_CACHE_LFU_NEXT;
     p->gpu_experts = ENG_GPU_EXPERTS_COPY;
 }
 

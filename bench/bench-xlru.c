@@ -12,9 +12,10 @@
  *     half-lives of 8, 32 and 128 tokens; a layer's slots held together;
  *   - the RAM cache (pager/sim.h, the pager's own policy code): lru,
  *     lfu-decay, lfu-step, and pinned-hot with the profile of the -t traces
- *     (every token's choices counted, as --calibrate does); and a what-if:
- *     lfu-step counting a use per token that chose the expert rather than
- *     per acquire (the pager is not told those counts today);
+ *     (every token's choices counted, as --calibrate does), counting a use
+ *     per acquire; lfu-step again and lfu-next counting a use per token
+ *     that chose the expert, as the engine tells the pager
+ *     (pager_acquire_uses);
  *   - Belady's MIN (pager/belady.h) with the same capacity: slots =
  *     experts of one size, so the RAM budget is slots x expert bytes.
  * Hit % = 100 * (1 - reads / acquires), every replay from an empty cache
@@ -209,7 +210,8 @@ static const struct col cols[] = {
     { "RAM lfu-decay", COL_RAM, 0, PAGER_CACHE_LFU_DECAY, -1, 0, false },
     { "RAM pinned-hot", COL_RAM, 0, PAGER_CACHE_PINNED_HOT, -1, 0, false },
     { "RAM lfu-step", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, false },
-    { "RAM lfu-step by tokens (what-if)", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, true },
+    { "RAM lfu-step by tokens", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, true },
+    { "RAM lfu-next", COL_RAM, 0, PAGER_CACHE_LFU_NEXT, -1, 0, true },
     { "Belady MIN", COL_MIN, 0, 0, -1, 0, false },
 };
 #define N_COLS (sizeof(cols) / sizeof(cols[0]))

@@ -42,12 +42,14 @@ enum pager_tier { PAGER_TIER_RAM = 0, PAGER_TIER_DISK = 1 };
 
 enum pager_direct { PAGER_DIRECT_AUTO = 0, PAGER_DIRECT_ON, PAGER_DIRECT_OFF };
 
-/* Which unpinned resident expert makes room (pager/policy.h, docs/prefetch.md). */
+/* Which unpinned resident expert makes room (pager/policy.h, docs/prefetch.md);
+ * the engine's default is lfu-next. */
 enum pager_cache {
     PAGER_CACHE_LRU = 0,     /* least recently used */
     PAGER_CACHE_LFU_DECAY,   /* fewest uses, each use's weight halving every few tokens */
     PAGER_CACHE_PINNED_HOT,  /* cfg.hot experts stay; LRU over the rest */
     PAGER_CACHE_LFU_STEP,    /* lfu-decay counting layer steps, not acquires; longer half-life */
+    PAGER_CACHE_LFU_NEXT,    /* lfu-step's counts; evicts the farthest expected next use */
 };
 
 /* An expert and how hot a profile says it is. */

@@ -34,13 +34,15 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
         *out = PAGER_CACHE_LFU_DECAY;
     } else if (s && !strcmp(s, "lfu-step")) {
         *out = PAGER_CACHE_LFU_STEP;
+    } else if (s && !strcmp(s, "lfu-next")) {
+        *out = PAGER_CACHE_LFU_NEXT;
     } else if (s && !strcmp(s, "pinned-hot")) {
         *out = PAGER_CACHE_PINNED_HOT; /* the profile comes from a calibration pass */
     } else if (s && !strncmp(s, "pinned-hot:", 11) && s[11]) {
         *out = PAGER_CACHE_PINNED_HOT;
         *profile = s + 11;
     } else {
-        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, lfu-step, "
+        return fl_err_set(err, -EINVAL, "--cache: expected lru, lfu-decay, lfu-step, lfu-next, "
                           "pinned-hot or pinned-hot:STATS.json, got '%s'", s ? s : "");
     }
     return 0;
@@ -92,7 +94,7 @@ static struct pager_hot_unit *sorted_copy(const struct pager_hot_unit *hot, int 
 
 void pg_policy_init(struct pager *p)
 {
-    const bool step = p->cfg.cache == PAGER_CACHE_LFU_STEP;
+    const bool step = p->cfg.cache == PAGER_CACHE_LFU_STEP || p->cfg.cache == PAGER_CACHE_LFU_NEXT;
     p->half_life = (step ? LFU_STEP_HALF_LIFE_TOKENS : LFU_HALF_LIFE_TOKENS) *
                    (p->n_layers > 0 ? p->n_layers : 1) * (p->n_used > 0 ? p->n_used : 1);
     p->window_frac = LFU_STEP_WINDOW;
@@ -159,7 +161,8 @@ void pg_policy_touch_locked(struct pager *p, uint32_t u, uint32_t uses)
         p->steps += (uint64_t)(p->n_used > 0 ? p->n_used : 1);
         p->clock_layer = n->layer;
     }
-    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY || p->cfg.cache == PAGER_CACHE_LFU_STEP) {
+    if (p->cfg.cache == PAGER_CACHE_LFU_DECAY || p->cfg.cache == PAGER_CACHE_LFU_STEP ||
+        p->cfg.cache == PAGER_CACHE_LFU_NEXT) {
         n->freq = (float)(decayed(p, n) + (double)uses);
         n->freq_tick = clock_now(p);
     }
@@ -181,6 +184,26 @@ static uint32_t window_start(const struct pager *p)
         first = u;
     }
     return first;
+}
+
+/* lfu-next: when the expert is next expected, in tokens. Its decayed count
+ * over the count of an expert every token uses (steady state of the
+ * decay) estimates p, the chance a token uses it; uses come a geometric
+ * number of tokens apart, (1 - p) / p whole tokens after its layer's next
+ * turn, which is `ahead` of the layer acquiring now (a layer that just ran
+ * is a whole token away). Evicting the largest is Belady's choice under
+ * that estimate: for experts every step uses (a batch's hot ones), the one
+ * whose layer comes last. */
+static double next_use(const struct pager *p, const struct pg_unit *n, double f)
+{
+    const int L = p->n_layers > 0 ? p->n_layers : 1;
+    const double per_token = exp2(-(double)(L * (p->n_used > 0 ? p->n_used : 1)) / p->half_life);
+    /* uses per token (a batch's step: tokens that chose it) -> the chance
+     * of at least one, as if Poisson */
+    double pu = 1.0 - exp(-f * (1.0 - per_token));
+    pu = pu < 1e-9 ? 1e-9 : pu;
+    const int ahead = n->layer < 0 ? L : ((n->layer - p->clock_layer - 1) % L + L) % L + 1;
+    return (double)ahead / L + (1.0 - pu) / pu;
 }
 
 /* The policy's choice among the unpinned resident units, skipping those
@@ -205,6 +228,8 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
             continue;
         }
         double f = decayed(p, n);
+        if (p->cfg.cache == PAGER_CACHE_LFU_NEXT)
+            f = -next_use(p, n, f);
         if (f < low) {
             low = f;
             best = u;

@@ -11,15 +11,18 @@
  * counts steps through the layers (n_used per layer), not acquires, so a
  * batch that acquires the union of many sequences' experts forgets at the
  * pace of tokens, and a use counts half after 32 tokens; an expert used
- * once can push out only the rarely used. pager/sim.h replays
- * them all offline, pager/belady.h gives the optimum they are judged by. */
+ * once can push out only the rarely used; lfu-next (the default) keeps
+ * lfu-step's counts and evicts the expert whose next use is expected
+ * farthest ahead: the chance a token uses it, from its count, and where
+ * its layer stands in the cycle through the layers (Belady's choice under
+ * that estimate). pager/sim.h replays them all offline, pager/belady.h gives the optimum they are judged by. */
 #ifndef FL_PAGER_POLICY_H
 #define FL_PAGER_POLICY_H
 
 #include "base/error.h"
 #include "pager/pager.h"
 
-/* "lru", "lfu-decay", "lfu-step" or "pinned-hot:STATS.json" (a previous run's
+/* "lru", "lfu-decay", "lfu-step", "lfu-next" or "pinned-hot:STATS.json" (a previous run's
  * --stats-json). *profile gets the file name (pointing into s) or NULL.
  * -EINVAL with err for anything else. */
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,

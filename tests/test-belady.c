@@ -5,7 +5,9 @@
  *     test's own, not the code under test) on random small grouped traces;
  *   - no policy replayed through the pager's code reads less than MIN on
  *     the same requests, and the replay reproduces hand-counted LRU and
- *     lfu-step outcomes. */
+ *     lfu-step outcomes;
+ *   - on a cycle through the layers with equal counts, lfu-next reads what
+ *     MIN reads once warm, and lfu-step what LRU reads. */
 #include <errno.h>
 #include <string.h>
 
@@ -159,7 +161,7 @@ static uint64_t sim_loads(enum pager_cache c, const int32_t *k, const int32_t *g
 static void test_sim(void)
 {
     static const enum pager_cache pol[] = { PAGER_CACHE_LRU, PAGER_CACHE_LFU_DECAY,
-                                            PAGER_CACHE_LFU_STEP };
+                                            PAGER_CACHE_LFU_STEP, PAGER_CACHE_LFU_NEXT };
     for (int t = 0; t < 200; t++) {
         int32_t k[64], g[64];
         const int n_keys = 4 + (int)(next_rand() % 8), cap = 2 + (int)(next_rand() % 3);
@@ -202,10 +204,72 @@ static void test_sim(void)
     printf("replay: no policy below MIN; lru and lfu-step as counted by hand\n");
 }
 
+/* Loads of a cyclic pass through n_layers layers of one expert each,
+ * `rounds` times, with room for cap experts. */
+static uint64_t cycle_loads(enum pager_cache c, int n_layers, int cap, int rounds)
+{
+    struct pager_sim_config cfg = { .n_layers = n_layers, .n_expert = 1, .n_used = 1,
+                                    .unit_bytes = 4096, .budget = 4096u * (unsigned)cap,
+                                    .cache = c, .window_frac = -1 };
+    struct pager_sim *s;
+    if (pager_sim_create(&cfg, &s))
+        return UINT64_MAX;
+    const int32_t e = 0;
+    for (int r = 0; r < rounds; r++)
+        for (int l = 0; l < n_layers; l++)
+            pager_sim_layer(s, l, &e, 1);
+    const uint64_t loads = pager_sim_stats(s).loads;
+    pager_sim_destroy(s);
+    return loads;
+}
+
+/* MIN's loads on the same cycle, each request its own group. */
+static int64_t cycle_min(int n_layers, int cap, int rounds)
+{
+    enum { MAXR = 4 * 64 };
+    int32_t keys[MAXR], group[MAXR];
+    const int n = n_layers * rounds;
+    if (n > MAXR)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        keys[i] = i % n_layers;
+        group[i] = i;
+    }
+    return fl_belady_loads(keys, group, (size_t)n, n_layers, cap);
+}
+
+/* One token through 4 layers (one expert each, every token the same: all
+ * equally hot), 3 frames. LRU evicts the expert the next layer needs: a
+ * load per acquire. lfu-step sees (nearly) equal counts and goes by
+ * recency, LRU's choice. lfu-next evicts the expert whose layer comes
+ * farthest ahead, MIN's choice, once the counts are high enough that a
+ * use's decay weighs less than a layer's distance: from tokens 32 to 64 it
+ * reads what MIN reads over them (give or take the one load where the
+ * cycles' phases differ). */
+static void test_layer_cycle(void)
+{
+    const int64_t min32 = cycle_min(4, 3, 32), min64 = cycle_min(4, 3, 64);
+    const uint64_t lru = cycle_loads(PAGER_CACHE_LRU, 4, 3, 64);
+    const uint64_t step = cycle_loads(PAGER_CACHE_LFU_STEP, 4, 3, 64);
+    const uint64_t n32 = cycle_loads(PAGER_CACHE_LFU_NEXT, 4, 3, 32);
+    const uint64_t n64 = cycle_loads(PAGER_CACHE_LFU_NEXT, 4, 3, 64);
+    const int64_t d_next = (int64_t)(n64 - n32), d_min = min64 - min32;
+    CHECK(lru == 256 && step == 256 && min32 > 0 && n64 >= (uint64_t)min64 &&
+              d_next <= d_min + 1 && d_next >= d_min - 1,
+          "a cycle through 4 layers in 3 frames: lru %llu, lfu-step %llu (256 each); tokens "
+          "32-64: lfu-next %lld loads, MIN %lld", (unsigned long long)lru,
+          (unsigned long long)step, (long long)d_next, (long long)d_min);
+    printf("a cycle through the layers, 64 tokens: lru %llu loads, lfu-step %llu, lfu-next %llu, "
+           "MIN %lld (tokens 32-64: lfu-next %lld, MIN %lld)\n", (unsigned long long)lru,
+           (unsigned long long)step, (unsigned long long)n64, (long long)min64,
+           (long long)d_next, (long long)d_min);
+}
+
 int main(void)
 {
     test_hand();
     test_exhaustive();
     test_sim();
+    test_layer_cycle();
     return check_summary("test-belady");
 }

@@ -10,7 +10,8 @@
  *     chose an expert), not one per acquire;
  *   - lfu-step keeps the often used over the once used (as lfu-decay), and
  *     unlike lfu-decay does not forget them faster when a batch's steps
- *     acquire many experts (its clock counts layer steps);
+ *     acquire many experts (its clock counts layer steps); lfu-next, on
+ *     lfu-step's counts, too;
  * plus --cache parsing and the --stats-json profile reader on good and bad
  * files. */
 #include "record/stats-json.h"
@@ -43,9 +44,9 @@ static void use(struct pager *p, int e)
 static void test_lru_lfu(struct t_model *m, uint64_t budget)
 {
     static const enum pager_cache pols[] = { PAGER_CACHE_LRU, PAGER_CACHE_LFU_DECAY,
-                                             PAGER_CACHE_LFU_STEP };
-    static const char *names[] = { "lru", "lfu-decay", "lfu-step" };
-    for (int pol = 0; pol < 3; pol++) {
+                                             PAGER_CACHE_LFU_STEP, PAGER_CACHE_LFU_NEXT };
+    static const char *names[] = { "lru", "lfu-decay", "lfu-step", "lfu-next" };
+    for (int pol = 0; pol < 4; pol++) {
         struct pager *p = open_with(m, pols[pol], budget, NULL, 0);
         CHECK(p, "open failed");
         if (!p)
@@ -84,8 +85,10 @@ static void use_at(struct pager *p, int layer, int e)
  * 4, a tenth of its half-life (32 x 2 x 4): A weighs 1.86, B goes. */
 static void test_step_clock(struct t_model *m, uint64_t one)
 {
-    static const enum pager_cache pols[] = { PAGER_CACHE_LFU_DECAY, PAGER_CACHE_LFU_STEP };
-    for (int pol = 0; pol < 2; pol++) {
+    static const enum pager_cache pols[] = { PAGER_CACHE_LFU_DECAY, PAGER_CACHE_LFU_STEP,
+                                             PAGER_CACHE_LFU_NEXT };
+    static const char *names[] = { "lfu-decay", "lfu-step", "lfu-next" };
+    for (int pol = 0; pol < 3; pol++) {
         struct pager *p = open_with(m, pols[pol], one * 16, NULL, 0);
         CHECK(p, "open failed");
         if (!p)
@@ -102,8 +105,9 @@ static void test_step_clock(struct t_model *m, uint64_t one)
             CHECK(!a && b, "lfu-decay: A (aged by a batch's acquires) should go, B stay: %d %d",
                   a, b);
         else
-            CHECK(a && !b, "lfu-step: A (two uses 6 steps ago) should stay, B go: %d %d", a, b);
-        printf("%s after a batch's wide steps: A %s, B %s\n", pol ? "lfu-step" : "lfu-decay",
+            CHECK(a && !b, "%s: A (two uses 6 steps ago) should stay, B go: %d %d", names[pol],
+                  a, b);
+        printf("%s after a batch's wide steps: A %s, B %s\n", names[pol],
                a ? "kept" : "evicted", b ? "kept" : "evicted");
         pager_close(p);
     }
@@ -204,6 +208,8 @@ static void test_parse_profile(void)
           !prof, "lfu-decay");
     CHECK(pager_cache_parse("lfu-step", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_STEP &&
           !prof, "lfu-step");
+    CHECK(pager_cache_parse("lfu-next", &c, &prof, &err) == 0 && c == PAGER_CACHE_LFU_NEXT &&
+          !prof, "lfu-next");
     CHECK(pager_cache_parse("pinned-hot:x.json", &c, &prof, &err) == 0 &&
           c == PAGER_CACHE_PINNED_HOT && prof && !strcmp(prof, "x.json"), "pinned-hot:FILE");
     CHECK(pager_cache_parse("pinned-hot", &c, &prof, &err) == 0 &&

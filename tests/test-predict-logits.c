@@ -110,10 +110,10 @@ static void one_model(const char *cli, const char *model, const char *dir)
     FILE *f = fopen(cal, "w");
     CHECK(f && fputs(CALIBRATION_TEXT, f) >= 0 && fclose(f) == 0, "cannot write %s", cal);
     /* pinned-hot twice: a --stats-json profile, and a --calibrate pass */
-    const char *caches[] = { "lru", "lfu-decay", cache_hot, "pinned-hot", "lfu-step" };
+    const char *caches[] = { "lru", "lfu-decay", cache_hot, "pinned-hot", "lfu-step", "lfu-next" };
     int runs = 0, same = 0;
     for (int pi = 0; pi < 4; pi++)
-        for (int ci = 0; ci < 5; ci++) {
+        for (int ci = 0; ci < (int)(sizeof(caches) / sizeof(caches[0])); ci++) {
             char json[512], tag[64];
             snprintf(tag, sizeof(tag), "p%d-c%d", pi, ci);
             snprintf(json, sizeof(json), "%s/%s.json", dir, tag);
@@ -135,7 +135,7 @@ static void one_model(const char *cli, const char *model, const char *dir)
             runs++;
             same += ok;
         }
-    printf("%s: %d/%d paged runs (4 predictors x 5 policies, budget %s B) bit-identical\n",
+    printf("%s: %d/%d paged runs (4 predictors x 6 policies, budget %s B) bit-identical\n",
            model, same, runs, budget);
 }
 
