@@ -2,7 +2,7 @@
 # bench-prefetch.sh: the prefetch x cache-policy grid (docs/prefetch.md).
 #
 # Every predictor (--prefetch none, router, lookahead:1, history) with every
-# cache policy (--cache lfu-step (the default), lfu-decay, lru, pinned-hot) at caps of 15, 25 and 50 %
+# cache policy (--cache lfu-next (the default), lfu-step, lfu-decay, lru, pinned-hot) at caps of 15, 25 and 50 %
 # of the file, each run inside a memory cgroup capped there (v1 memory
 # controller, or v2; the cap covers the page cache) after dropping caches, as
 # scripts/bench-oversize.sh does (cgroup, cache and model helpers: scripts/lib-bench.sh).
@@ -18,7 +18,7 @@
 #                   2048, 24 layers, 64 experts top-8, expert n_ff 768, 4.05 GiB;
 #                   generated once under ~/.cache/faultline like bench-oversize.sh)
 #      N_GEN=16 N_CAL=64 THREADS=2 RESERVE_MIB=160 CAPS="15 25 50"
-#      PREFETCH="none router lookahead:1 history" CACHE="lfu-step lfu-decay lru pinned-hot"
+#      PREFETCH="none router lookahead:1 history" CACHE="lfu-next lfu-step lfu-decay lru pinned-hot"
 #      FL=build/faultline  KEEP=1 (keep raw outputs)
 #      REPLAY=0 (skip the replay below)  N_TRACE=128  SEQS=16  TRACES=DIR (reuse traces)
 # Needs root (cgroups, drop_caches) and python3. Prints one table, sorted by
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 N_GEN=${N_GEN:-16} N_CAL=${N_CAL:-64} THREADS=${THREADS:-2} RESERVE_MIB=${RESERVE_MIB:-160}
 CAPS=${CAPS:-15 25 50}
 PREFETCH=${PREFETCH:-none router lookahead:1 history}
-CACHE=${CACHE:-lfu-step lfu-decay lru pinned-hot}
+CACHE=${CACHE:-lfu-next lfu-step lfu-decay lru pinned-hot}
 FL=${FL:-build/faultline}
 REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-128} SEQS=${SEQS:-16}
 BENCH_NAME=bench-prefetch

@@ -7,7 +7,7 @@
 # and N_GEN greedy tokens each: cache-tune.txt for pinned-hot's profile and
 # any tuning, cache-held.txt held apart for the figures), then replays the
 # held-apart traces with bench-xlru through the VRAM cache (LRU, lfu-decay)
-# and the RAM cache (the pager's lru, lfu-decay, pinned-hot, lfu-step) at
+# and the RAM cache (the pager's lru, lfu-decay, pinned-hot, lfu-step, lfu-next) at
 # caches of 15, 25 and 50 % of the experts: each trace alone (the mean over
 # them), and SEQS of them stepped together as one batch.
 #   scripts/bench-vram-cache.sh   env: MODEL=FILE N_GEN=128 THREADS=2 SEQS=16
