@@ -194,13 +194,12 @@ static uint32_t window_start(const struct pager *p)
  * is a whole token away). Evicting the largest is Belady's choice under
  * that estimate: for experts every step uses (a batch's hot ones), the one
  * whose layer comes last. */
-static double next_use(const struct pager *p, const struct pg_unit *n, double f)
+static double next_use(const struct pager *p, const struct pg_unit *n, double f, double rate)
 {
     const int L = p->n_layers > 0 ? p->n_layers : 1;
-    const double per_token = exp2(-(double)(L * (p->n_used > 0 ? p->n_used : 1)) / p->half_life);
     /* uses per token (a batch's step: tokens that chose it) -> the chance
      * of at least one, as if Poisson */
-    double pu = 1.0 - exp(-f * (1.0 - per_token));
+    double pu = 1.0 - exp(-f * rate);
     pu = pu < 1e-9 ? 1e-9 : pu;
     const int ahead = n->layer < 0 ? L : ((n->layer - p->clock_layer - 1) % L + L) % L + 1;
     return (double)ahead / L + (1.0 - pu) / pu;
@@ -215,6 +214,11 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
     uint32_t best = PG_NONE;
     double low = INFINITY;
     const uint32_t stop = p->cfg.cache == PAGER_CACHE_LFU_STEP ? window_start(p) : PG_NONE;
+    /* lfu-next: a count of f is f * rate uses per token (1 - the decay over
+     * a token's steps: the steady state of one use every token is 1 / rate) */
+    const int L = p->n_layers > 0 ? p->n_layers : 1;
+    const double rate =
+        1.0 - exp2(-(double)(L * (p->n_used > 0 ? p->n_used : 1)) / p->half_life);
     for (uint32_t u = p->lru_head; u != PG_NONE && u != stop; u = p->units[u].lru_next) {
         const struct pg_unit *n = &p->units[u];
         if (spare_wanted && n->wanted)
@@ -229,7 +233,7 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
         }
         double f = decayed(p, n);
         if (p->cfg.cache == PAGER_CACHE_LFU_NEXT)
-            f = -next_use(p, n, f);
+            f = -next_use(p, n, f, rate);
         if (f < low) {
             low = f;
             best = u;
