@@ -16,6 +16,9 @@
  *     per acquire; lfu-step again and lfu-next counting a use per token
  *     that chose the expert, as the engine tells the pager
  *     (pager_acquire_uses);
+ *   - the popularity reference (pager/belady.h): the trace's own most
+ *     requested experts held from the start, what knowing each expert's
+ *     popularity but not the order of requests gives;
  *   - Belady's MIN (pager/belady.h) with the same capacity: slots =
  *     experts of one size, so the RAM budget is slots x expert bytes.
  * Hit % = 100 * (1 - reads / acquires), every replay from an empty cache
@@ -171,7 +174,8 @@ static double replay_ram(const struct stream *s, struct pager_sim_config cfg, in
     return st.acquires ? 1.0 - (double)st.loads / (double)st.acquires : NAN;
 }
 
-static double replay_belady(const struct stream *s, int n_slots)
+/* MIN, or with popularity the popularity reference (pager/belady.h). */
+static double replay_reference(const struct stream *s, int n_slots, bool popularity)
 {
     int32_t *keys = malloc((s->n_req + 1) * sizeof(int32_t));
     int32_t *group = malloc((s->n_req + 1) * sizeof(int32_t));
@@ -182,14 +186,15 @@ static double replay_belady(const struct stream *s, int n_slots)
                 keys[i] = s->layer[g] * s->n_expert + s->expert[i];
                 group[i] = (int32_t)g;
             }
-        loads = fl_belady_loads(keys, group, s->n_req, s->n_layers * s->n_expert, n_slots);
+        loads = (popularity ? fl_static_top_loads : fl_belady_loads)(
+            keys, group, s->n_req, s->n_layers * s->n_expert, n_slots);
     }
     free(keys);
     free(group);
     return loads >= 0 && s->n_req ? 1.0 - (double)loads / (double)s->n_req : NAN;
 }
 
-enum col_kind { COL_VRAM, COL_RAM, COL_MIN };
+enum col_kind { COL_VRAM, COL_RAM, COL_STATIC, COL_MIN };
 
 struct col {
     const char *name;
@@ -212,6 +217,7 @@ static const struct col cols[] = {
     { "RAM lfu-step", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, false },
     { "RAM lfu-step by tokens", COL_RAM, 0, PAGER_CACHE_LFU_STEP, -1, 0, true },
     { "RAM lfu-next", COL_RAM, 0, PAGER_CACHE_LFU_NEXT, -1, 0, true },
+    { "popularity reference", COL_STATIC, 0, 0, -1, 0, false },
     { "Belady MIN", COL_MIN, 0, 0, -1, 0, false },
 };
 #define N_COLS (sizeof(cols) / sizeof(cols[0]))
@@ -226,8 +232,8 @@ static double replay(const struct stream *s, const struct col *c, int slots,
 {
     if (c->kind == COL_VRAM)
         return replay_vram(s, slots, c->half_life);
-    if (c->kind == COL_MIN)
-        return replay_belady(s, slots);
+    if (c->kind == COL_MIN || c->kind == COL_STATIC)
+        return replay_reference(s, slots, c->kind == COL_STATIC);
     if (c->cache == PAGER_CACHE_PINNED_HOT && !pf->n)
         return NAN; /* no -t traces: no profile */
     struct pager_sim_config cfg = { .cache = c->cache, .half_life_tokens = c->half_life,

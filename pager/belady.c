@@ -4,7 +4,8 @@
  * resident keys live in an array with the index of their next request;
  * a miss with the cache full scans it for the farthest. Capacities are a
  * few thousand experts at most and misses a fraction of the requests, so
- * the scan costs less than building a heap would save. */
+ * the scan costs less than building a heap would save. fl_static_top_loads
+ * is counting and a sort. */
 #include "pager/belady.h"
 
 #include <errno.h>
@@ -100,4 +101,40 @@ int64_t fl_belady_loads(const int32_t *keys, const int32_t *group, size_t n, int
     free(s.res);
     free(s.res_next);
     return rc;
+}
+
+static int more_requests(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+int64_t fl_static_top_loads(const int32_t *keys, const int32_t *group, size_t n, int32_t n_keys,
+                            int capacity)
+{
+    if (capacity < 1 || n_keys < 1)
+        return -EINVAL;
+    int64_t *count = calloc((size_t)n_keys, sizeof(*count));
+    if (!count)
+        return -ENOMEM;
+    size_t widest = 0;
+    for (size_t i = 0, first = 0; i < n; i++) {
+        if (keys[i] < 0 || keys[i] >= n_keys || (i && group[i] < group[i - 1])) {
+            free(count);
+            return -EINVAL;
+        }
+        first = i && group[i] != group[i - 1] ? i : first;
+        widest = i - first + 1 > widest ? i - first + 1 : widest;
+        count[keys[i]]++;
+    }
+    if (widest > (size_t)capacity) {
+        free(count);
+        return -EINVAL;
+    }
+    qsort(count, (size_t)n_keys, sizeof(*count), more_requests);
+    int64_t loads = (int64_t)n;
+    for (size_t i = 0; i < (size_t)capacity - widest && i < (size_t)n_keys && count[i]; i++)
+        loads -= count[i] - 1; /* held: only its first request reads it */
+    free(count);
+    return loads;
 }

@@ -22,4 +22,15 @@
 int64_t fl_belady_loads(const int32_t *keys, const int32_t *group, size_t n, int32_t n_keys,
                         int capacity);
 
+/* The popularity reference, for the same requests: the capacity - w most
+ * requested keys held from the start (w: the largest group, the room its
+ * other keys need), every other request a load, and each held key's first.
+ * What a policy gets that knows each key's share of the requests in advance
+ * but not their order: keeping the most popular is optimal when requests
+ * are independent draws (the independent reference model), so the distance
+ * from this to MIN is what only knowing the order of future requests wins.
+ * Returns the loads, or -EINVAL (as fl_belady_loads), -ENOMEM. */
+int64_t fl_static_top_loads(const int32_t *keys, const int32_t *group, size_t n, int32_t n_keys,
+                            int capacity);
+
 #endif

@@ -20,12 +20,13 @@
 #      N_GEN=16 N_CAL=64 THREADS=2 RESERVE_MIB=160 CAPS="15 25 50"
 #      PREFETCH="none router lookahead:1 history" CACHE="lfu-next lfu-step lfu-decay lru pinned-hot"
 #      FL=build/faultline  KEEP=1 (keep raw outputs)
-#      REPLAY=0 (skip the replay below)  N_TRACE=128  SEQS=16  TRACES=DIR (reuse traces)
+#      REPLAY=0 (skip the replay below)  N_TRACE=0  SEQS=16  TRACES=DIR (reuse traces)
 # Needs root (cgroups, drop_caches) and python3. Prints one table, sorted by
 # decode tokens/s within each cap; then the same caps' expert budgets (in
 # experts: budget / bytes of one expert) replayed offline by bench-xlru on
-# held-apart routing traces (scripts/prompts/cache-held.txt, each a prompt
-# and N_TRACE greedy tokens; pinned-hot's profile from cache-tune.txt),
+# held-apart routing traces (scripts/prompts/cache-held.txt read from each
+# line on, or a line and N_TRACE greedy tokens: lib-bench.sh's bench_traces;
+# pinned-hot's profile from cache-tune.txt),
 # each trace alone and SEQS of them stepped together, with Belady's MIN
 # beside every policy: how far each policy is from the optimum at the
 # budgets measured above.
@@ -36,7 +37,7 @@ CAPS=${CAPS:-15 25 50}
 PREFETCH=${PREFETCH:-none router lookahead:1 history}
 CACHE=${CACHE:-lfu-next lfu-step lfu-decay lru pinned-hot}
 FL=${FL:-build/faultline}
-REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-128} SEQS=${SEQS:-16}
+REPLAY=${REPLAY:-1} N_TRACE=${N_TRACE:-0} SEQS=${SEQS:-16}
 BENCH_NAME=bench-prefetch
 . scripts/lib-bench.sh
 
@@ -145,8 +146,8 @@ for pct in $CAPS; do
   [ "$b" -ge "$unit" ] && slots+=(-c $((b / unit)))
 done
 tune=() held=()
-for f in "$traces"/tune-*.flrt; do tune+=(-t "$f"); done
-for f in "$traces"/held-*.flrt; do held+=("$f"); done
+for f in "${TRACE_TUNE[@]}"; do tune+=(-t "$f"); done
+held=("${TRACE_HELD[@]}")
 echo
 echo "replay at the caps' expert budgets ($((unit / 1024)) KiB per expert): held-apart prompts, each alone"
 build/bench-xlru "${slots[@]}" "${tune[@]}" "${held[@]}"

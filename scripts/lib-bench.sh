@@ -135,22 +135,38 @@ bench_cleanup() {
 # scripts/prompts/cache-tune.txt (DIR/tune-N.flrt: what any tuning may look
 # at: pinned-hot's profile, lfu-step's constants) and of
 # scripts/prompts/cache-held.txt (DIR/held-N.flrt: held apart, only for the
-# figures). Each is the prompt and N_GEN greedy tokens, fully resident.
+# figures), fully resident. N_GEN 0 (the default of the scripts): trace N
+# is the file's text read as one prompt, starting at line N and wrapping
+# around (every token's routing; no generation). N_GEN > 0: line N and
+# N_GEN greedy tokens (*-gN_GEN.flrt) -- the kind used until 2026-12-04:
+# a random-weight model's greedy text soon repeats one token ("who who
+# who"), which flatters every cache (docs/prefetch.md).
 # Traces already in DIR are kept (TRACES=DIR reuses a previous run's).
+# The file names go to the arrays TRACE_TUNE and TRACE_HELD.
 bench_traces() {
-  local dir=$1 n_gen=$2 threads=$3 set i line
+  local dir=$1 n_gen=$2 threads=$3 set i n line out tag
   mkdir -p "$dir"
+  TRACE_TUNE=() TRACE_HELD=()
+  tag=$([ "$n_gen" -gt 0 ] && echo "-g$n_gen" || true)
   for set in tune held; do
-    i=0
-    while IFS= read -r line; do
-      i=$((i + 1))
-      [ -s "$dir/$set-$i.flrt" ] && continue
-      say "routing trace $set-$i: ${line:0:40}... + $n_gen tokens"
-      "$FL" eval -m "$model" -t "$threads" -n "$n_gen" -p "$line" \
-        --logits-out "$dir/$set-$i.flrf" --routing-out "$dir/$set-$i.flrt.tmp" >/dev/null 2>&1 ||
+    n=$(grep -c . "scripts/prompts/cache-$set.txt")
+    for i in $(seq 1 "$n"); do
+      out=$dir/$set-$i$tag.flrt
+      if [ "$set" = tune ]; then TRACE_TUNE+=("$out"); else TRACE_HELD+=("$out"); fi
+      [ -s "$out" ] && continue
+      if [ "$n_gen" -gt 0 ]; then
+        line=$(grep . "scripts/prompts/cache-$set.txt" | sed -n "${i}p")
+        say "routing trace $set-$i: ${line:0:40}... + $n_gen tokens"
+      else
+        line=$(grep . "scripts/prompts/cache-$set.txt" | awk -v i="$i" -v n="$n" \
+          '{ l[NR] = $0 } END { for (k = 0; k < n; k++) printf "%s ", l[(i - 1 + k) % n + 1] }')
+        say "routing trace $set-$i: the prompts from line $i on (${#line} characters)"
+      fi
+      "$FL" eval -m "$model" -t "$threads" -n "$([ "$n_gen" -gt 0 ] && echo "$n_gen" || echo 1)" \
+        -p "$line" -c 4096 --logits-out "$out.flrf" --routing-out "$out.tmp" >/dev/null 2>&1 ||
         die "eval failed for $set-$i"
-      mv "$dir/$set-$i.flrt.tmp" "$dir/$set-$i.flrt"
-      rm -f "$dir/$set-$i.flrf"
-    done <scripts/prompts/cache-$set.txt
+      mv "$out.tmp" "$out"
+      rm -f "$out.flrf"
+    done
   done
 }

@@ -7,7 +7,9 @@
  *     the same requests, and the replay reproduces hand-counted LRU and
  *     lfu-step outcomes;
  *   - on a cycle through the layers with equal counts, lfu-next reads what
- *     MIN reads once warm, and lfu-step what LRU reads. */
+ *     MIN reads once warm, and lfu-step what LRU reads;
+ *   - the popularity reference on hand-made traces, and on random ones
+ *     between MIN and no cache at all. */
 #include <errno.h>
 #include <string.h>
 
@@ -123,6 +125,56 @@ static void test_exhaustive(void)
         checked++;
     }
     printf("exhaustive search: MIN optimal on %d random grouped traces\n", checked);
+}
+
+static void test_popularity(void)
+{
+    /* capacity 3, groups of one: the 2 most requested (0 three times, 1
+     * twice) held, each read once; 2 and 3 read: 4 loads of 7 */
+    static const int32_t k1[] = { 0, 1, 2, 0, 3, 1, 0 }, g1[] = { 0, 1, 2, 3, 4, 5, 6 };
+    CHECK(fl_static_top_loads(k1, g1, 7, 4, 3) == 4, "groups of one: %lld",
+          (long long)fl_static_top_loads(k1, g1, 7, 4, 3));
+    /* {0,1} {0,2} {0,3} in 3 frames: groups of 2 leave room to hold one key
+     * (0): 1 + 3 loads; MIN also needs 4 */
+    static const int32_t k2[] = { 0, 1, 0, 2, 0, 3 }, g2[] = { 0, 0, 1, 1, 2, 2 };
+    CHECK(fl_static_top_loads(k2, g2, 6, 4, 3) == 4, "groups of two");
+    CHECK(fl_belady_loads(k2, g2, 6, 4, 3) == 4, "groups of two, MIN");
+    /* no room to hold anything: every request a load */
+    CHECK(fl_static_top_loads(k1, g1, 7, 4, 1) == 7, "one frame");
+    CHECK(fl_static_top_loads(k2, g2, 6, 4, 1) == -EINVAL, "a group larger than the cache");
+    static const int32_t bad[] = { 0, 9 };
+    CHECK(fl_static_top_loads(bad, g1, 2, 4, 2) == -EINVAL, "a key out of range");
+    int checked = 0;
+    for (int t = 0; t < 400; t++) {
+        int32_t k[64], g[64];
+        const int n_keys = 6 + (int)(next_rand() % 10), cap = 2 + (int)(next_rand() % 4);
+        const int n = random_trace(k, g, n_keys, cap, 40, 64);
+        const int64_t top = fl_static_top_loads(k, g, (size_t)n, n_keys, cap);
+        const int64_t min = fl_belady_loads(k, g, (size_t)n, n_keys, cap);
+        /* the test's own count: the widest group, then the held keys by
+         * repeated selection of the most requested one left */
+        int count[16] = { 0 }, widest = 0;
+        for (int i = 0, first = 0; i < n; i++) {
+            first = i && g[i] != g[i - 1] ? i : first;
+            widest = i - first + 1 > widest ? i - first + 1 : widest;
+            count[k[i]]++;
+        }
+        int64_t want = n;
+        for (int h = 0; h < cap - widest; h++) {
+            int best = 0;
+            for (int key = 1; key < n_keys; key++)
+                best = count[key] > count[best] ? key : best;
+            want -= count[best] > 0 ? count[best] - 1 : 0;
+            count[best] = 0;
+        }
+        CHECK(top == want, "random trace %d: %lld loads, the test counts %lld", t,
+              (long long)top, (long long)want);
+        CHECK(min >= 0 && min <= top && top <= n, "random trace %d: MIN %lld, reference %lld, "
+              "%d requests", t, (long long)min, (long long)top, n);
+        checked++;
+    }
+    printf("popularity reference: as counted on hand-made traces and %d random ones, never "
+           "below MIN\n", checked);
 }
 
 /* Loads of one policy on layer-0 requests, one group per call. */
@@ -271,5 +323,6 @@ int main(void)
     test_exhaustive();
     test_sim();
     test_layer_cycle();
+    test_popularity();
     return check_summary("test-belady");
 }
