@@ -8,8 +8,9 @@
  * as the engine's batch steps them (per step, per layer, the union of the
  * sequences' chosen experts, acquired once, in ascending id with the
  * resident ones first: model/moe-route.c). Replayed:
- *   - the VRAM cache (backend/cuda/expert-lru.h): LRU and lfu-decay at
- *     half-lives of 8, 32 and 128 tokens; a layer's slots held together;
+ *   - the VRAM cache (backend/cuda/expert-lru.h): LRU, lfu-decay at
+ *     half-lives of 8, 32 and 128 tokens, and lfu-next (its default); a
+ *     layer's slots held together;
  *   - the RAM cache (pager/sim.h, the pager's own policy code): lru,
  *     lfu-decay, lfu-step, and pinned-hot with the profile of the -t traces
  *     (every token's choices counted, as --calibrate does), counting a use
@@ -120,14 +121,17 @@ static int stream_build(const struct flref_routing *r, int n, int n_expert, stru
     return 0;
 }
 
-/* VRAM cache hit rate (half_life_tokens 0: LRU): per group, hits then
- * misses held (hold_layer's order), then all released. */
+/* VRAM cache hit rate (half_life_tokens 0: LRU, < 0: lfu-next, each
+ * acquire counting the tokens that chose the expert, as gpu-moe.c passes
+ * them): per group, hits then misses held (hold_layer's order), then all
+ * released. */
 static double replay_vram(const struct stream *s, int n_slots, double half_life_tokens)
 {
     struct fl_xlru *c;
     if (fl_xlru_create(n_slots, s->n_layers, s->n_expert, &c))
         return NAN;
-    if (half_life_tokens > 0 && fl_xlru_set_lfu(c, half_life_tokens * s->n_layers * s->k)) {
+    if ((half_life_tokens > 0 && fl_xlru_set_lfu(c, half_life_tokens * s->n_layers * s->k)) ||
+        (half_life_tokens < 0 && fl_xlru_set_lfu_next(c, s->k))) {
         fl_xlru_destroy(c);
         return NAN;
     }
@@ -140,7 +144,8 @@ static double replay_vram(const struct stream *s, int n_slots, double half_life_
             for (int j = 0; j < m; j++) {
                 struct fl_xlru_res res;
                 if ((fl_xlru_lookup(c, l, e[j]) >= 0) == hit &&
-                    fl_xlru_acquire(c, l, e[j], &res) == 0)
+                    fl_xlru_acquire_uses(c, l, e[j], (uint32_t)s->uses[s->start[g] + (size_t)j],
+                                         &res) == 0)
                     held[n++] = res.slot;
             }
         for (int j = 0; j < n; j++)
@@ -199,7 +204,7 @@ enum col_kind { COL_VRAM, COL_RAM, COL_STATIC, COL_MIN };
 struct col {
     const char *name;
     enum col_kind kind;
-    double half_life;        /* tokens; VRAM 0: LRU; RAM 0: the policy's own */
+    double half_life;        /* tokens; VRAM 0: LRU, < 0: lfu-next; RAM 0: the policy's own */
     enum pager_cache cache;  /* RAM */
     double window;           /* RAM lfu-step; < 0: its own */
     int clock;               /* RAM: pager_sim_config's */
@@ -211,6 +216,7 @@ static const struct col cols[] = {
     { "VRAM lfu-decay 8", COL_VRAM, 8, 0, -1, 0, false },
     { "VRAM lfu-decay 32", COL_VRAM, 32, 0, -1, 0, false },
     { "VRAM lfu-decay 128", COL_VRAM, 128, 0, -1, 0, false },
+    { "VRAM lfu-next", COL_VRAM, -1, 0, -1, 0, true },
     { "RAM lru", COL_RAM, 0, PAGER_CACHE_LRU, -1, 0, false },
     { "RAM lfu-decay", COL_RAM, 0, PAGER_CACHE_LFU_DECAY, -1, 0, false },
     { "RAM pinned-hot", COL_RAM, 0, PAGER_CACHE_PINNED_HOT, -1, 0, false },

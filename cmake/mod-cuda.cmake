@@ -72,7 +72,7 @@ if(FL_CUDA_ON)
             backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
             backend/cuda/gpu-matmul.c
             backend/cuda/gpu-stats.c
-    DEPS model plan cpu gguf base
+    DEPS model plan pager cpu gguf base
     LIBS CUDA::cudart ${CMAKE_DL_LIBS} stdc++) # stdc++: nvcc's host stubs use its guards
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1)
   # cuBLAS is dlopen'ed on first use (backend/cuda/cuda-blas.c): linking it
@@ -123,7 +123,7 @@ elseif(FAULTLINE_CUDA_EMU)
             backend/cuda/gpu-pass.c backend/cuda/gpu-recurrent.c backend/cuda/gpu-offload.c
             backend/cuda/gpu-matmul.c
             backend/cuda/gpu-stats.c
-    DEPS model plan cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
+    DEPS model plan pager cpu gguf base) # model: the SwiGLU-OAI kernel is arch2_swiglu_oai
   target_compile_definitions(fl_cuda PUBLIC FL_HAVE_CUDA=1 FL_CUDA_EMU=1)
   target_include_directories(fl_cuda SYSTEM PRIVATE ${FL_CUDA_EMU_INCLUDE})
   # the kernels round each operation on its own (__fmul_rn, no FMA)
@@ -132,7 +132,7 @@ elseif(FAULTLINE_CUDA_EMU)
 else()
   fl_module(cuda SOURCES backend/cuda/cuda-none.c backend/cuda/expert-lru.c backend/cuda/gpu-rule.c
             backend/cuda/gpu-none.c
-    DEPS model plan cpu gguf base)
+    DEPS model plan pager cpu gguf base)
 endif()
 
 if(FL_CUDA_ON OR FAULTLINE_CUDA_EMU)

@@ -21,7 +21,6 @@
  * half-lives of 16-64 tokens are within a point of each other, alone and 8
  * sequences stepped together; a recency window (TinyLFU's: the most recent
  * window x budget never evicted) only lost, by 0-4 points, so it is off. */
-#define LFU_STEP_HALF_LIFE_TOKENS 32.0
 #define LFU_STEP_WINDOW 0.0
 
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
@@ -95,7 +94,7 @@ static struct pager_hot_unit *sorted_copy(const struct pager_hot_unit *hot, int 
 void pg_policy_init(struct pager *p)
 {
     const bool step = p->cfg.cache == PAGER_CACHE_LFU_STEP || p->cfg.cache == PAGER_CACHE_LFU_NEXT;
-    p->half_life = (step ? LFU_STEP_HALF_LIFE_TOKENS : LFU_HALF_LIFE_TOKENS) *
+    p->half_life = (step ? PAGER_LFU_STEP_HALF_LIFE_TOKENS : LFU_HALF_LIFE_TOKENS) *
                    (p->n_layers > 0 ? p->n_layers : 1) * (p->n_used > 0 ? p->n_used : 1);
     p->window_frac = LFU_STEP_WINDOW;
     p->step_clock = step;
@@ -194,15 +193,21 @@ static uint32_t window_start(const struct pager *p)
  * is a whole token away). Evicting the largest is Belady's choice under
  * that estimate: for experts every step uses (a batch's hot ones), the one
  * whose layer comes last. */
+double pager_lfu_next_distance(double uses_per_token, int ahead, int n_layers)
+{
+    const int L = n_layers > 0 ? n_layers : 1;
+    /* uses per token (a batch's step: tokens that chose it) -> the chance
+     * of at least one, as if Poisson */
+    double pu = 1.0 - exp(-uses_per_token);
+    pu = pu < 1e-9 ? 1e-9 : pu;
+    return (double)ahead / L + (1.0 - pu) / pu;
+}
+
 static double next_use(const struct pager *p, const struct pg_unit *n, double f, double rate)
 {
     const int L = p->n_layers > 0 ? p->n_layers : 1;
-    /* uses per token (a batch's step: tokens that chose it) -> the chance
-     * of at least one, as if Poisson */
-    double pu = 1.0 - exp(-f * rate);
-    pu = pu < 1e-9 ? 1e-9 : pu;
     const int ahead = n->layer < 0 ? L : ((n->layer - p->clock_layer - 1) % L + L) % L + 1;
-    return (double)ahead / L + (1.0 - pu) / pu;
+    return pager_lfu_next_distance(f * rate, ahead, L);
 }
 
 /* The policy's choice among the unpinned resident units, skipping those

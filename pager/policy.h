@@ -28,4 +28,17 @@
 int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile,
                       struct fl_err *err);
 
+/* lfu-step's and lfu-next's memory: a use counts half after this many
+ * tokens. The VRAM expert cache's lfu-next (backend/cuda/expert-lru.h)
+ * keeps the same. */
+#define PAGER_LFU_STEP_HALF_LIFE_TOKENS 32.0
+
+/* lfu-next's estimate, in tokens, of how far ahead an expert's next use
+ * is (the policy evicts the largest). uses_per_token: its decayed count
+ * times the decay of one token (1 - 2^(-steps per token / half-life)),
+ * i.e. the steady-state uses per token; ahead: how many layer turns until
+ * its layer runs again, 1..n_layers (the layer acquiring now is n_layers
+ * away: it just ran). Shared by the pager and the VRAM cache. */
+double pager_lfu_next_distance(double uses_per_token, int ahead, int n_layers);
+
 #endif

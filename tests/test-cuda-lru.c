@@ -1,7 +1,8 @@
 /* test-cuda-lru.c: the VRAM expert cache's slot bookkeeping (plain C; runs
  * without a GPU). Hand-made scenarios, then random runs checked against a
  * naive model (timestamps, linear scans) of the same policy, LRU and
- * lfu-decay. */
+ * lfu-decay; lfu-next on hand-made choices and against Belady's MIN on a
+ * cycle through the layers. */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -10,6 +11,7 @@
 
 #include "backend/cuda/cuda-backend.h"
 #include "backend/cuda/expert-lru.h"
+#include "pager/belady.h"
 #include "tests/check.h"
 
 static int acq(struct fl_xlru *c, int l, int e, struct fl_xlru_res *r)
@@ -249,12 +251,88 @@ static void random_run(double half_life)
     fl_xlru_destroy(c);
 }
 
+/* 2 layers of 4 experts, 2 slots. Step 1: layer 0 acquires expert 0 for
+ * `uses` tokens, layer 1 expert 0 for one. Step 2, layer 0 needs expert 1:
+ * the victim is the expert whose next use comes later. Used by 5 tokens,
+ * (0,0) is expected back soon: (1,0) goes. Used by one token each, the two
+ * are as likely; (1,0)'s layer comes next, (0,0)'s a whole token later:
+ * (0,0) goes (LRU would evict it too, as the older). Prefetches (0 uses)
+ * in between change nothing. */
+static int lfu_next_victim(uint32_t uses, bool prefetches)
+{
+    struct fl_xlru *c;
+    struct fl_xlru_res r;
+    int layer = -1, expert = -1;
+    CHECK(fl_xlru_create(2, 2, 4, &c) == 0 && fl_xlru_set_lfu_next(c, 1) == 0, "create");
+    CHECK(fl_xlru_acquire_uses(c, 0, 0, uses, &r) == 0 && fl_xlru_release(c, r.slot) == 0, "0/0");
+    CHECK(fl_xlru_acquire_uses(c, 1, 0, 1, &r) == 0 && fl_xlru_release(c, r.slot) == 0, "1/0");
+    for (int i = 0; prefetches && i < 20; i++)
+        CHECK(fl_xlru_acquire_uses(c, 1, 0, 0, &r) == 0 && r.hit &&
+              fl_xlru_release(c, r.slot) == 0, "a prefetch of a cached expert");
+    CHECK(fl_xlru_acquire_uses(c, 0, 1, 1, &r) == 0 && !r.hit, "0/1 misses");
+    layer = r.evicted_layer;
+    expert = r.evicted_expert;
+    fl_xlru_destroy(c);
+    return expert == 0 ? layer : -1;
+}
+
+static void scenario_lfu_next(void)
+{
+    printf("scenario: lfu-next counts tokens, then goes by the layer's distance\n");
+    CHECK(lfu_next_victim(5, false) == 1, "used by 5 tokens, (0,0) stays");
+    CHECK(lfu_next_victim(1, false) == 0, "equal counts: the farther layer goes");
+    CHECK(lfu_next_victim(5, true) == 1, "prefetches count no use");
+    struct fl_xlru *c;
+    CHECK(fl_xlru_create(1, 1, 1, &c) == 0 && fl_xlru_set_lfu_next(c, 0) == -EINVAL,
+          "n_used 0 refused");
+    fl_xlru_destroy(c);
+}
+
+/* One expert per layer, every token the same (all equally hot), 4 layers
+ * through 3 slots: LRU evicts the expert the next layer needs (a load per
+ * acquire); lfu-next, once its counts outweigh a layer's distance, evicts
+ * the one whose layer comes farthest ahead, MIN's choice: from token 32 to
+ * 64 it loads what MIN loads (give or take one, where the phases differ). */
+static uint64_t cycle_loads(bool next, int tokens)
+{
+    struct fl_xlru *c;
+    struct fl_xlru_res r;
+    if (fl_xlru_create(3, 4, 1, &c) || (next && fl_xlru_set_lfu_next(c, 1)))
+        return 0;
+    for (int t = 0; t < tokens; t++)
+        for (int l = 0; l < 4; l++)
+            if (fl_xlru_acquire(c, l, 0, &r) == 0)
+                fl_xlru_release(c, r.slot);
+    const uint64_t loads = fl_xlru_stats(c).misses;
+    fl_xlru_destroy(c);
+    return loads;
+}
+
+static void scenario_lfu_next_cycle(void)
+{
+    int32_t keys[4 * 64], group[4 * 64];
+    for (int i = 0; i < 4 * 64; i++)
+        keys[i] = i % 4, group[i] = i;
+    const int64_t min32 = fl_belady_loads(keys, group, 4 * 32, 4, 3);
+    const int64_t min64 = fl_belady_loads(keys, group, 4 * 64, 4, 3);
+    const uint64_t lru = cycle_loads(false, 64);
+    const int64_t d_next = (int64_t)(cycle_loads(true, 64) - cycle_loads(true, 32));
+    const int64_t d_min = min64 - min32;
+    CHECK(lru == 256 && d_min > 0 && d_next <= d_min + 1 && d_next >= d_min - 1,
+          "4 layers through 3 slots: LRU %llu loads (256); tokens 32-64 lfu-next %lld, MIN %lld",
+          (unsigned long long)lru, (long long)d_next, (long long)d_min);
+    printf("scenario: a cycle through 4 layers in 3 slots, tokens 32-64: lfu-next %lld loads, "
+           "MIN %lld (LRU: a load per acquire)\n", (long long)d_next, (long long)d_min);
+}
+
 int main(void)
 {
     scenario_lru();
     scenario_pins();
     scenario_budget();
     scenario_lfu();
+    scenario_lfu_next();
+    scenario_lfu_next_cycle();
     random_run(0.0);
     random_run(6.0);
     printf("fl_cuda_available() = %d\n", fl_cuda_available());

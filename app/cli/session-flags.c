@@ -106,7 +106,7 @@ void eng_session_print_usage(FILE *out)
         "                              what to read ahead (docs/prefetch.md; default lookahead:1)\n"
         "  --cache lru|lfu-decay|lfu-step|lfu-next|pinned-hot[:STATS.json]\n"
         "                              which expert to evict (default lfu-next); the VRAM\n"
-        "                              expert cache follows: lru, else lfu-decay\n"
+        "                              expert cache follows: lru, else lfu-next\n"
         "  --calibrate PROMPTS.txt     pinned-hot's profile from a pass over these prompts\n"
         "  --numa distribute|isolate|gpu-local|off\n"
         "  --verbose                   say where things go\n"

@@ -166,7 +166,10 @@ int fl_cuda_xcache_create(struct fl_cuda *cu, const struct fl_cuda_xcache_opts *
     rc = e != cudaSuccess ? flc_err(err, e, "creating the copy stream") : size_cache(x, o, err);
     if (!rc && fl_xlru_create(x->n_slots, o->n_layer, o->n_expert, &x->lru))
         rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
-    if (!rc && o->lfu_half_life > 0 && fl_xlru_set_lfu(x->lru, o->lfu_half_life))
+    if (!rc && o->lfu_next_used > 0 && fl_xlru_set_lfu_next(x->lru, o->lfu_next_used))
+        rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
+    else if (!rc && o->lfu_next_used <= 0 && o->lfu_half_life > 0 &&
+             fl_xlru_set_lfu(x->lru, o->lfu_half_life))
         rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
     if (!rc)
         rc = alloc_slots(x, err);
@@ -311,7 +314,7 @@ static int check_ranges(const struct fl_cuda_xcache *x, const struct fl_cuda_xra
 }
 
 /* Pins (layer, expert)'s slot, filling it on a miss. */
-static int get_slot(struct fl_cuda_xcache *x, int layer, int expert,
+static int get_slot(struct fl_cuda_xcache *x, int layer, int expert, uint32_t uses,
                     const struct fl_cuda_xrange *r, int n_ranges, struct fl_err *err)
 {
     size_t total = 0;
@@ -319,7 +322,7 @@ static int get_slot(struct fl_cuda_xcache *x, int layer, int expert,
     if (rc)
         return rc;
     struct fl_xlru_res res;
-    if ((rc = fl_xlru_acquire(x->lru, layer, expert, &res)) < 0)
+    if ((rc = fl_xlru_acquire_uses(x->lru, layer, expert, uses, &res)) < 0)
         return fl_err_set(err, rc, rc == -EBUSY ? "cuda: all %d expert slots are in use"
                                                 : "cuda: expert key out of range (%d slots)",
                           x->n_slots);
@@ -334,7 +337,14 @@ int fl_cuda_xcache_hold(struct fl_cuda_xcache *x, int layer, int expert,
                         const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
                         struct fl_err *err)
 {
-    const int slot = get_slot(x, layer, expert, r, n_ranges, err);
+    return fl_cuda_xcache_hold_uses(x, layer, expert, 1, r, n_ranges, d_out, err);
+}
+
+int fl_cuda_xcache_hold_uses(struct fl_cuda_xcache *x, int layer, int expert, uint32_t uses,
+                             const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
+                             struct fl_err *err)
+{
+    const int slot = get_slot(x, layer, expert, uses, r, n_ranges, err);
     if (slot < 0)
         return slot;
     *d_out = x->arena + (size_t)slot * x->slot_bytes;
@@ -381,7 +391,7 @@ int fl_cuda_xcache_release(struct fl_cuda_xcache *x, int layer, int expert, stru
 int fl_cuda_xcache_prefetch(struct fl_cuda_xcache *x, int layer, int expert,
                             const struct fl_cuda_xrange *r, int n_ranges, struct fl_err *err)
 {
-    const int slot = get_slot(x, layer, expert, r, n_ranges, err);
+    const int slot = get_slot(x, layer, expert, 0, r, n_ranges, err); /* a fill, not a use */
     if (slot == -EBUSY)
         return 0;
     if (slot < 0)

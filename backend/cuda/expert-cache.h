@@ -51,6 +51,8 @@ struct fl_cuda_xcache_opts {
     int n_layer, n_expert;
     int n_staging;               /* copy mode's pinned staging buffers; 0: 4 */
     double lfu_half_life;        /* eviction: lfu-decay with this half-life in acquires; 0: LRU */
+    int lfu_next_used;           /* > 0: eviction by lfu-next (expert-lru.h), the model's
+                                  * experts per token; wins over lfu_half_life */
 };
 
 /* One contiguous piece of an expert in host memory (a GGUF tensor slice),
@@ -90,6 +92,11 @@ int fl_cuda_xcache_acquire(struct fl_cuda_xcache *x, int layer, int expert,
 int fl_cuda_xcache_hold(struct fl_cuda_xcache *x, int layer, int expert,
                         const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
                         struct fl_err *err);
+/* hold, the expert serving `uses` tokens of the step (lfu-next counts them;
+ * hold counts 1; prefetch 0). */
+int fl_cuda_xcache_hold_uses(struct fl_cuda_xcache *x, int layer, int expert, uint32_t uses,
+                             const struct fl_cuda_xrange *r, int n_ranges, void **d_out,
+                             struct fl_err *err);
 int fl_cuda_xcache_ready(struct fl_cuda_xcache *x, int layer, int expert, struct fl_err *err);
 /* Whether (layer, expert) holds a slot now (filled or being filled), so an
  * acquire would not read its host bytes; changes nothing. */

@@ -9,12 +9,17 @@
  * lfu-decay keeps, per key, the use count decayed by 2^(-age/half_life)
  * as one number that does not change with time: score = log2(count at
  * its last use) + last_use / half_life. The decayed counts of two keys now
- * compare as their scores do, so the victim scan needs no exponentials. */
+ * compare as their scores do, so the victim scan needs no exponentials.
+ *
+ * lfu-next keeps the pager's lfu-next (pager/policy.h): decayed counts on a
+ * clock of layer steps, uses counted per token, and the victim whose next
+ * use is expected farthest ahead (pager_lfu_next_distance). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "backend/cuda/expert-lru.h"
+#include "pager/policy.h"
 
 struct fl_xlru {
     int n_slots, n_layer, n_expert;
@@ -26,6 +31,12 @@ struct fl_xlru {
     double half_life;   /* lfu-decay, in acquires; 0: LRU */
     double *score;      /* lfu-decay: [n_layer * n_expert], -inf before a key's first use */
     uint64_t tick;      /* acquires so far */
+    /* lfu-next */
+    int n_used;         /* > 0: lfu-next; the clock's step */
+    double *count;      /* [n_layer * n_expert]: decayed uses as of count_at */
+    uint64_t *count_at; /* [n_layer * n_expert] */
+    uint64_t steps;     /* n_used per layer step */
+    int clock_layer;    /* the layer acquiring now */
     struct fl_xlru_stats st;
 };
 
@@ -105,6 +116,8 @@ void fl_xlru_destroy(struct fl_xlru *c)
     free(c->prev);
     free(c->next);
     free(c->score);
+    free(c->count);
+    free(c->count_at);
     free(c);
 }
 
@@ -112,6 +125,7 @@ int fl_xlru_set_lfu(struct fl_xlru *c, double half_life)
 {
     if (!(half_life > 0.0))
         return -EINVAL;
+    c->n_used = 0; /* not lfu-next any more */
     const size_t nk = (size_t)c->n_layer * (size_t)c->n_expert;
     if (!c->score && !(c->score = malloc(nk * sizeof(double))))
         return -ENOMEM;
@@ -119,6 +133,49 @@ int fl_xlru_set_lfu(struct fl_xlru *c, double half_life)
         c->score[i] = -INFINITY;
     c->half_life = half_life;
     return 0;
+}
+
+int fl_xlru_set_lfu_next(struct fl_xlru *c, int n_used)
+{
+    if (n_used < 1)
+        return -EINVAL;
+    const size_t nk = (size_t)c->n_layer * (size_t)c->n_expert;
+    if (!c->count && !(c->count = calloc(nk, sizeof(double))))
+        return -ENOMEM;
+    if (!c->count_at && !(c->count_at = calloc(nk, sizeof(uint64_t))))
+        return -ENOMEM;
+    for (size_t i = 0; i < nk; i++)
+        c->count[i] = 0.0, c->count_at[i] = 0;
+    free(c->score);
+    c->score = NULL;
+    c->n_used = n_used;
+    c->half_life = PAGER_LFU_STEP_HALF_LIFE_TOKENS * (double)c->n_layer * (double)n_used;
+    c->steps = 0;
+    c->clock_layer = -1;
+    return 0;
+}
+
+static double decayed(const struct fl_xlru *c, int k)
+{
+    return c->count[k] * exp2(-(double)(c->steps - c->count_at[k]) / c->half_life);
+}
+
+/* lfu-next's clock: a new layer's acquires (or an expert this step used
+ * already, a model with one MoE layer) start the next step. */
+static void clock_step(struct fl_xlru *c, int layer, int k)
+{
+    if (layer != c->clock_layer || (c->count[k] > 0 && c->count_at[k] == c->steps)) {
+        c->steps += (uint64_t)c->n_used;
+        c->clock_layer = layer;
+    }
+}
+
+/* How far ahead, in tokens, key k's next use is expected. */
+static double next_use(const struct fl_xlru *c, int k, double rate)
+{
+    const int L = c->n_layer, layer = k / c->n_expert;
+    const int ahead = ((layer - c->clock_layer - 1) % L + L) % L + 1;
+    return pager_lfu_next_distance(decayed(c, k) * rate, ahead, L);
 }
 
 /* The key's decayed use count now, plus this use, as its new score. */
@@ -136,28 +193,45 @@ static bool key_ok(const struct fl_xlru *c, int layer, int expert)
 
 /* Least recently used slot nobody holds, or -1; with lfu-decay, a free
  * slot, else the held-by-nobody slot of the smallest decayed count, ties
- * to the least recent. */
+ * to the least recent; with lfu-next the one used farthest ahead. */
 static int victim(const struct fl_xlru *c)
 {
     int best = -1;
+    double far = -1.0;
+    /* a count of f is f * rate uses per token (the decay over a token's steps) */
+    const double rate = c->n_used ? 1.0 - exp2(-(double)c->n_layer * c->n_used / c->half_life)
+                                  : 0.0;
     for (int s = c->tail; s >= 0; s = c->prev[s]) {
         if (c->pins[s] != 0)
             continue;
-        if (!c->score || c->key[s] < 0)
+        if ((!c->score && !c->n_used) || c->key[s] < 0)
             return s;
-        if (best < 0 || c->score[c->key[s]] < c->score[c->key[best]])
+        if (c->n_used) {
+            const double d = next_use(c, c->key[s], rate);
+            if (d > far)
+                far = d, best = s;
+        } else if (best < 0 || c->score[c->key[s]] < c->score[c->key[best]]) {
             best = s;
+        }
     }
     return best;
 }
 
 int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res *res)
 {
+    return fl_xlru_acquire_uses(c, layer, expert, 1, res);
+}
+
+int fl_xlru_acquire_uses(struct fl_xlru *c, int layer, int expert, uint32_t uses,
+                         struct fl_xlru_res *res)
+{
     if (!key_ok(c, layer, expert))
         return -EINVAL;
     const int k = layer * c->n_expert + expert;
     int s = c->map[k];
     c->tick++;
+    if (c->n_used && uses)
+        clock_step(c, layer, k);
     res->evicted_layer = res->evicted_expert = -1;
     res->hit = s >= 0;
     if (s < 0) {
@@ -179,6 +253,10 @@ int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res
     }
     if (c->score)
         count_use(c, k);
+    if (c->n_used && uses) {
+        c->count[k] = decayed(c, k) + (double)uses;
+        c->count_at[k] = c->steps;
+    }
     c->pins[s]++;
     unlink_slot(c, s);
     push_head(c, s);

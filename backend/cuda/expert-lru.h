@@ -11,7 +11,12 @@
  * elsewhere, e.g. on the CPU). Not thread-safe: one forward pass owns it.
  * fl_xlru_set_lfu switches the choice among unheld occupied slots to the
  * pager's lfu-decay (pager/policy.h): the fewest uses, each use's weight
- * halving every half_life acquires, ties to the least recent. */
+ * halving every half_life acquires, ties to the least recent.
+ * fl_xlru_set_lfu_next switches it to the pager's lfu-next (the default of
+ * both caches): use counts on a clock of layer steps (n_used per layer, so
+ * a batch forgets at the pace of tokens), each acquire adding the tokens
+ * that chose the expert (fl_xlru_acquire_uses), and the victim the expert
+ * whose next use is expected farthest ahead (pager_lfu_next_distance). */
 #ifndef FL_CUDA_EXPERT_LRU_H
 #define FL_CUDA_EXPERT_LRU_H
 
@@ -41,10 +46,18 @@ void fl_xlru_destroy(struct fl_xlru *c);
 /* lfu-decay from now on (use counts start at zero); -EINVAL unless
  * half_life > 0, -ENOMEM. */
 int fl_xlru_set_lfu(struct fl_xlru *c, double half_life);
+/* lfu-next from now on (counts start at zero); n_used: the model's experts
+ * per token. -EINVAL unless n_used >= 1, -ENOMEM. */
+int fl_xlru_set_lfu_next(struct fl_xlru *c, int n_used);
 
 /* Slot of (layer, expert), pinned and made most recently used. 0 or
  * -EINVAL (key out of range), -EBUSY (every slot pinned). */
 int fl_xlru_acquire(struct fl_xlru *c, int layer, int expert, struct fl_xlru_res *res);
+/* The same, counting `uses` uses (the tokens of the step that chose the
+ * expert) for lfu-next; 0: a fill ahead of its use (a prefetch), which
+ * neither counts nor moves the clock. acquire counts 1. */
+int fl_xlru_acquire_uses(struct fl_xlru *c, int layer, int expert, uint32_t uses,
+                         struct fl_xlru_res *res);
 /* Unpins a slot acquired before (-EINVAL when it is not pinned). */
 int fl_xlru_release(struct fl_xlru *c, int slot);
 /* Forgets what a slot holds (its fill failed): it becomes free. The caller

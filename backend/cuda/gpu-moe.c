@@ -310,14 +310,17 @@ static bool locked(const struct xranges *x)
  * source makes them resident for the fill and lets go of them at once
  * (they are staged before hold returns). */
 static int hold_expert(struct gpu_moe *s, const struct eng_expert_source *src, int layer,
-                       int ex, const struct xranges *r, void **d, struct fl_err *err)
+                       int ex, int64_t n_tok, const struct xranges *r, void **d,
+                       struct fl_err *err)
 {
     const bool read = src && !locked(r) && !fl_cuda_xcache_cached(s->g->xc, layer, ex);
     int rc = read ? src->acquire(src->ctx, layer, ex) : 0;
     if (rc < 0)
         return fl_err_set(err, rc, "layer %d expert %d: reading its weights failed: %s", layer,
                           ex, strerror(-rc));
-    rc = fl_cuda_xcache_hold(s->g->xc, layer, ex, r->r, r->n, d, err);
+    /* the step's tokens for this expert: lfu-next counts a use per token */
+    const uint32_t uses = n_tok < 1 ? 1 : n_tok > UINT32_MAX ? UINT32_MAX : (uint32_t)n_tok;
+    rc = fl_cuda_xcache_hold_uses(s->g->xc, layer, ex, uses, r->r, r->n, d, err);
     if (read)
         src->release(src->ctx, layer, ex);
     return rc;
@@ -340,7 +343,7 @@ static int cached_expert(struct gpu_moe *s, const struct eng_expert_source *src,
 {
     const struct xranges r = expert_ranges(s, ex);
     void *d = NULL;
-    int rc = hold_expert(s, src, layer, ex, &r, &d, err);
+    int rc = hold_expert(s, src, layer, ex, n, &r, &d, err);
     return rc ? gpu_fail(s->g, rc, err) : run_held(s, layer, ex, d, at, n, err);
 }
 
@@ -366,7 +369,8 @@ static int hold_layer(struct gpu_moe *s, const struct eng_expert_source *src, in
             const bool hit = fl_cuda_xcache_cached(s->g->xc, layer, (int)ex);
             if ((want == HOLD_HIT) != hit || (!hit && !locked(&r) && !all))
                 continue;
-            int rc = hold_expert(s, src, layer, (int)ex, &r, &d[ex], err);
+            int rc = hold_expert(s, src, layer, (int)ex, L->start[ex + 1] - L->start[ex], &r,
+                                 &d[ex], err);
             if (rc == -EBUSY)
                 return 0;
             if (rc)

@@ -169,14 +169,13 @@ static int make_cache(struct eng_gpu *g, struct fl_err *err)
     const uint64_t used = g->up_bytes + g->o.kv_bytes;
     if (g->o.vram_budget)
         budget = g->o.vram_budget > used ? (size_t)(g->o.vram_budget - used) : 0;
-    /* lfu-decay as the pager's (pager/policy.c): a use's weight halves every
-     * 8 tokens' worth of acquires. Replayed on a routing trace it hits
-     * 70 % where LRU hits 52 % with a quarter of the experts (docs/cuda.md) */
-    const double half_life = g->o.lru_cache ? 0.0
-        : 8.0 * (double)hp->n_layer * (double)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    /* lfu-next as the pager's (pager/policy.h): replayed on routing traces
+     * it keeps its hits when many sequences step together, where lfu-decay
+     * on a clock of acquires falls to LRU's 0 % (docs/prefetch.md) */
+    const int lfu_next_used = g->o.lru_cache ? 0 : (int)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
     struct fl_cuda_xcache_opts xo = {
         .mode = unified ? FL_CUDA_XUNIFIED : FL_CUDA_XCOPY, .slot_bytes = g->slot_bytes,
-        .lfu_half_life = half_life,
+        .lfu_next_used = lfu_next_used,
         .budget = budget, .reserve = VRAM_RESERVE + (size_t)g->o.kv_bytes,
         .n_layer = (int)hp->n_layer,
         .n_expert = (int)hp->n_expert,

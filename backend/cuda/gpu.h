@@ -79,7 +79,7 @@ struct eng_gpu_options {
                                 in VRAM (eng_kv_bytes + eng_kv_rs_bytes): held back from
                                 the budget, or from free memory */
     bool lru_cache;          /* --cache lru: the VRAM expert cache evicts the least recently
-                                used; otherwise lfu-decay with the pager's half-life */
+                                used; otherwise lfu-next, as the pager's default */
     int device;
     FILE *log;               /* NULL, or where one-line notes go (an expert cache that cannot be made) */
     /* Called after the first pass that ran wholly on the device, once per
