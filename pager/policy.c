@@ -16,7 +16,9 @@
 #define LFU_HALF_LIFE_TOKENS 8.0
 #define DEFAULT_HOT_FRACTION 0.5
 /* lfu-step: popularity is mostly a property of the model (issue 19), so its
- * counts forget four times slower than lfu-decay's. Both constants were
+ * counts forget four times slower than lfu-decay's (its half-life,
+ * PAGER_LFU_STEP_HALF_LIFE_TOKENS, is in policy.h: the VRAM cache's
+ * lfu-next keeps it too). Both constants were
  * chosen on the tuning traces of scripts/bench-vram-cache.sh (GRID=1):
  * half-lives of 16-64 tokens are within a point of each other, alone and 8
  * sequences stepped together; a recency window (TinyLFU's: the most recent
