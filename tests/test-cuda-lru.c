@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda-backend.h"
 #include "backend/cuda/expert-lru.h"
 #include "pager/belady.h"
+#include "pager/policy.h"
 #include "tests/check.h"
 
 static int acq(struct fl_xlru *c, int l, int e, struct fl_xlru_res *r)
@@ -120,7 +121,11 @@ static void scenario_lfu(void)
  * slot if any (the most recently invalidated first, then never-used ones
  * in index order), else the unpinned occupied slot used longest ago, or,
  * with a half-life, the one of the smallest decayed use count (each use
- * counts 1, halving every half_life acquires; ties to the least recent). */
+ * counts 1, halving every half_life acquires; ties to the least recent),
+ * or with n_used, lfu-next's: counts on a clock of layer steps (n_used per
+ * change of layer, or per repeated key in one step), `uses` per acquire (0:
+ * none, no clock), the largest expected distance to the next use goes
+ * (pager_lfu_next_distance; ties to the least recent). */
 struct model {
     int n;
     int key[16], pins[16];
@@ -130,7 +135,22 @@ struct model {
     double count[64];       /* per key: decayed count as of its last use */
     long last[64];          /* per key: acquires counted when last used */
     long tick;
+    int n_used, n_layer, n_expert, clock_layer; /* lfu-next when n_used > 0 */
+    long steps;
 };
+
+static double model_next_count(const struct model *m, int k)
+{
+    return m->count[k] * exp2(-(double)(m->steps - m->last[k]) / m->half_life);
+}
+
+static double model_distance(const struct model *m, int k)
+{
+    const int L = m->n_layer, layer = k / m->n_expert;
+    const double rate = 1.0 - exp2(-(double)L * m->n_used / m->half_life);
+    const int ahead = ((layer - m->clock_layer - 1) % L + L) % L + 1;
+    return pager_lfu_next_distance(model_next_count(m, k) * rate, ahead, L);
+}
 
 static double model_count(const struct model *m, int k)
 {
@@ -144,7 +164,11 @@ static bool model_better(const struct model *m, int s, int best)
         return true;
     if (fs != fb)
         return false;
-    if (m->half_life > 0 && !fs) {
+    if (m->n_used && !fs) {
+        const double ds = model_distance(m, m->key[s]), db = model_distance(m, m->key[best]);
+        if (fabs(ds - db) > 1e-9 * (ds + db))
+            return ds > db;
+    } else if (m->half_life > 0 && !fs) {
         const double cs = model_count(m, m->key[s]), cb = model_count(m, m->key[best]);
         if (fabs(cs - cb) > 1e-9 * (cs + cb))
             return cs < cb;
@@ -152,24 +176,34 @@ static bool model_better(const struct model *m, int s, int best)
     return m->used[s] < m->used[best];
 }
 
-static void model_use(struct model *m, int k)
+static void model_use(struct model *m, int k, int uses)
 {
-    if (m->half_life > 0) {
+    if (m->n_used) {
+        if (uses) {
+            m->count[k] = model_next_count(m, k) + uses;
+            m->last[k] = m->steps;
+        }
+    } else if (m->half_life > 0) {
         m->count[k] = model_count(m, k) + 1.0;
         m->last[k] = m->tick;
     }
 }
 
-static int model_acquire(struct model *m, int k, int *evicted, bool *hit)
+static int model_acquire(struct model *m, int k, int uses, int *evicted, bool *hit)
 {
     *evicted = -1;
     *hit = true;
     m->tick++;
+    if (m->n_used && uses &&
+        (k / m->n_expert != m->clock_layer || (m->count[k] > 0 && m->last[k] == m->steps))) {
+        m->steps += m->n_used;
+        m->clock_layer = k / m->n_expert;
+    }
     for (int s = 0; s < m->n; s++)
         if (m->key[s] == k) {
             m->pins[s]++;
             m->used[s] = ++m->clock;
-            model_use(m, k);
+            model_use(m, k, uses);
             return s;
         }
     int best = -1;
@@ -183,19 +217,26 @@ static int model_acquire(struct model *m, int k, int *evicted, bool *hit)
     m->key[best] = k;
     m->pins[best] = 1;
     m->used[best] = ++m->clock;
-    model_use(m, k);
+    model_use(m, k, uses);
     return best;
 }
 
+/* half_life < 0: lfu-next with 2 experts per token */
 static void random_run(double half_life)
 {
     printf("random: 20000 acquire/release/invalidate ops vs a naive model (%s)\n",
-           half_life > 0 ? "lfu-decay" : "LRU");
-    enum { SLOTS = 6, LAYERS = 3, EXPERTS = 5 };
+           half_life > 0 ? "lfu-decay" : half_life < 0 ? "lfu-next" : "LRU");
+    enum { SLOTS = 6, LAYERS = 3, EXPERTS = 5, N_USED = 2 };
     struct fl_xlru *c;
     CHECK(fl_xlru_create(SLOTS, LAYERS, EXPERTS, &c) == 0, "create");
-    CHECK(half_life == 0 || fl_xlru_set_lfu(c, half_life) == 0, "lfu");
-    struct model m = {.n = SLOTS, .half_life = half_life};
+    CHECK(half_life <= 0 || fl_xlru_set_lfu(c, half_life) == 0, "lfu");
+    CHECK(half_life >= 0 || fl_xlru_set_lfu_next(c, N_USED) == 0, "lfu-next");
+    struct model m = {.n = SLOTS, .half_life = half_life, .n_layer = LAYERS, .n_expert = EXPERTS,
+                      .clock_layer = -1};
+    if (half_life < 0) {
+        m.n_used = N_USED;
+        m.half_life = PAGER_LFU_STEP_HALF_LIFE_TOKENS * LAYERS * N_USED;
+    }
     for (int s = 0; s < SLOTS; s++) {
         m.key[s] = -1;
         m.used[s] = -(SLOTS - s); /* initial free order: slot 0 first */
@@ -206,10 +247,12 @@ static void random_run(double half_life)
         const int what = rand() % 10;
         if (what < 6) {
             const int l = rand() % LAYERS, e = rand() % EXPERTS, k = l * EXPERTS + e;
+            const int uses = half_life < 0 ? rand() % 4 : 1; /* 0: a prefetch */
             struct fl_xlru_res r;
             int ev;
             bool hit;
-            const int rc = fl_xlru_acquire(c, l, e, &r), ms = model_acquire(&m, k, &ev, &hit);
+            const int rc = fl_xlru_acquire_uses(c, l, e, (uint32_t)uses, &r);
+            const int ms = model_acquire(&m, k, uses, &ev, &hit);
             if (rc < 0 || ms < 0) {
                 if (rc != ms) {
                     mismatches++;
@@ -335,6 +378,7 @@ int main(void)
     scenario_lfu_next_cycle();
     random_run(0.0);
     random_run(6.0);
+    random_run(-1.0);
     printf("fl_cuda_available() = %d\n", fl_cuda_available());
     return check_summary("test-cuda-lru");
 }
