@@ -195,21 +195,21 @@ static uint32_t window_start(const struct pager *p)
  * is a whole token away). Evicting the largest is Belady's choice under
  * that estimate: for experts every step uses (a batch's hot ones), the one
  * whose layer comes last. */
-double pager_lfu_next_distance(double uses_per_token, int ahead, int n_layers)
+double pager_lfu_next_distance(double count, double rate, int layer, int now, int n_layers)
 {
     const int L = n_layers > 0 ? n_layers : 1;
+    const int ahead = layer < 0 ? L : ((layer - now - 1) % L + L) % L + 1;
     /* uses per token (a batch's step: tokens that chose it) -> the chance
      * of at least one, as if Poisson */
-    double pu = 1.0 - exp(-uses_per_token);
+    double pu = 1.0 - exp(-count * rate);
     pu = pu < 1e-9 ? 1e-9 : pu;
     return (double)ahead / L + (1.0 - pu) / pu;
 }
 
-static double next_use(const struct pager *p, const struct pg_unit *n, double f, double rate)
+double pager_lfu_next_rate(int n_layers, int n_used, double half_life)
 {
-    const int L = p->n_layers > 0 ? p->n_layers : 1;
-    const int ahead = n->layer < 0 ? L : ((n->layer - p->clock_layer - 1) % L + L) % L + 1;
-    return pager_lfu_next_distance(f * rate, ahead, L);
+    const int L = n_layers > 0 ? n_layers : 1;
+    return 1.0 - exp2(-(double)(L * (n_used > 0 ? n_used : 1)) / half_life);
 }
 
 /* The policy's choice among the unpinned resident units, skipping those
@@ -221,11 +221,7 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
     uint32_t best = PG_NONE;
     double low = INFINITY;
     const uint32_t stop = p->cfg.cache == PAGER_CACHE_LFU_STEP ? window_start(p) : PG_NONE;
-    /* lfu-next: a count of f is f * rate uses per token (1 - the decay over
-     * a token's steps: the steady state of one use every token is 1 / rate) */
-    const int L = p->n_layers > 0 ? p->n_layers : 1;
-    const double rate =
-        1.0 - exp2(-(double)(L * (p->n_used > 0 ? p->n_used : 1)) / p->half_life);
+    const double rate = pager_lfu_next_rate(p->n_layers, p->n_used, p->half_life);
     for (uint32_t u = p->lru_head; u != PG_NONE && u != stop; u = p->units[u].lru_next) {
         const struct pg_unit *n = &p->units[u];
         if (spare_wanted && n->wanted)
@@ -240,7 +236,7 @@ static uint32_t pick(struct pager *p, bool spare_wanted)
         }
         double f = decayed(p, n);
         if (p->cfg.cache == PAGER_CACHE_LFU_NEXT)
-            f = -next_use(p, n, f, rate);
+            f = -pager_lfu_next_distance(f, rate, n->layer, p->clock_layer, p->n_layers);
         if (f < low) {
             low = f;
             best = u;

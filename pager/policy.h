@@ -33,12 +33,15 @@ int pager_cache_parse(const char *s, enum pager_cache *out, const char **profile
  * keeps the same. */
 #define PAGER_LFU_STEP_HALF_LIFE_TOKENS 32.0
 
-/* lfu-next's estimate, in tokens, of how far ahead an expert's next use
- * is (the policy evicts the largest). uses_per_token: its decayed count
- * times the decay of one token (1 - 2^(-steps per token / half-life)),
- * i.e. the steady-state uses per token; ahead: how many layer turns until
- * its layer runs again, 1..n_layers (the layer acquiring now is n_layers
- * away: it just ran). Shared by the pager and the VRAM cache. */
-double pager_lfu_next_distance(double uses_per_token, int ahead, int n_layers);
+/* lfu-next's estimate, shared by the pager and the VRAM cache. The rate
+ * turns a decayed count into uses per token: 1 - the decay over one
+ * token's steps (n_layers x n_used steps; half_life in steps), since one
+ * use every token settles at a count of 1 / rate. */
+double pager_lfu_next_rate(int n_layers, int n_used, double half_life);
+/* How far ahead, in tokens, the next use of an expert of `layer` with
+ * decayed use count `count` is expected (the policy evicts the largest),
+ * while layer `now` acquires (-1: none yet; a layer below 0 counts as a
+ * whole token away). */
+double pager_lfu_next_distance(double count, double rate, int layer, int now, int n_layers);
 
 #endif

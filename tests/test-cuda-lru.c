@@ -146,10 +146,9 @@ static double model_next_count(const struct model *m, int k)
 
 static double model_distance(const struct model *m, int k)
 {
-    const int L = m->n_layer, layer = k / m->n_expert;
-    const double rate = 1.0 - exp2(-(double)L * m->n_used / m->half_life);
-    const int ahead = ((layer - m->clock_layer - 1) % L + L) % L + 1;
-    return pager_lfu_next_distance(model_next_count(m, k) * rate, ahead, L);
+    return pager_lfu_next_distance(model_next_count(m, k),
+                                   pager_lfu_next_rate(m->n_layer, m->n_used, m->half_life),
+                                   k / m->n_expert, m->clock_layer, m->n_layer);
 }
 
 static double model_count(const struct model *m, int k)

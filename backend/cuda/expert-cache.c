@@ -168,9 +168,6 @@ int fl_cuda_xcache_create(struct fl_cuda *cu, const struct fl_cuda_xcache_opts *
         rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
     if (!rc && o->lfu_next_used > 0 && fl_xlru_set_lfu_next(x->lru, o->lfu_next_used))
         rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
-    else if (!rc && o->lfu_next_used <= 0 && o->lfu_half_life > 0 &&
-             fl_xlru_set_lfu(x->lru, o->lfu_half_life))
-        rc = fl_err_set(err, -ENOMEM, "cuda: out of memory");
     if (!rc)
         rc = alloc_slots(x, err);
     if (!rc)

@@ -50,9 +50,8 @@ struct fl_cuda_xcache_opts {
     size_t reserve;              /* free memory left alone for everything else */
     int n_layer, n_expert;
     int n_staging;               /* copy mode's pinned staging buffers; 0: 4 */
-    double lfu_half_life;        /* eviction: lfu-decay with this half-life in acquires; 0: LRU */
     int lfu_next_used;           /* > 0: eviction by lfu-next (expert-lru.h), the model's
-                                  * experts per token; wins over lfu_half_life */
+                                  * experts per token; 0: LRU */
 };
 
 /* One contiguous piece of an expert in host memory (a GGUF tensor slice),

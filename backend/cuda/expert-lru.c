@@ -170,14 +170,6 @@ static void clock_step(struct fl_xlru *c, int layer, int k)
     }
 }
 
-/* How far ahead, in tokens, key k's next use is expected. */
-static double next_use(const struct fl_xlru *c, int k, double rate)
-{
-    const int L = c->n_layer, layer = k / c->n_expert;
-    const int ahead = ((layer - c->clock_layer - 1) % L + L) % L + 1;
-    return pager_lfu_next_distance(decayed(c, k) * rate, ahead, L);
-}
-
 /* The key's decayed use count now, plus this use, as its new score. */
 static void count_use(struct fl_xlru *c, int k)
 {
@@ -198,16 +190,16 @@ static int victim(const struct fl_xlru *c)
 {
     int best = -1;
     double far = -1.0;
-    /* a count of f is f * rate uses per token (the decay over a token's steps) */
-    const double rate = c->n_used ? 1.0 - exp2(-(double)c->n_layer * c->n_used / c->half_life)
-                                  : 0.0;
+    const double rate = c->n_used ? pager_lfu_next_rate(c->n_layer, c->n_used, c->half_life) : 0.0;
     for (int s = c->tail; s >= 0; s = c->prev[s]) {
         if (c->pins[s] != 0)
             continue;
         if ((!c->score && !c->n_used) || c->key[s] < 0)
             return s;
         if (c->n_used) {
-            const double d = next_use(c, c->key[s], rate);
+            const int k = c->key[s];
+            const double d = pager_lfu_next_distance(decayed(c, k), rate, k / c->n_expert,
+                                                     c->clock_layer, c->n_layer);
             if (d > far)
                 far = d, best = s;
         } else if (best < 0 || c->score[c->key[s]] < c->score[c->key[best]]) {

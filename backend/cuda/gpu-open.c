@@ -172,7 +172,8 @@ static int make_cache(struct eng_gpu *g, struct fl_err *err)
     /* lfu-next as the pager's (pager/policy.h): replayed on routing traces
      * it keeps its hits when many sequences step together, where lfu-decay
      * on a clock of acquires falls to LRU's 0 % (docs/prefetch.md) */
-    const int lfu_next_used = g->o.lru_cache ? 0 : (int)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    const int lfu_next_used =
+        g->o.lru_cache ? 0 : (int)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
     struct fl_cuda_xcache_opts xo = {
         .mode = unified ? FL_CUDA_XUNIFIED : FL_CUDA_XCOPY, .slot_bytes = g->slot_bytes,
         .lfu_next_used = lfu_next_used,
