@@ -142,10 +142,13 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
         return rc;
     const char *why = NULL;
     uint64_t budget = placement_ram_budget(s->plan), min = placement_min_budget(s->plan);
-    if (placement_tier_bytes(s->plan, PL_TIER_DISK) && min > budget) {
-        placement_fits(s->plan, &why);
+    enum placement_misfit misfit = placement_misfit(s->plan, &why);
+    /* Past a cgroup's limit the kernel kills the process without a word:
+     * refuse now. Past MemAvailable, swap or reclaim may still carry it. */
+    if (misfit == PL_BUDGET_BELOW_MIN || misfit == PL_OVER_CGROUP)
         return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
-    }
+    if (misfit == PL_OVER_RAM)
+        fprintf(stderr, "faultline: warning: %s\n", why);
     warn_no_gpu(s, p, no_gpu);
     struct pager_config cfg;
     pager_config_init(&cfg);

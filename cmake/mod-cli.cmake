@@ -48,3 +48,8 @@ add_test(NAME test-demo COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-demo.sh
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-demo PROPERTIES TIMEOUT 600 LABELS nosanitize RUN_SERIAL TRUE
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# Inside a memory cgroup: an auto budget that fits its limit, plans over it refused (root; 77 otherwise).
+add_test(NAME test-cgroup-fit COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-cgroup-fit.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-cgroup-fit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS nosanitize
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

@@ -101,11 +101,26 @@ static void *slot_alloc(const struct pager *p, uint64_t size, uint64_t *map_len)
     return m;
 }
 
+/* Staging slots for units of up to `window` bytes: SLOT_BYTES' worth, 2..16. */
+static int slot_count(uint64_t window)
+{
+    uint64_t n = SLOT_BYTES / (window ? window : 1);
+    return n < 2 ? 2 : n > 16 ? 16 : (int)n;
+}
+
+uint64_t pager_staging_bytes(uint64_t unit_bytes)
+{
+    const uint64_t huge = 2ull << 20;
+    /* O_DIRECT's alignment at both ends of each range (an expert's gate, up
+     * and down slices are three) */
+    uint64_t window = unit_bytes + 3 * 2 * 4096;
+    return (uint64_t)slot_count(window) * ((window + huge - 1) & ~(huge - 1));
+}
+
 static int slots_init(struct pager *p)
 {
     uint64_t size = p->max_unit_window;
-    int n = (int)(SLOT_BYTES / (size ? size : 1));
-    n = n < 2 ? 2 : n > 16 ? 16 : n;
+    int n = slot_count(size);
     p->slots = calloc((size_t)n, sizeof(*p->slots));
     if (!p->slots)
         return -ENOMEM;

@@ -141,6 +141,11 @@ bool pager_uses_uffd(const struct pager *p);
 bool pager_uses_direct_io(const struct pager *p);
 uint64_t pager_budget(const struct pager *p);
 uint64_t pager_min_budget(const struct pager *p);   /* 0 when nothing is paged */
+/* The pinned staging buffers a pager whose largest unit spans unit_bytes
+ * allocates beside its budget (reads land there before they are copied into
+ * the region): about 64 MiB, at least two units, each buffer counted rounded
+ * up to 2 MiB. For plans that must fit a memory limit. */
+uint64_t pager_staging_bytes(uint64_t unit_bytes);
 uint64_t pager_resident_bytes(const struct pager *p); /* charged disk-tier bytes now */
 uint64_t pager_peak_resident_bytes(const struct pager *p);
 

@@ -13,6 +13,7 @@
 #include "base/units.h"
 #include "gguf/gguf.h"
 #include "gguf/tensor-names.h"
+#include "pager/pager.h"
 
 #define PL_PAGE 4096ull
 
@@ -34,10 +35,13 @@ struct placement_plan {
     uint64_t file_size;
     uint64_t ram_budget;
     uint64_t min_budget;
-    uint64_t ram_available, vram_available;
+    uint64_t largest_unit;   /* the largest paged unit: an expert, or a whole paged tensor */
+    uint64_t staging;        /* the pager's staging buffers for such units */
+    uint64_t ram_available, vram_available, ram_cgroup_limit;
+    enum placement_misfit misfit;
     bool have_gpu;
     char warning[200];
-    char why[240];
+    char why[320];
 };
 
 static const char *tier_names[PL_TIER_COUNT] = { "gpu", "ram", "disk" };
@@ -169,7 +173,11 @@ void placement_print_usage(FILE *out)
 void placement_host_detect(struct placement_host *host)
 {
     memset(host, 0, sizeof(*host));
-    host->ram_available = fl_mem_available();
+    struct fl_mem_headroom mem;
+    fl_mem_headroom_read("", &mem);
+    host->ram_available = fl_mem_headroom_bytes(&mem);
+    if (mem.cgroup != UINT64_MAX && host->ram_available == mem.cgroup)
+        host->ram_cgroup_limit = mem.cgroup_limit;
 }
 
 static pcre2_code *compile_regex(const char *pattern, struct fl_err *err)
@@ -414,36 +422,83 @@ static void compute_min_budget(struct placement_plan *p, const struct gguf_file 
         int il = fl_tensor_block(t->name);
         if (p->tier[i] != PL_TIER_DISK || il < 0 || il >= n_layer || il >= m->n_trunk)
             continue;
-        per_layer[il] += fl_tensor_is_expert(t->name) ? expert_slice_bytes(t, m->n_expert)
-                                                      : t->nbytes;
+        bool expert = fl_tensor_is_expert(t->name);
+        per_layer[il] += expert ? expert_slice_bytes(t, m->n_expert) : t->nbytes;
+        if (!expert && t->nbytes > p->largest_unit) /* a paged tensor is one unit */
+            p->largest_unit = t->nbytes;
     }
     int k = m->n_expert_used > 0 ? m->n_expert_used : 1;
-    for (int il = 0; il < n_layer; il++)
+    for (int il = 0; il < n_layer; il++) {
         if (per_layer[il] * (uint64_t)k > p->min_budget)
             p->min_budget = per_layer[il] * (uint64_t)k;
+        if (per_layer[il] > p->largest_unit) /* an expert's slices, an upper bound */
+            p->largest_unit = per_layer[il];
+    }
     free(per_layer);
+}
+
+/* Memory the plan takes on the host: the RAM tier, what the paged tier can
+ * hold resident (its budget, or all of it when smaller) and the staging. */
+static uint64_t host_bytes(const struct placement_plan *p)
+{
+    uint64_t disk = p->bytes[PL_TIER_DISK];
+    if (!disk)
+        return p->bytes[PL_TIER_RAM];
+    return p->bytes[PL_TIER_RAM] + (p->ram_budget < disk ? p->ram_budget : disk) + p->staging;
+}
+
+static void over_ram(struct placement_plan *p)
+{
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    const bool paged = p->bytes[PL_TIER_DISK] != 0;
+    const uint64_t resident = host_bytes(p) - p->bytes[PL_TIER_RAM] - p->staging;
+    int n = snprintf(p->why, sizeof(p->why), "RAM tier %s",
+                     fl_format_size(p->bytes[PL_TIER_RAM], a, sizeof(a)));
+    if (paged && resident < p->ram_budget) /* the budget holds every paged expert */
+        n += snprintf(p->why + n, sizeof(p->why) - (size_t)n,
+                      " plus all %s of paged experts (budget %s) and staging %s",
+                      fl_format_size(resident, b, sizeof(b)),
+                      fl_format_size(p->ram_budget, f, sizeof(f)),
+                      fl_format_size(p->staging, c, sizeof(c)));
+    else if (paged)
+        n += snprintf(p->why + n, sizeof(p->why) - (size_t)n, " plus budget %s and staging %s",
+                      fl_format_size(resident, b, sizeof(b)),
+                      fl_format_size(p->staging, c, sizeof(c)));
+    /* What to change: the budget when experts are paged, else page them. */
+    const char *verb = paged ? "exceed" : "exceeds";
+    const char *fix = paged ? "give a smaller --ram-budget (or none: auto fits what is left)"
+                            : "page the experts from disk instead (--disk-moe)";
+    if (p->ram_cgroup_limit)
+        snprintf(p->why + n, sizeof(p->why) - (size_t)n,
+                 " %s the %s left under this memory cgroup's limit of %s; %s", verb,
+                 fl_format_size(p->ram_available, d, sizeof(d)),
+                 fl_format_size(p->ram_cgroup_limit, e, sizeof(e)), fix);
+    else
+        snprintf(p->why + n, sizeof(p->why) - (size_t)n, " %s the %s available; %s", verb,
+                 fl_format_size(p->ram_available, d, sizeof(d)), fix);
+    p->misfit = p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
 }
 
 static void check_fit(struct placement_plan *p)
 {
-    char a[32], b[32], c[32];
+    char a[32], b[32];
     p->why[0] = '\0';
-    if (p->bytes[PL_TIER_DISK] && p->min_budget > p->ram_budget)
+    p->misfit = PL_FITS;
+    if (p->bytes[PL_TIER_DISK] && p->min_budget > p->ram_budget) {
         snprintf(p->why, sizeof(p->why),
                  "RAM budget %s (%llu bytes) is below the %s (%llu bytes) one layer's selected "
                  "experts need", fl_format_size(p->ram_budget, a, sizeof(a)),
                  (unsigned long long)p->ram_budget, fl_format_size(p->min_budget, b, sizeof(b)),
                  (unsigned long long)p->min_budget);
-    else if (p->ram_available &&
-             p->bytes[PL_TIER_RAM] + (p->bytes[PL_TIER_DISK] ? p->ram_budget : 0) > p->ram_available)
-        snprintf(p->why, sizeof(p->why), "RAM tier %s plus budget %s exceed the %s available",
-                 fl_format_size(p->bytes[PL_TIER_RAM], a, sizeof(a)),
-                 fl_format_size(p->bytes[PL_TIER_DISK] ? p->ram_budget : 0, b, sizeof(b)),
-                 fl_format_size(p->ram_available, c, sizeof(c)));
-    else if (p->have_gpu && p->vram_available && p->bytes[PL_TIER_GPU] > p->vram_available)
+        p->misfit = PL_BUDGET_BELOW_MIN;
+    } else if (p->ram_available && host_bytes(p) > p->ram_available) {
+        over_ram(p);
+    } else if (p->have_gpu && p->vram_available && p->bytes[PL_TIER_GPU] > p->vram_available) {
         snprintf(p->why, sizeof(p->why), "GPU tier %s exceeds the %s of VRAM",
                  fl_format_size(p->bytes[PL_TIER_GPU], a, sizeof(a)),
                  fl_format_size(p->vram_available, b, sizeof(b)));
+        p->misfit = PL_OVER_VRAM;
+    }
 }
 
 static void resolve(struct placement_plan *p, const struct gguf_file *f,
@@ -462,13 +517,14 @@ static void resolve(struct placement_plan *p, const struct gguf_file *f,
     if (fell_back)
         snprintf(p->warning, sizeof(p->warning),
                  "no GPU: %" PRId64 " tensor(s) placed on the gpu tier fall back to ram", fell_back);
+    compute_min_budget(p, f, m);
+    p->staging = p->bytes[PL_TIER_DISK] ? pager_staging_bytes(p->largest_unit) : 0;
     if (o->ram_budget) {
         p->ram_budget = o->ram_budget;
-    } else {
-        uint64_t usable = p->ram_available / 10 * 8;
-        p->ram_budget = usable > p->bytes[PL_TIER_RAM] ? usable - p->bytes[PL_TIER_RAM] : 0;
+    } else { /* auto: 80 % of what is available, less the RAM tier and the staging */
+        uint64_t usable = p->ram_available / 10 * 8, taken = p->bytes[PL_TIER_RAM] + p->staging;
+        p->ram_budget = usable > taken ? usable - taken : 0;
     }
-    compute_min_budget(p, f, m);
     check_fit(p);
 }
 
@@ -496,6 +552,7 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
     }
     p->have_gpu = host->have_gpu;
     p->ram_available = host->ram_available;
+    p->ram_cgroup_limit = host->ram_cgroup_limit;
     p->vram_available = o->vram_budget ? o->vram_budget : host->vram_available;
     p->file_size = gguf_file_size(f);
     uint64_t fit_budget = o->ram_budget ? o->ram_budget : host->ram_available / 10 * 8;
@@ -567,6 +624,12 @@ bool placement_fits(const struct placement_plan *p, const char **why)
     return p->why[0] == '\0';
 }
 
+enum placement_misfit placement_misfit(const struct placement_plan *p, const char **why)
+{
+    placement_fits(p, why);
+    return p->misfit;
+}
+
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,
                      bool verbose)
 {
@@ -592,6 +655,12 @@ void placement_print(const struct placement_plan *p, const struct gguf_file *f, 
         fprintf(out, "  paged experts: RAM budget %s, at least %s needed at once\n",
                 fl_format_size(p->ram_budget, a, sizeof(a)),
                 fl_format_size(p->min_budget, b, sizeof(b)));
+    if (p->ram_available)
+        fprintf(out, "  memory available: %s%s%s%s\n",
+                fl_format_size(p->ram_available, a, sizeof(a)),
+                p->ram_cgroup_limit ? " (under a memory cgroup's limit of " : "",
+                p->ram_cgroup_limit ? fl_format_size(p->ram_cgroup_limit, b, sizeof(b)) : "",
+                p->ram_cgroup_limit ? ")" : "");
     if (p->warning[0])
         fprintf(out, "  warning: %s\n", p->warning);
     fprintf(out, "  fits: %s%s%s\n", p->why[0] ? "no" : "yes", p->why[0] ? " — " : "", p->why);

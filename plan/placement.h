@@ -58,11 +58,16 @@ void placement_print_usage(FILE *out);
 struct placement_host {
     bool have_gpu;
     uint64_t ram_available;      /* bytes the RAM tier and the page budget may use */
+    /* Non-zero when ram_available is what a memory cgroup with this limit
+     * leaves (a container, a systemd unit): crossing it gets the process
+     * killed, so a plan that does not fit it is refused. */
+    uint64_t ram_cgroup_limit;
     uint64_t vram_available;
 };
 
-/* This machine: MemAvailable from /proc/meminfo; no GPU unless the CUDA
- * backend is built and finds a device. */
+/* This machine: MemAvailable, or less where a memory cgroup leaves less
+ * (base/host-memory.h); no GPU unless the CUDA backend is built and finds a
+ * device. */
 void placement_host_detect(struct placement_host *host);
 
 struct placement_plan;
@@ -84,6 +89,17 @@ uint64_t placement_min_budget(const struct placement_plan *p);
 const char *placement_warning(const struct placement_plan *p);
 /* Whether the plan fits the host; when not, why holds one line. */
 bool placement_fits(const struct placement_plan *p, const char **why);
+
+enum placement_misfit {
+    PL_FITS,
+    PL_BUDGET_BELOW_MIN,   /* the paged tier's budget cannot hold one layer's experts */
+    PL_OVER_RAM,           /* RAM tier + budget + staging exceed the memory available */
+    PL_OVER_CGROUP,        /* ... exceed what the memory cgroup's limit leaves */
+    PL_OVER_VRAM,          /* the GPU tier exceeds the VRAM */
+};
+/* What does not fit (the first of the above that applies); why as for
+ * placement_fits. */
+enum placement_misfit placement_misfit(const struct placement_plan *p, const char **why);
 
 /* The human report of `faultline inspect --plan`; verbose lists every tensor. */
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

@@ -6,15 +6,18 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "pager/pager.h"
 #include "plan/placement.h"
 #include "tests/check.h"
 
 #define MODEL "tests/data/qwen3moe-tiny-F16.gguf"
 #define GIB (1024ull * 1024 * 1024)
+#define MIB (1024ull * 1024)
 
 static struct gguf_file *model;
 
-static struct placement_plan *plan_for(const char *const *args, int n, bool gpu)
+static struct placement_plan *plan_on(const char *const *args, int n,
+                                      const struct placement_host *host)
 {
     struct placement_options o;
     struct fl_err err = { "" };
@@ -26,12 +29,17 @@ static struct placement_plan *plan_for(const char *const *args, int n, bool gpu)
         int rc = placement_parse_flag(&o, n, argv, &i, &err);
         CHECK(rc == 1, "flag %s not taken (%d: %s)", args[i], rc, err.msg);
     }
-    struct placement_host host = { .have_gpu = gpu, .ram_available = 24 * GIB,
-                                   .vram_available = gpu ? 80 * GIB : 0 };
     struct placement_plan *p = NULL;
-    int rc = placement_plan_build(model, &o, &host, &p, &err);
+    int rc = placement_plan_build(model, &o, host, &p, &err);
     CHECK(rc == 0, "plan build failed: %s", err.msg);
     return p;
+}
+
+static struct placement_plan *plan_for(const char *const *args, int n, bool gpu)
+{
+    struct placement_host host = { .have_gpu = gpu, .ram_available = 24 * GIB,
+                                   .vram_available = gpu ? 80 * GIB : 0 };
+    return plan_on(args, n, &host);
 }
 
 static enum pl_tier tier_of(const struct placement_plan *p, const char *name)
@@ -138,6 +146,72 @@ static void test_budget_too_small(void)
     placement_plan_free(p);
 }
 
+/* One expert of a layer: its slices of the layer's routed expert tensors. */
+static uint64_t expert_bytes(int layer)
+{
+    uint64_t sum = 0;
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "blk.%d.ffn_", layer);
+    for (int64_t i = 0; i < gguf_n_tensors(model); i++) {
+        const struct gguf_tensor *t = gguf_tensor(model, i);
+        if (!strncmp(t->name, prefix, strlen(prefix)) && strstr(t->name, "_exps."))
+            sum += t->nbytes / 16; /* qwen3moe-tiny: 16 experts */
+    }
+    return sum;
+}
+
+/* Memory limits: the auto budget leaves room for the RAM tier and the
+ * pager's staging; a plan over a memory cgroup's headroom is PL_OVER_CGROUP
+ * (the session refuses it), over MemAvailable PL_OVER_RAM (a warning). */
+static void test_memory_limits(void)
+{
+    const uint64_t unit = expert_bytes(0), staging = pager_staging_bytes(unit);
+    CHECK(unit > 0 && staging >= 2 * unit, "staging holds two experts at least");
+    struct placement_host host = { .ram_available = 200 * MIB };
+    const char *paged[] = { "--disk-moe" };
+    struct placement_plan *p = plan_on(paged, 1, &host);
+    uint64_t tier = placement_tier_bytes(p, PL_TIER_RAM);
+    CHECK(placement_ram_budget(p) == 160 * MIB - tier - staging,
+          "auto budget = 80 %% of 200 MiB - RAM tier - staging: %llu",
+          (unsigned long long)placement_ram_budget(p));
+    CHECK(placement_misfit(p, NULL) == PL_FITS, "the auto budget fits");
+    placement_plan_free(p);
+
+    /* all in RAM: the model (2.2 MiB) over 1 MiB */
+    const char *resident[] = { "--cpu-moe" };
+    host.ram_available = MIB;
+    const char *why = NULL;
+    p = plan_on(resident, 1, &host);
+    CHECK(placement_misfit(p, &why) == PL_OVER_RAM, "over MemAvailable: PL_OVER_RAM");
+    CHECK(why && strstr(why, "available") && strstr(why, "--disk-moe"), "why: %s",
+          why ? why : "(null)");
+    placement_plan_free(p);
+    host.ram_cgroup_limit = 2 * MIB;
+    p = plan_on(resident, 1, &host);
+    CHECK(placement_misfit(p, &why) == PL_OVER_CGROUP, "over a cgroup's room: PL_OVER_CGROUP");
+    CHECK(why && strstr(why, "cgroup") && strstr(why, "2.00 MiB"), "why: %s",
+          why ? why : "(null)");
+    placement_plan_free(p);
+
+    /* paged with a budget over the room: counted no higher than the paged bytes */
+    const char *big[] = { "--disk-moe", "--ram-budget", "1T" };
+    uint64_t tier_paged = 0, disk = 0;
+    p = plan_on(big, 3, &host);
+    tier_paged = placement_tier_bytes(p, PL_TIER_RAM);
+    disk = placement_tier_bytes(p, PL_TIER_DISK);
+    CHECK(placement_misfit(p, &why) == PL_OVER_CGROUP && strstr(why, "--ram-budget"),
+          "1T budget over 1 MiB: refused, why: %s", why ? why : "(null)");
+    placement_plan_free(p);
+    host.ram_available = tier_paged + disk + staging;
+    p = plan_on(big, 3, &host);
+    CHECK(placement_misfit(p, NULL) == PL_FITS, "1T budget, room for all the paged bytes: fits");
+    placement_plan_free(p);
+    host.ram_available--;
+    p = plan_on(big, 3, &host);
+    CHECK(placement_misfit(p, NULL) == PL_OVER_CGROUP, "one byte less: does not fit");
+    placement_plan_free(p);
+}
+
 static void test_bad_flags(void)
 {
     struct placement_options o;
@@ -178,6 +252,7 @@ int main(void)
     test_precedence();
     test_gpu();
     test_budget_too_small();
+    test_memory_limits();
     test_bad_flags();
     gguf_close(model);
     return check_summary("test-placement");

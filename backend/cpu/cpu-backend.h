@@ -38,10 +38,10 @@ struct fl_pool *eng_cpu_pool_for(const struct eng_ctx *c, double work);
  * its file bytes), so the caller can release the region's copy and report
  * progress: bytes rebuilt so far of the bytes all candidates take.
  * Calling it again does nothing.
- * A tensor whose copy would leave less free memory (MemAvailable) than its
- * own size, or that cannot be allocated, keeps the file layout. Results are
- * bit-identical to the file layout's (repack.h). Returns the number of
- * tensors rebuilt. */
+ * A tensor whose copy would leave less free memory (MemAvailable, or a memory
+ * cgroup's headroom: base/host-memory.h) than its own size, or that cannot be
+ * allocated, keeps the file layout. Results are bit-identical to the file
+ * layout's (repack.h). Returns the number of tensors rebuilt. */
 int64_t eng_model_repack(struct eng_model *m, struct fl_pool *pool,
                          bool (*want)(void *ctx, const struct eng_tensor *t),
                          void (*done)(void *ctx, const struct eng_tensor *t, size_t done_bytes,

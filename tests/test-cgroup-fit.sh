@@ -1,0 +1,95 @@
+#!/bin/sh
+# test-cgroup-fit.sh: faultline inside a memory cgroup (a container's
+# --memory, a systemd unit's MemoryMax=) fits itself to the cgroup's limit
+# instead of being killed by it.
+#   - a 128 MiB model (faultline gen) in a cgroup capped at 112 MiB, no
+#     placement flags: the run finishes (exit 0, no OOM kill in the cgroup),
+#     its experts paged under an auto budget below the cap, with evictions,
+#     the resident peak within the budget;
+#   - --cpu-moe (the whole model in RAM) and --ram-budget 1G in the same
+#     cgroup: refused before anything is read, exit 1, one line naming the
+#     cgroup's limit, not a SIGKILL.
+# Before faultline read cgroups, the first run placed the whole file in RAM
+# (the machine's MemAvailable is far larger) and the kernel killed it.
+# Needs root and a memory cgroup controller it may write: exit 77 otherwise.
+# usage: test-cgroup-fit.sh FAULTLINE
+set -u
+cli=$1
+[ "$(id -u)" -eq 0 ] || { echo "not root: skipped"; exit 77; }
+command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
+dir=$(mktemp -d /tmp/test-cgroup-fit.XXXXXX)
+cg=""
+cleanup() { [ -n "$cg" ] && rmdir "$cg" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+limit=$((112 << 20))
+
+# A fresh memory cgroup capped at $limit: v1's controller, else v2's.
+make_cgroup() {
+  v1=/sys/fs/cgroup/memory
+  if [ -f $v1/memory.limit_in_bytes ]; then
+    cg=$v1/fl-test-cgroup-fit-$$
+    mkdir "$cg" 2>/dev/null && echo $limit >"$cg/memory.limit_in_bytes" 2>/dev/null && return 0
+  elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+    cg=/sys/fs/cgroup/fl-test-cgroup-fit-$$
+    mkdir "$cg" 2>/dev/null && echo $limit >"$cg/memory.max" 2>/dev/null &&
+      { echo 0 >"$cg/memory.swap.max" 2>/dev/null; return 0; }
+  fi
+  echo "no writable memory cgroup: skipped"
+  exit 77
+}
+oom_kills() { # v1: memory.oom_control, v2: memory.events
+  cat "$cg/memory.oom_control" "$cg/memory.events" 2>/dev/null | awk '$1 == "oom_kill" { n += $2 } END { print n + 0 }'
+}
+# in_cgroup NAME ARGS...: faultline ARGS in the cgroup; NAME.out/.err, status in $rc
+in_cgroup() {
+  name=$1; shift
+  sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$cli" "$@" \
+    >"$dir/$name.out" 2>"$dir/$name.err"
+  rc=$?
+}
+
+"$cli" gen --arch qwen3moe --type Q8_0 --size 128M -o "$dir/m.gguf" >/dev/null 2>&1 ||
+  fail "faultline gen"
+make_cgroup
+
+# 1. no flags: paged to fit, finishes
+in_cgroup auto run -m "$dir/m.gguf" -p "The capital of France is" -n 24 -t 2 \
+  --stats-json "$dir/auto.json"
+[ "$(oom_kills)" -eq 0 ] || fail "the kernel killed a run in the cgroup (oom_kill $(oom_kills))"
+[ $rc -eq 0 ] || fail "no flags in a 112 MiB cgroup: exit $rc: $(tail -2 "$dir/auto.err")"
+python3 - "$dir/auto.json" $limit <<'EOF' || exit 1
+import json, sys
+s, limit = json.load(open(sys.argv[1])), int(sys.argv[2])
+t = s["totals"]
+ok = True
+def check(cond, what):
+    global ok
+    if not cond:
+        print("FAIL:", what, {k: s[k] for k in ("budget", "min_budget", "peak_resident")}, t)
+        ok = False
+check(t["loads"] > 0, "experts paged (loads > 0)")
+check(t["evictions"] > 0, "the budget evicts (the model's experts do not fit it)")
+check(s["min_budget"] <= s["budget"] < limit, "auto budget under the cgroup's limit")
+check(s["peak_resident"] <= s["budget"], "resident peak within the budget")
+print("auto budget %.1f MiB under a %.0f MiB cgroup, %d loads, %d evictions"
+      % (s["budget"] / 2**20, limit / 2**20, t["loads"], t["evictions"]))
+sys.exit(0 if ok else 1)
+EOF
+
+# 2. plans that cannot fit: one line, exit 1, before any reading
+for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G"; do
+  set -- $case
+  name=$1; shift
+  in_cgroup "$name" run -m "$dir/m.gguf" -p "Hi" -n 4 "$@"
+  [ $rc -eq 1 ] || fail "$*: exit $rc (want 1): $(cat "$dir/$name.err")"
+  [ "$(wc -l <"$dir/$name.err")" -eq 1 ] || fail "$*: not one line: $(cat "$dir/$name.err")"
+  grep -q "memory cgroup's limit of 112.00 MiB" "$dir/$name.err" ||
+    fail "$*: the line does not name the limit: $(cat "$dir/$name.err")"
+  [ "$name" = resident ] || grep -q -- "--ram-budget" "$dir/$name.err" ||
+    fail "$*: the line does not say to lower --ram-budget: $(cat "$dir/$name.err")"
+  echo "$*: $(cat "$dir/$name.err")"
+done
+[ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"
+echo "test-cgroup-fit: all checks passed"
