@@ -295,6 +295,25 @@ static void repack_weights(struct eng_session *s, const struct eng_session_param
                 (long long)n);
 }
 
+/* The KV cache grows as its cells are written: one that cannot fit beside
+ * the plan would get the process killed deep into a long context, so a
+ * memory cgroup's limit is checked now (a GPU keeps its cache in VRAM). */
+static int check_kv_fits(const struct eng_session *s, const struct eng_session_params *p,
+                         struct fl_err *err)
+{
+    if (s->have_gpu || !placement_fits(s->plan, NULL))
+        return 0; /* the plan's own misfit was said in open_region */
+    char what[96], why[400];
+    snprintf(what, sizeof(what), "the KV cache of %d cells", eng_kv_n_cells(s->kv));
+    uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
+    enum placement_misfit m = placement_misfit_with(s->plan, kv, what, why, sizeof(why));
+    if (m == PL_OVER_CGROUP)
+        return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
+    if (m == PL_OVER_RAM)
+        fprintf(stderr, "faultline: warning: %s\n", why);
+    return 0;
+}
+
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
@@ -314,6 +333,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
         n_ctx = (int)s->model->hp.n_ctx_train;
     if ((rc = eng_kv_create(s->model, n_ctx, p->n_seq > 0 ? p->n_seq : 1, &s->kv, err)))
+        return rc;
+    if ((rc = check_kv_fits(s, p, err)))
         return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
     if (!(s->pool = fl_pool_create(nt)))

@@ -630,6 +630,31 @@ enum placement_misfit placement_misfit(const struct placement_plan *p, const cha
     return p->misfit;
 }
 
+enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint64_t extra,
+                                            const char *what, char *why, size_t why_len)
+{
+    const uint64_t plan = host_bytes(p);
+    if (!p->ram_available || plan + extra <= p->ram_available)
+        return PL_FITS;
+    char a[32], b[32], c[32], d[32];
+    int n = snprintf(why, why_len, "%s (%s) beside the %s of %s", what,
+                     fl_format_size(extra, a, sizeof(a)), fl_format_size(plan, b, sizeof(b)),
+                     p->bytes[PL_TIER_DISK] ? "RAM tier, expert budget and staging" : "weights");
+    if (n < 0 || (size_t)n >= why_len)
+        return p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
+    if (p->ram_cgroup_limit)
+        snprintf(why + n, why_len - (size_t)n,
+                 " exceeds the %s left under this memory cgroup's limit of %s; a smaller -c%s fits",
+                 fl_format_size(p->ram_available, c, sizeof(c)),
+                 fl_format_size(p->ram_cgroup_limit, d, sizeof(d)),
+                 p->bytes[PL_TIER_DISK] ? " or --ram-budget" : "");
+    else
+        snprintf(why + n, why_len - (size_t)n, " exceeds the %s available; a smaller -c%s fits",
+                 fl_format_size(p->ram_available, c, sizeof(c)),
+                 p->bytes[PL_TIER_DISK] ? " or --ram-budget" : "");
+    return p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
+}
+
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,
                      bool verbose)
 {

@@ -100,6 +100,12 @@ enum placement_misfit {
 /* What does not fit (the first of the above that applies); why as for
  * placement_fits. */
 enum placement_misfit placement_misfit(const struct placement_plan *p, const char **why);
+/* Whether the plan still fits the memory available with `extra` more bytes
+ * beside it (the KV cache, sized after the plan is made): PL_FITS,
+ * PL_OVER_RAM or PL_OVER_CGROUP; when not PL_FITS, why (why_len bytes) gets
+ * one line that starts with `what`. */
+enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint64_t extra,
+                                            const char *what, char *why, size_t why_len);
 
 /* The human report of `faultline inspect --plan`; verbose lists every tensor. */
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

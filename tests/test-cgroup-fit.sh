@@ -6,9 +6,11 @@
 #     placement flags: the run finishes (exit 0, no OOM kill in the cgroup),
 #     its experts paged under an auto budget below the cap, with evictions,
 #     the resident peak within the budget;
-#   - --cpu-moe (the whole model in RAM) and --ram-budget 1G in the same
-#     cgroup: refused before anything is read, exit 1, one line naming the
-#     cgroup's limit, not a SIGKILL.
+#   - --cpu-moe (the whole model in RAM), --disk-moe --ram-budget 1G and a
+#     KV cache of a million cells (-c) in the same cgroup: refused at start,
+#     exit 1, one line naming the cgroup's limit and what to lower, not a
+#     SIGKILL (the KV cache's cells are allocated as they are written, so
+#     that one would have died deep into a long context).
 # Before faultline read cgroups, the first run placed the whole file in RAM
 # (the machine's MemAvailable is far larger) and the kernel killed it.
 # Needs root and a memory cgroup controller it may write: exit 77 otherwise.
@@ -79,7 +81,7 @@ sys.exit(0 if ok else 1)
 EOF
 
 # 2. plans that cannot fit: one line, exit 1, before any reading
-for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G"; do
+for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G" "kv -c 1000000"; do
   set -- $case
   name=$1; shift
   in_cgroup "$name" run -m "$dir/m.gguf" -p "Hi" -n 4 "$@"
@@ -89,6 +91,8 @@ for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G"; do
     fail "$*: the line does not name the limit: $(cat "$dir/$name.err")"
   [ "$name" = resident ] || grep -q -- "--ram-budget" "$dir/$name.err" ||
     fail "$*: the line does not say to lower --ram-budget: $(cat "$dir/$name.err")"
+  [ "$name" != kv ] || grep -q -- "KV cache of .* a smaller -c" "$dir/$name.err" ||
+    fail "$*: the line does not blame the KV cache: $(cat "$dir/$name.err")"
   echo "$*: $(cat "$dir/$name.err")"
 done
 [ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"

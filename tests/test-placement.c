@@ -210,6 +210,21 @@ static void test_memory_limits(void)
     p = plan_on(big, 3, &host);
     CHECK(placement_misfit(p, NULL) == PL_OVER_CGROUP, "one byte less: does not fit");
     placement_plan_free(p);
+
+    /* a KV cache sized after the plan: fits in what the plan leaves, or not */
+    host.ram_available = tier_paged + disk + staging + 1000;
+    p = plan_on(big, 3, &host);
+    char line[300];
+    CHECK(placement_misfit_with(p, 1000, "kv", line, sizeof(line)) == PL_FITS, "1000 B fit");
+    CHECK(placement_misfit_with(p, 1001, "kv", line, sizeof(line)) == PL_OVER_CGROUP &&
+              !strncmp(line, "kv (1001 B) beside", 18) && strstr(line, "-c or --ram-budget"),
+          "1001 B do not: %s", line);
+    placement_plan_free(p);
+    host.ram_cgroup_limit = 0;
+    p = plan_on(big, 3, &host);
+    CHECK(placement_misfit_with(p, 1001, "kv", line, sizeof(line)) == PL_OVER_RAM &&
+              strstr(line, "available"), "without a cgroup: PL_OVER_RAM: %s", line);
+    placement_plan_free(p);
 }
 
 static void test_bad_flags(void)
