@@ -233,6 +233,65 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
+/* Whether a field asks for something: present and not null, false, 0, "",
+ * [] or {}. */
+static bool asks(const json_t *b, const char *key)
+{
+    const json_t *j = json_object_get(b, key);
+    if (!j || json_is_null(j) || json_is_false(j))
+        return false;
+    if (json_is_number(j))
+        return json_number_value(j) != 0;
+    if (json_is_string(j))
+        return json_string_length(j) != 0;
+    if (json_is_array(j))
+        return json_array_size(j) != 0;
+    return !json_is_object(j) || json_object_size(j) != 0;
+}
+
+/* "none" and "auto" ask for no tool call when no tools are given. */
+static bool asks_call(const json_t *b, const char *key)
+{
+    const json_t *j = json_object_get(b, key);
+    const char *v = json_string_value(j);
+    return j && !json_is_null(j) && !(v && (!strcmp(v, "none") || !strcmp(v, "auto")));
+}
+
+/* What faultline does not generate is refused by name, not ignored: a client
+ * must never take plain text for the JSON, tool call or probabilities it
+ * asked for. (llama-server without --jinja refuses tools the same way.) */
+static int refuse_unsupported(const json_t *b, struct fl_err *err)
+{
+    static const struct { const char *key, *why; } no[] = {
+        { "tools", "tool calls are not supported" },
+        { "functions", "function calls are not supported" },
+        { "logprobs", "log probabilities are not supported" },
+        { "top_logprobs", "log probabilities are not supported" },
+        { "n_probs", "token probabilities are not supported" },
+        { "logit_bias", "logit biases are not supported" },
+        { "grammar", "grammars are not supported (no constrained sampling)" },
+        { "json_schema", "JSON schemas are not supported (no constrained sampling)" },
+        { "suffix", "a suffix (fill in the middle) is not supported" },
+        { "echo", "echoing the prompt is not supported" },
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        if (asks(b, no[i].key))
+            return bad(err, no[i].key, no[i].why);
+    if (asks_call(b, "tool_choice") || asks_call(b, "function_call"))
+        return bad(err, asks_call(b, "tool_choice") ? "tool_choice" : "function_call",
+                   "tool calls are not supported");
+    const json_t *rf = json_object_get(b, "response_format");
+    const char *type = fl_json_str(rf, "type");
+    if (rf && !json_is_null(rf) && !(type && !strcmp(type, "text")))
+        return bad(err, "response_format", "only {\"type\": \"text\"} is supported: JSON "
+                   "mode and JSON schemas are not (no constrained sampling)");
+    int64_t best_of = 1;
+    int rc = integer(b, "best_of", 1, 1e9, &best_of, err);
+    if (rc < 0)
+        return rc;
+    return best_of != 1 ? bad(err, "best_of", "only one completion per request is generated") : 0;
+}
+
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err)
 {
@@ -241,6 +300,8 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
     out->doc = body;
     json_incref(body);
     int rc = json_is_object(body) ? 0 : bad(err, "body", "expected an object");
+    if (!rc)
+        rc = refuse_unsupported(body, err);
     if (!rc)
         rc = kind == API_CHAT ? parse_messages(body, out, err) : parse_prompt(body, out, err);
     if (!rc && json_object_get(body, "model") && !(out->model = fl_json_str(body, "model")))

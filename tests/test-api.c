@@ -41,6 +41,13 @@ static void test_accepted(void)
               l.req.prompt_ids[2] == 7 && l.req.max_tokens == -1,
           "token-id prompt: %s", err.msg);
     api_batch_line_free(&l);
+    /* the same fields asking for nothing are accepted */
+    CHECK(parse("{\"custom_id\":\"r4\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                "[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[],\"tool_choice\":\"auto\","
+                "\"response_format\":{\"type\":\"text\"},\"logprobs\":false,\"top_logprobs\":0,"
+                "\"logit_bias\":{},\"echo\":false,\"best_of\":1,\"suffix\":null}}", &l, &err) == 0,
+          "fields asking for nothing refused: %s", err.msg);
+    api_batch_line_free(&l);
     CHECK(parse("{\"custom_id\":\"r3\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[\"hi\"],"
                 "\"n_predict\":3,\"stop\":\"\\n\"}}", &l, &err) == 0 &&
               !strcmp(l.req.prompt, "hi") && l.req.max_tokens == 3 && l.req.n_stop == 1,
@@ -79,6 +86,28 @@ static void test_refused(void)
           "body.stop" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"stream\":true}}", "body.stream" },
+        /* asked for what is not generated: refused by name, not ignored */
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}}", "body.tools: tool calls" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tool_choice\":\"required\"}}", "body.tool_choice" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}}",
+          "body.response_format: only" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"response_format\":\"json\"}}", "body.response_format" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":2}}", "body.logprobs" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"logprobs\":3}}",
+          "body.logprobs" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":{\"5\":-100}}}", "body.logit_bias" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"grammar\":\"root ::= \\\"a\\\"\"}}", "body.grammar" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true}}",
+          "body.echo" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"best_of\":2}}",
+          "body.best_of" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct api_batch_line l;

@@ -8,6 +8,7 @@
 #     streamed text = plain text; 16 concurrent clients each get the text
 #     they get alone (batch invariance through the server);
 #   - every error with its status: malformed JSON and wrong types (400),
+#     fields asking for what is not generated (JSON mode, tools, logprobs: 400),
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -107,6 +108,14 @@ want 405 "$base/completions"
 want 400 $J -d '{"prompt": "x"' "$base/completions"
 want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
 want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
+# asked for what is not generated (JSON mode, tools, logprobs): refused, never ignored
+want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}' \
+  "$base/chat/completions"
+grep -q '"param": *"response_format"\|response_format' "$dir/body" || fail "JSON mode: $(cat "$dir/body")"
+want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' \
+  "$base/chat/completions"
+grep -q 'tool calls are not supported' "$dir/body" || fail "tools: $(cat "$dir/body")"
+want 400 $J -d '{"prompt": "x", "logprobs": 2}' "$base/completions"
 python3 -c 'import json; print(json.dumps({"prompt": [1] * 600, "max_tokens": 4}))' >"$dir/long.json"
 want 400 $J --data-binary @"$dir/long.json" "$base/completions"
 grep -q context_length_exceeded "$dir/body" || fail "long prompt: $(cat "$dir/body")"
