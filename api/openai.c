@@ -233,6 +233,28 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
+/* chat: "logprobs": bool, "top_logprobs": 0..20 with it; completions:
+ * "logprobs": 0..20, the number of most likely tokens beside the chosen one. */
+static int parse_logprobs(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    int64_t top = 0;
+    int rc;
+    if (r->kind == API_COMPLETION) {
+        if ((rc = integer(b, "logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
+            return rc;
+        r->logprobs = rc == 1;
+        r->top_logprobs = (int)top;
+        return 0;
+    }
+    if ((rc = flag(b, "logprobs", &r->logprobs, err)) < 0 ||
+        (rc = integer(b, "top_logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
+        return rc;
+    if (top > 0 && !r->logprobs)
+        return bad(err, "top_logprobs", "needs \"logprobs\": true");
+    r->top_logprobs = (int)top;
+    return 0;
+}
+
 /* Whether a field asks for something: present and not null, false, 0, "",
  * [] or {}. */
 static bool asks(const json_t *b, const char *key)
@@ -265,8 +287,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
     static const struct { const char *key, *why; } no[] = {
         { "tools", "tool calls are not supported" },
         { "functions", "function calls are not supported" },
-        { "logprobs", "log probabilities are not supported" },
-        { "top_logprobs", "log probabilities are not supported" },
         { "n_probs", "token probabilities are not supported" },
         { "logit_bias", "logit biases are not supported" },
         { "grammar", "grammars are not supported (no constrained sampling)" },
@@ -310,6 +330,8 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
         rc = parse_stop(body, out, err);
     if (!rc)
         rc = parse_limits(body, out, err);
+    if (!rc)
+        rc = parse_logprobs(body, out, err);
     if (!rc)
         rc = parse_sampling(body, out, err);
     if (rc)
@@ -387,13 +409,80 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
 
 /* --- responses ------------------------------------------------------------------------------ */
 
+/* A token's piece (control tokens as their text) as a string and as its bytes. */
+static json_t *piece_json(const struct fl_tokenizer *tok, int32_t id, json_t **bytes)
+{
+    char buf[256];
+    int n = tok ? fl_token_to_piece(tok, id, buf, sizeof(buf), false, true) : 0;
+    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
+    if (bytes) {
+        *bytes = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
+    }
+    return fl_json_stringn(buf, (size_t)n);
+}
+
+/* chat's entry: {"token", "logprob", "bytes"} (+ "top_logprobs" when top). */
+static json_t *chat_entry(const struct fl_tokenizer *tok, const struct fl_logprob *p,
+                          const struct fl_token_logprob *top)
+{
+    json_t *bytes = NULL, *o = json_object();
+    fl_json_set(o, "token", piece_json(tok, p->id, &bytes));
+    fl_json_set(o, "logprob", fl_json_f32(p->logprob));
+    fl_json_set(o, "bytes", bytes);
+    if (top) {
+        json_t *a = json_array();
+        for (int k = 0; k < top->n_top; k++)
+            json_array_append_new(a, chat_entry(tok, &top->top[k], NULL));
+        fl_json_set(o, "top_logprobs", a);
+    }
+    return o;
+}
+
+json_t *api_logprobs_json(enum api_kind kind, const struct fl_tokenizer *tok,
+                          const struct fl_token_logprob *v, int n)
+{
+    if (kind == API_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(content, chat_entry(tok, &v[i].token, &v[i]));
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(tokens, piece_json(tok, v[i].token.id, NULL));
+        json_array_append_new(lps, fl_json_f32(v[i].token.logprob));
+        json_t *top = json_object();
+        for (int k = 0; k < v[i].n_top; k++) { /* equal pieces: the likelier one */
+            json_t *key = piece_json(tok, v[i].top[k].id, NULL);
+            const char *ks = json_string_value(key);
+            if (ks && !json_object_get(top, ks))
+                fl_json_set(top, ks, fl_json_f32(v[i].top[k].logprob));
+            json_decref(key);
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)v[i].text_start));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offs);
+}
+
+static json_t *choice_logprobs(enum api_kind kind, const struct fl_tokenizer *tok,
+                               const struct fl_token_logprob *v, int n)
+{
+    return v ? api_logprobs_json(kind, tok, v, n) : json_null();
+}
+
 json_t *api_completion_json(const struct api_completion *c)
 {
+    json_t *lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
     json_t *choice = c->kind == API_CHAT
-        ? json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", 0, "message", "role", "assistant",
-                    "content", fl_json_stringn(c->text, c->len), "finish_reason", c->finish_reason)
-        : json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
-                    "logprobs", "finish_reason", c->finish_reason);
+        ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant",
+                    "content", fl_json_stringn(c->text, c->len), "logprobs", lp,
+                    "finish_reason", c->finish_reason)
+        : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
+                    "logprobs", lp, "finish_reason", c->finish_reason);
     return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", c->id, "object",
                      c->kind == API_CHAT ? "chat.completion" : "text_completion", "created",
                      (json_int_t)c->created, "model", c->model, "choices", choice, "usage",
@@ -411,11 +500,15 @@ json_t *api_chunk_json(const struct api_chunk *c)
             fl_json_set(delta, "role", json_string("assistant"));
         if (text)
             fl_json_set(delta, "content", text);
-        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta, "finish_reason",
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+                           choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
+                           "finish_reason",
                            c->finish_reason ? json_string(c->finish_reason) : json_null());
     } else {
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text",
-                           text ? text : json_string(""), "logprobs", "finish_reason",
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text",
+                           text ? text : json_string(""), "logprobs",
+                           choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
+                           "finish_reason",
                            c->finish_reason ? json_string(c->finish_reason) : json_null());
     }
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", c->id, "object",

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "text/chat.h"
+#include "text/logprob.h"
 #include "text/sampler.h"
 
 #define API_MAX_STOP 8
@@ -42,13 +43,17 @@ struct api_request {
     bool has_repeat, has_presence, has_frequency, has_last_n, has_typical;
     bool ignore_eos;
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
+    /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
+    bool logprobs;
+    int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
     json_t *doc;              /* owned: what the strings point into */
 };
 
 /* Reads a request body (an object; takes a reference to it). 0, or
  * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
  * needs no api_request_free. Unknown fields are ignored, as the OpenAI
- * server does; "n" other than 1 is refused. */
+ * server does; "n" other than 1, and known fields asking for what is not
+ * generated (tools, JSON mode, logit_bias, ...), are refused. */
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
@@ -77,8 +82,20 @@ struct api_completion {
     size_t len;
     const char *finish_reason; /* "stop", "length" */
     int prompt_tokens, completion_tokens;
+    /* when the request asked for logprobs (else NULL): the tokens' figures,
+     * their pieces rendered by tok */
+    const struct fl_token_logprob *logprobs;
+    int n_logprobs;
+    const struct fl_tokenizer *tok;
 };
 json_t *api_completion_json(const struct api_completion *c);
+
+/* A choice's "logprobs" object for n tokens: chat's {"content": [{"token",
+ * "logprob", "bytes", "top_logprobs": [...]}]}, or the completions'
+ * {"tokens", "token_logprobs", "top_logprobs": [{piece: logprob}],
+ * "text_offset"} (offsets into the generated text). */
+json_t *api_logprobs_json(enum api_kind kind, const struct fl_tokenizer *tok,
+                          const struct fl_token_logprob *v, int n);
 
 /* One server-sent event's object while streaming: "chat.completion.chunk"
  * (delta: role on the first, content after) or "text_completion" (text);
@@ -93,6 +110,9 @@ struct api_chunk {
     const char *finish_reason; /* NULL: not finished */
     bool usage;
     int prompt_tokens, completion_tokens;
+    const struct fl_token_logprob *logprobs; /* this chunk's tokens' (NULL: none) */
+    int n_logprobs;
+    const struct fl_tokenizer *tok;
 };
 json_t *api_chunk_json(const struct api_chunk *c);
 

@@ -15,7 +15,10 @@ struct sched_req {
     void *user;
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
-    bool ignore_eos, cancelled;
+    bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
+    bool want_lp;
+    int top_lp;
+    struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
     char *stop[ENG_SCHED_MAX_STOP];
     int n_stop;
     size_t stop_max;
@@ -92,6 +95,7 @@ static void req_free(struct sched_req *r)
     fl_sampler_free(r->smp);
     free(r->prompt);
     free(r->gen);
+    free(r->lp);
     free(r->text);
     free(r);
 }
@@ -160,7 +164,8 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         return fl_err_set(err, -ENOMEM, "out of memory");
     *r = (struct sched_req){ .id = q->next_id, .user = in->user, .n_prompt = in->n_prompt,
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
-                             .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s() };
+                             .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
+                             .want_lp = in->logprobs, .top_lp = in->top_logprobs };
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && q->n_queue + q->n_seq >= q->cap_queue) { /* room to requeue the running too */
         const int cap = q->cap_queue ? 2 * q->cap_queue : 16;
@@ -225,11 +230,14 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
     if (q->h.text && r->len > r->emitted) /* what was held back is final now */
         q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - r->emitted);
     const double start = r->seq >= 0 ? r->t_start : t, first = r->t_first ? r->t_first : t;
+    int n_lp = r->want_lp ? r->n_gen : 0; /* tokens wholly inside a cut stop string: none */
+    while (r->cut && n_lp > 0 && r->lp[n_lp - 1].text_start >= r->len)
+        n_lp--;
     const struct eng_req_result res = {
         .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
         .text = r->text ? r->text : "", .len = r->len, .tokens = r->gen, .n_tokens = r->n_gen,
         .n_prompt = r->n_prompt, .queued_s = start - r->t_submit, .prompt_s = first - start,
-        .gen_s = t - first,
+        .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
     };
     q->st.requests_done++;
     q->h.done(q->h.ctx, r->user, &res);
@@ -366,7 +374,14 @@ static int grow_gen(struct sched_req *r, size_t piece)
         int32_t *g = realloc(r->gen, sizeof(int32_t) * (size_t)cap);
         if (!g)
             return -ENOMEM;
-        r->gen = g, r->cap_gen = cap;
+        r->gen = g;
+        if (r->want_lp) {
+            struct fl_token_logprob *lp = realloc(r->lp, sizeof(*lp) * (size_t)cap);
+            if (!lp)
+                return -ENOMEM;
+            r->lp = lp;
+        }
+        r->cap_gen = cap;
     }
     if (r->len + piece + 1 > r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 256;
@@ -397,6 +412,7 @@ static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
         if (hit) {
             r->len = (size_t)(hit - r->text);
             r->text[r->len] = '\0';
+            r->cut = true;
             return true;
         }
     }
@@ -417,6 +433,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         q->h.logits(q->h.ctx, r->user, pos, row, q->n_vocab);
     if (!r->t_first)
         r->t_first = fl_clock_s();
+    const double lse = r->want_lp ? fl_logsumexp(row, q->n_vocab) : 0;
     const int32_t id = fl_sampler_sample(r->smp, row);
     if (id < 0) {
         r->error = "the logits are not finite";
@@ -433,9 +450,21 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         return;
     }
     fl_sampler_accept(r->smp, id);
+    struct fl_token_logprob *e = r->want_lp ? &r->lp[r->n_gen] : NULL;
+    if (e) {
+        e->token = (struct fl_logprob){ id, (float)((double)row[id] - lse) };
+        e->n_top = fl_top_logprobs(row, q->n_vocab, lse, r->top_lp, e->top);
+        e->text_start = r->len;
+    }
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
-    if (append_text(q, r, id))
+    const bool stop = append_text(q, r, id);
+    if (e) {
+        e->text_end = r->len > e->text_start ? r->len : e->text_start;
+        if (q->h.logprob)
+            q->h.logprob(q->h.ctx, r->user, r->n_gen - 1, e);
+    }
+    if (stop)
         finish(q, r, ENG_FINISH_STOP);
     else if (r->n_gen >= r->max_tokens || pos >= r->limit) /* no cell to feed it */
         finish(q, r, ENG_FINISH_LENGTH);

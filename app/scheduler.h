@@ -36,6 +36,7 @@
 
 #include "app/session.h"
 #include "base/error.h"
+#include "text/logprob.h"
 #include "text/sampler.h"
 
 struct eng_sched;
@@ -50,6 +51,8 @@ struct eng_req {
     const char *const *stop; /* up to ENG_SCHED_MAX_STOP strings, copied */
     int n_stop;
     bool ignore_eos;       /* go on past end-of-generation tokens */
+    bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
+    int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     void *user;            /* handed back to the hooks */
 };
 
@@ -70,6 +73,10 @@ struct eng_req_result {
     size_t len;
     const int32_t *tokens;  /* the generated tokens (an ending EOG token not included) */
     int n_tokens;
+    /* with eng_req.logprobs: the first n_logprobs tokens' (those whose text
+     * begins before a stop string cut it; all of them otherwise); NULL else */
+    const struct fl_token_logprob *logprobs;
+    int n_logprobs;
     int n_prompt;
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
 };
@@ -85,6 +92,10 @@ struct eng_sched_hooks {
      * start of a stop string). A restarted request does not send again
      * what it sent before (the same bytes). */
     void (*text)(void *ctx, void *user, const char *piece, size_t n);
+    /* Optional, for requests with logprobs: generated token `index`'s
+     * figures, once its bytes are in the text. A restarted request sends
+     * the same figures for the same indices again. */
+    void (*logprob)(void *ctx, void *user, int index, const struct fl_token_logprob *e);
     /* Optional: a request starts over (the cache was full); its logits
      * rows come again from the first. */
     void (*restart)(void *ctx, void *user);

@@ -102,6 +102,12 @@ int fl_json_set(json_t *o, const char *key, json_t *v)
     return v && json_object_set_new(o, key, v) == 0 ? 0 : -ENOMEM;
 }
 
+char *fl_json_line(const json_t *v)
+{
+    return v ? json_dumps(v, JSON_REAL_PRECISION(REAL_DIGITS) | JSON_PRESERVE_ORDER | JSON_COMPACT)
+             : NULL;
+}
+
 int fl_json_write(FILE *f, const json_t *v, enum fl_json_style style)
 {
     size_t flags = JSON_REAL_PRECISION(REAL_DIGITS) | JSON_PRESERVE_ORDER;

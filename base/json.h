@@ -38,6 +38,10 @@ enum fl_json_style {
 
 /* Writes v (then a newline unless HTML) to f. 0 or -EIO. */
 int fl_json_write(FILE *f, const json_t *v, enum fl_json_style style);
+/* v as one compact line, malloc'ed and NUL-terminated (reals as
+ * fl_json_write prints them: 15 digits, so fl_json_f32's short decimals stay
+ * short); NULL on out of memory or a NULL v. */
+char *fl_json_line(const json_t *v);
 
 /* Parses path (at most max_bytes) into *out (json_decref it). 0, or -errno
  * / -EINVAL with "PATH: line L column C: what" in err. */

@@ -1,8 +1,8 @@
 # text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
-# pre-tokenizers), the sampler and chat templates.
+# pre-tokenizers), the sampler, log-probabilities of a logits row, and chat templates.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
-          text/sampler.c text/sampler-order.c
+          text/sampler.c text/sampler-order.c text/logprob.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
 fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)

@@ -51,6 +51,7 @@ static void job_free(struct srv_job *j)
 {
     pthread_cond_destroy(&j->cv);
     free(j->text);
+    free(j->lp);
     free(j->prompt_owned);
     for (int i = 0; j->stop_copy && i < j->req.n_stop; i++)
         free(j->stop_copy[i]);
@@ -161,6 +162,34 @@ static void on_text(void *ctx, void *user, const char *piece, size_t n)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Under the mutex: token i's figures (a restart sends the same again). */
+static void job_set_logprob(struct srv_job *j, int i, const struct fl_token_logprob *e)
+{
+    if (i >= j->cap_lp) {
+        int cap = j->cap_lp ? 2 * j->cap_lp : 64;
+        while (cap <= i)
+            cap *= 2;
+        struct fl_token_logprob *v = realloc(j->lp, sizeof(*v) * (size_t)cap);
+        if (!v)
+            return; /* not kept: the answer then has fewer entries than tokens */
+        j->lp = v;
+        j->cap_lp = cap;
+    }
+    j->lp[i] = *e;
+    if (i == j->n_lp) /* only in order: a gap (an entry not kept) ends the run */
+        j->n_lp = i + 1;
+}
+
+static void on_logprob(void *ctx, void *user, int index, const struct fl_token_logprob *e)
+{
+    struct srv_loop *l = ctx;
+    struct srv_job *j = user;
+    pthread_mutex_lock(&l->mu);
+    job_set_logprob(j, index, e);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
 static void on_done(void *ctx, void *user, const struct eng_req_result *r)
 {
     struct srv_loop *l = ctx;
@@ -170,8 +199,12 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
      * it held back (it could have begun a stop string) comes now */
     if (r->len > j->len && r->finish != ENG_FINISH_CANCELLED)
         job_append(j, r->text + j->len, r->len - j->len);
+    for (int i = 0; i < r->n_logprobs; i++)
+        job_set_logprob(j, i, &r->logprobs[i]);
+    j->n_lp_final = r->n_logprobs < j->n_lp ? r->n_logprobs : j->n_lp;
     j->result = *r;
     j->result.text = NULL;
+    j->result.logprobs = NULL;
     j->result.tokens = NULL;
     j->result.error = NULL;
     if (r->finish == ENG_FINISH_CANCELLED && !j->cancelled && l->fatal[0]) {
@@ -253,7 +286,8 @@ static void take_stats(struct srv_loop *l)
 
 static int loop_open(struct srv_loop *l)
 {
-    const struct eng_sched_hooks h = { .ctx = l, .done = on_done, .text = on_text };
+    const struct eng_sched_hooks h = { .ctx = l, .done = on_done, .text = on_text,
+                                       .logprob = on_logprob };
     int rc = eng_session_open(l->params, &l->s, &l->load_err);
     if (!rc)
         rc = eng_sched_create(l->s, &h, &l->q, &l->load_err);

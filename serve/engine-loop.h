@@ -35,6 +35,10 @@ struct srv_job {
     char *text;             /* final text so far (held-back stop prefixes not included) */
     size_t len, cap;
     bool done, cancelled;
+    /* with req.logprobs: generated tokens' figures by index, as they come
+     * (n_lp known); when done, the first n_lp_final are the answer's */
+    struct fl_token_logprob *lp;
+    int n_lp, cap_lp, n_lp_final;
     struct eng_req_result result; /* when done: finish, n_tokens, n_prompt (text/tokens not kept) */
     char error[256];
     /* the loop's */

@@ -52,7 +52,7 @@ enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char 
 /* Takes v's reference. */
 enum MHD_Result srv_reply_json(struct srv_conn *k, unsigned status, json_t *v)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *s = fl_json_line(v);
     json_decref(v);
     k->status = s ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
     const enum MHD_Result rc = s ? srv_reply(k->c, status, "application/json", s, strlen(s))
@@ -124,6 +124,8 @@ struct srv_stream {
     int64_t created;
     bool include_usage, sent_role, ended;
     size_t sent;                    /* bytes of the job's text streamed */
+    int lp_sent;                    /* tokens whose logprobs were streamed */
+    const struct fl_tokenizer *tok; /* renders them (taken before the loop's mutex is held) */
     size_t seen;                    /* bytes of it looked at: sent plus a held-back
                                      * partial UTF-8 character */
     char *out;                      /* events not yet handed to the socket */
@@ -155,16 +157,23 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     }
     const struct eng_req_result r = j->result;
     char *text = j->len ? strndup(j->text, j->len) : strdup("");
+    const int n_lp = j->req.logprobs ? j->n_lp_final : 0;
+    struct fl_token_logprob *lp = j->req.logprobs ? malloc(sizeof(*lp) * (size_t)(n_lp + 1)) : NULL;
+    if (lp)
+        memcpy(lp, j->lp, sizeof(*lp) * (size_t)n_lp);
     srv_loop_unlock(k->s->loop);
     enum MHD_Result rc;
-    if (r.finish == ENG_FINISH_ERROR || !text) {
+    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp)) {
         rc = finish_error(k, j);
     } else {
-        const struct api_completion c = { k->kind, k->id, k->s->model_name, k->created, text,
-                                          strlen(text), eng_finish_name(r.finish), r.n_prompt,
-                                          r.n_tokens };
+        const struct api_completion c = {
+            k->kind, k->id, k->s->model_name, k->created, text, strlen(text),
+            eng_finish_name(r.finish), r.n_prompt, r.n_tokens, lp, n_lp,
+            eng_session_tokenizer(srv_loop_session(k->s->loop)),
+        };
         rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
     }
+    free(lp);
     free(text);
     return rc;
 }
@@ -186,7 +195,7 @@ static size_t utf8_whole(const char *s, size_t n)
 /* One "data: {...}\n\n" event onto the connection's pending bytes. */
 static void sse_event(struct srv_stream *k, json_t *v)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *s = fl_json_line(v);
     json_decref(v);
     if (!s)
         return;
@@ -217,7 +226,7 @@ static void sse_raw(struct srv_stream *k, const char *s)
 static void stream_news(struct srv_stream *k, struct srv_job *j)
 {
     struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
-                            .created = k->created };
+                            .created = k->created, .tok = k->tok };
     if (!k->sent_role && k->kind == API_CHAT) {
         ch.role = true;
         ch.text = "";
@@ -227,11 +236,23 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     }
     const size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
     k->seen = j->len;
-    if (avail > k->sent) {
+    /* a token's logprobs go with the chunk that completes its bytes; the
+     * rest of the answer's (a stop string cut them) with the last text */
+    int lp_end = k->lp_sent;
+    if (j->req.logprobs)
+        while (j->done ? lp_end < j->n_lp_final
+                       : lp_end < j->n_lp && j->lp[lp_end].text_end <= avail)
+            lp_end++;
+    if (avail > k->sent || lp_end > k->lp_sent) {
         ch.text = j->text + k->sent;
         ch.len = avail - k->sent;
+        ch.logprobs = lp_end > k->lp_sent ? j->lp + k->lp_sent : NULL;
+        ch.n_logprobs = lp_end - k->lp_sent;
         sse_event(k, api_chunk_json(&ch));
+        ch.logprobs = NULL;
+        ch.n_logprobs = 0;
         k->sent = avail;
+        k->lp_sent = lp_end;
     }
     if (!j->done)
         return;
@@ -297,7 +318,8 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
     if (!st)
         return MHD_NO; /* on_completed releases the job */
     *st = (struct srv_stream){ .s = k->s, .job = k->job, .fd = conn_fd(k->c), .kind = k->kind,
-                               .created = k->created, .include_usage = include_usage };
+                               .created = k->created, .include_usage = include_usage,
+                               .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
     snprintf(st->id, sizeof(st->id), "%s", k->id);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
@@ -337,7 +359,8 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     }
     j->prompt_owned = ids;
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
-                               .n_stop = req->n_stop, .ignore_eos = req->ignore_eos };
+                               .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
+                               .logprobs = req->logprobs, .top_logprobs = req->top_logprobs };
     j->req.max_tokens = api_request_max_tokens(req, s->o->max_tokens, eng_session_n_ctx(ses));
     api_request_sampling(req, &s->o->samp, &j->req.sampling);
     if (!req->has_seed) { /* unseeded requests differ, as OpenAI's do */

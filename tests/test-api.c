@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 #include "tests/check.h"
 
 static int parse(const char *line, struct api_batch_line *l, struct fl_err *err)
@@ -96,10 +98,8 @@ static void test_refused(void)
           "body.response_format: only" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"response_format\":\"json\"}}", "body.response_format" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
-          "\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":2}}", "body.logprobs" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"logprobs\":3}}",
-          "body.logprobs" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n_probs\":3}}",
+          "body.n_probs" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"logit_bias\":{\"5\":-100}}}", "body.logit_bias" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
@@ -124,7 +124,10 @@ static void test_refused(void)
 
 static void test_outputs(void)
 {
-    const struct api_completion c = { API_CHAT, "chatcmpl-1", "m", 7, "hi", 2, "length", 3, 2 };
+    const struct api_completion c = { .kind = API_CHAT, .id = "chatcmpl-1", .model = "m",
+                                      .created = 7, .text = "hi", .len = 2,
+                                      .finish_reason = "length", .prompt_tokens = 3,
+                                      .completion_tokens = 2 };
     json_t *o = api_batch_output("r1", 1, "batch_req_1", api_completion_json(&c), NULL, NULL);
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     CHECK(s && strstr(s, "\"custom_id\":\"r1\"") && strstr(s, "\"status_code\":200") &&
@@ -149,10 +152,82 @@ static void test_outputs(void)
     json_decref(o);
 }
 
+/* logprobs: the request fields, and both answer shapes over a real vocabulary */
+static void test_logprobs(void)
+{
+    struct api_batch_line l;
+    struct fl_err err = { "" };
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                "[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":4}}",
+                &l, &err) == 0 && l.req.logprobs && l.req.top_logprobs == 4,
+          "chat logprobs: %s", err.msg);
+    api_batch_line_free(&l);
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"logprobs\":0}}", &l, &err) == 0 && l.req.logprobs && l.req.top_logprobs == 0,
+          "completions logprobs 0: the chosen token's only: %s", err.msg);
+    api_batch_line_free(&l);
+    static const char *const refused[] = {
+        "\"logprobs\":false,\"top_logprobs\":2", "\"logprobs\":true,\"top_logprobs\":21",
+        "\"logprobs\":\"yes\"",
+    };
+    for (int i = 0; i < 3; i++) {
+        char line[300];
+        snprintf(line, sizeof(line), "{\"custom_id\":\"a\",\"url\":\"/v1/chat/completions\","
+                 "\"body\":{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],%s}}", refused[i]);
+        CHECK(parse(line, &l, &err) == -EINVAL && strstr(err.msg, "logprobs"), "%s: %s",
+              refused[i], err.msg);
+        api_batch_line_free(&l);
+    }
+
+    struct gguf_file *g = NULL;
+    struct fl_tokenizer *tok = NULL;
+    if (gguf_open("tests/data/qwen3moe-tiny-F16.gguf", &g, &err) ||
+        fl_tokenizer_load(g, &tok, &err)) {
+        CHECK(0, "tokenizer: %s", err.msg);
+        return;
+    }
+    char p0[64], p1[64];
+    const int n0 = fl_token_to_piece(tok, 300, p0, sizeof(p0) - 1, false, true);
+    const int n1 = fl_token_to_piece(tok, 301, p1, sizeof(p1) - 1, false, true);
+    p0[n0 > 0 ? n0 : 0] = p1[n1 > 0 ? n1 : 0] = '\0';
+    const struct fl_token_logprob v[2] = {
+        { .token = { 300, -0.5f }, .top = { { 300, -0.5f }, { 301, -1.25f } }, .n_top = 2,
+          .text_start = 0, .text_end = (size_t)n0 },
+        { .token = { 301, -2.0f }, .n_top = 0, .text_start = (size_t)n0,
+          .text_end = (size_t)(n0 + n1) },
+    };
+    json_t *chat = api_logprobs_json(API_CHAT, tok, v, 2);
+    const json_t *e0 = json_array_get(json_object_get(chat, "content"), 0);
+    const json_t *top = json_object_get(e0, "top_logprobs");
+    CHECK(json_array_size(json_object_get(chat, "content")) == 2 &&
+              !strcmp(fl_json_str(e0, "token"), p0) &&
+              json_real_value(json_object_get(e0, "logprob")) == -0.5 &&
+              json_array_size(json_object_get(e0, "bytes")) == (size_t)n0 &&
+              json_integer_value(json_array_get(json_object_get(e0, "bytes"), 0)) ==
+                  (unsigned char)p0[0] &&
+              json_array_size(top) == 2 &&
+              !strcmp(fl_json_str(json_array_get(top, 1), "token"), p1) &&
+              json_real_value(json_object_get(json_array_get(top, 1), "logprob")) == -1.25,
+          "chat logprobs shape");
+    json_decref(chat);
+    json_t *cmpl = api_logprobs_json(API_COMPLETION, tok, v, 2);
+    const json_t *tops = json_object_get(cmpl, "top_logprobs");
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(cmpl, "tokens"), 1)), p1) &&
+              json_real_value(json_array_get(json_object_get(cmpl, "token_logprobs"), 1)) == -2.0 &&
+              json_real_value(json_object_get(json_array_get(tops, 0), p1)) == -1.25 &&
+              json_object_size(json_array_get(tops, 1)) == 0 &&
+              json_integer_value(json_array_get(json_object_get(cmpl, "text_offset"), 1)) == n0,
+          "completions logprobs shape");
+    json_decref(cmpl);
+    fl_tokenizer_free(tok);
+    gguf_close(g);
+}
+
 int main(void)
 {
     test_accepted();
     test_refused();
     test_outputs();
+    test_logprobs();
     return check_summary("test-api");
 }

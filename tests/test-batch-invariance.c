@@ -13,6 +13,7 @@
  * expert cache, and the CPU's pass with products sent there.
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,9 @@ struct rec {
     char text[512];
     enum eng_finish finish;
     bool done;
+    struct fl_token_logprob lp[MAX_ROWS]; /* requests 0 and 3 ask for logprobs */
+    int n_lp, n_tokens;
+    int32_t tokens[MAX_ROWS];
 };
 
 static void on_logits(void *ctx, void *user, int pos, const float *row, int n_vocab)
@@ -80,6 +84,11 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *res)
     struct rec *r = user;
     snprintf(r->text, sizeof(r->text), "%s", res->text);
     r->finish = res->finish;
+    r->n_lp = res->n_logprobs < MAX_ROWS ? res->n_logprobs : MAX_ROWS;
+    if (res->logprobs)
+        memcpy(r->lp, res->logprobs, sizeof(r->lp[0]) * (size_t)r->n_lp);
+    r->n_tokens = res->n_tokens < MAX_ROWS ? res->n_tokens : MAX_ROWS;
+    memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
     r->done = true;
 }
 
@@ -99,7 +108,8 @@ struct run {
 static int submit(struct eng_sched *q, struct run *ru, int i, struct rec *r)
 {
     struct eng_req req = { .prompt = ru->ids[i], .n_prompt = ru->n_ids[i],
-                           .max_tokens = max_tokens[i], .user = r };
+                           .max_tokens = max_tokens[i], .user = r,
+                           .logprobs = i == 0 || i == 3, .top_logprobs = i == 3 ? 5 : 0 };
     fl_sampler_defaults(&req.sampling, 1234);
     if (i != 3)
         req.sampling.temperature = 0; /* greedy; request 3 samples with its seed */
@@ -160,6 +170,55 @@ static uint64_t run_together(struct run *ru, struct rec *mixed)
     return st.restarts;
 }
 
+/* Request i's logprobs against the test's own log-softmax of its rows (row
+ * k is the one token k was drawn from): long double sums, a sort of its own. */
+static void check_logprobs(const char *label, int i, const struct rec *a)
+{
+    const bool want = i == 0 || i == 3;
+    CHECK(want ? a->n_lp == a->n_tokens && a->n_lp > 0 : a->n_lp == 0,
+          "%s: request %d: %d logprobs for %d tokens", label, i, a->n_lp, a->n_tokens);
+    for (int k = 0; k < a->n_lp && k < a->n_rows; k++) {
+        const float *row = a->rows[k];
+        long double max = row[0], sum = 0;
+        for (int v = 1; v < a->n_vocab; v++)
+            max = row[v] > max ? row[v] : max;
+        for (int v = 0; v < a->n_vocab; v++)
+            sum += expl((long double)row[v] - max);
+        const long double lse = max + logl(sum);
+        const struct fl_token_logprob *e = &a->lp[k];
+        CHECK(e->token.id == a->tokens[k] &&
+                  fabsl((long double)e->token.logprob - (row[e->token.id] - lse)) < 1e-5L,
+              "%s: request %d token %d: logprob %g of id %d, the test's %Lg", label, i, k,
+              e->token.logprob, e->token.id, (long double)row[a->tokens[k]] - lse);
+        CHECK(e->n_top == (i == 3 ? 5 : 0), "%s: request %d: %d top", label, i, e->n_top);
+        for (int t = 0; t < e->n_top; t++) { /* rank t: exactly t tokens rank before it */
+            const int32_t id = e->top[t].id;
+            int ahead = 0;
+            for (int v = 0; v < a->n_vocab; v++)
+                ahead += row[v] > row[id] || (row[v] == row[id] && v < id);
+            CHECK(ahead == t && fabsl((long double)e->top[t].logprob - (row[id] - lse)) < 1e-5L,
+                  "%s: request %d token %d: top %d is id %d with %d ahead", label, i, k, t, id,
+                  ahead);
+        }
+    }
+}
+
+/* Bit for bit, the entries' meaningful fields (not padding, not top[] past n_top). */
+static bool same_logprobs(const struct fl_token_logprob *x, const struct fl_token_logprob *y, int n)
+{
+    for (int k = 0; k < n; k++) {
+        if (x[k].token.id != y[k].token.id || x[k].n_top != y[k].n_top ||
+            memcmp(&x[k].token.logprob, &y[k].token.logprob, sizeof(float)) ||
+            x[k].text_start != y[k].text_start || x[k].text_end != y[k].text_end)
+            return false;
+        for (int t = 0; t < x[k].n_top; t++)
+            if (x[k].top[t].id != y[k].top[t].id ||
+                memcmp(&x[k].top[t].logprob, &y[k].top[t].logprob, sizeof(float)))
+                return false;
+    }
+    return true;
+}
+
 static void compare(const char *label, const struct rec *alone, const struct rec *mixed)
 {
     for (int i = 0; i < N_REQ; i++) {
@@ -173,6 +232,9 @@ static void compare(const char *label, const struct rec *alone, const struct rec
                   "%s: request %d: %d rows, finish %d, \"%s\" alone vs %d, %d, \"%s\" batched",
                   label, i, a->n_rows, a->finish, a->text, m->n_rows, m->finish, m->text);
         }
+        if (i != 1)
+            CHECK(m->n_lp == a->n_lp && same_logprobs(m->lp, a->lp, a->n_lp),
+                  "%s: request %d: logprobs differ batched", label, i);
         const int n = m->n_rows < a->n_rows ? m->n_rows : a->n_rows;
         for (int j = 0; j < n; j++)
             CHECK(m->pos[j] == a->pos[j] &&
@@ -320,6 +382,9 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     char label[160];
     snprintf(label, sizeof(label), "%s%s", name, mode_names[mode]);
     compare(label, alone, mixed);
+    for (int i = 0; i < N_REQ; i++)
+        if (i != 1)
+            check_logprobs(label, i, &alone[i]);
     check_on_device(ru.s, mode, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
           eng_session_cells_free(ru.s), cells);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "text/logprob.h"
 #include "text/sampler.h"
 #include "tests/check.h"
 
@@ -627,9 +628,34 @@ static void test_bad_params(void)
     fl_sampler_free(s);
 }
 
+/* text/logprob.h: log-sum-exp and the top tokens, on rows worked by hand. */
+static void test_logprobs(void)
+{
+    const float row[] = { 0.0f, logf(3.0f), -INFINITY, 2.0f, 2.0f };
+    CHECK(isnan(fl_logsumexp(row, 5)), "a non-finite logit: NaN");
+    CHECK(fabs(fl_logsumexp(row, 2) - log(4.0)) < 1e-7, "log(e^0 + e^log 3) = log 4: %.9f",
+          fl_logsumexp(row, 2));
+    const float r2[] = { 1.0f, 3.0f, 2.0f, 3.0f, -1.0f };
+    const double lse = fl_logsumexp(r2, 5);
+    double p = 0;
+    for (int i = 0; i < 5; i++)
+        p += exp(r2[i] - lse);
+    CHECK(fabs(p - 1) < 1e-12, "probabilities sum to 1: %.15f", p);
+    struct fl_logprob top[FL_MAX_TOP_LOGPROBS];
+    int n = fl_top_logprobs(r2, 5, lse, 3, top);
+    CHECK(n == 3 && top[0].id == 1 && top[1].id == 3 && top[2].id == 2,
+          "top 3: the larger logit first, ties by the lower id: %d %d %d", top[0].id, top[1].id,
+          top[2].id);
+    CHECK(top[0].logprob == (float)(3.0 - lse) && top[2].logprob == (float)(2.0 - lse),
+          "logprob = logit - lse");
+    CHECK(fl_top_logprobs(r2, 5, lse, 50, top) == 5 && top[4].id == 4, "k > n: all, in order");
+    CHECK(fl_top_logprobs(r2, 5, lse, 0, top) == 0, "k = 0: none");
+}
+
 int main(void)
 {
     printf("sampler\n");
+    test_logprobs();
     test_greedy();
     test_filters();
     test_penalties();

@@ -8,7 +8,10 @@
 #     streamed text = plain text; 16 concurrent clients each get the text
 #     they get alone (batch invariance through the server);
 #   - every error with its status: malformed JSON and wrong types (400),
-#     fields asking for what is not generated (JSON mode, tools, logprobs: 400),
+#     fields asking for what is not generated (JSON mode, tools: 400);
+#   - logprobs (chat and completions, plain and streamed, a stop string
+#     cutting tokens off): an entry per token, the streamed ones = the plain
+#     ones (tests/serve-logprobs.py);
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -108,14 +111,14 @@ want 405 "$base/completions"
 want 400 $J -d '{"prompt": "x"' "$base/completions"
 want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
 want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
-# asked for what is not generated (JSON mode, tools, logprobs): refused, never ignored
+# asked for what is not generated (JSON mode, tools, llama.cpp's n_probs): refused, never ignored
 want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}' \
   "$base/chat/completions"
 grep -q '"param": *"response_format"\|response_format' "$dir/body" || fail "JSON mode: $(cat "$dir/body")"
 want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' \
   "$base/chat/completions"
 grep -q 'tool calls are not supported' "$dir/body" || fail "tools: $(cat "$dir/body")"
-want 400 $J -d '{"prompt": "x", "logprobs": 2}' "$base/completions"
+want 400 $J -d '{"prompt": "x", "n_probs": 2}' "$base/completions"
 python3 -c 'import json; print(json.dumps({"prompt": [1] * 600, "max_tokens": 4}))' >"$dir/long.json"
 want 400 $J --data-binary @"$dir/long.json" "$base/completions"
 grep -q context_length_exceeded "$dir/body" || fail "long prompt: $(cat "$dir/body")"
@@ -135,6 +138,7 @@ curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Hi", "max_tokens": 3
   "$base/completions" >"$dir/sse"
 tail -c 20 "$dir/sse" | grep -q 'data: \[DONE\]' || fail "stream does not end with [DONE]: $(cat "$dir/sse")"
 echo "curl: endpoints, 400/401/404/405/413 (also 100 MB), tokenize round trip, SSE [DONE]"
+python3 "$(dirname "$0")/serve-logprobs.py" "$base" "$key" || fail "logprobs"
 
 # --- the official client ---
 client basic || fail "openai client: basic"

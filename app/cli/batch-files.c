@@ -125,7 +125,7 @@ bool batch_out_is_done(const struct batch_out *o, const char *custom_id, int lin
 
 int batch_out_write(struct batch_out *o, json_t *v)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *s = fl_json_line(v);
     json_decref(v);
     if (!s)
         return -ENOMEM;

@@ -168,7 +168,8 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
         const struct api_completion c = {
             j->kind, cid, b->model_name, (int64_t)time(NULL), r->text, r->len,
-            eng_finish_name(r->finish), r->n_prompt, r->n_tokens,
+            eng_finish_name(r->finish), r->n_prompt, r->n_tokens, r->logprobs, r->n_logprobs,
+            eng_session_tokenizer(b->s),
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));
@@ -199,7 +200,8 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
         return;
     }
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
-                           .ignore_eos = r->ignore_eos, .user = j };
+                           .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
+                           .top_logprobs = r->top_logprobs, .user = j };
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
