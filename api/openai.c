@@ -233,6 +233,66 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
+/* One logit_bias entry: a token id (a JSON integer, or a decimal string as
+ * object keys are) and a bias in [-100, 100] or false (a ban). */
+static int bias_entry(const char *key, const json_t *id, const json_t *v, struct fl_logit_bias *out,
+                      struct fl_err *err)
+{
+    long long n = -1;
+    if (key) {
+        char *end = NULL;
+        n = key[0] >= '0' && key[0] <= '9' ? strtoll(key, &end, 10) : -1;
+        if (!end || *end)
+            n = -1;
+    } else if (json_is_integer(id)) {
+        n = json_integer_value(id);
+    }
+    if (n < 0 || n > INT32_MAX)
+        return bad(err, "logit_bias", "expected token ids (non-negative integers)");
+    out->id = (int32_t)n;
+    if (json_is_false(v)) {
+        out->bias = -INFINITY;
+        return 0;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+        return bad(err, "logit_bias", "expected biases in [-100, 100] (or false: never)");
+    out->bias = (float)json_number_value(v);
+    return 0;
+}
+
+/* OpenAI's {"ID": bias} or llama.cpp's [[ID, bias], ...]. */
+static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    const json_t *lb = json_object_get(b, "logit_bias");
+    if (!lb || json_is_null(lb))
+        return 0;
+    const bool obj = json_is_object(lb);
+    if (!obj && !json_is_array(lb))
+        return bad(err, "logit_bias", "expected an object of token id: bias");
+    const size_t n = obj ? json_object_size(lb) : json_array_size(lb);
+    if (n > API_MAX_LOGIT_BIAS)
+        return bad(err, "logit_bias", "more than 1024 tokens");
+    if (n && !(r->logit_bias = calloc(n, sizeof(*r->logit_bias))))
+        return -ENOMEM;
+    const char *key;
+    const json_t *v;
+    size_t i;
+    int rc = 0;
+    if (obj) {
+        json_object_foreach((json_t *)lb, key, v)
+            if (!rc)
+                rc = bias_entry(key, NULL, v, &r->logit_bias[r->n_logit_bias++], err);
+    } else {
+        json_array_foreach(lb, i, v)
+            if (!rc)
+                rc = json_is_array(v) && json_array_size(v) == 2
+                         ? bias_entry(NULL, json_array_get(v, 0), json_array_get(v, 1),
+                                      &r->logit_bias[r->n_logit_bias++], err)
+                         : bad(err, "logit_bias", "expected [token id, bias] pairs");
+    }
+    return rc;
+}
+
 /* chat: "logprobs": bool, "top_logprobs": 0..20 with it; completions:
  * "logprobs": 0..20, the number of most likely tokens beside the chosen one. */
 static int parse_logprobs(const json_t *b, struct api_request *r, struct fl_err *err)
@@ -288,7 +348,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
         { "tools", "tool calls are not supported" },
         { "functions", "function calls are not supported" },
         { "n_probs", "token probabilities are not supported" },
-        { "logit_bias", "logit biases are not supported" },
         { "grammar", "grammars are not supported (no constrained sampling)" },
         { "json_schema", "JSON schemas are not supported (no constrained sampling)" },
         { "suffix", "a suffix (fill in the middle) is not supported" },
@@ -333,15 +392,27 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
     if (!rc)
         rc = parse_logprobs(body, out, err);
     if (!rc)
+        rc = parse_logit_bias(body, out, err);
+    if (!rc)
         rc = parse_sampling(body, out, err);
     if (rc)
         api_request_free(out);
     return rc;
 }
 
+int api_request_check_bias(const struct api_request *r, int32_t n_vocab, struct fl_err *err)
+{
+    for (int i = 0; i < r->n_logit_bias; i++)
+        if (r->logit_bias[i].id >= n_vocab)
+            return fl_err_set(err, -EINVAL, "logit_bias: token %d is not in the vocabulary (%d "
+                              "tokens)", r->logit_bias[i].id, n_vocab);
+    return 0;
+}
+
 void api_request_free(struct api_request *r)
 {
     free(r->msgs);
+    free(r->logit_bias);
     free(r->prompt_ids);
     json_decref(r->doc);
     memset(r, 0, sizeof(*r));

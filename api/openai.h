@@ -23,6 +23,7 @@
 
 #define API_MAX_STOP 8
 #define API_MAX_MESSAGES 4096
+#define API_MAX_LOGIT_BIAS 1024
 
 enum api_kind { API_CHAT, API_COMPLETION };
 
@@ -43,6 +44,10 @@ struct api_request {
     bool has_repeat, has_presence, has_frequency, has_last_n, has_typical;
     bool ignore_eos;
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
+    /* "logit_bias": {"ID": bias in [-100, 100] or false (a ban)}, or
+     * llama.cpp's [[ID, bias], ...]; malloc'ed */
+    struct fl_logit_bias *logit_bias;
+    int n_logit_bias;
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
     bool logprobs;
     int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
@@ -53,10 +58,14 @@ struct api_request {
  * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
  * needs no api_request_free. Unknown fields are ignored, as the OpenAI
  * server does; "n" other than 1, and known fields asking for what is not
- * generated (tools, JSON mode, logit_bias, ...), are refused. */
+ * generated (tools, JSON mode, grammars, ...), are refused. */
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
+
+/* 0, or -EINVAL naming the first logit_bias token outside a vocabulary of
+ * n_vocab tokens. */
+int api_request_check_bias(const struct api_request *r, int32_t n_vocab, struct fl_err *err);
 
 /* The tokens to generate at most: the request's max_tokens, else dflt
  * (a command's -n), and when neither says (-1), up to the context. */

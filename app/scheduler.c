@@ -134,7 +134,10 @@ static int copy_request(struct sched_req *r, const struct eng_req *in, int n_voc
         size_t n = strlen(r->stop[r->n_stop++]);
         r->stop_max = n > r->stop_max ? n : r->stop_max;
     }
-    return fl_sampler_new(&in->sampling, n_vocab, &r->smp);
+    int rc = fl_sampler_new(&in->sampling, n_vocab, &r->smp);
+    if (!rc && in->n_logit_bias > 0) /* the sampler keeps its own copy */
+        rc = fl_sampler_set_bias(r->smp, in->logit_bias, in->n_logit_bias);
+    return rc;
 }
 
 /* Why a request can never run, or NULL. */

@@ -51,6 +51,8 @@ struct eng_req {
     const char *const *stop; /* up to ENG_SCHED_MAX_STOP strings, copied */
     int n_stop;
     bool ignore_eos;       /* go on past end-of-generation tokens */
+    const struct fl_logit_bias *logit_bias; /* added to the logits (read at submit) */
+    int n_logit_bias;
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     void *user;            /* handed back to the hooks */

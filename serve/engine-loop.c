@@ -52,6 +52,7 @@ static void job_free(struct srv_job *j)
     pthread_cond_destroy(&j->cv);
     free(j->text);
     free(j->lp);
+    free(j->bias_owned);
     free(j->prompt_owned);
     for (int i = 0; j->stop_copy && i < j->req.n_stop; i++)
         free(j->stop_copy[i]);

@@ -29,6 +29,7 @@ struct srv_job {
     /* set by the HTTP side before srv_job_post, read-only after */
     struct eng_req req;     /* req.prompt is prompt_owned; stop strings are copied at post */
     int32_t *prompt_owned;  /* malloc'ed, the job's: freed with it */
+    struct fl_logit_bias *bias_owned; /* likewise, what req.logit_bias points at */
     int n_prompt;
     /* shared, under the loop's mutex */
     pthread_cond_t cv;      /* signalled on new text and at the end */

@@ -351,6 +351,12 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                "the prompt has %d tokens; a sequence holds %d (-c)", n,
                                eng_session_n_ctx(ses));
     }
+    struct fl_err err;
+    if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err)) {
+        free(ids);
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_value", "%s", err.msg);
+    }
     struct srv_job *j = srv_job_new();
     if (!j) {
         free(ids);
@@ -361,6 +367,17 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs };
+    if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
+        j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
+        if (!j->bias_owned) {
+            srv_job_release(s->loop, j);
+            return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                                   "out of memory");
+        }
+        memcpy(j->bias_owned, req->logit_bias, sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
+        j->req.logit_bias = j->bias_owned;
+        j->req.n_logit_bias = req->n_logit_bias;
+    }
     j->req.max_tokens = api_request_max_tokens(req, s->o->max_tokens, eng_session_n_ctx(ses));
     api_request_sampling(req, &s->o->samp, &j->req.sampling);
     if (!req->has_seed) { /* unseeded requests differ, as OpenAI's do */

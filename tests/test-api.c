@@ -2,6 +2,7 @@
  * request bodies that are accepted, with the fields they carry; malformed
  * ones refused with the field named; the output objects' shape. */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "api/openai.h"
@@ -101,7 +102,17 @@ static void test_refused(void)
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n_probs\":3}}",
           "body.n_probs" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
-          "\"logit_bias\":{\"5\":-100}}}", "body.logit_bias" },
+          "\"logit_bias\":{\"5\":-101}}}", "body.logit_bias: expected biases" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":{\"-5\":1}}}", "body.logit_bias: expected token ids" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":{\"5x\":1}}}", "body.logit_bias: expected token ids" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":[[5]]}}", "body.logit_bias: expected [token id, bias] pairs" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":{\"5\":\"ban\"}}}", "body.logit_bias: expected biases" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":7}}", "body.logit_bias: expected an object" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"grammar\":\"root ::= \\\"a\\\"\"}}", "body.grammar" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true}}",
@@ -153,6 +164,27 @@ static void test_outputs(void)
 }
 
 /* logprobs: the request fields, and both answer shapes over a real vocabulary */
+static void test_logit_bias(void)
+{
+    struct api_batch_line l;
+    struct fl_err err = { "" };
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"logit_bias\":{\"7\":-100,\"1024\":false,\"3\":2.5}}}", &l, &err) == 0 &&
+              l.req.n_logit_bias == 3 && l.req.logit_bias[0].id == 7 &&
+              l.req.logit_bias[0].bias == -100.0f && l.req.logit_bias[1].id == 1024 &&
+              l.req.logit_bias[1].bias == -INFINITY && l.req.logit_bias[2].bias == 2.5f,
+          "logit_bias object: %s", err.msg);
+    CHECK(api_request_check_bias(&l.req, 1025, &err) == 0, "ids below 1025 fit");
+    CHECK(api_request_check_bias(&l.req, 1024, &err) == -EINVAL && strstr(err.msg, "1024"),
+          "1024 is outside 1024 tokens: %s", err.msg);
+    api_batch_line_free(&l);
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"logit_bias\":[[9,1],[10,false]]}}", &l, &err) == 0 && l.req.n_logit_bias == 2 &&
+              l.req.logit_bias[1].id == 10 && l.req.logit_bias[1].bias == -INFINITY,
+          "llama.cpp's pairs: %s", err.msg);
+    api_batch_line_free(&l);
+}
+
 static void test_logprobs(void)
 {
     struct api_batch_line l;
@@ -229,5 +261,6 @@ int main(void)
     test_refused();
     test_outputs();
     test_logprobs();
+    test_logit_bias();
     return check_summary("test-api");
 }

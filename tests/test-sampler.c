@@ -652,9 +652,44 @@ static void test_logprobs(void)
     CHECK(fl_top_logprobs(r2, 5, lse, 0, top) == 0, "k = 0: none");
 }
 
+/* logit_bias: added before the chain; -inf bans; ids outside refused. */
+static void test_logit_bias(void)
+{
+    const float row[] = { 1.0f, 3.0f, 2.0f, 0.5f };
+    struct fl_sampler_params p;
+    fl_sampler_defaults(&p, 1);
+    p.temperature = 0;
+    struct fl_sampler *s = NULL;
+    CHECK(fl_sampler_new(&p, 4, &s) == 0, "greedy sampler");
+    CHECK(fl_sampler_sample(s, row) == 1, "argmax without a bias");
+    const struct fl_logit_bias ban[] = { { 1, -INFINITY } }, lift[] = { { 3, 2.6f } };
+    CHECK(fl_sampler_set_bias(s, ban, 1) == 0 && fl_sampler_sample(s, row) == 2, "1 banned: 2");
+    CHECK(fl_sampler_set_bias(s, lift, 1) == 0 && fl_sampler_sample(s, row) == 3,
+          "3 lifted to 3.1 over 3.0 (and the earlier ban replaced)");
+    const struct fl_logit_bias out[] = { { 4, 1.0f } }, nan_bias[] = { { 0, NAN } };
+    CHECK(fl_sampler_set_bias(s, out, 1) == -EINVAL && fl_sampler_set_bias(s, nan_bias, 1) == -EINVAL,
+          "an id outside the vocabulary, a NaN bias: refused");
+    CHECK(fl_sampler_sample(s, row) == 3, "a refused set keeps the biases before");
+    CHECK(fl_sampler_set_bias(s, NULL, 0) == 0 && fl_sampler_sample(s, row) == 1, "cleared");
+    fl_sampler_free(s);
+    /* the full chain (temperature 1, top-k 2): the banned token never drawn */
+    p.temperature = 1.0f;
+    p.top_k = 2;
+    CHECK(fl_sampler_new(&p, 4, &s) == 0, "sampler");
+    const struct fl_logit_bias ban2[] = { { 1, -INFINITY }, { 2, -INFINITY } };
+    CHECK(fl_sampler_set_bias(s, ban2, 2) == 0, "two bans");
+    int seen[4] = { 0 };
+    for (int i = 0; i < 400; i++)
+        seen[fl_sampler_sample(s, row)]++;
+    CHECK(!seen[1] && !seen[2] && seen[0] && seen[3], "draws only 0 and 3: %d %d %d %d", seen[0],
+          seen[1], seen[2], seen[3]);
+    fl_sampler_free(s);
+}
+
 int main(void)
 {
     printf("sampler\n");
+    test_logit_bias();
     test_logprobs();
     test_greedy();
     test_filters();

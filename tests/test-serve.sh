@@ -11,7 +11,7 @@
 #     fields asking for what is not generated (JSON mode, tools: 400);
 #   - logprobs (chat and completions, plain and streamed, a stop string
 #     cutting tokens off): an entry per token, the streamed ones = the plain
-#     ones (tests/serve-logprobs.py);
+#     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -139,6 +139,22 @@ curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Hi", "max_tokens": 3
 tail -c 20 "$dir/sse" | grep -q 'data: \[DONE\]' || fail "stream does not end with [DONE]: $(cat "$dir/sse")"
 echo "curl: endpoints, 400/401/404/405/413 (also 100 MB), tokenize round trip, SSE [DONE]"
 python3 "$(dirname "$0")/serve-logprobs.py" "$base" "$key" || fail "logprobs"
+# logit_bias: a token lifted by 100 is every greedy pick; banned (false), never
+for id in 300 301; do
+  want 200 $J -d "{\"tokens\": [$id]}" "$base/../detokenize"
+  cp "$dir/body" "$dir/piece$id"
+done
+bias_text() { # LOGIT_BIAS: the greedy 3-token completion's text, JSON-quoted
+  want 200 $J -d "{\"prompt\": \"Hi\", \"max_tokens\": 3, \"temperature\": 0, \"logit_bias\": $1}" \
+    "$base/completions"
+  python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["choices"][0]["text"]))' "$dir/body"
+}
+thrice() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["content"] * 3))' "$1"; }
+[ "$(bias_text '{"300": 100}')" = "$(thrice "$dir/piece300")" ] || fail "logit_bias +100 on 300"
+[ "$(bias_text '[[300, false], [301, 100]]')" = "$(thrice "$dir/piece301")" ] ||
+  fail "logit_bias: 300 banned, 301 lifted"
+want 400 $J -d '{"prompt": "Hi", "logit_bias": {"99999999": 1}}' "$base/completions"
+echo "logit_bias: lifted and banned tokens, an id outside the vocabulary refused"
 
 # --- the official client ---
 client basic || fail "openai client: basic"

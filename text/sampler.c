@@ -15,6 +15,7 @@ struct fl_sampler {
     int32_t *ring;         /* the last penalty_last_n accepted ids */
     int32_t ring_n, ring_head;
     struct fl_candidate *cand;
+    float *bias;           /* [n_vocab] added to the logits (logit_bias); NULL: none */
     struct typ_rank *rank; /* typical's scratch, when typical is on */
     enum fl_sampler_type order[FL_SAMPLER_MAX_ORDER];
     int32_t n_order;
@@ -176,8 +177,25 @@ void fl_sampler_free(struct fl_sampler *s)
     free(s->count);
     free(s->ring);
     free(s->cand);
+    free(s->bias);
     free(s->rank);
     free(s);
+}
+
+int fl_sampler_set_bias(struct fl_sampler *s, const struct fl_logit_bias *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].id < 0 || v[i].id >= s->n_vocab || isnan(v[i].bias))
+            return -EINVAL;
+    free(s->bias);
+    s->bias = NULL;
+    if (n <= 0)
+        return 0;
+    if (!(s->bias = calloc((size_t)s->n_vocab, sizeof(float))))
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) /* a token given twice: the last bias */
+        s->bias[v[i].id] = v[i].bias;
+    return 0;
 }
 
 void fl_sampler_accept(struct fl_sampler *s, int32_t id)
@@ -457,7 +475,8 @@ static int32_t gather(struct fl_sampler *s, const float *logits, bool pen)
 {
     int32_t n = 0;
     for (int32_t id = 0; id < s->n_vocab; id++) {
-        float l = pen ? penalised(s, id, logits[id]) : logits[id];
+        const float x = s->bias ? logits[id] + s->bias[id] : logits[id];
+        float l = pen ? penalised(s, id, x) : x;
         if (!isnan(l) && l != -INFINITY)
             s->cand[n++] = (struct fl_candidate){ id, l, 0.0f };
     }

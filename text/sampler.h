@@ -112,6 +112,17 @@ void fl_sampler_accept(struct fl_sampler *s, int32_t id);
 /* Forgets the history and restarts the PRNG from seed. */
 void fl_sampler_reset(struct fl_sampler *s, uint64_t seed);
 
+/* OpenAI's logit_bias: bias is added to token id's logit before every step
+ * of the chain (llama.cpp runs its logit-bias sampler first too); -INFINITY
+ * bans the token. */
+struct fl_logit_bias {
+    int32_t id;
+    float bias;
+};
+/* Sets the biases (replacing any before; n = 0 clears them). 0, -EINVAL for
+ * an id outside the vocabulary or a NaN bias, -ENOMEM. */
+int fl_sampler_set_bias(struct fl_sampler *s, const struct fl_logit_bias *v, int n);
+
 /* The candidates that survive the chain, in draw order (highest logit
  * first, ties lowest id first), with probabilities that sum to 1. With
  * temperature <= 0 at the temperature step only one survives. Returns how

@@ -201,11 +201,13 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     }
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
-                           .top_logprobs = r->top_logprobs, .user = j };
+                           .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
+                           .n_logit_bias = r->n_logit_bias, .user = j };
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
-    if (eng_sched_submit(b->q, &req, &err) < 0) {
+    if (api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err) ||
+        eng_sched_submit(b->q, &req, &err) < 0) {
         char msg[600];
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
         write_error(b, l->custom_id, line_no, "invalid_request", msg);
