@@ -190,12 +190,25 @@ refused 2 nosuchcommand
 refused 1 inspect "$dir/missing.gguf"
 refused 1 run -m "$dir/missing.gguf" -p hi
 refused 1 run -m "$model" -f "$dir/missing.txt"
+for v in 300 abc 300+ 300+-1 -5+1 '300*2'; do
+  refused 2 run -m "$model" -p hi -n 1 -l "$v"
+done
+refused 1 run -m "$model" -p hi -n 1 --logit-bias 99999+1
 grep -q "Exit status" <<EOF || fail "--help does not document the exit status"
 $("$cli" run --help)
 EOF
 echo "refused with a line: other cache types, mirostat/DRY/XTC, bad -fa/-ot/options (2); missing files (1)"
 
 # --- behaviour ----------------------------------------------------------------
+# -l: token 300 lifted by 100 is every greedy pick; a later -l banning it wins
+lifted=$(run -p hi -n 3 --temp 0 --no-display-prompt -l 300+100 2>/dev/null)
+plain=$(run -p hi -n 3 --temp 0 --no-display-prompt 2>/dev/null)
+banned=$(run -p hi -n 3 --temp 0 --no-display-prompt -l 300+100 --logit-bias 300-inf 2>/dev/null)
+[ "$lifted" != "$plain" ] && [ "$banned" = "$plain" ] ||
+  fail "-l: lifted '$lifted', plain '$plain', lifted then banned '$banned'"
+one=$(run -p hi -n 1 --temp 0 --no-display-prompt -l 300+100 2>/dev/null)
+[ -n "$one" ] && [ "$lifted" = "$one$one$one" ] || fail "-l 300+100: not one token thrice: '$lifted'"
+echo "-l/--logit-bias: lifted, banned, malformed (2), outside the vocabulary (1)"
 out=$(echo "from standard input" | "$cli" run -m "$model" -f - -n 2 --temp 0 2>/dev/null)
 case $out in "from standard input"*) ;; *) fail "-f - did not read stdin: '$out'" ;; esac
 out=$(run -p 'a\tb' -n 1 --temp 0 2>/dev/null)

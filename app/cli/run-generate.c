@@ -27,6 +27,12 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
     int rc = fl_sampler_new(&o->samp, g->n_vocab, &g->smp);
     if (rc)
         return fl_err_set(err, rc, "cannot set up the sampler: %s", strerror(-rc));
+    for (int i = 0; i < o->n_bias; i++)
+        if (o->bias[i].id >= g->n_vocab)
+            return fl_err_set(err, -EINVAL, "--logit-bias: token %d is not in the vocabulary "
+                              "(%d tokens)", o->bias[i].id, g->n_vocab);
+    if ((rc = fl_sampler_set_bias(g->smp, o->bias, o->n_bias)))
+        return fl_err_set(err, rc, "--logit-bias: %s", strerror(-rc));
     return 0;
 }
 

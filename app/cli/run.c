@@ -4,6 +4,7 @@
  * Ctrl-C stops generating, the statistics are still printed and written,
  * and the exit status is 130; a second one exits at once. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ static int usage(FILE *out)
         "                        the context is full; -2: until the context is full)\n"
         "  -r, --reverse-prompt TEXT  stop when the output shows TEXT (repeatable)\n"
         "  --ignore-eos          never end early (end-of-generation tokens are not drawn)\n"
+        "  -l, --logit-bias ID(+|-)BIAS  add BIAS to token ID's logit (15043+1, 15043-inf\n"
+        "                        bans it; repeatable)\n"
         "  --no-display-prompt   print only the generated text\n"
         "  -e, --escape / --no-escape  process escapes in the prompt (default on)\n"
         "  --chat, -st, --single-turn  one answer to the prompt in the chat format\n"
@@ -54,6 +57,22 @@ static int usage(FILE *out)
 }
 
 
+/* llama.cpp's -l TOKEN_ID(+|-)BIAS ("15043+1", "15043-inf"). */
+static bool parse_bias(const char *v, struct fl_logit_bias *out)
+{
+    char *end = NULL;
+    const long id = v[0] >= '0' && v[0] <= '9' ? strtol(v, &end, 10) : -1;
+    if (id < 0 || id > INT32_MAX || !end || (*end != '+' && *end != '-'))
+        return false;
+    const char sign = *end;
+    char *num_end = NULL;
+    const float b = strtof(end + 1, &num_end);
+    if (num_end == end + 1 || *num_end || isnan(b) || b < 0 || end[1] == '-' || end[1] == '+')
+        return false;
+    *out = (struct fl_logit_bias){ (int32_t)id, sign == '-' ? -b : b };
+    return true;
+}
+
 /* The flags only run has. 1 taken, 0 not one, -1 bad value (said). */
 static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 {
@@ -66,6 +85,13 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
              eng_arg_str("run", argc, argv, i, &o->reverse[o->n_reverse++]);
         if (!ok)
             fprintf(stderr, "faultline run: at most %d -r texts\n", RUN_MAX_REVERSE);
+    } else if (eng_arg_is(a, "-l", "--logit-bias")) {
+        const char *v = NULL;
+        ok = o->n_bias < RUN_MAX_BIAS && eng_arg_str("run", argc, argv, i, &v) &&
+             parse_bias(v, &o->bias[o->n_bias++]);
+        if (!ok)
+            fprintf(stderr, "faultline run: %s %s: expected TOKEN_ID+BIAS or TOKEN_ID-BIAS "
+                    "(15043+1, 15043-inf), at most %d\n", a, v ? v : "", RUN_MAX_BIAS);
     } else if (eng_arg_is(a, "--ignore-eos", NULL))
         o->ignore_eos = true;
     else if (eng_arg_is(a, "--no-display-prompt", NULL))

@@ -15,6 +15,7 @@
 #include "text/sampler.h"
 
 #define RUN_MAX_REVERSE 8
+#define RUN_MAX_BIAS 64
 
 struct run_opts {
     struct eng_session_params sp;
@@ -27,6 +28,8 @@ struct run_opts {
     int conversation;   /* -1 auto (a chat format and a terminal), 0 off, 1 on */
     bool chat;          /* --chat / -st: one answer in the chat format */
     bool seed_given, ignore_eos, display_prompt, escape;
+    struct fl_logit_bias bias[RUN_MAX_BIAS]; /* -l TOKEN_ID(+|-)BIAS */
+    int n_bias;
 };
 
 enum run_stop {
