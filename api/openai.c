@@ -342,6 +342,24 @@ static bool asks_call(const json_t *b, const char *key)
 /* What faultline does not generate is refused by name, not ignored: a client
  * must never take plain text for the JSON, tool call or probabilities it
  * asked for. (llama-server without --jinja refuses tools the same way.) */
+static int refuse_unsupported(const json_t *b, struct fl_err *err);
+
+/* "response_format": {"type": "text"} or {"type": "json_object"} (JSON
+ * mode); a JSON schema is refused (no schema-constrained sampling). */
+static int parse_response_format(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    const json_t *rf = json_object_get(b, "response_format");
+    if (!rf || json_is_null(rf))
+        return 0;
+    const char *type = fl_json_str(rf, "type");
+    if (type && !strcmp(type, "json_object"))
+        r->json_object = true;
+    else if (!type || strcmp(type, "text"))
+        return bad(err, "response_format", "{\"type\": \"text\"} or {\"type\": "
+                   "\"json_object\"} (JSON mode); JSON schemas are not supported");
+    return 0;
+}
+
 static int refuse_unsupported(const json_t *b, struct fl_err *err)
 {
     static const struct { const char *key, *why; } no[] = {
@@ -359,11 +377,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
     if (asks_call(b, "tool_choice") || asks_call(b, "function_call"))
         return bad(err, asks_call(b, "tool_choice") ? "tool_choice" : "function_call",
                    "tool calls are not supported");
-    const json_t *rf = json_object_get(b, "response_format");
-    const char *type = fl_json_str(rf, "type");
-    if (rf && !json_is_null(rf) && !(type && !strcmp(type, "text")))
-        return bad(err, "response_format", "only {\"type\": \"text\"} is supported: JSON "
-                   "mode and JSON schemas are not (no constrained sampling)");
     int64_t best_of = 1;
     int rc = integer(b, "best_of", 1, 1e9, &best_of, err);
     if (rc < 0)
@@ -393,6 +406,8 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
         rc = parse_logprobs(body, out, err);
     if (!rc)
         rc = parse_logit_bias(body, out, err);
+    if (!rc)
+        rc = parse_response_format(body, out, err);
     if (!rc)
         rc = parse_sampling(body, out, err);
     if (rc)

@@ -48,6 +48,7 @@ struct api_request {
      * llama.cpp's [[ID, bias], ...]; malloc'ed */
     struct fl_logit_bias *logit_bias;
     int n_logit_bias;
+    bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
     bool logprobs;
     int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
@@ -58,7 +59,7 @@ struct api_request {
  * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
  * needs no api_request_free. Unknown fields are ignored, as the OpenAI
  * server does; "n" other than 1, and known fields asking for what is not
- * generated (tools, JSON mode, grammars, ...), are refused. */
+ * generated (tools, JSON schemas, grammars, ...), are refused. */
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "model/arch.h"
 #include "model/kv-cache.h"
+#include "text/json-mode.h"
 #include "text/tokenizer.h"
 
 struct sched_req {
@@ -16,7 +17,8 @@ struct sched_req {
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
-    bool want_lp;
+    bool want_lp, json;
+    struct fl_json_prefix jp; /* JSON mode: the answer so far */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
     char *stop[ENG_SCHED_MAX_STOP];
@@ -48,6 +50,8 @@ struct eng_sched {
     struct eng_span *spans;
     struct sched_req **span_req;
     float *logits;
+    struct fl_json_vocab *jv; /* JSON mode's pieces, made at its first request */
+    float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_sched_stats st;
 };
 
@@ -117,6 +121,8 @@ void eng_sched_free(struct eng_sched *q)
     free(q->spans);
     free(q->span_req);
     free(q->logits);
+    free(q->masked);
+    fl_json_vocab_free(q->jv);
     free(q);
 }
 
@@ -168,8 +174,15 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
     *r = (struct sched_req){ .id = q->next_id, .user = in->user, .n_prompt = in->n_prompt,
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
-                             .want_lp = in->logprobs, .top_lp = in->top_logprobs };
+                             .want_lp = in->logprobs, .top_lp = in->top_logprobs,
+                             .json = in->json_object };
+    fl_json_prefix_init(&r->jp);
     int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && r->json && !q->jv) {
+        rc = fl_json_vocab_new(q->tok, q->n_vocab, &q->jv);
+        if (!rc && !(q->masked = malloc(sizeof(float) * (size_t)q->n_vocab)))
+            rc = -ENOMEM;
+    }
     if (!rc && q->n_queue + q->n_seq >= q->cap_queue) { /* room to requeue the running too */
         const int cap = q->cap_queue ? 2 * q->cap_queue : 16;
         struct sched_req **nq = realloc(q->queue, sizeof(*nq) * (size_t)cap);
@@ -296,6 +309,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->n_done = r->n_gen = 0;
     r->len = 0;
     r->t_first = 0;
+    fl_json_prefix_init(&r->jp);
     fl_sampler_reset(r->smp, r->sp.seed);
     for (int i = 0; i < r->n_prompt; i++)
         fl_sampler_accept(r->smp, r->prompt[i]);
@@ -437,7 +451,13 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     if (!r->t_first)
         r->t_first = fl_clock_s();
     const double lse = r->want_lp ? fl_logsumexp(row, q->n_vocab) : 0;
-    const int32_t id = fl_sampler_sample(r->smp, row);
+    /* JSON mode: only tokens that keep the answer an object's start */
+    if (r->json && fl_json_mask(q->jv, &r->jp, row, q->masked) == 0) {
+        r->error = "JSON mode: no token of the vocabulary continues the answer";
+        finish(q, r, ENG_FINISH_ERROR);
+        return;
+    }
+    const int32_t id = fl_sampler_sample(r->smp, r->json ? q->masked : row);
     if (id < 0) {
         r->error = "the logits are not finite";
         finish(q, r, ENG_FINISH_ERROR);
@@ -461,7 +481,9 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     }
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
-    const bool stop = append_text(q, r, id);
+    /* the object closed: the answer is whole (a stop string may end it sooner) */
+    const bool stop = append_text(q, r, id) || (r->json && fl_json_accept(q->jv, &r->jp, id) &&
+                                                r->jp.done);
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)

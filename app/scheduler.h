@@ -53,6 +53,7 @@ struct eng_req {
     bool ignore_eos;       /* go on past end-of-generation tokens */
     const struct fl_logit_bias *logit_bias; /* added to the logits (read at submit) */
     int n_logit_bias;
+    bool json_object;      /* JSON mode: the answer is a JSON object (text/json-mode.h) */
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     void *user;            /* handed back to the hooks */

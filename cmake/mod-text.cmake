@@ -1,8 +1,9 @@
 # text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
-# pre-tokenizers), the sampler, log-probabilities of a logits row, and chat templates.
+# pre-tokenizers), the sampler, log-probabilities of a logits row, JSON mode's
+# token mask, and chat templates.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
-          text/sampler.c text/sampler-order.c text/logprob.c
+          text/sampler.c text/sampler-order.c text/logprob.c text/json-prefix.c text/json-mode.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
 fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)
@@ -13,3 +14,4 @@ fl_fuzz(tokenizer SOURCES tests/fuzz/fuzz-tokenizer.c MODULES text)
 if(TARGET fuzz-tokenizer)
   target_compile_definitions(fuzz-tokenizer PRIVATE FL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+fl_test(test-json-prefix SOURCES tests/test-json-prefix.c MODULES text)

@@ -366,7 +366,8 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     j->prompt_owned = ids;
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
-                               .logprobs = req->logprobs, .top_logprobs = req->top_logprobs };
+                               .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
+                               .json_object = req->json_object };
     if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
         j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
         if (!j->bias_owned) {

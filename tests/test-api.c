@@ -95,8 +95,8 @@ static void test_refused(void)
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"tool_choice\":\"required\"}}", "body.tool_choice" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
-          "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}}",
-          "body.response_format: only" },
+          "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}}",
+          "body.response_format: {\"type\": \"text\"} or" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"response_format\":\"json\"}}", "body.response_format" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n_probs\":3}}",
@@ -168,6 +168,11 @@ static void test_logit_bias(void)
 {
     struct api_batch_line l;
     struct fl_err err = { "" };
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                "[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":"
+                "\"json_object\"}}}", &l, &err) == 0 && l.req.json_object,
+          "JSON mode: %s", err.msg);
+    api_batch_line_free(&l);
     CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
                 "\"logit_bias\":{\"7\":-100,\"1024\":false,\"3\":2.5}}}", &l, &err) == 0 &&
               l.req.n_logit_bias == 3 && l.req.logit_bias[0].id == 7 &&

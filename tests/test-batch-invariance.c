@@ -21,6 +21,7 @@
 #include "app/scheduler.h"
 #include "backend/cuda/gpu.h"
 #include "tests/check.h"
+#include "text/json-prefix.h"
 #include "text/tokenizer.h"
 
 #define N_REQ 5
@@ -109,7 +110,8 @@ static int submit(struct eng_sched *q, struct run *ru, int i, struct rec *r)
 {
     struct eng_req req = { .prompt = ru->ids[i], .n_prompt = ru->n_ids[i],
                            .max_tokens = max_tokens[i], .user = r,
-                           .logprobs = i == 0 || i == 3, .top_logprobs = i == 3 ? 5 : 0 };
+                           .logprobs = i == 0 || i == 3, .top_logprobs = i == 3 ? 5 : 0,
+                           .json_object = i == 4 /* JSON mode: masked rows, the same alone */ };
     fl_sampler_defaults(&req.sampling, 1234);
     if (i != 3)
         req.sampling.temperature = 0; /* greedy; request 3 samples with its seed */
@@ -385,6 +387,10 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     for (int i = 0; i < N_REQ; i++)
         if (i != 1)
             check_logprobs(label, i, &alone[i]);
+    struct fl_json_prefix jp; /* request 4's answer is the start of a JSON object */
+    fl_json_prefix_init(&jp);
+    CHECK(fl_json_prefix_feed(&jp, alone[4].text, strlen(alone[4].text)) && alone[4].text[0],
+          "%s: JSON mode's answer \"%s\" is not an object's start", label, alone[4].text);
     check_on_device(ru.s, mode, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
           eng_session_cells_free(ru.s), cells);

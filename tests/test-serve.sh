@@ -8,10 +8,11 @@
 #     streamed text = plain text; 16 concurrent clients each get the text
 #     they get alone (batch invariance through the server);
 #   - every error with its status: malformed JSON and wrong types (400),
-#     fields asking for what is not generated (JSON mode, tools: 400);
+#     fields asking for what is not generated (JSON schemas, tools: 400);
 #   - logprobs (chat and completions, plain and streamed, a stop string
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
+#     JSON mode (response_format json_object) ending on the object's close;
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -111,10 +112,7 @@ want 405 "$base/completions"
 want 400 $J -d '{"prompt": "x"' "$base/completions"
 want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
 want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
-# asked for what is not generated (JSON mode, tools, llama.cpp's n_probs): refused, never ignored
-want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}}' \
-  "$base/chat/completions"
-grep -q '"param": *"response_format"\|response_format' "$dir/body" || fail "JSON mode: $(cat "$dir/body")"
+# asked for what is not generated (tools, llama.cpp's n_probs): refused, never ignored
 want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' \
   "$base/chat/completions"
 grep -q 'tool calls are not supported' "$dir/body" || fail "tools: $(cat "$dir/body")"
@@ -155,6 +153,27 @@ thrice() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv
   fail "logit_bias: 300 banned, 301 lifted"
 want 400 $J -d '{"prompt": "Hi", "logit_bias": {"99999999": 1}}' "$base/completions"
 echo "logit_bias: lifted and banned tokens, an id outside the vocabulary refused"
+# JSON mode: with '}' lifted by 100 the answer is "{}" and ends there (without JSON mode the
+# same bias gives "}}}}"); a JSON schema is refused
+want 200 $J -d '{"content": "}"}' "$base/../tokenize"
+close=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tokens"]; assert len(t) == 1; print(t[0])' \
+  "$dir/body") || fail "'}' is not one token"
+for mode in json_object text; do
+  want 200 $J -d "{\"messages\": [{\"role\": \"user\", \"content\": \"JSON\"}], \"max_tokens\": 8,
+    \"logit_bias\": {\"$close\": 100}, \"response_format\": {\"type\": \"$mode\"}}" "$base/chat/completions"
+  python3 - "$dir/body" $mode <<'EOF' || fail "JSON mode ($mode): $(cat "$dir/body")"
+import json, sys
+c = json.load(open(sys.argv[1]))["choices"][0]
+text = c["message"]["content"]
+if sys.argv[2] == "json_object":
+    assert c["finish_reason"] == "stop" and json.loads(text) == {}, text
+else:
+    assert text.startswith("}}"), text
+EOF
+done
+want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {}}}' \
+  "$base/chat/completions"
+echo "JSON mode: a forced close makes {} and ends; JSON schemas refused"
 
 # --- the official client ---
 client basic || fail "openai client: basic"

@@ -202,7 +202,8 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
-                           .n_logit_bias = r->n_logit_bias, .user = j };
+                           .n_logit_bias = r->n_logit_bias, .json_object = r->json_object,
+                           .user = j };
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
