@@ -11,9 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "base/json.h"
+#include "gguf/gguf.h"
 #include "tests/check.h"
+#include "text/json-mode.h"
 #include "text/json-prefix.h"
+#include "text/tokenizer.h"
 
 static const char *const valid[] = {
     "{}",
@@ -227,6 +232,55 @@ static void test_random_bytes(void)
     printf("random bytes: %d texts agree with jansson, %d objects among them\n", agreed, objects);
 }
 
+/* json-mode.h's mask over a real vocabulary, at every prefix of an object:
+ * a token stays exactly when its piece, fed by itself, continues the text
+ * (no control or end-of-generation token ever). */
+static void test_mask(void)
+{
+    struct gguf_file *g = NULL;
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { "" };
+    if (gguf_open("tests/data/qwen3moe-tiny-F16.gguf", &g, &err) || fl_tokenizer_load(g, &tok, &err)) {
+        CHECK(0, "tokenizer: %s", err.msg);
+        return;
+    }
+    const int32_t V = fl_n_vocab(tok);
+    struct fl_json_vocab *jv = NULL;
+    CHECK(fl_json_vocab_new(tok, V, &jv) == 0, "vocabulary");
+    float *row = malloc(sizeof(float) * (size_t)V), *out = malloc(sizeof(float) * (size_t)V);
+    for (int32_t id = 0; id < V; id++)
+        row[id] = (float)(id % 7);
+    const char *doc = valid[3];
+    int masks = 0;
+    for (size_t i = 0; i <= strlen(doc) && jv; i++) {
+        struct fl_json_prefix m;
+        feed_all(&m, doc, i);
+        const int32_t left = fl_json_mask(jv, &m, row, out);
+        int32_t want = 0;
+        for (int32_t id = 0; id < V; id++) {
+            char piece[256];
+            int n = fl_token_is_eog(tok, id) ? 0
+                                             : fl_token_to_piece(tok, id, piece, sizeof(piece), false, false);
+            struct fl_json_prefix c = m;
+            const bool ok = !m.done && n > 0 && fl_json_prefix_feed(&c, piece, (size_t)n);
+            want += ok;
+            if ((out[id] == row[id]) != ok || (!ok && out[id] != -INFINITY)) {
+                CHECK(0, "prefix %zu, token %d: mask %g, continues %d", i, id, out[id], ok);
+                i = strlen(doc);
+                break;
+            }
+        }
+        CHECK(left == want, "prefix %zu: %d left, %d continue", i, left, want);
+        masks++;
+    }
+    printf("mask = each piece fed alone, at %d prefixes over %d tokens\n", masks, V);
+    free(row);
+    free(out);
+    fl_json_vocab_free(jv);
+    fl_tokenizer_free(tok);
+    gguf_close(g);
+}
+
 int main(void)
 {
     test_valid();
@@ -234,5 +288,6 @@ int main(void)
     test_limits();
     test_against_jansson();
     test_random_bytes();
+    test_mask();
     return check_summary("test-json-prefix");
 }

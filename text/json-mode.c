@@ -12,7 +12,16 @@ struct fl_json_vocab {
     int32_t n_vocab;
     uint32_t *off;  /* [n_vocab + 1]: token id's piece is bytes[off[id] .. off[id + 1]) */
     char *bytes;
+    uint8_t *plain; /* [n_vocab]: a non-empty piece without '"', '\\' or control bytes */
 };
+
+static bool plain_piece(const char *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i] == '"' || s[i] == '\\' || (unsigned char)s[i] < 0x20)
+            return false;
+    return n > 0;
+}
 
 int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl_json_vocab **out)
 {
@@ -22,8 +31,9 @@ int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl
         v->n_vocab = n_vocab;
         v->off = malloc(sizeof(uint32_t) * ((size_t)n_vocab + 1));
         v->bytes = malloc(cap);
+        v->plain = malloc((size_t)n_vocab);
     }
-    if (!v || !v->off || !v->bytes) {
+    if (!v || !v->off || !v->bytes || !v->plain) {
         fl_json_vocab_free(v);
         return -ENOMEM;
     }
@@ -44,6 +54,7 @@ int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl
         }
         memcpy(v->bytes + used, piece, (size_t)n);
         used += (size_t)n;
+        v->plain[id] = plain_piece(piece, n);
     }
     v->off[n_vocab] = (uint32_t)used;
     *out = v;
@@ -56,6 +67,7 @@ void fl_json_vocab_free(struct fl_json_vocab *v)
         return;
     free(v->off);
     free(v->bytes);
+    free(v->plain);
     free(v);
 }
 
@@ -73,8 +85,9 @@ int32_t fl_json_mask(const struct fl_json_vocab *v, const struct fl_json_prefix 
 {
     int32_t left = 0;
     struct fl_json_prefix next;
+    const bool in_string = fl_json_prefix_in_string(m); /* most of an answer: no scan then */
     for (int32_t id = 0; id < v->n_vocab; id++) {
-        const bool ok = !m->done && continues(v, m, id, &next);
+        const bool ok = !m->done && ((in_string && v->plain[id]) || continues(v, m, id, &next));
         out[id] = ok ? row[id] : -INFINITY;
         left += ok;
     }

@@ -221,14 +221,18 @@ static bool step(struct fl_json_prefix *m, unsigned char c)
     }
 }
 
+bool fl_json_prefix_in_string(const struct fl_json_prefix *m)
+{
+    return (m->lex == L_STR_KEY || m->lex == L_STR_VAL) && m->sub == S_PLAIN;
+}
+
 bool fl_json_prefix_feed(struct fl_json_prefix *m, const char *bytes, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        struct fl_json_prefix before = *m;
+    const struct fl_json_prefix start = *m;
+    for (size_t i = 0; i < n; i++)
         if (!step(m, (unsigned char)bytes[i])) {
-            *m = before;
+            *m = start;
             return false;
         }
-    }
     return true;
 }

@@ -32,8 +32,12 @@ void fl_json_prefix_init(struct fl_json_prefix *m);
 
 /* Feeds n bytes. true when the text so far is still the start of a JSON
  * object (or the whole of one, then done is set and only whitespace may
- * follow); false as soon as it cannot be (m is then left as it was at the
- * offending byte). */
+ * follow); false as soon as it cannot be (m is then left as it was before
+ * the call). */
 bool fl_json_prefix_feed(struct fl_json_prefix *m, const char *bytes, size_t n);
+
+/* Whether m is inside a string, not in an escape: then bytes without '"',
+ * '\\' or control bytes continue it and leave m as it is. */
+bool fl_json_prefix_in_string(const struct fl_json_prefix *m);
 
 #endif
