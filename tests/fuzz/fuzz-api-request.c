@@ -6,6 +6,7 @@
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
  * contract aborts. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,13 @@ static void one(json_t *body, enum api_kind kind)
     }
     if (kind == API_CHAT ? r.n_msgs == 0 : !r.prompt && r.n_prompt_ids == 0)
         die("accepted without a prompt");
+    if (r.top_logprobs < 0 || r.top_logprobs > FL_MAX_TOP_LOGPROBS ||
+        r.n_logit_bias < 0 || r.n_logit_bias > API_MAX_LOGIT_BIAS)
+        die("logprobs or logit_bias out of range");
+    for (int i = 0; i < r.n_logit_bias; i++)
+        if (r.logit_bias[i].id < 0 || !(r.logit_bias[i].bias >= -100.0f || r.logit_bias[i].bias == -INFINITY) ||
+            r.logit_bias[i].bias > 100.0f)
+            die("a logit_bias entry out of range");
     struct fl_sampler_params d, out;
     fl_sampler_defaults(&d, 1);
     api_request_sampling(&r, &d, &out);
@@ -48,7 +56,10 @@ static void one(json_t *body, enum api_kind kind)
                                  .finish_reason = r.stream ? "stop" : NULL,
                                  .usage = r.include_usage };
     serialises(api_chunk_json(&c), "a chunk does not serialise");
-    const struct api_completion comp = { kind, "x", c.model, 1, text, strlen(text), "length", 1, 1 };
+    const struct api_completion comp = { .kind = kind, .id = "x", .model = c.model, .created = 1,
+                                         .text = text, .len = strlen(text),
+                                         .finish_reason = "length", .prompt_tokens = 1,
+                                         .completion_tokens = 1 };
     serialises(api_completion_json(&comp), "a completion does not serialise");
     api_request_free(&r);
 }
