@@ -459,7 +459,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     }
     const int32_t id = fl_sampler_sample(r->smp, r->json ? q->masked : row);
     if (id < 0) {
-        r->error = "the logits are not finite";
+        r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }

@@ -148,7 +148,8 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
         }
         int32_t id = sample(g);
         if (id < 0) {
-            rc = fl_err_set(err, -EINVAL, "the logits are not finite");
+            rc = fl_err_set(err, -EINVAL, "no token can be drawn (the logits are not finite, "
+                            "or --logit-bias left none)");
             break;
         }
         if (is_eog(g, id) && !g->o->ignore_eos) {
