@@ -159,7 +159,7 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     char *text = j->len ? strndup(j->text, j->len) : strdup("");
     const int n_lp = j->req.logprobs ? j->n_lp_final : 0;
     struct fl_token_logprob *lp = j->req.logprobs ? malloc(sizeof(*lp) * (size_t)(n_lp + 1)) : NULL;
-    if (lp)
+    if (lp && n_lp)
         memcpy(lp, j->lp, sizeof(*lp) * (size_t)n_lp);
     srv_loop_unlock(k->s->loop);
     enum MHD_Result rc;
@@ -236,12 +236,14 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     }
     const size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
     k->seen = j->len;
-    /* a token's logprobs go with the chunk that completes its bytes; the
-     * rest of the answer's (a stop string cut them) with the last text */
+    /* a token's logprobs go with the chunk that completes its bytes (one
+     * without bytes, once text follows it: a stop string may yet cut it);
+     * the rest of the answer's with the last text */
     int lp_end = k->lp_sent;
     if (j->req.logprobs)
         while (j->done ? lp_end < j->n_lp_final
-                       : lp_end < j->n_lp && j->lp[lp_end].text_end <= avail)
+                       : lp_end < j->n_lp && j->lp[lp_end].text_end <= avail &&
+                             j->lp[lp_end].text_start < avail)
             lp_end++;
     if (avail > k->sent || lp_end > k->lp_sent) {
         ch.text = j->text + k->sent;
