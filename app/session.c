@@ -130,6 +130,19 @@ static void warn_no_gpu(const struct eng_session *s, const struct eng_session_pa
         fprintf(stderr, "faultline: %s%s%s%s\n", w, why ? " (" : "", why ? why : "", why ? ")" : "");
 }
 
+/* Past a cgroup's limit the kernel kills the process without a word, and a
+ * budget below one layer's experts cannot page: refused now. Past
+ * MemAvailable, swap or reclaim may still carry it: a warning. */
+static int refuse_misfit(enum placement_misfit m, const char *path, const char *why,
+                         struct fl_err *err)
+{
+    if (m == PL_BUDGET_BELOW_MIN || m == PL_OVER_CGROUP)
+        return fl_err_set(err, -ENOMEM, "%s: %s", path, why);
+    if (m == PL_OVER_RAM)
+        fprintf(stderr, "faultline: warning: %s\n", why);
+    return 0;
+}
+
 static int open_region(struct eng_session *s, const struct eng_session_params *p,
                        struct fl_err *err)
 {
@@ -142,13 +155,9 @@ static int open_region(struct eng_session *s, const struct eng_session_params *p
         return rc;
     const char *why = NULL;
     uint64_t budget = placement_ram_budget(s->plan), min = placement_min_budget(s->plan);
-    enum placement_misfit misfit = placement_misfit(s->plan, &why);
-    /* Past a cgroup's limit the kernel kills the process without a word:
-     * refuse now. Past MemAvailable, swap or reclaim may still carry it. */
-    if (misfit == PL_BUDGET_BELOW_MIN || misfit == PL_OVER_CGROUP)
-        return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
-    if (misfit == PL_OVER_RAM)
-        fprintf(stderr, "faultline: warning: %s\n", why);
+    const enum placement_misfit misfit = placement_misfit(s->plan, &why);
+    if ((rc = refuse_misfit(misfit, p->model_path, why, err)))
+        return rc;
     warn_no_gpu(s, p, no_gpu);
     struct pager_config cfg;
     pager_config_init(&cfg);
@@ -306,12 +315,8 @@ static int check_kv_fits(const struct eng_session *s, const struct eng_session_p
     char what[96], why[400];
     snprintf(what, sizeof(what), "the KV cache of %d cells", eng_kv_n_cells(s->kv));
     uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
-    enum placement_misfit m = placement_misfit_with(s->plan, kv, what, why, sizeof(why));
-    if (m == PL_OVER_CGROUP)
-        return fl_err_set(err, -ENOMEM, "%s: %s", p->model_path, why);
-    if (m == PL_OVER_RAM)
-        fprintf(stderr, "faultline: warning: %s\n", why);
-    return 0;
+    return refuse_misfit(placement_misfit_with(s->plan, kv, what, why, sizeof(why)),
+                         p->model_path, why, err);
 }
 
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,

@@ -447,9 +447,25 @@ static uint64_t host_bytes(const struct placement_plan *p)
     return p->bytes[PL_TIER_RAM] + (p->ram_budget < disk ? p->ram_budget : disk) + p->staging;
 }
 
+/* What is over: a memory cgroup's room (the kernel kills past it) or
+ * MemAvailable; and that room in words, e.g. "the 110.57 MiB left under this
+ * memory cgroup's limit of 112.00 MiB" or "the 22.18 GiB available". */
+static enum placement_misfit over_kind(const struct placement_plan *p, char *room, size_t len)
+{
+    char a[32], b[32];
+    fl_format_size(p->ram_available, a, sizeof(a));
+    if (!p->ram_cgroup_limit) {
+        snprintf(room, len, "the %s available", a);
+        return PL_OVER_RAM;
+    }
+    snprintf(room, len, "the %s left under this memory cgroup's limit of %s", a,
+             fl_format_size(p->ram_cgroup_limit, b, sizeof(b)));
+    return PL_OVER_CGROUP;
+}
+
 static void over_ram(struct placement_plan *p)
 {
-    char a[32], b[32], c[32], d[32], e[32], f[32];
+    char a[32], b[32], c[32], f[32], room[128];
     const bool paged = p->bytes[PL_TIER_DISK] != 0;
     const uint64_t resident = host_bytes(p) - p->bytes[PL_TIER_RAM] - p->staging;
     int n = snprintf(p->why, sizeof(p->why), "RAM tier %s",
@@ -468,15 +484,8 @@ static void over_ram(struct placement_plan *p)
     const char *verb = paged ? "exceed" : "exceeds";
     const char *fix = paged ? "give a smaller --ram-budget (or none: auto fits what is left)"
                             : "page the experts from disk instead (--disk-moe)";
-    if (p->ram_cgroup_limit)
-        snprintf(p->why + n, sizeof(p->why) - (size_t)n,
-                 " %s the %s left under this memory cgroup's limit of %s; %s", verb,
-                 fl_format_size(p->ram_available, d, sizeof(d)),
-                 fl_format_size(p->ram_cgroup_limit, e, sizeof(e)), fix);
-    else
-        snprintf(p->why + n, sizeof(p->why) - (size_t)n, " %s the %s available; %s", verb,
-                 fl_format_size(p->ram_available, d, sizeof(d)), fix);
-    p->misfit = p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
+    p->misfit = over_kind(p, room, sizeof(room));
+    snprintf(p->why + n, sizeof(p->why) - (size_t)n, " %s %s; %s", verb, room, fix);
 }
 
 static void check_fit(struct placement_plan *p)
@@ -636,23 +645,14 @@ enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint
     const uint64_t plan = host_bytes(p);
     if (!p->ram_available || plan + extra <= p->ram_available)
         return PL_FITS;
-    char a[32], b[32], c[32], d[32];
-    int n = snprintf(why, why_len, "%s (%s) beside the %s of %s", what,
-                     fl_format_size(extra, a, sizeof(a)), fl_format_size(plan, b, sizeof(b)),
-                     p->bytes[PL_TIER_DISK] ? "RAM tier, expert budget and staging" : "weights");
-    if (n < 0 || (size_t)n >= why_len)
-        return p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
-    if (p->ram_cgroup_limit)
-        snprintf(why + n, why_len - (size_t)n,
-                 " exceeds the %s left under this memory cgroup's limit of %s; a smaller -c%s fits",
-                 fl_format_size(p->ram_available, c, sizeof(c)),
-                 fl_format_size(p->ram_cgroup_limit, d, sizeof(d)),
-                 p->bytes[PL_TIER_DISK] ? " or --ram-budget" : "");
-    else
-        snprintf(why + n, why_len - (size_t)n, " exceeds the %s available; a smaller -c%s fits",
-                 fl_format_size(p->ram_available, c, sizeof(c)),
-                 p->bytes[PL_TIER_DISK] ? " or --ram-budget" : "");
-    return p->ram_cgroup_limit ? PL_OVER_CGROUP : PL_OVER_RAM;
+    char a[32], b[32], room[128];
+    const enum placement_misfit kind = over_kind(p, room, sizeof(room));
+    const bool paged = p->bytes[PL_TIER_DISK] != 0;
+    snprintf(why, why_len, "%s (%s) beside the %s of %s exceeds %s; a smaller -c%s fits", what,
+             fl_format_size(extra, a, sizeof(a)), fl_format_size(plan, b, sizeof(b)),
+             paged ? "RAM tier, expert budget and staging" : "weights", room,
+             paged ? " or --ram-budget" : "");
+    return kind;
 }
 
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

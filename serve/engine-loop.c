@@ -200,8 +200,8 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
      * it held back (it could have begun a stop string) comes now */
     if (r->len > j->len && r->finish != ENG_FINISH_CANCELLED)
         job_append(j, r->text + j->len, r->len - j->len);
-    for (int i = 0; i < r->n_logprobs; i++)
-        job_set_logprob(j, i, &r->logprobs[i]);
+    /* the logprob hook sent every token's figures before this (the same as
+     * r->logprobs); the answer lists the first n_logprobs of them */
     j->n_lp_final = r->n_logprobs < j->n_lp ? r->n_logprobs : j->n_lp;
     j->result = *r;
     j->result.text = NULL;
