@@ -230,6 +230,10 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
         return bad(err, "stream_options", "expected an object");
     if (json_is_object(so) && flag(so, "include_usage", &r->include_usage, err) < 0)
         return -EINVAL;
+    bool cache = true;
+    if (flag(b, "cache_prompt", &cache, err) < 0)
+        return -EINVAL;
+    r->no_cache_prompt = !cache;
     return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
@@ -560,6 +564,15 @@ static json_t *choice_logprobs(enum api_kind kind, const struct fl_tokenizer *to
     return v ? api_logprobs_json(kind, tok, v, n) : json_null();
 }
 
+/* OpenAI's usage object, with prompt_tokens_details.cached_tokens as
+ * llama-server and OpenAI report prompt caching. */
+static json_t *usage_json(int prompt, int completion, int cached)
+{
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens",
+                     completion, "total_tokens", prompt + completion, "prompt_tokens_details",
+                     "cached_tokens", cached);
+}
+
 json_t *api_completion_json(const struct api_completion *c)
 {
     json_t *lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
@@ -569,11 +582,10 @@ json_t *api_completion_json(const struct api_completion *c)
                     "finish_reason", c->finish_reason)
         : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
                     "logprobs", lp, "finish_reason", c->finish_reason);
-    return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:{s:i, s:i, s:i}}", "id", c->id, "object",
+    return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", c->id, "object",
                      c->kind == API_CHAT ? "chat.completion" : "text_completion", "created",
                      (json_int_t)c->created, "model", c->model, "choices", choice, "usage",
-                     "prompt_tokens", c->prompt_tokens, "completion_tokens", c->completion_tokens,
-                     "total_tokens", c->prompt_tokens + c->completion_tokens);
+                     usage_json(c->prompt_tokens, c->completion_tokens, c->cached_tokens));
 }
 
 json_t *api_chunk_json(const struct api_chunk *c)
@@ -603,9 +615,8 @@ json_t *api_chunk_json(const struct api_chunk *c)
                           choice);
     if (o && c->usage) { /* stream_options.include_usage: the last chunk, no choices */
         json_array_clear(json_object_get(o, "choices"));
-        fl_json_set(o, "usage", json_pack("{s:i, s:i, s:i}", "prompt_tokens", c->prompt_tokens,
-                                          "completion_tokens", c->completion_tokens,
-                                          "total_tokens", c->prompt_tokens + c->completion_tokens));
+        fl_json_set(o, "usage", usage_json(c->prompt_tokens, c->completion_tokens,
+                                           c->cached_tokens));
     }
     return o;
 }

@@ -43,6 +43,7 @@ struct api_request {
     bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
     bool has_repeat, has_presence, has_frequency, has_last_n, has_typical;
     bool ignore_eos;
+    bool no_cache_prompt;     /* "cache_prompt": false (llama-server's): no prompt cache */
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
     /* "logit_bias": {"ID": bias in [-100, 100] or false (a ban)}, or
      * llama.cpp's [[ID, bias], ...]; malloc'ed */
@@ -97,6 +98,7 @@ struct api_completion {
     const struct fl_token_logprob *logprobs;
     int n_logprobs;
     const struct fl_tokenizer *tok;
+    int cached_tokens; /* usage.prompt_tokens_details: prompt tokens read from the cache */
 };
 json_t *api_completion_json(const struct api_completion *c);
 
@@ -119,7 +121,7 @@ struct api_chunk {
     size_t len;
     const char *finish_reason; /* NULL: not finished */
     bool usage;
-    int prompt_tokens, completion_tokens;
+    int prompt_tokens, completion_tokens, cached_tokens;
     const struct fl_token_logprob *logprobs; /* this chunk's tokens' (NULL: none) */
     int n_logprobs;
     const struct fl_tokenizer *tok;

@@ -1,6 +1,8 @@
 /* scheduler.c: continuous batching (scheduler.h). */
 #include "app/scheduler.h"
 
+#include "app/prompt-cache.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@ struct sched_req {
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
-    bool want_lp, json;
+    bool want_lp, json, no_cache;
     struct fl_json_prefix jp; /* JSON mode: the answer so far */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
@@ -28,7 +30,8 @@ struct sched_req {
     struct fl_sampler *smp;
     const char *error;   /* set: ends with ENG_FINISH_ERROR at the next step */
     int seq;             /* -1 while queued */
-    int n_done;          /* prompt tokens evaluated */
+    int n_done;          /* prompt tokens evaluated (or read from the prompt cache) */
+    int n_cached;        /* prompt tokens read from the prompt cache */
     int32_t next;        /* generating: the token to feed */
     int32_t *gen;
     int n_gen, cap_gen;
@@ -50,6 +53,7 @@ struct eng_sched {
     struct eng_span *spans;
     struct sched_req **span_req;
     float *logits;
+    struct eng_pcache *pc;    /* prompts' prefixes kept for later requests */
     struct fl_json_vocab *jv; /* JSON mode's pieces, made at its first request */
     float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_sched_stats st;
@@ -86,6 +90,11 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
         eng_sched_free(q);
         return fl_err_set(err, -ENOMEM, "out of memory for %d sequences' batch", q->n_seq);
     }
+    int rc = eng_pcache_create(s, &q->pc, err);
+    if (rc) {
+        eng_sched_free(q);
+        return rc;
+    }
     *out = q;
     return 0;
 }
@@ -115,6 +124,7 @@ void eng_sched_free(struct eng_sched *q)
     }
     for (int i = 0; i < q->n_queue; i++)
         req_free(q->queue[i]);
+    eng_pcache_free(q->pc);
     free(q->queue);
     free(q->slot);
     free(q->tokens);
@@ -175,7 +185,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .json = in->json_object };
+                             .json = in->json_object, .no_cache = in->no_prompt_cache };
     fl_json_prefix_init(&r->jp);
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && r->json && !q->jv) {
@@ -232,7 +242,15 @@ int eng_sched_running(const struct eng_sched *q)
 
 int eng_sched_queued(const struct eng_sched *q) { return q->n_queue; }
 
-void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out) { *out = q->st; }
+void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out)
+{
+    struct eng_pcache_stats pc;
+    eng_pcache_get_stats(q->pc, &pc);
+    *out = q->st;
+    out->cache_entries = pc.entries;
+    out->cache_tokens = pc.tokens;
+    out->cache_evicted = pc.evicted;
+}
 
 /* --- ending a request ----------------------------------------------------------- */
 
@@ -240,6 +258,10 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
 {
     const double t = fl_clock_s();
     if (r->seq >= 0) {
+        if (!r->no_cache) /* its prompt's whole chunks, for the requests after it */
+            eng_pcache_keep(q->pc, r->seq, r->prompt,
+                            eng_pcache_reusable(q->pc, r->n_done < r->n_prompt ? r->n_done
+                                                                             : r->n_prompt));
         eng_session_seq_free(q->s, r->seq);
         q->slot[r->seq] = NULL;
     }
@@ -252,7 +274,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
     const struct eng_req_result res = {
         .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
         .text = r->text ? r->text : "", .len = r->len, .tokens = r->gen, .n_tokens = r->n_gen,
-        .n_prompt = r->n_prompt, .queued_s = start - r->t_submit, .prompt_s = first - start,
+        .n_prompt = r->n_prompt, .n_cached = r->n_cached, .queued_s = start - r->t_submit, .prompt_s = first - start,
         .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
     };
     q->st.requests_done++;
@@ -277,6 +299,42 @@ static void reap(struct eng_sched *q)
     q->n_queue = kept;
 }
 
+/* The most positions of r's prompt another sequence holds (a cache entry,
+ * or a running request's prompt chunks so far), and that sequence. */
+static int cached_prefix(struct eng_sched *q, const struct sched_req *r, int *src)
+{
+    int best = r->no_cache ? 0 : eng_pcache_match(q->pc, r->prompt, r->n_prompt, src);
+    for (int i = 0; i < q->n_seq && !r->no_cache && eng_session_n_held(q->s) > 0; i++) {
+        const struct sched_req *x = q->slot[i];
+        if (!x)
+            continue;
+        const int have = eng_pcache_reusable(q->pc, x->n_done < x->n_prompt ? x->n_done
+                                                                           : x->n_prompt);
+        const int n = eng_pcache_usable(q->pc, x->prompt, have, r->prompt, r->n_prompt);
+        if (n > best)
+            best = n, *src = i;
+    }
+    return best;
+}
+
+/* Sequence seq gets the cells of r's cached prefix (if any) and of the rest
+ * of its prompt and first token, prompt cache entries giving theirs back
+ * while the pool is short; how many prompt positions it has, or -1 (then
+ * seq holds nothing). */
+static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
+{
+    struct fl_err e;
+    int src = -1, n = cached_prefix(q, r, &src);
+    if (n > 0 && eng_session_seq_share(q->s, seq, src, n, &e))
+        n = 0; /* cannot happen: whole units of a held sequence */
+    while (eng_session_seq_reserve(q->s, seq, r->n_prompt + 1, &e))
+        if (!eng_pcache_evict(q->pc)) {
+            eng_session_seq_free(q->s, seq);
+            return -1;
+        }
+    return n;
+}
+
 /* Starts queued requests, in order, while a sequence and the cells of
  * their prompt (and first token) are free; later tokens take cells as they
  * come (make_room). */
@@ -287,11 +345,13 @@ static void admit(struct eng_sched *q)
         while (seq < q->n_seq && q->slot[seq])
             seq++;
         struct sched_req *r = q->queue[0];
-        struct fl_err e;
-        if (seq == q->n_seq || eng_session_seq_reserve(q->s, seq, r->n_prompt + 1, &e))
+        const int cached = seq < q->n_seq ? take_cells(q, r, seq) : -1;
+        if (cached < 0)
             return; /* waits for a sequence to end */
         memmove(q->queue, q->queue + 1, sizeof(*q->queue) * (size_t)--q->n_queue);
         r->seq = seq;
+        r->n_done = r->n_cached = cached;
+        q->st.prompt_cached += (uint64_t)cached;
         r->t_start = fl_clock_s();
         q->slot[seq] = r;
     }
@@ -306,7 +366,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     eng_session_seq_free(q->s, r->seq);
     q->slot[r->seq] = NULL;
     r->seq = -1;
-    r->n_done = r->n_gen = 0;
+    r->n_done = r->n_gen = r->n_cached = 0;
     r->len = 0;
     r->t_first = 0;
     fl_json_prefix_init(&r->jp);
@@ -340,6 +400,8 @@ static void make_room(struct eng_sched *q)
         struct fl_err e;
         while (r && r->n_done >= r->n_prompt &&
                eng_session_seq_reserve(q->s, i, r->n_prompt + r->n_gen, &e)) {
+            if (eng_pcache_evict(q->pc)) /* cached prefixes go before running requests */
+                continue;
             if (q->n_queue == q->cap_queue) { /* cannot requeue: let it end */
                 r->error = "the KV cache is full";
                 finish(q, r, ENG_FINISH_ERROR);

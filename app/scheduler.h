@@ -16,6 +16,12 @@
  * invariance (model/arch.h) a request's logits, and so its tokens for a
  * given seed, are the same alone as with any neighbours.
  *
+ * A request whose prompt starts with whole n_batch chunks another prompt
+ * ran (a finished request's, kept in the prompt cache, app/prompt-cache.h,
+ * or a running one's) reads their KV rows instead of computing them: the
+ * same bits, so the same tokens. Cached prefixes hold only cells no
+ * request needs: they are given back before a running request restarts.
+ *
  * Every request has its own sampler (text/sampler.h: temperature, top-k,
  * top-p, min-p, penalties, seed), stop strings and token limit. Typical
  * use:
@@ -56,6 +62,7 @@ struct eng_req {
     bool json_object;      /* JSON mode: the answer is a JSON object (text/json-mode.h) */
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
+    bool no_prompt_cache;  /* neither read a cached prefix nor leave one (cache_prompt: false) */
     void *user;            /* handed back to the hooks */
 };
 
@@ -81,6 +88,7 @@ struct eng_req_result {
     const struct fl_token_logprob *logprobs;
     int n_logprobs;
     int n_prompt;
+    int n_cached;           /* of them, read from the prompt cache (not computed) */
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
 };
 
@@ -106,6 +114,10 @@ struct eng_sched_hooks {
 
 struct eng_sched_stats {
     uint64_t steps, prompt_tokens, gen_tokens, requests_done, restarts;
+    uint64_t prompt_cached; /* prompt tokens read from the prompt cache (not in prompt_tokens) */
+    int cache_entries;      /* prefixes the prompt cache holds now ... */
+    int64_t cache_tokens;   /* ... their positions in all */
+    uint64_t cache_evicted; /* entries dropped for room */
     int max_running; /* most sequences in one step */
 };
 

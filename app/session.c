@@ -52,6 +52,7 @@ struct eng_session {
     struct eng_arena *arena;
     struct eng_ctx ctx;
     int n_batch, n_past;
+    int n_seq, n_held; /* running sequences, then held prefixes (kv ids) */
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
     uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
 };
@@ -337,7 +338,12 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
     if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
         n_ctx = (int)s->model->hp.n_ctx_train;
-    if ((rc = eng_kv_create(s->model, n_ctx, p->n_seq > 0 ? p->n_seq : 1, &s->kv, err)))
+    s->n_seq = p->n_seq > 0 ? p->n_seq : 1;
+    /* held prefixes: a few beyond the running sequences' own, so that
+     * several conversations stay cached; they only hold cells no request
+     * needs (the scheduler gives them back first) */
+    s->n_held = p->no_prompt_cache || s->model->rs_conv_dim ? 0 : 2 * s->n_seq + 6;
+    if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, &s->kv, err)))
         return rc;
     if ((rc = check_kv_fits(s, p, err)))
         return rc;
@@ -485,7 +491,8 @@ int eng_session_n_ctx(const struct eng_session *s) { return eng_kv_n_ctx(s->kv);
 int eng_session_n_past(const struct eng_session *s) { return s->n_past; }
 int eng_session_n_threads(const struct eng_session *s) { return s->ctx.n_threads; }
 uint64_t eng_session_file_size(const struct eng_session *s) { return gguf_file_size(s->gguf); }
-int eng_session_n_seq(const struct eng_session *s) { return eng_kv_n_seq(s->kv); }
+int eng_session_n_seq(const struct eng_session *s) { return s->n_seq; }
+int eng_session_n_held(const struct eng_session *s) { return s->n_held; }
 uint64_t eng_session_min_budget(const struct eng_session *s)
 {
     return placement_min_budget(s->plan);
@@ -507,6 +514,11 @@ int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl
 void eng_session_seq_free(struct eng_session *s, int seq)
 {
     eng_kv_seq_truncate(s->kv, seq, 0);
+}
+
+int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err)
+{
+    return eng_kv_seq_share(s->kv, dst, src, n_pos, err);
 }
 
 int64_t eng_session_n_params(const struct eng_session *s)

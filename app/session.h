@@ -37,6 +37,7 @@ struct eng_session_params {
     int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
     int n_batch;    /* most tokens per forward call; 0: 512 */
     int n_seq;      /* sequences at once (-np), sharing n_ctx cells; 0: 1 */
+    bool no_prompt_cache; /* --no-cache-prompt: no held prefixes (eng_session_n_held) */
     int n_threads;  /* 0: physical cores */
     /* Where the weights live: tiers, RAM/VRAM budgets (plan/placement.h).
      * Zero-initialised means the defaults; call eng_session_params_init. */
@@ -84,6 +85,11 @@ uint64_t eng_session_file_size(const struct eng_session *s);
 int64_t eng_session_n_params(const struct eng_session *s);
 void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */
 int eng_session_n_seq(const struct eng_session *s);
+/* Sequence ids n_seq .. n_seq+n_held-1 never run: they hold cells of
+ * prompts' prefixes for later requests to share (the scheduler's prompt
+ * cache). 0 with no_prompt_cache, and for recurrent models (their state
+ * sums every position: no prefix of it is kept). */
+int eng_session_n_held(const struct eng_session *s);
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
 int eng_session_n_batch(const struct eng_session *s);
@@ -99,6 +105,9 @@ int eng_session_cells_free(const struct eng_session *s);
  * eng_kv_seq_reserve: -ENOSPC when the cache is full), or gives all back. */
 int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err);
 void eng_session_seq_free(struct eng_session *s, int seq);
+/* The empty sequence dst reads src's first n_pos positions from the same
+ * cells (kv-cache.h's eng_kv_seq_share: whole blocks). */
+int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err);
 /* One forward call over spans of several sequences, as given (eng_forward
  * checks it; keeping it near n_batch tokens is the caller's part, as the
  * scratch grows with the batch). A failed pager read names the tensor. */

@@ -1,6 +1,7 @@
 /* kv-cache.c: the F16 KV cache as a pool of cells in blocks (kv-cache.h).
  * Free blocks are a stack popped lowest first; each sequence keeps the
- * cell of every position it has room for. */
+ * cell of every position it has room for. A block counts the sequences
+ * whose tables hold it (eng_kv_seq_share), and is free when none does. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ struct eng_kv {
     const int64_t *k_dim, *v_dim;
     fl_f16 **k, **v;     /* [n_layer] arrays of n_blocks * ENG_KV_BLOCK rows */
     int32_t *free_stack; /* [n_blocks]: free block ids, the next one on top */
+    int32_t *ref;        /* [n_blocks]: sequences holding each block */
     struct kv_seq *seq;  /* [n_seq] */
     /* recurrent state: [n_layer] arrays of n_seq * dim floats (NULL dims:
      * none); rs_pos[seq] = positions it covers, -1 = unusable */
@@ -84,8 +86,9 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv
     kv->rs_conv_dim = m->rs_conv_dim;
     kv->rs_ssm_dim = m->rs_ssm_dim;
     kv->free_stack = malloc(sizeof(int32_t) * (size_t)kv->n_blocks);
+    kv->ref = calloc((size_t)kv->n_blocks, sizeof(int32_t));
     kv->seq = calloc((size_t)n_seq, sizeof(*kv->seq));
-    int ok = kv->free_stack && kv->seq && alloc_layers(kv) && alloc_rs(kv);
+    int ok = kv->free_stack && kv->ref && kv->seq && alloc_layers(kv) && alloc_rs(kv);
     if (!ok) {
         eng_kv_destroy(kv);
         return fl_err_set(err, -ENOMEM, "out of memory for a KV cache of %d positions", n_ctx);
@@ -117,6 +120,7 @@ void eng_kv_destroy(struct eng_kv *kv)
         free(kv->seq[s].cells);
     free(kv->seq);
     free(kv->free_stack);
+    free(kv->ref);
     free(kv->k);
     free(kv->v);
     free(kv);
@@ -145,6 +149,14 @@ const int32_t *eng_kv_seq_cells(const struct eng_kv *kv, int seq)
     return kv->seq[seq].cells;
 }
 
+static int32_t *grow_table(struct kv_seq *s, int cap)
+{
+    int32_t *cells = realloc(s->cells, sizeof(int32_t) * (size_t)cap);
+    if (cells)
+        s->cells = cells;
+    return cells;
+}
+
 int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err)
 {
     if (seq < 0 || seq >= kv->n_seq)
@@ -159,13 +171,12 @@ int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err
         return fl_err_set(err, -ENOSPC, "the KV cache is full: sequence %d needs %d more cells, "
                           "%d of %d are free", seq, need * ENG_KV_BLOCK,
                           eng_kv_cells_free(kv), eng_kv_n_cells(kv));
-    const int cap = s->cap + need * ENG_KV_BLOCK;
-    int32_t *cells = realloc(s->cells, sizeof(int32_t) * (size_t)cap);
+    int32_t *cells = grow_table(s, s->cap + need * ENG_KV_BLOCK);
     if (!cells)
         return fl_err_set(err, -ENOMEM, "out of memory for a KV block table");
-    s->cells = cells;
     for (int b = 0; b < need; b++) {
         const int32_t blk = kv->free_stack[--kv->n_free];
+        kv->ref[blk] = 1;
         for (int i = 0; i < ENG_KV_BLOCK; i++)
             cells[s->cap + i] = blk * ENG_KV_BLOCK + i;
         s->cap += ENG_KV_BLOCK;
@@ -178,11 +189,17 @@ void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos)
     if (seq < 0 || seq >= kv->n_seq)
         return;
     struct kv_seq *s = &kv->seq[seq];
-    const int keep = (n_pos > 0 ? n_pos + ENG_KV_BLOCK - 1 : 0) / ENG_KV_BLOCK * ENG_KV_BLOCK;
+    int keep = (n_pos > 0 ? n_pos + ENG_KV_BLOCK - 1 : 0) / ENG_KV_BLOCK * ENG_KV_BLOCK;
+    /* a partly kept block that others hold would be written past n_pos:
+     * it goes too (its positions are computed again) */
+    if (keep > n_pos && keep <= s->cap && kv->ref[s->cells[keep - 1] / ENG_KV_BLOCK] > 1)
+        keep -= ENG_KV_BLOCK;
     /* pushed back last block first, so the lowest comes out next */
     while (s->cap > keep) {
         s->cap -= ENG_KV_BLOCK;
-        kv->free_stack[kv->n_free++] = s->cells[s->cap] / ENG_KV_BLOCK;
+        const int32_t blk = s->cells[s->cap] / ENG_KV_BLOCK;
+        if (--kv->ref[blk] == 0)
+            kv->free_stack[kv->n_free++] = blk;
     }
     if (s->cap == 0) {
         free(s->cells);
@@ -190,6 +207,29 @@ void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos)
     }
     if (kv->rs_pos && kv->rs_pos[seq] != n_pos)
         kv->rs_pos[seq] = n_pos == 0 ? 0 : -1;
+}
+
+int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_err *err)
+{
+    if (dst < 0 || dst >= kv->n_seq || src < 0 || src >= kv->n_seq || dst == src)
+        return fl_err_set(err, -EINVAL, "sharing sequence %d's cells with %d", src, dst);
+    if (kv->rs_pos)
+        return fl_err_set(err, -EINVAL, "a recurrent model's state cannot be shared");
+    struct kv_seq *d = &kv->seq[dst];
+    const struct kv_seq *s = &kv->seq[src];
+    if (d->cap != 0 || n_pos < 0 || n_pos % ENG_KV_BLOCK || n_pos > s->cap)
+        return fl_err_set(err, -EINVAL, "sharing %d positions of sequence %d (it has %d) with "
+                          "sequence %d (it has %d): whole blocks, to an empty one", n_pos, src,
+                          s->cap, dst, d->cap);
+    if (n_pos == 0)
+        return 0;
+    if (!grow_table(d, n_pos))
+        return fl_err_set(err, -ENOMEM, "out of memory for a KV block table");
+    memcpy(d->cells, s->cells, sizeof(int32_t) * (size_t)n_pos);
+    d->cap = n_pos;
+    for (int p = 0; p < n_pos; p += ENG_KV_BLOCK)
+        kv->ref[d->cells[p] / ENG_KV_BLOCK]++;
+    return 0;
 }
 
 fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell)

@@ -44,8 +44,17 @@ int eng_kv_seq_capacity(const struct eng_kv *kv, int seq);
  * blocks (then nothing is taken). */
 int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err);
 /* Keeps positions 0 .. n_pos-1 of seq and gives back the blocks past them;
- * n_pos = 0 frees the sequence. */
+ * n_pos = 0 frees the sequence. A block stays in use while another
+ * sequence holds it; a partly kept block that another holds is given back
+ * too (seq would write into it), so seq then keeps fewer positions. */
 void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos);
+/* Gives the empty sequence dst the cells of src's first n_pos positions (a
+ * multiple of ENG_KV_BLOCK, at most src's capacity): the same blocks, held
+ * by both until each gives them back (a prompt's cached prefix read by
+ * several sequences). Neither may write those positions again; dst grows
+ * into blocks of its own. -EINVAL (also for a recurrent model, whose state
+ * is not in cells), -ENOMEM. */
+int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_err *err);
 /* The cell of each position of seq, [eng_kv_seq_capacity] entries. */
 const int32_t *eng_kv_seq_cells(const struct eng_kv *kv, int seq);
 

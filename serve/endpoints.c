@@ -51,8 +51,15 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
            "Requests cancelled (the client left, or shutdown).", (double)st.requests_cancelled);
     metric(f, "requests_failed_total", "counter", "Requests the engine failed.",
            (double)st.requests_failed);
-    metric(f, "prompt_tokens_total", "counter", "Prompt tokens evaluated.",
+    metric(f, "prompt_tokens_total", "counter", "Prompt tokens of requests that ended.",
            (double)st.prompt_tokens);
+    metric(f, "prompt_tokens_cached_total", "counter",
+           "Prompt tokens read from the prompt cache instead of computed.",
+           (double)st.prompt_cached);
+    metric(f, "prompt_cache_entries", "gauge", "Prompt prefixes the prompt cache holds.",
+           st.cache_entries);
+    metric(f, "prompt_cache_tokens", "gauge", "Positions those prefixes hold.",
+           (double)st.cache_tokens);
     metric(f, "tokens_generated_total", "counter", "Tokens generated.", (double)st.gen_tokens);
     metric(f, "tokens_per_second", "gauge", "Generated tokens per second over the last ~10 s.",
            st.gen_tps);
@@ -62,7 +69,7 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     metric(f, "queue_depth", "gauge", "Requests waiting for a sequence.", st.queued);
     metric(f, "sequences_busy", "gauge", "Sequences running a request.", st.running);
     metric(f, "sequences_max", "gauge", "Sequences at once (-np).", st.n_seq);
-    metric(f, "kv_cells_used", "gauge", "KV cells held by sequences.", st.cells_used);
+    metric(f, "kv_cells_used", "gauge", "KV cells held by sequences and the prompt cache.", st.cells_used);
     metric(f, "kv_cells_total", "gauge", "KV cells in the cache (-c).", st.cells_total);
     pthread_mutex_lock(&k->s->mu);
     static const char *const names[SRV_N_ROUTES] = {

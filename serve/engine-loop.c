@@ -262,6 +262,9 @@ static void take_stats(struct srv_loop *l)
     eng_sched_get_stats(l->q, &ss);
     l->st.steps = ss.steps;
     l->st.restarts = ss.restarts;
+    l->st.prompt_cached = ss.prompt_cached;
+    l->st.cache_entries = ss.cache_entries;
+    l->st.cache_tokens = ss.cache_tokens;
     l->st.queued = eng_sched_queued(l->q);
     l->st.running = eng_sched_running(l->q);
     l->st.cells_used = l->st.cells_total - eng_session_cells_free(l->s);

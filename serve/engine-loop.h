@@ -55,6 +55,9 @@ struct srv_stats {
     bool loaded;
     uint64_t requests_done, requests_cancelled, requests_failed;
     uint64_t prompt_tokens, gen_tokens, steps, restarts;
+    uint64_t prompt_cached;    /* of prompt_tokens, read from the prompt cache */
+    int cache_entries;         /* prefixes the prompt cache holds ... */
+    int64_t cache_tokens;      /* ... and their positions */
     double gen_tps;        /* generated tokens per second over the last ~10 s */
     int queued, running, n_seq;
     int cells_used, cells_total;

@@ -167,9 +167,11 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         rc = finish_error(k, j);
     } else {
         const struct api_completion c = {
-            k->kind, k->id, k->s->model_name, k->created, text, strlen(text),
-            eng_finish_name(r.finish), r.n_prompt, r.n_tokens, lp, n_lp,
-            eng_session_tokenizer(srv_loop_session(k->s->loop)),
+            .kind = k->kind, .id = k->id, .model = k->s->model_name, .created = k->created,
+            .text = text, .len = strlen(text), .finish_reason = eng_finish_name(r.finish),
+            .prompt_tokens = r.n_prompt, .completion_tokens = r.n_tokens, .logprobs = lp,
+            .n_logprobs = n_lp, .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
+            .cached_tokens = r.n_cached,
         };
         rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
     }
@@ -269,6 +271,7 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
             ch.finish_reason = NULL;
             ch.usage = true;
             ch.prompt_tokens = j->result.n_prompt;
+            ch.cached_tokens = j->result.n_cached;
             ch.completion_tokens = j->result.n_tokens;
             sse_event(k, api_chunk_json(&ch));
         }
@@ -369,7 +372,8 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
-                               .json_object = req->json_object };
+                               .json_object = req->json_object,
+                               .no_prompt_cache = req->no_cache_prompt };
     if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
         j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
         if (!j->bias_owned) {

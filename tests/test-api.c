@@ -39,10 +39,12 @@ static void test_accepted(void)
               d.typical_p == 1.0f,
           "sampling: given fields over the defaults");
     api_batch_line_free(&l);
-    CHECK(parse("{\"custom_id\":\"r2\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[5,6,7]}}",
-                &l, &err) == 0 && l.req.kind == API_COMPLETION && l.req.n_prompt_ids == 3 &&
-              l.req.prompt_ids[2] == 7 && l.req.max_tokens == -1,
-          "token-id prompt: %s", err.msg);
+    CHECK(!r->no_cache_prompt, "the prompt cache is on unless a request says");
+    CHECK(parse("{\"custom_id\":\"r2\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[5,6,7],"
+                "\"cache_prompt\":false}}", &l, &err) == 0 && l.req.kind == API_COMPLETION &&
+              l.req.n_prompt_ids == 3 && l.req.prompt_ids[2] == 7 && l.req.max_tokens == -1 &&
+              l.req.no_cache_prompt,
+          "token-id prompt, cache_prompt false: %s", err.msg);
     api_batch_line_free(&l);
     /* the same fields asking for nothing are accepted */
     CHECK(parse("{\"custom_id\":\"r4\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
@@ -119,6 +121,8 @@ static void test_refused(void)
           "body.echo" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"best_of\":2}}",
           "body.best_of" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"cache_prompt\":\"no\"}}", "body.cache_prompt" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct api_batch_line l;
@@ -138,12 +142,13 @@ static void test_outputs(void)
     const struct api_completion c = { .kind = API_CHAT, .id = "chatcmpl-1", .model = "m",
                                       .created = 7, .text = "hi", .len = 2,
                                       .finish_reason = "length", .prompt_tokens = 3,
-                                      .completion_tokens = 2 };
+                                      .completion_tokens = 2, .cached_tokens = 1 };
     json_t *o = api_batch_output("r1", 1, "batch_req_1", api_completion_json(&c), NULL, NULL);
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     CHECK(s && strstr(s, "\"custom_id\":\"r1\"") && strstr(s, "\"status_code\":200") &&
               strstr(s, "\"content\":\"hi\"") && strstr(s, "\"finish_reason\":\"length\"") &&
               strstr(s, "\"total_tokens\":5") && strstr(s, "\"error\":null") &&
+              strstr(s, "\"prompt_tokens_details\":{\"cached_tokens\":1}") &&
               strstr(s, "\"object\":\"chat.completion\""),
           "completion output: %s", s);
     free(s);

@@ -9,6 +9,8 @@
 #     once, every line valid JSON, and the same texts as the run in one go
 #     (batch invariance: a request's tokens do not depend on its neighbours);
 #   - SIGINT: exit 130 and a line saying what was lost; the rerun finishes;
+#   - requests sharing long instructions read them from the prompt cache
+#     (-b 64) and answer as with --no-cache-prompt, logprobs too;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -149,6 +151,45 @@ for e in e1 e2 e3; do
     [ "$(wc -l <"$dir/$e.log")" -eq 1 ] || { cat "$dir/$e.log"; fail "$e: not one line"; }
 done
 echo "refused: model or input as output, missing input (one line each)"
+# 5. shared instructions: the prompt cache reads their whole -b chunks, and
+# the answers are the same bits as with --no-cache-prompt
+python3 - "$dir/shared.jsonl" <<'EOF2'
+import json, sys
+rule = "Summarise the text below in one short sentence, plainly and without preamble. " * 6
+with open(sys.argv[1], "w") as f:
+    for i in range(24):
+        body = {"prompt": rule + f"Text {i}: the river rose {i} feet overnight.",
+                "max_tokens": 6, "logprobs": 2, "temperature": 0}
+        f.write(json.dumps({"custom_id": f"s{i}", "url": "/v1/completions", "body": body}) + "\n")
+EOF2
+for c in --cache-prompt --no-cache-prompt; do
+    "$cli" batch -m $model -i "$dir/shared.jsonl" -o "$dir/shared$c.jsonl" -np 4 -b 64 -t 2 -q $c \
+        2>"$dir/shared.log" || { cat "$dir/shared.log"; fail "shared prompts ($c): exit $?"; }
+    grep -o "([0-9]* of them from the prompt cache)" "$dir/shared.log" >"$dir/shared$c.n" ||
+        { cat "$dir/shared.log"; fail "no prompt cache count in the summary"; }
+done
+python3 - "$dir/shared--cache-prompt.jsonl" "$dir/shared--no-cache-prompt.jsonl" <<'EOF2' ||
+import json, sys
+def answers(path):
+    out = {}
+    for l in open(path):
+        o = json.loads(l)
+        body = o["response"]["body"]
+        out[o["custom_id"]] = (body["choices"], body["usage"]["prompt_tokens_details"]["cached_tokens"])
+    return out
+hit, miss = answers(sys.argv[1]), answers(sys.argv[2])
+assert hit.keys() == miss.keys() and len(hit) == 24, (len(hit), len(miss))
+for k in hit:
+    assert hit[k][0] == miss[k][0], (k, hit[k][0], miss[k][0])
+    assert miss[k][1] == 0 and hit[k][1] % 64 == 0, (k, hit[k][1], miss[k][1])
+n = sum(v[1] for v in hit.values())
+assert n >= 64 * 16, n
+print(f"shared instructions: {n} prompt tokens read from the cache; answers = computed")
+EOF2
+    fail "prompt cache in batch"
+grep -q "(0 of them" "$dir/shared--no-cache-prompt.n" && ! grep -q "(0 of them" "$dir/shared--cache-prompt.n" ||
+    fail "summary counts: $(cat "$dir/shared--cache-prompt.n") / $(cat "$dir/shared--no-cache-prompt.n")"
+
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||
     fail "examples/batch-requests.jsonl: exit $? ($(tail -1 "$dir/err"))"

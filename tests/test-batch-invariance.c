@@ -11,6 +11,8 @@
  * With a device (the emulated one in its build) the same on the device:
  * the whole pass there with the experts in VRAM or paged through the VRAM
  * expert cache, and the CPU's pass with products sent there.
+ * Prompts that start as an earlier one did then read its whole chunks from
+ * the prompt cache and must give the same rows as with an empty cache.
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <math.h>
@@ -54,7 +56,7 @@ struct rec {
     enum eng_finish finish;
     bool done;
     struct fl_token_logprob lp[MAX_ROWS]; /* requests 0 and 3 ask for logprobs */
-    int n_lp, n_tokens;
+    int n_lp, n_tokens, n_cached;
     int32_t tokens[MAX_ROWS];
 };
 
@@ -88,6 +90,7 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *res)
     r->n_lp = res->n_logprobs < MAX_ROWS ? res->n_logprobs : MAX_ROWS;
     if (res->logprobs)
         memcpy(r->lp, res->logprobs, sizeof(r->lp[0]) * (size_t)r->n_lp);
+    r->n_cached = res->n_cached;
     r->n_tokens = res->n_tokens < MAX_ROWS ? res->n_tokens : MAX_ROWS;
     memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
     r->done = true;
@@ -352,6 +355,127 @@ static uint64_t test_tight(const char *path, enum mode mode, uint64_t budget, st
     return restarts;
 }
 
+/* --- the prompt cache --------------------------------------------------------
+ * Prompts that start with request 2's (150 tokens or more: chunks of 64):
+ * its first 140 tokens then request 4's, its first 100 then request 0's,
+ * and all of it then request 3's. Run after request 2 (the first two from
+ * the cache entry it left) and beside a second run of it (the third from
+ * its running sequence, after its second chunk), each must give the rows
+ * it gives alone with an empty cache, having read 128, 64 and 128 cached
+ * positions (none where the model keeps no prefixes: recurrent state). */
+#define N_PFX 3
+struct pfx {
+    int32_t *ids[N_PFX];
+    int n[N_PFX], want[N_PFX];
+};
+
+static void make_prefixed(const struct run *ru, struct pfx *p, bool held)
+{
+    static const int head[N_PFX] = { 140, 100, -1 }, tail[N_PFX] = { 4, 0, 3 };
+    for (int k = 0; k < N_PFX; k++) {
+        const int h = head[k] < 0 ? ru->n_ids[2] : head[k], t = tail[k];
+        p->n[k] = h + ru->n_ids[t] - 1; /* the tail's own BOS left out */
+        p->ids[k] = malloc(sizeof(int32_t) * (size_t)p->n[k]);
+        memcpy(p->ids[k], ru->ids[2], sizeof(int32_t) * (size_t)h);
+        memcpy(p->ids[k] + h, ru->ids[t] + 1, sizeof(int32_t) * (size_t)(ru->n_ids[t] - 1));
+        /* the entry holds request 2's whole chunks; its running copy, two */
+        p->want[k] = !held ? 0 : k == 2 ? 128 : (h < ru->n_ids[2] ? h : ru->n_ids[2]) / 64 * 64;
+    }
+}
+
+static void submit_ids(struct eng_sched *q, const int32_t *ids, int n, struct rec *r)
+{
+    struct eng_req req = { .prompt = ids, .n_prompt = n, .max_tokens = 5, .user = r,
+                           .logprobs = true };
+    fl_sampler_defaults(&req.sampling, 77);
+    struct fl_err err;
+    r->id = eng_sched_submit(q, &req, &err);
+    CHECK(r->id >= 0, "submit: %s", err.msg);
+}
+
+static void drain(struct eng_sched *q, const char *label)
+{
+    struct fl_err err;
+    int rc;
+    while ((rc = eng_sched_step(q, &err)) > 0)
+        ;
+    CHECK(rc == 0, "%s: %s", label, err.msg);
+}
+
+static int test_prefix(struct run *ru, const char *label)
+{
+    struct pfx p;
+    const bool held = eng_session_n_held(ru->s) > 0;
+    make_prefixed(ru, &p, held);
+    struct rec alone[N_PFX] = { 0 }, cached[N_PFX] = { 0 }, first[2] = { 0 };
+    struct eng_sched *q;
+    struct fl_err err;
+    for (int k = 0; k < N_PFX; k++) { /* alone: a scheduler of its own, an empty cache */
+        CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+        submit_ids(q, p.ids[k], p.n[k], &alone[k]);
+        drain(q, label);
+        eng_sched_free(q);
+        CHECK(alone[k].n_cached == 0, "%s: nothing is cached alone", label);
+    }
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &first[0]);
+    drain(q, label);
+    submit_ids(q, p.ids[0], p.n[0], &cached[0]); /* both from the entry request 2 left */
+    submit_ids(q, p.ids[1], p.n[1], &cached[1]);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &first[1]);
+    drain(q, label);
+    struct eng_sched_stats st;
+    eng_sched_get_stats(q, &st);
+    CHECK(st.prompt_cached == (uint64_t)(p.want[0] + p.want[1] +
+                                         (held ? (ru->n_ids[2] - 1) / 64 * 64 : 0)) &&
+              (st.cache_entries > 0) == held,
+          "%s: %llu positions read from the cache, %d entries", label,
+          (unsigned long long)st.prompt_cached, st.cache_entries);
+    /* a prompt that needs the cells the entries hold: they go, it runs */
+    struct rec big = { 0 };
+    const int n_big = N_CTX - 40;
+    int32_t *ids = malloc(sizeof(int32_t) * n_big);
+    for (int i = 0; i < n_big; i++)
+        ids[i] = ru->ids[3][i % ru->n_ids[3]];
+    submit_ids(q, ids, n_big, &big);
+    drain(q, label);
+    eng_sched_get_stats(q, &st);
+    CHECK(big.done && big.finish != ENG_FINISH_ERROR && (st.cache_evicted > 0) == held,
+          "%s: a long prompt behind cached prefixes: finish %d, %llu entries evicted", label,
+          big.finish, (unsigned long long)st.cache_evicted);
+    rec_free(&big);
+    free(ids);
+    eng_sched_free(q);
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &first[1]);
+    for (int step = 0; step < 2; step++) /* its first two chunks */
+        CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
+    submit_ids(q, p.ids[2], p.n[2], &cached[2]); /* from the running sequence */
+    drain(q, label);
+    eng_sched_free(q);
+    for (int k = 0; k < N_PFX; k++) {
+        CHECK(cached[k].done && cached[k].n_cached == p.want[k],
+              "%s: prefixed prompt %d read %d cached positions, not %d", label, k,
+              cached[k].n_cached, p.want[k]);
+        CHECK(cached[k].n_rows == alone[k].n_rows && !strcmp(cached[k].text, alone[k].text) &&
+                  same_logprobs(cached[k].lp, alone[k].lp, alone[k].n_lp),
+              "%s: prefixed prompt %d: \"%s\" alone, \"%s\" from the cache", label, k,
+              alone[k].text, cached[k].text);
+        for (int j = 0; j < cached[k].n_rows && j < alone[k].n_rows; j++)
+            CHECK(!memcmp(cached[k].rows[j], alone[k].rows[j],
+                          sizeof(float) * (size_t)alone[k].n_vocab),
+                  "%s: prefixed prompt %d row %d differs from the cache", label, k, j);
+    }
+    for (int k = 0; k < N_PFX; k++) {
+        rec_free(&alone[k]);
+        rec_free(&cached[k]);
+        free(p.ids[k]);
+    }
+    rec_free(&first[0]);
+    rec_free(&first[1]);
+    return p.want[0] + p.want[1] + p.want[2];
+}
+
 static void test_model(const char *dir, const char *name, enum mode mode)
 {
     char path[1024];
@@ -376,7 +500,7 @@ static void test_model(const char *dir, const char *name, enum mode mode)
         ru.n_ids[i] = fl_tokenize_alloc(tok, prompts[i], strlen(prompts[i]), true, false, &ru.ids[i]);
         CHECK(ru.n_ids[i] > 0, "%s: tokenize", name);
     }
-    CHECK(ru.n_ids[2] > 128, "%s: prompt 2 should take three chunks (%d tokens)", name, ru.n_ids[2]);
+    CHECK(ru.n_ids[2] > 140, "%s: prompt 2 should take three chunks (%d tokens)", name, ru.n_ids[2]);
     struct rec alone[N_REQ] = { 0 }, mixed[N_REQ] = { 0 };
     const int cells = eng_session_cells_free(ru.s);
     run_alone(&ru, alone);
@@ -394,10 +518,14 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     check_on_device(ru.s, mode, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
           eng_session_cells_free(ru.s), cells);
+    const int reused = test_prefix(&ru, label);
+    CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after the prompt cache, "
+          "%d before", label, eng_session_cells_free(ru.s), cells);
     const uint64_t restarts = test_tight(path, mode, budget, &ru, label);
     printf("%-36s 5 requests alone = batched (4 sequences, queue, cancel): %d+%d+%d+%d+%d rows; "
-           "full cache: %llu restarts\n", label, alone[0].n_rows, alone[1].n_rows,
-           alone[2].n_rows, alone[3].n_rows, alone[4].n_rows, (unsigned long long)restarts);
+           "full cache: %llu restarts; prompt cache: %d positions reused\n", label, alone[0].n_rows,
+           alone[1].n_rows, alone[2].n_rows, alone[3].n_rows, alone[4].n_rows,
+           (unsigned long long)restarts, reused);
     for (int i = 0; i < N_REQ; i++) {
         rec_free(&alone[i]);
         rec_free(&mixed[i]);

@@ -13,6 +13,8 @@
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
 #     JSON mode (response_format json_object) ending on the object's close;
+#     the prompt cache: a chat's second turn reads the first's whole chunks
+#     and answers as with "cache_prompt": false (tests/serve-cache.py);
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -99,6 +101,12 @@ n200=$(grep -l '^HTTP/1.1 200' "$dir"/h* | wc -l)
 grep -l '^HTTP/1.1 503' "$dir"/h* | head -1 | xargs grep -qi '^Retry-After:' || fail "503 without Retry-After"
 echo "queue full: $n503 of 24 got 503 with Retry-After, $n200 got 200"
 
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+
+# the prompt cache (its own server: cached prefixes hold cells the checks
+# below count as free): chunks of 64, a chat's second turn
+start -np 2 -c 1024 -b 64
+python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

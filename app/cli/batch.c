@@ -47,7 +47,7 @@ struct batch_run {
     const char *model_name;
     json_t *seen;        /* custom_id -> its line, this run's input */
     int total, done, errors, skipped, in_flight, next_req;
-    uint64_t gen_tokens, prompt_tokens;
+    uint64_t gen_tokens, prompt_tokens, prompt_cached;
     double t0, t_progress;
     time_t started;
     int write_rc;
@@ -67,12 +67,14 @@ static int usage(FILE *out)
     fprintf(out,
             "usage: faultline batch -m MODEL -i REQUESTS.jsonl -o RESULTS.jsonl [-np 4] [-c CELLS]\n"
             "                       [-b 512] [-n MAX_TOKENS] [--temp 0.8 ...] [--seed S]\n"
-            "                       [--chat-template NAME] [-q]\n"
+            "                       [--chat-template NAME] [--no-cache-prompt] [-q]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
             "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
             "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
             "output skips what is done. -n and the sampling flags are the defaults for requests\n"
-            "that do not say (-n -1: up to the context). -q: no progress line.\n");
+            "that do not say (-n -1: up to the context). Prompts that start alike (shared\n"
+            "instructions) read the whole -b chunks an earlier one ran from the prompt cache: the\n"
+            "same bits (--no-cache-prompt: off). -q: no progress line.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
@@ -158,6 +160,7 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     b->done++;
     b->gen_tokens += (uint64_t)r->n_tokens;
     b->prompt_tokens += (uint64_t)r->n_prompt;
+    b->prompt_cached += (uint64_t)r->n_cached;
     if (r->finish == ENG_FINISH_ERROR) {
         char msg[320];
         snprintf(msg, sizeof(msg), "line %d: %s", j->line_no, r->error);
@@ -167,9 +170,11 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
         request_id(b, rid, sizeof(rid));
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
         const struct api_completion c = {
-            j->kind, cid, b->model_name, (int64_t)time(NULL), r->text, r->len,
-            eng_finish_name(r->finish), r->n_prompt, r->n_tokens, r->logprobs, r->n_logprobs,
-            eng_session_tokenizer(b->s),
+            .kind = j->kind, .id = cid, .model = b->model_name, .created = (int64_t)time(NULL),
+            .text = r->text, .len = r->len, .finish_reason = eng_finish_name(r->finish),
+            .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
+            .logprobs = r->logprobs, .n_logprobs = r->n_logprobs, .tok = eng_session_tokenizer(b->s),
+            .cached_tokens = r->n_cached,
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));
@@ -203,7 +208,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
                            .n_logit_bias = r->n_logit_bias, .json_object = r->json_object,
-                           .user = j };
+                           .no_prompt_cache = r->no_cache_prompt, .user = j };
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
@@ -296,8 +301,9 @@ static void summary(struct batch_run *b)
 {
     const double el = fl_clock_s() - b->t0;
     fprintf(stderr, "batch: %d requests done (%d errors), %d done before, in %.1f s: %llu prompt "
-            "tokens, %llu generated (%.2f t/s)", b->done, b->errors, b->skipped, el,
-            (unsigned long long)b->prompt_tokens, (unsigned long long)b->gen_tokens,
+            "tokens (%llu of them from the prompt cache), %llu generated (%.2f t/s)", b->done,
+            b->errors, b->skipped, el, (unsigned long long)b->prompt_tokens,
+            (unsigned long long)b->prompt_cached, (unsigned long long)b->gen_tokens,
             el > 0 ? (double)b->gen_tokens / el : 0.0);
     struct pager *p = eng_session_pager(b->s);
     struct fl_predictor *pr = eng_session_predictor(b->s);

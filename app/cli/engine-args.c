@@ -414,6 +414,8 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
         }
     } else if (!strcmp(a, "--chat-template"))
         ok = eng_arg_str(cmd, argc, argv, i, t->chat_template);
+    else if (!strcmp(a, "--cache-prompt") || !strcmp(a, "--no-cache-prompt"))
+        ok = (t->sp->no_prompt_cache = a[2] == 'n', true); /* llama-server's pair */
     else
         return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
     return ok ? 1 : -1;

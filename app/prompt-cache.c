@@ -1,0 +1,174 @@
+/* prompt-cache.c: held prompt prefixes (prompt-cache.h). A handful of
+ * entries, searched whole: a few dozen prompts compared token by token is
+ * nothing beside one forward pass. */
+#include "app/prompt-cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kv-cache.h"
+
+struct pc_entry {
+    int seq;          /* the held sequence id */
+    int32_t *tokens;  /* [n]; NULL when the entry is free */
+    int n;
+    uint64_t used;    /* clock of the last match or keep */
+};
+
+struct eng_pcache {
+    struct eng_session *s;
+    struct pc_entry *e;
+    int n_entries, unit;
+    uint64_t clock;
+    struct eng_pcache_stats st;
+};
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        const int t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+int eng_pcache_create(struct eng_session *s, struct eng_pcache **out, struct fl_err *err)
+{
+    struct eng_pcache *pc = calloc(1, sizeof(*pc));
+    const int n = eng_session_n_held(s), first = eng_session_n_seq(s);
+    if (!pc || (n > 0 && !(pc->e = calloc((size_t)n, sizeof(*pc->e))))) {
+        free(pc);
+        return fl_err_set(err, -ENOMEM, "out of memory for the prompt cache");
+    }
+    pc->s = s;
+    pc->n_entries = n;
+    const int b = eng_session_n_batch(s);
+    pc->unit = b / gcd(b, ENG_KV_BLOCK) * ENG_KV_BLOCK;
+    for (int i = 0; i < n; i++)
+        pc->e[i].seq = first + i;
+    *out = pc;
+    return 0;
+}
+
+static void drop(struct eng_pcache *pc, struct pc_entry *e)
+{
+    eng_session_seq_free(pc->s, e->seq);
+    free(e->tokens);
+    e->tokens = NULL;
+    pc->st.entries--;
+    pc->st.tokens -= e->n;
+    e->n = 0;
+}
+
+void eng_pcache_free(struct eng_pcache *pc)
+{
+    if (!pc)
+        return;
+    for (int i = 0; i < pc->n_entries; i++)
+        if (pc->e[i].tokens)
+            drop(pc, &pc->e[i]);
+    free(pc->e);
+    free(pc);
+}
+
+int eng_pcache_unit(const struct eng_pcache *pc) { return pc->unit; }
+
+int eng_pcache_reusable(const struct eng_pcache *pc, int n_done)
+{
+    return n_done / pc->unit * pc->unit;
+}
+
+int eng_pcache_usable(const struct eng_pcache *pc, const int32_t *have, int n_have,
+                      const int32_t *prompt, int n)
+{
+    const int most = n_have < n - 1 ? n_have : n - 1;
+    int common = 0;
+    while (common < most && have[common] == prompt[common])
+        common++;
+    return eng_pcache_reusable(pc, common);
+}
+
+int eng_pcache_match(struct eng_pcache *pc, const int32_t *prompt, int n, int *seq)
+{
+    struct pc_entry *best = NULL;
+    int best_n = 0;
+    for (int i = 0; i < pc->n_entries; i++) {
+        struct pc_entry *e = &pc->e[i];
+        const int u = e->tokens ? eng_pcache_usable(pc, e->tokens, e->n, prompt, n) : 0;
+        if (u > best_n)
+            best = e, best_n = u;
+    }
+    *seq = best ? best->seq : -1;
+    if (best)
+        best->used = ++pc->clock;
+    return best_n;
+}
+
+static struct pc_entry *lru(struct eng_pcache *pc)
+{
+    struct pc_entry *v = NULL;
+    for (int i = 0; i < pc->n_entries; i++)
+        if (pc->e[i].tokens && (!v || pc->e[i].used < v->used))
+            v = &pc->e[i];
+    return v;
+}
+
+bool eng_pcache_evict(struct eng_pcache *pc)
+{
+    struct pc_entry *v = lru(pc);
+    if (v) {
+        drop(pc, v);
+        pc->st.evicted++;
+    }
+    return v != NULL;
+}
+
+/* Whether e's tokens start tokens[0 .. n-1] (e is then redundant) or the
+ * other way round (the new prefix is). */
+static bool starts(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    return na <= nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na);
+}
+
+void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int n)
+{
+    if (n <= 0 || pc->n_entries == 0)
+        return;
+    struct pc_entry *slot = NULL;
+    for (int i = 0; i < pc->n_entries; i++) {
+        struct pc_entry *e = &pc->e[i];
+        if (e->tokens && starts(tokens, n, e->tokens, e->n)) {
+            e->used = ++pc->clock; /* held already */
+            return;
+        }
+        if (!e->tokens && !slot)
+            slot = e;
+    }
+    if (!slot && (slot = lru(pc)))
+        drop(pc, slot), pc->st.evicted++;
+    struct fl_err err;
+    if (!(slot->tokens = malloc(sizeof(int32_t) * (size_t)n)))
+        return;
+    if (eng_session_seq_share(pc->s, slot->seq, seq, n, &err)) {
+        free(slot->tokens); /* cannot happen with whole units of a running sequence */
+        slot->tokens = NULL;
+        return;
+    }
+    memcpy(slot->tokens, tokens, sizeof(int32_t) * (size_t)n);
+    slot->n = n;
+    slot->used = ++pc->clock;
+    pc->st.entries++;
+    pc->st.tokens += n;
+    pc->st.kept++;
+    for (int i = 0; i < pc->n_entries; i++) { /* shorter prefixes of it: its cells hold theirs */
+        struct pc_entry *e = &pc->e[i];
+        if (e != slot && e->tokens && starts(e->tokens, e->n, tokens, n))
+            drop(pc, e);
+    }
+}
+
+void eng_pcache_get_stats(const struct eng_pcache *pc, struct eng_pcache_stats *out)
+{
+    *out = pc->st;
+}

@@ -1,0 +1,69 @@
+/* prompt-cache.h: prompts' prefixes kept in the KV cache for later
+ * requests (llama-server's cache_prompt), without changing a bit.
+ *
+ * A chat's next turn, an agent's next call, a batch's shared instructions:
+ * a new prompt often starts with tokens an earlier request already ran. The
+ * KV rows of those positions can be shared (model/kv-cache.h's whole-block
+ * sharing) instead of computed again. faultline's promise is that a
+ * request's logits are the same bits however it runs, so only positions
+ * whose rows are the bits a fresh run would compute are reused: the backends
+ * may choose their arithmetic by the length of a position's span (docs/
+ * batching.md), and a fresh run cuts a prompt into chunks at multiples of
+ * n_batch from its start. So the rows of a whole chunk [k*n_batch,
+ * (k+1)*n_batch) of a prompt are a fresh run's rows for every prompt that
+ * starts with those tokens; those of a last, shorter chunk or of generated
+ * tokens (spans of 1) are not. A prefix is thus reused in units of
+ * lcm(n_batch, ENG_KV_BLOCK) positions, and the rest of the prompt is run
+ * in chunks from there, as a fresh run would.
+ *
+ * Entries are the session's held sequences (eng_session_n_held): each
+ * holds one prefix's cells and tokens; the least recently used goes first
+ * when an entry or a cell is needed. An entry whose tokens start another
+ * entry's is dropped (the longer one holds its cells too). Not
+ * thread-safe: the scheduler's thread uses it. */
+#ifndef FL_PROMPT_CACHE_H
+#define FL_PROMPT_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "app/session.h"
+#include "base/error.h"
+
+struct eng_pcache;
+
+/* Held entries of s (none when eng_session_n_held is 0: then every call
+ * below finds nothing and keeps nothing). -ENOMEM. */
+int eng_pcache_create(struct eng_session *s, struct eng_pcache **out, struct fl_err *err);
+/* Gives every entry's cells back. */
+void eng_pcache_free(struct eng_pcache *pc);
+
+/* Positions reused at a time: lcm(n_batch, ENG_KV_BLOCK). */
+int eng_pcache_unit(const struct eng_pcache *pc);
+/* Of a prompt's first n_done positions (run in chunks from 0), how many a
+ * later prompt may reuse: whole units. */
+int eng_pcache_reusable(const struct eng_pcache *pc, int n_done);
+/* How many positions of prompt (n tokens) may be read from a sequence
+ * holding tokens[0 .. n_have-1]: the common start, less the prompt's last
+ * token (its logits are needed), in whole units. */
+int eng_pcache_usable(const struct eng_pcache *pc, const int32_t *have, int n_have,
+                      const int32_t *prompt, int n);
+
+/* The entry that holds most of prompt's start: its sequence in *seq and
+ * the positions usable (0: none; *seq is then -1). Marks it used. */
+int eng_pcache_match(struct eng_pcache *pc, const int32_t *prompt, int n, int *seq);
+/* Keeps the first n positions of sequence seq, whose tokens they are, in
+ * an entry (before seq gives its cells back); n a multiple of the unit.
+ * Nothing when an entry holds them already or none can be had. */
+void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int n);
+/* Drops the least recently used entry; false when there is none. */
+bool eng_pcache_evict(struct eng_pcache *pc);
+
+struct eng_pcache_stats {
+    int entries;     /* held now */
+    int64_t tokens;  /* positions the entries hold (shared ones counted once per entry) */
+    uint64_t kept, evicted;
+};
+void eng_pcache_get_stats(const struct eng_pcache *pc, struct eng_pcache_stats *out);
+
+#endif
