@@ -100,28 +100,46 @@ int eng_pcache_match(struct eng_pcache *pc, const int32_t *prompt, int n, int *s
             best = e, best_n = u;
     }
     *seq = best ? best->seq : -1;
-    if (best)
-        best->used = ++pc->clock;
     return best_n;
 }
 
-static struct pc_entry *lru(struct eng_pcache *pc)
+void eng_pcache_used(struct eng_pcache *pc, int seq)
+{
+    const int i = seq - (pc->n_entries ? pc->e[0].seq : 0);
+    if (i >= 0 && i < pc->n_entries && pc->e[i].tokens)
+        pc->e[i].used = ++pc->clock;
+}
+
+/* The least recently used entry; with freeing, only among those whose
+ * dropping gives cells back (an entry a running request reads frees none). */
+static struct pc_entry *lru(struct eng_pcache *pc, bool freeing)
 {
     struct pc_entry *v = NULL;
-    for (int i = 0; i < pc->n_entries; i++)
-        if (pc->e[i].tokens && (!v || pc->e[i].used < v->used))
-            v = &pc->e[i];
+    for (int i = 0; i < pc->n_entries; i++) {
+        struct pc_entry *e = &pc->e[i];
+        if (e->tokens && (!v || e->used < v->used) &&
+            (!freeing || eng_session_seq_owned(pc->s, e->seq) > 0))
+            v = e;
+    }
     return v;
 }
 
 bool eng_pcache_evict(struct eng_pcache *pc)
 {
-    struct pc_entry *v = lru(pc);
+    struct pc_entry *v = lru(pc, true);
     if (v) {
         drop(pc, v);
         pc->st.evicted++;
     }
     return v != NULL;
+}
+
+int eng_pcache_owned(const struct eng_pcache *pc)
+{
+    int n = 0;
+    for (int i = 0; i < pc->n_entries; i++)
+        n += pc->e[i].tokens ? eng_session_seq_owned(pc->s, pc->e[i].seq) : 0;
+    return n;
 }
 
 /* Whether e's tokens start tokens[0 .. n-1] (e is then redundant) or the
@@ -145,7 +163,7 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
         if (!e->tokens && !slot)
             slot = e;
     }
-    if (!slot && (slot = lru(pc)))
+    if (!slot && (slot = lru(pc, false)))
         drop(pc, slot), pc->st.evicted++;
     struct fl_err err;
     if (!(slot->tokens = malloc(sizeof(int32_t) * (size_t)n)))

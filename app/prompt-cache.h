@@ -50,14 +50,19 @@ int eng_pcache_usable(const struct eng_pcache *pc, const int32_t *have, int n_ha
                       const int32_t *prompt, int n);
 
 /* The entry that holds most of prompt's start: its sequence in *seq and
- * the positions usable (0: none; *seq is then -1). Marks it used. */
+ * the positions usable (0: none; *seq is then -1). */
 int eng_pcache_match(struct eng_pcache *pc, const int32_t *prompt, int n, int *seq);
+/* Entry seq was read (it goes after the others); other ids are ignored. */
+void eng_pcache_used(struct eng_pcache *pc, int seq);
 /* Keeps the first n positions of sequence seq, whose tokens they are, in
  * an entry (before seq gives its cells back); n a multiple of the unit.
  * Nothing when an entry holds them already or none can be had. */
 void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int n);
-/* Drops the least recently used entry; false when there is none. */
+/* Drops the least recently used entry that gives cells back (holds blocks
+ * no running request shares); false when there is none. */
 bool eng_pcache_evict(struct eng_pcache *pc);
+/* Cells dropping every entry would give back, at least. */
+int eng_pcache_owned(const struct eng_pcache *pc);
 
 struct eng_pcache_stats {
     int entries;     /* held now */

@@ -278,6 +278,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
     };
     q->st.requests_done++;
+    q->st.prompt_cached += (uint64_t)r->n_cached; /* with prompt_tokens: requests that ended */
     q->h.done(q->h.ctx, r->user, &res);
     req_free(r);
 }
@@ -306,7 +307,7 @@ static int cached_prefix(struct eng_sched *q, const struct sched_req *r, int *sr
     int best = r->no_cache ? 0 : eng_pcache_match(q->pc, r->prompt, r->n_prompt, src);
     for (int i = 0; i < q->n_seq && !r->no_cache && eng_session_n_held(q->s) > 0; i++) {
         const struct sched_req *x = q->slot[i];
-        if (!x)
+        if (!x || x->no_cache) /* cache_prompt false: its prompt is not lent either */
             continue;
         const int have = eng_pcache_reusable(q->pc, x->n_done < x->n_prompt ? x->n_done
                                                                            : x->n_prompt);
@@ -327,11 +328,21 @@ static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
     int src = -1, n = cached_prefix(q, r, &src);
     if (n > 0 && eng_session_seq_share(q->s, seq, src, n, &e))
         n = 0; /* cannot happen: whole units of a held sequence */
+    const int blk = ENG_KV_BLOCK, want = (r->n_prompt + 1 + blk - 1) / blk * blk;
+    const int short_by = want - eng_session_seq_capacity(q->s, seq) - eng_session_cells_free(q->s);
+    /* entries go only when that makes room, or when nothing runs (then
+     * nothing else will): otherwise the request waits and they stay */
+    if (short_by > 0 && eng_sched_running(q) > 0 && eng_pcache_owned(q->pc) < short_by) {
+        eng_session_seq_free(q->s, seq);
+        return -1;
+    }
     while (eng_session_seq_reserve(q->s, seq, r->n_prompt + 1, &e))
         if (!eng_pcache_evict(q->pc)) {
             eng_session_seq_free(q->s, seq);
             return -1;
         }
+    if (n > 0)
+        eng_pcache_used(q->pc, src);
     return n;
 }
 
@@ -351,7 +362,6 @@ static void admit(struct eng_sched *q)
         memmove(q->queue, q->queue + 1, sizeof(*q->queue) * (size_t)--q->n_queue);
         r->seq = seq;
         r->n_done = r->n_cached = cached;
-        q->st.prompt_cached += (uint64_t)cached;
         r->t_start = fl_clock_s();
         q->slot[seq] = r;
     }

@@ -114,7 +114,8 @@ struct eng_sched_hooks {
 
 struct eng_sched_stats {
     uint64_t steps, prompt_tokens, gen_tokens, requests_done, restarts;
-    uint64_t prompt_cached; /* prompt tokens read from the prompt cache (not in prompt_tokens) */
+    uint64_t prompt_cached; /* prompt tokens ended requests read from the prompt cache (not
+                             * in prompt_tokens, which counts those computed) */
     int cache_entries;      /* prefixes the prompt cache holds now ... */
     int64_t cache_tokens;   /* ... their positions in all */
     uint64_t cache_evicted; /* entries dropped for room */

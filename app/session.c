@@ -521,6 +521,16 @@ int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, st
     return eng_kv_seq_share(s->kv, dst, src, n_pos, err);
 }
 
+int eng_session_seq_owned(const struct eng_session *s, int seq)
+{
+    return eng_kv_seq_owned(s->kv, seq);
+}
+
+int eng_session_seq_capacity(const struct eng_session *s, int seq)
+{
+    return eng_kv_seq_capacity(s->kv, seq);
+}
+
 int64_t eng_session_n_params(const struct eng_session *s)
 {
     struct gguf_param_count c;

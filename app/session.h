@@ -108,6 +108,10 @@ void eng_session_seq_free(struct eng_session *s, int seq);
 /* The empty sequence dst reads src's first n_pos positions from the same
  * cells (kv-cache.h's eng_kv_seq_share: whole blocks). */
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err);
+/* Cells that freeing seq would give back (blocks no other sequence holds). */
+int eng_session_seq_owned(const struct eng_session *s, int seq);
+/* Cells sequence seq has room for (a multiple of the block). */
+int eng_session_seq_capacity(const struct eng_session *s, int seq);
 /* One forward call over spans of several sequences, as given (eng_forward
  * checks it; keeping it near n_batch tokens is the caller's part, as the
  * scratch grows with the batch). A failed pager read names the tensor. */

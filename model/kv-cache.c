@@ -232,6 +232,17 @@ int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_e
     return 0;
 }
 
+int eng_kv_seq_owned(const struct eng_kv *kv, int seq)
+{
+    if (seq < 0 || seq >= kv->n_seq)
+        return 0;
+    const struct kv_seq *s = &kv->seq[seq];
+    int n = 0;
+    for (int p = 0; p < s->cap; p += ENG_KV_BLOCK)
+        n += kv->ref[s->cells[p] / ENG_KV_BLOCK] == 1 ? ENG_KV_BLOCK : 0;
+    return n;
+}
+
 fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell)
 {
     return kv->k[layer] + (int64_t)cell * kv->k_dim[layer];

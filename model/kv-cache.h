@@ -55,6 +55,8 @@ void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos);
  * into blocks of its own. -EINVAL (also for a recurrent model, whose state
  * is not in cells), -ENOMEM. */
 int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_err *err);
+/* Cells in blocks that seq alone holds: what freeing it gives back. */
+int eng_kv_seq_owned(const struct eng_kv *kv, int seq);
 /* The cell of each position of seq, [eng_kv_seq_capacity] entries. */
 const int32_t *eng_kv_seq_cells(const struct eng_kv *kv, int seq);
 

@@ -431,19 +431,35 @@ static int test_prefix(struct run *ru, const char *label)
               (st.cache_entries > 0) == held,
           "%s: %llu positions read from the cache, %d entries", label,
           (unsigned long long)st.prompt_cached, st.cache_entries);
-    /* a prompt that needs the cells the entries hold: they go, it runs */
-    struct rec big = { 0 };
+    /* a prompt that needs the cells the entry holds, behind one that reads
+     * the entry: it waits (the entry gives nothing back while read, and
+     * stays), then the entry goes and it runs; the reader answers as alone */
+    struct rec big = { 0 }, reader = { 0 };
     const int n_big = N_CTX - 40;
     int32_t *ids = malloc(sizeof(int32_t) * n_big);
     for (int i = 0; i < n_big; i++)
         ids[i] = ru->ids[3][i % ru->n_ids[3]];
+    submit_ids(q, p.ids[2], p.n[2], &reader);
     submit_ids(q, ids, n_big, &big);
+    CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
+    eng_sched_get_stats(q, &st);
+    CHECK(eng_sched_queued(q) == 1 && st.cache_entries == (held ? 1 : 0) && st.cache_evicted == 0,
+          "%s: a prompt waiting for cells dropped %llu entries (%d left, %d queued)", label,
+          (unsigned long long)st.cache_evicted, st.cache_entries, eng_sched_queued(q));
     drain(q, label);
     eng_sched_get_stats(q, &st);
     CHECK(big.done && big.finish != ENG_FINISH_ERROR && (st.cache_evicted > 0) == held,
           "%s: a long prompt behind cached prefixes: finish %d, %llu entries evicted", label,
           big.finish, (unsigned long long)st.cache_evicted);
+    CHECK(reader.n_cached == (held ? (ru->n_ids[2] - 1) / 64 * 64 : 0) &&
+              reader.n_rows == alone[2].n_rows && !strcmp(reader.text, alone[2].text),
+          "%s: the entry's reader: %d cached, \"%s\" (alone \"%s\")", label, reader.n_cached,
+          reader.text, alone[2].text);
+    for (int j = 0; j < reader.n_rows && j < alone[2].n_rows; j++)
+        CHECK(!memcmp(reader.rows[j], alone[2].rows[j], sizeof(float) * (size_t)alone[2].n_vocab),
+              "%s: the entry's reader: row %d differs", label, j);
     rec_free(&big);
+    rec_free(&reader);
     free(ids);
     eng_sched_free(q);
     CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);

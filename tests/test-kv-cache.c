@@ -77,6 +77,9 @@ static void test_share(struct eng_kv *kv)
     CHECK(eng_kv_seq_share(kv, 1, 0, 2 * B, &err) == 0, "share: %s", err.msg);
     CHECK(eng_kv_cells_free(kv) == total - 3 * B, "sharing takes no cells (%d free)",
           eng_kv_cells_free(kv));
+    CHECK(eng_kv_seq_owned(kv, 0) == B && eng_kv_seq_owned(kv, 1) == 0,
+          "owned: src %d (its third block), dst %d", eng_kv_seq_owned(kv, 0),
+          eng_kv_seq_owned(kv, 1));
     CHECK(!memcmp(eng_kv_seq_cells(kv, 1), eng_kv_seq_cells(kv, 0), sizeof(int32_t) * 2 * B),
           "dst's positions must be src's cells");
     CHECK(eng_kv_seq_reserve(kv, 1, 3 * B, &err) == 0, "dst grows: %s", err.msg);
