@@ -32,6 +32,9 @@ struct sched_req {
     int seq;             /* -1 while queued */
     int n_done;          /* prompt tokens evaluated (or read from the prompt cache) */
     int n_cached;        /* prompt tokens read from the prompt cache */
+    /* waiting for a running request (id, sequence) to compute the first
+     * lend_at positions of this prompt, to read them (-1: not waiting) */
+    int lender, lend_seq, lend_at;
     int32_t next;        /* generating: the token to feed */
     int32_t *gen;
     int n_gen, cap_gen;
@@ -185,7 +188,8 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .json = in->json_object, .no_cache = in->no_prompt_cache };
+                             .json = in->json_object, .no_cache = in->no_prompt_cache,
+                             .lender = -1 };
     fl_json_prefix_init(&r->jp);
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && r->json && !q->jv) {
@@ -301,21 +305,71 @@ static void reap(struct eng_sched *q)
 }
 
 /* The most positions of r's prompt another sequence holds (a cache entry,
- * or a running request's prompt chunks so far), and that sequence. */
-static int cached_prefix(struct eng_sched *q, const struct sched_req *r, int *src)
+ * or a running request's prompt chunks so far; with future, the chunks a
+ * running request will have once its prompt is read), and that sequence. */
+static int cached_prefix(struct eng_sched *q, const struct sched_req *r, bool future, int *src)
 {
-    int best = r->no_cache ? 0 : eng_pcache_match(q->pc, r->prompt, r->n_prompt, src);
+    int best = r->no_cache || future ? 0 : eng_pcache_match(q->pc, r->prompt, r->n_prompt, src);
     for (int i = 0; i < q->n_seq && !r->no_cache && eng_session_n_held(q->s) > 0; i++) {
         const struct sched_req *x = q->slot[i];
-        if (!x || x->no_cache) /* cache_prompt false: its prompt is not lent either */
+        if (!x || x == r || x->no_cache) /* cache_prompt false: its prompt is not lent */
             continue;
-        const int have = eng_pcache_reusable(q->pc, x->n_done < x->n_prompt ? x->n_done
-                                                                           : x->n_prompt);
-        const int n = eng_pcache_usable(q->pc, x->prompt, have, r->prompt, r->n_prompt);
+        const int done = future || x->n_done > x->n_prompt ? x->n_prompt : x->n_done;
+        const int n = eng_pcache_usable(q->pc, x->prompt, eng_pcache_reusable(q->pc, done),
+                                        r->prompt, r->n_prompt);
         if (n > best)
             best = n, *src = i;
     }
     return best;
+}
+
+/* A request admitted while another computes more of its prompt's start
+ * than anything holds now (requests started together, n > 1 answers to
+ * one prompt) waits for those chunks instead of computing them again. */
+static void wait_for_lender(struct eng_sched *q, struct sched_req *r, int have)
+{
+    int slot = -1;
+    const int later = cached_prefix(q, r, true, &slot);
+    r->lender = -1;
+    if (later > have && later > q->slot[slot]->n_done) {
+        r->lender = q->slot[slot]->id;
+        r->lend_seq = slot;
+        r->lend_at = later;
+    }
+}
+
+/* Whether r still waits: its lender runs and has not computed the chunks. */
+static bool waiting(const struct eng_sched *q, const struct sched_req *r)
+{
+    const struct sched_req *x = r->lender >= 0 ? q->slot[r->lend_seq] : NULL;
+    return x && x->id == r->lender && x->n_done < r->lend_at;
+}
+
+/* Requests whose wait is over (the chunks are there, or the lender is
+ * gone) read what is held now, in place of the cells they took at
+ * admission: they have computed nothing yet. */
+static void end_waits(struct eng_sched *q)
+{
+    struct fl_err e;
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        if (!r || r->lender < 0 || waiting(q, r))
+            continue;
+        r->lender = -1;
+        int src = -1;
+        const int n = cached_prefix(q, r, false, &src);
+        if (n <= r->n_done)
+            continue;
+        eng_session_seq_free(q->s, i);
+        if (eng_session_seq_share(q->s, i, src, n, &e) ||
+            eng_session_seq_reserve(q->s, i, r->n_prompt + 1, &e)) {
+            r->error = "the KV cache is full"; /* cannot happen: it gave back enough */
+            finish(q, r, ENG_FINISH_ERROR);
+            continue;
+        }
+        eng_pcache_used(q->pc, src);
+        r->n_done = r->n_cached = n;
+    }
 }
 
 /* Sequence seq gets the cells of r's cached prefix (if any) and of the rest
@@ -325,7 +379,7 @@ static int cached_prefix(struct eng_sched *q, const struct sched_req *r, int *sr
 static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
 {
     struct fl_err e;
-    int src = -1, n = cached_prefix(q, r, &src);
+    int src = -1, n = cached_prefix(q, r, false, &src);
     if (n > 0 && eng_session_seq_share(q->s, seq, src, n, &e))
         n = 0; /* cannot happen: whole units of a held sequence */
     const int blk = ENG_KV_BLOCK, want = (r->n_prompt + 1 + blk - 1) / blk * blk;
@@ -343,6 +397,7 @@ static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
         }
     if (n > 0)
         eng_pcache_used(q->pc, src);
+    wait_for_lender(q, r, n);
     return n;
 }
 
@@ -377,6 +432,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     q->slot[r->seq] = NULL;
     r->seq = -1;
     r->n_done = r->n_gen = r->n_cached = 0;
+    r->lender = -1;
     r->len = 0;
     r->t_first = 0;
     fl_json_prefix_init(&r->jp);
@@ -441,7 +497,7 @@ static int build_batch(struct eng_sched *q, int *n_tok)
     }
     for (int i = 0; i < q->n_seq; i++) {
         struct sched_req *r = q->slot[i];
-        if (!r || r->n_done >= r->n_prompt)
+        if (!r || r->n_done >= r->n_prompt || waiting(q, r))
             continue;
         const int left = r->n_prompt - r->n_done, chunk = left < q->n_batch ? left : q->n_batch;
         if (prompt > 0 && prompt + chunk > q->n_batch)
@@ -574,6 +630,7 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
     reap(q);
     make_room(q);
     admit(q);
+    end_waits(q);
     int n_tok, n_span = build_batch(q, &n_tok);
     if (n_span == 0)
         return q->n_queue > 0 ? fl_err_set(err, -EDEADLK, "scheduler: queued requests cannot start")

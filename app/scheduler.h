@@ -19,7 +19,8 @@
  * A request whose prompt starts with whole n_batch chunks another prompt
  * ran (a finished request's, kept in the prompt cache, app/prompt-cache.h,
  * or a running one's) reads their KV rows instead of computing them: the
- * same bits, so the same tokens. Cached prefixes hold only cells no
+ * same bits, so the same tokens. One admitted while a running request is
+ * still computing those chunks waits for them. Cached prefixes hold only cells no
  * request needs: they are given back before a running request restarts.
  *
  * Every request has its own sampler (text/sampler.h: temperature, top-k,

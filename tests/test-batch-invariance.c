@@ -92,7 +92,8 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *res)
         memcpy(r->lp, res->logprobs, sizeof(r->lp[0]) * (size_t)r->n_lp);
     r->n_cached = res->n_cached;
     r->n_tokens = res->n_tokens < MAX_ROWS ? res->n_tokens : MAX_ROWS;
-    memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
+    if (r->n_tokens > 0) /* a request cancelled before its first token has none */
+        memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
     r->done = true;
 }
 
@@ -378,8 +379,9 @@ static void make_prefixed(const struct run *ru, struct pfx *p, bool held)
         p->ids[k] = malloc(sizeof(int32_t) * (size_t)p->n[k]);
         memcpy(p->ids[k], ru->ids[2], sizeof(int32_t) * (size_t)h);
         memcpy(p->ids[k] + h, ru->ids[t] + 1, sizeof(int32_t) * (size_t)(ru->n_ids[t] - 1));
-        /* the entry holds request 2's whole chunks; its running copy, two */
-        p->want[k] = !held ? 0 : k == 2 ? 128 : (h < ru->n_ids[2] ? h : ru->n_ids[2]) / 64 * 64;
+        /* request 2's whole chunks: from its entry, or its running copy's
+         * (the third waits for them) */
+        p->want[k] = !held ? 0 : (h < ru->n_ids[2] ? h : ru->n_ids[2]) / 64 * 64;
     }
 }
 
@@ -466,9 +468,45 @@ static int test_prefix(struct run *ru, const char *label)
     submit_ids(q, ru->ids[2], ru->n_ids[2], &first[1]);
     for (int step = 0; step < 2; step++) /* its first two chunks */
         CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
-    submit_ids(q, p.ids[2], p.n[2], &cached[2]); /* from the running sequence */
+    submit_ids(q, p.ids[2], p.n[2], &cached[2]); /* waits for the running one's chunks */
     drain(q, label);
     eng_sched_free(q);
+    /* started together: the second waits for the first's chunks */
+    struct rec together[2] = { 0 };
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &together[0]);
+    submit_ids(q, p.ids[0], p.n[0], &together[1]);
+    drain(q, label);
+    eng_sched_free(q);
+    CHECK(together[1].n_cached == p.want[0] && together[1].n_rows == alone[0].n_rows &&
+              !strcmp(together[1].text, alone[0].text),
+          "%s: started together: %d cached (want %d), \"%s\" (alone \"%s\")", label,
+          together[1].n_cached, p.want[0], together[1].text, alone[0].text);
+    for (int j = 0; j < together[1].n_rows && j < alone[0].n_rows; j++)
+        CHECK(!memcmp(together[1].rows[j], alone[0].rows[j],
+                      sizeof(float) * (size_t)alone[0].n_vocab),
+              "%s: started together: row %d differs", label, j);
+    rec_free(&together[0]);
+    rec_free(&together[1]);
+    /* the lender cancelled after its first chunk: the other reads that
+     * chunk from the entry the lender left, and computes the rest */
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &together[0]);
+    submit_ids(q, p.ids[0], p.n[0], &together[1]);
+    CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
+    eng_sched_cancel(q, together[0].id);
+    drain(q, label);
+    eng_sched_free(q);
+    CHECK(together[0].finish == ENG_FINISH_CANCELLED && together[1].n_cached == (held ? 64 : 0) &&
+              together[1].n_rows == alone[0].n_rows && !strcmp(together[1].text, alone[0].text),
+          "%s: lender cancelled: %d cached, \"%s\" (alone \"%s\")", label,
+          together[1].n_cached, together[1].text, alone[0].text);
+    for (int j = 0; j < together[1].n_rows && j < alone[0].n_rows; j++)
+        CHECK(!memcmp(together[1].rows[j], alone[0].rows[j],
+                      sizeof(float) * (size_t)alone[0].n_vocab),
+              "%s: lender cancelled: row %d differs", label, j);
+    rec_free(&together[0]);
+    rec_free(&together[1]);
     for (int k = 0; k < N_PFX; k++) {
         CHECK(cached[k].done && cached[k].n_cached == p.want[k],
               "%s: prefixed prompt %d read %d cached positions, not %d", label, k,
