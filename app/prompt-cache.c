@@ -72,8 +72,6 @@ void eng_pcache_free(struct eng_pcache *pc)
     free(pc);
 }
 
-int eng_pcache_unit(const struct eng_pcache *pc) { return pc->unit; }
-
 int eng_pcache_reusable(const struct eng_pcache *pc, int n_done)
 {
     return n_done / pc->unit * pc->unit;
@@ -178,7 +176,6 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
     slot->used = ++pc->clock;
     pc->st.entries++;
     pc->st.tokens += n;
-    pc->st.kept++;
     for (int i = 0; i < pc->n_entries; i++) { /* shorter prefixes of it: its cells hold theirs */
         struct pc_entry *e = &pc->e[i];
         if (e != slot && e->tokens && starts(e->tokens, e->n, tokens, n))

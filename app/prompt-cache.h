@@ -38,8 +38,6 @@ int eng_pcache_create(struct eng_session *s, struct eng_pcache **out, struct fl_
 /* Gives every entry's cells back. */
 void eng_pcache_free(struct eng_pcache *pc);
 
-/* Positions reused at a time: lcm(n_batch, ENG_KV_BLOCK). */
-int eng_pcache_unit(const struct eng_pcache *pc);
 /* Of a prompt's first n_done positions (run in chunks from 0), how many a
  * later prompt may reuse: whole units. */
 int eng_pcache_reusable(const struct eng_pcache *pc, int n_done);
@@ -67,7 +65,7 @@ int eng_pcache_owned(const struct eng_pcache *pc);
 struct eng_pcache_stats {
     int entries;     /* held now */
     int64_t tokens;  /* positions the entries hold (shared ones counted once per entry) */
-    uint64_t kept, evicted;
+    uint64_t evicted;
 };
 void eng_pcache_get_stats(const struct eng_pcache *pc, struct eng_pcache_stats *out);
 

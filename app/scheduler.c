@@ -258,14 +258,18 @@ void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out)
 
 /* --- ending a request ----------------------------------------------------------- */
 
+/* Prompt positions r has computed or read (in whole chunks from 0). */
+static int prompt_ran(const struct sched_req *r)
+{
+    return r->n_done < r->n_prompt ? r->n_done : r->n_prompt;
+}
+
 static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why)
 {
     const double t = fl_clock_s();
     if (r->seq >= 0) {
         if (!r->no_cache) /* its prompt's whole chunks, for the requests after it */
-            eng_pcache_keep(q->pc, r->seq, r->prompt,
-                            eng_pcache_reusable(q->pc, r->n_done < r->n_prompt ? r->n_done
-                                                                             : r->n_prompt));
+            eng_pcache_keep(q->pc, r->seq, r->prompt, eng_pcache_reusable(q->pc, prompt_ran(r)));
         eng_session_seq_free(q->s, r->seq);
         q->slot[r->seq] = NULL;
     }
@@ -278,8 +282,8 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
     const struct eng_req_result res = {
         .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
         .text = r->text ? r->text : "", .len = r->len, .tokens = r->gen, .n_tokens = r->n_gen,
-        .n_prompt = r->n_prompt, .n_cached = r->n_cached, .queued_s = start - r->t_submit, .prompt_s = first - start,
-        .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
+        .n_prompt = r->n_prompt, .n_cached = r->n_cached, .queued_s = start - r->t_submit,
+        .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
     };
     q->st.requests_done++;
     q->st.prompt_cached += (uint64_t)r->n_cached; /* with prompt_tokens: requests that ended */
@@ -314,7 +318,7 @@ static int cached_prefix(struct eng_sched *q, const struct sched_req *r, bool fu
         const struct sched_req *x = q->slot[i];
         if (!x || x == r || x->no_cache) /* cache_prompt false: its prompt is not lent */
             continue;
-        const int done = future || x->n_done > x->n_prompt ? x->n_prompt : x->n_done;
+        const int done = future ? x->n_prompt : prompt_ran(x);
         const int n = eng_pcache_usable(q->pc, x->prompt, eng_pcache_reusable(q->pc, done),
                                         r->prompt, r->n_prompt);
         if (n > best)
@@ -345,33 +349,6 @@ static bool waiting(const struct eng_sched *q, const struct sched_req *r)
     return x && x->id == r->lender && x->n_done < r->lend_at;
 }
 
-/* Requests whose wait is over (the chunks are there, or the lender is
- * gone) read what is held now, in place of the cells they took at
- * admission: they have computed nothing yet. */
-static void end_waits(struct eng_sched *q)
-{
-    struct fl_err e;
-    for (int i = 0; i < q->n_seq; i++) {
-        struct sched_req *r = q->slot[i];
-        if (!r || r->lender < 0 || waiting(q, r))
-            continue;
-        r->lender = -1;
-        int src = -1;
-        const int n = cached_prefix(q, r, false, &src);
-        if (n <= r->n_done)
-            continue;
-        eng_session_seq_free(q->s, i);
-        if (eng_session_seq_share(q->s, i, src, n, &e) ||
-            eng_session_seq_reserve(q->s, i, r->n_prompt + 1, &e)) {
-            r->error = "the KV cache is full"; /* cannot happen: it gave back enough */
-            finish(q, r, ENG_FINISH_ERROR);
-            continue;
-        }
-        eng_pcache_used(q->pc, src);
-        r->n_done = r->n_cached = n;
-    }
-}
-
 /* Sequence seq gets the cells of r's cached prefix (if any) and of the rest
  * of its prompt and first token, prompt cache entries giving theirs back
  * while the pool is short; how many prompt positions it has, or -1 (then
@@ -382,8 +359,7 @@ static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
     int src = -1, n = cached_prefix(q, r, false, &src);
     if (n > 0 && eng_session_seq_share(q->s, seq, src, n, &e))
         n = 0; /* cannot happen: whole units of a held sequence */
-    const int blk = ENG_KV_BLOCK, want = (r->n_prompt + 1 + blk - 1) / blk * blk;
-    const int short_by = want - eng_session_seq_capacity(q->s, seq) - eng_session_cells_free(q->s);
+    const int short_by = eng_session_seq_lacks(q->s, seq, r->n_prompt + 1);
     /* entries go only when that makes room, or when nothing runs (then
      * nothing else will): otherwise the request waits and they stay */
     if (short_by > 0 && eng_sched_running(q) > 0 && eng_pcache_owned(q->pc) < short_by) {
@@ -399,6 +375,26 @@ static int take_cells(struct eng_sched *q, struct sched_req *r, int seq)
         eng_pcache_used(q->pc, src);
     wait_for_lender(q, r, n);
     return n;
+}
+
+/* Requests whose wait is over (the chunks are there, or the lender is
+ * gone) take their cells again, reading what is held now: they have
+ * computed nothing yet, and what they give back covers what they lack. */
+static void end_waits(struct eng_sched *q)
+{
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        if (!r || r->lender < 0 || waiting(q, r))
+            continue;
+        eng_session_seq_free(q->s, i);
+        const int cached = take_cells(q, r, i);
+        if (cached < 0) {
+            r->error = "the KV cache is full"; /* cannot happen (above) */
+            finish(q, r, ENG_FINISH_ERROR);
+        } else {
+            r->n_done = r->n_cached = cached;
+        }
+    }
 }
 
 /* Starts queued requests, in order, while a sequence and the cells of

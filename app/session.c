@@ -526,9 +526,9 @@ int eng_session_seq_owned(const struct eng_session *s, int seq)
     return eng_kv_seq_owned(s->kv, seq);
 }
 
-int eng_session_seq_capacity(const struct eng_session *s, int seq)
+int eng_session_seq_lacks(const struct eng_session *s, int seq, int n_pos)
 {
-    return eng_kv_seq_capacity(s->kv, seq);
+    return eng_kv_seq_lacks(s->kv, seq, n_pos);
 }
 
 int64_t eng_session_n_params(const struct eng_session *s)

@@ -110,8 +110,8 @@ void eng_session_seq_free(struct eng_session *s, int seq);
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err);
 /* Cells that freeing seq would give back (blocks no other sequence holds). */
 int eng_session_seq_owned(const struct eng_session *s, int seq);
-/* Cells sequence seq has room for (a multiple of the block). */
-int eng_session_seq_capacity(const struct eng_session *s, int seq);
+/* Cells eng_session_seq_reserve(seq, n_pos) would lack (0: it fits). */
+int eng_session_seq_lacks(const struct eng_session *s, int seq, int n_pos);
 /* One forward call over spans of several sequences, as given (eng_forward
  * checks it; keeping it near n_batch tokens is the caller's part, as the
  * scratch grows with the batch). A failed pager read names the tensor. */

@@ -157,6 +157,18 @@ static int32_t *grow_table(struct kv_seq *s, int cap)
     return cells;
 }
 
+/* Blocks seq must take to hold positions 0 .. n_pos-1 (0 or fewer: none). */
+static int blocks_needed(const struct kv_seq *s, int n_pos)
+{
+    return (n_pos - s->cap + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+}
+
+int eng_kv_seq_lacks(const struct eng_kv *kv, int seq, int n_pos)
+{
+    const int need = seq >= 0 && seq < kv->n_seq ? blocks_needed(&kv->seq[seq], n_pos) : 0;
+    return need > kv->n_free ? (need - kv->n_free) * ENG_KV_BLOCK : 0;
+}
+
 int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err)
 {
     if (seq < 0 || seq >= kv->n_seq)
@@ -164,7 +176,7 @@ int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err
     if (n_pos > kv->n_ctx)
         return fl_err_set(err, -EINVAL, "%d positions exceed the context of %d", n_pos, kv->n_ctx);
     struct kv_seq *s = &kv->seq[seq];
-    const int need = (n_pos - s->cap + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    const int need = blocks_needed(s, n_pos);
     if (need <= 0)
         return 0;
     if (need > kv->n_free)

@@ -43,6 +43,8 @@ int eng_kv_seq_capacity(const struct eng_kv *kv, int seq);
  * -EINVAL for a bad seq or n_pos > n_ctx; -ENOSPC when the pool lacks the
  * blocks (then nothing is taken). */
 int eng_kv_seq_reserve(struct eng_kv *kv, int seq, int n_pos, struct fl_err *err);
+/* How many cells eng_kv_seq_reserve(seq, n_pos) would lack: 0 when it fits. */
+int eng_kv_seq_lacks(const struct eng_kv *kv, int seq, int n_pos);
 /* Keeps positions 0 .. n_pos-1 of seq and gives back the blocks past them;
  * n_pos = 0 frees the sequence. A block stays in use while another
  * sequence holds it; a partly kept block that another holds is given back

@@ -404,6 +404,82 @@ static void drain(struct eng_sched *q, const char *label)
     CHECK(rc == 0, "%s: %s", label, err.msg);
 }
 
+/* got, run with the prompt cache, against its lone run: the cached
+ * positions it read, its text, logprobs and every logits row. */
+static void check_as_alone(const char *label, const char *what, const struct rec *got,
+                           int want_cached, const struct rec *alone)
+{
+    CHECK(got->done && got->n_cached == want_cached, "%s: %s read %d cached positions, not %d",
+          label, what, got->n_cached, want_cached);
+    CHECK(got->n_rows == alone->n_rows && !strcmp(got->text, alone->text) &&
+              got->n_lp == alone->n_lp && same_logprobs(got->lp, alone->lp, alone->n_lp),
+          "%s: %s: \"%s\" alone, \"%s\" from the cache", label, what, alone->text, got->text);
+    for (int j = 0; j < got->n_rows && j < alone->n_rows; j++)
+        CHECK(!memcmp(got->rows[j], alone->rows[j], sizeof(float) * (size_t)alone->n_vocab),
+              "%s: %s: row %d differs from the cache", label, what, j);
+}
+
+/* Request 2 and prefixed prompt 0 started together: the second waits for
+ * the first's chunks; with cancel, the first is cancelled after its first
+ * chunk, and the second reads that chunk from the entry it left. */
+static void test_started_together(struct run *ru, const struct pfx *p, const struct rec *alone0,
+                                  bool cancel, const char *label)
+{
+    const bool held = eng_session_n_held(ru->s) > 0;
+    struct rec both[2] = { 0 };
+    struct eng_sched *q;
+    struct fl_err err;
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_ids(q, ru->ids[2], ru->n_ids[2], &both[0]);
+    submit_ids(q, p->ids[0], p->n[0], &both[1]);
+    if (cancel) {
+        CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
+        eng_sched_cancel(q, both[0].id);
+    }
+    drain(q, label);
+    eng_sched_free(q);
+    CHECK(!cancel || both[0].finish == ENG_FINISH_CANCELLED, "%s: the lender was not cancelled",
+          label);
+    check_as_alone(label, cancel ? "lender cancelled" : "started together", &both[1],
+                   !held ? 0 : cancel ? 64 : p->want[0], alone0);
+    rec_free(&both[0]);
+    rec_free(&both[1]);
+}
+
+/* A prompt that needs the cells the entry holds, behind one that reads the
+ * entry: it waits (the entry gives nothing back while read, and stays),
+ * then the entry goes and it runs; the reader answers as alone. q holds
+ * request 2's entry. */
+static void test_waiting_for_cells(struct run *ru, struct eng_sched *q, const struct pfx *p,
+                                   const struct rec *alone2, const char *label)
+{
+    const bool held = eng_session_n_held(ru->s) > 0;
+    struct rec big = { 0 }, reader = { 0 };
+    struct fl_err err;
+    struct eng_sched_stats st;
+    const int n_big = N_CTX - 40;
+    int32_t *ids = malloc(sizeof(int32_t) * n_big);
+    for (int i = 0; i < n_big; i++)
+        ids[i] = ru->ids[3][i % ru->n_ids[3]];
+    submit_ids(q, p->ids[2], p->n[2], &reader);
+    submit_ids(q, ids, n_big, &big);
+    CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
+    eng_sched_get_stats(q, &st);
+    CHECK(eng_sched_queued(q) == 1 && st.cache_entries == (held ? 1 : 0) && st.cache_evicted == 0,
+          "%s: a prompt waiting for cells dropped %llu entries (%d left, %d queued)", label,
+          (unsigned long long)st.cache_evicted, st.cache_entries, eng_sched_queued(q));
+    drain(q, label);
+    eng_sched_get_stats(q, &st);
+    CHECK(big.done && big.finish != ENG_FINISH_ERROR && (st.cache_evicted > 0) == held,
+          "%s: a long prompt behind cached prefixes: finish %d, %llu entries evicted", label,
+          big.finish, (unsigned long long)st.cache_evicted);
+    check_as_alone(label, "the entry's reader", &reader,
+                   held ? (ru->n_ids[2] - 1) / 64 * 64 : 0, alone2);
+    rec_free(&big);
+    rec_free(&reader);
+    free(ids);
+}
+
 static int test_prefix(struct run *ru, const char *label)
 {
     struct pfx p;
@@ -433,36 +509,7 @@ static int test_prefix(struct run *ru, const char *label)
               (st.cache_entries > 0) == held,
           "%s: %llu positions read from the cache, %d entries", label,
           (unsigned long long)st.prompt_cached, st.cache_entries);
-    /* a prompt that needs the cells the entry holds, behind one that reads
-     * the entry: it waits (the entry gives nothing back while read, and
-     * stays), then the entry goes and it runs; the reader answers as alone */
-    struct rec big = { 0 }, reader = { 0 };
-    const int n_big = N_CTX - 40;
-    int32_t *ids = malloc(sizeof(int32_t) * n_big);
-    for (int i = 0; i < n_big; i++)
-        ids[i] = ru->ids[3][i % ru->n_ids[3]];
-    submit_ids(q, p.ids[2], p.n[2], &reader);
-    submit_ids(q, ids, n_big, &big);
-    CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
-    eng_sched_get_stats(q, &st);
-    CHECK(eng_sched_queued(q) == 1 && st.cache_entries == (held ? 1 : 0) && st.cache_evicted == 0,
-          "%s: a prompt waiting for cells dropped %llu entries (%d left, %d queued)", label,
-          (unsigned long long)st.cache_evicted, st.cache_entries, eng_sched_queued(q));
-    drain(q, label);
-    eng_sched_get_stats(q, &st);
-    CHECK(big.done && big.finish != ENG_FINISH_ERROR && (st.cache_evicted > 0) == held,
-          "%s: a long prompt behind cached prefixes: finish %d, %llu entries evicted", label,
-          big.finish, (unsigned long long)st.cache_evicted);
-    CHECK(reader.n_cached == (held ? (ru->n_ids[2] - 1) / 64 * 64 : 0) &&
-              reader.n_rows == alone[2].n_rows && !strcmp(reader.text, alone[2].text),
-          "%s: the entry's reader: %d cached, \"%s\" (alone \"%s\")", label, reader.n_cached,
-          reader.text, alone[2].text);
-    for (int j = 0; j < reader.n_rows && j < alone[2].n_rows; j++)
-        CHECK(!memcmp(reader.rows[j], alone[2].rows[j], sizeof(float) * (size_t)alone[2].n_vocab),
-              "%s: the entry's reader: row %d differs", label, j);
-    rec_free(&big);
-    rec_free(&reader);
-    free(ids);
+    test_waiting_for_cells(ru, q, &p, &alone[2], label);
     eng_sched_free(q);
     CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
     submit_ids(q, ru->ids[2], ru->n_ids[2], &first[1]);
@@ -471,54 +518,12 @@ static int test_prefix(struct run *ru, const char *label)
     submit_ids(q, p.ids[2], p.n[2], &cached[2]); /* waits for the running one's chunks */
     drain(q, label);
     eng_sched_free(q);
-    /* started together: the second waits for the first's chunks */
-    struct rec together[2] = { 0 };
-    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
-    submit_ids(q, ru->ids[2], ru->n_ids[2], &together[0]);
-    submit_ids(q, p.ids[0], p.n[0], &together[1]);
-    drain(q, label);
-    eng_sched_free(q);
-    CHECK(together[1].n_cached == p.want[0] && together[1].n_rows == alone[0].n_rows &&
-              !strcmp(together[1].text, alone[0].text),
-          "%s: started together: %d cached (want %d), \"%s\" (alone \"%s\")", label,
-          together[1].n_cached, p.want[0], together[1].text, alone[0].text);
-    for (int j = 0; j < together[1].n_rows && j < alone[0].n_rows; j++)
-        CHECK(!memcmp(together[1].rows[j], alone[0].rows[j],
-                      sizeof(float) * (size_t)alone[0].n_vocab),
-              "%s: started together: row %d differs", label, j);
-    rec_free(&together[0]);
-    rec_free(&together[1]);
-    /* the lender cancelled after its first chunk: the other reads that
-     * chunk from the entry the lender left, and computes the rest */
-    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
-    submit_ids(q, ru->ids[2], ru->n_ids[2], &together[0]);
-    submit_ids(q, p.ids[0], p.n[0], &together[1]);
-    CHECK(eng_sched_step(q, &err) == 1, "%s: %s", label, err.msg);
-    eng_sched_cancel(q, together[0].id);
-    drain(q, label);
-    eng_sched_free(q);
-    CHECK(together[0].finish == ENG_FINISH_CANCELLED && together[1].n_cached == (held ? 64 : 0) &&
-              together[1].n_rows == alone[0].n_rows && !strcmp(together[1].text, alone[0].text),
-          "%s: lender cancelled: %d cached, \"%s\" (alone \"%s\")", label,
-          together[1].n_cached, together[1].text, alone[0].text);
-    for (int j = 0; j < together[1].n_rows && j < alone[0].n_rows; j++)
-        CHECK(!memcmp(together[1].rows[j], alone[0].rows[j],
-                      sizeof(float) * (size_t)alone[0].n_vocab),
-              "%s: lender cancelled: row %d differs", label, j);
-    rec_free(&together[0]);
-    rec_free(&together[1]);
+    test_started_together(ru, &p, &alone[0], false, label);
+    test_started_together(ru, &p, &alone[0], true, label);
     for (int k = 0; k < N_PFX; k++) {
-        CHECK(cached[k].done && cached[k].n_cached == p.want[k],
-              "%s: prefixed prompt %d read %d cached positions, not %d", label, k,
-              cached[k].n_cached, p.want[k]);
-        CHECK(cached[k].n_rows == alone[k].n_rows && !strcmp(cached[k].text, alone[k].text) &&
-                  same_logprobs(cached[k].lp, alone[k].lp, alone[k].n_lp),
-              "%s: prefixed prompt %d: \"%s\" alone, \"%s\" from the cache", label, k,
-              alone[k].text, cached[k].text);
-        for (int j = 0; j < cached[k].n_rows && j < alone[k].n_rows; j++)
-            CHECK(!memcmp(cached[k].rows[j], alone[k].rows[j],
-                          sizeof(float) * (size_t)alone[k].n_vocab),
-                  "%s: prefixed prompt %d row %d differs from the cache", label, k, j);
+        char what[32];
+        snprintf(what, sizeof(what), "prefixed prompt %d", k);
+        check_as_alone(label, what, &cached[k], p.want[k], &alone[k]);
     }
     for (int k = 0; k < N_PFX; k++) {
         rec_free(&alone[k]);

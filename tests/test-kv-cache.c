@@ -60,6 +60,9 @@ static void test_grow_free(struct eng_kv *kv)
               eng_kv_seq_cells(kv, 0)[p]);
     CHECK(eng_kv_seq_reserve(kv, 1, 6 * B, &err) == -ENOSPC && eng_kv_cells_free(kv) == 5 * B,
           "a reserve beyond the pool must take nothing (%d free)", eng_kv_cells_free(kv));
+    CHECK(eng_kv_seq_lacks(kv, 1, 6 * B) == B && eng_kv_seq_lacks(kv, 1, 5 * B) == 0 &&
+              eng_kv_seq_lacks(kv, 0, 8 * B) == 0,
+          "lacks: %d cells for 6 blocks with 5 free", eng_kv_seq_lacks(kv, 1, 6 * B));
     eng_kv_seq_truncate(kv, 0, B + 1); /* keeps 2 blocks */
     CHECK(eng_kv_seq_capacity(kv, 0) == 2 * B && eng_kv_cells_free(kv) == 6 * B,
           "truncate: capacity %d, %d free", eng_kv_seq_capacity(kv, 0), eng_kv_cells_free(kv));

@@ -173,8 +173,8 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
             .kind = j->kind, .id = cid, .model = b->model_name, .created = (int64_t)time(NULL),
             .text = r->text, .len = r->len, .finish_reason = eng_finish_name(r->finish),
             .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
-            .logprobs = r->logprobs, .n_logprobs = r->n_logprobs, .tok = eng_session_tokenizer(b->s),
-            .cached_tokens = r->n_cached,
+            .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
+            .tok = eng_session_tokenizer(b->s), .cached_tokens = r->n_cached,
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));

@@ -97,7 +97,8 @@ int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t
 /* The flags of the commands that take requests (batch, serve): -np /
  * --parallel into sp->n_seq, -n / --n-predict into *max_tokens (-1: up to the
  * context; 0 refused), --chat-template into *chat_template, --cache-prompt /
- * --no-cache-prompt into sp->no_prompt_cache, and the sampler flags. 1 taken, 0 not one, -1 bad value (said). */
+ * --no-cache-prompt into sp->no_prompt_cache, and the sampler flags. 1 taken,
+ * 0 not one, -1 bad value (said). */
 struct eng_request_args {
     struct eng_session_params *sp;
     struct fl_sampler_params *samp;
