@@ -305,19 +305,56 @@ static void repack_weights(struct eng_session *s, const struct eng_session_param
                 (long long)n);
 }
 
-/* The KV cache grows as its cells are written: one that cannot fit beside
- * the plan would get the process killed deep into a long context, so a
- * memory cgroup's limit is checked now (a GPU keeps its cache in VRAM). */
-static int check_kv_fits(const struct eng_session *s, const struct eng_session_params *p,
-                         struct fl_err *err)
+/* The auto budget the plan lowered, given to the pager before anything is
+ * paged; pinned-hot's experts chosen again within it. */
+static int lower_budget(struct eng_session *s, const struct eng_session_params *p,
+                        struct fl_err *err)
+{
+    const uint64_t budget = placement_ram_budget(s->plan);
+    int rc = pager_set_budget(s->pager, budget);
+    if (rc)
+        return fl_err_set(err, rc, "%s: cannot lower the RAM budget", p->model_path);
+    if (p->placement.verbose) {
+        char a[32];
+        fprintf(stderr, "faultline: auto RAM budget lowered to %s for the KV cache and scratch\n",
+                fl_format_size(budget, a, sizeof(a)));
+    }
+    if (!p->hot_profile || p->cache != PAGER_CACHE_PINNED_HOT)
+        return 0;
+    struct pager_hot_unit *hot = NULL;
+    int n = 0;
+    if ((rc = eng_hot_profile_load(p->hot_profile, &hot, &n, err)))
+        return rc;
+    rc = pager_set_hot(s->pager, hot, n);
+    free(hot);
+    return rc < 0 ? fl_err_set(err, rc, "--hot-profile: %s", strerror(-rc)) : 0;
+}
+
+/* The KV cache grows as its cells are written and the pass's scratch with
+ * the tokens of a step and the positions they read: either past a memory
+ * cgroup's limit would get the process killed deep into a long context, so
+ * both are checked now, at their largest: n_seq decodes beside a -b chunk
+ * of a prompt reading the whole context (a GPU keeps its cache in VRAM). */
+static int check_memory_fits(struct eng_session *s, const struct eng_session_params *p,
+                             int n_threads, struct fl_err *err)
 {
     if (s->have_gpu || !placement_fits(s->plan, NULL))
         return 0; /* the plan's own misfit was said in open_region */
-    char what[96], why[400];
-    snprintf(what, sizeof(what), "the KV cache of %d cells", eng_kv_n_cells(s->kv));
-    uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
-    return refuse_misfit(placement_misfit_with(s->plan, kv, what, why, sizeof(why)),
-                         p->model_path, why, err);
+    const int n_ctx = eng_kv_n_cells(s->kv);
+    const int n_tok = s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
+    const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
+    const uint64_t scratch = eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
+    char what[160], why[480], a[32], b[32];
+    snprintf(what, sizeof(what), "the KV cache of %d cells (%s) and the scratch of a %d-token step (%s)",
+             n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok, fl_format_size(scratch, b, sizeof(b)));
+    enum placement_misfit m = placement_misfit_with(s->plan, kv + scratch, what, why, sizeof(why));
+    if (m != PL_FITS && placement_fit_auto_budget(s->plan, kv + scratch)) {
+        int rc = lower_budget(s, p, err);
+        if (rc)
+            return rc;
+        m = placement_misfit_with(s->plan, kv + scratch, what, why, sizeof(why));
+    }
+    return refuse_misfit(m, p->model_path, why, err);
 }
 
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
@@ -345,9 +382,9 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     s->n_held = p->no_prompt_cache || s->model->rs_conv_dim ? 0 : 2 * s->n_seq + 6;
     if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, &s->kv, err)))
         return rc;
-    if ((rc = check_kv_fits(s, p, err)))
-        return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
+    if ((rc = check_memory_fits(s, p, nt, err)))
+        return rc;
     if (!(s->pool = fl_pool_create(nt)))
         return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
     if (fl_numa_active(s->numa))
@@ -498,6 +535,11 @@ uint64_t eng_session_min_budget(const struct eng_session *s)
     return placement_min_budget(s->plan);
 }
 int eng_session_n_batch(const struct eng_session *s) { return s->n_batch; }
+
+size_t eng_session_scratch_high_water(const struct eng_session *s)
+{
+    return eng_arena_high_water(s->arena);
+}
 int eng_session_cells_free(const struct eng_session *s) { return eng_kv_cells_free(s->kv); }
 
 void eng_session_reset(struct eng_session *s)

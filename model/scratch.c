@@ -15,6 +15,8 @@ struct eng_arena {
     struct arena_chunk *head;
     size_t total; /* bytes handed out since the last reset */
     size_t peak;  /* most bytes live at once since the last reset */
+    size_t held;  /* bytes of the chunks now allocated */
+    size_t high;  /* most bytes live at once since the arena was created */
 };
 
 int eng_arena_create(struct eng_arena **out)
@@ -59,6 +61,7 @@ void eng_arena_reset(struct eng_arena *a)
         size_t want = (a->peak > a->total ? a->peak : a->total) + 4096;
         free_chunks(a->head);
         a->head = new_chunk(want);
+        a->held = want;
     } else if (a->head) {
         a->head->used = 0;
     }
@@ -76,13 +79,21 @@ void *eng_arena_alloc(struct eng_arena *a, size_t bytes)
         struct arena_chunk *ch = new_chunk(size);
         ch->next = a->head;
         a->head = ch;
+        a->held += size;
     }
     void *p = a->head->data + a->head->used;
     a->head->used += bytes;
     a->total += bytes;
     if (a->total > a->peak)
         a->peak = a->total;
+    if (a->peak > a->high)
+        a->high = a->peak;
     return p;
+}
+
+size_t eng_arena_high_water(const struct eng_arena *a)
+{
+    return a->high;
 }
 
 struct eng_scratch_mark eng_scratch_mark(struct eng_arena *a)

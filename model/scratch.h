@@ -15,6 +15,9 @@ void eng_arena_reset(struct eng_arena *a);    /* done by eng_forward */
 /* 64-byte aligned, uninitialised, valid until the next reset. Never NULL:
  * aborts on out-of-memory (a forward pass cannot continue without it). */
 void *eng_arena_alloc(struct eng_arena *a, size_t bytes);
+/* The most bytes the arena's chunks held at once since it was created:
+ * what a memory limit had to leave it (eng_cpu_scratch_bound's test). */
+size_t eng_arena_high_water(const struct eng_arena *a);
 
 /* What a layer takes is given back after it: scratch stays at one layer's
  * worth instead of growing with the layer count (it competes with the

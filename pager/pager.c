@@ -175,6 +175,16 @@ uint64_t pager_size(const struct pager *p) { return p->file_size; }
 bool pager_uses_uffd(const struct pager *p) { return p->uffd_mode; }
 bool pager_uses_direct_io(const struct pager *p) { return p->direct; }
 uint64_t pager_budget(const struct pager *p) { return p->budget; }
+
+int pager_set_budget(struct pager *p, uint64_t bytes)
+{
+    if (p->n_units && bytes < p->min_budget)
+        return -EINVAL;
+    pthread_mutex_lock(&p->mu);
+    p->budget = bytes;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
 uint64_t pager_min_budget(const struct pager *p) { return p->n_units ? p->min_budget : 0; }
 
 int pager_error(struct pager *p, struct fl_err *err)

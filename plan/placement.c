@@ -34,6 +34,7 @@ struct placement_plan {
     uint64_t bytes[PL_TIER_COUNT];
     uint64_t file_size;
     uint64_t ram_budget;
+    bool auto_budget;        /* no --ram-budget: the plan chose it */
     uint64_t min_budget;
     uint64_t largest_unit;   /* the largest paged unit: an expert, or a whole paged tensor */
     uint64_t staging;        /* the pager's staging buffers for such units */
@@ -528,6 +529,7 @@ static void resolve(struct placement_plan *p, const struct gguf_file *f,
                  "no GPU: %" PRId64 " tensor(s) placed on the gpu tier fall back to ram", fell_back);
     compute_min_budget(p, f, m);
     p->staging = p->bytes[PL_TIER_DISK] ? pager_staging_bytes(p->largest_unit) : 0;
+    p->auto_budget = !o->ram_budget;
     if (o->ram_budget) {
         p->ram_budget = o->ram_budget;
     } else { /* auto: 80 % of what is available, less the RAM tier and the staging */
@@ -648,11 +650,24 @@ enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint
     char a[32], b[32], room[128];
     const enum placement_misfit kind = over_kind(p, room, sizeof(room));
     const bool paged = p->bytes[PL_TIER_DISK] != 0;
-    snprintf(why, why_len, "%s (%s) beside the %s of %s exceeds %s; a smaller -c%s fits", what,
-             fl_format_size(extra, a, sizeof(a)), fl_format_size(plan, b, sizeof(b)),
-             paged ? "RAM tier, expert budget and staging" : "weights", room,
-             paged ? " or --ram-budget" : "");
+    snprintf(why, why_len, "%s need %s beside the %s of %s, more than %s; a smaller -c, -b%s fits",
+             what, fl_format_size(extra, a, sizeof(a)),
+             paged ? "RAM tier, expert budget and staging" : "weights",
+             fl_format_size(plan, b, sizeof(b)), room, paged ? " or --ram-budget" : "");
     return kind;
+}
+
+bool placement_fit_auto_budget(struct placement_plan *p, uint64_t extra)
+{
+    if (!p->auto_budget || !p->bytes[PL_TIER_DISK] || !p->ram_available)
+        return false;
+    const uint64_t fixed = p->bytes[PL_TIER_RAM] + p->staging + extra + p->ram_available / 20;
+    if (fixed >= p->ram_available || p->ram_available - fixed < p->min_budget)
+        return false;
+    if (p->ram_available - fixed < p->ram_budget)
+        p->ram_budget = p->ram_available - fixed;
+    check_fit(p);
+    return true;
 }
 
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

@@ -101,11 +101,20 @@ enum placement_misfit {
  * placement_fits. */
 enum placement_misfit placement_misfit(const struct placement_plan *p, const char **why);
 /* Whether the plan still fits the memory available with `extra` more bytes
- * beside it (the KV cache, sized after the plan is made): PL_FITS,
- * PL_OVER_RAM or PL_OVER_CGROUP; when not PL_FITS, why (why_len bytes) gets
- * one line that starts with `what`. */
+ * beside it (the KV cache and the pass's scratch, sized after the plan is
+ * made): PL_FITS, PL_OVER_RAM or PL_OVER_CGROUP; when not PL_FITS, why
+ * (why_len bytes) gets one line that starts with `what` (a plural: "what
+ * need N beside ..."). */
 enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint64_t extra,
                                             const char *what, char *why, size_t why_len);
+
+/* With no --ram-budget, the budget lowered so that `extra` more bytes (the
+ * KV cache and the pass's scratch) fit beside the plan with a twentieth of
+ * the memory available left for the rest of the process (the auto rule's
+ * fifth may be too little for a long context). false, and nothing changed,
+ * when the budget is the user's, nothing is paged, or it would fall below
+ * the minimum. */
+bool placement_fit_auto_budget(struct placement_plan *p, uint64_t extra);
 
 /* The human report of `faultline inspect --plan`; verbose lists every tensor. */
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

@@ -51,6 +51,9 @@ for b in "${bs[@]}"; do
   # what this B needs beyond B = 1 (KV, a B-token step's scratch)
   extra=$(( $(rss_of "fl-free-$b") - $(rss_of "fl-free-${bs[0]}") ))
   [ "$extra" -gt 0 ] || extra=0
+  # faultline's start-up check counts the largest step its cells allow (B
+  # decodes beside a -b chunk reading every cell), more than these reach
+  [ "$b" -eq "${bs[0]}" ] || extra=$((extra + (32 << 20)))
   bb=$((budget - extra))
   [ "$bb" -gt 0 ] || { say "B = $b: no expert budget left under the cap; skipped"; continue; }
   say "B = $b: faultline capped, expert budget $((bb / 1048576)) MiB"

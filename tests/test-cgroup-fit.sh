@@ -6,11 +6,15 @@
 #     placement flags: the run finishes (exit 0, no OOM kill in the cgroup),
 #     its experts paged under an auto budget below the cap, with evictions,
 #     the resident peak within the budget;
-#   - --cpu-moe (the whole model in RAM), --disk-moe --ram-budget 1G and a
-#     KV cache of a million cells (-c) in the same cgroup: refused at start,
-#     exit 1, one line naming the cgroup's limit and what to lower, not a
-#     SIGKILL (the KV cache's cells are allocated as they are written, so
-#     that one would have died deep into a long context).
+#   - --cpu-moe (the whole model in RAM), --disk-moe --ram-budget 1G, a
+#     KV cache of a million cells (-c) and, with a budget given, 2,048-token
+#     steps (-b/-ub 2048, whose scratch the cgroup cannot hold beside it) in
+#     the same cgroup: refused at start, exit 1, one line naming the
+#     cgroup's limit and what to lower, not a SIGKILL (the KV cache's cells
+#     and the scratch are allocated as they are used, so those would have
+#     died deep into a long prompt);
+#   - no flags but -c 16384 and a 4,000-token prompt: the auto budget is
+#     lowered so that the KV cache and the scratch fit, and the run finishes.
 # Before faultline read cgroups, the first run placed the whole file in RAM
 # (the machine's MemAvailable is far larger) and the kernel killed it.
 # Needs root and a memory cgroup controller it may write: exit 77 otherwise.
@@ -81,7 +85,8 @@ sys.exit(0 if ok else 1)
 EOF
 
 # 2. plans that cannot fit: one line, exit 1, before any reading
-for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G" "kv -c 1000000"; do
+for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G" "kv -c 1000000" \
+  "scratch --disk-moe --ram-budget 40M -c 2048 -b 2048 -ub 2048"; do
   set -- $case
   name=$1; shift
   in_cgroup "$name" run -m "$dir/m.gguf" -p "Hi" -n 4 "$@"
@@ -93,7 +98,28 @@ for case in "resident --cpu-moe" "budget --disk-moe --ram-budget 1G" "kv -c 1000
     fail "$*: the line does not say to lower --ram-budget: $(cat "$dir/$name.err")"
   [ "$name" != kv ] || grep -q -- "KV cache of .* a smaller -c" "$dir/$name.err" ||
     fail "$*: the line does not blame the KV cache: $(cat "$dir/$name.err")"
+  [ "$name" != scratch ] || grep -q -- "scratch of a 2049-token step .* a smaller -c, -b" \
+    "$dir/$name.err" || fail "$*: the line does not blame the step's scratch: $(cat "$dir/$name.err")"
   echo "$*: $(cat "$dir/$name.err")"
 done
 [ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"
+
+# 3. a long context with the auto budget: lowered to fit, finishes
+python3 -c "
+import random
+random.seed(1)
+w = 'the of and a to in is was for on with as by at from that this which'.split()
+print(' '.join(random.choice(w) for _ in range(4000)))" >"$dir/long.txt"
+in_cgroup long run -m "$dir/m.gguf" -f "$dir/long.txt" -n 4 -t 2 -c 16384 \
+  --stats-json "$dir/long.json"
+[ "$(oom_kills)" -eq 0 ] || fail "the kernel killed the long prompt's run (oom_kill $(oom_kills))"
+[ $rc -eq 0 ] || fail "-c 16384, a 4,000-token prompt: exit $rc: $(tail -2 "$dir/long.err")"
+python3 - "$dir/auto.json" "$dir/long.json" <<'EOF' || exit 1
+import json, sys
+a, l = (json.load(open(f)) for f in sys.argv[1:3])
+ok = l["min_budget"] <= l["budget"] < a["budget"] and l["peak_resident"] <= l["budget"]
+print("%s: -c 16384 lowered the auto budget from %.1f to %.1f MiB (peak resident %.1f)"
+      % ("ok" if ok else "FAIL", a["budget"] / 2**20, l["budget"] / 2**20, l["peak_resident"] / 2**20))
+sys.exit(0 if ok else 1)
+EOF
 echo "test-cgroup-fit: all checks passed"

@@ -217,7 +217,7 @@ static void test_memory_limits(void)
     char line[300];
     CHECK(placement_misfit_with(p, 1000, "kv", line, sizeof(line)) == PL_FITS, "1000 B fit");
     CHECK(placement_misfit_with(p, 1001, "kv", line, sizeof(line)) == PL_OVER_CGROUP &&
-              !strncmp(line, "kv (1001 B) beside", 18) && strstr(line, "-c or --ram-budget"),
+              !strncmp(line, "kv need 1001 B beside", 21) && strstr(line, "-c, -b or --ram-budget"),
           "1001 B do not: %s", line);
     placement_plan_free(p);
     host.ram_cgroup_limit = 0;

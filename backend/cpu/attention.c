@@ -273,6 +273,10 @@ void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
             tok[t] = t0 + t;
         j.tok = tok, j.n_tok = s->n_tok, j.n_kv = s->pos0 + s->n_tok;
         j.cells = eng_kv_seq_cells(c->kv, s->seq);
+        /* each span's F32 keys and values go before the next span's: the
+         * scratch holds the longest span's, not the sum of them */
+        const struct eng_scratch_mark mark = eng_scratch_mark(c->arena);
         run_job(&j, true);
+        eng_scratch_release(c->arena, mark);
     }
 }

@@ -27,6 +27,15 @@ int eng_cpu_moe_experts(struct eng_ctx *c, int layer, const float *x, int64_t n_
  * more than the work: small models and decode steps are dominated by it. */
 struct fl_pool *eng_cpu_pool_for(const struct eng_ctx *c, double work);
 
+/* At most how many bytes of host scratch (model/scratch.h) a CPU pass over
+ * model m takes for a step of n_tok tokens reading up to n_kv positions of
+ * a sequence, n_out of them with logits, on n_threads threads: what a memory
+ * limit must leave the pass beside the weights and the KV cache. An
+ * estimate from the tensor shapes, not a replay of the pass; its test keeps
+ * it above what passes measure. */
+uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t n_kv,
+                               int64_t n_out, int n_threads);
+
 /* Rebuilds, in memory of their own, the weights that only matmuls read and
  * that the CPU kernels have a faster layout for (backend/cpu/repack.h:
  * Q4_K with 8 rows interleaved, on AVX-512 VNNI CPUs): attention and FFN
