@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/request-tools.h"
 #include "text/tokenizer.h"
+#include "text/tool-calls.h"
 
 /* --- fields ---------------------------------------------------------------------- */
 
@@ -116,6 +118,8 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
         int rc = content_text(msg, path, &r->msgs[i].content, err);
+        if (!rc)
+            rc = api_parse_message_calls(msg, path, &r->msgs[i], err);
         if (rc)
             return rc;
     }
@@ -367,8 +371,7 @@ static int parse_response_format(const json_t *b, struct api_request *r, struct 
 static int refuse_unsupported(const json_t *b, struct fl_err *err)
 {
     static const struct { const char *key, *why; } no[] = {
-        { "tools", "tool calls are not supported" },
-        { "functions", "function calls are not supported" },
+        { "functions", "the legacy function calls are not supported (use tools)" },
         { "n_probs", "token probabilities are not supported" },
         { "grammar", "grammars are not supported (no constrained sampling)" },
         { "json_schema", "JSON schemas are not supported (no constrained sampling)" },
@@ -378,9 +381,9 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
         if (asks(b, no[i].key))
             return bad(err, no[i].key, no[i].why);
-    if (asks_call(b, "tool_choice") || asks_call(b, "function_call"))
-        return bad(err, asks_call(b, "tool_choice") ? "tool_choice" : "function_call",
-                   "tool calls are not supported");
+    if (asks_call(b, "function_call"))
+        return bad(err, "function_call", "the legacy function calls are not supported (use "
+                   "tools)");
     int64_t best_of = 1;
     int rc = integer(b, "best_of", 1, 1e9, &best_of, err);
     if (rc < 0)
@@ -414,6 +417,11 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
         rc = parse_response_format(body, out, err);
     if (!rc)
         rc = parse_sampling(body, out, err);
+    if (!rc && kind == API_CHAT)
+        rc = api_parse_tools(body, out, err);
+    else if (!rc && (asks(body, "tools") || asks_call(body, "tool_choice")))
+        rc = bad(err, asks(body, "tools") ? "tools" : "tool_choice",
+                 "tools are for chat completions (/v1/chat/completions)");
     if (rc)
         api_request_free(out);
     return rc;
@@ -430,6 +438,7 @@ int api_request_check_bias(const struct api_request *r, int32_t n_vocab, struct 
 
 void api_request_free(struct api_request *r)
 {
+    api_free_tools(r);
     free(r->msgs);
     free(r->logit_bias);
     free(r->prompt_ids);
@@ -487,9 +496,9 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
         return -EINVAL;
     }
     char *text = NULL;
-    int n = fl_chat_apply(chat, r->msgs, r->n_msgs, true, &text);
+    int n = api_render_chat(chat, r, &text, why);
     if (n < 0) {
-        *why = "the messages do not fit the chat format";
+        free(text);
         return n;
     }
     n = fl_tokenize_alloc(tok, text, (size_t)n, true, true, ids);
@@ -573,9 +582,30 @@ static json_t *usage_json(int prompt, int completion, int cached)
                      "cached_tokens", cached);
 }
 
+/* A chat answer with tools: content (null when only calls) and the calls. */
+static json_t *tools_message(const struct api_completion *c)
+{
+    const struct fl_tool_answer *a = c->tools;
+    json_t *m = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                          a->content_len || !a->n_calls ? fl_json_stringn(a->content, a->content_len)
+                                                        : json_null());
+    if (m && a->n_calls && fl_json_set(m, "tool_calls", api_tool_calls_json(a, c->id, false))) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
 json_t *api_completion_json(const struct api_completion *c)
 {
     json_t *lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
+    if (c->kind == API_CHAT && c->tools)
+        return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o}", "id", c->id,
+                         "object", "chat.completion", "created", (json_int_t)c->created, "model",
+                         c->model, "choices", "index", 0, "message", tools_message(c), "logprobs",
+                         lp, "finish_reason", c->tools->n_calls ? "tool_calls" : c->finish_reason,
+                         "usage", usage_json(c->prompt_tokens, c->completion_tokens,
+                                             c->cached_tokens));
     json_t *choice = c->kind == API_CHAT
         ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant",
                     "content", fl_json_stringn(c->text, c->len), "logprobs", lp,
@@ -598,6 +628,8 @@ json_t *api_chunk_json(const struct api_chunk *c)
             fl_json_set(delta, "role", json_string("assistant"));
         if (text)
             fl_json_set(delta, "content", text);
+        if (c->tools && c->tools->n_calls)
+            fl_json_set(delta, "tool_calls", api_tool_calls_json(c->tools, c->id, true));
         choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
                            choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
                            "finish_reason",

@@ -24,8 +24,13 @@
 #define API_MAX_STOP 8
 #define API_MAX_MESSAGES 4096
 #define API_MAX_LOGIT_BIAS 1024
+#define API_MAX_TOOLS 128
 
 enum api_kind { API_CHAT, API_COMPLETION };
+
+/* "tool_choice": "auto" (the default with tools), "none", "required", or
+ * {"type": "function", "function": {"name": ...}}. */
+enum api_tool_choice { API_TOOL_AUTO = 0, API_TOOL_NONE, API_TOOL_REQUIRED, API_TOOL_NAMED };
 
 struct api_request {
     enum api_kind kind;
@@ -53,6 +58,15 @@ struct api_request {
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
     bool logprobs;
     int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
+    /* chat: "tools", each as the JSON text the chat template writes
+     * (owned) and its function's name; "tool_choice" (NAMED also for
+     * "required" with one tool: its name); "parallel_tool_calls": false */
+    char **tools_json;
+    const char **tool_names;
+    size_t n_tools;
+    enum api_tool_choice tool_choice;
+    const char *tool_name;
+    bool one_call;
     json_t *doc;              /* owned: what the strings point into */
 };
 
@@ -84,6 +98,45 @@ struct fl_tokenizer;
 int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
                        const struct api_request *r, int32_t **ids, const char **why);
 
+/* --- tool calls (api/tools.c) ---------------------------------------------------
+ * With tools, the chat format offers them to the model (text/chat.h) and
+ * the answer is read back as content and calls (text/tool-calls.h).
+ * "tool_choice" "required" or a named function forces a call: the prompt
+ * ends with the call's opening (`<tool_call>\n{"name": "NAME",
+ * "arguments": ` for a name, `<tool_call>\n` for "required" among several
+ * tools) and the answer runs in JSON mode, so it is the arguments' object
+ * (or the call's) and ends when that closes. */
+enum api_tool_mode {
+    API_TOOLS_OFF = 0, /* no tools, or "tool_choice": "none" */
+    API_TOOLS_BLOCKS,  /* "auto": calls where the model writes them */
+    API_TOOLS_ARGS,    /* named: the answer is the arguments of name's call */
+    API_TOOLS_CALL,    /* "required" among several: the answer is one call's object */
+};
+struct fl_tool_answer;
+struct api_tool_reader {
+    enum api_tool_mode mode;
+    enum fl_chat_format fmt;
+    bool one_call;            /* "parallel_tool_calls": false: the first call only */
+    char name[72];            /* API_TOOLS_ARGS */
+};
+/* How req's answer is read in chat format fmt. */
+void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt,
+                          struct api_tool_reader *out);
+/* The answer's content and calls (text/tool-calls.h; fl_tool_answer_free).
+ * An answer that holds no well-formed call is all content. 0 or -ENOMEM. */
+int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
+                  struct fl_tool_answer *out);
+/* Leading bytes of a growing answer that are content for certain (a
+ * stream holds the rest back until the answer ends). */
+size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len);
+
+/* A chat request's prompt text (*text malloc'ed; free it on error too):
+ * its messages, and its tools unless "tool_choice" is "none", through
+ * chat format chat, with a forced call's opening. The length, or -errno
+ * with *why (-ENOTSUP: tools in a format without a tool-call format). */
+int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
+                    const char **why);
+
 /* The "chat.completion" / "text_completion" object of a finished request. */
 struct api_completion {
     enum api_kind kind;
@@ -99,6 +152,9 @@ struct api_completion {
     int n_logprobs;
     const struct fl_tokenizer *tok;
     int cached_tokens; /* usage.prompt_tokens_details: prompt tokens read from the cache */
+    /* chat with tools: the answer read (api_tool_read) in place of text;
+     * with calls, "tool_calls" and finish_reason "tool_calls" */
+    const struct fl_tool_answer *tools;
 };
 json_t *api_completion_json(const struct api_completion *c);
 
@@ -125,6 +181,7 @@ struct api_chunk {
     const struct fl_token_logprob *logprobs; /* this chunk's tokens' (NULL: none) */
     int n_logprobs;
     const struct fl_tokenizer *tok;
+    const struct fl_tool_answer *tools; /* its calls as delta.tool_calls (NULL: none) */
 };
 json_t *api_chunk_json(const struct api_chunk *c);
 

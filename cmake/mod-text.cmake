@@ -1,9 +1,10 @@
 # text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
 # pre-tokenizers), the sampler, log-probabilities of a logits row, JSON mode's
-# token mask, and chat templates.
+# token mask, chat templates, and the tool calls in an answer.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
           text/sampler.c text/sampler-order.c text/logprob.c text/json-prefix.c text/json-mode.c
+          text/tool-calls.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
 fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)
@@ -15,4 +16,6 @@ if(TARGET fuzz-tokenizer)
   target_compile_definitions(fuzz-tokenizer PRIVATE FL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 fl_test(test-json-prefix SOURCES tests/test-json-prefix.c MODULES text)
+fl_test(test-tool-calls SOURCES tests/test-tool-calls.c MODULES text)
 fl_fuzz(json-prefix SOURCES tests/fuzz/fuzz-json-prefix.c MODULES text)
+fl_fuzz(tool-calls SOURCES tests/fuzz/fuzz-tool-calls.c MODULES text)

@@ -9,6 +9,7 @@ packages=(
   liburing-dev libbpf-dev bpftool libelf-dev zlib1g-dev
   libpcre2-dev libnuma-dev systemtap-sdt-dev libjansson-dev libmicrohttpd-dev
   python3 util-linux
+  python3-jinja2                     # chat templates rendered as their models' own (tests)
 )
 # Extra packages a caller asks for (e.g. chromium for the report test).
 packages+=("$@")

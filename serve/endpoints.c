@@ -1,4 +1,4 @@
-/* endpoints.c: /v1/models, /health, /metrics, /tokenize, /detokenize
+/* endpoints.c: /v1/models, /health, /metrics, /tokenize, /detokenize, /apply-template
  * (serve/http.h). */
 #include <errno.h>
 #include <stdio.h>
@@ -74,7 +74,7 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     pthread_mutex_lock(&k->s->mu);
     static const char *const names[SRV_N_ROUTES] = {
         "chat_completions", "completions", "models", "health", "metrics", "tokenize",
-        "detokenize", "other" };
+        "detokenize", "apply_template", "other" };
     static const char *const classes[6] = { "2xx", "4xx", "5xx", "401", "413", "503" };
     fprintf(f, "# HELP faultline_http_responses_total HTTP responses by endpoint and status.\n"
                "# TYPE faultline_http_responses_total counter\n");
@@ -173,4 +173,24 @@ enum MHD_Result srv_detokenize(struct srv_conn *k)
                         json_pack("{s:o}", "content", fl_json_stringn(text, (size_t)len)));
     free(text);
     return rc;
+}
+
+enum MHD_Result srv_apply_template(struct srv_conn *k)
+{
+    enum MHD_Result rc;
+    struct api_request req;
+    if (!srv_request(k, API_CHAT, &req, &rc))
+        return rc;
+    char *text = NULL;
+    const char *why = "no chat format is known for this model (--chat-template NAME)";
+    const int n = k->s->chat == FL_CHAT_UNKNOWN ? -EINVAL : api_render_chat(k->s->chat, &req, &text, &why);
+    api_request_free(&req);
+    if (n < 0) {
+        free(text);
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
+                               "%s", why);
+    }
+    json_t *v = json_pack("{s:o}", "prompt", fl_json_stringn(text, (size_t)n));
+    free(text);
+    return srv_reply_json(k, MHD_HTTP_OK, v);
 }

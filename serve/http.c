@@ -15,6 +15,7 @@
 
 #include "api/openai.h"
 #include "text/tokenizer.h"
+#include "text/tool-calls.h"
 
 void srv_opts_init(struct srv_opts *o)
 {
@@ -130,6 +131,7 @@ struct srv_stream {
                                      * partial UTF-8 character */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
+    struct api_tool_reader tools;   /* content is held back where a call may start */
 };
 
 static enum MHD_Result finish_error(struct srv_conn *k, const struct srv_job *j)
@@ -163,7 +165,10 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         memcpy(lp, j->lp, sizeof(*lp) * (size_t)n_lp);
     srv_loop_unlock(k->s->loop);
     enum MHD_Result rc;
-    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp)) {
+    struct fl_tool_answer ans = { 0 };
+    const bool tools = k->tools.mode != API_TOOLS_OFF;
+    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) ||
+        (tools && api_tool_read(&k->tools, text, strlen(text), &ans))) {
         rc = finish_error(k, j);
     } else {
         const struct api_completion c = {
@@ -171,10 +176,11 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
             .text = text, .len = strlen(text), .finish_reason = eng_finish_name(r.finish),
             .prompt_tokens = r.n_prompt, .completion_tokens = r.n_tokens, .logprobs = lp,
             .n_logprobs = n_lp, .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
-            .cached_tokens = r.n_cached,
+            .cached_tokens = r.n_cached, .tools = tools ? &ans : NULL,
         };
         rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
     }
+    fl_tool_answer_free(&ans);
     free(lp);
     free(text);
     return rc;
@@ -236,8 +242,16 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
         ch.role = false;
         k->sent_role = true;
     }
-    const size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
+    size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
     k->seen = j->len;
+    struct fl_tool_answer ans = { 0 };
+    if (k->tools.mode != API_TOOLS_OFF && !j->done) {
+        const size_t c = api_tool_content_prefix(&k->tools, j->text, j->len);
+        avail = c < avail ? utf8_whole(j->text, c) : avail;
+    } else if (k->tools.mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
+               !api_tool_read(&k->tools, j->text, j->len, &ans) && ans.n_calls) {
+        avail = k->sent; /* the rest is calls */
+    }
     /* a token's logprobs go with the chunk that completes its bytes (one
      * without bytes, once text follows it: a stop string may yet cut it);
      * the rest of the answer's with the last text */
@@ -260,12 +274,18 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     }
     if (!j->done)
         return;
+    if (ans.n_calls) {
+        ch.text = NULL;
+        ch.tools = &ans;
+        sse_event(k, api_chunk_json(&ch));
+        ch.tools = NULL;
+    }
     if (j->result.finish == ENG_FINISH_ERROR) {
         sse_event(k, api_error_json("server_error", "engine_error",
                                     j->error[0] ? j->error : "the request failed"));
     } else {
         ch.text = NULL;
-        ch.finish_reason = eng_finish_name(j->result.finish);
+        ch.finish_reason = ans.n_calls ? "tool_calls" : eng_finish_name(j->result.finish);
         sse_event(k, api_chunk_json(&ch));
         if (k->include_usage) {
             ch.finish_reason = NULL;
@@ -278,6 +298,7 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     }
     sse_raw(k, "data: [DONE]\n\n");
     k->ended = true;
+    fl_tool_answer_free(&ans);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -324,6 +345,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
         return MHD_NO; /* on_completed releases the job */
     *st = (struct srv_stream){ .s = k->s, .job = k->job, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
+                               .tools = k->tools,
                                .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
     snprintf(st->id, sizeof(st->id), "%s", k->id);
     struct MHD_Response *r =
@@ -407,19 +429,27 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
 }
 
+bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req,
+                 enum MHD_Result *rc)
+{
+    json_t *body = srv_body_object(k, rc);
+    if (!body)
+        return false;
+    struct fl_err err = { "" };
+    const int prc = api_request_parse(body, kind, req, &err);
+    json_decref(body);
+    if (prc)
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_request",
+                              "%s", err.msg);
+    return !prc;
+}
+
 enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
 {
     enum MHD_Result rc;
-    json_t *body = srv_body_object(k, &rc);
-    if (!body)
-        return rc;
-    struct fl_err err = { "" };
     struct api_request req;
-    const int prc = api_request_parse(body, kind, &req, &err);
-    json_decref(body);
-    if (prc)
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "invalid_request", "%s", err.msg);
+    if (!srv_request(k, kind, &req, &rc))
+        return rc;
     struct eng_session *ses = srv_loop_session(k->s->loop);
     int32_t *ids = NULL;
     const char *why;
@@ -432,6 +462,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
                              "the prompt is empty");
     else {
         k->kind = kind;
+        api_tool_reader_init(&req, k->s->chat, &k->tools);
         rc = post_job(k, &req, ids, n); /* the ids are the job's now */
         ids = NULL;
     }

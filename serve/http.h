@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 8
+#define SRV_N_ROUTES 9
 
 struct srv {
     const struct srv_opts *o;
@@ -45,6 +45,7 @@ struct srv_conn {
     struct srv_job *job;
     char id[64];
     int64_t created;
+    struct api_tool_reader tools;   /* how its answer's tool calls are read */
 };
 
 enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -56,6 +57,10 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
 
 /* The body as a JSON object, or NULL with a 400 already queued (*rc). */
 json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
+/* The body as a request of kind (api_request_free it), or false with a 400
+ * already queued (*rc). */
+bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req,
+                 enum MHD_Result *rc);
 
 enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind);
 enum MHD_Result srv_models(struct srv_conn *k);
@@ -63,5 +68,7 @@ enum MHD_Result srv_health(struct srv_conn *k);
 enum MHD_Result srv_metrics(struct srv_conn *k);
 enum MHD_Result srv_tokenize(struct srv_conn *k);
 enum MHD_Result srv_detokenize(struct srv_conn *k);
+/* llama-server's /apply-template: a chat body's prompt text, {"prompt"}. */
+enum MHD_Result srv_apply_template(struct srv_conn *k);
 
 #endif

@@ -12,7 +12,9 @@
 
 #include "serve/http.h"
 
-enum route_id { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum route_id {
+    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
+};
 
 struct route {
     const char *path, *method;
@@ -33,6 +35,7 @@ static const struct route routes[] = {
     { "/metrics", "GET", R_METRICS, false, false },
     { "/tokenize", "POST", R_TOKENIZE, true, true },
     { "/detokenize", "POST", R_DETOKENIZE, true, true },
+    { "/apply-template", "POST", R_APPLY_TEMPLATE, true, true },
 };
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -113,6 +116,7 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_METRICS: return srv_metrics(k);
     case R_TOKENIZE: return srv_tokenize(k);
     case R_DETOKENIZE: return srv_detokenize(k);
+    case R_APPLY_TEMPLATE: return srv_apply_template(k);
     }
     return MHD_NO;
 }

@@ -4,7 +4,8 @@
  * Endpoints as llama-server serves them: POST /v1/chat/completions and
  * /v1/completions (plain and stream: true as server-sent events ending
  * with "data: [DONE]"), GET /v1/models, /health (503 while loading),
- * /metrics (Prometheus text), POST /tokenize and /detokenize. Errors are
+ * /metrics (Prometheus text), POST /tokenize, /detokenize and /apply-template;
+ * tools and tool calls for chat formats that have them (api/openai.h). Errors are
  * OpenAI's {"error": {"message", "type", "code"}} with the status they
  * call for. One engine thread steps every request's sequence together
  * (serve/engine-loop.h); each connection has its own thread. */

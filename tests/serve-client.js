@@ -7,6 +7,12 @@
 //   abandon  a long stream aborted after its first chunks
 //   soak N C  N requests from C clients (plain and streamed; every 7th
 //           stream abandoned); every finished response well-formed
+//   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
+//           gives a well-formed call, plain and streamed (ID: the token
+//           "}", lifted so that the tiny model's arguments close at once);
+//           "required" among two tools whose answer is no call comes back as
+//           content; a conversation with calls and results is answered;
+//           400 for a tool_choice naming no tool
 // Prints one line per check; exits 1 on the first failure.
 'use strict';
 const OpenAI = require('openai');
@@ -141,8 +147,72 @@ async function soak(n, c) {
   console.log(`soak: ${n} requests from ${c} clients, ${abandoned} streams abandoned, all others well-formed`);
 }
 
+const weather = { type: 'function', function: { name: 'get_weather', description: 'The weather of a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
+const clock = { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
+const ask = [{ role: 'user', content: 'Weather in Paris?' }];
+
+function checkCall(msg, finish, what) {
+  ok(finish === 'tool_calls', `${what}: finish_reason ${finish}`);
+  ok(msg.content === null || msg.content === '', `${what}: content ${JSON.stringify(msg.content)}`);
+  const c = msg.tool_calls;
+  ok(Array.isArray(c) && c.length === 1 && c[0].type === 'function' && typeof c[0].id === 'string' &&
+     c[0].function.name === 'get_weather', `${what}: tool_calls ${JSON.stringify(c)}`);
+  ok(JSON.stringify(JSON.parse(c[0].function.arguments)) === '{}', `${what}: arguments ${c[0].function.arguments}`);
+}
+
+async function toolStream(opts) {
+  const s = await client.chat.completions.create({ model: 'm', messages: ask, stream: true, ...opts });
+  const calls = [];
+  let content = '', finish = null;
+  for await (const c of s) {
+    for (const ch of c.choices) {
+      content += ch.delta?.content ?? '';
+      for (const d of ch.delta?.tool_calls ?? []) { /* as a client accumulates them */
+        const t = calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+        if (d.id) t.id = d.id;
+        t.function.name += d.function?.name ?? '';
+        t.function.arguments += d.function?.arguments ?? '';
+      }
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  return { msg: { content: content || null, tool_calls: calls }, finish };
+}
+
+async function tools(brace) {
+  const lift = { logit_bias: { [brace]: 100 }, max_tokens: 8, temperature: 0 };
+  const named = { tools: [weather, clock], tool_choice: { type: 'function', function: { name: 'get_weather' } }, ...lift };
+  const r = await client.chat.completions.create({ model: 'm', messages: ask, ...named });
+  checkCall(r.choices[0].message, r.choices[0].finish_reason, 'named, plain');
+  const st = await toolStream(named);
+  checkCall(st.msg, st.finish, 'named, streamed');
+  const one = await client.chat.completions.create({ model: 'm', messages: ask, tools: [weather],
+                                                     tool_choice: 'required', ...lift });
+  checkCall(one.choices[0].message, one.choices[0].finish_reason, 'required, one tool');
+  console.log('tool_choice named / required: tool_calls ' + JSON.stringify(r.choices[0].message.tool_calls));
+  const two = await client.chat.completions.create({ model: 'm', messages: ask, tools: [weather, clock],
+                                                     tool_choice: 'required', ...lift });
+  ok(two.choices[0].message.content === '{}' && !two.choices[0].message.tool_calls &&
+     two.choices[0].finish_reason === 'stop', 'required among two, no call: ' + JSON.stringify(two.choices[0]));
+  console.log('required among two tools, answer {} (no name): content "{}", finish stop');
+  const history = [...ask,
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_9', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_9', content: '22 C' }];
+  const h = await client.chat.completions.create({ model: 'm', messages: history, tools: [weather], max_tokens: 6, temperature: 0 });
+  ok(['stop', 'length', 'tool_calls'].includes(h.choices[0].finish_reason), 'history: ' + JSON.stringify(h.choices[0]));
+  console.log('a conversation with a call and its result: answered (' + h.choices[0].finish_reason + ')');
+  await expectStatus(400, () => client.chat.completions.create({ model: 'm', messages: ask, tools: [weather],
+    tool_choice: { type: 'function', function: { name: 'nope' } } }), 'tool_choice naming no tool');
+  await expectStatus(400, () => client.chat.completions.create({ model: 'm', messages: ask,
+    tools: [{ type: 'function', function: { name: 'bad name!' } }] }), 'a tool named "bad name!"');
+  console.log('errors: 400 for a tool_choice naming no tool, a bad tool name');
+}
+
 (async () => {
   if (mode === 'basic') await basic();
+  else if (mode === 'tools') await tools(rest[0]);
   else if (mode === 'concurrent') await concurrent();
   else if (mode === 'abandon') await abandon();
   else if (mode === 'soak') await soak(+rest[0], +rest[1]);

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
 #include "tests/check.h"
+#include "text/tool-calls.h"
 
 static int parse(const char *line, struct api_batch_line *l, struct fl_err *err)
 {
@@ -93,9 +94,32 @@ static void test_refused(void)
           "\"stream\":true}}", "body.stream" },
         /* asked for what is not generated: refused by name, not ignored */
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
-          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}}", "body.tools: tool calls" },
+          "\"user\",\"content\":\"a\"}],\"functions\":[{\"name\":\"f\"}]}}", "body.functions: the legacy" },
+        /* tools: each field named */
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
-          "\"user\",\"content\":\"a\"}],\"tool_choice\":\"required\"}}", "body.tool_choice" },
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}}", "body.tools[0]: expected" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+          "\"a b\"}}]}}", "body.tools[0].function.name" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+          "\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}}", "\"f\" is given twice" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tool_choice\":\"required\"}}", "body.tool_choice: asks for a call" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+          "\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}}",
+          "no tool is named \"g\"" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+          "\"f\"}}],\"response_format\":{\"type\":\"json_object\"}}}", "body.response_format: JSON mode and tools" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":"
+          "\"f\",\"arguments\":3}}]}]}}", "body.messages[1].tool_calls[0].function.arguments" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\",\"tool_calls\":[]}]}}", "body.messages[0].tool_calls: expected" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"tools\":"
+          "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}}", "body.tools: tools are for chat" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}}",
           "body.response_format: {\"type\": \"text\"} or" },
@@ -166,6 +190,100 @@ static void test_outputs(void)
                           "\"type\":\"invalid_request_error\"}}"), "error object: %s", s);
     free(s);
     json_decref(o);
+}
+
+/* tools: the request's fields, its prompt with a forced call's opening,
+ * the answer read in each mode, and the answer's JSON */
+static json_t *body_of(const char *text)
+{
+    json_t *b = json_loads(text, 0, NULL);
+    CHECK(b != NULL, "test body: %s", text);
+    return b;
+}
+
+static void test_tools(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},"
+                        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":"
+                        "\"function\",\"function\":{\"name\":\"w\",\"arguments\":{\"city\":\"Köln\"}}}]},"
+                        "{\"role\":\"tool\",\"content\":\"rain\"}],\"tools\":[{\"type\":\"function\","
+                        "\"function\":{\"name\":\"w\",\"parameters\":{\"type\":\"object\"}}}],"
+                        "\"tool_choice\":\"required\",\"parallel_tool_calls\":false}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "tools request: %s", err.msg);
+    json_decref(b);
+    CHECK(r.n_tools == 1 && !strcmp(r.tool_names[0], "w") &&
+              !strcmp(r.tools_json[0], "{\"type\": \"function\", \"function\": {\"name\": \"w\", "
+                                       "\"parameters\": {\"type\": \"object\"}}}"),
+          "tool as the template's tojson: %s", r.n_tools ? r.tools_json[0] : "");
+    CHECK(r.tool_choice == API_TOOL_NAMED && !strcmp(r.tool_name, "w") && r.one_call && r.json_object,
+          "required with one tool: named, JSON mode, one call");
+    CHECK(r.msgs[1].n_calls == 1 && !strcmp(r.msgs[1].calls[0].arguments, "{\"city\": \"Köln\"}") &&
+              !strcmp(r.msgs[1].content, ""),
+          "an assistant's call, arguments given as an object: '%s'",
+          r.msgs[1].n_calls ? r.msgs[1].calls[0].arguments : "");
+    char *text = NULL;
+    const char *why = "";
+    int n = api_render_chat(FL_CHAT_CHATML, &r, &text, &why);
+    const char *tail = "<|im_start|>assistant\n<tool_call>\n{\"name\": \"w\", \"arguments\": ";
+    CHECK(n > 0 && strstr(text, "<tools>\n{\"type\": \"function\"") &&
+              strstr(text, "<|im_start|>user\n<tool_response>\nrain\n</tool_response><|im_end|>\n") &&
+              !strcmp(text + n - strlen(tail), tail),
+          "prompt: %s", text ? text : why);
+    free(text);
+    text = NULL;
+    n = api_render_chat(FL_CHAT_LLAMA3, &r, &text, &why);
+    CHECK(n == -ENOTSUP && strstr(why, "chatml"), "llama3 with tools: %d %s", n, why);
+    free(text);
+
+    struct api_tool_reader t;
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    struct fl_tool_answer a;
+    CHECK(t.mode == API_TOOLS_ARGS && api_tool_read(&t, "{\"city\": \"Bonn\"}", 16, &a) == 0 &&
+              a.n_calls == 1 && !strcmp(a.calls[0].name, "w") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"Bonn\"}"),
+          "named: the answer is the arguments");
+    const struct api_completion c = { .kind = API_CHAT, .id = "chatcmpl-1", .model = "m",
+                                      .created = 7, .text = "", .finish_reason = "stop",
+                                      .prompt_tokens = 3, .completion_tokens = 5, .tools = &a };
+    json_t *o = api_completion_json(&c);
+    char *s = json_dumps(o, JSON_COMPACT);
+    CHECK(s && strstr(s, "\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+                         "\"call_chatcmpl-1_0\",\"type\":\"function\",\"function\":{\"name\":\"w\","
+                         "\"arguments\":\"{\\\"city\\\":\\\"Bonn\\\"}\"}}]}") &&
+              strstr(s, "\"finish_reason\":\"tool_calls\""),
+          "answer with a call: %s", s);
+    free(s);
+    json_decref(o);
+    fl_tool_answer_free(&a);
+    CHECK(api_tool_read(&t, "{\"city\": \"Bo", 13, &a) == 0 && a.n_calls == 0 &&
+              !strcmp(a.content, "{\"city\": \"Bo"), "named, cut short: content as it came");
+    fl_tool_answer_free(&a);
+    api_request_free(&r);
+
+    b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":"
+                "\"function\",\"function\":{\"name\":\"a\"}},{\"type\":\"function\",\"function\":"
+                "{\"name\":\"b\"}}]}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0 && r.tool_choice == API_TOOL_AUTO &&
+              !r.json_object && !r.one_call, "auto: %s", err.msg);
+    json_decref(b);
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    const char *two = "Both.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+    CHECK(t.mode == API_TOOLS_BLOCKS && api_tool_read(&t, two, strlen(two), &a) == 0 &&
+              a.n_calls == 2 && !strcmp(a.content, "Both."), "auto: two calls and content");
+    CHECK(api_tool_content_prefix(&t, two, strlen(two)) == 6, "auto: content up to the first call");
+    const struct api_chunk ch = { .kind = API_CHAT, .id = "chatcmpl-2", .model = "m", .tools = &a };
+    o = api_chunk_json(&ch);
+    s = json_dumps(o, JSON_COMPACT);
+    CHECK(s && strstr(s, "\"delta\":{\"tool_calls\":[{\"id\":\"call_chatcmpl-2_0\"") &&
+              strstr(s, "\"index\":1}]"), "chunk with calls: %s", s);
+    free(s);
+    json_decref(o);
+    fl_tool_answer_free(&a);
+    api_request_free(&r);
+    printf("tools: parsed, prompt with the call's opening, answers read, calls as JSON\n");
 }
 
 /* logprobs: the request fields, and both answer shapes over a real vocabulary */
@@ -270,6 +388,7 @@ int main(void)
     test_accepted();
     test_refused();
     test_outputs();
+    test_tools();
     test_logprobs();
     test_logit_bias();
     return check_summary("test-api");

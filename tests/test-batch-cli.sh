@@ -11,6 +11,7 @@
 #   - SIGINT: exit 130 and a line saying what was lost; the rerun finishes;
 #   - requests sharing long instructions read them from the prompt cache
 #     (-b 64) and answer as with --no-cache-prompt, logprobs too;
+#   - a line with tools and a forced call answers with tool_calls;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -189,6 +190,27 @@ EOF2
     fail "prompt cache in batch"
 grep -q "(0 of them" "$dir/shared--no-cache-prompt.n" && ! grep -q "(0 of them" "$dir/shared--cache-prompt.n" ||
     fail "summary counts: $(cat "$dir/shared--cache-prompt.n") / $(cat "$dir/shared--no-cache-prompt.n")"
+
+# 6. tools: a named call's line answers with tool_calls (the token "}" lifted
+# so that the tiny model's arguments close at once); an auto one, as text
+brace=$("$cli" tokenize -m "$model" -p "}" --ids 2>/dev/null | tr -d '[] ')
+[ -n "$brace" ] || fail "tokenize '}'"
+cat >"$dir/tools.jsonl" <<EOF2
+{"custom_id": "named", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Weather?"}], "tools": [{"type": "function", "function": {"name": "get_weather"}}], "tool_choice": "required", "logit_bias": {"$brace": 100}, "max_tokens": 8}}
+{"custom_id": "auto", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Weather?"}], "tools": [{"type": "function", "function": {"name": "get_weather"}}], "max_tokens": 4}}
+EOF2
+"$cli" batch -m "$model" -i "$dir/tools.jsonl" -o "$dir/tools.out" -q 2>"$dir/err" ||
+    fail "tools: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/tools.out" <<'EOF2' || fail "tools in batch"
+import json, sys
+got = {o["custom_id"]: o["response"]["body"]["choices"][0] for o in map(json.loads, open(sys.argv[1]))}
+named, auto = got["named"], got["auto"]
+assert named["finish_reason"] == "tool_calls" and named["message"]["content"] is None, named
+call = named["message"]["tool_calls"][0]
+assert call["type"] == "function" and call["function"] == {"name": "get_weather", "arguments": "{}"}, call
+assert auto["finish_reason"] == "length" and isinstance(auto["message"]["content"], str), auto
+print("tools: the named call's line has tool_calls", json.dumps(named["message"]["tool_calls"]))
+EOF2
 
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||

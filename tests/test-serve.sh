@@ -8,7 +8,12 @@
 #     streamed text = plain text; 16 concurrent clients each get the text
 #     they get alone (batch invariance through the server);
 #   - every error with its status: malformed JSON and wrong types (400),
-#     fields asking for what is not generated (JSON schemas, tools: 400);
+#     fields asking for what is not generated (JSON schemas, legacy
+#     functions, tools on /v1/completions: 400);
+#   - tool calls (the openai client; tests/serve-tools.py): prompts with
+#     tools, calls and results equal to Qwen3's own chat template's (jinja2);
+#     a named or "required" tool_choice answers with a well-formed call,
+#     plain and streamed;
 #   - logprobs (chat and completions, plain and streamed, a stop string
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
@@ -120,10 +125,12 @@ want 405 "$base/completions"
 want 400 $J -d '{"prompt": "x"' "$base/completions"
 want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
 want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
-# asked for what is not generated (tools, llama.cpp's n_probs): refused, never ignored
-want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' \
+# asked for what is not generated (legacy functions, llama.cpp's n_probs): refused, never ignored
+want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "functions": [{"name": "f"}]}' \
   "$base/chat/completions"
-grep -q 'tool calls are not supported' "$dir/body" || fail "tools: $(cat "$dir/body")"
+grep -q 'legacy function calls are not supported' "$dir/body" || fail "functions: $(cat "$dir/body")"
+want 400 $J -d '{"prompt": "a", "tools": [{"type": "function", "function": {"name": "f"}}]}' \
+  "$base/completions"
 want 400 $J -d '{"prompt": "x", "n_probs": 2}' "$base/completions"
 python3 -c 'import json; print(json.dumps({"prompt": [1] * 600, "max_tokens": 4}))' >"$dir/long.json"
 want 400 $J --data-binary @"$dir/long.json" "$base/completions"
@@ -185,6 +192,10 @@ echo "JSON mode: a forced close makes {} and ends; JSON schemas refused"
 
 # --- the official client ---
 client basic || fail "openai client: basic"
+want 200 $J -d '{"content": "}"}' "$base/../tokenize"
+brace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"][0])' "$dir/body")
+client tools "$brace" || fail "openai client: tools"
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" || fail "tool prompts"
 client concurrent || fail "openai client: concurrent"
 cancelled0=$(metric requests_cancelled_total)
 client abandon || fail "openai client: abandon"

@@ -474,9 +474,12 @@ static void test_bad_vocab(void)
 /* ---- chat templates ------------------------------------------------------ */
 
 static const struct fl_chat_msg conv[] = {
-    { "system", "You are a helpful assistant" }, { "user", "Hello" },
-    { "assistant", "Hi there" },                 { "user", "Who are you" },
-    { "assistant", "   I am an assistant   " },  { "user", "Another question" },
+    { .role = "system", .content = "You are a helpful assistant" },
+    { .role = "user", .content = "Hello" },
+    { .role = "assistant", .content = "Hi there" },
+    { .role = "user", .content = "Who are you" },
+    { .role = "assistant", .content = "   I am an assistant   " },
+    { .role = "user", .content = "Another question" },
 };
 
 static void expect_chat(enum fl_chat_format fmt, const char *want)
@@ -558,7 +561,7 @@ static void test_chat_formats(void)
     out = NULL;
     CHECK(fl_chat_apply(FL_CHAT_UNKNOWN, conv, 6, true, &out) == -EINVAL && !out,
           "unknown format is -EINVAL");
-    struct fl_chat_msg bad = { "user", NULL };
+    struct fl_chat_msg bad = { .role = "user", .content = NULL };
     CHECK(fl_chat_apply(FL_CHAT_CHATML, &bad, 1, true, &out) == -EINVAL, "NULL content -EINVAL");
     CHECK(fl_chat_apply(FL_CHAT_CHATML, conv, 0, false, &out) == 0 && out && !out[0],
           "empty conversation is an empty string");
@@ -602,7 +605,7 @@ static void test_chat_tokens(void)
     struct fl_tokenizer *tok = load("tests/data/gpt-oss-tiny-MXFP4.gguf");
     if (!tok)
         return;
-    const struct fl_chat_msg m[] = { { "user", "Hi<|endoftext|>" } };
+    const struct fl_chat_msg m[] = { { .role = "user", .content = "Hi<|endoftext|>" } };
     char *text = NULL;
     CHECK(fl_chat_apply(FL_CHAT_CHATML, m, 1, true, &text) > 0, "chatml render");
     int n_parsed, n_plain;

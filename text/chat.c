@@ -171,13 +171,61 @@ static bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
-static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+/* Qwen3's tools block: the system turn, with the user's system text first. */
+static size_t chatml_tools(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                           const char *const *tools, size_t n_tools)
 {
-    for (size_t i = 0; i < n; i++) {
+    const bool sys = n > 0 && is(m[0].role, "system");
+    put(b, "<|im_start|>system\n");
+    if (sys) {
+        put(b, m[0].content);
+        put(b, "\n\n");
+    }
+    put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (size_t i = 0; i < n_tools; i++) {
+        put(b, "\n");
+        put(b, tools[i]);
+    }
+    put(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
+           "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+           "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+    return sys ? 1 : 0;
+}
+
+static void chatml_calls(struct sbuf *b, const struct fl_chat_msg *m)
+{
+    for (size_t j = 0; j < m->n_calls; j++) {
+        if (j > 0 || m->content[0])
+            put(b, "\n");
+        put(b, "<tool_call>\n{\"name\": \"");
+        put(b, m->calls[j].name);
+        put(b, "\", \"arguments\": ");
+        put(b, m->calls[j].arguments);
+        put(b, "}\n</tool_call>");
+    }
+}
+
+static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                         const char *const *tools, size_t n_tools, bool add)
+{
+    const size_t first = n_tools ? chatml_tools(b, m, n, tools, n_tools) : 0;
+    for (size_t i = first; i < n; i++) {
+        if (is(m[i].role, "tool")) { /* consecutive results share one user turn */
+            if (i == 0 || !is(m[i - 1].role, "tool"))
+                put(b, "<|im_start|>user");
+            put(b, "\n<tool_response>\n");
+            put(b, m[i].content);
+            put(b, "\n</tool_response>");
+            if (i + 1 == n || !is(m[i + 1].role, "tool"))
+                put(b, "<|im_end|>\n");
+            continue;
+        }
         put(b, "<|im_start|>");
         put(b, m[i].role);
         put(b, "\n");
         put(b, m[i].content);
+        chatml_calls(b, &m[i]);
         put(b, "<|im_end|>\n");
     }
     if (add)
@@ -345,18 +393,47 @@ static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t
         put(b, "]~b]ai\n<think>\n");
 }
 
+bool fl_chat_has_tools(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_CHATML;
+}
+
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                   bool add_assistant, char **out)
 {
+    return fl_chat_apply_tools(fmt, msgs, n, NULL, 0, add_assistant, out);
+}
+
+static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                          const char *const *tools, size_t n_tools)
+{
+    if ((!msgs && n) || (!tools && n_tools))
+        return -EINVAL;
+    bool calls = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content || (msgs[i].n_calls && !msgs[i].calls))
+            return -EINVAL;
+        for (size_t j = 0; j < msgs[i].n_calls; j++)
+            if (!msgs[i].calls[j].name || !msgs[i].calls[j].arguments)
+                return -EINVAL;
+        calls |= msgs[i].n_calls > 0;
+    }
+    for (size_t i = 0; i < n_tools; i++)
+        if (!tools[i])
+            return -EINVAL;
+    return (n_tools || calls) && !fl_chat_has_tools(fmt) ? -ENOTSUP : 0;
+}
+
+int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                        const char *const *tools, size_t n_tools, bool add_assistant, char **out)
+{
     struct sbuf b = { 0 };
     *out = NULL;
-    if (!msgs && n)
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].content)
-            return -EINVAL;
+    int rc = check_messages(fmt, msgs, n, tools, n_tools);
+    if (rc)
+        return rc;
     switch (fmt) {
-    case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, tools, n_tools, add_assistant); break;
     case FL_CHAT_LLAMA2:
     case FL_CHAT_LLAMA2_SYS:
     case FL_CHAT_LLAMA2_SYS_BOS:

@@ -3,6 +3,7 @@
  * llama-chat.cpp, not a Jinja engine):
  *
  *   chatml        <|im_start|>role\ncontent<|im_end|>\n ... <|im_start|>assistant\n
+ *                 (with tools and tool calls as Qwen3's template writes them)
  *   llama2 / mistral   [INST] user [/INST]answer</s>...  (several variants)
  *   llama3        <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
  *   deepseek2     User: ...\n\nAssistant: ...<｜end▁of▁sentence｜>  ... Assistant:
@@ -40,9 +41,17 @@ enum fl_chat_format {
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
 };
 
+/* A call an assistant message made (OpenAI's tool_calls[i].function). */
+struct fl_chat_tool_call {
+    const char *name;
+    const char *arguments; /* JSON text, as the request gave it */
+};
+
 struct fl_chat_msg {
-    const char *role;    /* "system", "user", "assistant", ... */
+    const char *role;    /* "system", "user", "assistant", "tool", ... */
     const char *content;
+    const struct fl_chat_tool_call *calls; /* an assistant's tool calls, or NULL */
+    size_t n_calls;
 };
 
 /* Names as llama.cpp's --chat-template spells them ("chatml", "llama2",
@@ -67,5 +76,18 @@ enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f);
  * for an unknown format or a message without role/content, -ENOMEM. */
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                   bool add_assistant, char **out);
+
+/* Whether fmt has a tool-call format here: chatml, as Qwen3's template
+ * writes it (the tools' JSON in the system turn, calls as <tool_call>
+ * blocks of {"name", "arguments"}, results as <tool_response> blocks in a
+ * user turn; text/tool-calls.h reads the calls back). */
+bool fl_chat_has_tools(enum fl_chat_format fmt);
+
+/* fl_chat_apply with n_tools tool definitions (each the JSON text of a
+ * request's tools[i], {"type": "function", "function": {...}}) offered to
+ * the model. -ENOTSUP when tools or calls are given and fmt has no tool
+ * format. */
+int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                        const char *const *tools, size_t n_tools, bool add_assistant, char **out);
 
 #endif

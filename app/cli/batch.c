@@ -21,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "pager/pager.h"
 #include "text/tokenizer.h"
+#include "text/tool-calls.h"
 
 struct batch_opts {
     struct eng_session_params sp;
@@ -36,6 +37,7 @@ struct job {
     int line_no;
     enum api_kind kind;
     struct batch_run *run;
+    struct api_tool_reader tools; /* how the answer's tool calls are read */
 };
 
 struct batch_run {
@@ -161,7 +163,11 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     b->gen_tokens += (uint64_t)r->n_tokens;
     b->prompt_tokens += (uint64_t)r->n_prompt;
     b->prompt_cached += (uint64_t)r->n_cached;
-    if (r->finish == ENG_FINISH_ERROR) {
+    struct fl_tool_answer ans = { 0 };
+    const bool tools = j->tools.mode != API_TOOLS_OFF;
+    if (r->finish != ENG_FINISH_ERROR && tools && api_tool_read(&j->tools, r->text, r->len, &ans)) {
+        write_error(b, j->custom_id, j->line_no, "server_error", "out of memory");
+    } else if (r->finish == ENG_FINISH_ERROR) {
         char msg[320];
         snprintf(msg, sizeof(msg), "line %d: %s", j->line_no, r->error);
         write_error(b, j->custom_id, j->line_no, "invalid_request", msg);
@@ -175,10 +181,12 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
             .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
             .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
             .tok = eng_session_tokenizer(b->s), .cached_tokens = r->n_cached,
+            .tools = tools ? &ans : NULL,
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));
     }
+    fl_tool_answer_free(&ans);
     free(j->custom_id);
     free(j);
 }
@@ -194,7 +202,9 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
     if (j)
-        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b };
+        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 } };
+    if (j)
+        api_tool_reader_init(r, b->chat, &j->tools);
     if (!j || !j->custom_id) {
         char msg[320];
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, n < 0 ? why : "out of memory");

@@ -1,7 +1,8 @@
 /* fuzz-api-request: libFuzzer target for what `faultline serve` does with
  * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
  * completion request (api/openai.h), and the chunk and completion objects
- * built from what is accepted.
+ * built from what is accepted; a chat accepted also renders in chatml
+ * (tools, calls and results too) and its answer is read for tool calls.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "text/tool-calls.h"
 
 static void die(const char *what)
 {
@@ -27,6 +29,27 @@ static void serialises(json_t *v, const char *what)
         die(what);
     free(s);
     json_decref(v);
+}
+
+/* The prompt in chatml, which has tools; the message's text read as an
+ * answer and written back with its calls. */
+static void tools(const struct api_request *r, const struct api_completion *comp, const char *text)
+{
+    char *p = NULL;
+    const char *why = "";
+    const int n = api_render_chat(FL_CHAT_CHATML, r, &p, &why);
+    if (n < 0 || !p || strlen(p) != (size_t)n)
+        die("an accepted chat does not render in chatml");
+    free(p);
+    struct api_tool_reader t;
+    api_tool_reader_init(r, FL_CHAT_CHATML, &t);
+    struct fl_tool_answer a;
+    if (api_tool_read(&t, text, strlen(text), &a))
+        die("an answer cannot be read");
+    struct api_completion c = *comp;
+    c.tools = &a;
+    serialises(api_completion_json(&c), "an answer with tools does not serialise");
+    fl_tool_answer_free(&a);
 }
 
 static void one(json_t *body, enum api_kind kind)
@@ -61,6 +84,8 @@ static void one(json_t *body, enum api_kind kind)
                                          .finish_reason = "length", .prompt_tokens = 1,
                                          .completion_tokens = 1 };
     serialises(api_completion_json(&comp), "a completion does not serialise");
+    if (kind == API_CHAT)
+        tools(&r, &comp, text);
     api_request_free(&r);
 }
 

@@ -1,0 +1,303 @@
+/* tools.c: tools in OpenAI requests and tool calls in their answers
+ * (openai.h, request-tools.h). */
+#include "api/request-tools.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/tool-calls.h"
+
+static int bad(struct fl_err *err, const char *field, const char *what)
+{
+    return fl_err_set(err, -EINVAL, "%s: %s", field, what);
+}
+
+/* OpenAI's rule for a function's name: 1-64 of [A-Za-z0-9_-] (and '.',
+ * which some clients use). It is written into the prompt as is. */
+static bool good_name(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(s[i] == '_' || s[i] == '-' || s[i] == '.' || (s[i] >= '0' && s[i] <= '9') ||
+              (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
+            return false;
+    return true;
+}
+
+static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err *err)
+{
+    char path[32];
+    snprintf(path, sizeof(path), "tools[%zu]", i);
+    const char *type = fl_json_str(t, "type");
+    json_t *f = json_object_get(t, "function");
+    if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(f))
+        return bad(err, path, "expected {\"type\": \"function\", \"function\": {...}}");
+    const char *name = fl_json_str(f, "name");
+    if (!good_name(name))
+        return fl_err_set(err, -EINVAL, "%s.function.name: expected 1-64 letters, digits, "
+                          "'_', '-' or '.'", path);
+    const json_t *params = json_object_get(f, "parameters");
+    if (params && !json_is_object(params) && !json_is_null(params))
+        return fl_err_set(err, -EINVAL, "%s.function.parameters: expected an object", path);
+    for (size_t j = 0; j < i; j++)
+        if (!strcmp(r->tool_names[j], name))
+            return fl_err_set(err, -EINVAL, "%s.function.name: \"%s\" is given twice", path, name);
+    /* as the template's tojson writes it: ", " and ": ", keys in order */
+    if (!(r->tools_json[i] = json_dumps(t, JSON_PRESERVE_ORDER)))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    r->tool_names[i] = name;
+    return 0;
+}
+
+static int parse_choice(json_t *body, struct api_request *r, struct fl_err *err)
+{
+    json_t *c = json_object_get(body, "tool_choice");
+    const char *s = json_string_value(c);
+    if (!c || json_is_null(c) || (s && !strcmp(s, "auto")))
+        r->tool_choice = API_TOOL_AUTO;
+    else if (s && !strcmp(s, "none"))
+        r->tool_choice = API_TOOL_NONE;
+    else if (s && !strcmp(s, "required"))
+        r->tool_choice = API_TOOL_REQUIRED;
+    else if (json_is_object(c) && (r->tool_name = fl_json_str(json_object_get(c, "function"), "name")))
+        r->tool_choice = API_TOOL_NAMED;
+    else
+        return bad(err, "tool_choice", "expected \"none\", \"auto\", \"required\" or "
+                   "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    if (r->tool_choice >= API_TOOL_REQUIRED && !r->n_tools)
+        return bad(err, "tool_choice", "asks for a call, and no tools are given");
+    if (r->tool_choice == API_TOOL_REQUIRED && r->n_tools == 1) {
+        r->tool_choice = API_TOOL_NAMED;
+        r->tool_name = r->tool_names[0];
+    }
+    if (r->tool_choice == API_TOOL_NAMED) {
+        size_t i = 0;
+        while (i < r->n_tools && strcmp(r->tool_names[i], r->tool_name))
+            i++;
+        if (i == r->n_tools)
+            return fl_err_set(err, -EINVAL, "tool_choice: no tool is named \"%s\"", r->tool_name);
+    }
+    return 0;
+}
+
+int api_parse_tools(json_t *body, struct api_request *r, struct fl_err *err)
+{
+    json_t *t = json_object_get(body, "tools");
+    if (t && !json_is_null(t) && !json_is_array(t))
+        return bad(err, "tools", "expected an array");
+    const size_t n = json_is_array(t) ? json_array_size(t) : 0;
+    if (n > API_MAX_TOOLS)
+        return fl_err_set(err, -EINVAL, "tools: more than %d", API_MAX_TOOLS);
+    if (n && (!(r->tools_json = calloc(n, sizeof(*r->tools_json))) ||
+              !(r->tool_names = calloc(n, sizeof(*r->tool_names)))))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_tool(json_array_get(t, i), i, r, err);
+        r->n_tools = i + (rc ? 0 : 1);
+        if (rc)
+            return rc;
+    }
+    int rc = parse_choice(body, r, err);
+    bool parallel = true;
+    const json_t *p = json_object_get(body, "parallel_tool_calls");
+    if (!rc && p && !json_is_null(p) && !json_is_boolean(p))
+        rc = bad(err, "parallel_tool_calls", "expected true or false");
+    parallel = !p || !json_is_false(p);
+    r->one_call = !parallel;
+    if (!rc && r->json_object && n && r->tool_choice != API_TOOL_NONE)
+        rc = bad(err, "response_format", "JSON mode and tools cannot be asked together");
+    if (!rc && r->tool_choice >= API_TOOL_REQUIRED)
+        r->json_object = true; /* the forced call's object (openai.h) */
+    return rc;
+}
+
+/* One call: {"function": {"name", "arguments": a string or an object}}. */
+static int parse_call(json_t *c, const char *path, size_t j, struct fl_chat_tool_call *out,
+                      struct fl_err *err)
+{
+    json_t *f = json_object_get(c, "function");
+    json_t *a = json_object_get(f, "arguments");
+    out->name = fl_json_str(f, "name");
+    if (!json_is_object(c) || !json_is_object(f) || !out->name)
+        return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu]: expected {\"type\": \"function\", "
+                          "\"function\": {\"name\", \"arguments\"}}", path, j);
+    if (json_is_object(a)) { /* written as the template would: its tojson */
+        char *s = json_dumps(a, JSON_PRESERVE_ORDER);
+        if (!s || json_object_set_new(f, "arguments", json_string(s))) {
+            free(s);
+            return fl_err_set(err, -ENOMEM, "out of memory");
+        }
+        free(s);
+        a = json_object_get(f, "arguments");
+    }
+    if (!(out->arguments = json_string_value(a)))
+        return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu].function.arguments: expected a "
+                          "string (JSON) or an object", path, j);
+    return 0;
+}
+
+int api_parse_message_calls(json_t *msg, const char *path, struct fl_chat_msg *m,
+                            struct fl_err *err)
+{
+    json_t *calls = json_object_get(msg, "tool_calls");
+    if (!calls || json_is_null(calls))
+        return 0;
+    if (!json_is_array(calls) || strcmp(m->role, "assistant"))
+        return fl_err_set(err, -EINVAL, "%s.tool_calls: expected an array, in an assistant "
+                          "message", path);
+    const size_t n = json_array_size(calls);
+    struct fl_chat_tool_call *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    m->calls = v;
+    m->n_calls = n;
+    for (size_t j = 0; j < n; j++) {
+        int rc = parse_call(json_array_get(calls, j), path, j, &v[j], err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void api_free_tools(struct api_request *r)
+{
+    for (size_t i = 0; i < r->n_tools; i++)
+        free(r->tools_json[i]);
+    free(r->tools_json);
+    free(r->tool_names);
+    for (size_t i = 0; i < r->n_msgs && r->msgs; i++)
+        free((void *)r->msgs[i].calls);
+}
+
+/* --- the prompt ---------------------------------------------------------------------- */
+
+static int append(char **text, int n, const char *a, const char *b, const char *c)
+{
+    const size_t add = strlen(a) + strlen(b) + strlen(c);
+    char *p = realloc(*text, (size_t)n + add + 1);
+    if (!p)
+        return -ENOMEM;
+    snprintf(p + n, add + 1, "%s%s%s", a, b, c);
+    *text = p;
+    return n + (int)add;
+}
+
+int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
+                    const char **why)
+{
+    const bool tools = r->n_tools && r->tool_choice != API_TOOL_NONE;
+    int n = fl_chat_apply_tools(chat, r->msgs, r->n_msgs, tools ? (const char *const *)r->tools_json
+                                : NULL, tools ? r->n_tools : 0, true, text);
+    if (n == -ENOTSUP)
+        *why = "tools and tool calls need a chat format with a tool-call format: chatml (Qwen); "
+               "this model's is another";
+    else if (n < 0)
+        *why = "the messages do not fit the chat format";
+    if (n < 0 || r->tool_choice < API_TOOL_REQUIRED)
+        return n;
+    /* the forced call's opening, as the template writes a call */
+    n = r->tool_choice == API_TOOL_NAMED
+        ? append(text, n, "<tool_call>\n{\"name\": \"", r->tool_name, "\", \"arguments\": ")
+        : append(text, n, "<tool_call>\n", "", "");
+    return n;
+}
+
+/* --- the answer ---------------------------------------------------------------------- */
+
+void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt,
+                          struct api_tool_reader *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->fmt = fmt;
+    out->one_call = req->one_call;
+    if (req->kind != API_CHAT || !req->n_tools || req->tool_choice == API_TOOL_NONE)
+        return;
+    out->mode = req->tool_choice == API_TOOL_NAMED      ? API_TOOLS_ARGS
+                : req->tool_choice == API_TOOL_REQUIRED ? API_TOOLS_CALL
+                                                        : API_TOOLS_BLOCKS;
+    if (out->mode == API_TOOLS_ARGS)
+        snprintf(out->name, sizeof(out->name), "%s", req->tool_name);
+}
+
+size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
+{
+    switch (t->mode) {
+    case API_TOOLS_OFF: return len;
+    case API_TOOLS_BLOCKS: return fl_tool_calls_content_prefix(t->fmt, text, len);
+    default: return 0; /* a forced call is no content until it fails to be one */
+    }
+}
+
+static int all_content(const char *text, size_t len, struct fl_tool_answer *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!(out->content = malloc(len + 1)))
+        return -ENOMEM;
+    memcpy(out->content, text, len);
+    out->content[len] = '\0';
+    out->content_len = len;
+    return 0;
+}
+
+/* The forced answer with the opening the prompt gave it, read as a block;
+ * one that is no call (cut by max_tokens) is content as it came. */
+static int read_forced(const struct api_tool_reader *t, const char *text, size_t len,
+                       struct fl_tool_answer *out)
+{
+    char head[128];
+    const int h = t->mode == API_TOOLS_ARGS
+        ? snprintf(head, sizeof(head), "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", t->name)
+        : snprintf(head, sizeof(head), "<tool_call>\n");
+    const char *tail = t->mode == API_TOOLS_ARGS ? "}\n</tool_call>" : "\n</tool_call>";
+    const size_t n = (size_t)h + len + strlen(tail);
+    char *whole = malloc(n + 1);
+    if (!whole)
+        return -ENOMEM;
+    memcpy(whole, head, (size_t)h);
+    memcpy(whole + h, text, len);
+    strcpy(whole + h + len, tail);
+    int rc = fl_tool_calls_parse(t->fmt, whole, n, out);
+    free(whole);
+    if (rc || out->n_calls)
+        return rc;
+    fl_tool_answer_free(out);
+    return all_content(text, len, out);
+}
+
+int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
+                  struct fl_tool_answer *out)
+{
+    int rc = t->mode == API_TOOLS_OFF    ? all_content(text, len, out)
+             : t->mode == API_TOOLS_BLOCKS ? fl_tool_calls_parse(t->fmt, text, len, out)
+                                         : read_forced(t, text, len, out);
+    if (rc == -ENOTSUP) /* a format without calls: all content */
+        rc = all_content(text, len, out);
+    while (!rc && t->one_call && out->n_calls > 1) {
+        out->n_calls--;
+        free(out->calls[out->n_calls].name);
+        free(out->calls[out->n_calls].arguments);
+    }
+    return rc;
+}
+
+json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index)
+{
+    json_t *v = json_array();
+    for (int i = 0; v && i < a->n_calls; i++) {
+        char cid[96];
+        snprintf(cid, sizeof(cid), "call_%s_%d", id, i);
+        json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type", "function",
+                              "function", "name", a->calls[i].name, "arguments",
+                              a->calls[i].arguments);
+        if (c && index)
+            fl_json_set(c, "index", json_integer(i));
+        if (!c || json_array_append_new(v, c)) {
+            json_decref(v);
+            return NULL;
+        }
+    }
+    return v;
+}

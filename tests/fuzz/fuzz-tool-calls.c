@@ -1,0 +1,35 @@
+/* fuzz-tool-calls: libFuzzer target for reading the tool calls in an answer
+ * (text/tool-calls.h), whose text a model writes: parsing never fails but
+ * for memory; an answer without calls is its whole text as content; every
+ * call has a name and arguments that are a JSON object; the content prefix
+ * a stream may send is within the text and ends before the first call. A
+ * broken contract aborts. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/tool-calls.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *text = (const char *)data;
+    struct fl_tool_answer a;
+    if (fl_tool_calls_parse(FL_CHAT_CHATML, text, size, &a))
+        abort();
+    if (a.n_calls == 0 && (a.content_len != size || memcmp(a.content, text, size)))
+        abort();
+    for (int i = 0; i < a.n_calls; i++) {
+        json_t *v = json_loads(a.calls[i].arguments, 0, NULL);
+        if (!a.calls[i].name[0] || !json_is_object(v))
+            abort();
+        json_decref(v);
+    }
+    const size_t p = fl_tool_calls_content_prefix(FL_CHAT_CHATML, text, size);
+    if (p > size || memmem(text, p, "<tool_call>", 11))
+        abort();
+    if (a.n_calls && p != (size_t)((const char *)memmem(text, size, "<tool_call>", 11) - text))
+        abort();
+    fl_tool_answer_free(&a);
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* tool-calls.h: the tool calls in a model's answer, in the format the chat
+ * format taught it (text/chat.h's fl_chat_apply_tools). chatml (Qwen3,
+ * Hermes): each call is a block
+ *
+ *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
+ *
+ * and the text outside the blocks is the answer's content. */
+#ifndef FL_TEXT_TOOL_CALLS_H
+#define FL_TEXT_TOOL_CALLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "text/chat.h"
+
+struct fl_tool_call {
+    char *name;
+    char *arguments; /* compact JSON text of an object */
+};
+
+struct fl_tool_answer {
+    char *content;               /* the text outside the calls, trimmed */
+    size_t content_len;
+    struct fl_tool_call *calls;
+    int n_calls;
+};
+
+/* Reads text[0..len). Every block must hold a JSON object with a string
+ * "name" and an object "arguments" (or a string holding one); when one does
+ * not, or a block is not closed, the whole text is content and n_calls is 0
+ * (an answer is never half calls). 0, or -ENOMEM; -ENOTSUP for a format
+ * without tool calls. */
+int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
+                        struct fl_tool_answer *out);
+void fl_tool_answer_free(struct fl_tool_answer *a);
+
+/* How many leading bytes of a growing answer are content for certain: up
+ * to the first call's opening, or to where a partial one might start at
+ * the end. A stream sends those and holds the rest until the answer ends. */
+size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, size_t len);
+
+#endif
