@@ -102,10 +102,13 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
  * With tools, the chat format offers them to the model (text/chat.h) and
  * the answer is read back as content and calls (text/tool-calls.h).
  * "tool_choice" "required" or a named function forces a call: the prompt
- * ends with the call's opening (`<tool_call>\n{"name": "NAME",
+ * ends with the call's opening. chatml: `<tool_call>\n{"name": "NAME",
  * "arguments": ` for a name, `<tool_call>\n` for "required" among several
- * tools) and the answer runs in JSON mode, so it is the arguments' object
- * (or the call's) and ends when that closes. */
+ * tools, and the answer runs in JSON mode (reader.json: the caller's
+ * eng_req.json_object), so it is the arguments' object (or the call's) and
+ * ends when that closes. glm-4.5: `\n<think></think>\n<tool_call>NAME\n`
+ * (or without the name) and the model writes the arguments' pairs, with no
+ * constraint. */
 enum api_tool_mode {
     API_TOOLS_OFF = 0, /* no tools, or "tool_choice": "none" */
     API_TOOLS_BLOCKS,  /* "auto": calls where the model writes them */
@@ -117,14 +120,17 @@ struct api_tool_reader {
     enum api_tool_mode mode;
     enum fl_chat_format fmt;
     bool one_call;            /* "parallel_tool_calls": false: the first call only */
+    bool json;                /* the answer runs in JSON mode (a forced call in chatml) */
     char name[72];            /* API_TOOLS_ARGS */
 };
 /* How req's answer is read in chat format fmt. */
 void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt,
                           struct api_tool_reader *out);
 /* The answer's content and calls (text/tool-calls.h; fl_tool_answer_free).
- * An answer that holds no well-formed call is all content. 0 or -ENOMEM. */
-int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
+ * An answer that holds no well-formed call is all content. ended: the
+ * model ended the answer (not max_tokens): a forced GLM call it ended
+ * without writing </tool_call> is closed. 0 or -ENOMEM. */
+int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                   struct fl_tool_answer *out);
 /* Leading bytes of a growing answer that are content for certain (a
  * stream holds the rest back until the answer ends). */

@@ -45,8 +45,8 @@ static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err 
     for (size_t j = 0; j < i; j++)
         if (!strcmp(r->tool_names[j], name))
             return fl_err_set(err, -EINVAL, "%s.function.name: \"%s\" is given twice", path, name);
-    /* as the template's tojson writes it: ", " and ": ", keys in order */
-    if (!(r->tools_json[i] = json_dumps(t, JSON_PRESERVE_ORDER)))
+    /* as the template's tojson writes it */
+    if (!(r->tools_json[i] = fl_json_dumps_python(t)))
         return fl_err_set(err, -ENOMEM, "out of memory");
     r->tool_names[i] = name;
     return 0;
@@ -109,8 +109,6 @@ int api_parse_tools(json_t *body, struct api_request *r, struct fl_err *err)
     r->one_call = !parallel;
     if (!rc && r->json_object && n && r->tool_choice != API_TOOL_NONE)
         rc = bad(err, "response_format", "JSON mode and tools cannot be asked together");
-    if (!rc && r->tool_choice >= API_TOOL_REQUIRED)
-        r->json_object = true; /* the forced call's object (openai.h) */
     return rc;
 }
 
@@ -125,7 +123,7 @@ static int parse_call(json_t *c, const char *path, size_t j, struct fl_chat_tool
         return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu]: expected {\"type\": \"function\", "
                           "\"function\": {\"name\", \"arguments\"}}", path, j);
     if (json_is_object(a)) { /* written as the template would: its tojson */
-        char *s = json_dumps(a, JSON_PRESERVE_ORDER);
+        char *s = fl_json_dumps_python(a);
         if (!s || json_object_set_new(f, "arguments", json_string(s))) {
             free(s);
             return fl_err_set(err, -ENOMEM, "out of memory");
@@ -192,17 +190,19 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     int n = fl_chat_apply_tools(chat, r->msgs, r->n_msgs, tools ? (const char *const *)r->tools_json
                                 : NULL, tools ? r->n_tools : 0, true, text);
     if (n == -ENOTSUP)
-        *why = "tools and tool calls need a chat format with a tool-call format: chatml (Qwen); "
-               "this model's is another";
+        *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
+               "(Qwen) or glm-4.5; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
-    if (n < 0 || r->tool_choice < API_TOOL_REQUIRED)
+    if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
     /* the forced call's opening, as the template writes a call */
-    n = r->tool_choice == API_TOOL_NAMED
-        ? append(text, n, "<tool_call>\n{\"name\": \"", r->tool_name, "\", \"arguments\": ")
-        : append(text, n, "<tool_call>\n", "", "");
-    return n;
+    const bool named = r->tool_choice == API_TOOL_NAMED;
+    if (chat == FL_CHAT_GLM45)
+        return append(text, n, "\n<think></think>\n<tool_call>", named ? r->tool_name : "",
+                      named ? "\n" : "");
+    return named ? append(text, n, "<tool_call>\n{\"name\": \"", r->tool_name, "\", \"arguments\": ")
+                 : append(text, n, "<tool_call>\n", "", "");
 }
 
 /* --- the answer ---------------------------------------------------------------------- */
@@ -220,6 +220,8 @@ void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt
                                                         : API_TOOLS_BLOCKS;
     if (out->mode == API_TOOLS_ARGS)
         snprintf(out->name, sizeof(out->name), "%s", req->tool_name);
+    /* a forced call in JSON: the answer is its object (openai.h) */
+    out->json = out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML;
 }
 
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
@@ -244,14 +246,21 @@ static int all_content(const char *text, size_t len, struct fl_tool_answer *out)
 
 /* The forced answer with the opening the prompt gave it, read as a block;
  * one that is no call (cut by max_tokens) is content as it came. */
-static int read_forced(const struct api_tool_reader *t, const char *text, size_t len,
+static int read_forced(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                        struct fl_tool_answer *out)
 {
     char head[128];
-    const int h = t->mode == API_TOOLS_ARGS
-        ? snprintf(head, sizeof(head), "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", t->name)
-        : snprintf(head, sizeof(head), "<tool_call>\n");
-    const char *tail = t->mode == API_TOOLS_ARGS ? "}\n</tool_call>" : "\n</tool_call>";
+    const bool args = t->mode == API_TOOLS_ARGS, glm = t->fmt == FL_CHAT_GLM45;
+    const int h = glm && args ? snprintf(head, sizeof(head), "<tool_call>%s\n", t->name)
+                  : glm       ? snprintf(head, sizeof(head), "<tool_call>")
+                  : args ? snprintf(head, sizeof(head), "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
+                                    t->name)
+                         : snprintf(head, sizeof(head), "<tool_call>\n");
+    /* JSON's object ends the answer: the block is closed here; GLM's model
+     * closes it (an answer it ended without doing so is closed too; one
+     * max_tokens cut is not) */
+    const char *tail = glm  ? (ended && !memmem(text, len, "</tool_call>", 12) ? "</tool_call>" : "")
+                       : args ? "}\n</tool_call>" : "\n</tool_call>";
     const size_t n = (size_t)h + len + strlen(tail);
     char *whole = malloc(n + 1);
     if (!whole)
@@ -267,12 +276,12 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
     return all_content(text, len, out);
 }
 
-int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
+int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                   struct fl_tool_answer *out)
 {
     int rc = t->mode == API_TOOLS_OFF    ? all_content(text, len, out)
              : t->mode == API_TOOLS_BLOCKS ? fl_tool_calls_parse(t->fmt, text, len, out)
-                                         : read_forced(t, text, len, out);
+                                         : read_forced(t, text, len, ended, out);
     if (rc == -ENOTSUP) /* a format without calls: all content */
         rc = all_content(text, len, out);
     while (!rc && t->one_call && out->n_calls > 1) {

@@ -43,6 +43,13 @@ int fl_json_write(FILE *f, const json_t *v, enum fl_json_style style);
  * short); NULL on out of memory or a NULL v. */
 char *fl_json_line(const json_t *v);
 
+/* v as Python's json.dumps(v, ensure_ascii=False) writes it, which is what
+ * chat templates' tojson filter puts into prompts (Hugging Face, minja):
+ * ", " and ": " between items, keys in order, floats as Python's repr (the
+ * shortest decimal that reads back: 0.1, 100.0, 1e+21), control characters
+ * as \u00xx, other text as it is. malloc'ed; NULL on out of memory. */
+char *fl_json_dumps_python(const json_t *v);
+
 /* Parses path (at most max_bytes) into *out (json_decref it). 0, or -errno
  * / -EINVAL with "PATH: line L column C: what" in err. */
 int fl_json_load_file(const char *path, size_t max_bytes, json_t **out, struct fl_err *err);

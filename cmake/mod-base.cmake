@@ -6,4 +6,5 @@ fl_module(base SOURCES base/clock.c base/units.c base/whole-file.c base/host-mem
           base/json.c base/out-file.c LIBS PkgConfig::JANSSON)
 
 fl_test(test-units SOURCES tests/test-units.c MODULES base)
+fl_test(test-json-python SOURCES tests/test-json-python.c MODULES base)
 fl_test(test-host-memory SOURCES tests/test-host-memory.c MODULES base)

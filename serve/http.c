@@ -168,7 +168,7 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     struct fl_tool_answer ans = { 0 };
     const bool tools = k->tools.mode != API_TOOLS_OFF;
     if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) ||
-        (tools && api_tool_read(&k->tools, text, strlen(text), &ans))) {
+        (tools && api_tool_read(&k->tools, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans))) {
         rc = finish_error(k, j);
     } else {
         const struct api_completion c = {
@@ -249,7 +249,8 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
         const size_t c = api_tool_content_prefix(&k->tools, j->text, j->len);
         avail = c < avail ? utf8_whole(j->text, c) : avail;
     } else if (k->tools.mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
-               !api_tool_read(&k->tools, j->text, j->len, &ans) && ans.n_calls) {
+               !api_tool_read(&k->tools, j->text, j->len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
+               ans.n_calls) {
         avail = k->sent; /* the rest is calls */
     }
     /* a token's logprobs go with the chunk that completes its bytes (one
@@ -394,7 +395,7 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
-                               .json_object = req->json_object,
+                               .json_object = req->json_object || k->tools.json,
                                .no_prompt_cache = req->no_cache_prompt };
     if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
         j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);

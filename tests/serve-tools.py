@@ -2,11 +2,12 @@
 """serve-tools.py: tool calls through `faultline serve` (tests/test-serve.sh).
 
 POST /apply-template renders chat requests with tools, assistant tool calls
-and tool results; each prompt must equal what Qwen3's own chat template
-(tests/data/templates/Qwen3.jinja, the model's Jinja, rendered by jinja2 as
-Hugging Face's apply_chat_template does) makes of the same conversation.
-A named tool_choice ends the prompt with the call's opening.
-usage: serve-tools.py BASE_URL KEY"""
+and tool results; each prompt must equal what the model family's own chat
+template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, GLM-4.6's
+for glm-4.5; rendered by jinja2 as Hugging Face's apply_chat_template does)
+makes of the same conversation. A named tool_choice ends the prompt with
+the call's opening; on GLM, a named call comes back as tool_calls.
+usage: serve-tools.py BASE_URL KEY TEMPLATE"""
 import json
 import os
 import sys
@@ -14,36 +15,51 @@ import urllib.request
 
 import jinja2
 
-base, key = sys.argv[1], sys.argv[2]
+base, key, name = sys.argv[1], sys.argv[2], sys.argv[3]
 here = os.path.dirname(os.path.abspath(__file__))
 
 
 def post(path, body):
-    req = urllib.request.Request(base.rsplit("/v1", 1)[0] + path, data=json.dumps(body).encode(),
+    req = urllib.request.Request(base.rsplit("/v1", 1)[0] + path if not path.startswith("/v1")
+                                 else base + path[3:], data=json.dumps(body).encode(),
                                  headers={"Authorization": "Bearer " + key,
                                           "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.load(r)
 
 
-def tojson(x, indent=None, separators=None, sort_keys=False):
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
     # Hugging Face's tojson filter
-    return json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                       sort_keys=sort_keys)
 
 
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
 env.filters["tojson"] = tojson
-template = env.from_string(open(os.path.join(here, "data", "templates", "Qwen3.jinja")).read())
+template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
+# the call's opening a named tool_choice leaves at the prompt's end
+opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
+           "GLM-4.6": "\n<think></think>\n<tool_call>%s\n"}[name]
+
+
+def render(messages, tools):
+    # templates read a call's arguments as an object (GLM's iterates them);
+    # a request carries them as JSON text
+    msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
+        c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
+            for m in messages]
+    return template.render(messages=msgs, tools=tools, add_generation_prompt=True)
 
 weather = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city, now (°C).",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
-                                                    "days": {"type": "integer"}},
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer", "maximum": 1e21},
+        "units": {"enum": ["C", "F"], "default": "C"}, "tolerance": {"type": "number", "minimum": 0.1}},
                    "required": ["city"]}}}
 clock = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
 call = {"id": "call_1", "type": "function",
-        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+        "function": {"name": "get_weather",
+                     "arguments": "{\"city\": \"Paris\", \"days\": 3, \"tolerance\": 0.1, \"hours\": [6, 12.5]}"}}
 call2 = {"id": "call_2", "type": "function",
          "function": {"name": "get_time", "arguments": "{}"}}
 cases = {
@@ -61,33 +77,53 @@ cases = {
                                {"role": "tool", "content": "rain"},
                                {"role": "assistant", "content": "It rains."},
                                {"role": "user", "content": "Thanks. And Rome?"}], [weather]),
+    "reasoning in history and in a tool loop": ([
+        {"role": "user", "content": "First?"},
+        {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nAnswer A."},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "<think>look it up</think>", "tool_calls": [call]},
+        {"role": "tool", "content": "rain"}], [weather]),
+    "the last turn is the assistant's": ([{"role": "user", "content": "Hi"},
+                                          {"role": "assistant", "content": "Hello, I"}], None),
     "calls in history, no tools": ([{"role": "user", "content": "Weather?"},
                                     {"role": "assistant", "content": "", "tool_calls": [call]},
                                     {"role": "tool", "content": "rain"}], None),
 }
 failed = 0
-for name, (messages, tools) in cases.items():
+for case, (messages, tools) in cases.items():
     body = {"messages": messages}
     if tools:
         body["tools"] = tools
     got = post("/apply-template", body)["prompt"]
-    want = template.render(messages=messages, tools=tools, add_generation_prompt=True)
+    want = render(messages, tools)
     if got != want:
         failed += 1
-        print("FAIL %s:\n--- faultline\n%s\n--- Qwen3's template\n%s" % (name, got, want))
+        print("FAIL %s:\n--- faultline\n%s\n--- %s's template\n%s" % (case, got, name, want))
     else:
-        print("ok: %s (%d chars, as Qwen3's template)" % (name, len(got)))
+        print("ok: %s (%d chars, as %s's template)" % (case, len(got), name))
 
 # "tool_choice": "none" leaves the tools out; a named one opens the call
 messages = cases["tools, a system turn"][0]
 got = post("/apply-template", {"messages": messages, "tools": [weather], "tool_choice": "none"})
-want = template.render(messages=messages, tools=None, add_generation_prompt=True)
+want = render(messages, None)
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": tool_choice none renders no tools")
 got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
-want = template.render(messages=messages, tools=[weather, clock], add_generation_prompt=True)
-want += "<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+want = render(messages, [weather, clock]) + opening % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice opens its call")
+# GLM's forced call: the model writes the pairs and closes the block; here
+# '<' lifted and a stop string end the answer before any pair, so the call
+# comes back with no arguments (the block closed for it: the model ended)
+if name == "GLM-4.6":
+    lt = post("/tokenize", {"content": "<"})["tokens"][0]
+    r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
+                                      "tool_choice": {"type": "function", "function": {"name": "get_time"}},
+                                      "logit_bias": {str(lt): 100}, "stop": ["<"], "max_tokens": 4})
+    c = r["choices"][0]
+    ok = c["finish_reason"] == "tool_calls" and c["message"]["content"] is None and \
+        [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
+    failed += not ok
+    print(("ok" if ok else "FAIL") + ": a named GLM call: " + json.dumps(c["message"]))
 sys.exit(1 if failed else 0)

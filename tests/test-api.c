@@ -217,8 +217,8 @@ static void test_tools(void)
               !strcmp(r.tools_json[0], "{\"type\": \"function\", \"function\": {\"name\": \"w\", "
                                        "\"parameters\": {\"type\": \"object\"}}}"),
           "tool as the template's tojson: %s", r.n_tools ? r.tools_json[0] : "");
-    CHECK(r.tool_choice == API_TOOL_NAMED && !strcmp(r.tool_name, "w") && r.one_call && r.json_object,
-          "required with one tool: named, JSON mode, one call");
+    CHECK(r.tool_choice == API_TOOL_NAMED && !strcmp(r.tool_name, "w") && r.one_call,
+          "required with one tool: named, one call");
     CHECK(r.msgs[1].n_calls == 1 && !strcmp(r.msgs[1].calls[0].arguments, "{\"city\": \"Köln\"}") &&
               !strcmp(r.msgs[1].content, ""),
           "an assistant's call, arguments given as an object: '%s'",
@@ -238,9 +238,11 @@ static void test_tools(void)
     free(text);
 
     struct api_tool_reader t;
+    api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
+    CHECK(t.mode == API_TOOLS_ARGS && !t.json, "glm-4.5: a forced call without JSON mode");
     api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
     struct fl_tool_answer a;
-    CHECK(t.mode == API_TOOLS_ARGS && api_tool_read(&t, "{\"city\": \"Bonn\"}", 16, &a) == 0 &&
+    CHECK(t.json && t.mode == API_TOOLS_ARGS && api_tool_read(&t, "{\"city\": \"Bonn\"}", 16, true, &a) == 0 &&
               a.n_calls == 1 && !strcmp(a.calls[0].name, "w") &&
               !strcmp(a.calls[0].arguments, "{\"city\":\"Bonn\"}"),
           "named: the answer is the arguments");
@@ -257,7 +259,7 @@ static void test_tools(void)
     free(s);
     json_decref(o);
     fl_tool_answer_free(&a);
-    CHECK(api_tool_read(&t, "{\"city\": \"Bo", 13, &a) == 0 && a.n_calls == 0 &&
+    CHECK(api_tool_read(&t, "{\"city\": \"Bo", 13, false, &a) == 0 && a.n_calls == 0 &&
               !strcmp(a.content, "{\"city\": \"Bo"), "named, cut short: content as it came");
     fl_tool_answer_free(&a);
     api_request_free(&r);
@@ -271,7 +273,7 @@ static void test_tools(void)
     api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
     const char *two = "Both.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n"
                       "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>";
-    CHECK(t.mode == API_TOOLS_BLOCKS && api_tool_read(&t, two, strlen(two), &a) == 0 &&
+    CHECK(t.mode == API_TOOLS_BLOCKS && api_tool_read(&t, two, strlen(two), true, &a) == 0 &&
               a.n_calls == 2 && !strcmp(a.content, "Both."), "auto: two calls and content");
     CHECK(api_tool_content_prefix(&t, two, strlen(two)) == 6, "auto: content up to the first call");
     const struct api_chunk ch = { .kind = API_CHAT, .id = "chatcmpl-2", .model = "m", .tools = &a };

@@ -11,9 +11,10 @@
 #     fields asking for what is not generated (JSON schemas, legacy
 #     functions, tools on /v1/completions: 400);
 #   - tool calls (the openai client; tests/serve-tools.py): prompts with
-#     tools, calls and results equal to Qwen3's own chat template's (jinja2);
-#     a named or "required" tool_choice answers with a well-formed call,
-#     plain and streamed;
+#     tools, calls, results and reasoning equal to the model family's own
+#     chat template's (jinja2: Qwen3's on a qwen3moe model, GLM-4.6's on a
+#     glm4moe one); a named or "required" tool_choice answers with a
+#     well-formed call, plain and streamed;
 #   - logprobs (chat and completions, plain and streamed, a stop string
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
@@ -114,6 +115,14 @@ start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
+# GLM-4.5's chat format (its own server on the glm4moe model): prompts as
+# GLM-4.6's template writes them, a named call (tests/serve-tools.py)
+qwen=$model model=tests/data/glm4moe-tiny-Q8_0.gguf
+start -np 2 -c 1024
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" GLM-4.6 || fail "GLM tool prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+model=$qwen
+
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5
 # --- endpoints and errors (curl) ---
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/../health")" = 200 ] || fail "/health without a key"
@@ -195,7 +204,7 @@ client basic || fail "openai client: basic"
 want 200 $J -d '{"content": "}"}' "$base/../tokenize"
 brace=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokens"][0])' "$dir/body")
 client tools "$brace" || fail "openai client: tools"
-python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" || fail "tool prompts"
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Qwen3 || fail "tool prompts"
 client concurrent || fail "openai client: concurrent"
 cancelled0=$(metric requests_cancelled_total)
 client abandon || fail "openai client: abandon"

@@ -575,7 +575,9 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
     CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_HARMONY, "gpt-oss -> harmony");
     CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
-    CHECK(fl_chat_detect("glm4moe", NULL) == FL_CHAT_CHATGLM4, "glm4moe -> chatglm4");
+    CHECK(fl_chat_detect("glm4moe", NULL) == FL_CHAT_GLM45, "glm4moe -> glm-4.5");
+    CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{%- if tools -%}<arg_key>{arg-key-1}</arg_key>") ==
+              FL_CHAT_GLM45, "GLM-4.5's template (its tool-call pairs) -> glm-4.5");
     CHECK(fl_chat_detect("minimax-m2", NULL) == FL_CHAT_MINIMAX_M2, "minimax-m2 -> minimax-m2");
     CHECK(fl_chat_detect("qwen35moe", NULL) == FL_CHAT_CHATML, "qwen35moe -> chatml");
     CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{% for m in messages %}") == FL_CHAT_CHATGLM4,

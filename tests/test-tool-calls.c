@@ -1,6 +1,6 @@
 /* test-tool-calls: the calls in an answer (text/tool-calls.h): chatml's
- * <tool_call> blocks read into names and arguments with the text around
- * them as content; anything not well-formed stays content, whole; and the
+ * and GLM-4.5's <tool_call> blocks read into names and arguments with the
+ * text around them as content; anything not well-formed stays content, whole; and the
  * bytes a stream may send before it knows whether a call starts. */
 #include <errno.h>
 #include <string.h>
@@ -8,9 +8,14 @@
 #include "tests/check.h"
 #include "text/tool-calls.h"
 
+static void parse_as(enum fl_chat_format fmt, const char *text, struct fl_tool_answer *a)
+{
+    CHECK(fl_tool_calls_parse(fmt, text, strlen(text), a) == 0, "parse '%s'", text);
+}
+
 static void parse(const char *text, struct fl_tool_answer *a)
 {
-    CHECK(fl_tool_calls_parse(FL_CHAT_CHATML, text, strlen(text), a) == 0, "parse '%s'", text);
+    parse_as(FL_CHAT_CHATML, text, a);
 }
 
 static void test_calls(void)
@@ -31,6 +36,48 @@ static void test_calls(void)
           "two calls, the second's arguments a string holding the object");
     CHECK(!strcmp(a.content, "Let me check both.") && a.content_len == 18, "content '%s'", a.content);
     fl_tool_answer_free(&a);
+}
+
+static void test_glm(void)
+{
+    const char *t = "<think>Two calls.</think>\nChecking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
+                    "<arg_value>New York</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n"
+                    "<arg_key>opts</arg_key>\n<arg_value>{\"units\": \"C\"}</arg_value>\n</tool_call>\n"
+                    "<tool_call>get_time\n</tool_call>";
+    struct fl_tool_answer a;
+    CHECK(fl_tool_calls_parse(FL_CHAT_GLM45, t, strlen(t), &a) == 0 && a.n_calls == 2, "glm: two calls");
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"New York\",\"days\":3,\"opts\":{\"units\":\"C\"}}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.calls[1].arguments, "{}"),
+          "glm: names and arguments (strings bare, other values JSON): %s",
+          a.n_calls ? a.calls[0].arguments : "");
+    CHECK(!strcmp(a.content, "<think>Two calls.</think>\nChecking."), "glm content '%s'", a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<tool_call>\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", /* no name */
+        "<tool_call>f\n<arg_key>a</arg_key>\n</tool_call>",                          /* no value */
+        "<tool_call>f\n<arg_value>1</arg_value>\n</tool_call>",                      /* no key */
+        "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1\n</tool_call>",           /* not closed */
+        "<tool_call>f\nstray text</tool_call>",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_GLM45, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "glm '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+    /* what no JSON text holds (found by fuzz-tool-calls): a key that is no
+     * UTF-8, a NUL in a value, a name outside OpenAI's characters */
+    static const char bytes[][80] = {
+        "<tool_call>f\n<arg_key>\x9c\x96</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
+        "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>x\0y</arg_value>\n</tool_call>",
+        "<tool_call>get weather\n</tool_call>",
+    };
+    static const size_t lens[] = { 72, 73, 35 };
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(fl_tool_calls_parse(FL_CHAT_GLM45, bytes[i], lens[i], &a) == 0 && a.n_calls == 0 &&
+                  a.content_len == lens[i], "glm bytes %zu: no call, all content", i);
+        fl_tool_answer_free(&a);
+    }
 }
 
 static void test_not_calls(void)
@@ -76,6 +123,7 @@ static void test_prefix(void)
 int main(void)
 {
     test_calls();
+    test_glm();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

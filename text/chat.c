@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "gguf/gguf.h"
 
 static const struct {
@@ -28,6 +29,7 @@ static const struct {
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
     { "chatglm4", FL_CHAT_CHATGLM4 },
+    { "glm-4.5", FL_CHAT_GLM45 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
 };
 
@@ -83,7 +85,7 @@ static enum fl_chat_format detect_template(const char *t)
         strstr(t, "<｜end▁of▁sentence｜>"))
         return FL_CHAT_DEEPSEEK3;
     if (strstr(t, "[gMASK]<sop>"))
-        return FL_CHAT_CHATGLM4;
+        return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
     if (strstr(t, "]~b]") && strstr(t, "[e~["))
         return FL_CHAT_MINIMAX_M2;
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
@@ -105,7 +107,7 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
     if (strcmp(arch, "gpt-oss") == 0)
         return FL_CHAT_HARMONY;
     if (strcmp(arch, "glm4moe") == 0)
-        return FL_CHAT_CHATGLM4;
+        return FL_CHAT_GLM45; /* GLM-4.5 and later: their own template's format */
     if (strcmp(arch, "minimax-m2") == 0)
         return FL_CHAT_MINIMAX_M2;
     return FL_CHAT_UNKNOWN;
@@ -171,6 +173,32 @@ static bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
+/* An assistant's content as Qwen3's and GLM-4.5's templates split it: the
+ * reasoning between <think> and the first </think>, the answer after the
+ * last (leading newlines off both). Without </think> all of it is answer. */
+static void think_split(const char *c, const char **r, size_t *rn, const char **a, size_t *an)
+{
+    const char *first = strstr(c, "</think>"), *last = first;
+    *r = "", *rn = 0, *a = c, *an = strlen(c);
+    if (!first)
+        return;
+    for (const char *p; (p = strstr(last + 8, "</think>"));)
+        last = p;
+    size_t n = (size_t)(first - c);
+    while (n && c[n - 1] == '\n')
+        n--;
+    const char *open = c;
+    for (const char *p = c; (p = strstr(p, "<think>")) && p + 7 <= c + n; p += 7)
+        open = p + 7;
+    while (open < c + n && *open == '\n')
+        open++;
+    *r = open, *rn = (size_t)(c + n - open);
+    *a = last + 8;
+    while (**a == '\n')
+        (*a)++;
+    *an = strlen(*a);
+}
+
 /* Qwen3's tools block: the system turn, with the user's system text first. */
 static size_t chatml_tools(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                            const char *const *tools, size_t n_tools)
@@ -193,10 +221,10 @@ static size_t chatml_tools(struct sbuf *b, const struct fl_chat_msg *m, size_t n
     return sys ? 1 : 0;
 }
 
-static void chatml_calls(struct sbuf *b, const struct fl_chat_msg *m)
+static void chatml_calls(struct sbuf *b, const struct fl_chat_msg *m, bool content)
 {
     for (size_t j = 0; j < m->n_calls; j++) {
-        if (j > 0 || m->content[0])
+        if (j > 0 || content)
             put(b, "\n");
         put(b, "<tool_call>\n{\"name\": \"");
         put(b, m->calls[j].name);
@@ -206,10 +234,49 @@ static void chatml_calls(struct sbuf *b, const struct fl_chat_msg *m)
     }
 }
 
+/* Qwen3's last query: the last user message that is not a tool's result
+ * wrapped as one (n - 1 when there is none). */
+static size_t chatml_last_query(const struct fl_chat_msg *m, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        const char *c = m[i].content;
+        const size_t len = strlen(c);
+        if (is(m[i].role, "user") && !(strncmp(c, "<tool_response>", 15) == 0 && len >= 16 &&
+                                       strcmp(c + len - 16, "</tool_response>") == 0))
+            return i;
+    }
+    return n ? n - 1 : 0;
+}
+
+/* An assistant turn as Qwen3 writes it: reasoning kept (in <think>) only
+ * after the last query, when there is some or the turn is the last. */
+static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_query,
+                             bool last)
+{
+    const char *r, *a;
+    size_t rn, an;
+    think_split(m->content, &r, &rn, &a, &an);
+    put(b, "<|im_start|>assistant\n");
+    if (after_query && (last || rn)) {
+        while (rn && r[0] == '\n')
+            r++, rn--;
+        while (rn && r[rn - 1] == '\n')
+            rn--;
+        put(b, "<think>\n");
+        put_n(b, r, rn);
+        put(b, "\n</think>\n\n");
+        while (an && a[0] == '\n')
+            a++, an--;
+    }
+    put_n(b, a, an);
+    chatml_calls(b, m, an > 0);
+}
+
 static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                          const char *const *tools, size_t n_tools, bool add)
 {
     const size_t first = n_tools ? chatml_tools(b, m, n, tools, n_tools) : 0;
+    const size_t query = chatml_last_query(m, n);
     for (size_t i = first; i < n; i++) {
         if (is(m[i].role, "tool")) { /* consecutive results share one user turn */
             if (i == 0 || !is(m[i - 1].role, "tool"))
@@ -221,11 +288,14 @@ static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                 put(b, "<|im_end|>\n");
             continue;
         }
-        put(b, "<|im_start|>");
-        put(b, m[i].role);
-        put(b, "\n");
-        put(b, m[i].content);
-        chatml_calls(b, &m[i]);
+        if (is(m[i].role, "assistant")) {
+            chatml_assistant(b, &m[i], i > query, i + 1 == n);
+        } else {
+            put(b, "<|im_start|>");
+            put(b, m[i].role);
+            put(b, "\n");
+            put(b, m[i].content);
+        }
         put(b, "<|im_end|>\n");
     }
     if (add)
@@ -377,6 +447,109 @@ static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n
 /* MiniMax-M2's template: the assistant's role is "ai", a system turn always
  * comes first (the template's default when the conversation has none), and
  * the generation prompt opens the model's thinking. */
+/* Python's str.strip() of whitespace, as the template's .strip(). */
+static void put_stripped(struct sbuf *b, const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)*s))
+        s++, n--;
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    put_n(b, s, n);
+}
+
+/* A call's arguments as <arg_key>/<arg_value> pairs: strings as they are,
+ * other values as JSON. -EINVAL when they are not a JSON object. */
+static int glm_args(struct sbuf *b, const char *arguments)
+{
+    json_t *o = json_loads(arguments, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return -EINVAL;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        put(b, "<arg_key>");
+        put(b, k);
+        put(b, "</arg_key>\n<arg_value>");
+        char *j = json_is_string(v) ? NULL : fl_json_dumps_python(v);
+        put(b, json_is_string(v) ? json_string_value(v) : j ? j : "");
+        free(j);
+        put(b, "</arg_value>\n");
+    }
+    json_decref(o);
+    return 0;
+}
+
+static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
+{
+    const char *r, *a;
+    size_t rn, an;
+    think_split(m->content, &r, &rn, &a, &an);
+    put(b, "<|assistant|>\n<think>");
+    if (after_user)
+        put_stripped(b, r, rn);
+    put(b, "</think>");
+    size_t start = 0;
+    while (start < an && isspace((unsigned char)a[start]))
+        start++;
+    if (start < an) {
+        put(b, "\n");
+        put_stripped(b, a, an);
+    }
+    for (size_t j = 0; j < m->n_calls; j++) {
+        put(b, "\n<tool_call>");
+        put(b, m->calls[j].name);
+        put(b, "\n");
+        if (glm_args(b, m->calls[j].arguments))
+            return -EINVAL;
+        put(b, "</tool_call>");
+    }
+    return 0;
+}
+
+/* GLM-4.5/4.6/4.7's Jinja template (GLM-4.6.jinja in llama.cpp's models). */
+static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                       const char *const *tools, size_t n_tools, bool add)
+{
+    put(b, "[gMASK]<sop>");
+    if (n_tools) {
+        put(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
+               "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+               "tags:\n<tools>\n");
+        for (size_t i = 0; i < n_tools; i++) {
+            put(b, tools[i]);
+            put(b, "\n");
+        }
+        put(b, "</tools>\n\nFor each function call, output the function name and arguments within "
+               "the following XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>"
+               "\n<arg_value>{arg-value-1}</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>"
+               "{arg-value-2}</arg_value>\n...\n</tool_call>");
+    }
+    size_t last_user = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (is(m[i].role, "user"))
+            last_user = i;
+    for (size_t i = 0; i < n; i++) {
+        if (is(m[i].role, "user") || is(m[i].role, "system")) {
+            put(b, is(m[i].role, "user") ? "<|user|>\n" : "<|system|>\n");
+            put(b, m[i].content);
+        } else if (is(m[i].role, "assistant")) {
+            if (glm_assistant(b, &m[i], last_user != SIZE_MAX && i > last_user))
+                return -EINVAL;
+        } else if (is(m[i].role, "tool")) {
+            if (i == 0 || !is(m[i - 1].role, "tool"))
+                put(b, "<|observation|>");
+            put(b, "\n<tool_response>\n");
+            put(b, m[i].content);
+            put(b, "\n</tool_response>");
+        }
+    }
+    if (add)
+        put(b, "<|assistant|>");
+    return 0;
+}
+
 static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
 {
     put(b, "]~!b[");
@@ -395,7 +568,7 @@ static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t
 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_CHATML;
+    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -447,13 +620,14 @@ int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs,
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, tools, n_tools, add_assistant); break;
     case FL_CHAT_MINIMAX_M2: apply_minimax_m2(&b, msgs, n, add_assistant); break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */
-    if (b.err) {
+    if (rc || b.err) {
         free(b.p);
-        return b.err;
+        return rc ? rc : b.err;
     }
     *out = b.p;
     return (int)b.n;

@@ -10,6 +10,8 @@
  *   deepseek3     <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
  *   harmony       <|start|>role<|message|>content<|end|> ... <|start|>assistant
  *   chatglm4      [gMASK]<sop><|role|>\ncontent ... <|assistant|>\n
+ *   glm-4.5       [gMASK]<sop><|user|>\n... <|assistant|>\n<think></think>\n... <|assistant|>
+ *                 (GLM-4.5/4.6/4.7's Jinja: tools, <arg_key> calls, <|observation|> results)
  *   minimax-m2    ]~!b[]~b]system\n...[e~[\n]~b]user\n...[e~[\n ... ]~b]ai\n<think>\n
  *
  * The result contains special-token texts: tokenize it with parse_special
@@ -37,7 +39,8 @@ enum fl_chat_format {
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
     FL_CHAT_HARMONY,          /* gpt-oss */
-    FL_CHAT_CHATGLM4,         /* GLM-4.5 / 4.6 / 4.7 */
+    FL_CHAT_CHATGLM4,         /* llama.cpp's built-in chatglm4 */
+    FL_CHAT_GLM45,            /* GLM-4.5 / 4.6 / 4.7's own template (tools, <think>) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
 };
 
@@ -63,7 +66,7 @@ const char *fl_chat_format_name(enum fl_chat_format fmt);
 /* Picks the format: markers in the Jinja template text (may be NULL) as
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
  * chatml, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
- * harmony, glm4moe -> chatglm4, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
+ * harmony, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
  * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
 
@@ -77,10 +80,14 @@ enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f);
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                   bool add_assistant, char **out);
 
-/* Whether fmt has a tool-call format here: chatml, as Qwen3's template
- * writes it (the tools' JSON in the system turn, calls as <tool_call>
- * blocks of {"name", "arguments"}, results as <tool_response> blocks in a
- * user turn; text/tool-calls.h reads the calls back). */
+/* Whether fmt has a tool-call format here (text/tool-calls.h reads the
+ * calls back):
+ *   chatml   as Qwen3's template writes it: the tools' JSON in the system
+ *            turn, calls as <tool_call> blocks of {"name", "arguments"},
+ *            results as <tool_response> blocks in a user turn;
+ *   glm-4.5  as GLM-4.5/4.6's: calls as <tool_call>NAME\n<arg_key>K</arg_key>
+ *            \n<arg_value>V</arg_value>\n...</tool_call> (a call's arguments
+ *            must be a JSON object), results in an <|observation|> turn. */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
 /* fl_chat_apply with n_tools tool definitions (each the JSON text of a

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,21 +50,111 @@ static json_t *arguments_of(json_t *call)
     return NULL;
 }
 
-/* One block's inside: 0 and the call, -EINVAL when it is not one. */
-static int read_call(const char *s, size_t n, struct fl_tool_call *out)
+/* A function's name as OpenAI allows them (and '.'): 1-64 of [A-Za-z0-9_-.]. */
+static bool good_name(const char *s, size_t n)
+{
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-' || s[i] == '.'))
+            return false;
+    return true;
+}
+
+static int make_call(const char *name, size_t name_len, json_t *args, struct fl_tool_call *out)
+{
+    if (!good_name(name, name_len) || !json_is_object(args))
+        return -EINVAL;
+    out->name = strndup(name, name_len);
+    out->arguments = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    return out->name && out->arguments ? 0 : -ENOMEM;
+}
+
+/* chatml: {"name": ..., "arguments": {...}}. */
+static int read_json_call(const char *s, size_t n, struct fl_tool_call *out)
 {
     json_t *v = json_loadb(s, n, 0, NULL);
     const char *name = json_string_value(json_object_get(v, "name"));
     json_t *args = v ? arguments_of(v) : NULL;
-    int rc = name && name[0] && args ? 0 : -EINVAL;
-    if (!rc) {
-        out->name = strdup(name);
-        out->arguments = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        rc = out->name && out->arguments ? 0 : -ENOMEM;
-    }
+    int rc = make_call(name, name ? strlen(name) : 0, args, out);
     json_decref(args);
     json_decref(v);
     return rc;
+}
+
+static const char *skip_space(const char *p, const char *end)
+{
+    while (p < end && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+/* s starts with tag: the text up to its closing tag, and p past that. */
+static bool tagged(const char **p, const char *end, const char *open, const char *close,
+                   const char **v, size_t *vn)
+{
+    const size_t on = strlen(open), cn = strlen(close);
+    if ((size_t)(end - *p) < on || memcmp(*p, open, on))
+        return false;
+    const char *c = find(*p + on, (size_t)(end - *p - (ptrdiff_t)on), close, cn);
+    if (!c)
+        return false;
+    *v = *p + on, *vn = (size_t)(c - *v);
+    *p = c + cn;
+    return true;
+}
+
+/* GLM's value: JSON when it reads as a number, object, array, true, false
+ * or null (the template writes those as JSON), else the text itself (it
+ * writes strings bare, so "42" meant as a string comes back a number). */
+static json_t *glm_value(const char *v, size_t n)
+{
+    json_t *j = json_loadb(v, n, JSON_DECODE_ANY, NULL);
+    if (j && !json_is_string(j))
+        return j;
+    json_decref(j);
+    return json_stringn(v, n);
+}
+
+/* glm-4.5: NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n... */
+static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
+{
+    const char *end = s + n, *p = skip_space(s, end);
+    const char *name = p;
+    while (p < end && *p != '\n' && *p != '<')
+        p++;
+    const char *name_end = p;
+    while (name_end > name && isspace((unsigned char)name_end[-1]))
+        name_end--;
+    json_t *args = json_object();
+    int rc = args ? 0 : -ENOMEM;
+    for (p = skip_space(p, end); !rc && p < end; p = skip_space(p, end)) {
+        const char *k, *v;
+        size_t kn, vn;
+        bool pair = tagged(&p, end, "<arg_key>", "</arg_key>", &k, &kn);
+        p = skip_space(p, end);
+        if (!pair || !tagged(&p, end, "<arg_value>", "</arg_value>", &v, &vn)) {
+            rc = -EINVAL;
+            break;
+        }
+        /* a key or value that is no UTF-8 text makes no call */
+        json_t *key = json_stringn(k, kn), *value = glm_value(v, vn);
+        rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) ? 0 : -EINVAL;
+        if (!rc && json_object_set(args, json_string_value(key), value))
+            rc = -ENOMEM;
+        json_decref(key);
+        json_decref(value);
+    }
+    if (!rc)
+        rc = make_call(name, (size_t)(name_end - name), args, out);
+    json_decref(args);
+    return rc;
+}
+
+/* One block's inside: 0 and the call, -EINVAL when it is not one. */
+static int read_call(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_call *out)
+{
+    return fmt == FL_CHAT_GLM45 ? read_glm_call(s, n, out) : read_json_call(s, n, out);
 }
 
 static void put(struct fl_tool_answer *a, const char *s, size_t n)
@@ -85,7 +176,8 @@ static void trim(struct fl_tool_answer *a)
 }
 
 /* The blocks: 0 when every one is a call, -EINVAL when one is not. */
-static int read_blocks(const char *text, size_t len, struct fl_tool_answer *a)
+static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
+                       struct fl_tool_answer *a)
 {
     const char *p = text, *end = text + len;
     for (const char *open; (open = find(p, (size_t)(end - p), OPEN, OPEN_LEN));) {
@@ -99,7 +191,7 @@ static int read_blocks(const char *text, size_t len, struct fl_tool_answer *a)
             return -ENOMEM;
         a->calls = c;
         a->calls[a->n_calls] = (struct fl_tool_call){ 0 };
-        int rc = read_call(in, (size_t)(close - in), &a->calls[a->n_calls]);
+        int rc = read_call(fmt, in, (size_t)(close - in), &a->calls[a->n_calls]);
         a->n_calls++; /* freed with the answer either way */
         if (rc)
             return rc;
@@ -117,7 +209,7 @@ int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
         return -ENOTSUP;
     if (!(out->content = malloc(len + 1)))
         return -ENOMEM;
-    int rc = read_blocks(text, len, out);
+    int rc = read_blocks(fmt, text, len, out);
     if (rc == -EINVAL || (rc == 0 && out->n_calls == 0)) { /* all of it is content */
         char *content = out->content;
         out->content = NULL;

@@ -4,7 +4,12 @@
  *
  *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
  *
- * and the text outside the blocks is the answer's content. */
+ * glm-4.5 (GLM-4.5/4.6/4.7): each call is a block
+ *
+ *   <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>
+ *
+ * (a value that reads as JSON other than a string is taken as that JSON).
+ * The text outside the blocks is the answer's content. */
 #ifndef FL_TEXT_TOOL_CALLS_H
 #define FL_TEXT_TOOL_CALLS_H
 
@@ -25,9 +30,9 @@ struct fl_tool_answer {
     int n_calls;
 };
 
-/* Reads text[0..len). Every block must hold a JSON object with a string
- * "name" and an object "arguments" (or a string holding one); when one does
- * not, or a block is not closed, the whole text is content and n_calls is 0
+/* Reads text[0..len). Every block must hold a call: chatml's a JSON object
+ * with a string "name" and an object "arguments" (or a string holding
+ * one), GLM's a name and key/value pairs; when one does not, or a block is not closed, the whole text is content and n_calls is 0
  * (an answer is never half calls). 0, or -ENOMEM; -ENOTSUP for a format
  * without tool calls. */
 int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,

@@ -165,7 +165,8 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     b->prompt_cached += (uint64_t)r->n_cached;
     struct fl_tool_answer ans = { 0 };
     const bool tools = j->tools.mode != API_TOOLS_OFF;
-    if (r->finish != ENG_FINISH_ERROR && tools && api_tool_read(&j->tools, r->text, r->len, &ans)) {
+    if (r->finish != ENG_FINISH_ERROR && tools &&
+        api_tool_read(&j->tools, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
         write_error(b, j->custom_id, j->line_no, "server_error", "out of memory");
     } else if (r->finish == ENG_FINISH_ERROR) {
         char msg[320];
@@ -217,7 +218,8 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
-                           .n_logit_bias = r->n_logit_bias, .json_object = r->json_object,
+                           .n_logit_bias = r->n_logit_bias,
+                           .json_object = r->json_object || j->tools.json,
                            .no_prompt_cache = r->no_cache_prompt, .user = j };
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);

@@ -40,7 +40,7 @@ static int usage(FILE *out)
         "  -cnv, --conversation, -i, --interactive   turn it on; -no-cnv, --no-conversation off\n"
         "  -sys, --system-prompt TEXT   the system turn\n"
         "  --chat-template NAME  a built-in format (chatml, llama2, llama3, mistral-v7,\n"
-        "                        deepseek3, gpt-oss, chatglm4, minimax-m2, ...) instead\n"
+        "                        deepseek3, gpt-oss, glm-4.5, chatglm4, minimax-m2, ...) instead\n"
         "                        of the model's\n"
         "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
         "  prompt ends it; a line ending in \\ continues on the next.\n"

@@ -19,7 +19,7 @@ static int usage(FILE *out)
             "                       [--max-body 8M] [--max-conn 512] [--timeout 60] [--drain 10]\n"
             "                       [--no-cache-prompt]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
-            "true: server-sent events; \"tools\" and \"tool_choice\" for chatml/Qwen models),\n"
+            "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen and GLM models),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template.\n"
             "-np sequences run at once, sharing -c KV cells and every expert read.\n"
             "A prompt that starts as an earlier one did reads its whole -b chunks from the prompt\n"

@@ -44,7 +44,7 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     struct api_tool_reader t;
     api_tool_reader_init(r, FL_CHAT_CHATML, &t);
     struct fl_tool_answer a;
-    if (api_tool_read(&t, text, strlen(text), &a))
+    if (api_tool_read(&t, text, strlen(text), strlen(text) % 2, &a))
         die("an answer cannot be read");
     struct api_completion c = *comp;
     c.tools = &a;

@@ -1,5 +1,6 @@
 /* fuzz-tool-calls: libFuzzer target for reading the tool calls in an answer
- * (text/tool-calls.h), whose text a model writes: parsing never fails but
+ * (text/tool-calls.h), whose text a model writes, in chatml's and GLM's
+ * formats: parsing never fails but
  * for memory; an answer without calls is its whole text as content; every
  * call has a name and arguments that are a JSON object; the content prefix
  * a stream may send is within the text and ends before the first call. A
@@ -11,11 +12,10 @@
 
 #include "text/tool-calls.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void one(enum fl_chat_format fmt, const char *text, size_t size)
 {
-    const char *text = (const char *)data;
     struct fl_tool_answer a;
-    if (fl_tool_calls_parse(FL_CHAT_CHATML, text, size, &a))
+    if (fl_tool_calls_parse(fmt, text, size, &a))
         abort();
     if (a.n_calls == 0 && (a.content_len != size || memcmp(a.content, text, size)))
         abort();
@@ -25,11 +25,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         json_decref(v);
     }
-    const size_t p = fl_tool_calls_content_prefix(FL_CHAT_CHATML, text, size);
+    const size_t p = fl_tool_calls_content_prefix(fmt, text, size);
     if (p > size || memmem(text, p, "<tool_call>", 11))
         abort();
     if (a.n_calls && p != (size_t)((const char *)memmem(text, size, "<tool_call>", 11) - text))
         abort();
     fl_tool_answer_free(&a);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    one(FL_CHAT_CHATML, (const char *)data, size);
+    one(FL_CHAT_GLM45, (const char *)data, size);
     return 0;
 }
