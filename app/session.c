@@ -53,6 +53,7 @@ struct eng_session {
     struct eng_ctx ctx;
     int n_batch, n_past;
     int n_seq, n_held; /* running sequences, then held prefixes (kv ids) */
+    uint64_t scratch_bound; /* the largest step's host scratch (0: not bounded) */
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
     uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
 };
@@ -327,7 +328,10 @@ static int lower_budget(struct eng_session *s, const struct eng_session_params *
         return rc;
     rc = pager_set_hot(s->pager, hot, n);
     free(hot);
-    return rc < 0 ? fl_err_set(err, rc, "--hot-profile: %s", strerror(-rc)) : 0;
+    if (rc < 0)
+        return fl_err_set(err, rc, "--hot-profile: %s", strerror(-rc));
+    (void)pager_set_budget(s->pager, budget); /* the experts no longer hot go now */
+    return 0;
 }
 
 /* The KV cache grows as its cells are written and the pass's scratch with
@@ -338,12 +342,15 @@ static int lower_budget(struct eng_session *s, const struct eng_session_params *
 static int check_memory_fits(struct eng_session *s, const struct eng_session_params *p,
                              int n_threads, struct fl_err *err)
 {
-    if (s->have_gpu || !placement_fits(s->plan, NULL))
-        return 0; /* the plan's own misfit was said in open_region */
+    if (s->have_gpu)
+        return 0; /* its cache and activations are in VRAM */
     const int n_ctx = eng_kv_n_cells(s->kv);
     const int n_tok = s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
     const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
     const uint64_t scratch = eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
+    s->scratch_bound = scratch; /* reserved at once: counted, it must not grow past this */
+    if (!placement_fits(s->plan, NULL))
+        return 0; /* the plan's own misfit was said in open_region */
     char what[160], why[480], a[32], b[32];
     snprintf(what, sizeof(what), "the KV cache of %d cells (%s) and the scratch of a %d-token step (%s)",
              n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok, fl_format_size(scratch, b, sizeof(b)));
@@ -389,7 +396,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
         return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
     if (fl_numa_active(s->numa))
         fl_pool_run(s->pool, bind_worker, s->numa);
-    if (eng_arena_create(&s->arena))
+    if (eng_arena_create(&s->arena) ||
+        (s->scratch_bound && eng_arena_reserve(s->arena, (size_t)s->scratch_bound)))
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
                                .arena = s->arena, .cpu = &eng_cpu_backend };
@@ -539,6 +547,11 @@ int eng_session_n_batch(const struct eng_session *s) { return s->n_batch; }
 size_t eng_session_scratch_high_water(const struct eng_session *s)
 {
     return eng_arena_high_water(s->arena);
+}
+
+size_t eng_session_scratch_held(const struct eng_session *s)
+{
+    return eng_arena_held(s->arena);
 }
 int eng_session_cells_free(const struct eng_session *s) { return eng_kv_cells_free(s->kv); }
 

@@ -93,8 +93,11 @@ int eng_session_n_held(const struct eng_session *s);
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
 int eng_session_n_batch(const struct eng_session *s);
-/* The most bytes the forward pass's host scratch held so far. */
+/* The most bytes the forward pass's host scratch had live so far, and the
+ * bytes its arena spans (at open, the bound the memory check counted;
+ * more only if a pass needed more). */
 size_t eng_session_scratch_high_water(const struct eng_session *s);
+size_t eng_session_scratch_held(const struct eng_session *s);
 /* Between passes, as llama-bench's -t and -b lists do between tests: a
  * pool of n threads in place of the current one (bound to NUMA nodes as at
  * open; on failure the old one stays), and the most tokens eng_session_eval

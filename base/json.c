@@ -225,14 +225,55 @@ static void py_str(struct pybuf *b, const char *s, size_t n)
 /* Python's repr of a float: the shortest digits that read back, fixed
  * notation for decimal exponents -4..15 (with at least one decimal),
  * else d.ddde+XX. */
+/* The p-digit decimal one unit above (step 1) or below (-1) the one in e
+ * ("d.ddde+X"), written back into e. */
+static void py_step(char *e, int step)
+{
+    char *x = strchr(e, 'e');
+    int exp = atoi(x + 1);
+    char *q = x - 1;
+    for (; q >= e && (*q == '.' || *q == (step > 0 ? '9' : '0')); q--)
+        if (*q != '.')
+            *q = step > 0 ? '0' : '9';
+    if (q >= e && *q != '-') {
+        *q = (char)(*q + step);
+        return;
+    }
+    if (step < 0) /* below 1.000: not a p-digit decimal of this exponent */
+        return;
+    /* 9.99e+X -> 1.00e+X+1 */
+    char *d = q + 1;
+    *d = '1';
+    char tail[16];
+    snprintf(tail, sizeof(tail), "e%+03d", exp + 1);
+    strcpy(x, tail);
+}
+
+/* The shortest decimal that reads back as v, as David Gay's algorithm (and
+ * Python) finds it: at each length the nearest decimal, or, where v's
+ * rounding interval is lopsided (powers of two), the one beside it. */
+static void py_shortest(double v, char *e, size_t n)
+{
+    for (int p = 0; p <= 17; p++) {
+        snprintf(e, n, "%.*e", p, v);
+        if (strtod(e, NULL) == v)
+            return;
+        for (int step = -1; step <= 1; step += 2) {
+            char c[40];
+            snprintf(c, sizeof(c), "%s", e);
+            py_step(c, step);
+            if (strtod(c, NULL) == v) {
+                snprintf(e, n, "%s", c);
+                return;
+            }
+        }
+    }
+}
+
 static void py_float(struct pybuf *b, double v)
 {
     char e[40], out[64], digits[24];
-    for (int p = 0; p <= 17; p++) {
-        snprintf(e, sizeof(e), "%.*e", p, v);
-        if (strtod(e, NULL) == v)
-            break;
-    }
+    py_shortest(v, e, sizeof(e));
     const bool neg = e[0] == '-';
     const char *m = e + neg, *x = strchr(m, 'e');
     size_t nd = 0;

@@ -96,6 +96,29 @@ size_t eng_arena_high_water(const struct eng_arena *a)
     return a->high;
 }
 
+size_t eng_arena_held(const struct eng_arena *a)
+{
+    return a->held;
+}
+
+int eng_arena_reserve(struct eng_arena *a, size_t bytes)
+{
+    if (a->total)
+        return -EBUSY;
+    if (a->head && !a->head->next && a->head->size >= bytes)
+        return 0;
+    struct arena_chunk *c = aligned_alloc(64, (sizeof(*c) + bytes + 63) & ~(size_t)63);
+    if (!c)
+        return -ENOMEM;
+    free_chunks(a->head);
+    c->next = NULL;
+    c->size = bytes;
+    c->used = 0;
+    a->head = c;
+    a->held = bytes;
+    return 0;
+}
+
 struct eng_scratch_mark eng_scratch_mark(struct eng_arena *a)
 {
     return (struct eng_scratch_mark){ .chunk = a->head, .used = a->head ? a->head->used : 0,

@@ -193,6 +193,9 @@ void pg_lru_remove(struct pager *p, uint32_t u);
 void pg_lru_push_mru(struct pager *p, uint32_t u);
 void pg_lru_push_lru(struct pager *p, uint32_t u);
 void pg_res_free(struct pager *p);
+/* Under mu: evicts the policy's victims until what is charged fits the
+ * budget (one just lowered), or none is left that may go. */
+void pg_res_fit_budget_locked(struct pager *p);
 /* Under mu: queue u for loading (demand or prefetch). */
 void pg_request_locked(struct pager *p, uint32_t u, bool demand);
 /* Under mu, I/O thread: next unit to read with its budget reserved, or

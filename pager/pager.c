@@ -182,6 +182,8 @@ int pager_set_budget(struct pager *p, uint64_t bytes)
         return -EINVAL;
     pthread_mutex_lock(&p->mu);
     p->budget = bytes;
+    if (p->res_ok)
+        pg_res_fit_budget_locked(p);
     pthread_mutex_unlock(&p->mu);
     return 0;
 }

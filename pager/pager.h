@@ -141,9 +141,9 @@ bool pager_uses_uffd(const struct pager *p);
 bool pager_uses_direct_io(const struct pager *p);
 uint64_t pager_budget(const struct pager *p);
 /* A new budget, at least the minimum (-EINVAL below it): the session lowers
- * an auto budget once the KV cache is sized. Units beyond it go as the
- * next reads need room; pinned-hot's choice is the caller's to redo
- * (pager_set_hot). */
+ * an auto budget once the KV cache is sized. Resident units beyond it are
+ * evicted now, all but pinned-hot's hot ones: that choice is the caller's
+ * to redo (pager_set_hot), then to call this again. */
 int pager_set_budget(struct pager *p, uint64_t bytes);
 uint64_t pager_min_budget(const struct pager *p);   /* 0 when nothing is paged */
 /* The pinned staging buffers a pager whose largest unit spans unit_bytes

@@ -168,6 +168,16 @@ static bool reserve(struct pager *p, uint64_t need)
     return true;
 }
 
+void pg_res_fit_budget_locked(struct pager *p)
+{
+    while (p->charged > p->budget) {
+        const uint32_t v = pg_policy_victim_locked(p);
+        if (v == PG_NONE)
+            return;
+        evict_locked(p, v);
+    }
+}
+
 void pg_request_locked(struct pager *p, uint32_t u, bool demand)
 {
     struct pg_unit *n = &p->units[u];

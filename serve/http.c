@@ -4,6 +4,7 @@
 #include "serve/http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -230,6 +231,26 @@ static void sse_raw(struct srv_stream *k, const char *s)
     }
 }
 
+/* An answer's calls when it ends. The content read with them is the text
+ * around the blocks, trimmed; its start (text[0..sent), the part before the
+ * first call) went out as it came, and the rest goes now. */
+static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char *text,
+                         size_t sent, const struct fl_tool_answer *ans)
+{
+    size_t lead = 0;
+    while (lead < sent && isspace((unsigned char)text[lead]))
+        lead++;
+    if (ans->content_len > sent - lead) {
+        ch->text = ans->content + (sent - lead);
+        ch->len = ans->content_len - (sent - lead);
+        sse_event(k, api_chunk_json(ch));
+    }
+    ch->text = NULL;
+    ch->tools = ans;
+    sse_event(k, api_chunk_json(ch));
+    ch->tools = NULL;
+}
+
 /* The events the job's news makes (mutex held). */
 static void stream_news(struct srv_stream *k, struct srv_job *j)
 {
@@ -251,7 +272,7 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     } else if (k->tools.mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
                !api_tool_read(&k->tools, j->text, j->len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
                ans.n_calls) {
-        avail = k->sent; /* the rest is calls */
+        avail = api_tool_content_prefix(&k->tools, j->text, j->len); /* up to the first call */
     }
     /* a token's logprobs go with the chunk that completes its bytes (one
      * without bytes, once text follows it: a stop string may yet cut it);
@@ -275,12 +296,8 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     }
     if (!j->done)
         return;
-    if (ans.n_calls) {
-        ch.text = NULL;
-        ch.tools = &ans;
-        sse_event(k, api_chunk_json(&ch));
-        ch.tools = NULL;
-    }
+    if (ans.n_calls) /* the calls, after any content between or after them */
+        stream_calls(k, &ch, j->text, avail, &ans);
     if (j->result.finish == ENG_FINISH_ERROR) {
         sse_event(k, api_error_json("server_error", "engine_error",
                                     j->error[0] ? j->error : "the request failed"));

@@ -23,6 +23,15 @@ int main(void)
     CHECK(got && !strcmp(got, want), "python dumps:\n got %s\nwant %s", got ? got : "(null)", want);
     free(got);
     json_decref(v);
+    /* powers of two, whose rounding interval is lopsided: the shortest
+     * decimal is not always the nearest one at its length */
+    v = json_loads("[7.1202363472230444e-307, 8.2090736025967525e-289, 5e-324, 8.98846567431158e307]",
+                   0, NULL);
+    got = fl_json_dumps_python(v);
+    const char *pow2 = "[7.120236347223045e-307, 8.209073602596753e-289, 5e-324, 8.98846567431158e+307]";
+    CHECK(got && !strcmp(got, pow2), "powers of two:\n got %s\nwant %s", got ? got : "(null)", pow2);
+    free(got);
+    json_decref(v);
     CHECK(fl_json_dumps_python(NULL) == NULL, "NULL in, NULL out");
     return check_summary("test-json-python");
 }

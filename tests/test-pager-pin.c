@@ -7,7 +7,8 @@
  * Also: the NUMA hooks (pager_config.place_memory / bind_thread) see every
  * staging buffer before it is pinned, outside the region, and run on the
  * pager's own threads; a node-0 binding set there holds (get_mempolicy).
- * And pager_set_held_elsewhere: no read-ahead of experts held in VRAM. */
+ * And pager_set_held_elsewhere: no read-ahead of experts held in VRAM; and
+ * pager_set_budget: a lowered budget evicts at once. */
 #include <numaif.h>
 #include <pthread.h>
 #include <signal.h>
@@ -360,6 +361,38 @@ static void test_held_elsewhere(struct t_model *m, enum pager_mode mode)
            mode == PAGER_MODE_UFFD ? "uffd" : "explicit");
 }
 
+/* pager_set_budget: a lowered budget evicts what is over it at once (the
+ * session lowers its auto budget for the KV cache and scratch); one below
+ * the minimum is refused; the experts read afterwards are still right. */
+static void test_lower_budget(struct t_model *m, enum pager_mode mode)
+{
+    struct pager *p = open_plain(m, mode);
+    if (!p)
+        return;
+    for (int e = 0; e < 8; e++) {
+        CHECK(pager_acquire(p, 0, e) == 0, "acquire %d", e);
+        pager_release(p, 0, e);
+    }
+    const uint64_t before = pager_resident_bytes(p), min = pager_min_budget(p);
+    CHECK(pager_set_budget(p, min - 1) == -EINVAL && pager_budget(p) > min,
+          "a budget below the minimum was taken");
+    CHECK(pager_set_budget(p, min) == 0 && pager_budget(p) == min, "lowering the budget failed");
+    CHECK(before > min && pager_resident_bytes(p) <= min,
+          "%llu bytes resident after lowering the budget to %llu (%llu before)",
+          (unsigned long long)pager_resident_bytes(p), (unsigned long long)min,
+          (unsigned long long)before);
+    for (int e = 0; e < 8; e++) {
+        CHECK(pager_acquire(p, 0, e) == 0 && t_expert_diff(m, pager_base(p), 0, e) == 0,
+              "expert %d after lowering the budget", e);
+        pager_release(p, 0, e);
+        CHECK(pager_resident_bytes(p) <= min, "the lowered budget was exceeded");
+    }
+    pager_close(p);
+    printf("%s: a lowered budget evicts at once (%llu -> %llu bytes resident)\n",
+           mode == PAGER_MODE_UFFD ? "uffd" : "explicit", (unsigned long long)before,
+           (unsigned long long)min);
+}
+
 int main(void)
 {
     t_chdir_source();
@@ -376,6 +409,7 @@ int main(void)
         test_place_hooks(&m, PAGER_MODE_UFFD);
         test_drop_range(&m, PAGER_MODE_UFFD);
         test_held_elsewhere(&m, PAGER_MODE_UFFD);
+        test_lower_budget(&m, PAGER_MODE_UFFD);
     } else {
         printf("userfaultfd unavailable here: only explicit mode is tested\n");
     }
@@ -383,6 +417,7 @@ int main(void)
     test_place_hooks(&m, PAGER_MODE_EXPLICIT);
     test_drop_range(&m, PAGER_MODE_EXPLICIT);
     test_held_elsewhere(&m, PAGER_MODE_EXPLICIT);
+    test_lower_budget(&m, PAGER_MODE_EXPLICIT);
     t_model_close(&m);
     if (failures) {
         fprintf(stderr, "test-pager-pin: %d failures\n", failures);

@@ -9,7 +9,8 @@
  *     positions: the attention's copies are one span's at a time, not
  *     four.
  * "Taken" is the arena's high water (model/scratch.h), in a fresh session
- * per case. Before the bound, a memory cgroup that fitted the weights and
+ * per case; and the arena, reserved at open for the session's largest
+ * step, never grows (so what it holds is what passes touch). Before the bound, a memory cgroup that fitted the weights and
  * the KV cache could still kill a long prompt's pass. */
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +55,13 @@ static void tokens(int32_t *t, int n, int64_t n_vocab, int salt)
 }
 
 /* The bound for a step against what the session's arena took. */
-static void compare(const char *label, const char *what, struct eng_session *s, int64_t n_tok,
-                    int64_t n_kv, int64_t n_out)
+static void compare(const char *label, const char *what, struct eng_session *s, size_t held0,
+                    int64_t n_tok, int64_t n_kv, int64_t n_out)
 {
+    /* the session reserved the bound of its largest step: no pass grew it */
+    CHECK(held0 > 0 && eng_session_scratch_held(s) == held0,
+          "%s %s: the arena grew from the %zu bytes reserved at open to %zu", label, what, held0,
+          eng_session_scratch_held(s));
     const uint64_t bound = eng_cpu_scratch_bound(eng_session_model(s), n_tok, n_kv, n_out, N_THREADS);
     const uint64_t took = eng_session_scratch_high_water(s);
     CHECK(took > 0 && took <= bound, "%s %s: the pass took %llu bytes, the bound says %llu", label,
@@ -76,6 +81,7 @@ static void one_sequence(const char *path, const char *label, int n, const char 
     struct eng_session *s = open_cpu(path, label);
     if (!s)
         return;
+    const size_t held0 = eng_session_scratch_held(s);
     struct fl_err err;
     const int64_t n_vocab = eng_session_model(s)->hp.n_vocab;
     int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
@@ -84,7 +90,7 @@ static void one_sequence(const char *path, const char *label, int n, const char 
     if (eng_session_eval(s, t, n, false, logits, &err))
         CHECK(0, "%s %s: %s", label, what, err.msg);
     else
-        compare(label, what, s, n < N_BATCH ? n : N_BATCH, n, 1);
+        compare(label, what, s, held0, n < N_BATCH ? n : N_BATCH, n, 1);
     free(t);
     free(logits);
     eng_session_close(s);
@@ -98,6 +104,7 @@ static void four_spans(const char *path, const char *label)
     struct eng_session *s = open_cpu(path, label);
     if (!s)
         return;
+    const size_t held0 = eng_session_scratch_held(s);
     struct fl_err err;
     const int64_t n_vocab = eng_session_model(s)->hp.n_vocab;
     int32_t t[N_SEQ * CHUNK];
@@ -120,7 +127,7 @@ static void four_spans(const char *path, const char *label)
     if (rc)
         CHECK(0, "%s four spans: %s", label, err.msg);
     else
-        compare(label, "4 spans x 64 at 960..1023", s, N_SEQ * CHUNK, PAST + CHUNK, N_SEQ);
+        compare(label, "4 spans x 64 at 960..1023", s, held0, N_SEQ * CHUNK, PAST + CHUNK, N_SEQ);
     free(logits);
     eng_session_close(s);
 }

@@ -256,6 +256,7 @@ static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
     const char *r, *a;
     size_t rn, an;
     think_split(m->content, &r, &rn, &a, &an);
+    const bool content = an > 0; /* the template asks before its lstrip below */
     put(b, "<|im_start|>assistant\n");
     if (after_query && (last || rn)) {
         while (rn && r[0] == '\n')
@@ -269,7 +270,7 @@ static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
             a++, an--;
     }
     put_n(b, a, an);
-    chatml_calls(b, m, an > 0);
+    chatml_calls(b, m, content);
 }
 
 static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
@@ -535,7 +536,7 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
             put(b, is(m[i].role, "user") ? "<|user|>\n" : "<|system|>\n");
             put(b, m[i].content);
         } else if (is(m[i].role, "assistant")) {
-            if (glm_assistant(b, &m[i], last_user != SIZE_MAX && i > last_user))
+            if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
                 return -EINVAL;
         } else if (is(m[i].role, "tool")) {
             if (i == 0 || !is(m[i - 1].role, "tool"))
