@@ -561,6 +561,18 @@ void eng_session_reset(struct eng_session *s)
     eng_kv_seq_truncate(s->kv, 0, 0);
 }
 
+int eng_session_rewind(struct eng_session *s, int n_past)
+{
+    if (n_past < 0 || n_past > s->n_past)
+        return -EINVAL;
+    if (n_past < s->n_past && s->model->rs_conv_dim)
+        return -ENOTSUP;
+    /* sequence 0 of a single-sequence run shares no block: it keeps them all */
+    eng_kv_seq_truncate(s->kv, 0, n_past);
+    s->n_past = n_past;
+    return 0;
+}
+
 int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err)
 {
     return eng_kv_seq_reserve(s->kv, seq, n_pos, err);

@@ -84,6 +84,10 @@ uint64_t eng_session_file_size(const struct eng_session *s);
 /* Every tensor's elements (gguf/param-count.h, as llama.cpp counts them). */
 int64_t eng_session_n_params(const struct eng_session *s);
 void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */
+/* Forgets sequence 0's positions from n_past on (0 <= n_past <= the current
+ * one); -ENOTSUP for a recurrent model (its state sums every position and
+ * cannot go back: reset it instead), -EINVAL out of range. */
+int eng_session_rewind(struct eng_session *s, int n_past);
 int eng_session_n_seq(const struct eng_session *s);
 /* Sequence ids n_seq .. n_seq+n_held-1 never run: they hold cells of
  * prompts' prefixes for later requests to share (the scheduler's prompt

@@ -7,6 +7,9 @@ pseudo-terminal as a user at a terminal drives it.
     answered (a speed line after each), the second answer comes after the
     first in the KV cache (the prompt of turn 2 is only the new text), and
     /exit ends it with status 0;
+  - a format that writes an answer back differently (GLM-4.5's <think>
+    turn): the cache goes back to the end of the last prompt it still
+    matches, not to the start; a recurrent model starts again;
   - Ctrl-C during a long answer stops the answer, not the program: the
     prompt comes back and a further turn is answered;
   - Ctrl-C at the prompt ends it with status 130;
@@ -118,6 +121,34 @@ def two_turns():
           % (n1, n2, g1, g2))
 
 
+def rerendered_turns(model, extra, want_rewind):
+    """GLM-4.5's format writes an answer back inside its <think></think>
+    turn, so the second render does not extend the first render plus the
+    answer: the cache goes back to the end of turn 1's prompt (before the
+    answer) and feeds from there, not the whole history (the long system
+    turn) again. A recurrent model cannot go back: it feeds everything."""
+    sysp = " ".join(["Answer briefly and politely, in plain words."] * 20)
+    p = Pty(["run", "-m", model, "-n", "12", "--temp", "0", "-sys", sysp, "-t", "2"] + extra)
+    p.read_until(rb"conversation in the glm-4.5 format")
+    p.read_until(rb"\n> ")
+    m1 = turn(p, b"Hello there\n")
+    m2 = turn(p, b"And a second question?\n", start=m1.end())
+    m3 = turn(p, b"A third one\n", start=m2.end())
+    p.send(b"/exit\n")
+    rc = p.wait()
+    n = [int(m.group(1)) for m in (m1, m2, m3)]
+    if rc != 0:
+        fail("/exit gave status %d" % rc, p.out)
+    if want_rewind and (n[1] >= n[0] or n[2] >= n[0]):
+        fail("%s: turns fed %s tokens: the history was evaluated again" % (model, n), p.out)
+    if not want_rewind and (n[1] <= n[0] or n[2] <= n[1]):
+        fail("%s (recurrent): turns fed %s tokens, want the whole history each time" % (model, n),
+             p.out)
+    print("%s, glm-4.5 format: turns fed %s prompt tokens (%s)"
+          % (model.split("/")[-1], n, "back to turn 1's prompt" if want_rewind
+             else "recurrent: from the start"))
+
+
 def interrupt_answer():
     p = Pty(["run", "-m", MODEL, "-n", "-1", "--ignore-eos", "-c", "32768", "-t", "2",
              "--temp", "0.9", "-s", "7", "-cnv"])
@@ -165,6 +196,8 @@ def template_flag():
 
 
 two_turns()
+rerendered_turns("tests/data/glm4moe-tiny-Q8_0.gguf", [], True)
+rerendered_turns("tests/data/qwen35moe-tiny-Q8_0.gguf", ["--chat-template", "glm-4.5"], False)
 interrupt_answer()
 no_conversation()
 template_flag()

@@ -3,9 +3,13 @@
  * The history stays in the KV cache: each turn renders the whole
  * conversation in the chat format and feeds only what follows the text
  * the cache already holds (the last render plus the answer as made). When
- * a format renders an earlier turn differently once later turns exist, the
- * text no longer extends what was fed, and the sequence is evaluated again
- * from the start — slower, never wrong. */
+ * a format renders an earlier turn differently once later turns exist (a
+ * thinking model's answer loses its reasoning once the user speaks again;
+ * GLM-4.5 writes an answer inside its <think></think> turn), the text no
+ * longer extends what was fed: the cache goes back to the end of the last
+ * feed that the new text still begins with (before that turn's answer), and
+ * what follows is fed from there (a recurrent model's state cannot go
+ * back: from the start). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,10 @@ struct chat {
     size_t n_msgs, cap;
     char *fed;                /* the text the KV cache holds */
     size_t fed_len;
+    /* where each feed ended (before its answer): its offset in fed and the
+     * cache's n_past then */
+    size_t *mark_text;
+    int *mark_pos, n_marks, cap_marks;
 };
 
 static int add_msg(struct chat *c, const char *role, const char *content, size_t len)
@@ -49,7 +57,44 @@ static void chat_free(struct chat *c)
         free((char *)c->msgs[i].content);
     free(c->msgs);
     free(c->fed);
+    free(c->mark_text);
+    free(c->mark_pos);
     run_gen_free(&c->g);
+}
+
+/* The cache back to the end of the last feed that r (n bytes) still
+ * begins with; the text offset to feed r from. */
+static size_t rewind_to(struct chat *c, const char *r, size_t n)
+{
+    int k = c->n_marks;
+    while (k > 0 && (c->mark_text[k - 1] > n || memcmp(r, c->fed, c->mark_text[k - 1])))
+        k--;
+    c->g.unfed = false; /* the last answer's token goes with the rest */
+    if (k > 0 && eng_session_rewind(c->g.s, c->mark_pos[k - 1]) == 0) {
+        c->n_marks = k;
+        return c->mark_text[k - 1];
+    }
+    eng_session_reset(c->g.s);
+    c->n_marks = 0;
+    return 0;
+}
+
+static int mark(struct chat *c, size_t from)
+{
+    if (c->n_marks == c->cap_marks) {
+        const int cap = c->cap_marks ? 2 * c->cap_marks : 16;
+        size_t *t = realloc(c->mark_text, sizeof(*t) * (size_t)cap);
+        if (t)
+            c->mark_text = t;
+        int *p = t ? realloc(c->mark_pos, sizeof(*p) * (size_t)cap) : NULL;
+        if (!p)
+            return -ENOMEM;
+        c->mark_pos = p;
+        c->cap_marks = cap;
+    }
+    c->mark_text[c->n_marks] = from;
+    c->mark_pos[c->n_marks++] = eng_session_n_past(c->g.s);
+    return 0;
 }
 
 /* Feeds what the rendered conversation adds to what the cache holds. */
@@ -60,11 +105,8 @@ static int feed_turn(struct chat *c, struct fl_err *err)
     if (n < 0)
         return fl_err_set(err, n, "cannot apply the chat format: %s", strerror(-n));
     size_t from = c->fed_len;
-    if (c->fed_len && (c->fed_len > (size_t)n || memcmp(r, c->fed, c->fed_len))) {
-        eng_session_reset(c->g.s); /* see the top of the file */
-        c->g.unfed = false;
-        from = 0;
-    }
+    if (c->fed_len && (c->fed_len > (size_t)n || memcmp(r, c->fed, c->fed_len)))
+        from = rewind_to(c, r, (size_t)n); /* see the top of the file */
     int32_t *ids = NULL;
     const struct fl_tokenizer *tok = eng_session_tokenizer(c->g.s);
     int k = fl_tokenize_alloc(tok, r + from, (size_t)n - from, from == 0, true, &ids);
@@ -76,6 +118,9 @@ static int feed_turn(struct chat *c, struct fl_err *err)
         c->n_msgs--;
         free((char *)c->msgs[c->n_msgs].content);
         free(r);
+        c->fed_len = from;  /* what a rewind left (from = fed_len without one) */
+        if (c->fed)
+            c->fed[from] = '\0';
         return -EINTR;
     }
     free(ids);
@@ -84,6 +129,8 @@ static int feed_turn(struct chat *c, struct fl_err *err)
     c->fed_len = rc ? 0 : (size_t)n;
     if (rc)
         free(r);
+    else if (mark(c, (size_t)n)) /* a later render may start again here */
+        return fl_err_set(err, -ENOMEM, "out of memory");
     return rc;
 }
 
