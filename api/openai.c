@@ -583,9 +583,14 @@ static json_t *usage_json(int prompt, int completion, int cached)
 }
 
 /* A chat answer with tools: content (null when only calls) and the calls. */
-static json_t *tools_message(const struct api_completion *c)
+/* The chat answer's message: its text, or with tools the content (null
+ * when only calls) and the calls. */
+static json_t *chat_message(const struct api_completion *c)
 {
     const struct fl_tool_answer *a = c->tools;
+    if (!a)
+        return json_pack("{s:s, s:o}", "role", "assistant", "content",
+                         fl_json_stringn(c->text, c->len));
     json_t *m = json_pack("{s:s, s:o}", "role", "assistant", "content",
                           a->content_len || !a->n_calls ? fl_json_stringn(a->content, a->content_len)
                                                         : json_null());
@@ -599,17 +604,9 @@ static json_t *tools_message(const struct api_completion *c)
 json_t *api_completion_json(const struct api_completion *c)
 {
     json_t *lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
-    if (c->kind == API_CHAT && c->tools)
-        return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o}", "id", c->id,
-                         "object", "chat.completion", "created", (json_int_t)c->created, "model",
-                         c->model, "choices", "index", 0, "message", tools_message(c), "logprobs",
-                         lp, "finish_reason", c->tools->n_calls ? "tool_calls" : c->finish_reason,
-                         "usage", usage_json(c->prompt_tokens, c->completion_tokens,
-                                             c->cached_tokens));
     json_t *choice = c->kind == API_CHAT
-        ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant",
-                    "content", fl_json_stringn(c->text, c->len), "logprobs", lp,
-                    "finish_reason", c->finish_reason)
+        ? json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", chat_message(c), "logprobs", lp,
+                    "finish_reason", c->tools && c->tools->n_calls ? "tool_calls" : c->finish_reason)
         : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
                     "logprobs", lp, "finish_reason", c->finish_reason);
     return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", c->id, "object",

@@ -13,20 +13,6 @@ static int bad(struct fl_err *err, const char *field, const char *what)
     return fl_err_set(err, -EINVAL, "%s: %s", field, what);
 }
 
-/* OpenAI's rule for a function's name: 1-64 of [A-Za-z0-9_-] (and '.',
- * which some clients use). It is written into the prompt as is. */
-static bool good_name(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(s[i] == '_' || s[i] == '-' || s[i] == '.' || (s[i] >= '0' && s[i] <= '9') ||
-              (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
-            return false;
-    return true;
-}
-
 static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err *err)
 {
     char path[32];
@@ -36,7 +22,7 @@ static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err 
     if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(f))
         return bad(err, path, "expected {\"type\": \"function\", \"function\": {...}}");
     const char *name = fl_json_str(f, "name");
-    if (!good_name(name))
+    if (!name || !fl_tool_name_ok(name, strlen(name)))
         return fl_err_set(err, -EINVAL, "%s.function.name: expected 1-64 letters, digits, "
                           "'_', '-' or '.'", path);
     const json_t *params = json_object_get(f, "parameters");
@@ -101,12 +87,10 @@ int api_parse_tools(json_t *body, struct api_request *r, struct fl_err *err)
             return rc;
     }
     int rc = parse_choice(body, r, err);
-    bool parallel = true;
     const json_t *p = json_object_get(body, "parallel_tool_calls");
     if (!rc && p && !json_is_null(p) && !json_is_boolean(p))
         rc = bad(err, "parallel_tool_calls", "expected true or false");
-    parallel = !p || !json_is_false(p);
-    r->one_call = !parallel;
+    r->one_call = json_is_false(p);
     if (!rc && r->json_object && n && r->tool_choice != API_TOOL_NONE)
         rc = bad(err, "response_format", "JSON mode and tools cannot be asked together");
     return rc;
@@ -172,15 +156,14 @@ void api_free_tools(struct api_request *r)
 
 /* --- the prompt ---------------------------------------------------------------------- */
 
-static int append(char **text, int n, const char *a, const char *b, const char *c)
+/* A forced call's block up to where the model goes on, as the template
+ * writes a call: the name's (name non-NULL) or the bare block's opening. */
+static int call_opening(enum fl_chat_format fmt, const char *name, char *buf, size_t n)
 {
-    const size_t add = strlen(a) + strlen(b) + strlen(c);
-    char *p = realloc(*text, (size_t)n + add + 1);
-    if (!p)
-        return -ENOMEM;
-    snprintf(p + n, add + 1, "%s%s%s", a, b, c);
-    *text = p;
-    return n + (int)add;
+    if (fmt == FL_CHAT_GLM45)
+        return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
+    return name ? snprintf(buf, n, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name)
+                : snprintf(buf, n, "<tool_call>\n");
 }
 
 int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
@@ -196,13 +179,17 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
         *why = "the messages do not fit the chat format";
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
-    /* the forced call's opening, as the template writes a call */
-    const bool named = r->tool_choice == API_TOOL_NAMED;
-    if (chat == FL_CHAT_GLM45)
-        return append(text, n, "\n<think></think>\n<tool_call>", named ? r->tool_name : "",
-                      named ? "\n" : "");
-    return named ? append(text, n, "<tool_call>\n{\"name\": \"", r->tool_name, "\", \"arguments\": ")
-                 : append(text, n, "<tool_call>\n", "", "");
+    /* the forced call's opening (in GLM's assistant turn, after its empty <think>) */
+    char open[160];
+    const int h = snprintf(open, sizeof(open), "%s", chat == FL_CHAT_GLM45 ? "\n<think></think>\n" : "");
+    const int o = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
+                                   open + h, sizeof(open) - (size_t)h);
+    char *p = realloc(*text, (size_t)n + (size_t)o + 1);
+    if (!p)
+        return -ENOMEM;
+    memcpy(p + n, open, (size_t)o + 1);
+    *text = p;
+    return n + o;
 }
 
 /* --- the answer ---------------------------------------------------------------------- */
@@ -233,17 +220,6 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
     }
 }
 
-static int all_content(const char *text, size_t len, struct fl_tool_answer *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (!(out->content = malloc(len + 1)))
-        return -ENOMEM;
-    memcpy(out->content, text, len);
-    out->content[len] = '\0';
-    out->content_len = len;
-    return 0;
-}
-
 /* The forced answer with the opening the prompt gave it, read as a block;
  * one that is no call (cut by max_tokens) is content as it came. */
 static int read_forced(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
@@ -251,11 +227,7 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
 {
     char head[128];
     const bool args = t->mode == API_TOOLS_ARGS, glm = t->fmt == FL_CHAT_GLM45;
-    const int h = glm && args ? snprintf(head, sizeof(head), "<tool_call>%s\n", t->name)
-                  : glm       ? snprintf(head, sizeof(head), "<tool_call>")
-                  : args ? snprintf(head, sizeof(head), "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
-                                    t->name)
-                         : snprintf(head, sizeof(head), "<tool_call>\n");
+    const int h = call_opening(t->fmt, args ? t->name : NULL, head, sizeof(head));
     /* JSON's object ends the answer: the block is closed here; GLM's model
      * closes it (an answer it ended without doing so is closed too; one
      * max_tokens cut is not) */
@@ -273,17 +245,17 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
     if (rc || out->n_calls)
         return rc;
     fl_tool_answer_free(out);
-    return all_content(text, len, out);
+    return fl_tool_answer_content(text, len, out);
 }
 
 int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                   struct fl_tool_answer *out)
 {
-    int rc = t->mode == API_TOOLS_OFF    ? all_content(text, len, out)
+    int rc = t->mode == API_TOOLS_OFF    ? fl_tool_answer_content(text, len, out)
              : t->mode == API_TOOLS_BLOCKS ? fl_tool_calls_parse(t->fmt, text, len, out)
                                          : read_forced(t, text, len, ended, out);
     if (rc == -ENOTSUP) /* a format without calls: all content */
-        rc = all_content(text, len, out);
+        rc = fl_tool_answer_content(text, len, out);
     while (!rc && t->one_call && out->n_calls > 1) {
         out->n_calls--;
         free(out->calls[out->n_calls].name);

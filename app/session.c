@@ -53,7 +53,6 @@ struct eng_session {
     struct eng_ctx ctx;
     int n_batch, n_past;
     int n_seq, n_held; /* running sequences, then held prefixes (kv ids) */
-    uint64_t scratch_bound; /* the largest step's host scratch (0: not bounded) */
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
     uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
 };
@@ -338,17 +337,20 @@ static int lower_budget(struct eng_session *s, const struct eng_session_params *
  * the tokens of a step and the positions they read: either past a memory
  * cgroup's limit would get the process killed deep into a long context, so
  * both are checked now, at their largest: n_seq decodes beside a -b chunk
- * of a prompt reading the whole context (a GPU keeps its cache in VRAM). */
+ * of a prompt reading the whole context (a GPU keeps its cache in VRAM).
+ * *scratch: that bound (0 with a GPU), for the arena to reserve: counted,
+ * the scratch must not grow past it. */
 static int check_memory_fits(struct eng_session *s, const struct eng_session_params *p,
-                             int n_threads, struct fl_err *err)
+                             int n_threads, uint64_t *scratch_out, struct fl_err *err)
 {
+    *scratch_out = 0;
     if (s->have_gpu)
         return 0; /* its cache and activations are in VRAM */
     const int n_ctx = eng_kv_n_cells(s->kv);
     const int n_tok = s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
     const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
     const uint64_t scratch = eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
-    s->scratch_bound = scratch; /* reserved at once: counted, it must not grow past this */
+    *scratch_out = scratch;
     if (!placement_fits(s->plan, NULL))
         return 0; /* the plan's own misfit was said in open_region */
     char what[160], why[480], a[32], b[32];
@@ -390,14 +392,15 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, &s->kv, err)))
         return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
-    if ((rc = check_memory_fits(s, p, nt, err)))
+    uint64_t scratch;
+    if ((rc = check_memory_fits(s, p, nt, &scratch, err)))
         return rc;
     if (!(s->pool = fl_pool_create(nt)))
         return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
     if (fl_numa_active(s->numa))
         fl_pool_run(s->pool, bind_worker, s->numa);
     if (eng_arena_create(&s->arena) ||
-        (s->scratch_bound && eng_arena_reserve(s->arena, (size_t)s->scratch_bound)))
+        (scratch && eng_arena_reserve(s->arena, (size_t)scratch)))
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->ctx = (struct eng_ctx){ .m = s->model, .pool = s->pool, .n_threads = nt, .kv = s->kv,
                                .arena = s->arena, .cpu = &eng_cpu_backend };

@@ -175,56 +175,23 @@ const char *fl_json_str(const json_t *o, const char *key)
 
 /* --- as Python's json.dumps ---------------------------------------------------------- */
 
-struct pybuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
-
-static void py_put(struct pybuf *b, const char *s, size_t n)
+static void py_str(FILE *f, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void py_str(struct pybuf *b, const char *s, size_t n)
-{
-    py_put(b, "\"", 1);
+    fputc('"', f);
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
-        char esc[8];
         const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
                       : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (!e && c < 0x20) {
-            snprintf(esc, sizeof(esc), "\\u%04x", c);
-            e = esc;
-        }
         if (e)
-            py_put(b, e, strlen(e));
+            fputs(e, f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
         else
-            py_put(b, s + i, 1);
+            fputc(c, f);
     }
-    py_put(b, "\"", 1);
+    fputc('"', f);
 }
 
-/* Python's repr of a float: the shortest digits that read back, fixed
- * notation for decimal exponents -4..15 (with at least one decimal),
- * else d.ddde+XX. */
 /* The p-digit decimal one unit above (step 1) or below (-1) the one in e
  * ("d.ddde+X"), written back into e. */
 static void py_step(char *e, int step)
@@ -242,8 +209,7 @@ static void py_step(char *e, int step)
     if (step < 0) /* below 1.000: not a p-digit decimal of this exponent */
         return;
     /* 9.99e+X -> 1.00e+X+1 */
-    char *d = q + 1;
-    *d = '1';
+    q[1] = '1';
     char tail[16];
     snprintf(tail, sizeof(tail), "e%+03d", exp + 1);
     strcpy(x, tail);
@@ -270,83 +236,79 @@ static void py_shortest(double v, char *e, size_t n)
     }
 }
 
-static void py_float(struct pybuf *b, double v)
+/* Python's repr of a float: those shortest digits, fixed notation for
+ * decimal exponents -4..15 (with at least one decimal), else d.ddde+XX. */
+static void py_float(FILE *f, double v)
 {
-    char e[40], out[64], digits[24];
+    char e[40], digits[24];
     py_shortest(v, e, sizeof(e));
     const bool neg = e[0] == '-';
     const char *m = e + neg, *x = strchr(m, 'e');
-    size_t nd = 0;
+    int nd = 0;
     for (const char *q = m; q < x; q++)
         if (*q != '.')
             digits[nd++] = *q;
     digits[nd] = '\0';
     const int exp = atoi(x + 1);
-    int n = snprintf(out, sizeof(out), "%s", neg ? "-" : "");
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0)
-            n += snprintf(out + n, sizeof(out) - (size_t)n, "0.%.*s%s", -exp - 1, "0000", digits);
-        else if ((size_t)exp + 1 >= nd)
-            n += snprintf(out + n, sizeof(out) - (size_t)n, "%s%.*s.0", digits,
-                          exp + 1 - (int)nd, "0000000000000000");
-        else
-            n += snprintf(out + n, sizeof(out) - (size_t)n, "%.*s.%s", exp + 1, digits,
-                          digits + exp + 1);
-    } else {
-        n += snprintf(out + n, sizeof(out) - (size_t)n, "%c%s%s%se%c%02d", digits[0],
-                      nd > 1 ? "." : "", digits + 1, "", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
-    py_put(b, out, (size_t)n);
+    fputs(neg ? "-" : "", f);
+    if (exp < -4 || exp >= 16)
+        fprintf(f, "%c%s%se%c%02d", digits[0], nd > 1 ? "." : "", digits + 1, exp < 0 ? '-' : '+',
+                exp < 0 ? -exp : exp);
+    else if (exp < 0)
+        fprintf(f, "0.%.*s%s", -exp - 1, "0000", digits);
+    else if (exp + 1 >= nd)
+        fprintf(f, "%s%.*s.0", digits, exp + 1 - nd, "0000000000000000");
+    else
+        fprintf(f, "%.*s.%s", exp + 1, digits, digits + exp + 1);
 }
 
-static void py_value(struct pybuf *b, const json_t *v)
+static void py_value(FILE *f, const json_t *v)
 {
-    char num[32];
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         const char *k;
         json_t *x;
-        bool first = true;
-        py_put(b, "{", 1);
+        const char *sep = "";
+        fputc('{', f);
         json_object_foreach((json_t *)v, k, x) {
-            py_put(b, first ? "" : ", ", first ? 0 : 2);
-            py_str(b, k, strlen(k));
-            py_put(b, ": ", 2);
-            py_value(b, x);
-            first = false;
+            fputs(sep, f);
+            py_str(f, k, strlen(k));
+            fputs(": ", f);
+            py_value(f, x);
+            sep = ", ";
         }
-        py_put(b, "}", 1);
+        fputc('}', f);
         break;
     }
     case JSON_ARRAY:
-        py_put(b, "[", 1);
+        fputc('[', f);
         for (size_t i = 0; i < json_array_size(v); i++) {
-            py_put(b, i ? ", " : "", i ? 2 : 0);
-            py_value(b, json_array_get(v, i));
+            fputs(i ? ", " : "", f);
+            py_value(f, json_array_get(v, i));
         }
-        py_put(b, "]", 1);
+        fputc(']', f);
         break;
-    case JSON_STRING: py_str(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        py_put(b, num, (size_t)snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
-        break;
-    case JSON_REAL: py_float(b, json_real_value(v)); break;
-    case JSON_TRUE: py_put(b, "true", 4); break;
-    case JSON_FALSE: py_put(b, "false", 5); break;
-    case JSON_NULL: py_put(b, "null", 4); break;
+    case JSON_STRING: py_str(f, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: py_float(f, json_real_value(v)); break;
+    case JSON_TRUE: fputs("true", f); break;
+    case JSON_FALSE: fputs("false", f); break;
+    case JSON_NULL: fputs("null", f); break;
     }
 }
 
 char *fl_json_dumps_python(const json_t *v)
 {
-    struct pybuf b = { 0 };
-    if (!v)
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = v ? open_memstream(&s, &n) : NULL;
+    if (!f)
         return NULL;
-    py_value(&b, v);
-    py_put(&b, "", 0);
-    if (b.oom) {
-        free(b.p);
+    py_value(f, v);
+    const bool failed = ferror(f);
+    if (fclose(f) || failed) {
+        free(s);
         return NULL;
     }
-    return b.p;
+    return s;
 }

@@ -42,16 +42,25 @@ void eng_arena_destroy(struct eng_arena *a)
     free(a);
 }
 
-static struct arena_chunk *new_chunk(size_t size)
+static struct arena_chunk *alloc_chunk(size_t size)
 {
     struct arena_chunk *c = aligned_alloc(64, (sizeof(*c) + size + 63) & ~(size_t)63);
+    if (c) {
+        c->next = NULL;
+        c->size = size;
+        c->used = 0;
+    }
+    return c;
+}
+
+/* During a pass: there is no way on without it. */
+static struct arena_chunk *new_chunk(size_t size)
+{
+    struct arena_chunk *c = alloc_chunk(size);
     if (!c) {
         fprintf(stderr, "faultline: out of memory (%zu bytes of scratch)\n", size);
         abort();
     }
-    c->next = NULL;
-    c->size = size;
-    c->used = 0;
     return c;
 }
 
@@ -107,13 +116,10 @@ int eng_arena_reserve(struct eng_arena *a, size_t bytes)
         return -EBUSY;
     if (a->head && !a->head->next && a->head->size >= bytes)
         return 0;
-    struct arena_chunk *c = aligned_alloc(64, (sizeof(*c) + bytes + 63) & ~(size_t)63);
+    struct arena_chunk *c = alloc_chunk(bytes);
     if (!c)
         return -ENOMEM;
     free_chunks(a->head);
-    c->next = NULL;
-    c->size = bytes;
-    c->used = 0;
     a->head = c;
     a->held = bytes;
     return 0;

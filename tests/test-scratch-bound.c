@@ -27,7 +27,8 @@
 #define N_SEQ 4
 #define N_THREADS 2
 
-static struct eng_session *open_cpu(const char *path, const char *label)
+/* The session, and *held0 the bytes its arena reserved at open. */
+static struct eng_session *open_cpu(const char *path, const char *label, size_t *held0)
 {
     struct eng_session_params p;
     eng_session_params_init(&p);
@@ -45,6 +46,7 @@ static struct eng_session *open_cpu(const char *path, const char *label)
         CHECK(0, "%s: %s", label, err.msg);
         return NULL;
     }
+    *held0 = eng_session_scratch_held(s);
     return s;
 }
 
@@ -78,10 +80,10 @@ static void compare(const char *label, const char *what, struct eng_session *s, 
  * measured with the context read so far. */
 static void one_sequence(const char *path, const char *label, int n, const char *what)
 {
-    struct eng_session *s = open_cpu(path, label);
+    size_t held0;
+    struct eng_session *s = open_cpu(path, label, &held0);
     if (!s)
         return;
-    const size_t held0 = eng_session_scratch_held(s);
     struct fl_err err;
     const int64_t n_vocab = eng_session_model(s)->hp.n_vocab;
     int32_t *t = malloc(sizeof(int32_t) * (size_t)n);
@@ -101,10 +103,10 @@ static void one_sequence(const char *path, const char *label, int n, const char 
 static void four_spans(const char *path, const char *label)
 {
     enum { PAST = 960, CHUNK = 64 };
-    struct eng_session *s = open_cpu(path, label);
+    size_t held0;
+    struct eng_session *s = open_cpu(path, label, &held0);
     if (!s)
         return;
-    const size_t held0 = eng_session_scratch_held(s);
     struct fl_err err;
     const int64_t n_vocab = eng_session_model(s)->hp.n_vocab;
     int32_t t[N_SEQ * CHUNK];

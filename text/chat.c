@@ -157,15 +157,25 @@ static void put(struct sbuf *b, const char *s)
     put_n(b, s, strlen(s));
 }
 
-/* Content without leading/trailing ASCII whitespace (llama.cpp's trim). */
+/* s[0..*n) without leading and trailing ASCII whitespace (llama.cpp's
+ * trim; the templates' Python str.strip()). */
+static void trim_span(const char **s, size_t *n)
+{
+    while (*n && isspace((unsigned char)**s))
+        (*s)++, (*n)--;
+    while (*n && isspace((unsigned char)(*s)[*n - 1]))
+        (*n)--;
+}
+
+static void put_trimmed_n(struct sbuf *b, const char *s, size_t n)
+{
+    trim_span(&s, &n);
+    put_n(b, s, n);
+}
+
 static void put_trimmed(struct sbuf *b, const char *s)
 {
-    size_t start = 0, end = strlen(s);
-    while (start < end && isspace((unsigned char)s[start]))
-        start++;
-    while (end > start && isspace((unsigned char)s[end - 1]))
-        end--;
-    put_n(b, s + start, end - start);
+    put_trimmed_n(b, s, strlen(s));
 }
 
 static bool is(const char *role, const char *name)
@@ -445,19 +455,6 @@ static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n
         put(b, "<|assistant|>\n");
 }
 
-/* MiniMax-M2's template: the assistant's role is "ai", a system turn always
- * comes first (the template's default when the conversation has none), and
- * the generation prompt opens the model's thinking. */
-/* Python's str.strip() of whitespace, as the template's .strip(). */
-static void put_stripped(struct sbuf *b, const char *s, size_t n)
-{
-    while (n && isspace((unsigned char)*s))
-        s++, n--;
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    put_n(b, s, n);
-}
-
 /* A call's arguments as <arg_key>/<arg_value> pairs: strings as they are,
  * other values as JSON. -EINVAL when they are not a JSON object. */
 static int glm_args(struct sbuf *b, const char *arguments)
@@ -489,14 +486,12 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
     think_split(m->content, &r, &rn, &a, &an);
     put(b, "<|assistant|>\n<think>");
     if (after_user)
-        put_stripped(b, r, rn);
+        put_trimmed_n(b, r, rn);
     put(b, "</think>");
-    size_t start = 0;
-    while (start < an && isspace((unsigned char)a[start]))
-        start++;
-    if (start < an) {
+    trim_span(&a, &an);
+    if (an) {
         put(b, "\n");
-        put_stripped(b, a, an);
+        put_n(b, a, an);
     }
     for (size_t j = 0; j < m->n_calls; j++) {
         put(b, "\n<tool_call>");
@@ -551,6 +546,9 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     return 0;
 }
 
+/* MiniMax-M2's template: the assistant's role is "ai", a system turn always
+ * comes first (the template's default when the conversation has none), and
+ * the generation prompt opens the model's thinking. */
 static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
 {
     put(b, "]~!b[");

@@ -13,19 +13,11 @@ static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
 #define OPEN_LEN (sizeof(OPEN) - 1)
 #define CLOSE_LEN (sizeof(CLOSE) - 1)
 
-static const char *find(const char *s, size_t n, const char *what, size_t wn)
-{
-    for (size_t i = 0; i + wn <= n; i++)
-        if (!memcmp(s + i, what, wn))
-            return s + i;
-    return NULL;
-}
-
 size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, size_t len)
 {
     if (!fl_chat_has_tools(fmt))
         return len;
-    const char *open = find(text, len, OPEN, OPEN_LEN);
+    const char *open = memmem(text, len, OPEN, OPEN_LEN);
     if (open)
         return (size_t)(open - text);
     /* a tail that may be the start of "<tool_call>" waits for more */
@@ -50,20 +42,20 @@ static json_t *arguments_of(json_t *call)
     return NULL;
 }
 
-/* A function's name as OpenAI allows them (and '.'): 1-64 of [A-Za-z0-9_-.]. */
-static bool good_name(const char *s, size_t n)
+bool fl_tool_name_ok(const char *s, size_t n)
 {
     if (n == 0 || n > 64)
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-' || s[i] == '.'))
+        if (!(s[i] == '_' || s[i] == '-' || s[i] == '.' || (s[i] >= '0' && s[i] <= '9') ||
+              (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
             return false;
     return true;
 }
 
 static int make_call(const char *name, size_t name_len, json_t *args, struct fl_tool_call *out)
 {
-    if (!good_name(name, name_len) || !json_is_object(args))
+    if (!fl_tool_name_ok(name, name_len) || !json_is_object(args))
         return -EINVAL;
     out->name = strndup(name, name_len);
     out->arguments = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -96,7 +88,7 @@ static bool tagged(const char **p, const char *end, const char *open, const char
     const size_t on = strlen(open), cn = strlen(close);
     if ((size_t)(end - *p) < on || memcmp(*p, open, on))
         return false;
-    const char *c = find(*p + on, (size_t)(end - *p - (ptrdiff_t)on), close, cn);
+    const char *c = memmem(*p + on, (size_t)(end - *p - (ptrdiff_t)on), close, cn);
     if (!c)
         return false;
     *v = *p + on, *vn = (size_t)(c - *v);
@@ -157,6 +149,17 @@ static int read_call(enum fl_chat_format fmt, const char *s, size_t n, struct fl
     return fmt == FL_CHAT_GLM45 ? read_glm_call(s, n, out) : read_json_call(s, n, out);
 }
 
+int fl_tool_answer_content(const char *text, size_t len, struct fl_tool_answer *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!(out->content = malloc(len + 1)))
+        return -ENOMEM;
+    memcpy(out->content, text, len);
+    out->content[len] = '\0';
+    out->content_len = len;
+    return 0;
+}
+
 static void put(struct fl_tool_answer *a, const char *s, size_t n)
 {
     memcpy(a->content + a->content_len, s, n);
@@ -180,9 +183,9 @@ static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a)
 {
     const char *p = text, *end = text + len;
-    for (const char *open; (open = find(p, (size_t)(end - p), OPEN, OPEN_LEN));) {
+    for (const char *open; (open = memmem(p, (size_t)(end - p), OPEN, OPEN_LEN));) {
         const char *in = open + OPEN_LEN;
-        const char *close = find(in, (size_t)(end - in), CLOSE, CLOSE_LEN);
+        const char *close = memmem(in, (size_t)(end - in), CLOSE, CLOSE_LEN);
         if (!close)
             return -EINVAL;
         put(a, p, (size_t)(open - p));
@@ -209,24 +212,15 @@ int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
         return -ENOTSUP;
     if (!(out->content = malloc(len + 1)))
         return -ENOMEM;
-    int rc = read_blocks(fmt, text, len, out);
-    if (rc == -EINVAL || (rc == 0 && out->n_calls == 0)) { /* all of it is content */
-        char *content = out->content;
-        out->content = NULL;
-        fl_tool_answer_free(out);
-        out->content = content;
-        out->content_len = 0;
-        put(out, text, len);
-        rc = 0;
-    }
-    if (rc) {
-        fl_tool_answer_free(out);
-        return rc;
-    }
-    out->content[out->content_len] = '\0';
-    if (out->n_calls)
+    const int rc = read_blocks(fmt, text, len, out);
+    if (rc == 0 && out->n_calls) {
+        out->content[out->content_len] = '\0';
         trim(out);
-    return 0;
+        return 0;
+    }
+    fl_tool_answer_free(out);
+    /* no call, or one that is not well-formed: all of it is content */
+    return rc == 0 || rc == -EINVAL ? fl_tool_answer_content(text, len, out) : rc;
 }
 
 void fl_tool_answer_free(struct fl_tool_answer *a)

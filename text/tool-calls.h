@@ -38,6 +38,12 @@ struct fl_tool_answer {
 int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
                         struct fl_tool_answer *out);
 void fl_tool_answer_free(struct fl_tool_answer *a);
+/* An answer that is all content: text[0..len) copied. 0 or -ENOMEM. */
+int fl_tool_answer_content(const char *text, size_t len, struct fl_tool_answer *out);
+
+/* A function's name as OpenAI allows them (and '.', which some clients
+ * use): 1-64 of [A-Za-z0-9_-.]. The formats write it into the prompt as is. */
+bool fl_tool_name_ok(const char *s, size_t n);
 
 /* How many leading bytes of a growing answer are content for certain: up
  * to the first call's opening, or to where a partial one might start at

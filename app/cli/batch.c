@@ -202,10 +202,10 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     const char *why;
     const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
-    if (j)
+    if (j) {
         *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 } };
-    if (j)
         api_tool_reader_init(r, b->chat, &j->tools);
+    }
     if (!j || !j->custom_id) {
         char msg[320];
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, n < 0 ? why : "out of memory");

@@ -30,8 +30,11 @@ struct chat {
     size_t fed_len;
     /* where each feed ended (before its answer): its offset in fed and the
      * cache's n_past then */
-    size_t *mark_text;
-    int *mark_pos, n_marks, cap_marks;
+    struct mark {
+        size_t text;
+        int pos;
+    } *marks;
+    int n_marks, cap_marks;
 };
 
 static int add_msg(struct chat *c, const char *role, const char *content, size_t len)
@@ -57,8 +60,7 @@ static void chat_free(struct chat *c)
         free((char *)c->msgs[i].content);
     free(c->msgs);
     free(c->fed);
-    free(c->mark_text);
-    free(c->mark_pos);
+    free(c->marks);
     run_gen_free(&c->g);
 }
 
@@ -67,12 +69,12 @@ static void chat_free(struct chat *c)
 static size_t rewind_to(struct chat *c, const char *r, size_t n)
 {
     int k = c->n_marks;
-    while (k > 0 && (c->mark_text[k - 1] > n || memcmp(r, c->fed, c->mark_text[k - 1])))
+    while (k > 0 && (c->marks[k - 1].text > n || memcmp(r, c->fed, c->marks[k - 1].text)))
         k--;
     c->g.unfed = false; /* the last answer's token goes with the rest */
-    if (k > 0 && eng_session_rewind(c->g.s, c->mark_pos[k - 1]) == 0) {
+    if (k > 0 && eng_session_rewind(c->g.s, c->marks[k - 1].pos) == 0) {
         c->n_marks = k;
-        return c->mark_text[k - 1];
+        return c->marks[k - 1].text;
     }
     eng_session_reset(c->g.s);
     c->n_marks = 0;
@@ -83,17 +85,13 @@ static int mark(struct chat *c, size_t from)
 {
     if (c->n_marks == c->cap_marks) {
         const int cap = c->cap_marks ? 2 * c->cap_marks : 16;
-        size_t *t = realloc(c->mark_text, sizeof(*t) * (size_t)cap);
-        if (t)
-            c->mark_text = t;
-        int *p = t ? realloc(c->mark_pos, sizeof(*p) * (size_t)cap) : NULL;
-        if (!p)
+        struct mark *m = realloc(c->marks, sizeof(*m) * (size_t)cap);
+        if (!m)
             return -ENOMEM;
-        c->mark_pos = p;
+        c->marks = m;
         c->cap_marks = cap;
     }
-    c->mark_text[c->n_marks] = from;
-    c->mark_pos[c->n_marks++] = eng_session_n_past(c->g.s);
+    c->marks[c->n_marks++] = (struct mark){ from, eng_session_n_past(c->g.s) };
     return 0;
 }
 
