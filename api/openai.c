@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/request-tools.h"
+#include "text/json-schema.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
 
@@ -352,19 +353,39 @@ static bool asks_call(const json_t *b, const char *key)
  * asked for. (llama-server without --jinja refuses tools the same way.) */
 static int refuse_unsupported(const json_t *b, struct fl_err *err);
 
-/* "response_format": {"type": "text"} or {"type": "json_object"} (JSON
- * mode); a JSON schema is refused (no schema-constrained sampling). */
+/* The answer's shape: "response_format" {"type": "text"}, {"type":
+ * "json_object"} (JSON mode; with llama-server's "schema" member, that
+ * schema), {"type": "json_schema", "json_schema": {"schema": ...}} (OpenAI's
+ * structured outputs; "strict" or not, the schema holds), or llama-server's
+ * top-level "json_schema". A schema is compiled here to be refused early (a
+ * 400 naming the keyword faultline cannot hold an answer to); the scheduler
+ * compiles it again for the request it runs. */
 static int parse_response_format(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     const json_t *rf = json_object_get(b, "response_format");
-    if (!rf || json_is_null(rf))
-        return 0;
-    const char *type = fl_json_str(rf, "type");
-    if (type && !strcmp(type, "json_object"))
+    const json_t *schema = NULL;
+    const char *type = rf && !json_is_null(rf) ? fl_json_str(rf, "type") : "text";
+    if (type && !strcmp(type, "json_object") && !(schema = json_object_get(rf, "schema")))
         r->json_object = true;
-    else if (!type || strcmp(type, "text"))
-        return bad(err, "response_format", "{\"type\": \"text\"} or {\"type\": "
-                   "\"json_object\"} (JSON mode); JSON schemas are not supported");
+    else if (type && !strcmp(type, "json_schema") &&
+             !(schema = json_object_get(json_object_get(rf, "json_schema"), "schema")))
+        return bad(err, "response_format.json_schema.schema", "expected a JSON schema");
+    else if (!type || (strcmp(type, "text") && strcmp(type, "json_object") &&
+                       strcmp(type, "json_schema")))
+        return bad(err, "response_format", "{\"type\": \"text\"}, {\"type\": "
+                   "\"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": "
+                   "{\"schema\": ...}}");
+    if (asks(b, "json_schema")) {
+        if (schema)
+            return bad(err, "json_schema", "given twice (also in response_format)");
+        schema = json_object_get(b, "json_schema");
+    }
+    struct fl_schema *compiled;
+    if (schema && fl_schema_compile(schema, &compiled, err))
+        return -EINVAL;
+    if (schema)
+        fl_schema_free(compiled);
+    r->json_schema = schema;
     return 0;
 }
 
@@ -374,7 +395,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
         { "functions", "the legacy function calls are not supported (use tools)" },
         { "n_probs", "token probabilities are not supported" },
         { "grammar", "grammars are not supported (no constrained sampling)" },
-        { "json_schema", "JSON schemas are not supported (no constrained sampling)" },
         { "suffix", "a suffix (fill in the middle) is not supported" },
         { "echo", "echoing the prompt is not supported" },
     };

@@ -55,6 +55,7 @@ struct api_request {
     struct fl_logit_bias *logit_bias;
     int n_logit_bias;
     bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
+    const json_t *json_schema; /* or the answer is a value of this schema (in doc) */
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
     bool logprobs;
     int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
@@ -135,6 +136,12 @@ int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
 /* Leading bytes of a growing answer that are content for certain (a
  * stream holds the rest back until the answer ends). */
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len);
+/* The schema a forced call's answer in JSON (t->json) is held to, a new
+ * reference, or NULL for JSON mode's any object: a named tool's
+ * "parameters", or for "required" among several tools, an anyOf of
+ * {"name": that name, "arguments": its parameters} per tool. Parameters
+ * this schema subset cannot hold (text/json-schema.h) are any object. */
+json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t);
 
 /* A chat request's prompt text (*text malloc'ed; free it on error too):
  * its messages, and its tools unless "tool_choice" is "none", through

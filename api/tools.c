@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/json-schema.h"
 #include "text/tool-calls.h"
 
 static int bad(struct fl_err *err, const char *field, const char *what)
@@ -91,8 +92,9 @@ int api_parse_tools(json_t *body, struct api_request *r, struct fl_err *err)
     if (!rc && p && !json_is_null(p) && !json_is_boolean(p))
         rc = bad(err, "parallel_tool_calls", "expected true or false");
     r->one_call = json_is_false(p);
-    if (!rc && r->json_object && n && r->tool_choice != API_TOOL_NONE)
-        rc = bad(err, "response_format", "JSON mode and tools cannot be asked together");
+    if (!rc && (r->json_object || r->json_schema) && n && r->tool_choice != API_TOOL_NONE)
+        rc = bad(err, "response_format", "JSON mode or a JSON schema and tools cannot be asked "
+                 "together");
     return rc;
 }
 
@@ -218,6 +220,43 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
     case API_TOOLS_BLOCKS: return fl_tool_calls_content_prefix(t->fmt, text, len);
     default: return 0; /* a forced call is no content until it fails to be one */
     }
+}
+
+/* Tool i's "parameters" if faultline can hold arguments to them, else NULL. */
+static json_t *tool_params(const struct api_request *req, size_t i)
+{
+    json_t *f = json_object_get(json_array_get(json_object_get(req->doc, "tools"), i), "function");
+    json_t *p = json_object_get(f, "parameters");
+    struct fl_schema *s;
+    if (!json_is_object(p) || fl_schema_compile(p, &s, NULL))
+        return NULL;
+    fl_schema_free(s);
+    return p;
+}
+
+json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t)
+{
+    if (!t->json)
+        return NULL;
+    size_t named = 0;
+    while (named < req->n_tools && strcmp(req->tool_names[named], t->name))
+        named++;
+    if (t->mode == API_TOOLS_ARGS)
+        return named < req->n_tools ? json_incref(tool_params(req, named)) : NULL;
+    json_t *any = json_array();
+    for (size_t i = 0; any && i < req->n_tools; i++) {
+        json_t *p = tool_params(req, i);
+        json_t *args = p ? json_incref(p) : json_pack("{s:s}", "type", "object");
+        /* a literal call's object: {"name": NAME, "arguments": {...}} in that order */
+        json_t *call = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object",
+                                 "properties", "name", "const", req->tool_names[i], "arguments",
+                                 args, "required", "name", "arguments", "additionalProperties", 0);
+        if (!call || json_array_append_new(any, call)) {
+            json_decref(any);
+            return NULL;
+        }
+    }
+    return any ? json_pack("{s:o}", "anyOf", any) : NULL;
 }
 
 /* The forced answer with the opening the prompt gave it, read as a block;

@@ -20,7 +20,8 @@ struct sched_req {
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
     bool want_lp, json, no_cache;
-    struct fl_json_prefix jp; /* JSON mode: the answer so far */
+    struct fl_schema *schema; /* JSON mode or a JSON schema: what the answer must be */
+    struct fl_schema_state jp; /* ... and the answer so far against it */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
     char *stop[ENG_SCHED_MAX_STOP];
@@ -109,6 +110,7 @@ static void req_free(struct sched_req *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     fl_sampler_free(r->smp);
+    fl_schema_free(r->schema);
     free(r->prompt);
     free(r->gen);
     free(r->lp);
@@ -188,10 +190,18 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .json = in->json_object, .no_cache = in->no_prompt_cache,
+                             .json = in->json_object || in->json_schema,
+                             .no_cache = in->no_prompt_cache,
                              .lender = -1 };
-    fl_json_prefix_init(&r->jp);
     int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && in->json_schema && (rc = fl_schema_compile(in->json_schema, &r->schema, err))) {
+        req_free(r);
+        return rc;
+    }
+    if (!rc && r->json && !r->schema)
+        rc = fl_schema_any_object(&r->schema);
+    if (r->schema)
+        fl_schema_init(r->schema, &r->jp);
     if (!rc && r->json && !q->jv) {
         rc = fl_json_vocab_new(q->tok, q->n_vocab, &q->jv);
         if (!rc && !(q->masked = malloc(sizeof(float) * (size_t)q->n_vocab)))
@@ -431,7 +441,8 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->lender = -1;
     r->len = 0;
     r->t_first = 0;
-    fl_json_prefix_init(&r->jp);
+    if (r->schema)
+        fl_schema_init(r->schema, &r->jp);
     fl_sampler_reset(r->smp, r->sp.seed);
     for (int i = 0; i < r->n_prompt; i++)
         fl_sampler_accept(r->smp, r->prompt[i]);
@@ -576,7 +587,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         r->t_first = fl_clock_s();
     const double lse = r->want_lp ? fl_logsumexp(row, q->n_vocab) : 0;
     /* JSON mode: only tokens that keep the answer an object's start */
-    if (r->json && fl_json_mask(q->jv, &r->jp, row, q->masked) == 0) {
+    if (r->json && fl_json_mask(q->jv, r->schema, &r->jp, row, q->masked) == 0) {
         r->error = "JSON mode: no token of the vocabulary continues the answer";
         finish(q, r, ENG_FINISH_ERROR);
         return;
@@ -587,7 +598,12 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    if (!r->ignore_eos && fl_token_is_eog(q->tok, id)) {
+    if (r->json && !fl_json_accept(q->jv, r->schema, &r->jp, id)) { /* the mask's contract */
+        r->error = "a token the JSON mask allowed does not continue the answer";
+        finish(q, r, ENG_FINISH_ERROR);
+        return;
+    }
+    if ((!r->ignore_eos || r->json) && fl_token_is_eog(q->tok, id)) {
         finish(q, r, ENG_FINISH_STOP);
         return;
     }
@@ -606,8 +622,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
     /* the object closed: the answer is whole (a stop string may end it sooner) */
-    const bool stop = append_text(q, r, id) || (r->json && fl_json_accept(q->jv, &r->jp, id) &&
-                                                r->jp.done);
+    const bool stop = append_text(q, r, id) || (r->json && fl_schema_done(&r->jp));
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)

@@ -41,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "app/session.h"
 #include "base/error.h"
 #include "text/logprob.h"
@@ -61,6 +63,7 @@ struct eng_req {
     const struct fl_logit_bias *logit_bias; /* added to the logits (read at submit) */
     int n_logit_bias;
     bool json_object;      /* JSON mode: the answer is a JSON object (text/json-mode.h) */
+    const json_t *json_schema; /* or a value this schema accepts (compiled at submit) */
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     bool no_prompt_cache;  /* neither read a cached prefix nor leave one (cache_prompt: false) */

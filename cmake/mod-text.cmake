@@ -3,7 +3,8 @@
 # token mask, chat templates, and the tool calls in an answer.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
-          text/sampler.c text/sampler-order.c text/logprob.c text/json-prefix.c text/json-mode.c
+          text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
+          text/json-mode.c
           text/tool-calls.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
@@ -15,7 +16,8 @@ fl_fuzz(tokenizer SOURCES tests/fuzz/fuzz-tokenizer.c MODULES text)
 if(TARGET fuzz-tokenizer)
   target_compile_definitions(fuzz-tokenizer PRIVATE FL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
-fl_test(test-json-prefix SOURCES tests/test-json-prefix.c MODULES text)
+fl_test(test-json-schema SOURCES tests/test-json-schema.c MODULES text)
 fl_test(test-tool-calls SOURCES tests/test-tool-calls.c MODULES text)
-fl_fuzz(json-prefix SOURCES tests/fuzz/fuzz-json-prefix.c MODULES text)
+fl_fuzz(json-mode SOURCES tests/fuzz/fuzz-json-mode.c MODULES text)
+fl_fuzz(json-schema SOURCES tests/fuzz/fuzz-json-schema.c MODULES text)
 fl_fuzz(tool-calls SOURCES tests/fuzz/fuzz-tool-calls.c MODULES text)

@@ -10,6 +10,7 @@ packages=(
   libpcre2-dev libnuma-dev systemtap-sdt-dev libjansson-dev libmicrohttpd-dev
   python3 util-linux
   python3-jinja2                     # chat templates rendered as their models' own (tests)
+  python3-jsonschema                 # structured outputs checked by a validator not written here (tests)
 )
 # Extra packages a caller asks for (e.g. chromium for the report test).
 packages+=("$@")

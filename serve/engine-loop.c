@@ -53,6 +53,7 @@ static void job_free(struct srv_job *j)
     free(j->text);
     free(j->lp);
     free(j->bias_owned);
+    json_decref(j->schema_owned);
     free(j->prompt_owned);
     for (int i = 0; j->stop_copy && i < j->req.n_stop; i++)
         free(j->stop_copy[i]);

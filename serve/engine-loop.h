@@ -30,6 +30,7 @@ struct srv_job {
     struct eng_req req;     /* req.prompt is prompt_owned; stop strings are copied at post */
     int32_t *prompt_owned;  /* malloc'ed, the job's: freed with it */
     struct fl_logit_bias *bias_owned; /* likewise, what req.logit_bias points at */
+    json_t *schema_owned;   /* a reference: what req.json_schema points at */
     int n_prompt;
     /* shared, under the loop's mutex */
     pthread_cond_t cv;      /* signalled on new text and at the end */

@@ -414,6 +414,11 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
                                .json_object = req->json_object || k->tools.json,
                                .no_prompt_cache = req->no_cache_prompt };
+    /* a forced call's schema, or the request's (a reference: the loop submits it later) */
+    j->schema_owned = api_tool_schema(req, &k->tools);
+    if (!j->schema_owned)
+        j->schema_owned = json_incref((json_t *)req->json_schema);
+    j->req.json_schema = j->schema_owned;
     if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
         j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
         if (!j->bias_owned) {

@@ -7,11 +7,16 @@
 //   abandon  a long stream aborted after its first chunks
 //   soak N C  N requests from C clients (plain and streamed; every 7th
 //           stream abandoned); every finished response well-formed
+//   schema  structured outputs (response_format json_schema): plain and
+//           streamed answers equal, each JSON of the schema's shape (keys in
+//           the schema's order, types, lengths, enum values), at temperature
+//           0 and seeded at 1; a schema keyword not supported is a 400
 //   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
-//           gives a well-formed call, plain and streamed (ID: the token
-//           "}", lifted so that the tiny model's arguments close at once);
-//           "required" among two tools whose answer is no call comes back as
-//           content; a conversation with calls and results is answered;
+//           gives a well-formed call whose arguments are of its tool's
+//           parameters, plain and streamed (ID: the token "}", lifted so
+//           that the tiny model's arguments close as soon as they may);
+//           "required" among two tools gives a call to one of them; a
+//           conversation with calls and results is answered;
 //           400 for a tool_choice naming no tool
 // Prints one line per check; exits 1 on the first failure.
 'use strict';
@@ -148,17 +153,23 @@ async function soak(n, c) {
 }
 
 const weather = { type: 'function', function: { name: 'get_weather', description: 'The weather of a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'] } } };
 const clock = { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
 const ask = [{ role: 'user', content: 'Weather in Paris?' }];
 
-function checkCall(msg, finish, what) {
+// A call's arguments are held to its tool's parameters: get_weather's a
+// city of up to 10 characters and nothing else, get_time's an empty object.
+function checkCall(msg, finish, what, names = ['get_weather']) {
   ok(finish === 'tool_calls', `${what}: finish_reason ${finish}`);
   ok(msg.content === null || msg.content === '', `${what}: content ${JSON.stringify(msg.content)}`);
   const c = msg.tool_calls;
   ok(Array.isArray(c) && c.length === 1 && c[0].type === 'function' && typeof c[0].id === 'string' &&
-     c[0].function.name === 'get_weather', `${what}: tool_calls ${JSON.stringify(c)}`);
-  ok(JSON.stringify(JSON.parse(c[0].function.arguments)) === '{}', `${what}: arguments ${c[0].function.arguments}`);
+     names.includes(c[0].function.name), `${what}: tool_calls ${JSON.stringify(c)}`);
+  const a = JSON.parse(c[0].function.arguments);
+  const want = c[0].function.name === 'get_weather' ? ['city'] : [];
+  ok(JSON.stringify(Object.keys(a)) === JSON.stringify(want) &&
+     (!a.city || (typeof a.city === 'string' && [...a.city].length <= 10)),
+     `${what}: arguments ${c[0].function.arguments}`);
 }
 
 async function toolStream(opts) {
@@ -181,7 +192,7 @@ async function toolStream(opts) {
 }
 
 async function tools(brace) {
-  const lift = { logit_bias: { [brace]: 100 }, max_tokens: 8, temperature: 0 };
+  const lift = { logit_bias: { [brace]: 100 }, max_tokens: 32, temperature: 0 };
   const named = { tools: [weather, clock], tool_choice: { type: 'function', function: { name: 'get_weather' } }, ...lift };
   const r = await client.chat.completions.create({ model: 'm', messages: ask, ...named });
   checkCall(r.choices[0].message, r.choices[0].finish_reason, 'named, plain');
@@ -192,10 +203,10 @@ async function tools(brace) {
   checkCall(one.choices[0].message, one.choices[0].finish_reason, 'required, one tool');
   console.log('tool_choice named / required: tool_calls ' + JSON.stringify(r.choices[0].message.tool_calls));
   const two = await client.chat.completions.create({ model: 'm', messages: ask, tools: [weather, clock],
-                                                     tool_choice: 'required', ...lift });
-  ok(two.choices[0].message.content === '{}' && !two.choices[0].message.tool_calls &&
-     two.choices[0].finish_reason === 'stop', 'required among two, no call: ' + JSON.stringify(two.choices[0]));
-  console.log('required among two tools, answer {} (no name): content "{}", finish stop');
+                                                     tool_choice: 'required', ...lift, max_tokens: 64 });
+  checkCall(two.choices[0].message, two.choices[0].finish_reason, 'required among two',
+            ['get_weather', 'get_time']);
+  console.log('required among two tools: a call to one of them ' + JSON.stringify(two.choices[0].message.tool_calls));
   const history = [...ask,
     { role: 'assistant', content: null, tool_calls: [{ id: 'call_9', type: 'function',
       function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
@@ -210,9 +221,47 @@ async function tools(brace) {
   console.log('errors: 400 for a tool_choice naming no tool, a bad tool name');
 }
 
+const person = { type: 'object', additionalProperties: false,
+  properties: { name: { type: 'string', maxLength: 6 }, age: { type: 'integer' }, ok: { type: 'boolean' },
+    tags: { type: 'array', items: { enum: ['red', 'green'] }, maxItems: 3 },
+    note: { anyOf: [{ type: 'string', maxLength: 4 }, { type: 'null' }] } },
+  required: ['name', 'age', 'ok', 'tags', 'note'] };
+
+function checkPerson(text, what) {
+  let v;
+  try { v = JSON.parse(text); } catch (e) { fail(`${what}: not JSON: ${JSON.stringify(text)}`); }
+  ok(JSON.stringify(Object.keys(v)) === JSON.stringify(person.required), `${what}: keys ${text}`);
+  ok(typeof v.name === 'string' && [...v.name].length <= 6, `${what}: name ${text}`);
+  ok(Number.isInteger(v.age) && typeof v.ok === 'boolean', `${what}: age, ok ${text}`);
+  ok(Array.isArray(v.tags) && v.tags.length <= 3 && v.tags.every((t) => t === 'red' || t === 'green'),
+     `${what}: tags ${text}`);
+  ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4), `${what}: note ${text}`);
+}
+
+async function schema() {
+  const response_format = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } };
+  const opts = { response_format, max_tokens: 490 };
+  const plain = await chat('A person as JSON', opts);
+  checkPerson(plain, 'temperature 0');
+  ok(plain === await chatStream('A person as JSON', opts), 'schema: streamed != plain');
+  console.log('json_schema, plain = streamed: ' + plain);
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'A person' }],
+      temperature: 1, seed, ...opts });
+    ok(r.choices[0].finish_reason === 'stop', `seed ${seed}: finish ${r.choices[0].finish_reason}`);
+    checkPerson(r.choices[0].message.content, `seed ${seed}`);
+  }
+  console.log('json_schema at temperature 1, 4 seeds: each answer of the schema');
+  await expectStatus(400, () => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '^a' } } } }),
+    'a pattern');
+  console.log('errors: 400 for a keyword not supported (pattern)');
+}
+
 (async () => {
   if (mode === 'basic') await basic();
   else if (mode === 'tools') await tools(rest[0]);
+  else if (mode === 'schema') await schema();
   else if (mode === 'concurrent') await concurrent();
   else if (mode === 'abandon') await abandon();
   else if (mode === 'soak') await soak(+rest[0], +rest[1]);

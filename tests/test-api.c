@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
 #include "tests/check.h"
+#include "text/json-schema.h"
 #include "text/tool-calls.h"
 
 static int parse(const char *line, struct api_batch_line *l, struct fl_err *err)
@@ -112,7 +113,7 @@ static void test_refused(void)
           "no tool is named \"g\"" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
-          "\"f\"}}],\"response_format\":{\"type\":\"json_object\"}}}", "body.response_format: JSON mode and tools" },
+          "\"f\"}}],\"response_format\":{\"type\":\"json_object\"}}}", "body.response_format: JSON mode or a JSON schema and tools" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":"
           "\"f\",\"arguments\":3}}]}]}}", "body.messages[1].tool_calls[0].function.arguments" },
@@ -122,7 +123,16 @@ static void test_refused(void)
           "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}}", "body.tools: tools are for chat" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}}",
-          "body.response_format: {\"type\": \"text\"} or" },
+          "body.response_format.json_schema.schema: expected a JSON schema" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+          "{\"schema\":{\"type\":\"string\",\"pattern\":\"a\"}}}}}",
+          "json_schema: \"pattern\" is not supported (at the root)" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"string\"}},"
+          "\"json_schema\":{\"type\":\"string\"}}}", "body.json_schema: given twice" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"response_format\":{\"type\":\"json\"}}}", "body.response_format: {\"type\": \"text\"}" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"response_format\":\"json\"}}", "body.response_format" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n_probs\":3}}",
@@ -199,6 +209,66 @@ static json_t *body_of(const char *text)
     json_t *b = json_loads(text, 0, NULL);
     CHECK(b != NULL, "test body: %s", text);
     return b;
+}
+
+/* Whether the answer text is accepted whole by schema sc. */
+static bool schema_accepts(const json_t *sc, const char *text)
+{
+    struct fl_schema *s = NULL;
+    static struct fl_schema_state m;
+    if (!sc || fl_schema_compile(sc, &s, NULL))
+        return false;
+    fl_schema_init(s, &m);
+    const bool ok = fl_schema_feed(s, &m, text, strlen(text)) && fl_schema_done(&m);
+    fl_schema_free(s);
+    return ok;
+}
+
+/* The schemas forced calls are held to (api_tool_schema). */
+static void test_tool_schemas(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                        "{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"t\"}},"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"p\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}],"
+                        "\"tool_choice\":\"required\"}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "tools request: %s", err.msg);
+    json_decref(b);
+    struct api_tool_reader t;
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    json_t *sc = api_tool_schema(&r, &t);
+    static const struct { const char *answer; bool ok; } calls[] = {
+        { "{\"name\": \"w\", \"arguments\": {\"city\": \"Oslo\"}}", true },
+        { "{\"name\": \"w\", \"arguments\": {}}", false },      /* city is required */
+        { "{\"name\": \"t\", \"arguments\": {\"any\": [1]}}", true }, /* no parameters: any object */
+        { "{\"name\": \"p\", \"arguments\": {\"s\": 1}}", true },  /* a pattern: any object */
+        { "{\"name\": \"x\", \"arguments\": {}}", false },       /* no such tool */
+        { "{\"arguments\": {}, \"name\": \"t\"}", false },       /* the name first */
+    };
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+        CHECK(schema_accepts(sc, calls[i].answer) == calls[i].ok, "required among three: %s",
+              calls[i].answer);
+    json_decref(sc);
+    api_request_free(&r);
+    b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                "{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":{\"type\":"
+                "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}],"
+                "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"w\"}}}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "named: %s", err.msg);
+    json_decref(b);
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    sc = api_tool_schema(&r, &t);
+    CHECK(schema_accepts(sc, "{\"city\": \"Oslo\"}") && !schema_accepts(sc, "{}"),
+          "named: the arguments are of its parameters");
+    json_decref(sc);
+    api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
+    CHECK(!api_tool_schema(&r, &t), "glm-4.5: no schema (its pairs are not JSON)");
+    api_request_free(&r);
+    printf("tools: forced calls held to their parameters (named, required among three)\n");
 }
 
 static void test_tools(void)
@@ -298,6 +368,22 @@ static void test_logit_bias(void)
                 "\"json_object\"}}}", &l, &err) == 0 && l.req.json_object,
           "JSON mode: %s", err.msg);
     api_batch_line_free(&l);
+    /* a schema in each of the three places a client puts one */
+    static const char *const schemas[] = {
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":"
+        "true,\"schema\":{\"type\":\"integer\"}}}",
+        "\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"integer\"}}",
+        "\"json_schema\":{\"type\":\"integer\"}",
+    };
+    for (int i = 0; i < 3; i++) {
+        char line[512];
+        snprintf(line, sizeof(line), "{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":"
+                 "{\"prompt\":\"a\",%s}}", schemas[i]);
+        CHECK(parse(line, &l, &err) == 0 && !l.req.json_object && l.req.json_schema &&
+                  !strcmp(fl_json_str(l.req.json_schema, "type"), "integer"),
+              "schema %d: %s", i, err.msg);
+        api_batch_line_free(&l);
+    }
     CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
                 "\"logit_bias\":{\"7\":-100,\"1024\":false,\"3\":2.5}}}", &l, &err) == 0 &&
               l.req.n_logit_bias == 3 && l.req.logit_bias[0].id == 7 &&
@@ -391,6 +477,7 @@ int main(void)
     test_refused();
     test_outputs();
     test_tools();
+    test_tool_schemas();
     test_logprobs();
     test_logit_bias();
     return check_summary("test-api");

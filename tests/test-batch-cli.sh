@@ -12,6 +12,7 @@
 #   - requests sharing long instructions read them from the prompt cache
 #     (-b 64) and answer as with --no-cache-prompt, logprobs too;
 #   - a line with tools and a forced call answers with tool_calls;
+#   - lines with a JSON schema answer with JSON python3-jsonschema accepts;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -210,6 +211,43 @@ call = named["message"]["tool_calls"][0]
 assert call["type"] == "function" and call["function"] == {"name": "get_weather", "arguments": "{}"}, call
 assert auto["finish_reason"] == "length" and isinstance(auto["message"]["content"], str), auto
 print("tools: the named call's line has tool_calls", json.dumps(named["message"]["tool_calls"]))
+EOF2
+
+# 7. structured outputs: lines with a JSON schema answer with JSON that python3-jsonschema
+# (a validator not written here) accepts, at temperature 0 and seeded at 1; a schema with a
+# keyword faultline cannot hold an answer to is an error line naming it, the rest go on
+python3 - "$dir/schema.jsonl" <<'EOF2'
+import json, sys
+schema = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 8}, "n": {"type": "integer"},
+    "kind": {"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]},
+    "xs": {"type": "array", "items": {"type": "number"}, "maxItems": 3}},
+    "required": ["name", "n", "xs"], "additionalProperties": False}
+with open(sys.argv[1], "w") as f:
+    for i in range(6):
+        body = {"messages": [{"role": "user", "content": f"Record {i} as JSON"}], "max_tokens": 300,
+                "temperature": 0 if i < 2 else 1, "seed": i,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}}
+        f.write(json.dumps({"custom_id": f"s{i}", "url": "/v1/chat/completions", "body": body}) + "\n")
+    bad = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}
+    f.write(json.dumps({"custom_id": "bad", "url": "/v1/chat/completions", "body": {
+        "messages": [{"role": "user", "content": "x"}], "response_format": {
+            "type": "json_schema", "json_schema": {"name": "b", "schema": bad}}}}) + "\n")
+json.dump(schema, open(sys.argv[1] + ".schema", "w"))
+EOF2
+"$cli" batch -m "$model" -i "$dir/schema.jsonl" -o "$dir/schema.out" -q 2>"$dir/err" ||
+    fail "schema: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/schema.out" "$dir/schema.jsonl.schema" <<'EOF2' || fail "json_schema in batch"
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[2]))
+got = {o["custom_id"]: o for o in map(json.loads, open(sys.argv[1]))}
+assert len(got) == 7, got.keys()
+assert got["bad"]["response"] is None and "multipleOf" in got["bad"]["error"]["message"], got["bad"]
+for i in range(6):
+    c = got[f"s{i}"]["response"]["body"]["choices"][0]
+    assert c["finish_reason"] == "stop", c
+    jsonschema.validate(json.loads(c["message"]["content"]), schema)
+print("json_schema: 6 answers validate;", got["s0"]["response"]["body"]["choices"][0]["message"]["content"])
 EOF2
 
 # the README's example file: every request answered

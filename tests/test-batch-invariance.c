@@ -23,7 +23,7 @@
 #include "app/scheduler.h"
 #include "backend/cuda/gpu.h"
 #include "tests/check.h"
-#include "text/json-prefix.h"
+#include "text/json-schema.h"
 #include "text/tokenizer.h"
 
 #define N_REQ 5
@@ -570,10 +570,13 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     for (int i = 0; i < N_REQ; i++)
         if (i != 1)
             check_logprobs(label, i, &alone[i]);
-    struct fl_json_prefix jp; /* request 4's answer is the start of a JSON object */
-    fl_json_prefix_init(&jp);
-    CHECK(fl_json_prefix_feed(&jp, alone[4].text, strlen(alone[4].text)) && alone[4].text[0],
+    struct fl_schema *obj; /* request 4's answer is the start of a JSON object */
+    struct fl_schema_state jp;
+    CHECK(!fl_schema_any_object(&obj), "out of memory");
+    fl_schema_init(obj, &jp);
+    CHECK(fl_schema_feed(obj, &jp, alone[4].text, strlen(alone[4].text)) && alone[4].text[0],
           "%s: JSON mode's answer \"%s\" is not an object's start", label, alone[4].text);
+    fl_schema_free(obj);
     check_on_device(ru.s, mode, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after, %d before", label,
           eng_session_cells_free(ru.s), cells);

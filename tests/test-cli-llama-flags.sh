@@ -11,7 +11,8 @@
 #   - every llama.cpp flag of the list is accepted or refused as stated, with
 #     exit status 2 for every command-line mistake and 1 for runtime errors;
 #   - -f - reads standard input, escapes, -r, --no-display-prompt,
-#     --ignore-eos, and the warnings for -t and -c.
+#     --ignore-eos, and the warnings for -t and -c;
+#   - -j / -jf (a JSON schema): every answer validates (python3-jsonschema).
 # usage: test-cli-llama-flags.sh FAULTLINE
 set -u
 cli=$1
@@ -259,4 +260,27 @@ _, st = os.waitpid(pid, 0)
 sys.exit(0 if os.waitstatus_to_exitcode(st) == 0 and b"\rwriting the model [" in out and b"100%" in out else 1)
 EOF
 echo "progress: a line per step off a terminal, a bar on one, nothing for short steps"
+
+# --- -j / -jf: llama.cpp's JSON schema flags ----------------------------------
+schema='{"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["a", "b"]},
+  "xs": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}}, "required": ["n", "tag", "xs"]}'
+printf '%s' "$schema" >"$dir/schema.json"
+for how in "-j" "-jf"; do
+  for seed in 1 2 3; do
+    if [ "$how" = -j ]; then arg=$schema; else arg=$dir/schema.json; fi
+    run -p "JSON:" --no-display-prompt --temp 1 -s $seed -n 400 --log-disable "$how" "$arg" \
+      >"$dir/value" 2>"$dir/err" || fail "run $how: exit $? ($(cat "$dir/err"))"
+    python3 - "$dir/value" "$schema" <<'EOF' || fail "run $how, seed $seed: $(cat "$dir/value")"
+import json, sys, jsonschema
+jsonschema.validate(json.loads(open(sys.argv[1]).read()), json.loads(sys.argv[2]))
+EOF
+  done
+done
+run -p x -j '{"type": "string", "pattern": "a"}' 2>"$dir/err"
+[ $? = 2 ] && grep -q '"pattern" is not supported' "$dir/err" || fail "-j with a pattern: $(cat "$dir/err")"
+run -p x -j '{bad' 2>"$dir/err"
+[ $? = 2 ] && [ "$(wc -l <"$dir/err")" = 1 ] || fail "-j not JSON: $(cat "$dir/err")"
+run -p x -jf "$dir/none.json" 2>"$dir/err"
+[ $? = 2 ] || fail "-jf with no file: $(cat "$dir/err")"
+echo "-j / -jf: answers of the schema (python3-jsonschema), 2 for a schema it cannot hold or read"
 echo PASS

@@ -19,6 +19,8 @@
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
 #     JSON mode (response_format json_object) ending on the object's close;
+#     JSON schemas (llama-server's json_schema; the client's json_schema
+#     response_format) whose answers validate, and 400s naming the keyword;
 #     the prompt cache: a chat's second turn reads the first's whole chunks
 #     and answers as with "cache_prompt": false (tests/serve-cache.py);
 #     a prompt longer than the context (400), a body over the limit (413,
@@ -197,7 +199,26 @@ EOF
 done
 want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {}}}' \
   "$base/chat/completions"
-echo "JSON mode: a forced close makes {} and ends; JSON schemas refused"
+grep -q 'response_format.json_schema.schema' "$dir/body" || fail "no schema: $(cat "$dir/body")"
+want 400 $J -d '{"prompt": "a", "json_schema": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}' \
+  "$base/completions"
+grep -q 'minimum.. is not supported (at /properties/n)' "$dir/body" || fail "minimum: $(cat "$dir/body")"
+# llama-server's top-level json_schema on /v1/completions, checked by python3-jsonschema
+schema='{"type": "object", "properties": {"id": {"type": "integer"}, "kind": {"enum": ["a", "b", null]},
+  "xs": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 2}},
+  "required": ["id", "xs"]}'
+for seed in 1 2 3; do
+  want 200 $J -d "{\"prompt\": \"JSON:\", \"max_tokens\": 480, \"temperature\": 1, \"seed\": $seed,
+    \"json_schema\": $schema}" "$base/completions"
+  python3 - "$dir/body" "$schema" <<'EOF' || fail "json_schema, seed $seed: $(cat "$dir/body")"
+import json, sys, jsonschema
+c = json.load(open(sys.argv[1]))["choices"][0]
+assert c["finish_reason"] == "stop", c
+jsonschema.validate(json.loads(c["text"]), json.loads(sys.argv[2]))
+EOF
+done
+echo "JSON mode: a forced close makes {} and ends; json_schema answers validate (python3-jsonschema)"
+client schema || fail "openai client: schema"
 
 # --- the official client ---
 client basic || fail "openai client: basic"

@@ -1,29 +1,34 @@
-/* json-mode.h: JSON mode over a vocabulary: which tokens may come next so
- * that the answer stays the start of a JSON object (json-prefix.h). The
- * tokens' pieces are rendered once; each step masks a logits row. */
+/* json-mode.h: constrained answers over a vocabulary: which tokens may come
+ * next so that the answer stays the start of a value its schema accepts
+ * (json-schema.h; JSON mode is the schema of any object). The tokens' pieces
+ * are rendered once and sorted, so tokens that share a prefix share the
+ * automaton's work; each step masks a logits row. */
 #ifndef FL_TEXT_JSON_MODE_H
 #define FL_TEXT_JSON_MODE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "text/json-prefix.h"
+#include "text/json-schema.h"
 
 struct fl_tokenizer;
 struct fl_json_vocab;
 
-/* The pieces of ids 0..n_vocab-1 (ids past the tokenizer's, control tokens
- * and end-of-generation tokens have none: never drawn in JSON mode). 0 or
- * -ENOMEM. */
+/* The pieces of ids 0..n_vocab-1 (ids past the tokenizer's and control
+ * tokens have none: never drawn; end-of-generation tokens are drawn only
+ * where the answer may end). 0 or -ENOMEM. */
 int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl_json_vocab **out);
 void fl_json_vocab_free(struct fl_json_vocab *v);
 
 /* out = row with every token whose piece cannot continue m's text at
- * -INFINITY. Returns how many tokens remain possible (0: none can). */
-int32_t fl_json_mask(const struct fl_json_vocab *v, const struct fl_json_prefix *m,
-                     const float *row, float *out);
+ * -INFINITY. Returns how many tokens remain possible (0: none can). Uses v's
+ * scratch: one caller at a time. */
+int32_t fl_json_mask(struct fl_json_vocab *v, const struct fl_schema *s,
+                     const struct fl_schema_state *m, const float *row, float *out);
 
 /* Feeds token id's piece to m; false when it cannot continue the text (m
- * unchanged). */
-bool fl_json_accept(const struct fl_json_vocab *v, struct fl_json_prefix *m, int32_t id);
+ * unchanged). An end-of-generation token is accepted where m may end. */
+bool fl_json_accept(const struct fl_json_vocab *v, const struct fl_schema *s,
+                    struct fl_schema_state *m, int32_t id);
 
 #endif

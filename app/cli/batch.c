@@ -221,11 +221,15 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
                            .n_logit_bias = r->n_logit_bias,
                            .json_object = r->json_object || j->tools.json,
                            .no_prompt_cache = r->no_cache_prompt, .user = j };
+    json_t *call_schema = api_tool_schema(r, &j->tools); /* compiled at submit */
+    req.json_schema = call_schema ? call_schema : r->json_schema;
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
     struct fl_err err;
-    if (api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err) ||
-        eng_sched_submit(b->q, &req, &err) < 0) {
+    const int rc = api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err);
+    const int sub = rc ? rc : eng_sched_submit(b->q, &req, &err);
+    json_decref(call_schema);
+    if (rc || sub < 0) {
         char msg[600];
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
         write_error(b, l->custom_id, line_no, "invalid_request", msg);

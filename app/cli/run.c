@@ -15,9 +15,11 @@
 #include "app/cli/interrupt.h"
 #include "app/cli/run.h"
 #include "app/cli/session-flags.h"
+#include "base/json.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "text/chat.h"
+#include "text/json-schema.h"
 #include "text/tokenizer.h"
 
 static int usage(FILE *out)
@@ -31,6 +33,9 @@ static int usage(FILE *out)
         "                        the context is full; -2: until the context is full)\n"
         "  -r, --reverse-prompt TEXT  stop when the output shows TEXT (repeatable)\n"
         "  --ignore-eos          never end early (end-of-generation tokens are not drawn)\n"
+        "  -j, --json-schema SCHEMA  every answer is a JSON value of SCHEMA (the subset of\n"
+        "                        docs/serve.md's structured outputs); it ends when whole\n"
+        "  -jf, --json-schema-file FILE  the same, the schema read from FILE\n"
         "  -l, --logit-bias ID(+|-)BIAS  add BIAS to token ID's logit (15043+1, 15043-inf\n"
         "                        bans it; repeatable)\n"
         "  --no-display-prompt   print only the generated text\n"
@@ -110,9 +115,33 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
     else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
+    else if (eng_arg_is(a, "-j", "--json-schema"))
+        ok = eng_arg_str("run", argc, argv, i, &o->json_schema);
+    else if (eng_arg_is(a, "-jf", "--json-schema-file"))
+        ok = eng_arg_str("run", argc, argv, i, &o->json_schema_file);
     else
         return 0;
     return ok ? 1 : -1;
+}
+
+/* -j TEXT or -jf FILE into o->schema; 0, or -1 with one line said. */
+static int compile_schema(struct run_opts *o)
+{
+    if (o->json_schema && o->json_schema_file) {
+        fprintf(stderr, "faultline run: -j and -jf both give the JSON schema: pick one\n");
+        return -1;
+    }
+    json_t *j = NULL;
+    struct fl_err err = { "" };
+    int rc = o->json_schema ? fl_json_load_bytes(o->json_schema, strlen(o->json_schema), false,
+                                                 "--json-schema", &j, &err)
+                            : fl_json_load_file(o->json_schema_file, 1 << 24, &j, &err);
+    if (!rc)
+        rc = fl_schema_compile(j, &o->schema, &err);
+    json_decref(j);
+    if (rc)
+        fprintf(stderr, "faultline run: %s\n", err.msg);
+    return rc ? -1 : 0;
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -150,6 +179,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
     }
+    if ((o->json_schema || o->json_schema_file) && compile_schema(o))
+        return ENG_EXIT_USAGE;
     eng_args_finish("run", &common);
     if (!o->seed_given)
         o->samp.seed = (uint64_t)time(NULL);
@@ -302,6 +333,7 @@ int cli_run(int argc, char **argv)
         return rc;
     struct fl_err err = { { 0 } };
     rc = run_main(&o, &err);
+    fl_schema_free(o.schema);
     if (rc == 1 && err.msg[0])
         fprintf(stderr, "faultline run: %s\n", err.msg);
     return rc;

@@ -12,6 +12,7 @@
 #include "app/session.h"
 #include "base/error.h"
 #include "text/chat.h"
+#include "text/json-mode.h"
 #include "text/sampler.h"
 
 #define RUN_MAX_REVERSE 8
@@ -30,6 +31,8 @@ struct run_opts {
     bool seed_given, ignore_eos, display_prompt, escape;
     struct fl_logit_bias bias[RUN_MAX_BIAS]; /* -l TOKEN_ID(+|-)BIAS */
     int n_bias;
+    const char *json_schema, *json_schema_file; /* -j / -jf: every answer a value of it */
+    struct fl_schema *schema;                    /* ... compiled (run.c owns it) */
 };
 
 enum run_stop {
@@ -38,6 +41,7 @@ enum run_stop {
     RUN_STOP_REVERSE,   /* a -r text appeared */
     RUN_STOP_INTERRUPT, /* Ctrl-C */
     RUN_STOP_CONTEXT,   /* the context is full */
+    RUN_STOP_VALUE,     /* the answer is a whole value of the JSON schema */
 };
 
 /* One sequence's sampling state across prompts and answers. */
@@ -51,6 +55,9 @@ struct run_gen {
     int n_eog;
     bool unfed;              /* the last answer's last token is not in the KV yet */
     int32_t unfed_id;
+    struct fl_json_vocab *jv; /* with a JSON schema: the vocabulary's pieces ... */
+    struct fl_schema_state js; /* ... and the answer so far against the schema */
+    float *masked;
     char *answer;            /* the text of the current answer */
     size_t answer_len, answer_cap;
     int n_prompt, n_made;    /* of the last feed and the last answer */

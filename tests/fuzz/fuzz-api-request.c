@@ -2,7 +2,8 @@
  * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
  * completion request (api/openai.h), and the chunk and completion objects
  * built from what is accepted; a chat accepted also renders in chatml
- * (tools, calls and results too) and its answer is read for tool calls.
+ * (tools, calls and results too) and its answer is read for tool calls;
+ * the schema a forced call is held to compiles.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "text/json-schema.h"
 #include "text/tool-calls.h"
 
 static void die(const char *what)
@@ -43,6 +45,12 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     free(p);
     struct api_tool_reader t;
     api_tool_reader_init(r, FL_CHAT_CHATML, &t);
+    json_t *forced = api_tool_schema(r, &t); /* a forced call's schema compiles */
+    struct fl_schema *fs = NULL;
+    if (forced && fl_schema_compile(forced, &fs, NULL))
+        die("a forced call's schema does not compile");
+    fl_schema_free(fs);
+    json_decref(forced);
     struct fl_tool_answer a;
     if (api_tool_read(&t, text, strlen(text), strlen(text) % 2, &a))
         die("an answer cannot be read");
