@@ -149,6 +149,14 @@ static inline bool instance_of(const json_t *v, const json_t *sch, const json_t 
         if ((x = json_object_get(sch, "maxItems")) && json_array_size(v) > (size_t)json_integer_value(x))
             return false;
     }
+    if (json_is_number(v)) {
+        const double d = json_number_value(v);
+        if (((x = json_object_get(sch, "minimum")) && d < json_number_value(x)) ||
+            ((x = json_object_get(sch, "maximum")) && d > json_number_value(x)) ||
+            ((x = json_object_get(sch, "exclusiveMinimum")) && d <= json_number_value(x)) ||
+            ((x = json_object_get(sch, "exclusiveMaximum")) && d >= json_number_value(x)))
+            return false;
+    }
     if (json_is_string(v)) {
         const size_t n = utf8_chars(json_string_value(v), json_string_length(v));
         if ((x = json_object_get(sch, "minLength")) && n < (size_t)json_integer_value(x))

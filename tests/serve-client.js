@@ -9,7 +9,7 @@
 //           stream abandoned); every finished response well-formed
 //   schema  structured outputs (response_format json_schema): plain and
 //           streamed answers equal, each JSON of the schema's shape (keys in
-//           the schema's order, types, lengths, enum values), at temperature
+//           the schema's order, types, lengths, bounds, enum values), at temperature
 //           0 and seeded at 1; a schema keyword not supported is a 400
 //   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
 //           gives a well-formed call whose arguments are of its tool's
@@ -222,7 +222,7 @@ async function tools(brace) {
 }
 
 const person = { type: 'object', additionalProperties: false,
-  properties: { name: { type: 'string', maxLength: 6 }, age: { type: 'integer' }, ok: { type: 'boolean' },
+  properties: { name: { type: 'string', maxLength: 6 }, age: { type: 'integer', minimum: 0, maximum: 120 }, ok: { type: 'boolean' },
     tags: { type: 'array', items: { enum: ['red', 'green'] }, maxItems: 3 },
     note: { anyOf: [{ type: 'string', maxLength: 4 }, { type: 'null' }] } },
   required: ['name', 'age', 'ok', 'tags', 'note'] };
@@ -232,7 +232,7 @@ function checkPerson(text, what) {
   try { v = JSON.parse(text); } catch (e) { fail(`${what}: not JSON: ${JSON.stringify(text)}`); }
   ok(JSON.stringify(Object.keys(v)) === JSON.stringify(person.required), `${what}: keys ${text}`);
   ok(typeof v.name === 'string' && [...v.name].length <= 6, `${what}: name ${text}`);
-  ok(Number.isInteger(v.age) && typeof v.ok === 'boolean', `${what}: age, ok ${text}`);
+  ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120 && typeof v.ok === 'boolean', `${what}: age, ok ${text}`);
   ok(Array.isArray(v.tags) && v.tags.length <= 3 && v.tags.every((t) => t === 'red' || t === 'green'),
      `${what}: tags ${text}`);
   ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4), `${what}: note ${text}`);

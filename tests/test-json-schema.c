@@ -400,6 +400,18 @@ static const struct schema_case cases[] = {
       { "{\"id\":1,\"x\":true,\"y\":false}", "{\"id\":7}" },
       { { "{\"id\":1,\"x\":1}", 12 }, { "{\"id\":1,\"id\":true}", 11 },
         { "{\"id\":1,\"\\u0069d\":true}", 9 } } },
+    { "{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0,"
+      "\"maximum\":120},\"t\":{\"type\":\"integer\",\"exclusiveMinimum\":-20,\"exclusiveMaximum\":-9.5},"
+      "\"big\":{\"type\":\"integer\",\"minimum\":1e300}},\"required\":[\"age\"]}",
+      { "{\"age\":0}", "{\"age\":120,\"t\":-19}", "{\"age\":35,\"t\":-10}",
+        "{\"age\":7}" },
+      { { "{\"age\":-1}", 7 },      /* no negative age: '-' refused */
+        { "{\"age\":121}", 9 },     /* 12 may become 120 */
+        { "{\"age\":1200}", 10 },
+        { "{\"age\":05}", 8 },      /* 0 takes no more digits */
+        { "{\"age\":1,\"t\":-20}", 14 }, /* no -2x is above -20 */
+        { "{\"age\":1,\"t\":-9}", 14 },  /* nor -9x below -9.5 */
+        { "{\"age\":1,\"big\":9999999999999999}", 15 } } }, /* 16 digits are below 1e300 */
     { "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\","
       "\"description\":\"a day\"},\"any\":{},\"t\":true}}",
       { "{}", "{\"when\":\"x\"}", "{\"any\":[1,{\"z\":null}],\"t\":\"s\"}", "{\"t\":1}" },
@@ -458,8 +470,12 @@ static void test_schema_refusals(void)
 {
     static const struct { const char *schema, *says; } refused[] = {
         { "{\"type\":\"string\",\"pattern\":\"^a\"}", "\"pattern\" is not supported (at the root)" },
-        { "{\"type\":\"object\",\"properties\":{\"n/m\":{\"type\":\"integer\",\"minimum\":0}}}",
-          "\"minimum\" is not supported (at /properties/n~1m)" },
+        { "{\"type\":\"object\",\"properties\":{\"n/m\":{\"type\":\"number\",\"minimum\":0}}}",
+          "\"minimum\" is supported on integers only (a number as its value, \"type\": \"integer\") "
+          "(at /properties/n~1m)" },
+        { "{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}", "a minimum above" },
+        { "{\"type\":\"integer\",\"maximum\":\"9\"}", "\"maximum\" is supported on integers only" },
+        { "{\"type\":\"string\",\"multipleOf\":2}", "\"multipleOf\" is not supported" },
         { "{\"$ref\":\"#/nowhere\"}", "points nowhere" },
         { "{\"$ref\":\"#\"}", "a cycle of references" },
         { "{\"type\":\"bogus\"}", "type: expected" },

@@ -25,7 +25,7 @@ enum { N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
 /* escape state in strings and keys: 0 plain, 1 after '\', 2..5 the \u's hex digits */
 enum { E_PLAIN = 0, E_ESCAPE = 1, E_HEX = 2, E_HEX_LAST = 5 };
 
-#define MAX_DIGITS 16 /* per part of a number, as llama.cpp's grammar */
+#define MAX_DIGITS SCH_MAX_DIGITS /* per part of a number, as llama.cpp's grammar */
 #define MAX_SPLIT 64  /* branches tried per reading and byte (anyOf in anyOf …): beyond, dropped */
 
 static const char *const words[3] = { "true", "false", "null" };
@@ -143,9 +143,48 @@ static int literal_byte(const struct fl_schema *s, struct fl_schema_alt *a,
     return ALIVE;
 }
 
-static bool number_accepts(uint8_t phase)
+/* A number may end here: a whole number, and within an integer's bounds
+ * (cur). */
+static bool number_accepts(const struct fl_schema_frame *t)
 {
-    return phase == N_ZERO || phase == N_INT || phase == N_FRAC || phase == N_EXP;
+    const uint8_t p = t->phase;
+    return t->cur && (p == N_ZERO || p == N_INT || p == N_FRAC || p == N_EXP);
+}
+
+static bool bounded(const struct sch_node *n)
+{
+    return n->min_int != INT64_MIN || n->max_int != INT64_MAX;
+}
+
+/* Whether an integer in node n's bounds starts with the text so far: a
+ * sign (neg) and d digits of magnitude m (d = 0: the sign alone). The
+ * values it can still become are m followed by k more digits, up to
+ * SCH_MAX_DIGITS in all ("0" takes none). */
+static bool integer_reachable(const struct sch_node *n, bool neg, int64_t m, unsigned d)
+{
+    if (d == 0) /* "-": any negative integer of up to 16 digits */
+        return n->min_int <= -1 && n->max_int > -10000000000000000;
+    int64_t scale = 1;
+    for (unsigned k = 0; d + k <= SCH_MAX_DIGITS && (k == 0 || m); k++, scale *= 10) {
+        const int64_t lo = m * scale, hi = m * scale + scale - 1;
+        const int64_t a = neg ? -hi : lo, b = neg ? -lo : hi;
+        if (a <= n->max_int && b >= n->min_int)
+            return true;
+    }
+    return false;
+}
+
+/* After a byte of an integer with bounds: refused when no value in them
+ * starts so; cur says whether the text is one now. */
+static int integer_check(const struct sch_node *n, struct fl_schema_frame *t)
+{
+    const bool neg = t->pos;
+    const unsigned d = t->phase == N_MINUS ? 0 : t->count;
+    const int64_t m = (int64_t)t->mask, v = neg ? -m : m;
+    if (!integer_reachable(n, neg, m, d))
+        return DEAD;
+    t->cur = d && v >= n->min_int && v <= n->max_int;
+    return ALIVE;
 }
 
 /* The number's next state on c, or 0xff (N_START is never a next state). */
@@ -182,13 +221,20 @@ static int number_byte(const struct sch_node *n, struct fl_schema_alt *a,
 {
     const uint8_t next = number_next(n, t, c);
     if (next == 0xff) {
-        if (!number_accepts(t->phase))
+        if (!number_accepts(t))
             return DEAD;
         a->depth--; /* the byte after a number is read by what holds it */
         return REFEED;
     }
     t->count = next == t->phase ? t->count + 1 : is_digit(c);
     t->phase = next;
+    if (next == N_MINUS)
+        t->pos = 1; /* negative */
+    if (next == N_ZERO || next == N_INT) /* the integer part's magnitude */
+        t->mask = t->mask * 10 + (uint64_t)(c - '0');
+    if (bounded(n))
+        return integer_check(n, t);
+    t->cur = 1;
     return ALIVE;
 }
 
@@ -517,7 +563,7 @@ bool fl_schema_may_end(const struct fl_schema_state *m)
     for (int i = 0; i < m->n; i++) {
         const struct fl_schema_alt *a = &m->alt[i];
         const struct fl_schema_frame *t = &a->f[0];
-        if (!a->depth || (a->depth == 1 && t->kind == K_NUM && number_accepts(t->phase)))
+        if (!a->depth || (a->depth == 1 && t->kind == K_NUM && number_accepts(t)))
             return true;
     }
     return false;

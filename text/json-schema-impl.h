@@ -7,6 +7,9 @@
 
 #include "text/json-schema.h"
 
+/* Integers have at most this many digits (as llama.cpp's grammar: 16). */
+#define SCH_MAX_DIGITS 16
+
 enum {
     SCH_NULL = 1, SCH_BOOL = 2, SCH_INT = 4, SCH_NUM = 8, SCH_STR = 16, SCH_ARR = 32,
     SCH_OBJ = 64, SCH_ANY = 127,
@@ -27,6 +30,8 @@ struct sch_node {
     uint32_t min_items, max_items;
     /* string, in characters (an escape is one) */
     uint32_t min_len, max_len;
+    /* integer: [min_int, max_int] (INT64_MIN / INT64_MAX: no bound) */
+    int64_t min_int, max_int;
 };
 
 struct sch_prop {

@@ -2,6 +2,7 @@
 #include "text/json-schema.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,8 @@ static int new_node(struct compiler *c, const struct sch_node *n)
 }
 
 static const struct sch_node any_node = { .types = SCH_ANY, .addl = 0, .items = 0,
-                                          .max_items = UINT32_MAX, .max_len = UINT32_MAX };
+                                          .max_items = UINT32_MAX, .max_len = UINT32_MAX,
+                                          .min_int = INT64_MIN, .max_int = INT64_MAX };
 
 /* Appends "/seg" (and "/name", escaped as a JSON pointer) to the path;
  * returns the old length to cut back to. */
@@ -119,7 +121,7 @@ static const json_t *resolve(const json_t *root, const char *ref)
 
 /* Keywords that constrain a value and that faultline cannot enforce. */
 static const char *const unsupported[] = {
-    "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "pattern", "multipleOf",
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "uniqueItems",
     "contains", "minContains", "maxContains", "prefixItems", "additionalItems", "not", "if",
     "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
@@ -130,6 +132,7 @@ static const char *const unsupported[] = {
 static const char *const assertions[] = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
     "minItems", "maxItems", "minLength", "maxLength", "anyOf", "oneOf", "allOf", "$ref",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
 };
 
 static int count_assertions(const json_t *j)
@@ -337,6 +340,35 @@ static int count_keyword(struct compiler *c, const json_t *j, const char *key, u
     return 0;
 }
 
+/* minimum, maximum and their exclusive forms, on an integer only: the
+ * bounds in whole numbers. (A number's bounds would need its digits after
+ * the point held too: refused.) */
+static int integer_bounds(struct compiler *c, const json_t *j, struct sch_node *n)
+{
+    static const char *const keys[4] = { "minimum", "exclusiveMinimum", "maximum",
+                                         "exclusiveMaximum" };
+    const double big = 1e16; /* past 16 digits: no bound the digits do not already set */
+    for (int k = 0; k < 4; k++) {
+        const json_t *x = json_object_get(j, keys[k]);
+        if (!x)
+            continue;
+        if (!json_is_number(x) || n->types != SCH_INT) {
+            char what[128];
+            snprintf(what, sizeof(what), "\"%s\" is supported on integers only (a number as its "
+                     "value, \"type\": \"integer\")", keys[k]);
+            return refuse(c, what);
+        }
+        const double v = json_number_value(x);
+        double b = k == 0 ? ceil(v) : k == 1 ? floor(v) + 1 : k == 2 ? floor(v) : ceil(v) - 1;
+        b = b > big ? big : b < -big ? -big : b; /* past 16 digits: as far as they reach */
+        if (k < 2 && (int64_t)b > n->min_int)
+            n->min_int = (int64_t)b;
+        else if (k >= 2 && (int64_t)b < n->max_int)
+            n->max_int = (int64_t)b;
+    }
+    return n->min_int > n->max_int ? refuse(c, "a minimum above its maximum accepts nothing") : 0;
+}
+
 static bool in_required(const json_t *req, const char *name)
 {
     size_t i;
@@ -427,6 +459,8 @@ static int compile_shape(struct compiler *c, int at, const json_t *j)
         rc = count_keyword(c, j, "maxLength", &n.max_len);
     if (!rc && (n.min_items > n.max_items || n.min_len > n.max_len))
         rc = refuse(c, "a minimum above its maximum accepts nothing");
+    if (!rc)
+        rc = integer_bounds(c, j, &n);
     if (rc)
         return rc;
     const json_t *items = json_object_get(j, "items");

@@ -9,7 +9,8 @@
  * The subset, as llama.cpp's json-schema-to-grammar reads it:
  *   type (one or a list), enum, const, properties, required,
  *   additionalProperties (absent: none when properties are given, any
- *   otherwise), items, minItems, maxItems, minLength, maxLength, anyOf /
+ *   otherwise), items, minItems, maxItems, minLength, maxLength, minimum /
+ *   maximum / exclusiveMinimum / exclusiveMaximum on integers, anyOf /
  *   oneOf (alone, with annotations), allOf of one schema, $ref to "#" and
  *   "#/..." (recursion included), true / {} (any value).
  * Properties are written in a fixed order: the required ones as declared,
