@@ -164,6 +164,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, char *buf, si
 {
     if (fmt == FL_CHAT_GLM45)
         return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
+    if (fmt == FL_CHAT_MINIMAX_M2)
+        return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
+                    : snprintf(buf, n, "<minimax:tool_call>\n");
     return name ? snprintf(buf, n, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name)
                 : snprintf(buf, n, "<tool_call>\n");
 }
@@ -176,14 +179,17 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                                 : NULL, tools ? r->n_tools : 0, true, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen) or glm-4.5; this model's is another";
+               "(Qwen), glm-4.5 or minimax-m2; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
-    /* the forced call's opening (in GLM's assistant turn, after its empty <think>) */
+    /* the forced call's opening (in GLM's assistant turn, after its empty
+     * <think>; in MiniMax's, after closing the <think> its prompt opens) */
     char open[160];
-    const int h = snprintf(open, sizeof(open), "%s", chat == FL_CHAT_GLM45 ? "\n<think></think>\n" : "");
+    const int h = snprintf(open, sizeof(open), "%s", chat == FL_CHAT_GLM45 ? "\n<think></think>\n"
+                                                   : chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
+                                                                                : "");
     const int o = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
                                    open + h, sizeof(open) - (size_t)h);
     char *p = realloc(*text, (size_t)n + (size_t)o + 1);
@@ -266,12 +272,20 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
 {
     char head[128];
     const bool args = t->mode == API_TOOLS_ARGS, glm = t->fmt == FL_CHAT_GLM45;
+    const bool minimax = t->fmt == FL_CHAT_MINIMAX_M2;
     const int h = call_opening(t->fmt, args ? t->name : NULL, head, sizeof(head));
-    /* JSON's object ends the answer: the block is closed here; GLM's model
-     * closes it (an answer it ended without doing so is closed too; one
-     * max_tokens cut is not) */
-    const char *tail = glm  ? (ended && !memmem(text, len, "</tool_call>", 12) ? "</tool_call>" : "")
-                       : args ? "}\n</tool_call>" : "\n</tool_call>";
+    /* JSON's object ends the answer: the block is closed here; GLM's and
+     * MiniMax's model closes it (an answer it ended without doing so is
+     * closed too; one max_tokens cut is not) */
+    const bool open_left = ended && !memmem(text, len, minimax ? "</minimax:tool_call>" : "</tool_call>",
+                                            minimax ? 20 : 12);
+    const char *tail = glm       ? (open_left ? "</tool_call>" : "")
+                       : minimax ? (!open_left ? ""
+                                    : args && !memmem(text, len, "</invoke>", 9)
+                                        ? "</invoke>\n</minimax:tool_call>"
+                                        : "</minimax:tool_call>")
+                       : args    ? "}\n</tool_call>"
+                                 : "\n</tool_call>";
     const size_t n = (size_t)h + len + strlen(tail);
     char *whole = malloc(n + 1);
     if (!whole)

@@ -4,13 +4,16 @@
 POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, GLM-4.6's
-for glm-4.5; rendered by jinja2 as Hugging Face's apply_chat_template does)
-makes of the same conversation. A named tool_choice ends the prompt with
-the call's opening; on GLM, a named call comes back as tool_calls.
+for glm-4.5, MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
+Face's apply_chat_template does) makes of the same conversation. A named
+tool_choice ends the prompt with the call's opening; on GLM and MiniMax, a
+named call comes back as tool_calls, and a call the model writes in its
+format is read back.
 usage: serve-tools.py BASE_URL KEY TEMPLATE"""
 import json
 import os
 import sys
+import urllib.error
 import urllib.request
 
 import jinja2
@@ -36,10 +39,18 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
 env.filters["tojson"] = tojson
+
+
+def raise_exception(message):
+    raise jinja2.TemplateError(message)
+
+
+env.globals["raise_exception"] = raise_exception
 template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
 # the call's opening a named tool_choice leaves at the prompt's end
 opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
-           "GLM-4.6": "\n<think></think>\n<tool_call>%s\n"}[name]
+           "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
+           "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n"}[name]
 
 
 def render(messages, tools):
@@ -113,10 +124,11 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
 want = render(messages, [weather, clock]) + opening % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice opens its call")
-# GLM's forced call: the model writes the pairs and closes the block; here
-# '<' lifted and a stop string end the answer before any pair, so the call
-# comes back with no arguments (the block closed for it: the model ended)
-if name == "GLM-4.6":
+# GLM's and MiniMax's forced call: the model writes the pairs and closes the
+# block; here '<' lifted and a stop string end the answer before any pair,
+# so the call comes back with no arguments (the block closed for it: the
+# model ended)
+if name in ("GLM-4.6", "MiniMax-M2"):
     lt = post("/tokenize", {"content": "<"})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
                                       "tool_choice": {"type": "function", "function": {"name": "get_time"}},
@@ -125,5 +137,15 @@ if name == "GLM-4.6":
     ok = c["finish_reason"] == "tool_calls" and c["message"]["content"] is None and \
         [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
     failed += not ok
-    print(("ok" if ok else "FAIL") + ": a named GLM call: " + json.dumps(c["message"]))
+    print(("ok" if ok else "FAIL") + ": a named call: " + json.dumps(c["message"]))
+# a result with no call before it: the template raises, the server says 400
+if name == "MiniMax-M2":
+    try:
+        post("/apply-template", {"messages": [{"role": "user", "content": "x"},
+                                              {"role": "tool", "content": "rain"}]})
+        failed += 1
+        print("FAIL: a result with no call was rendered")
+    except urllib.error.HTTPError as e:
+        failed += e.code != 400
+        print(("ok" if e.code == 400 else "FAIL") + ": a result with no call: %d" % e.code)
 sys.exit(1 if failed else 0)

@@ -123,6 +123,11 @@ qwen=$model model=tests/data/glm4moe-tiny-Q8_0.gguf
 start -np 2 -c 1024
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" GLM-4.6 || fail "GLM tool prompts"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# MiniMax-M2's (minimax-m2 model): prompts as its template writes them
+model=tests/data/minimax-m2-tiny-Q8_0.gguf
+start -np 2 -c 1024
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M2 || fail "MiniMax tool prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=$qwen
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

@@ -1,5 +1,6 @@
 /* test-tool-calls: the calls in an answer (text/tool-calls.h): chatml's
- * and GLM-4.5's <tool_call> blocks read into names and arguments with the
+ * and GLM-4.5's <tool_call> blocks and MiniMax-M2's <minimax:tool_call>
+ * blocks of <invoke>s read into names and arguments with the
  * text around them as content; anything not well-formed stays content, whole; and the
  * bytes a stream may send before it knows whether a call starts. */
 #include <errno.h>
@@ -80,6 +81,44 @@ static void test_glm(void)
     }
 }
 
+static void test_minimax(void)
+{
+    const char *t = "<think>\nTwo at once.\n</think>\n\nChecking.\n<minimax:tool_call>\n"
+                    "<invoke name=\"get_weather\">\n<parameter name=\"city\">New York</parameter>\n"
+                    "<parameter name=\"days\">3</parameter>\n<parameter name=\"opts\">{\"units\": \"C\"}"
+                    "</parameter>\n</invoke>\n<invoke name=\"get_time\">\n</invoke>\n"
+                    "</minimax:tool_call>";
+    struct fl_tool_answer a;
+    CHECK(fl_tool_calls_parse(FL_CHAT_MINIMAX_M2, t, strlen(t), &a) == 0 && a.n_calls == 2,
+          "minimax: two invokes in one block");
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"New York\",\"days\":3,\"opts\":{\"units\":\"C\"}}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.calls[1].arguments, "{}"),
+          "minimax: names and arguments (strings bare, other values JSON): %s",
+          a.n_calls ? a.calls[0].arguments : "");
+    CHECK(!strcmp(a.content, "<think>\nTwo at once.\n</think>\n\nChecking."), "minimax content '%s'",
+          a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<minimax:tool_call>\n</minimax:tool_call>",                                 /* no invoke */
+        "<minimax:tool_call>\n<invoke name=\"f\">\n</minimax:tool_call>",             /* not closed */
+        "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">1\n</invoke>\n"
+        "</minimax:tool_call>",                                                      /* a parameter open */
+        "<minimax:tool_call>\n<invoke name=\"f g\">\n</invoke>\n</minimax:tool_call>", /* a bad name */
+        "<minimax:tool_call>\n<invoke name=\"f\">\nstray</invoke>\n</minimax:tool_call>",
+        "<minimax:tool_call>\n<invoke name=\"f\">\n</invoke>\nstray</minimax:tool_call>",
+        "<minimax:tool_call>\n<invoke name=\"f\">\n</invoke>\n",                      /* cut */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_MINIMAX_M2, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "minimax '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <minimax:to", 14) == 3 &&
+              fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <tool_call>", 14) == 14,
+          "minimax: content up to where its block may start");
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -124,6 +163,7 @@ int main(void)
 {
     test_calls();
     test_glm();
+    test_minimax();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

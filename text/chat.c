@@ -183,6 +183,20 @@ static bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
+/* Tool result i: consecutive results share one turn (opened by turn before
+ * the first, ended by end after the last), each between open and close. */
+static void put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size_t i,
+                       const char *turn, const char *open, const char *close, const char *end)
+{
+    if (i == 0 || !is(m[i - 1].role, "tool"))
+        put(b, turn);
+    put(b, open);
+    put(b, m[i].content);
+    put(b, close);
+    if (i + 1 == n || !is(m[i + 1].role, "tool"))
+        put(b, end);
+}
+
 /* An assistant's content as Qwen3's and GLM-4.5's templates split it: the
  * reasoning between <think> and the first </think>, the answer after the
  * last (leading newlines off both). Without </think> all of it is answer. */
@@ -290,13 +304,8 @@ static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     const size_t query = chatml_last_query(m, n);
     for (size_t i = first; i < n; i++) {
         if (is(m[i].role, "tool")) { /* consecutive results share one user turn */
-            if (i == 0 || !is(m[i - 1].role, "tool"))
-                put(b, "<|im_start|>user");
-            put(b, "\n<tool_response>\n");
-            put(b, m[i].content);
-            put(b, "\n</tool_response>");
-            if (i + 1 == n || !is(m[i + 1].role, "tool"))
-                put(b, "<|im_end|>\n");
+            put_result(b, m, n, i, "<|im_start|>user", "\n<tool_response>\n",
+                       "\n</tool_response>", "<|im_end|>\n");
             continue;
         }
         if (is(m[i].role, "assistant")) {
@@ -455,9 +464,12 @@ static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n
         put(b, "<|assistant|>\n");
 }
 
-/* A call's arguments as <arg_key>/<arg_value> pairs: strings as they are,
- * other values as JSON. -EINVAL when they are not a JSON object. */
-static int glm_args(struct sbuf *b, const char *arguments)
+/* A call's arguments as the XML-style formats write them (GLM's
+ * <arg_key>K</arg_key>\n<arg_value>V</arg_value>\n, MiniMax's <parameter
+ * name="K">V</parameter>\n): open, the key, mid, the value, close; strings
+ * as they are, other values as JSON. -EINVAL when they are not an object. */
+static int xml_args(struct sbuf *b, const char *arguments, const char *open, const char *mid,
+                    const char *close)
 {
     json_t *o = json_loads(arguments, 0, NULL);
     if (!json_is_object(o)) {
@@ -467,13 +479,13 @@ static int glm_args(struct sbuf *b, const char *arguments)
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        put(b, "<arg_key>");
+        put(b, open);
         put(b, k);
-        put(b, "</arg_key>\n<arg_value>");
+        put(b, mid);
         char *j = json_is_string(v) ? NULL : fl_json_dumps_python(v);
         put(b, json_is_string(v) ? json_string_value(v) : j ? j : "");
         free(j);
-        put(b, "</arg_value>\n");
+        put(b, close);
     }
     json_decref(o);
     return 0;
@@ -497,7 +509,8 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
         put(b, "\n<tool_call>");
         put(b, m->calls[j].name);
         put(b, "\n");
-        if (glm_args(b, m->calls[j].arguments))
+        if (xml_args(b, m->calls[j].arguments, "<arg_key>", "</arg_key>\n<arg_value>",
+                     "</arg_value>\n"))
             return -EINVAL;
         put(b, "</tool_call>");
     }
@@ -534,11 +547,8 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
             if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
                 return -EINVAL;
         } else if (is(m[i].role, "tool")) {
-            if (i == 0 || !is(m[i - 1].role, "tool"))
-                put(b, "<|observation|>");
-            put(b, "\n<tool_response>\n");
-            put(b, m[i].content);
-            put(b, "\n</tool_response>");
+            put_result(b, m, n, i, "<|observation|>", "\n<tool_response>\n", "\n</tool_response>",
+                       "");
         }
     }
     if (add)
@@ -546,28 +556,107 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     return 0;
 }
 
-/* MiniMax-M2's template: the assistant's role is "ai", a system turn always
- * comes first (the template's default when the conversation has none), and
- * the generation prompt opens the model's thinking. */
-static void apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+/* MiniMax-M2's tools block: each tool's function as JSON in <tool>, and
+ * the call format. -EINVAL when a tool is not {"function": {...}}. */
+static int minimax_tools(struct sbuf *b, const char *const *tools, size_t n_tools)
 {
-    put(b, "]~!b[");
-    if (!n || !is(m[0].role, "system"))
-        put(b, "]~b]system\nYou are a helpful assistant.[e~[\n");
-    for (size_t i = 0; i < n; i++) {
-        put(b, "]~b]");
-        put(b, is(m[i].role, "assistant") ? "ai" : m[i].role);
-        put(b, "\n");
-        put(b, m[i].content);
-        put(b, "[e~[\n");
+    put(b, "\n\n# Tools\nYou may call one or more tools to assist with the user query.\nHere "
+           "are the tools available in JSONSchema format:\n\n<tools>\n");
+    for (size_t i = 0; i < n_tools; i++) {
+        json_t *t = json_loads(tools[i], 0, NULL);
+        char *f = fl_json_dumps_python(json_object_get(t, "function"));
+        json_decref(t);
+        if (!f)
+            return -EINVAL;
+        put(b, "<tool>");
+        put(b, f);
+        put(b, "</tool>\n");
+        free(f);
+    }
+    put(b, "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass "
+           "parameters:\n\n<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n<parameter "
+           "name=\"param-key-1\">param-value-1</parameter>\n<parameter name=\"param-key-2\">"
+           "param-value-2</parameter>\n...\n</invoke>\n</minimax:tool_call>");
+    return 0;
+}
+
+/* An assistant turn: reasoning (kept after the last user turn) as the
+ * template splits it at </think>, the answer with newlines trimmed, and
+ * each call as <invoke> with <parameter>s (strings bare, other values as
+ * JSON). */
+static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
+{
+    const char *r, *a;
+    size_t rn, an;
+    think_split(m->content, &r, &rn, &a, &an);
+    while (an && a[an - 1] == '\n')
+        an--;
+    put(b, "]~b]ai\n");
+    if (rn && after_user) {
+        put(b, "<think>\n");
+        put_n(b, r, rn);
+        put(b, "\n</think>\n\n");
+    }
+    put_n(b, a, an);
+    if (m->n_calls)
+        put(b, "\n<minimax:tool_call>\n");
+    for (size_t j = 0; j < m->n_calls; j++) {
+        put(b, "<invoke name=\"");
+        put(b, m->calls[j].name);
+        put(b, "\">\n");
+        if (xml_args(b, m->calls[j].arguments, "<parameter name=\"", "\">", "</parameter>\n"))
+            return -EINVAL;
+        put(b, "</invoke>\n");
+    }
+    if (m->n_calls)
+        put(b, "</minimax:tool_call>");
+    put(b, "[e~[\n");
+    return 0;
+}
+
+/* MiniMax-M2's Jinja template (MiniMax-M2.jinja in llama.cpp's models): the
+ * assistant's role is "ai", a system turn always comes first (the
+ * template's default when the conversation has none; a later system turn
+ * is not written), tools in it, results in a "tool" turn, and the
+ * generation prompt opens the model's thinking. -EINVAL for a result with
+ * no call before it (the template raises). */
+static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                            const char *const *tools, size_t n_tools, bool add)
+{
+    const bool sys = n && is(m[0].role, "system");
+    put(b, "]~!b[]~b]system\n");
+    put(b, sys && m[0].content[0] ? m[0].content : "You are a helpful assistant.");
+    if (n_tools && minimax_tools(b, tools, n_tools))
+        return -EINVAL;
+    put(b, "[e~[\n");
+    size_t last_user = SIZE_MAX;
+    for (size_t i = sys; i < n; i++)
+        if (is(m[i].role, "user"))
+            last_user = i;
+    bool called = false; /* the last assistant turn made calls */
+    for (size_t i = sys; i < n; i++) {
+        if (is(m[i].role, "assistant")) {
+            if (minimax_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
+                return -EINVAL;
+            called = m[i].n_calls > 0;
+        } else if (is(m[i].role, "tool")) {
+            if (!called)
+                return -EINVAL;
+            put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
+        } else if (is(m[i].role, "user")) {
+            put(b, "]~b]user\n");
+            put(b, m[i].content);
+            put(b, "[e~[\n");
+        }
     }
     if (add)
         put(b, "]~b]ai\n<think>\n");
+    return 0;
 }
 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45;
+    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -620,7 +709,9 @@ int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs,
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, tools, n_tools, add_assistant); break;
-    case FL_CHAT_MINIMAX_M2: apply_minimax_m2(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_MINIMAX_M2:
+        rc = apply_minimax_m2(&b, msgs, n, tools, n_tools, add_assistant);
+        break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */

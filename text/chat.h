@@ -87,7 +87,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            results as <tool_response> blocks in a user turn;
  *   glm-4.5  as GLM-4.5/4.6's: calls as <tool_call>NAME\n<arg_key>K</arg_key>
  *            \n<arg_value>V</arg_value>\n...</tool_call> (a call's arguments
- *            must be a JSON object), results in an <|observation|> turn. */
+ *            must be a JSON object), results in an <|observation|> turn;
+ *   minimax-m2  as MiniMax-M2's: the functions' JSON as <tool> lines in the
+ *            system turn, calls as <minimax:tool_call> blocks of <invoke
+ *            name="NAME"> with <parameter name="K">V</parameter> lines,
+ *            results as <response> lines in a tool turn (-EINVAL for one
+ *            with no call before it, where the template raises). */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
 /* fl_chat_apply with n_tools tool definitions (each the JSON text of a

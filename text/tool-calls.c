@@ -9,20 +9,29 @@
 
 #include "base/json.h"
 
-static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
-#define OPEN_LEN (sizeof(OPEN) - 1)
-#define CLOSE_LEN (sizeof(CLOSE) - 1)
+/* The block a format's calls come in. */
+static const char *block_open(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_MINIMAX_M2 ? "<minimax:tool_call>" : "<tool_call>";
+}
+
+static const char *block_close(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_MINIMAX_M2 ? "</minimax:tool_call>" : "</tool_call>";
+}
 
 size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, size_t len)
 {
     if (!fl_chat_has_tools(fmt))
         return len;
-    const char *open = memmem(text, len, OPEN, OPEN_LEN);
+    const char *tag = block_open(fmt);
+    const size_t tn = strlen(tag);
+    const char *open = memmem(text, len, tag, tn);
     if (open)
         return (size_t)(open - text);
-    /* a tail that may be the start of "<tool_call>" waits for more */
-    for (size_t k = OPEN_LEN - 1; k > 0; k--)
-        if (k <= len && !memcmp(text + len - k, OPEN, k))
+    /* a tail that may be the start of the block's opening waits for more */
+    for (size_t k = tn - 1; k > 0; k--)
+        if (k <= len && !memcmp(text + len - k, tag, k))
             return len - k;
     return len;
 }
@@ -81,7 +90,8 @@ static const char *skip_space(const char *p, const char *end)
     return p;
 }
 
-/* s starts with tag: the text up to its closing tag, and p past that. */
+/* *p starts with open (which may be ""): the text up to close, and *p past
+ * that. */
 static bool tagged(const char **p, const char *end, const char *open, const char *close,
                    const char **v, size_t *vn)
 {
@@ -108,6 +118,18 @@ static json_t *glm_value(const char *v, size_t n)
     return json_stringn(v, n);
 }
 
+/* A key or value is UTF-8 text without NUL (what a JSON string holds). */
+static int set_pair(json_t *args, const char *k, size_t kn, const char *v, size_t vn)
+{
+    json_t *key = json_stringn(k, kn), *value = glm_value(v, vn);
+    int rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) ? 0 : -EINVAL;
+    if (!rc && json_object_set(args, json_string_value(key), value))
+        rc = -ENOMEM;
+    json_decref(key);
+    json_decref(value);
+    return rc;
+}
+
 /* glm-4.5: NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n... */
 static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
 {
@@ -130,12 +152,7 @@ static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
             break;
         }
         /* a key or value that is no UTF-8 text makes no call */
-        json_t *key = json_stringn(k, kn), *value = glm_value(v, vn);
-        rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) ? 0 : -EINVAL;
-        if (!rc && json_object_set(args, json_string_value(key), value))
-            rc = -ENOMEM;
-        json_decref(key);
-        json_decref(value);
+        rc = set_pair(args, k, kn, v, vn);
     }
     if (!rc)
         rc = make_call(name, (size_t)(name_end - name), args, out);
@@ -143,10 +160,74 @@ static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
     return rc;
 }
 
-/* One block's inside: 0 and the call, -EINVAL when it is not one. */
-static int read_call(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_call *out)
+/* minimax-m2: <invoke name="NAME">\n<parameter name="K">V</parameter>\n...
+ * </invoke>; at *p, past it after. */
+static int read_invoke(const char **p, const char *end, struct fl_tool_call *out)
 {
-    return fmt == FL_CHAT_GLM45 ? read_glm_call(s, n, out) : read_json_call(s, n, out);
+    const char *name, *body;
+    size_t nn, bn;
+    if (!tagged(p, end, "<invoke name=\"", "\">", &name, &nn) ||
+        !tagged(p, end, "", "</invoke>", &body, &bn))
+        return -EINVAL;
+    json_t *args = json_object();
+    int rc = args ? 0 : -ENOMEM;
+    const char *q = skip_space(body, body + bn), *bend = body + bn;
+    for (; !rc && q < bend; q = skip_space(q, bend)) {
+        const char *k, *v;
+        size_t kn, vn;
+        if (!tagged(&q, bend, "<parameter name=\"", "\">", &k, &kn) ||
+            !tagged(&q, bend, "", "</parameter>", &v, &vn)) {
+            rc = -EINVAL;
+            break;
+        }
+        rc = set_pair(args, k, kn, v, vn);
+    }
+    if (!rc)
+        rc = make_call(name, nn, args, out);
+    json_decref(args);
+    return rc;
+}
+
+/* Appends a call to a (freed with it whatever happens); -EINVAL when the
+ * reader finds none. */
+static int add_call(struct fl_tool_answer *a, int (*read)(const char **, const char *,
+                                                           struct fl_tool_call *),
+                    const char **p, const char *end)
+{
+    void *c = realloc(a->calls, sizeof(*a->calls) * (size_t)(a->n_calls + 1));
+    if (!c)
+        return -ENOMEM;
+    a->calls = c;
+    a->calls[a->n_calls] = (struct fl_tool_call){ 0 };
+    return read(p, end, &a->calls[a->n_calls++]);
+}
+
+static int read_one_json(const char **p, const char *end, struct fl_tool_call *out)
+{
+    const char *s = *p;
+    *p = end;
+    return read_json_call(s, (size_t)(end - s), out);
+}
+
+static int read_one_glm(const char **p, const char *end, struct fl_tool_call *out)
+{
+    const char *s = *p;
+    *p = end;
+    return read_glm_call(s, (size_t)(end - s), out);
+}
+
+/* One block's inside: its calls (MiniMax's may hold several), -EINVAL when
+ * it is not only calls. */
+static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a)
+{
+    const char *p = s, *end = s + n;
+    if (fmt != FL_CHAT_MINIMAX_M2)
+        return add_call(a, fmt == FL_CHAT_GLM45 ? read_one_glm : read_one_json, &p, end);
+    int rc = -EINVAL; /* at least one */
+    for (p = skip_space(p, end); p < end; p = skip_space(p, end))
+        if ((rc = add_call(a, read_invoke, &p, end)))
+            return rc;
+    return rc;
 }
 
 int fl_tool_answer_content(const char *text, size_t len, struct fl_tool_answer *out)
@@ -182,23 +263,18 @@ static void trim(struct fl_tool_answer *a)
 static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a)
 {
-    const char *p = text, *end = text + len;
-    for (const char *open; (open = memmem(p, (size_t)(end - p), OPEN, OPEN_LEN));) {
-        const char *in = open + OPEN_LEN;
-        const char *close = memmem(in, (size_t)(end - in), CLOSE, CLOSE_LEN);
+    const char *p = text, *end = text + len, *otag = block_open(fmt), *ctag = block_close(fmt);
+    const size_t on = strlen(otag), cn = strlen(ctag);
+    for (const char *open; (open = memmem(p, (size_t)(end - p), otag, on));) {
+        const char *in = open + on;
+        const char *close = memmem(in, (size_t)(end - in), ctag, cn);
         if (!close)
             return -EINVAL;
         put(a, p, (size_t)(open - p));
-        void *c = realloc(a->calls, sizeof(*a->calls) * (size_t)(a->n_calls + 1));
-        if (!c)
-            return -ENOMEM;
-        a->calls = c;
-        a->calls[a->n_calls] = (struct fl_tool_call){ 0 };
-        int rc = read_call(fmt, in, (size_t)(close - in), &a->calls[a->n_calls]);
-        a->n_calls++; /* freed with the answer either way */
+        int rc = read_block(fmt, in, (size_t)(close - in), a);
         if (rc)
             return rc;
-        p = close + CLOSE_LEN;
+        p = close + cn;
     }
     put(a, p, (size_t)(end - p));
     return 0;

@@ -9,7 +9,12 @@
  *   <tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>
  *
  * (a value that reads as JSON other than a string is taken as that JSON).
- * The text outside the blocks is the answer's content. */
+ * minimax-m2 (MiniMax-M2): a block holds one or more calls
+ *
+ *   <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>
+ *   \n</invoke>\n</minimax:tool_call>
+ *
+ * (values as GLM's). The text outside the blocks is the answer's content. */
 #ifndef FL_TEXT_TOOL_CALLS_H
 #define FL_TEXT_TOOL_CALLS_H
 
