@@ -213,23 +213,31 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     static const char *const keys[] = { "max_completion_tokens", "max_tokens", "n_predict" };
     int64_t v = 0;
     r->max_tokens = -1;
+    int rc = flag(b, "echo", &r->echo, err);
+    if (rc < 0)
+        return rc;
+    if (r->echo && r->kind == API_CHAT)
+        return bad(err, "echo", "echo is for completions (/v1/completions)");
     for (int k = 0; k < 3; k++) {
-        int rc = integer(b, keys[k], -1, INT32_MAX, &v, err);
+        rc = integer(b, keys[k], -1, INT32_MAX, &v, err);
         if (rc < 0)
             return rc;
-        if (rc == 1 && v == 0)
-            return bad(err, keys[k], "must be at least 1 (or -1: up to the context)");
+        if (rc == 1 && v == 0 && !r->echo)
+            return bad(err, keys[k], "must be at least 1 (or -1: up to the context; 0 with "
+                       "echo: the prompt alone)");
         if (rc == 1 && r->max_tokens < 0)
             r->max_tokens = (int)v;
     }
     int64_t n = 1;
-    int rc = integer(b, "n", 1, 1e9, &n, err);
+    rc = integer(b, "n", 1, 1e9, &n, err);
     if (rc < 0)
         return rc;
     if (n != 1)
         return bad(err, "n", "only one choice per request is generated");
     if ((rc = flag(b, "stream", &r->stream, err)) < 0)
         return rc;
+    if (r->echo && r->stream)
+        return bad(err, "echo", "echo with stream is not supported (ask without stream)");
     const json_t *so = json_object_get(b, "stream_options");
     if (so && !json_is_null(so) && !json_is_object(so))
         return bad(err, "stream_options", "expected an object");
@@ -396,7 +404,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
         { "n_probs", "token probabilities are not supported" },
         { "grammar", "grammars are not supported (no constrained sampling)" },
         { "suffix", "a suffix (fill in the middle) is not supported" },
-        { "echo", "echoing the prompt is not supported" },
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
         if (asks(b, no[i].key))
@@ -468,6 +475,8 @@ void api_request_free(struct api_request *r)
 
 int api_request_max_tokens(const struct api_request *r, int dflt, int n_ctx)
 {
+    if (r->max_tokens == 0 && r->echo)
+        return 0; /* the prompt alone */
     return r->max_tokens > 0 ? r->max_tokens : dflt > 0 ? dflt : n_ctx;
 }
 
@@ -580,6 +589,10 @@ json_t *api_logprobs_json(enum api_kind kind, const struct fl_tokenizer *tok,
                 fl_json_set(top, ks, fl_json_f32(v[i].top[k].logprob));
             json_decref(key);
         }
+        if (isnan(v[i].token.logprob)) { /* echo's first token: nothing predicts it */
+            json_decref(top);
+            top = json_null();
+        }
         json_array_append_new(tops, top);
         json_array_append_new(offs, json_integer((json_int_t)v[i].text_start));
     }
@@ -621,13 +634,81 @@ static json_t *chat_message(const struct api_completion *c)
     return m;
 }
 
+char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok, size_t *len)
+{
+    if (r->prompt) {
+        *len = strlen(r->prompt);
+        return strdup(r->prompt);
+    }
+    char *t = NULL;
+    FILE *f = open_memstream(&t, len);
+    for (int i = 0; f && i < r->n_prompt_ids; i++) {
+        char piece[256];
+        const int k = fl_token_to_piece(tok, r->prompt_ids[i], piece, sizeof(piece), false, false);
+        if (k > 0 && (size_t)k <= sizeof(piece))
+            fwrite(piece, 1, (size_t)k, f);
+    }
+    if (!f || fclose(f)) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* echo's logprobs: the prompt's tokens, then the answer's, each offset into
+ * the prompt's text and the answer after it. NULL: out of memory. */
+static struct fl_token_logprob *echo_logprobs(const struct api_completion *c)
+{
+    const int n = c->prompt_tokens + c->n_logprobs;
+    struct fl_token_logprob *v = malloc(sizeof(*v) * (size_t)(n ? n : 1));
+    if (!v)
+        return NULL;
+    size_t at = 0;
+    for (int i = 0; i < c->prompt_tokens; i++) {
+        v[i] = c->prompt_logprobs[i];
+        char piece[256];
+        const int k = fl_token_to_piece(c->tok, v[i].token.id, piece, sizeof(piece), false, false);
+        v[i].text_start = at;
+        at += k > 0 ? (size_t)k : 0;
+        v[i].text_end = at;
+    }
+    for (int i = 0; i < c->n_logprobs; i++) {
+        v[c->prompt_tokens + i] = c->logprobs[i];
+        v[c->prompt_tokens + i].text_start += c->prompt_len;
+        v[c->prompt_tokens + i].text_end += c->prompt_len;
+    }
+    return v;
+}
+
+/* A completion's "text": with echo, the prompt's first. */
+static json_t *completion_text(const struct api_completion *c)
+{
+    if (!c->echo)
+        return fl_json_stringn(c->text, c->len);
+    char *t = malloc(c->prompt_len + c->len + 1);
+    if (!t)
+        return NULL;
+    memcpy(t, c->prompt, c->prompt_len);
+    memcpy(t + c->prompt_len, c->text, c->len);
+    json_t *s = fl_json_stringn(t, c->prompt_len + c->len);
+    free(t);
+    return s;
+}
+
 json_t *api_completion_json(const struct api_completion *c)
 {
-    json_t *lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
+    json_t *lp;
+    if (c->echo && c->prompt_logprobs) { /* given only with logprobs asked */
+        struct fl_token_logprob *v = echo_logprobs(c);
+        lp = v ? api_logprobs_json(c->kind, c->tok, v, c->prompt_tokens + c->n_logprobs) : NULL;
+        free(v);
+    } else {
+        lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
+    }
     json_t *choice = c->kind == API_CHAT
         ? json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", chat_message(c), "logprobs", lp,
                     "finish_reason", c->tools && c->tools->n_calls ? "tool_calls" : c->finish_reason)
-        : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", fl_json_stringn(c->text, c->len),
+        : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", completion_text(c),
                     "logprobs", lp, "finish_reason", c->finish_reason);
     return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", c->id, "object",
                      c->kind == API_CHAT ? "chat.completion" : "text_completion", "created",

@@ -54,6 +54,8 @@ struct api_request {
      * llama.cpp's [[ID, bias], ...]; malloc'ed */
     struct fl_logit_bias *logit_bias;
     int n_logit_bias;
+    bool echo;                /* completions: the prompt before the answer (and, with
+                               * logprobs, its tokens' figures); max_tokens may be 0 */
     bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
     const json_t *json_schema; /* or the answer is a value of this schema (in doc) */
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
@@ -150,6 +152,10 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
 int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
                     const char **why);
 
+/* A completion request's prompt as text (echo): as given, or its token
+ * ids' pieces. malloc'ed, *len its length; NULL: out of memory. */
+char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok, size_t *len);
+
 /* The "chat.completion" / "text_completion" object of a finished request. */
 struct api_completion {
     enum api_kind kind;
@@ -165,6 +171,12 @@ struct api_completion {
     int n_logprobs;
     const struct fl_tokenizer *tok;
     int cached_tokens; /* usage.prompt_tokens_details: prompt tokens read from the cache */
+    /* "echo" (completions): the prompt's text comes first, and with logprobs
+     * its tokens' figures (prompt_tokens of them; the first's null) */
+    bool echo;
+    const char *prompt;
+    size_t prompt_len;
+    const struct fl_token_logprob *prompt_logprobs;
     /* chat with tools: the answer read (api_tool_read) in place of text;
      * with calls, "tool_calls" and finish_reason "tool_calls" */
     const struct fl_tool_answer *tools;

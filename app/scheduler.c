@@ -4,6 +4,7 @@
 #include "app/prompt-cache.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +20,12 @@ struct sched_req {
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
-    bool want_lp, json, no_cache;
+    bool want_lp, json, no_cache, want_plp;
     struct fl_schema *schema; /* JSON mode or a JSON schema: what the answer must be */
     struct fl_schema_state jp; /* ... and the answer so far against it */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
+    struct fl_token_logprob *plp; /* [n_prompt] with want_plp */
     char *stop[ENG_SCHED_MAX_STOP];
     int n_stop;
     size_t stop_max;
@@ -89,7 +91,8 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     q->tokens = malloc(n_tok * sizeof(*q->tokens));
     q->spans = malloc(n_span * sizeof(*q->spans));
     q->span_req = malloc(n_span * sizeof(*q->span_req));
-    q->logits = malloc(n_span * (size_t)q->n_vocab * sizeof(float));
+    /* a row per span, and one prompt_logprobs chunk's */
+    q->logits = malloc((n_span + ENG_SCHED_PLP_CHUNK) * (size_t)q->n_vocab * sizeof(float));
     if (!q->slot || !q->tokens || !q->spans || !q->span_req || !q->logits) {
         eng_sched_free(q);
         return fl_err_set(err, -ENOMEM, "out of memory for %d sequences' batch", q->n_seq);
@@ -114,6 +117,7 @@ static void req_free(struct sched_req *r)
     free(r->prompt);
     free(r->gen);
     free(r->lp);
+    free(r->plp);
     free(r->text);
     free(r);
 }
@@ -176,8 +180,8 @@ static const char *unrunnable(const struct eng_sched *q, const struct sched_req 
 
 int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_err *err)
 {
-    if (in->max_tokens < 1 || in->n_stop < 0 || in->n_stop > ENG_SCHED_MAX_STOP ||
-        in->n_prompt < 0)
+    if (in->max_tokens < !in->prompt_logprobs || in->n_stop < 0 ||
+        in->n_stop > ENG_SCHED_MAX_STOP || in->n_prompt < 0)
         return fl_err_set(err, -EINVAL, "request: max_tokens %d, %d stop strings (at most %d)",
                           in->max_tokens, in->n_stop, ENG_SCHED_MAX_STOP);
     for (int i = 0; i < in->n_stop; i++)
@@ -191,9 +195,14 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
                              .json = in->json_object || in->json_schema,
-                             .no_cache = in->no_prompt_cache,
+                             .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
+                             .want_plp = in->prompt_logprobs && in->logprobs,
                              .lender = -1 };
     int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && r->want_plp && !(r->plp = calloc((size_t)r->n_prompt + 1, sizeof(*r->plp))))
+        rc = -ENOMEM;
+    if (!rc && r->want_plp && r->n_prompt) /* nothing predicts the first token */
+        r->plp[0].token = (struct fl_logprob){ r->prompt[0], NAN };
     if (!rc && in->json_schema && (rc = fl_schema_compile(in->json_schema, &r->schema, err))) {
         req_free(r);
         return rc;
@@ -293,7 +302,8 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
         .text = r->text ? r->text : "", .len = r->len, .tokens = r->gen, .n_tokens = r->n_gen,
         .n_prompt = r->n_prompt, .n_cached = r->n_cached, .queued_s = start - r->t_submit,
-        .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL, .n_logprobs = n_lp,
+        .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL,
+        .n_logprobs = n_lp, .prompt_logprobs = r->want_plp ? r->plp : NULL,
     };
     q->st.requests_done++;
     q->st.prompt_cached += (uint64_t)r->n_cached; /* with prompt_tokens: requests that ended */
@@ -499,19 +509,22 @@ static int build_batch(struct eng_sched *q, int *n_tok)
             continue;
         q->tokens[n] = r->next;
         q->span_req[n_span] = r;
-        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true };
+        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true, false };
         n++;
     }
+    bool rows = false; /* one chunk with a row per token a step (q->logits' room) */
     for (int i = 0; i < q->n_seq; i++) {
         struct sched_req *r = q->slot[i];
-        if (!r || r->n_done >= r->n_prompt || waiting(q, r))
+        if (!r || r->n_done >= r->n_prompt || waiting(q, r) || (r->want_plp && rows))
             continue;
-        const int left = r->n_prompt - r->n_done, chunk = left < q->n_batch ? left : q->n_batch;
+        const int most = r->want_plp ? ENG_SCHED_PLP_CHUNK : q->n_batch;
+        const int left = r->n_prompt - r->n_done, chunk = left < most ? left : most;
         if (prompt > 0 && prompt + chunk > q->n_batch)
             continue;
+        rows |= r->want_plp;
         memcpy(q->tokens + n, r->prompt + r->n_done, sizeof(int32_t) * (size_t)chunk);
         q->span_req[n_span] = r;
-        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left };
+        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left, r->want_plp };
         n += chunk;
         prompt += chunk;
     }
@@ -577,9 +590,22 @@ static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
     return false;
 }
 
+/* Prompt token p's log-probability under the row before it. */
+static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const float *row)
+{
+    struct fl_token_logprob *e = &r->plp[p];
+    const double lse = fl_logsumexp(row, q->n_vocab);
+    e->token = (struct fl_logprob){ r->prompt[p], (float)((double)row[r->prompt[p]] - lse) };
+    e->n_top = fl_top_logprobs(row, q->n_vocab, lse, r->top_lp, e->top);
+}
+
 /* A logits row for r: sample, and end r or queue the token for the next step. */
 static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 {
+    if (r->max_tokens == 0) { /* the prompt's log-probabilities only */
+        finish(q, r, ENG_FINISH_LENGTH);
+        return;
+    }
     const int pos = r->n_prompt + r->n_gen;
     if (q->h.logits)
         q->h.logits(q->h.ctx, r->user, pos, row, q->n_vocab);
@@ -656,11 +682,16 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
     int row = 0;
     for (int i = 0; i < n_span; i++) {
         struct sched_req *r = q->span_req[i];
+        const struct eng_span *sp = &q->spans[i];
+        /* a row per token: each scores the prompt token after it */
+        for (int j = 0; sp->all_rows && j < sp->n_tok && sp->pos0 + j + 1 < r->n_prompt; j++)
+            score_prompt(q, r, sp->pos0 + j + 1, q->logits + (size_t)(row + j) * (size_t)q->n_vocab);
+        row += sp->all_rows ? sp->n_tok - sp->logits : 0;
         if (r->n_done < r->n_prompt) { /* a prompt chunk */
-            r->n_done += q->spans[i].n_tok;
-            q->st.prompt_tokens += (uint64_t)q->spans[i].n_tok;
+            r->n_done += sp->n_tok;
+            q->st.prompt_tokens += (uint64_t)sp->n_tok;
         }
-        if (q->spans[i].logits)
+        if (sp->logits)
             take_row(q, r, q->logits + (size_t)row++ * (size_t)q->n_vocab);
     }
     return 1;

@@ -51,6 +51,7 @@
 struct eng_sched;
 
 #define ENG_SCHED_MAX_STOP 8
+#define ENG_SCHED_PLP_CHUNK 16 /* prompt tokens a step with a row each (prompt_logprobs) */
 
 struct eng_req {
     const int32_t *prompt; /* copied at submit */
@@ -65,6 +66,10 @@ struct eng_req {
     bool json_object;      /* JSON mode: the answer is a JSON object (text/json-mode.h) */
     const json_t *json_schema; /* or a value this schema accepts (compiled at submit) */
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
+    bool prompt_logprobs;  /* echo: max_tokens may be 0 (the prompt alone); with logprobs,
+                            * each prompt token's after the first too: the prompt then runs
+                            * in chunks of ENG_SCHED_PLP_CHUNK, one such chunk a step, and
+                            * reads no cached prefix */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     bool no_prompt_cache;  /* neither read a cached prefix nor leave one (cache_prompt: false) */
     void *user;            /* handed back to the hooks */
@@ -91,6 +96,9 @@ struct eng_req_result {
      * begins before a stop string cut it; all of them otherwise); NULL else */
     const struct fl_token_logprob *logprobs;
     int n_logprobs;
+    /* with eng_req.prompt_logprobs and logprobs: one per prompt token (the
+     * first's logprob NAN and no top: nothing predicts it); NULL else */
+    const struct fl_token_logprob *prompt_logprobs;
     int n_prompt;
     int n_cached;           /* of them, read from the prompt cache (not computed) */
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */

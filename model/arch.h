@@ -21,6 +21,7 @@ struct eng_span {
     int32_t pos0;
     int32_t n_tok;
     bool logits;     /* a logits row for its last token */
+    bool all_rows;   /* a logits row for each of its tokens (a prompt's log-probabilities) */
 };
 
 /* One forward call. A backend may choose an op's arithmetic by the length

@@ -61,7 +61,7 @@ int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_
             seq[t] = s->seq;
             span[t] = i;
             cell[t] = cells[pos[t]];
-            if (b->all_logits || (s->logits && j == s->n_tok - 1))
+            if (b->all_logits || s->all_rows || (s->logits && j == s->n_tok - 1))
                 out[n_out++] = t;
         }
     }

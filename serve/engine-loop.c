@@ -52,6 +52,8 @@ static void job_free(struct srv_job *j)
     pthread_cond_destroy(&j->cv);
     free(j->text);
     free(j->lp);
+    free(j->plp);
+    free(j->echo_text);
     free(j->bias_owned);
     json_decref(j->schema_owned);
     free(j->prompt_owned);
@@ -204,7 +206,10 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     /* the logprob hook sent every token's figures before this (the same as
      * r->logprobs); the answer lists the first n_logprobs of them */
     j->n_lp_final = r->n_logprobs < j->n_lp ? r->n_logprobs : j->n_lp;
+    if (r->prompt_logprobs && (j->plp = malloc(sizeof(*j->plp) * (size_t)(r->n_prompt + 1))))
+        memcpy(j->plp, r->prompt_logprobs, sizeof(*j->plp) * (size_t)r->n_prompt);
     j->result = *r;
+    j->result.prompt_logprobs = NULL;
     j->result.text = NULL;
     j->result.logprobs = NULL;
     j->result.tokens = NULL;

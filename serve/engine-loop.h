@@ -31,6 +31,8 @@ struct srv_job {
     int32_t *prompt_owned;  /* malloc'ed, the job's: freed with it */
     struct fl_logit_bias *bias_owned; /* likewise, what req.logit_bias points at */
     json_t *schema_owned;   /* a reference: what req.json_schema points at */
+    char *echo_text;        /* echo: the prompt's text (malloc'ed; NULL without echo) */
+    size_t echo_len;
     int n_prompt;
     /* shared, under the loop's mutex */
     pthread_cond_t cv;      /* signalled on new text and at the end */
@@ -41,6 +43,7 @@ struct srv_job {
      * (n_lp known); when done, the first n_lp_final are the answer's */
     struct fl_token_logprob *lp;
     int n_lp, cap_lp, n_lp_final;
+    struct fl_token_logprob *plp; /* when done, with echo and logprobs: the prompt's */
     struct eng_req_result result; /* when done: finish, n_tokens, n_prompt (text/tokens not kept) */
     char error[256];
     /* the loop's */

@@ -168,7 +168,8 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     enum MHD_Result rc;
     struct fl_tool_answer ans = { 0 };
     const bool tools = k->tools.mode != API_TOOLS_OFF;
-    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) ||
+    const bool echo_lp = j->echo_text && j->req.logprobs;
+    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) || (echo_lp && !j->plp) ||
         (tools && api_tool_read(&k->tools, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans))) {
         rc = finish_error(k, j);
     } else {
@@ -178,6 +179,8 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
             .prompt_tokens = r.n_prompt, .completion_tokens = r.n_tokens, .logprobs = lp,
             .n_logprobs = n_lp, .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
             .cached_tokens = r.n_cached, .tools = tools ? &ans : NULL,
+            .echo = j->echo_text != NULL, .prompt = j->echo_text, .prompt_len = j->echo_len,
+            .prompt_logprobs = j->plp,
         };
         rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
     }
@@ -409,9 +412,15 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                "out of memory");
     }
     j->prompt_owned = ids;
+    if (req->echo && !(j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), &j->echo_len))) {
+        srv_job_release(s->loop, j);
+        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                               "out of memory");
+    }
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
+                               .prompt_logprobs = req->echo,
                                .json_object = req->json_object || k->tools.json,
                                .no_prompt_cache = req->no_cache_prompt };
     /* a forced call's schema, or the request's (a reference: the loop submits it later) */

@@ -151,7 +151,13 @@ static void test_refused(void)
           "\"logit_bias\":7}}", "body.logit_bias: expected an object" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"grammar\":\"root ::= \\\"a\\\"\"}}", "body.grammar" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true}}",
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"echo\":true}}", "body.echo: echo is for completions" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true,"
+          "\"stream\":true}}", "body.echo: echo with stream" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"max_tokens\":0}}",
+          "body.max_tokens: must be at least 1" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":1}}",
           "body.echo" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"best_of\":2}}",
           "body.best_of" },
@@ -367,6 +373,11 @@ static void test_logit_bias(void)
                 "[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":"
                 "\"json_object\"}}}", &l, &err) == 0 && l.req.json_object,
           "JSON mode: %s", err.msg);
+    api_batch_line_free(&l);
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"echo\":true,\"max_tokens\":0,\"logprobs\":1}}", &l, &err) == 0 && l.req.echo &&
+              api_request_max_tokens(&l.req, 16, 512) == 0 && l.req.logprobs,
+          "echo with max_tokens 0 (the prompt's logprobs alone): %s", err.msg);
     api_batch_line_free(&l);
     /* a schema in each of the three places a client puts one */
     static const char *const schemas[] = {

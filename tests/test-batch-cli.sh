@@ -13,6 +13,7 @@
 #     (-b 64) and answer as with --no-cache-prompt, logprobs too;
 #   - a line with tools and a forced call answers with tool_calls;
 #   - lines with a JSON schema answer with JSON python3-jsonschema accepts;
+#     an echo line with max_tokens 0 scores its prompt;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -233,6 +234,8 @@ with open(sys.argv[1], "w") as f:
     f.write(json.dumps({"custom_id": "bad", "url": "/v1/chat/completions", "body": {
         "messages": [{"role": "user", "content": "x"}], "response_format": {
             "type": "json_schema", "json_schema": {"name": "b", "schema": bad}}}}) + "\n")
+    f.write(json.dumps({"custom_id": "echo", "url": "/v1/completions", "body": {
+        "prompt": "Score this sentence.", "echo": True, "max_tokens": 0, "logprobs": 1}}) + "\n")
 json.dump(schema, open(sys.argv[1] + ".schema", "w"))
 EOF2
 "$cli" batch -m "$model" -i "$dir/schema.jsonl" -o "$dir/schema.out" -q 2>"$dir/err" ||
@@ -241,7 +244,10 @@ python3 - "$dir/schema.out" "$dir/schema.jsonl.schema" <<'EOF2' || fail "json_sc
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[2]))
 got = {o["custom_id"]: o for o in map(json.loads, open(sys.argv[1]))}
-assert len(got) == 7, got.keys()
+assert len(got) == 8, got.keys()
+e = got["echo"]["response"]["body"]
+assert e["choices"][0]["text"] == "Score this sentence.", e
+assert len(e["choices"][0]["logprobs"]["token_logprobs"]) == e["usage"]["prompt_tokens"], e
 assert got["bad"]["response"] is None and "multipleOf" in got["bad"]["error"]["message"], got["bad"]
 for i in range(6):
     c = got[f"s{i}"]["response"]["body"]["choices"][0]

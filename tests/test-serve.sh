@@ -223,6 +223,27 @@ jsonschema.validate(json.loads(c["text"]), json.loads(sys.argv[2]))
 EOF
 done
 echo "JSON mode: a forced close makes {} and ends; json_schema answers validate (python3-jsonschema)"
+# echo: the prompt's text and its tokens' logprobs (max_tokens 0: scoring, as lm-eval asks)
+for n in 0 4; do
+  want 200 $J -d "{\"prompt\": \"Once upon a time, there\", \"max_tokens\": $n, \"echo\": true,
+    \"logprobs\": 2, \"temperature\": 0}" "$base/completions"
+  python3 - "$dir/body" $n <<'EOF' || fail "echo, max_tokens $n: $(cat "$dir/body")"
+import json, sys
+o = json.load(open(sys.argv[1]))
+c, n, u = o["choices"][0], int(sys.argv[2]), o["usage"]
+lp = c["logprobs"]
+assert c["text"].startswith("Once upon a time, there"), c["text"]
+assert len(lp["tokens"]) == u["prompt_tokens"] + u["completion_tokens"], (lp, u)
+assert u["completion_tokens"] == n and c["finish_reason"] == "length", (u, c["finish_reason"])
+assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None, lp
+assert all(x <= 0 for x in lp["token_logprobs"][1:]), lp["token_logprobs"]
+assert all(len(t) == 2 for t in lp["top_logprobs"][1:]), lp["top_logprobs"]
+assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0, lp["text_offset"]
+assert "".join(lp["tokens"]) == c["text"], (lp["tokens"], c["text"])
+EOF
+done
+want 400 $J -d '{"prompt": "x", "echo": true, "stream": true}' "$base/completions"
+echo "echo: the prompt and its logprobs before the answer; echo with stream refused"
 client schema || fail "openai client: schema"
 
 # --- the official client ---

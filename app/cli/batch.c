@@ -38,6 +38,8 @@ struct job {
     enum api_kind kind;
     struct batch_run *run;
     struct api_tool_reader tools; /* how the answer's tool calls are read */
+    char *echo_text;              /* echo: the prompt's text (else NULL) */
+    size_t echo_len;
 };
 
 struct batch_run {
@@ -155,6 +157,7 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     struct job *j = user;
     b->in_flight--;
     if (r->finish == ENG_FINISH_CANCELLED) {
+        free(j->echo_text);
         free(j->custom_id);
         free(j);
         return;
@@ -182,12 +185,14 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
             .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
             .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
             .tok = eng_session_tokenizer(b->s), .cached_tokens = r->n_cached,
-            .tools = tools ? &ans : NULL,
+            .tools = tools ? &ans : NULL, .echo = j->echo_text != NULL, .prompt = j->echo_text,
+            .prompt_len = j->echo_len, .prompt_logprobs = r->prompt_logprobs,
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));
     }
     fl_tool_answer_free(&ans);
+    free(j->echo_text);
     free(j->custom_id);
     free(j);
 }
@@ -203,14 +208,19 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
     if (j) {
-        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 } };
+        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 }, NULL, 0 };
         api_tool_reader_init(r, b->chat, &j->tools);
+        j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), &j->echo_len) : NULL;
     }
-    if (!j || !j->custom_id) {
+    if (!j || !j->custom_id || (r->echo && !j->echo_text)) {
         char msg[320];
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, n < 0 ? why : "out of memory");
         write_error(b, l->custom_id, line_no, "invalid_request", msg);
         b->done++;
+        if (j) {
+            free(j->echo_text);
+            free(j->custom_id);
+        }
         free(j);
         free(ids);
         return;
@@ -218,6 +228,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
+                           .prompt_logprobs = r->echo,
                            .n_logit_bias = r->n_logit_bias,
                            .json_object = r->json_object || j->tools.json,
                            .no_prompt_cache = r->no_cache_prompt, .user = j };
@@ -234,6 +245,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
         write_error(b, l->custom_id, line_no, "invalid_request", msg);
         b->done++;
+        free(j->echo_text);
         free(j->custom_id);
         free(j);
     } else {
