@@ -634,17 +634,18 @@ static json_t *chat_message(const struct api_completion *c)
     return m;
 }
 
-char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok, size_t *len)
+char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok,
+                      const int32_t *ids, int n, size_t *len)
 {
-    if (r->prompt) {
+    if (r->prompt && !r->logprobs) {
         *len = strlen(r->prompt);
         return strdup(r->prompt);
     }
     char *t = NULL;
     FILE *f = open_memstream(&t, len);
-    for (int i = 0; f && i < r->n_prompt_ids; i++) {
+    for (int i = 0; f && i < n; i++) {
         char piece[256];
-        const int k = fl_token_to_piece(tok, r->prompt_ids[i], piece, sizeof(piece), false, false);
+        const int k = fl_token_to_piece(tok, ids[i], piece, sizeof(piece), false, false);
         if (k > 0 && (size_t)k <= sizeof(piece))
             fwrite(piece, 1, (size_t)k, f);
     }

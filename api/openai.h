@@ -152,9 +152,12 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
 int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
                     const char **why);
 
-/* A completion request's prompt as text (echo): as given, or its token
- * ids' pieces. malloc'ed, *len its length; NULL: out of memory. */
-char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok, size_t *len);
+/* A completion request's prompt as echo writes it: as given, or, with
+ * logprobs or a prompt of token ids, its tokens' pieces (ids[0..n)), which
+ * the tokens' text_offset index. malloc'ed, *len its length; NULL: out of
+ * memory. */
+char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok,
+                      const int32_t *ids, int n, size_t *len);
 
 /* The "chat.completion" / "text_completion" object of a finished request. */
 struct api_completion {

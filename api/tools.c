@@ -240,19 +240,44 @@ static json_t *tool_params(const struct api_request *req, size_t i)
     return p;
 }
 
-json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t)
+/* A parameters schema moved to at (a JSON pointer): its "$ref"s into
+ * itself ("#", "#/$defs/X") made to point there still. 0 or -ENOMEM. */
+static int rebase_refs(json_t *v, const char *at)
 {
-    if (!t->json)
-        return NULL;
-    size_t named = 0;
-    while (named < req->n_tools && strcmp(req->tool_names[named], t->name))
-        named++;
-    if (t->mode == API_TOOLS_ARGS)
-        return named < req->n_tools ? json_incref(tool_params(req, named)) : NULL;
+    const char *k;
+    size_t i;
+    json_t *x;
+    const char *ref = json_string_value(json_object_get(v, "$ref"));
+    if (ref && ref[0] == '#') {
+        char *r = malloc(strlen(at) + strlen(ref));
+        if (!r)
+            return -ENOMEM;
+        sprintf(r, "%s%s", at, ref + 1);
+        const int rc = json_object_set_new(v, "$ref", json_string(r));
+        free(r);
+        if (rc)
+            return -ENOMEM;
+    }
+    json_object_foreach(v, k, x) if (rebase_refs(x, at)) return -ENOMEM;
+    json_array_foreach(v, i, x) if (rebase_refs(x, at)) return -ENOMEM;
+    return 0;
+}
+
+/* Every tool's call's object, {"name": NAME, "arguments": its parameters}
+ * in that order, as an anyOf; a copy of each parameters schema whose refs
+ * point where it now sits. */
+static json_t *calls_schema(const struct api_request *req)
+{
     json_t *any = json_array();
     for (size_t i = 0; any && i < req->n_tools; i++) {
         json_t *p = tool_params(req, i);
-        json_t *args = p ? json_incref(p) : json_pack("{s:s}", "type", "object");
+        char at[64];
+        snprintf(at, sizeof(at), "#/anyOf/%zu/properties/arguments", i);
+        json_t *args = p ? json_deep_copy(p) : json_pack("{s:s}", "type", "object");
+        if (args && rebase_refs(args, at)) {
+            json_decref(args);
+            args = NULL;
+        }
         /* a literal call's object: {"name": NAME, "arguments": {...}} in that order */
         json_t *call = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object",
                                  "properties", "name", "const", req->tool_names[i], "arguments",
@@ -263,6 +288,30 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
         }
     }
     return any ? json_pack("{s:o}", "anyOf", any) : NULL;
+}
+
+json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t)
+{
+    if (!t->json)
+        return NULL;
+    size_t named = 0;
+    while (named < req->n_tools && strcmp(req->tool_names[named], t->name))
+        named++;
+    if (t->mode == API_TOOLS_ARGS)
+        return named < req->n_tools ? json_incref(tool_params(req, named)) : NULL;
+    if (req->n_tools <= FL_SCHEMA_MAX_ALTS) /* every call's opening read at once */
+        return calls_schema(req);
+    /* more tools than readings kept at once: the name held, the arguments any object */
+    json_t *names = json_array();
+    for (size_t i = 0; names && i < req->n_tools && i < FL_SCHEMA_MAX_ENUM; i++)
+        json_array_append_new(names, json_string(req->tool_names[i]));
+    if (!names || req->n_tools > FL_SCHEMA_MAX_ENUM) {
+        json_decref(names);
+        return NULL; /* any object, as JSON mode */
+    }
+    return json_pack("{s:s, s:{s:{s:o}, s:{s:s}}, s:[s, s], s:b}", "type", "object", "properties",
+                     "name", "enum", names, "arguments", "type", "object", "required", "name",
+                     "arguments", "additionalProperties", 0);
 }
 
 /* The forced answer with the opening the prompt gave it, read as a block;

@@ -517,7 +517,8 @@ static int build_batch(struct eng_sched *q, int *n_tok)
         struct sched_req *r = q->slot[i];
         if (!r || r->n_done >= r->n_prompt || waiting(q, r) || (r->want_plp && rows))
             continue;
-        const int most = r->want_plp ? ENG_SCHED_PLP_CHUNK : q->n_batch;
+        const int most = r->want_plp && ENG_SCHED_PLP_CHUNK < q->n_batch ? ENG_SCHED_PLP_CHUNK
+                                                                          : q->n_batch;
         const int left = r->n_prompt - r->n_done, chunk = left < most ? left : most;
         if (prompt > 0 && prompt + chunk > q->n_batch)
             continue;

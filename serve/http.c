@@ -412,7 +412,8 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                "out of memory");
     }
     j->prompt_owned = ids;
-    if (req->echo && !(j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), &j->echo_len))) {
+    if (req->echo && !(j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), ids, n,
+                                                      &j->echo_len))) {
         srv_job_release(s->loop, j);
         return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
                                "out of memory");

@@ -274,6 +274,38 @@ static void test_tool_schemas(void)
     api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
     CHECK(!api_tool_schema(&r, &t), "glm-4.5: no schema (its pairs are not JSON)");
     api_request_free(&r);
+    /* parameters with $defs (as Pydantic writes them) among several tools: their refs
+     * still point into them; and more tools than readings: every name callable */
+    b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                "{\"type\":\"function\",\"function\":{\"name\":\"d\",\"parameters\":{\"$defs\":"
+                "{\"C\":{\"enum\":[\"x\",\"y\"]}},\"type\":\"object\",\"properties\":{\"c\":"
+                "{\"$ref\":\"#/$defs/C\"}},\"required\":[\"c\"]}}},"
+                "{\"type\":\"function\",\"function\":{\"name\":\"t\"}}],\"tool_choice\":\"required\"}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "$defs: %s", err.msg);
+    json_decref(b);
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    sc = api_tool_schema(&r, &t);
+    CHECK(schema_accepts(sc, "{\"name\": \"d\", \"arguments\": {\"c\": \"y\"}}") &&
+              !schema_accepts(sc, "{\"name\": \"d\", \"arguments\": {\"c\": \"z\"}}"),
+          "a $ref into a tool's own $defs, inside the calls' anyOf");
+    json_decref(sc);
+    api_request_free(&r);
+    char many[1024] = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[";
+    for (int i = 0; i < 6; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many),
+                 "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}", i ? "," : "", i);
+    strcat(many, "],\"tool_choice\":\"required\"}");
+    b = body_of(many);
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "six tools: %s", err.msg);
+    json_decref(b);
+    api_tool_reader_init(&r, FL_CHAT_CHATML, &t);
+    sc = api_tool_schema(&r, &t);
+    CHECK(schema_accepts(sc, "{\"name\": \"f5\", \"arguments\": {}}") &&
+              schema_accepts(sc, "{\"name\": \"f0\", \"arguments\": {\"a\": 1}}") &&
+              !schema_accepts(sc, "{\"name\": \"f6\", \"arguments\": {}}"),
+          "six tools: every name callable, no other");
+    json_decref(sc);
+    api_request_free(&r);
     printf("tools: forced calls held to their parameters (named, required among three)\n");
 }
 

@@ -31,7 +31,7 @@ static const char *const valid[] = {
     "{\"a\":1}",
     "{\n \"key\" : \"value\" , \"n\" : -0.5e+10 }",
     "{\"x\":[1,2,3,[],{},\"s\",true,false,null],\"y\":{\"z\":{\"w\":[]}}}",
-    "{\"esc\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\uD83D\"}",
+    "{\"esc\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\uD83D\\ude00\"}",
     "{\"num\":[0,-0,1.25,12e3,1E-2,0.0e0,-9]}",
     "{\"utf8\":\"h\xc3\xa9llo \xe2\x82\xac\"}",
 };
@@ -55,6 +55,13 @@ static const struct { const char *text; size_t ok; } invalid[] = {
     { "{\"a\":\"\n\"}", 6 },   /* control bytes are escaped in strings */
     { "{}{}", 2 },             /* nothing but whitespace after the object */
     { "{}x", 2 },
+    { "{\"a\":\"\\uD83D\"}", 12 },      /* a high surrogate alone */
+    { "{\"a\":\"\\uD83Dx\"}", 12 },
+    { "{\"a\":\"\\uD83D\\u0041\"}", 14 }, /* ... followed by no low half */
+    { "{\"a\":\"\\uDE00\"}", 9 },        /* a low half alone */
+    { "{\"a\":\"\\u0000\"}", 11 },       /* jansson's strings cannot hold it */
+    { "{\"a\":\"\xc3\x28\"}", 7 },         /* no UTF-8 */
+    { "{\"a\":\"\xed\xa0\x80\"}", 7 },     /* a surrogate in UTF-8 */
     { " {}", 0 },              /* the object starts the answer */
 };
 
@@ -393,8 +400,26 @@ static const struct schema_case cases[] = {
       { "{\"a\":1}", "{\"b\":\"x\"}" },
       { { "{\"a\":\"x\"}", 5 }, { "{\"c\":1}", 2 } } },
     { "{\"type\":\"string\",\"maxLength\":2}",
-      { "\"ab\"", "\"\\n\\u00e9\"" },
-      { { "\"abc\"", 3 }, { "\"\\x\"", 2 } } },
+      { "\"ab\"", "\"\\n\\u00e9\"", "\"\\ud83d\\ude00x\"" }, /* a surrogate pair is one */
+      { { "\"abc\"", 3 }, { "\"\\x\"", 2 }, { "\"\\ud83d\\ude00xy\"", 14 } } },
+    { "{\"type\":\"string\",\"minLength\":2,\"enum\":[\"a\",\"bb\",1]}", /* values the rest refuse */
+      { "\"bb\"" },
+      { { "\"a\"", 1 }, { "1", 0 } } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"a\",\"a\"],"
+      "\"additionalProperties\":true}",
+      { "{\"a\":1,\"b\":2}", "{\"a\":1}" },
+      { { "{}", 1 } } },
+    { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"object\",\"properties\":{\"x\":"
+      "{\"type\":\"integer\"}},\"required\":[\"x\"]},\"b\":{\"type\":\"integer\"}},"
+      "\"required\":[\"a\",\"b\"],\"additionalProperties\":false}", /* an object in an object */
+      { "{\"a\":{\"x\":1},\"b\":2}" },
+      { { "{\"a\":{\"x\":1},\"x\":1}", 14 }, { "{\"a\":{\"x\":1,\"b\":2},\"b\":2}", 11 } } },
+    { "{\"const\":0.30000000000000004}",
+      { "0.30000000000000004" },
+      { { "0.3 ", 3 } } },
+    { "{\"type\":\"integer\",\"minimum\":9007199254740993}",
+      { "9007199254740993 ", "9999999999999999 " }, /* a top-level number ends at a blank */
+      { { "9007199254740992 ", 15 } } },
     { "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
       "\"additionalProperties\":{\"type\":\"boolean\"}}",
       { "{\"id\":1,\"x\":true,\"y\":false}", "{\"id\":7}" },
@@ -517,8 +542,8 @@ static void test_schema_random(void)
             continue;
         for (int t = 0; t < 20000; t++, tries++) {
             char s[256];
-            const char *from = cases[c].valid[next(2)] ? cases[c].valid[next(2)]
-                                                       : cases[c].valid[0];
+            const unsigned pick = next(2);
+            const char *from = cases[c].valid[pick] ? cases[c].valid[pick] : cases[c].valid[0];
             size_t n = strlen(from);
             memcpy(s, from, n);
             for (unsigned e = 0, edits = 1 + next(3); e < edits && n + 2 < sizeof(s); e++) {

@@ -5,7 +5,8 @@
  * ENG_SCHED_PLP_CHUNK): each token's logprob under the row before it, the
  * top tokens, the first token without one. max_tokens 0 ends the request
  * after its prompt ("length"); with tokens to make, the answer's own
- * logprobs follow as usual. */
+ * logprobs follow as usual. A session whose steps hold only 8 tokens (-b 8)
+ * scores in chunks of 8, as an evaluation in 8s does. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +57,11 @@ static int open_session(int n_seq, int n_batch, struct eng_session **s, struct f
 }
 
 /* The reference: the prompt evaluated alone in chunks of the same size. */
-static float *reference_rows(const int32_t *ids, int n, int *n_vocab)
+static float *reference_rows(const int32_t *ids, int n, int chunk, int *n_vocab)
 {
     struct eng_session *s = NULL;
     struct fl_err err = { "" };
-    if (open_session(1, ENG_SCHED_PLP_CHUNK, &s, &err)) {
+    if (open_session(1, chunk, &s, &err)) {
         CHECK(0, "session: %s", err.msg);
         return NULL;
     }
@@ -96,6 +97,33 @@ static void compare(const struct got *g, const float *rows, const int32_t *ids, 
     printf("%d prompt positions equal a lone evaluation's log-softmax, bit for bit\n", same);
 }
 
+/* A session whose steps hold fewer tokens than a scored chunk (-b 8):
+ * its chunks are 8, and the same figures as an evaluation in 8s. */
+static void small_batch(const int32_t *ids, int n)
+{
+    struct eng_session *s = NULL;
+    struct fl_err err = { "" };
+    int V = 0;
+    float *rows = reference_rows(ids, n, 8, &V);
+    struct got g = { 0 };
+    static const struct eng_sched_hooks hooks = { .done = on_done };
+    struct eng_sched *q = NULL;
+    struct eng_req a = { .prompt = ids, .n_prompt = n, .max_tokens = 0, .logprobs = true,
+                         .top_logprobs = TOP, .prompt_logprobs = true, .user = &g };
+    fl_sampler_defaults(&a.sampling, 0);
+    if (!open_session(1, 8, &s, &err) && !eng_sched_create(s, &hooks, &q, &err) &&
+        eng_sched_submit(q, &a, &err) >= 0)
+        while (eng_sched_step(q, &err) > 0)
+            ;
+    CHECK(g.done && g.finish == ENG_FINISH_LENGTH, "-b 8: %s", err.msg);
+    if (rows)
+        compare(&g, rows, ids, n, V);
+    eng_sched_free(q);
+    eng_session_close(s);
+    free(g.plp);
+    free(rows);
+}
+
 int main(void)
 {
     struct eng_session *s = NULL;
@@ -109,7 +137,7 @@ int main(void)
                                     &ids);
     CHECK(n > 4 * ENG_SCHED_PLP_CHUNK, "a prompt of several chunks (%d tokens)", n);
     int V = 0;
-    float *rows = reference_rows(ids, n, &V);
+    float *rows = reference_rows(ids, n, ENG_SCHED_PLP_CHUNK, &V);
     struct got echo0 = { 0 }, echo3 = { 0 }, other = { 0 };
     static const struct eng_sched_hooks hooks = { .done = on_done };
     struct eng_sched *q = NULL;
@@ -141,6 +169,7 @@ int main(void)
         compare(&echo3, rows, ids, n, V);
     }
     eng_sched_free(q);
+    small_batch(ids, n);
     free(echo0.plp);
     free(echo3.plp);
     free(rows);

@@ -589,7 +589,7 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
     const char *r, *a;
     size_t rn, an;
     think_split(m->content, &r, &rn, &a, &an);
-    while (an && a[an - 1] == '\n')
+    while (an && a[an - 1] == '\n' && strstr(m->content, "</think>")) /* the template strips then */
         an--;
     put(b, "]~b]ai\n");
     if (rn && after_user) {

@@ -12,18 +12,21 @@
  *            cur: the node of the value after the key just read
  *   K_KEY    a key of object node: mask: the declared names it may still
  *            be; pos: bytes read (the opening quote too); phase: 1 while it
- *            may be an additional (free) key; count: its escape state;
- *            cur: its UTF-8 state
+ *            may be an additional (free) key; esc: its escape state; cur:
+ *            its UTF-8 state
  *   K_ARR    phase: P_*; count: items begun
- *   K_STR    phase: escape state; count: characters; pos: UTF-8 state
+ *   K_STR    esc: escape state; count: characters; pos: UTF-8 state
  *   K_NUM    phase: N_*; count: digits of the current part
  *   K_LIT    mask: the texts it may still be (phase 0: node's enum values,
  *            1: true / false / null); pos: bytes read */
 enum { K_VALUE, K_OBJ, K_KEY, K_ARR, K_STR, K_NUM, K_LIT };
 enum { P_OPEN, P_COLON, P_AFTER, P_NEXT };
 enum { N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
-/* escape state in strings and keys: 0 plain, 1 after '\', 2..5 the \u's hex digits */
+/* escape state in strings and keys (esc): bits 0-7 0 plain, 1 after '\', 2..5
+ * the \u's hex digits; bits 8-23 the digits read; E_DUE: a \u high surrogate
+ * was read, its low half must follow at once */
 enum { E_PLAIN = 0, E_ESCAPE = 1, E_HEX = 2, E_HEX_LAST = 5 };
+#define E_DUE (1u << 24)
 
 #define MAX_DIGITS SCH_MAX_DIGITS /* per part of a number, as llama.cpp's grammar */
 #define MAX_SPLIT 64  /* branches tried per reading and byte (anyOf in anyOf …): beyond, dropped */
@@ -238,15 +241,33 @@ static int number_byte(const struct sch_node *n, struct fl_schema_alt *a,
     return ALIVE;
 }
 
-/* A byte of a string or key's escape state *e (false: not JSON). */
+static unsigned hex_value(uint8_t c)
+{
+    return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* A byte after '\' or of a \u escape (*e: esc). false: not JSON, or a
+ * \u escape the answer's readers refuse (jansson among them): \u0000, a
+ * lone surrogate half. A high half's low half must follow at once, and the
+ * pair is one character; each digit is checked as soon as it can fail. */
 static bool escape_byte(uint32_t *e, uint8_t c)
 {
-    if (*e >= E_HEX) {
-        *e = *e == E_HEX_LAST ? E_PLAIN : *e + 1;
-        return is_hex(c);
+    const uint32_t phase = *e & 0xff, due = *e & E_DUE;
+    if (phase == E_ESCAPE) {
+        *e = c == 'u' ? due | E_HEX : E_PLAIN;
+        return c == 'u' || (!due && c && strchr("\"\\/bfnrt", c));
     }
-    *e = c == 'u' ? E_HEX : E_PLAIN;
-    return c && (c == 'u' || strchr("\"\\/bfnrt", c));
+    if (!is_hex(c))
+        return false;
+    const unsigned at = phase - E_HEX, v = ((*e >> 8) & 0xfff) << 4 | hex_value(c);
+    if ((at == 0 && due && v != 0xd) || (at == 1 && (v >= 0xdc && v <= 0xdf) != (due != 0)))
+        return false;
+    if (at < 3) {
+        *e = due | v << 8 | (phase + 1);
+        return true;
+    }
+    *e = v >= 0xd800 && v <= 0xdbff ? E_DUE : E_PLAIN;
+    return v != 0;
 }
 
 /* A byte of a string's text outside escapes, against UTF-8 (RFC 3629: no
@@ -280,14 +301,11 @@ static bool utf8_byte(uint16_t *u, uint8_t c)
 static int string_byte(const struct sch_node *n, struct fl_schema_alt *a,
                        struct fl_schema_frame *t, uint8_t c)
 {
-    uint32_t e = t->phase;
-    if (e != E_PLAIN) {
-        const bool ok = escape_byte(&e, c);
-        t->phase = (uint8_t)e;
-        return ok ? ALIVE : DEAD;
-    }
-    const bool starts = !(t->pos & 3); /* a character starts (no continuation byte due) */
-    if (c < 0x20 || !utf8_byte(&t->pos, c))
+    if (t->esc & 0xff)
+        return escape_byte(&t->esc, c) ? ALIVE : DEAD;
+    const bool due = t->esc & E_DUE; /* the low half of a pair: no character of its own */
+    const bool starts = !(t->pos & 3) && !due; /* a character starts */
+    if (c < 0x20 || (due && c != '\\') || !utf8_byte(&t->pos, c))
         return DEAD;
     if (c == '"') {
         if (t->count < n->min_len)
@@ -300,7 +318,8 @@ static int string_byte(const struct sch_node *n, struct fl_schema_alt *a,
             return DEAD;
         t->count += t->count < UINT32_MAX;
     }
-    t->phase = c == '\\' ? E_ESCAPE : E_PLAIN;
+    if (c == '\\')
+        t->esc = (t->esc & E_DUE) | E_ESCAPE;
     return ALIVE;
 }
 
@@ -353,12 +372,13 @@ static int key_byte(const struct fl_schema *s, struct fl_schema_alt *a,
         }
     }
     bool free_key = t->phase, closing = false;
-    if (free_key && t->count != E_PLAIN)
-        free_key = escape_byte(&t->count, c);
-    else if (free_key && (c < 0x20 || (c == '\\' && n->n_prop) || !utf8_byte(&t->cur, c)))
+    if (free_key && (t->esc & 0xff))
+        free_key = escape_byte(&t->esc, c);
+    else if (free_key && (c < 0x20 || (c == '\\' && n->n_prop) || !utf8_byte(&t->cur, c) ||
+                          ((t->esc & E_DUE) && c != '\\')))
         free_key = false; /* no escapes beside declared names: "\u0061" could be "a" */
     else if (free_key && c == '\\')
-        t->count = E_ESCAPE;
+        t->esc = (t->esc & E_DUE) | E_ESCAPE;
     else
         closing = free_key && c == '"';
     struct fl_schema_frame *obj = &a->f[a->depth - 2];
@@ -534,6 +554,16 @@ void fl_schema_init(const struct fl_schema *s, struct fl_schema_state *m)
     m->alt[0].f[0] = (struct fl_schema_frame){ .kind = K_VALUE, .node = s->root };
 }
 
+bool sch_accepts(const struct fl_schema *s, uint16_t node, const char *text, size_t n)
+{
+    struct fl_schema_state m;
+    memset(&m, 0, offsetof(struct fl_schema_state, alt) + sizeof(m.alt[0]));
+    m.n = 1;
+    m.alt[0].depth = 1;
+    m.alt[0].f[0] = (struct fl_schema_frame){ .kind = K_VALUE, .node = node };
+    return fl_schema_feed(s, &m, text, n) && (fl_schema_done(&m) || fl_schema_may_end(&m));
+}
+
 bool fl_schema_feed(const struct fl_schema *s, struct fl_schema_state *m, const char *bytes,
                     size_t n)
 {
@@ -574,9 +604,9 @@ bool fl_schema_in_free_string(const struct fl_schema *s, const struct fl_schema_
     for (int i = 0; i < m->n; i++) {
         const struct fl_schema_alt *a = &m->alt[i];
         const struct fl_schema_frame *t = &a->f[a->depth ? a->depth - 1 : 0];
-        const bool str = t->kind == K_STR && t->phase == E_PLAIN && !t->pos &&
+        const bool str = t->kind == K_STR && !t->esc && !t->pos &&
                          s->nodes[t->node].max_len == UINT32_MAX;
-        const bool key = t->kind == K_KEY && t->phase && t->count == E_PLAIN && !t->mask &&
+        const bool key = t->kind == K_KEY && t->phase && !t->esc && !t->mask &&
                          !t->cur;
         if (!a->depth || !(str || key))
             return false;
@@ -594,7 +624,8 @@ bool fl_schema_same(const struct fl_schema_state *a, const struct fl_schema_stat
             return false;
         for (int d = 0; d < x->depth; d++) {
             const struct fl_schema_frame *p = &x->f[d], *q = &y->f[d];
-            if (p->mask != q->mask || p->count != q->count || p->node != q->node ||
+            if (p->mask != q->mask || p->count != q->count || p->esc != q->esc ||
+                p->node != q->node ||
                 p->pos != q->pos || p->cur != q->cur || p->kind != q->kind ||
                 p->phase != q->phase)
                 return false;

@@ -3,6 +3,8 @@
 #ifndef FL_TEXT_JSON_SCHEMA_IMPL_H
 #define FL_TEXT_JSON_SCHEMA_IMPL_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "text/json-schema.h"
@@ -43,6 +45,10 @@ struct sch_lit {
     char *text; /* compact JSON */
     uint16_t len;
 };
+
+/* Whether text is a whole value of node (the matcher's reading, for the
+ * compiler's enum filter). */
+bool sch_accepts(const struct fl_schema *s, uint16_t node, const char *text, size_t n);
 
 struct fl_schema {
     struct sch_node *nodes;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "text/json-schema-impl.h"
 
 #define MAX_LITERAL 4096 /* bytes of one enum value's text */
@@ -17,6 +18,7 @@ struct compiler {
     struct { const json_t *j; uint16_t node; } *seen;
     uint32_t n_seen, cap_seen;
     int chain;
+    json_t *rest;   /* enum / const schemas' other keywords, kept while compiling */
     char path[256]; /* JSON pointer of the schema being compiled */
     struct fl_err *err;
 };
@@ -80,6 +82,7 @@ static size_t path_push(struct compiler *c, const char *seg, const char *name)
 }
 
 static int compile(struct compiler *c, const json_t *j);
+static int filter_literals(struct compiler *c, int at, const json_t *j);
 
 /* Compiles j's member key (a schema) with the path following it. */
 static int compile_at(struct compiler *c, const json_t *j, const char *seg, const char *name)
@@ -191,6 +194,34 @@ static int compile_literals(struct compiler *c, struct sch_node *n, const json_t
 static int compile_alternatives(struct compiler *c, int at, const json_t *list, const char *kw);
 static int compile_shape(struct compiler *c, int at, const json_t *j);
 
+/* An enum or const beside other keywords: only the values those accept
+ * (read by the matcher itself, from the other keywords compiled as a node
+ * of their own). */
+static int filter_literals(struct compiler *c, int at, const json_t *j)
+{
+    json_t *rest = json_copy((json_t *)j);
+    if (!rest || json_object_del(rest, json_object_get(rest, "enum") ? "enum" : "const") ||
+        json_array_append_new(c->rest, rest)) /* alive while seen[] may hold it */
+        return -ENOMEM;
+    const int other = compile(c, rest);
+    if (other < 0)
+        return other;
+    struct fl_schema *s = c->s;
+    struct sch_node *n = &s->nodes[at];
+    uint16_t kept = 0;
+    for (uint16_t k = 0; k < n->n_lit; k++) {
+        struct sch_lit *l = &s->lits[n->lit + k];
+        if (sch_accepts(s, (uint16_t)other, l->text, l->len)) {
+            const struct sch_lit keep = *l;
+            *l = s->lits[n->lit + kept];
+            s->lits[n->lit + kept++] = keep;
+        }
+    }
+    n->n_lit = kept; /* the others stay in lits[] for fl_schema_free */
+    return kept ? 0 : refuse(c, "an enum or const whose values the keywords beside it refuse "
+                               "accepts nothing");
+}
+
 static int compile(struct compiler *c, const json_t *j)
 {
     for (uint32_t i = 0; i < c->n_seen; i++)
@@ -224,13 +255,19 @@ static int compile(struct compiler *c, const json_t *j)
         rc = compile_alternatives(c, at, any ? any : one, any ? "anyOf" : "oneOf");
     else if (!c->s->nodes[at].n_lit)
         rc = compile_shape(c, at, j);
+    else if (count_assertions(j) > 1)
+        rc = filter_literals(c, at, j);
     return rc ? rc : at;
 }
 
 static int add_literal(struct compiler *c, const json_t *v)
 {
     struct fl_schema *s = c->s;
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    /* a number as its shortest exact text (0.1, 0.30000000000000004: Python's
+     * repr); inside an array or object, compact with every digit */
+    char *text = json_is_array(v) || json_is_object(v)
+                     ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17))
+                     : fl_json_dumps_python(v);
     if (!text)
         return -ENOMEM;
     const size_t len = strlen(text);
@@ -358,13 +395,22 @@ static int integer_bounds(struct compiler *c, const json_t *j, struct sch_node *
                      "value, \"type\": \"integer\")", keys[k]);
             return refuse(c, what);
         }
-        const double v = json_number_value(x);
-        double b = k == 0 ? ceil(v) : k == 1 ? floor(v) + 1 : k == 2 ? floor(v) : ceil(v) - 1;
-        b = b > big ? big : b < -big ? -big : b; /* past 16 digits: as far as they reach */
-        if (k < 2 && (int64_t)b > n->min_int)
-            n->min_int = (int64_t)b;
-        else if (k >= 2 && (int64_t)b < n->max_int)
-            n->max_int = (int64_t)b;
+        /* past 16 digits a bound reaches only as far as they do: clamped
+         * first, so an integer's arithmetic is exact and a real's fits */
+        int64_t b;
+        if (json_is_integer(x)) {
+            const json_int_t v = json_integer_value(x);
+            b = v > (json_int_t)big ? (int64_t)big : v < -(json_int_t)big ? -(int64_t)big : v;
+            b += k == 1 ? 1 : k == 3 ? -1 : 0;
+        } else {
+            const double v = json_number_value(x);
+            double d = k == 0 ? ceil(v) : k == 1 ? floor(v) + 1 : k == 2 ? floor(v) : ceil(v) - 1;
+            b = (int64_t)(d > big ? big : d < -big ? -big : d);
+        }
+        if (k < 2 && b > n->min_int)
+            n->min_int = b;
+        else if (k >= 2 && b < n->max_int)
+            n->max_int = b;
     }
     return n->min_int > n->max_int ? refuse(c, "a minimum above its maximum accepts nothing") : 0;
 }
@@ -378,31 +424,46 @@ static bool in_required(const json_t *req, const char *name)
     return false;
 }
 
-/* Adds the properties that are required (pass 0) or optional (pass 1). */
-static int add_props(struct compiler *c, const json_t *props, const json_t *req, int pass)
+/* The object's properties, required ones first (each name once, as
+ * declared), into props[first ..]: their slots taken before any of their
+ * schemas is compiled, as those add their own objects' properties after. */
+static int add_props(struct compiler *c, const json_t *props, const json_t *req, uint32_t *n_req)
 {
     struct fl_schema *s = c->s;
+    const uint32_t first = s->n_props, n = (uint32_t)json_object_size(props);
+    while (s->cap_props < first + n)
+        if (grow((void **)&s->props, &s->cap_props, s->cap_props, sizeof(*s->props)))
+            return -ENOMEM;
     const char *name;
     const json_t *sub;
-    json_object_foreach((json_t *)props, name, sub) {
-        if (in_required(req, name) != (pass == 0))
-            continue;
-        if (grow((void **)&s->props, &s->cap_props, s->n_props, sizeof(*s->props)))
-            return -ENOMEM;
-        json_t *str = json_string(name);
-        char *key = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
-        json_decref(str);
-        if (!key)
-            return str ? -ENOMEM : refuse(c, "a property name that is not UTF-8");
-        const uint32_t me = s->n_props++;
-        s->props[me] = (struct sch_prop){ key, (uint16_t)strlen(key), 0 };
-        if (strlen(key) > MAX_LITERAL)
-            return refuse(c, "a property name over 4096 bytes");
-        const int n = compile_at(c, sub, "properties", name);
-        if (n < 0)
-            return n;
-        s->props[me].node = (uint16_t)n;
+    uint32_t k = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        json_object_foreach((json_t *)props, name, sub) {
+            if (in_required(req, name) != (pass == 0))
+                continue;
+            json_t *str = json_string(name);
+            char *key = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+            json_decref(str);
+            if (!key)
+                return str ? -ENOMEM : refuse(c, "a property name that is not UTF-8");
+            s->props[first + k++] = (struct sch_prop){ key, (uint16_t)strlen(key), 0 };
+            s->n_props = first + k; /* freed with the schema from here on */
+            if (strlen(key) > MAX_LITERAL)
+                return refuse(c, "a property name over 4096 bytes");
+        }
+        if (pass == 0)
+            *n_req = k;
     }
+    k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        json_object_foreach((json_t *)props, name, sub) {
+            if (in_required(req, name) != (pass == 0))
+                continue;
+            const int node = compile_at(c, sub, "properties", name);
+            if (node < 0)
+                return node;
+            s->props[first + k++].node = (uint16_t)node;
+        }
     return 0;
 }
 
@@ -423,10 +484,9 @@ static int compile_object(struct compiler *c, int at, const json_t *j)
     if (json_object_size(props) > FL_SCHEMA_MAX_PROPS)
         return refuse(c, "an object of more than 64 properties");
     struct fl_schema *s = c->s;
-    const uint32_t first = s->n_props;
-    int rc = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++)
-        rc = add_props(c, props, req, pass);
+    const uint32_t first = s->n_props, n_prop = (uint32_t)json_object_size(props);
+    uint32_t n_req = 0; /* a name required twice is one property */
+    int rc = add_props(c, props, req, &n_req);
     if (rc)
         return rc;
     int an = props && !addl ? SCH_NONE : 0;
@@ -437,8 +497,8 @@ static int compile_object(struct compiler *c, int at, const json_t *j)
         return an;
     struct sch_node *n = &s->nodes[at];
     n->prop = first;
-    n->n_prop = (uint16_t)(s->n_props - first);
-    n->n_req = (uint16_t)json_array_size(req);
+    n->n_prop = (uint16_t)n_prop;
+    n->n_req = (uint16_t)n_req;
     n->addl = (uint16_t)an;
     return 0;
 }
@@ -512,9 +572,10 @@ int fl_schema_compile(const json_t *schema, struct fl_schema **out, struct fl_er
     int rc = schema_new(&s);
     if (rc)
         return fl_err_set(err, rc, "out of memory");
-    struct compiler c = { .s = s, .root = schema, .err = err };
-    rc = compile(&c, schema);
+    struct compiler c = { .s = s, .root = schema, .err = err, .rest = json_array() };
+    rc = c.rest ? compile(&c, schema) : -ENOMEM;
     free(c.seen);
+    json_decref(c.rest);
     uint8_t *mark = rc >= 0 ? calloc(s->n_nodes, 1) : NULL;
     if (rc >= 0 && !mark)
         rc = -ENOMEM;

@@ -65,7 +65,7 @@ void fl_schema_free(struct fl_schema *s);
  * each kind). */
 struct fl_schema_frame {
     uint64_t mask;
-    uint32_t count;
+    uint32_t count, esc;
     uint16_t node, pos, cur;
     uint8_t kind, phase;
 };

@@ -210,7 +210,9 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     if (j) {
         *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 }, NULL, 0 };
         api_tool_reader_init(r, b->chat, &j->tools);
-        j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), &j->echo_len) : NULL;
+        j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n,
+                                                 &j->echo_len)
+                               : NULL;
     }
     if (!j || !j->custom_id || (r->echo && !j->echo_text)) {
         char msg[320];
