@@ -427,16 +427,16 @@ static const struct schema_case cases[] = {
         { "{\"id\":1,\"\\u0069d\":true}", 9 } } },
     { "{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0,"
       "\"maximum\":120},\"t\":{\"type\":\"integer\",\"exclusiveMinimum\":-20,\"exclusiveMaximum\":-9.5},"
-      "\"big\":{\"type\":\"integer\",\"minimum\":1e300}},\"required\":[\"age\"]}",
+      "\"big\":{\"type\":\"integer\",\"minimum\":5e15}},\"required\":[\"age\"]}",
       { "{\"age\":0}", "{\"age\":120,\"t\":-19}", "{\"age\":35,\"t\":-10}",
-        "{\"age\":7}" },
+        "{\"age\":7,\"big\":5000000000000000}" },
       { { "{\"age\":-1}", 7 },      /* no negative age: '-' refused */
         { "{\"age\":121}", 9 },     /* 12 may become 120 */
         { "{\"age\":1200}", 10 },
         { "{\"age\":05}", 8 },      /* 0 takes no more digits */
         { "{\"age\":1,\"t\":-20}", 14 }, /* no -2x is above -20 */
         { "{\"age\":1,\"t\":-9}", 14 },  /* nor -9x below -9.5 */
-        { "{\"age\":1,\"big\":9999999999999999}", 15 } } }, /* 16 digits are below 1e300 */
+        { "{\"age\":1,\"big\":4999999999999999}", 15 } } }, /* no 4... of 16 digits reaches 5e15 */
     { "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\","
       "\"description\":\"a day\"},\"any\":{},\"t\":true}}",
       { "{}", "{\"when\":\"x\"}", "{\"any\":[1,{\"z\":null}],\"t\":\"s\"}", "{\"t\":1}" },
@@ -500,6 +500,8 @@ static void test_schema_refusals(void)
           "(at /properties/n~1m)" },
         { "{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}", "a minimum above" },
         { "{\"type\":\"integer\",\"maximum\":\"9\"}", "\"maximum\" is supported on integers only" },
+        { "{\"type\":\"integer\",\"minimum\":1e16}", "16 digits reaches accept nothing" },
+        { "{\"type\":\"integer\",\"exclusiveMaximum\":-9999999999999999}", "16 digits reaches" },
         { "{\"type\":\"string\",\"multipleOf\":2}", "\"multipleOf\" is not supported" },
         { "{\"$ref\":\"#/nowhere\"}", "points nowhere" },
         { "{\"$ref\":\"#\"}", "a cycle of references" },

@@ -412,7 +412,12 @@ static int integer_bounds(struct compiler *c, const json_t *j, struct sch_node *
         else if (k >= 2 && b < n->max_int)
             n->max_int = b;
     }
-    return n->min_int > n->max_int ? refuse(c, "a minimum above its maximum accepts nothing") : 0;
+    if (n->min_int > n->max_int)
+        return refuse(c, "a minimum above its maximum accepts nothing");
+    const int64_t most = 9999999999999999; /* 16 digits */
+    return n->min_int > most || n->max_int < -most
+               ? refuse(c, "bounds past what an integer of 16 digits reaches accept nothing")
+               : 0;
 }
 
 static bool in_required(const json_t *req, const char *name)
