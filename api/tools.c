@@ -64,8 +64,11 @@ static int parse_choice(json_t *body, struct api_request *r, struct fl_err *err)
         size_t i = 0;
         while (i < r->n_tools && strcmp(r->tool_names[i], r->tool_name))
             i++;
-        if (i == r->n_tools)
-            return fl_err_set(err, -EINVAL, "tool_choice: no tool is named \"%s\"", r->tool_name);
+        if (i == r->n_tools) /* a name that is no tool name is not written back (one line) */
+            return fl_tool_name_ok(r->tool_name, strlen(r->tool_name))
+                       ? fl_err_set(err, -EINVAL, "tool_choice: no tool is named \"%s\"",
+                                    r->tool_name)
+                       : bad(err, "tool_choice", "names no tool (not a function name)");
     }
     return 0;
 }

@@ -73,7 +73,7 @@ static size_t path_push(struct compiler *c, const char *seg, const char *name)
                 c->path[at++] = '~';
                 c->path[at++] = *p == '~' ? '0' : '1';
             } else {
-                c->path[at++] = *p;
+                c->path[at++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p; /* one line */
             }
         }
     }
