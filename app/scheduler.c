@@ -591,13 +591,19 @@ static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
     return false;
 }
 
-/* Prompt token p's log-probability under the row before it. */
+/* Token id's figures under row (lse: its log-sum-exp): its log-probability
+ * and r's top_logprobs likeliest. */
+static void figures(const struct eng_sched *q, const struct sched_req *r, const float *row,
+                    double lse, int32_t id, struct fl_token_logprob *e)
+{
+    e->token = (struct fl_logprob){ id, (float)((double)row[id] - lse) };
+    e->n_top = fl_top_logprobs(row, q->n_vocab, lse, r->top_lp, e->top);
+}
+
+/* Prompt token p's figures under the row before it. */
 static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const float *row)
 {
-    struct fl_token_logprob *e = &r->plp[p];
-    const double lse = fl_logsumexp(row, q->n_vocab);
-    e->token = (struct fl_logprob){ r->prompt[p], (float)((double)row[r->prompt[p]] - lse) };
-    e->n_top = fl_top_logprobs(row, q->n_vocab, lse, r->top_lp, e->top);
+    figures(q, r, row, fl_logsumexp(row, q->n_vocab), r->prompt[p], &r->plp[p]);
 }
 
 /* A logits row for r: sample, and end r or queue the token for the next step. */
@@ -642,8 +648,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     fl_sampler_accept(r->smp, id);
     struct fl_token_logprob *e = r->want_lp ? &r->lp[r->n_gen] : NULL;
     if (e) {
-        e->token = (struct fl_logprob){ id, (float)((double)row[id] - lse) };
-        e->n_top = fl_top_logprobs(row, q->n_vocab, lse, r->top_lp, e->top);
+        figures(q, r, row, lse, id, e);
         e->text_start = r->len;
     }
     r->gen[r->n_gen++] = id;

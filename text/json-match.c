@@ -546,21 +546,24 @@ static void copy_state(struct fl_schema_state *dst, const struct fl_schema_state
         copy_alt(&dst->alt[i], &src->alt[i]);
 }
 
-void fl_schema_init(const struct fl_schema *s, struct fl_schema_state *m)
+/* The empty answer to a value of node. */
+static void init_at(uint16_t node, struct fl_schema_state *m)
 {
     memset(m, 0, sizeof(*m));
     m->n = 1;
     m->alt[0].depth = 1;
-    m->alt[0].f[0] = (struct fl_schema_frame){ .kind = K_VALUE, .node = s->root };
+    m->alt[0].f[0] = (struct fl_schema_frame){ .kind = K_VALUE, .node = node };
+}
+
+void fl_schema_init(const struct fl_schema *s, struct fl_schema_state *m)
+{
+    init_at(s->root, m);
 }
 
 bool sch_accepts(const struct fl_schema *s, uint16_t node, const char *text, size_t n)
 {
     struct fl_schema_state m;
-    memset(&m, 0, offsetof(struct fl_schema_state, alt) + sizeof(m.alt[0]));
-    m.n = 1;
-    m.alt[0].depth = 1;
-    m.alt[0].f[0] = (struct fl_schema_frame){ .kind = K_VALUE, .node = node };
+    init_at(node, &m);
     return fl_schema_feed(s, &m, text, n) && (fl_schema_done(&m) || fl_schema_may_end(&m));
 }
 
