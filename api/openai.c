@@ -99,6 +99,20 @@ static int content_text(json_t *msg, const char *path, const char **out, struct 
     return 0;
 }
 
+/* An assistant's "reasoning_content" (what llama-server answered it with),
+ * which the templates write in place of a <think> in content. */
+static int message_reasoning(json_t *msg, const char *path, struct fl_chat_msg *m,
+                             struct fl_err *err)
+{
+    const json_t *rc = json_object_get(msg, "reasoning_content");
+    if (!rc || json_is_null(rc) || strcmp(m->role, "assistant"))
+        return 0;
+    if (!json_is_string(rc))
+        return fl_err_set(err, -EINVAL, "%s.reasoning_content: expected a string", path);
+    m->reasoning = json_string_value(rc);
+    return 0;
+}
+
 static int parse_messages(json_t *body, struct api_request *r, struct fl_err *err)
 {
     json_t *m = json_object_get(body, "messages");
@@ -119,6 +133,8 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
         int rc = content_text(msg, path, &r->msgs[i].content, err);
+        if (!rc)
+            rc = message_reasoning(msg, path, &r->msgs[i], err);
         if (!rc)
             rc = api_parse_message_calls(msg, path, &r->msgs[i], err);
         if (rc)
@@ -356,6 +372,71 @@ static bool asks_call(const json_t *b, const char *key)
     return j && !json_is_null(j) && !(v && (!strcmp(v, "none") || !strcmp(v, "auto")));
 }
 
+static const struct { const char *name; enum api_reasoning_format f; } reasoning_names[] = {
+    { "auto", API_REASONING_DEEPSEEK },
+    { "deepseek", API_REASONING_DEEPSEEK },
+    { "none", API_REASONING_NONE },
+    { "deepseek-legacy", API_REASONING_LEGACY },
+};
+
+int api_reasoning_format_from_name(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof(reasoning_names) / sizeof(reasoning_names[0]); i++)
+        if (!strcmp(name, reasoning_names[i].name))
+            return (int)reasoning_names[i].f;
+    return -1;
+}
+
+/* llama-server's fields about reasoning: "reasoning_format";
+ * "chat_template_kwargs" (of which the built-in templates read
+ * enable_thinking; the rest is for Jinja templates, which faultline does
+ * not run, and is ignored); OpenAI's "reasoning_effort" ("none": no
+ * thinking; a level is for templates that take one, none here). */
+static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    const json_t *f = json_object_get(b, "reasoning_format");
+    if (f && !json_is_null(f) &&
+        (r->reasoning_format = api_reasoning_format_from_name(json_string_value(f))) < 0)
+        return bad(err, "reasoning_format", "expected \"auto\", \"deepseek\", \"none\" or "
+                   "\"deepseek-legacy\"");
+    const json_t *kw = json_object_get(b, "chat_template_kwargs");
+    if (kw && !json_is_null(kw) && !json_is_object(kw))
+        return bad(err, "chat_template_kwargs", "expected an object");
+    const json_t *think = json_object_get(kw, "enable_thinking");
+    if (think && !json_is_boolean(think))
+        return bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean");
+    if (think)
+        r->thinking = json_is_true(think);
+    const json_t *effort = json_object_get(b, "reasoning_effort");
+    if (effort && !json_is_null(effort) && !json_is_string(effort))
+        return bad(err, "reasoning_effort", "expected a string");
+    if (effort && json_is_string(effort) && !strcmp(json_string_value(effort), "none"))
+        r->thinking = 0;
+    const char *bkey = json_object_get(b, "reasoning_budget_tokens") ? "reasoning_budget_tokens"
+                                                                     : "thinking_budget_tokens";
+    int64_t budget = -1;
+    int rc = integer(b, bkey, -1, 1e9, &budget, err);
+    if (rc < 0)
+        return rc;
+    r->reasoning_budget = (int)budget;
+    const json_t *msg = json_object_get(b, "reasoning_budget_message");
+    if (msg && !json_is_null(msg) && !(r->reasoning_budget_message = json_string_value(msg)))
+        return bad(err, "reasoning_budget_message", "expected a string");
+    return 0;
+}
+
+void api_request_reasoning_defaults(struct api_request *r, const struct api_reasoning_defaults *d)
+{
+    if (r->reasoning_format < 0)
+        r->reasoning_format = (int)d->format;
+    if (r->thinking < 0)
+        r->thinking = d->thinking;
+    if (r->reasoning_budget < 0)
+        r->reasoning_budget = d->budget;
+    if (!r->reasoning_budget_message)
+        r->reasoning_budget_message = d->budget_message;
+}
+
 /* What faultline does not generate is refused by name, not ignored: a client
  * must never take plain text for the JSON, tool call or probabilities it
  * asked for. (llama-server without --jinja refuses tools the same way.) */
@@ -423,6 +504,7 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
 {
     memset(out, 0, sizeof(*out));
     out->kind = kind;
+    out->reasoning_format = out->thinking = out->reasoning_budget = -1;
     out->doc = body;
     json_incref(body);
     int rc = json_is_object(body) ? 0 : bad(err, "body", "expected an object");
@@ -444,6 +526,8 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
         rc = parse_response_format(body, out, err);
     if (!rc)
         rc = parse_sampling(body, out, err);
+    if (!rc && kind == API_CHAT)
+        rc = parse_reasoning(body, out, err);
     if (!rc && kind == API_CHAT)
         rc = api_parse_tools(body, out, err);
     else if (!rc && (asks(body, "tools") || asks_call(body, "tool_choice")))
@@ -634,6 +718,18 @@ static json_t *chat_message(const struct api_completion *c)
     return m;
 }
 
+/* ... and its reasoning, as llama-server writes it: only when there is some. */
+static json_t *chat_answer(const struct api_completion *c)
+{
+    json_t *m = chat_message(c);
+    if (m && c->reasoning_len &&
+        fl_json_set(m, "reasoning_content", fl_json_stringn(c->reasoning, c->reasoning_len))) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
 char *api_prompt_text(const struct api_request *r, const struct fl_tokenizer *tok,
                       const int32_t *ids, int n, size_t *len)
 {
@@ -707,7 +803,7 @@ json_t *api_completion_json(const struct api_completion *c)
         lp = choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs);
     }
     json_t *choice = c->kind == API_CHAT
-        ? json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", chat_message(c), "logprobs", lp,
+        ? json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", chat_answer(c), "logprobs", lp,
                     "finish_reason", c->tools && c->tools->n_calls ? "tool_calls" : c->finish_reason)
         : json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", completion_text(c),
                     "logprobs", lp, "finish_reason", c->finish_reason);
@@ -726,7 +822,7 @@ json_t *api_chunk_json(const struct api_chunk *c)
         if (c->role)
             fl_json_set(delta, "role", json_string("assistant"));
         if (text)
-            fl_json_set(delta, "content", text);
+            fl_json_set(delta, c->reasoning ? "reasoning_content" : "content", text);
         if (c->tools && c->tools->n_calls)
             fl_json_set(delta, "tool_calls", api_tool_calls_json(c->tools, c->id, true));
         choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",

@@ -19,7 +19,9 @@
 #include "base/json.h"
 #include "text/chat.h"
 #include "text/logprob.h"
+#include "text/reasoning.h"
 #include "text/sampler.h"
+#include "text/tool-calls.h"
 
 #define API_MAX_STOP 8
 #define API_MAX_MESSAGES 4096
@@ -27,6 +29,28 @@
 #define API_MAX_TOOLS 128
 
 enum api_kind { API_CHAT, API_COMPLETION };
+
+/* A chat answer's reasoning (text/reasoning.h), as llama-server's
+ * "reasoning_format" (and --reasoning-format) asks for it. */
+enum api_reasoning_format {
+    API_REASONING_DEEPSEEK = 0, /* "deepseek", "auto" (the default): in the message's
+                                 * reasoning_content (a stream's delta.reasoning_content) */
+    API_REASONING_NONE,         /* "none": left in content as the model wrote it */
+    API_REASONING_LEGACY,       /* "deepseek-legacy": in content as written, and also in
+                                 * reasoning_content (not while streaming) */
+};
+/* The format of a name, or -1. */
+int api_reasoning_format_from_name(const char *name);
+
+/* What a request about reasoning does not say: a server's or a batch's
+ * --reasoning-format, and --reasoning on|off / --chat-template-kwargs
+ * '{"enable_thinking": false}'. */
+struct api_reasoning_defaults {
+    enum api_reasoning_format format;
+    int thinking; /* -1: the template's default; 0: enable_thinking=false; 1: true */
+    int budget;   /* --reasoning-budget: -1 no limit, else the reasoning's tokens at most */
+    const char *budget_message; /* --reasoning-budget-message (NULL: none) */
+};
 
 /* "tool_choice": "auto" (the default with tools), "none", "required", or
  * {"type": "function", "function": {"name": ...}}. */
@@ -70,6 +94,16 @@ struct api_request {
     enum api_tool_choice tool_choice;
     const char *tool_name;
     bool one_call;
+    /* chat: "reasoning_format" (-1 when not given), and whether the model
+     * thinks: "chat_template_kwargs": {"enable_thinking": bool}, or
+     * "reasoning_effort": "none" (off); -1 when neither says */
+    int reasoning_format;
+    int thinking;
+    /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not
+     * given) and "reasoning_budget_message" (NULL): after so many tokens of
+     * reasoning the message and "</think>" are forced (eng_req.think_*) */
+    int reasoning_budget;
+    const char *reasoning_budget_message;
     json_t *doc;              /* owned: what the strings point into */
 };
 
@@ -81,6 +115,9 @@ struct api_request {
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
+
+/* Fills what r did not say about reasoning from d. */
+void api_request_reasoning_defaults(struct api_request *r, const struct api_reasoning_defaults *d);
 
 /* 0, or -EINVAL naming the first logit_bias token outside a vocabulary of
  * n_vocab tokens. */
@@ -145,6 +182,41 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
  * this schema subset cannot hold (text/json-schema.h) are any object. */
 json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t);
 
+/* --- the answer: reasoning, content, calls (api/answer.c) ---------------------------
+ * A chat answer is read in two steps: its reasoning split off (text/
+ * reasoning.h; not for "reasoning_format": "none", nor for an answer held
+ * to JSON or to a forced call from its first token), then its content read
+ * for tool calls. */
+struct api_answer_reader {
+    struct api_tool_reader tools;
+    bool split;    /* the reasoning is split off */
+    bool legacy;   /* ... and content keeps it as written too ("deepseek-legacy") */
+    bool opened;   /* the prompt left the model inside its reasoning */
+    int budget;    /* the reasoning budget (-1: none); points into the request: */
+    const char *budget_message;
+};
+void api_answer_reader_init(const struct api_request *req, enum fl_chat_format fmt,
+                            struct api_answer_reader *out);
+
+/* A finished answer's parts; reasoning and content point into the text. */
+struct api_answer {
+    const char *reasoning;     /* "" when none */
+    size_t reasoning_len;
+    const char *content;       /* without tools: the content */
+    size_t content_len;
+    bool has_tools;            /* with tools: the content and calls read */
+    struct fl_tool_answer tools;
+};
+/* ended: as api_tool_read's. 0 or -ENOMEM; api_answer_free either way. */
+int api_answer_read(const struct api_answer_reader *rd, const char *text, size_t len, bool ended,
+                    struct api_answer *out);
+void api_answer_free(struct api_answer *a);
+
+/* A growing answer's settled parts for a stream (a stream never carries
+ * "deepseek-legacy"'s copy: its content is the text as written). */
+void api_answer_progress(const struct api_answer_reader *rd, const char *text, size_t len,
+                         bool done, struct fl_reasoning_split *out);
+
 /* A chat request's prompt text (*text malloc'ed; free it on error too):
  * its messages, and its tools unless "tool_choice" is "none", through
  * chat format chat, with a forced call's opening. The length, or -errno
@@ -183,6 +255,9 @@ struct api_completion {
     /* chat with tools: the answer read (api_tool_read) in place of text;
      * with calls, "tool_calls" and finish_reason "tool_calls" */
     const struct fl_tool_answer *tools;
+    /* chat: the reasoning, "reasoning_content" when not empty */
+    const char *reasoning;
+    size_t reasoning_len;
 };
 json_t *api_completion_json(const struct api_completion *c);
 
@@ -203,6 +278,7 @@ struct api_chunk {
     bool role;
     const char *text;         /* NULL: none */
     size_t len;
+    bool reasoning;           /* chat: text is delta.reasoning_content, not content */
     const char *finish_reason; /* NULL: not finished */
     bool usage;
     int prompt_tokens, completion_tokens, cached_tokens;

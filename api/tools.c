@@ -178,8 +178,11 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                     const char **why)
 {
     const bool tools = r->n_tools && r->tool_choice != API_TOOL_NONE;
-    int n = fl_chat_apply_tools(chat, r->msgs, r->n_msgs, tools ? (const char *const *)r->tools_json
-                                : NULL, tools ? r->n_tools : 0, true, text);
+    const struct fl_chat_opts o = {
+        .tools = tools ? (const char *const *)r->tools_json : NULL,
+        .n_tools = tools ? r->n_tools : 0, .add_assistant = true, .no_thinking = r->thinking == 0,
+    };
+    int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
                "(Qwen), glm-4.5 or minimax-m2; this model's is another";
@@ -188,19 +191,21 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
     /* the forced call's opening (in GLM's assistant turn, after its empty
-     * <think>; in MiniMax's, after closing the <think> its prompt opens) */
+     * <think>, which the opening holds already without thinking; in
+     * MiniMax's, after closing the <think> its prompt opens) */
     char open[160];
-    const int h = snprintf(open, sizeof(open), "%s", chat == FL_CHAT_GLM45 ? "\n<think></think>\n"
-                                                   : chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
-                                                                                : "");
-    const int o = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
+    const char *head = chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
+                       : chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
+                                                    : "";
+    const int h = snprintf(open, sizeof(open), "%s", head);
+    const int m = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
                                    open + h, sizeof(open) - (size_t)h);
-    char *p = realloc(*text, (size_t)n + (size_t)o + 1);
+    char *p = realloc(*text, (size_t)n + (size_t)m + 1);
     if (!p)
         return -ENOMEM;
-    memcpy(p + n, open, (size_t)o + 1);
+    memcpy(p + n, open, (size_t)m + 1);
     *text = p;
-    return n + o;
+    return n + m;
 }
 
 /* --- the answer ---------------------------------------------------------------------- */

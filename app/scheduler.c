@@ -12,7 +12,9 @@
 #include "model/arch.h"
 #include "model/kv-cache.h"
 #include "text/json-mode.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 
 struct sched_req {
     int id;
@@ -23,6 +25,11 @@ struct sched_req {
     bool want_lp, json, no_cache, want_plp;
     struct fl_schema *schema; /* JSON mode or a JSON schema: what the answer must be */
     struct fl_schema_state jp; /* ... and the answer so far against it */
+    bool think_limit, think_opened; /* the reasoning budget (eng_req) */
+    bool think_over;                /* the reasoning closed, or there is none: no more to do */
+    int think_budget, think_from;   /* think_from: tokens made when the reasoning began (-1) */
+    int32_t *force;                 /* the tokens forced when the budget is spent */
+    int n_force, forced;            /* ... and how many of them went */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
     struct fl_token_logprob *plp; /* [n_prompt] with want_plp */
@@ -106,6 +113,22 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     return 0;
 }
 
+/* The reasoning budget's forced tokens: message and "</think>". */
+static int think_tokens(struct eng_sched *q, struct sched_req *r, const char *message)
+{
+    if (r->think_budget < 0)
+        return -EINVAL;
+    char *t = NULL;
+    if (asprintf(&t, "%s</think>", message ? message : "") < 0)
+        return -ENOMEM;
+    const int n = fl_tokenize_alloc(q->tok, t, strlen(t), false, true, &r->force);
+    free(t);
+    if (n <= 0)
+        return n < 0 ? n : -EINVAL;
+    r->n_force = n;
+    return 0;
+}
+
 static void req_free(struct sched_req *r)
 {
     if (!r)
@@ -114,6 +137,7 @@ static void req_free(struct sched_req *r)
         free(r->stop[i]);
     fl_sampler_free(r->smp);
     fl_schema_free(r->schema);
+    free(r->force);
     free(r->prompt);
     free(r->gen);
     free(r->lp);
@@ -197,8 +221,12 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .json = in->json_object || in->json_schema,
                              .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
                              .want_plp = in->prompt_logprobs && in->logprobs,
-                             .lender = -1 };
+                             .think_limit = in->think_limit && !in->json_object && !in->json_schema,
+                             .think_opened = in->think_opened, .think_budget = in->think_budget,
+                             .think_from = -1, .lender = -1 };
     int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && r->think_limit)
+        rc = think_tokens(q, r, in->think_message);
     if (!rc && r->want_plp && !(r->plp = calloc((size_t)r->n_prompt + 1, sizeof(*r->plp))))
         rc = -ENOMEM;
     if (!rc && r->want_plp && r->n_prompt) /* nothing predicts the first token */
@@ -453,6 +481,9 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->t_first = 0;
     if (r->schema)
         fl_schema_init(r->schema, &r->jp);
+    r->think_from = -1;
+    r->forced = 0;
+    r->think_over = false;
     fl_sampler_reset(r->smp, r->sp.seed);
     for (int i = 0; i < r->n_prompt; i++)
         fl_sampler_accept(r->smp, r->prompt[i]);
@@ -606,6 +637,27 @@ static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const 
     figures(q, r, row, fl_logsumexp(row, q->n_vocab), r->prompt[p], &r->plp[p]);
 }
 
+/* The token the reasoning budget forces next, or -1: none (the budget is
+ * not spent, the reasoning is closed or never opened, or a character is
+ * not whole yet), as llama.cpp's reasoning-budget sampler. */
+static int32_t think_forced(struct sched_req *r)
+{
+    if (!r->think_limit || r->think_over || r->forced == r->n_force)
+        return -1;
+    if (r->forced > 0)
+        return r->force[r->forced++];
+    struct fl_reasoning_split sp;
+    fl_reasoning_split(r->text, r->len, r->think_opened, false, &sp);
+    r->think_over = sp.state == FL_REASONING_NONE || sp.state == FL_REASONING_CLOSED;
+    if (sp.state != FL_REASONING_OPEN)
+        return -1;
+    if (r->think_from < 0)
+        r->think_from = r->n_gen;
+    if (r->n_gen - r->think_from < r->think_budget || fl_utf8_whole(r->text, r->len) != r->len)
+        return -1;
+    return r->force[r->forced++];
+}
+
 /* A logits row for r: sample, and end r or queue the token for the next step. */
 static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 {
@@ -625,7 +677,8 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    const int32_t id = fl_sampler_sample(r->smp, r->json ? q->masked : row);
+    const int32_t forced = think_forced(r);
+    const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->json ? q->masked : row);
     if (id < 0) {
         r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";
         finish(q, r, ENG_FINISH_ERROR);

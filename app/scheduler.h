@@ -72,6 +72,14 @@ struct eng_req {
                             * reads no cached prefix */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     bool no_prompt_cache;  /* neither read a cached prefix nor leave one (cache_prompt: false) */
+    /* llama-server's reasoning budget: once a thinking model's reasoning
+     * (text/reasoning.h; think_opened: the prompt opened it) holds
+     * think_budget tokens, think_message (may be NULL) and "</think>" are
+     * forced, one token a step, after a whole UTF-8 character */
+    bool think_limit;
+    bool think_opened;
+    int think_budget;      /* >= 0 */
+    const char *think_message;
     void *user;            /* handed back to the hooks */
 };
 

@@ -1,11 +1,11 @@
 # text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
 # pre-tokenizers), the sampler, log-probabilities of a logits row, JSON mode's
-# token mask, chat templates, and the tool calls in an answer.
+# token mask, chat templates, the tool calls in an answer and its reasoning.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
           text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
           text/json-mode.c
-          text/tool-calls.c
+          text/tool-calls.c text/reasoning.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
 fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)
@@ -18,6 +18,7 @@ if(TARGET fuzz-tokenizer)
 endif()
 fl_test(test-json-schema SOURCES tests/test-json-schema.c MODULES text)
 fl_test(test-tool-calls SOURCES tests/test-tool-calls.c MODULES text)
+fl_test(test-reasoning SOURCES tests/test-reasoning.c MODULES text)
 fl_fuzz(json-mode SOURCES tests/fuzz/fuzz-json-mode.c MODULES text)
 fl_fuzz(json-schema SOURCES tests/fuzz/fuzz-json-schema.c MODULES text)
 fl_fuzz(tool-calls SOURCES tests/fuzz/fuzz-tool-calls.c MODULES text)

@@ -32,6 +32,7 @@ struct srv_job {
     struct fl_logit_bias *bias_owned; /* likewise, what req.logit_bias points at */
     json_t *schema_owned;   /* a reference: what req.json_schema points at */
     char *echo_text;        /* echo: the prompt's text (malloc'ed; NULL without echo) */
+    char *think_message_owned; /* what req.think_message points at (malloc'ed) */
     size_t echo_len;
     int n_prompt;
     /* shared, under the loop's mutex */

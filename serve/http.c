@@ -17,6 +17,7 @@
 #include "api/openai.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
+#include "text/unicode.h"
 
 void srv_opts_init(struct srv_opts *o)
 {
@@ -26,6 +27,7 @@ void srv_opts_init(struct srv_opts *o)
     o->port = 8080;
     o->chat = FL_CHAT_UNKNOWN;
     fl_sampler_defaults(&o->samp, 0);
+    o->reasoning = (struct api_reasoning_defaults){ API_REASONING_DEEPSEEK, -1, -1, NULL };
     o->max_tokens = -1;
     o->max_queue = 64;
     o->max_body = 8u << 20;
@@ -125,14 +127,15 @@ struct srv_stream {
     char id[64];
     int64_t created;
     bool include_usage, sent_role, ended;
-    size_t sent;                    /* bytes of the job's text streamed */
+    size_t sent;                    /* bytes of the answer's content streamed */
     int lp_sent;                    /* tokens whose logprobs were streamed */
     const struct fl_tokenizer *tok; /* renders them (taken before the loop's mutex is held) */
     size_t seen;                    /* bytes of it looked at: sent plus a held-back
                                      * partial UTF-8 character */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
-    struct api_tool_reader tools;   /* content is held back where a call may start */
+    struct api_answer_reader answer; /* content is held back where a call may start */
+    size_t r_sent;                  /* bytes of the reasoning streamed */
 };
 
 static enum MHD_Result finish_error(struct srv_conn *k, const struct srv_job *j)
@@ -166,42 +169,28 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         memcpy(lp, j->lp, sizeof(*lp) * (size_t)n_lp);
     srv_loop_unlock(k->s->loop);
     enum MHD_Result rc;
-    struct fl_tool_answer ans = { 0 };
-    const bool tools = k->tools.mode != API_TOOLS_OFF;
+    struct api_answer ans = { 0 };
     const bool echo_lp = j->echo_text && j->req.logprobs;
     if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) || (echo_lp && !j->plp) ||
-        (tools && api_tool_read(&k->tools, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans))) {
+        api_answer_read(&k->answer, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans)) {
         rc = finish_error(k, j);
     } else {
         const struct api_completion c = {
             .kind = k->kind, .id = k->id, .model = k->s->model_name, .created = k->created,
-            .text = text, .len = strlen(text), .finish_reason = eng_finish_name(r.finish),
+            .text = ans.content, .len = ans.content_len, .finish_reason = eng_finish_name(r.finish),
             .prompt_tokens = r.n_prompt, .completion_tokens = r.n_tokens, .logprobs = lp,
             .n_logprobs = n_lp, .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
-            .cached_tokens = r.n_cached, .tools = tools ? &ans : NULL,
+            .cached_tokens = r.n_cached, .tools = ans.has_tools ? &ans.tools : NULL,
+            .reasoning = ans.reasoning, .reasoning_len = ans.reasoning_len,
             .echo = j->echo_text != NULL, .prompt = j->echo_text, .prompt_len = j->echo_len,
             .prompt_logprobs = j->plp,
         };
         rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
     }
-    fl_tool_answer_free(&ans);
+    api_answer_free(&ans);
     free(lp);
     free(text);
     return rc;
-}
-
-/* Bytes of s[0..n) that end on a whole UTF-8 character (a token may end
- * inside one; the rest comes with the next). */
-static size_t utf8_whole(const char *s, size_t n)
-{
-    size_t i = n, back = 0;
-    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
-        i--, back++;
-    if (i == 0)
-        return n;
-    const unsigned char lead = (unsigned char)s[i - 1];
-    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    return need > back + 1 ? i - 1 : n;
 }
 
 /* One "data: {...}\n\n" event onto the connection's pending bytes. */
@@ -254,7 +243,25 @@ static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char 
     ch->tools = NULL;
 }
 
-/* The events the job's news makes (mutex held). */
+/* The reasoning's settled growth as delta.reasoning_content. */
+static void stream_reasoning(struct srv_stream *k, struct api_chunk *ch, const char *text,
+                             const struct fl_reasoning_split *sp, bool done)
+{
+    const char *r = text + sp->r_off;
+    const size_t avail = done ? sp->r_len : fl_utf8_whole(r, sp->r_len);
+    if (avail <= k->r_sent)
+        return;
+    ch->reasoning = true;
+    ch->text = r + k->r_sent;
+    ch->len = avail - k->r_sent;
+    sse_event(k, api_chunk_json(ch));
+    ch->reasoning = false;
+    k->r_sent = avail;
+}
+
+/* The events the job's news makes (mutex held). The answer's reasoning
+ * goes out as it settles; its content (text[c_off..]) too, but where a
+ * tool call may start. */
 static void stream_news(struct srv_stream *k, struct srv_job *j)
 {
     struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
@@ -266,28 +273,35 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
         ch.role = false;
         k->sent_role = true;
     }
-    size_t avail = j->done ? j->len : utf8_whole(j->text, j->len);
+    struct fl_reasoning_split sp;
+    api_answer_progress(&k->answer, j->text, j->len, j->done, &sp);
+    stream_reasoning(k, &ch, j->text, &sp, j->done);
+    const char *text = j->text + sp.c_off;
+    const size_t len = sp.c_len;
+    const struct api_tool_reader *tools = &k->answer.tools;
+    size_t avail = j->done ? len : fl_utf8_whole(text, len);
     k->seen = j->len;
     struct fl_tool_answer ans = { 0 };
-    if (k->tools.mode != API_TOOLS_OFF && !j->done) {
-        const size_t c = api_tool_content_prefix(&k->tools, j->text, j->len);
-        avail = c < avail ? utf8_whole(j->text, c) : avail;
-    } else if (k->tools.mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
-               !api_tool_read(&k->tools, j->text, j->len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
+    if (tools->mode != API_TOOLS_OFF && !j->done) {
+        const size_t c = api_tool_content_prefix(tools, text, len);
+        avail = c < avail ? fl_utf8_whole(text, c) : avail;
+    } else if (tools->mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
+               !api_tool_read(tools, text, len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
                ans.n_calls) {
-        avail = api_tool_content_prefix(&k->tools, j->text, j->len); /* up to the first call */
+        avail = api_tool_content_prefix(tools, text, len); /* up to the first call */
     }
     /* a token's logprobs go with the chunk that completes its bytes (one
      * without bytes, once text follows it: a stop string may yet cut it);
      * the rest of the answer's with the last text */
+    const size_t settled = len ? sp.c_off + avail : sp.settled;
     int lp_end = k->lp_sent;
     if (j->req.logprobs)
         while (j->done ? lp_end < j->n_lp_final
-                       : lp_end < j->n_lp && j->lp[lp_end].text_end <= avail &&
-                             j->lp[lp_end].text_start < avail)
+                       : lp_end < j->n_lp && j->lp[lp_end].text_end <= settled &&
+                             j->lp[lp_end].text_start < settled)
             lp_end++;
     if (avail > k->sent || lp_end > k->lp_sent) {
-        ch.text = j->text + k->sent;
+        ch.text = text + k->sent;
         ch.len = avail - k->sent;
         ch.logprobs = lp_end > k->lp_sent ? j->lp + k->lp_sent : NULL;
         ch.n_logprobs = lp_end - k->lp_sent;
@@ -300,7 +314,7 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
     if (!j->done)
         return;
     if (ans.n_calls) /* the calls, after any content between or after them */
-        stream_calls(k, &ch, j->text, avail, &ans);
+        stream_calls(k, &ch, text, avail, &ans);
     if (j->result.finish == ENG_FINISH_ERROR) {
         sse_event(k, api_error_json("server_error", "engine_error",
                                     j->error[0] ? j->error : "the request failed"));
@@ -366,7 +380,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
         return MHD_NO; /* on_completed releases the job */
     *st = (struct srv_stream){ .s = k->s, .job = k->job, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
-                               .tools = k->tools,
+                               .answer = k->answer,
                                .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
     snprintf(st->id, sizeof(st->id), "%s", k->id);
     struct MHD_Response *r =
@@ -422,10 +436,19 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
                                .prompt_logprobs = req->echo,
-                               .json_object = req->json_object || k->tools.json,
-                               .no_prompt_cache = req->no_cache_prompt };
+                               .json_object = req->json_object || k->answer.tools.json,
+                               .no_prompt_cache = req->no_cache_prompt,
+                               .think_limit = k->answer.budget >= 0,
+                               .think_opened = k->answer.opened,
+                               .think_budget = k->answer.budget };
+    if (k->answer.budget >= 0 && k->answer.budget_message &&
+        !(j->req.think_message = j->think_message_owned = strdup(k->answer.budget_message))) {
+        srv_job_release(s->loop, j);
+        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                               "out of memory");
+    }
     /* a forced call's schema, or the request's (a reference: the loop submits it later) */
-    j->schema_owned = api_tool_schema(req, &k->tools);
+    j->schema_owned = api_tool_schema(req, &k->answer.tools);
     if (!j->schema_owned)
         j->schema_owned = json_incref((json_t *)req->json_schema);
     j->req.json_schema = j->schema_owned;
@@ -471,6 +494,8 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req
     struct fl_err err = { "" };
     const int prc = api_request_parse(body, kind, req, &err);
     json_decref(body);
+    if (!prc)
+        api_request_reasoning_defaults(req, &k->s->o->reasoning);
     if (prc)
         *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_request",
                               "%s", err.msg);
@@ -495,7 +520,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
                              "the prompt is empty");
     else {
         k->kind = kind;
-        api_tool_reader_init(&req, k->s->chat, &k->tools);
+        api_answer_reader_init(&req, k->s->chat, &k->answer);
         rc = post_job(k, &req, ids, n); /* the ids are the job's now */
         ids = NULL;
     }

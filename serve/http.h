@@ -45,7 +45,7 @@ struct srv_conn {
     struct srv_job *job;
     char id[64];
     int64_t created;
-    struct api_tool_reader tools;   /* how its answer's tool calls are read */
+    struct api_answer_reader answer; /* how its answer's reasoning and calls are read */
 };
 
 enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char *type,

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/openai.h"
 #include "app/session.h"
 #include "base/error.h"
 #include "text/chat.h"
@@ -28,6 +29,7 @@ struct srv_opts {
     const char *alias;         /* the model's name in responses (default: the file's) */
     enum fl_chat_format chat;  /* FL_CHAT_UNKNOWN: the model's own */
     struct fl_sampler_params samp; /* what a request does not say */
+    struct api_reasoning_defaults reasoning; /* ... about reasoning */
     int max_tokens;            /* a request without max_tokens: -1 = up to the context */
     int max_queue;             /* requests waiting for a sequence before 503 */
     size_t max_body;           /* bytes; more: 413 */

@@ -53,13 +53,13 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n"}[name]
 
 
-def render(messages, tools):
+def render(messages, tools, **kwargs):
     # templates read a call's arguments as an object (GLM's iterates them);
     # a request carries them as JSON text
     msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
         c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
             for m in messages]
-    return template.render(messages=msgs, tools=tools, add_generation_prompt=True)
+    return template.render(messages=msgs, tools=tools, add_generation_prompt=True, **kwargs)
 
 weather = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city, now (°C).",
@@ -102,6 +102,18 @@ cases = {
     "calls in history, no tools": ([{"role": "user", "content": "Weather?"},
                                     {"role": "assistant", "content": "", "tool_calls": [call]},
                                     {"role": "tool", "content": "rain"}], None),
+    # what llama-server answered with, sent back: reasoning_content in place of
+    # a <think> in content (content then taken whole, even with a </think>)
+    "reasoning_content in history": ([
+        {"role": "user", "content": "First?"},
+        {"role": "assistant", "content": "Answer A.", "reasoning_content": "plan A"},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "\nLet me look.\n", "reasoning_content": "\n look it up \n",
+         "tool_calls": [call]},
+        {"role": "tool", "content": "rain"},
+        {"role": "assistant", "content": "x</think>\nRain.", "reasoning_content": "so: rain"},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": "You are welcome.", "reasoning_content": ""}], [weather]),
 }
 failed = 0
 for case, (messages, tools) in cases.items():
@@ -116,6 +128,21 @@ for case, (messages, tools) in cases.items():
     else:
         print("ok: %s (%d chars, as %s's template)" % (case, len(got), name))
 
+# "chat_template_kwargs": {"enable_thinking": false} (or "reasoning_effort":
+# "none") as the template reads enable_thinking=False
+for case in ("tools, a system turn", "reasoning in history and in a tool loop",
+             "the last turn is the assistant's"):
+    messages, tools = cases[case]
+    want = render(messages, tools, enable_thinking=False)
+    for extra in ({"chat_template_kwargs": {"enable_thinking": False}}, {"reasoning_effort": "none"}):
+        body = dict(messages=messages, **extra)
+        if tools:
+            body["tools"] = tools
+        got = post("/apply-template", body)["prompt"]
+        failed += got != want
+        print(("ok" if got == want else "FAIL") + ": %s, %s (%d chars)" % (case, list(extra)[0], len(got)))
+        if got != want:
+            print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
 # "tool_choice": "none" leaves the tools out; a named one opens the call
 messages = cases["tools, a system turn"][0]
 got = post("/apply-template", {"messages": messages, "tools": [weather], "tool_choice": "none"})
@@ -127,6 +154,16 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
 want = render(messages, [weather, clock]) + opening % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice opens its call")
+# ... after the empty reasoning that enable_thinking=False already wrote
+got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
+                               "chat_template_kwargs": {"enable_thinking": False},
+                               "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+want = render(messages, [weather, clock], enable_thinking=False) + \
+    (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else opening) % "get_time"
+failed += got["prompt"] != want
+print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
+if got["prompt"] != want:
+    print("--- faultline\n%s\n--- %s's template\n%s" % (got["prompt"], name, want))
 # GLM's and MiniMax's forced call: the model writes the pairs and closes the
 # block; here '<' lifted and a stop string end the answer before any pair,
 # so the call comes back with no arguments (the block closed for it: the

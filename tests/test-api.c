@@ -514,8 +514,92 @@ static void test_logprobs(void)
     gguf_close(g);
 }
 
+/* Reasoning: the request's fields and the server's defaults under them;
+ * a chat answer read into reasoning, content and calls. */
+static void test_reasoning(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
+                        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}],"
+                        "\"reasoning_format\":\"auto\",\"thinking_budget_tokens\":7}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "reasoning request: %s", err.msg);
+    json_decref(b);
+    const struct api_reasoning_defaults d = { API_REASONING_NONE, 0, 2, "Enough." };
+    api_request_reasoning_defaults(&r, &d);
+    CHECK(r.reasoning_format == API_REASONING_DEEPSEEK && r.thinking == 0 &&
+              r.reasoning_budget == 7 && !strcmp(r.reasoning_budget_message, "Enough."),
+          "the request's fields over the defaults: %d %d %d", r.reasoning_format, r.thinking,
+          r.reasoning_budget);
+    struct api_answer_reader rd;
+    api_answer_reader_init(&r, FL_CHAT_CHATML, &rd);
+    CHECK(rd.split && !rd.legacy && !rd.opened && rd.budget == 7 &&
+              rd.tools.mode == API_TOOLS_BLOCKS, "chatml reader");
+    /* Qwen3 thinks, then calls: the call is read from the answer after </think> */
+    const char *text = "<think>\nI should call w.\n</think>\n\n<tool_call>\n{\"name\": \"w\", "
+                       "\"arguments\": {}}\n</tool_call>";
+    struct api_answer a;
+    CHECK(api_answer_read(&rd, text, strlen(text), true, &a) == 0 && a.has_tools &&
+              a.tools.n_calls == 1 && a.tools.content_len == 0 && a.reasoning_len == 16 &&
+              !memcmp(a.reasoning, "I should call w.", 16),
+          "reasoning '%.*s', %d calls", (int)a.reasoning_len, a.reasoning, a.tools.n_calls);
+    const struct api_completion c = { .kind = API_CHAT, .id = "chatcmpl-1", .model = "m",
+                                      .created = 7, .finish_reason = "stop", .tools = &a.tools,
+                                      .reasoning = a.reasoning, .reasoning_len = a.reasoning_len };
+    json_t *o = api_completion_json(&c);
+    json_t *m = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    CHECK(!strcmp(fl_json_str(m, "reasoning_content"), "I should call w.") &&
+              json_is_null(json_object_get(m, "content")) &&
+              json_array_size(json_object_get(m, "tool_calls")) == 1,
+          "message with reasoning_content and a call");
+    json_decref(o);
+    api_answer_free(&a);
+    /* a call written inside the reasoning is not one */
+    text = "<think><tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call></think>Sunny.";
+    CHECK(api_answer_read(&rd, text, strlen(text), true, &a) == 0 && a.tools.n_calls == 0 &&
+              !strcmp(a.tools.content, "Sunny.") && a.reasoning_len > 0,
+          "a call inside the reasoning: %d calls, content '%s'", a.tools.n_calls, a.tools.content);
+    api_answer_free(&a);
+    /* MiniMax's prompt opened the reasoning; deepseek-legacy keeps it in content */
+    r.reasoning_format = API_REASONING_LEGACY;
+    api_answer_reader_init(&r, FL_CHAT_MINIMAX_M2, &rd);
+    rd.tools.mode = API_TOOLS_OFF;
+    text = "plan\n</think>\n\nHello";
+    CHECK(rd.opened && rd.legacy && api_answer_read(&rd, text, strlen(text), true, &a) == 0 &&
+              a.reasoning_len == 4 && a.content == text && a.content_len == strlen(text),
+          "legacy: content as written");
+    api_answer_free(&a);
+    /* no split for "none", nor for an answer held to JSON */
+    r.reasoning_format = API_REASONING_NONE;
+    api_answer_reader_init(&r, FL_CHAT_MINIMAX_M2, &rd);
+    CHECK(!rd.split && rd.opened && rd.budget == 7, "none: no split; the budget still holds");
+    r.reasoning_format = API_REASONING_DEEPSEEK;
+    r.json_object = true;
+    api_answer_reader_init(&r, FL_CHAT_MINIMAX_M2, &rd);
+    CHECK(!rd.split && !rd.opened && rd.budget == -1, "JSON mode: no reasoning read or held");
+    api_request_free(&r);
+
+    static const char *const bad[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_format\":\"r1\"}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":"
+        "{\"enable_thinking\":\"false\"}}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_budget_tokens\":1.5}",
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":[]}]}",
+    };
+    static const char *const field[] = { "reasoning_format", "enable_thinking",
+                                         "reasoning_budget_tokens", "reasoning_content" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        b = body_of(bad[i]);
+        err.msg[0] = '\0';
+        CHECK(api_request_parse(b, API_CHAT, &r, &err) == -EINVAL && strstr(err.msg, field[i]),
+              "refused %s: '%s'", field[i], err.msg);
+        json_decref(b);
+    }
+}
+
 int main(void)
 {
+    test_reasoning();
     test_accepted();
     test_refused();
     test_outputs();

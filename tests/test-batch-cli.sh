@@ -14,6 +14,7 @@
 #   - a line with tools and a forced call answers with tool_calls;
 #   - lines with a JSON schema answer with JSON python3-jsonschema accepts;
 #     an echo line with max_tokens 0 scores its prompt;
+#   - a thinking model's reasoning in reasoning_content, held to --reasoning-budget;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -255,6 +256,45 @@ for i in range(6):
     jsonschema.validate(json.loads(c["message"]["content"]), schema)
 print("json_schema: 6 answers validate;", got["s0"]["response"]["body"]["choices"][0]["message"]["content"])
 EOF2
+
+# 8. reasoning (a MiniMax-M2 model: its prompt opens <think>): --reasoning-budget 3 is the
+# default of lines that do not say; reasoning_content and content are the text cut at the
+# </think> the budget forced, as "reasoning_format": "none" shows it; --reasoning-format none
+# leaves it in content; bad reasoning flags are command-line mistakes (exit 2)
+mm=tests/data/minimax-m2-tiny-Q8_0.gguf
+python3 - "$dir/think.jsonl" <<'EOF2'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for cid, extra in (("split", {}), ("raw", {"reasoning_format": "none"}),
+                       ("zero", {"reasoning_budget_tokens": 0})):
+        body = dict({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10, "seed": 3,
+                     "temperature": 1}, **extra)
+        f.write(json.dumps({"custom_id": cid, "url": "/v1/chat/completions", "body": body}) + "\n")
+EOF2
+"$cli" batch -m $mm -i "$dir/think.jsonl" -o "$dir/think.out" -q --reasoning-budget 3 2>"$dir/err" ||
+    fail "reasoning: exit $? ($(tail -1 "$dir/err"))"
+"$cli" batch -m $mm -i "$dir/think.jsonl" -o "$dir/think-none.out" -q --reasoning-budget 3 \
+    --reasoning-format none 2>"$dir/err" || fail "--reasoning-format none: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/think.out" "$dir/think-none.out" <<'EOF2' || fail "reasoning in batch"
+import json, sys
+def read(p):
+    return {o["custom_id"]: o["response"]["body"]["choices"][0]["message"] for o in map(json.loads, open(p))}
+got, none = read(sys.argv[1]), read(sys.argv[2])
+raw = got["raw"]["content"]
+r, c = raw.split("</think>", 1)
+assert got["split"].get("reasoning_content") == r.strip() and got["split"]["content"] == c.lstrip(), (got, raw)
+assert got["zero"]["content"] and "reasoning_content" not in got["zero"], got["zero"]
+assert none["split"]["content"] == raw and "reasoning_content" not in none["split"], none
+print("reasoning: %r | %r (the text %r)" % (got["split"]["reasoning_content"], got["split"]["content"], raw))
+EOF2
+for bad in "-rea maybe" "--reasoning-format think" "--chat-template-kwargs []" \
+           "--chat-template-kwargs {\"enable_thinking\":1}" "--reasoning-budget -2"; do
+  # shellcheck disable=SC2086
+  "$cli" batch -m $mm -i "$dir/think.jsonl" -o "$dir/bad.out" -q $bad 2>"$dir/err"
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l <"$dir/err")" -le 3 ] || fail "$bad: exit $rc ($(cat "$dir/err"))"
+done
+echo "bad reasoning flags: exit 2"
 
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||

@@ -13,6 +13,7 @@
 #   - -f - reads standard input, escapes, -r, --no-display-prompt,
 #     --ignore-eos, and the warnings for -t and -c;
 #   - -j / -jf (a JSON schema): every answer validates (python3-jsonschema).
+#   - -rea off / --chat-template-kwargs: the prompt as enable_thinking=false writes it.
 # usage: test-cli-llama-flags.sh FAULTLINE
 set -u
 cli=$1
@@ -283,4 +284,20 @@ run -p x -j '{bad' 2>"$dir/err"
 run -p x -jf "$dir/none.json" 2>"$dir/err"
 [ $? = 2 ] || fail "-jf with no file: $(cat "$dir/err")"
 echo "-j / -jf: answers of the schema (python3-jsonschema), 2 for a schema it cannot hold or read"
+
+# --- -rea off / --chat-template-kwargs: Qwen3's enable_thinking=false -------------
+for how in "-rea off" "--reasoning off" "--chat-template-kwargs {\"enable_thinking\":false}"; do
+  # shellcheck disable=SC2086
+  run -st -p Hi -n 1 --temp 0 $how >"$dir/out" 2>"$dir/err" || fail "run $how: exit $? ($(cat "$dir/err"))"
+  grep -q '^<|im_start|>assistant$' "$dir/out" && [ "$(sed -n '4,6p' "$dir/out" | tr '\n' '|')" = "<think>||</think>|" ] ||
+    fail "run $how: the prompt does not end with an empty <think>: $(head -c 300 "$dir/out")"
+done
+run -st -p Hi -n 1 --temp 0 -rea on >"$dir/out" 2>"$dir/err" && ! grep -q "<think>" "$dir/out" ||
+  fail "-rea on: $(head -c 300 "$dir/out")"
+for bad in "-rea maybe" "--chat-template-kwargs {\"enable_thinking\":\"no\"}" "--chat-template-kwargs [1]"; do
+  # shellcheck disable=SC2086
+  run -st -p Hi -n 1 $bad >/dev/null 2>"$dir/err"
+  [ $? = 2 ] && [ "$(wc -l <"$dir/err")" = 1 ] || fail "run $bad: $(cat "$dir/err")"
+done
+echo "-rea off / --chat-template-kwargs: Qwen3's prompt ends with an empty <think>; 2 for bad values"
 echo PASS

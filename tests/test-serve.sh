@@ -127,6 +127,8 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=tests/data/minimax-m2-tiny-Q8_0.gguf
 start -np 2 -c 1024
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M2 || fail "MiniMax tool prompts"
+# its prompt opens <think>: reasoning_content, budgets, streams (tests/serve-reasoning.py)
+python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" || fail "reasoning"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=$qwen
 

@@ -183,6 +183,12 @@ static bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
+static bool ends_with(const char *s, const char *end)
+{
+    const size_t n = strlen(s), e = strlen(end);
+    return n >= e && !memcmp(s + n - e, end, e);
+}
+
 /* Tool result i: consecutive results share one turn (opened by turn before
  * the first, ended by end after the last), each between open and close. */
 static void put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size_t i,
@@ -221,6 +227,20 @@ static void think_split(const char *c, const char **r, size_t *rn, const char **
     while (**a == '\n')
         (*a)++;
     *an = strlen(*a);
+}
+
+/* An assistant message's reasoning and answer: its reasoning_content as
+ * given (the content then whole, as the templates take it), else split
+ * from its content. */
+static void reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
+                         size_t *an)
+{
+    if (!m->reasoning) {
+        think_split(m->content, r, rn, a, an);
+        return;
+    }
+    *r = m->reasoning, *rn = strlen(m->reasoning);
+    *a = m->content, *an = strlen(m->content);
 }
 
 /* Qwen3's tools block: the system turn, with the user's system text first. */
@@ -279,7 +299,7 @@ static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
 {
     const char *r, *a;
     size_t rn, an;
-    think_split(m->content, &r, &rn, &a, &an);
+    reasoning_of(m, &r, &rn, &a, &an);
     const bool content = an > 0; /* the template asks before its lstrip below */
     put(b, "<|im_start|>assistant\n");
     if (after_query && (last || rn)) {
@@ -298,9 +318,9 @@ static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
 }
 
 static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                         const char *const *tools, size_t n_tools, bool add)
+                         const struct fl_chat_opts *o)
 {
-    const size_t first = n_tools ? chatml_tools(b, m, n, tools, n_tools) : 0;
+    const size_t first = o->n_tools ? chatml_tools(b, m, n, o->tools, o->n_tools) : 0;
     const size_t query = chatml_last_query(m, n);
     for (size_t i = first; i < n; i++) {
         if (is(m[i].role, "tool")) { /* consecutive results share one user turn */
@@ -318,8 +338,9 @@ static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         }
         put(b, "<|im_end|>\n");
     }
-    if (add)
-        put(b, "<|im_start|>assistant\n");
+    if (o->add_assistant) /* Qwen3's enable_thinking=false: an empty reasoning */
+        put(b, o->no_thinking ? "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                              : "<|im_start|>assistant\n");
 }
 
 static void apply_llama2(struct sbuf *b, enum fl_chat_format fmt, const struct fl_chat_msg *m,
@@ -495,7 +516,7 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
 {
     const char *r, *a;
     size_t rn, an;
-    think_split(m->content, &r, &rn, &a, &an);
+    reasoning_of(m, &r, &rn, &a, &an);
     put(b, "<|assistant|>\n<think>");
     if (after_user)
         put_trimmed_n(b, r, rn);
@@ -519,8 +540,10 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
 
 /* GLM-4.5/4.6/4.7's Jinja template (GLM-4.6.jinja in llama.cpp's models). */
 static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                       const char *const *tools, size_t n_tools, bool add)
+                       const struct fl_chat_opts *o)
 {
+    const char *const *tools = o->tools;
+    const size_t n_tools = o->n_tools;
     put(b, "[gMASK]<sop>");
     if (n_tools) {
         put(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
@@ -543,6 +566,8 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         if (is(m[i].role, "user") || is(m[i].role, "system")) {
             put(b, is(m[i].role, "user") ? "<|user|>\n" : "<|system|>\n");
             put(b, m[i].content);
+            if (o->no_thinking && is(m[i].role, "user") && !ends_with(m[i].content, "/nothink"))
+                put(b, "/nothink"); /* GLM's enable_thinking=false */
         } else if (is(m[i].role, "assistant")) {
             if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
                 return -EINVAL;
@@ -551,8 +576,8 @@ static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                        "");
         }
     }
-    if (add)
-        put(b, "<|assistant|>");
+    if (o->add_assistant)
+        put(b, o->no_thinking ? "<|assistant|>\n<think></think>" : "<|assistant|>");
     return 0;
 }
 
@@ -588,8 +613,8 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
 {
     const char *r, *a;
     size_t rn, an;
-    think_split(m->content, &r, &rn, &a, &an);
-    while (an && a[an - 1] == '\n' && strstr(m->content, "</think>")) /* the template strips then */
+    reasoning_of(m, &r, &rn, &a, &an);
+    while (an && a[an - 1] == '\n' && !m->reasoning && strstr(m->content, "</think>")) /* the template strips then */
         an--;
     put(b, "]~b]ai\n");
     if (rn && after_user) {
@@ -621,8 +646,10 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
  * generation prompt opens the model's thinking. -EINVAL for a result with
  * no call before it (the template raises). */
 static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                            const char *const *tools, size_t n_tools, bool add)
+                            const struct fl_chat_opts *o)
 {
+    const char *const *tools = o->tools;
+    const size_t n_tools = o->n_tools;
     const bool sys = n && is(m[0].role, "system");
     put(b, "]~!b[]~b]system\n");
     put(b, sys && m[0].content[0] ? m[0].content : "You are a helpful assistant.");
@@ -649,7 +676,7 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
             put(b, "[e~[\n");
         }
     }
-    if (add)
+    if (o->add_assistant)
         put(b, "]~b]ai\n<think>\n");
     return 0;
 }
@@ -662,7 +689,13 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                   bool add_assistant, char **out)
 {
-    return fl_chat_apply_tools(fmt, msgs, n, NULL, 0, add_assistant, out);
+    const struct fl_chat_opts o = { .add_assistant = add_assistant };
+    return fl_chat_render(fmt, msgs, n, &o, out);
+}
+
+bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts *o)
+{
+    return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
 
 static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -685,16 +718,17 @@ static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msg
     return (n_tools || calls) && !fl_chat_has_tools(fmt) ? -ENOTSUP : 0;
 }
 
-int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
-                        const char *const *tools, size_t n_tools, bool add_assistant, char **out)
+int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                   const struct fl_chat_opts *o, char **out)
 {
     struct sbuf b = { 0 };
+    const bool add_assistant = o->add_assistant;
     *out = NULL;
-    int rc = check_messages(fmt, msgs, n, tools, n_tools);
+    int rc = check_messages(fmt, msgs, n, o->tools, o->n_tools);
     if (rc)
         return rc;
     switch (fmt) {
-    case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, tools, n_tools, add_assistant); break;
+    case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, o); break;
     case FL_CHAT_LLAMA2:
     case FL_CHAT_LLAMA2_SYS:
     case FL_CHAT_LLAMA2_SYS_BOS:
@@ -708,10 +742,8 @@ int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs,
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
-    case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, tools, n_tools, add_assistant); break;
-    case FL_CHAT_MINIMAX_M2:
-        rc = apply_minimax_m2(&b, msgs, n, tools, n_tools, add_assistant);
-        break;
+    case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, o); break;
+    case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */

@@ -53,6 +53,8 @@ struct fl_chat_tool_call {
 struct fl_chat_msg {
     const char *role;    /* "system", "user", "assistant", "tool", ... */
     const char *content;
+    const char *reasoning; /* an assistant's reasoning_content, or NULL: the
+                            * templates then split it from content's <think> */
     const struct fl_chat_tool_call *calls; /* an assistant's tool calls, or NULL */
     size_t n_calls;
 };
@@ -95,11 +97,25 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            with no call before it, where the template raises). */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
-/* fl_chat_apply with n_tools tool definitions (each the JSON text of a
- * request's tools[i], {"type": "function", "function": {...}}) offered to
- * the model. -ENOTSUP when tools or calls are given and fmt has no tool
- * format. */
-int fl_chat_apply_tools(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
-                        const char *const *tools, size_t n_tools, bool add_assistant, char **out);
+/* How a conversation is rendered. */
+struct fl_chat_opts {
+    const char *const *tools; /* n_tools tool definitions (each the JSON text */
+    size_t n_tools;           /* of a request's tools[i], {"type": "function", ...}) */
+    bool add_assistant;       /* the assistant's opening at the end */
+    bool no_thinking;         /* the templates' enable_thinking=false: Qwen3's
+                               * opening holds an empty <think></think>, GLM's
+                               * too and its user turns end with /nothink;
+                               * other formats have no such switch */
+};
+
+/* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
+ * fmt has no tool format. */
+int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                   const struct fl_chat_opts *o, char **out);
+
+/* Whether the prompt rendered with o leaves the model inside its reasoning
+ * (MiniMax-M2's opening is "]~b]ai\n<think>\n"): its answer starts with
+ * the reasoning, not with <think> (text/reasoning.h). */
+bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts *o);
 
 #endif

@@ -1,5 +1,5 @@
 /* tool-calls.h: the tool calls in a model's answer, in the format the chat
- * format taught it (text/chat.h's fl_chat_apply_tools). chatml (Qwen3,
+ * format taught it (text/chat.h's fl_chat_render). chatml (Qwen3,
  * Hermes): each call is a block
  *
  *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>

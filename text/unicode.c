@@ -7,6 +7,18 @@ size_t fl_utf8_len(uint8_t lead)
     return lookup[lead >> 4];
 }
 
+size_t fl_utf8_whole(const char *s, size_t n)
+{
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+        i--, back++;
+    if (i == 0)
+        return n;
+    const unsigned char lead = (unsigned char)s[i - 1];
+    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return need > back + 1 ? i - 1 : n;
+}
+
 static int is_cont(const char *s, size_t len, size_t i)
 {
     return i < len && ((uint8_t)s[i] & 0xC0) == 0x80;

@@ -17,6 +17,11 @@ size_t fl_utf8_len(uint8_t lead);
  * byte. Overlong forms and surrogates are accepted as llama.cpp does. */
 uint32_t fl_utf8_decode(const char *s, size_t len, size_t *off);
 
+/* The bytes of s[0, n) that end on a whole character: a token's piece may
+ * end inside one (the rest comes with the next); a stream sends, and a
+ * reasoning budget forces, only after whole ones. */
+size_t fl_utf8_whole(const char *s, size_t n);
+
 /* Encodes cp into out (4 bytes of room); code points past U+10FFFF become
  * U+FFFD. Returns the number of bytes written. */
 size_t fl_utf8_encode(uint32_t cp, char *out);

@@ -26,6 +26,7 @@
 struct batch_opts {
     struct eng_session_params sp;
     struct fl_sampler_params samp;
+    struct api_reasoning_defaults reasoning;
     const char *in, *out, *chat_template;
     int max_tokens;
     bool seed_given, quiet;
@@ -37,7 +38,7 @@ struct job {
     int line_no;
     enum api_kind kind;
     struct batch_run *run;
-    struct api_tool_reader tools; /* how the answer's tool calls are read */
+    struct api_answer_reader answer; /* how the answer's reasoning and calls are read */
     char *echo_text;              /* echo: the prompt's text (else NULL) */
     size_t echo_len;
 };
@@ -72,27 +73,32 @@ static int usage(FILE *out)
             "usage: faultline batch -m MODEL -i REQUESTS.jsonl -o RESULTS.jsonl [-np 4] [-c CELLS]\n"
             "                       [-b 512] [-n MAX_TOKENS] [--temp 0.8 ...] [--seed S]\n"
             "                       [--chat-template NAME] [--no-cache-prompt] [-q]\n"
+            "                       [--reasoning-format FMT] [-rea on|off|auto]\n"
+            "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
             "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
             "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
             "output skips what is done. -n and the sampling flags are the defaults for requests\n"
             "that do not say (-n -1: up to the context). Prompts that start alike (shared\n"
             "instructions) read the whole -b chunks an earlier one ran from the prompt cache: the\n"
-            "same bits (--no-cache-prompt: off). -q: no progress line.\n");
+            "same bits (--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
+            "reasoning is the message's reasoning_content (--reasoning-format none: left in\n"
+            "content); -rea off asks Qwen3 and GLM-4.5 to answer without it (as serve's flags).\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
 
 static int parse(int argc, char **argv, struct batch_opts *o)
 {
-    *o = (struct batch_opts){ .max_tokens = -1 };
+    *o = (struct batch_opts){ .max_tokens = -1,
+                              .reasoning = { API_REASONING_DEEPSEEK, -1, -1, NULL } };
     eng_session_params_init(&o->sp);
     o->sp.n_seq = 4;
     fl_sampler_defaults(&o->samp, 0);
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &o->seed_given, &o->max_tokens,
-                                           &o->chat_template };
+                                           &o->chat_template, &o->reasoning };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;
@@ -166,10 +172,9 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     b->gen_tokens += (uint64_t)r->n_tokens;
     b->prompt_tokens += (uint64_t)r->n_prompt;
     b->prompt_cached += (uint64_t)r->n_cached;
-    struct fl_tool_answer ans = { 0 };
-    const bool tools = j->tools.mode != API_TOOLS_OFF;
-    if (r->finish != ENG_FINISH_ERROR && tools &&
-        api_tool_read(&j->tools, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
+    struct api_answer ans = { 0 };
+    if (r->finish != ENG_FINISH_ERROR &&
+        api_answer_read(&j->answer, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
         write_error(b, j->custom_id, j->line_no, "server_error", "out of memory");
     } else if (r->finish == ENG_FINISH_ERROR) {
         char msg[320];
@@ -181,17 +186,18 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
         const struct api_completion c = {
             .kind = j->kind, .id = cid, .model = b->model_name, .created = (int64_t)time(NULL),
-            .text = r->text, .len = r->len, .finish_reason = eng_finish_name(r->finish),
+            .text = ans.content, .len = ans.content_len, .finish_reason = eng_finish_name(r->finish),
             .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
             .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
             .tok = eng_session_tokenizer(b->s), .cached_tokens = r->n_cached,
-            .tools = tools ? &ans : NULL, .echo = j->echo_text != NULL, .prompt = j->echo_text,
+            .tools = ans.has_tools ? &ans.tools : NULL, .reasoning = ans.reasoning,
+            .reasoning_len = ans.reasoning_len, .echo = j->echo_text != NULL, .prompt = j->echo_text,
             .prompt_len = j->echo_len, .prompt_logprobs = r->prompt_logprobs,
         };
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
                                        NULL, NULL));
     }
-    fl_tool_answer_free(&ans);
+    api_answer_free(&ans);
     free(j->echo_text);
     free(j->custom_id);
     free(j);
@@ -201,6 +207,7 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
 
 static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
 {
+    api_request_reasoning_defaults(&l->req, &b->o->reasoning);
     const struct api_request *r = &l->req;
     int32_t *ids = NULL;
 
@@ -208,8 +215,9 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
     if (j) {
-        *j = (struct job){ strdup(l->custom_id), line_no, r->kind, b, { 0 }, NULL, 0 };
-        api_tool_reader_init(r, b->chat, &j->tools);
+        *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .kind = r->kind,
+                           .run = b };
+        api_answer_reader_init(r, b->chat, &j->answer);
         j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n,
                                                  &j->echo_len)
                                : NULL;
@@ -232,9 +240,12 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
                            .prompt_logprobs = r->echo,
                            .n_logit_bias = r->n_logit_bias,
-                           .json_object = r->json_object || j->tools.json,
-                           .no_prompt_cache = r->no_cache_prompt, .user = j };
-    json_t *call_schema = api_tool_schema(r, &j->tools); /* compiled at submit */
+                           .json_object = r->json_object || j->answer.tools.json,
+                           .no_prompt_cache = r->no_cache_prompt, .user = j,
+                           .think_limit = j->answer.budget >= 0, .think_opened = j->answer.opened,
+                           .think_budget = j->answer.budget,
+                           .think_message = j->answer.budget_message };
+    json_t *call_schema = api_tool_schema(r, &j->answer.tools); /* compiled at submit */
     req.json_schema = call_schema ? call_schema : r->json_schema;
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);

@@ -11,6 +11,7 @@
 
 #include "app/cli/progress.h"
 #include "app/cli/session-flags.h"
+#include "api/openai.h"
 #include "app/session.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
@@ -399,11 +400,76 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
     return ok ? 1 : -1;
 }
 
+/* llama.cpp's words for on, off and auto: 1, 0, -1; -2 for another. */
+static int on_off_auto(const char *v)
+{
+    static const char *const on[] = { "on", "enabled", "true", "1" };
+    static const char *const off[] = { "off", "disabled", "false", "0" };
+    for (size_t k = 0; k < 4; k++) {
+        if (!strcmp(v, on[k]))
+            return 1;
+        if (!strcmp(v, off[k]))
+            return 0;
+    }
+    return !strcmp(v, "auto") || !strcmp(v, "-1") ? -1 : -2;
+}
+
+/* --chat-template-kwargs JSON: an object; the built-in templates read its
+ * enable_thinking (a boolean), the rest is for Jinja templates. */
+static bool template_kwargs(const char *cmd, const char *v, int *thinking)
+{
+    json_t *o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
+    const json_t *t = json_object_get(o, "enable_thinking");
+    const bool ok = json_is_object(o) && (!t || json_is_boolean(t));
+    if (!ok)
+        fprintf(stderr, "faultline %s: --chat-template-kwargs wants a JSON object (its "
+                "\"enable_thinking\" a boolean), not '%s'\n", cmd, v);
+    else if (t)
+        *thinking = json_is_true(t);
+    json_decref(o);
+    return ok;
+}
+
+int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
+                      struct api_reasoning_defaults *r)
+{
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--reasoning-budget"))
+        return eng_arg_int(cmd, argc, argv, i, -1, INT32_MAX, &r->budget) ? 1 : -1;
+    if (!strcmp(a, "--reasoning-budget-message"))
+        return eng_arg_str(cmd, argc, argv, i, &r->budget_message) ? 1 : -1;
+    if (strcmp(a, "--reasoning-format") && strcmp(a, "-rea") && strcmp(a, "--reasoning") &&
+        strcmp(a, "--chat-template-kwargs"))
+        return 0;
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return -1;
+    if (!strcmp(a, "--chat-template-kwargs"))
+        return template_kwargs(cmd, v, &r->thinking) ? 1 : -1;
+    if (!strcmp(a, "--reasoning-format")) {
+        const int f = api_reasoning_format_from_name(v);
+        if (f < 0) {
+            fprintf(stderr, "faultline %s: --reasoning-format is auto, deepseek, none or "
+                    "deepseek-legacy, not '%s'\n", cmd, v);
+            return -1;
+        }
+        r->format = (enum api_reasoning_format)f;
+        return 1;
+    }
+    const int t = on_off_auto(v);
+    if (t < -1) {
+        fprintf(stderr, "faultline %s: %s is on, off or auto, not '%s'\n", cmd, a, v);
+        return -1;
+    }
+    r->thinking = t;
+    return 1;
+}
+
 int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
                      const struct eng_request_args *t)
 {
     const char *a = argv[*i];
     bool ok;
+    int taken;
     if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, ENG_SESSION_MAX_SEQ, &t->sp->n_seq);
     else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
@@ -416,6 +482,8 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
         ok = eng_arg_str(cmd, argc, argv, i, t->chat_template);
     else if (!strcmp(a, "--cache-prompt") || !strcmp(a, "--no-cache-prompt"))
         ok = (t->sp->no_prompt_cache = a[2] == 'n', true); /* llama-server's pair */
+    else if (t->reasoning && (taken = eng_arg_reasoning(cmd, argc, argv, i, t->reasoning)) != 0)
+        return taken;
     else
         return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
     return ok ? 1 : -1;

@@ -97,17 +97,24 @@ int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t
 /* The flags of the commands that take requests (batch, serve): -np /
  * --parallel into sp->n_seq, -n / --n-predict into *max_tokens (-1: up to the
  * context; 0 refused), --chat-template into *chat_template, --cache-prompt /
- * --no-cache-prompt into sp->no_prompt_cache, and the sampler flags. 1 taken,
- * 0 not one, -1 bad value (said). */
+ * --no-cache-prompt into sp->no_prompt_cache, llama-server's reasoning flags
+ * into *reasoning (--reasoning-format FMT; -rea / --reasoning on|off|auto and
+ * --chat-template-kwargs '{"enable_thinking": BOOL}', whether the model
+ * thinks), and the sampler flags. 1 taken, 0 not one, -1 bad value (said). */
+struct api_reasoning_defaults;
 struct eng_request_args {
     struct eng_session_params *sp;
     struct fl_sampler_params *samp;
     bool *seed_given;
     int *max_tokens;
     const char **chat_template;
+    struct api_reasoning_defaults *reasoning;
 };
 int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
                      const struct eng_request_args *t);
+/* The reasoning flags alone (for run: whether the model thinks). */
+int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
+                      struct api_reasoning_defaults *r);
 
 /* llama.cpp's -e escapes, in place: backslash followed by n r t ' " or a
  * backslash, and \xHH; any other backslash stays as typed. Returns the new

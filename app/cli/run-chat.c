@@ -99,7 +99,7 @@ static int mark(struct chat *c, size_t from)
 static int feed_turn(struct chat *c, struct fl_err *err)
 {
     char *r = NULL;
-    int n = fl_chat_apply(c->fmt, c->msgs, c->n_msgs, true, &r);
+    int n = run_chat_render(c->g.o, c->fmt, c->msgs, c->n_msgs, &r);
     if (n < 0)
         return fl_err_set(err, n, "cannot apply the chat format: %s", strerror(-n));
     size_t from = c->fed_len;

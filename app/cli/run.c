@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/openai.h"
 #include "app/cli/commands.h"
+#include "app/cli/engine-args.h"
 #include "app/cli/interrupt.h"
 #include "app/cli/run.h"
 #include "app/cli/session-flags.h"
@@ -47,6 +49,9 @@ static int usage(FILE *out)
         "  --chat-template NAME  a built-in format (chatml, llama2, llama3, mistral-v7,\n"
         "                        deepseek3, gpt-oss, glm-4.5, chatglm4, minimax-m2, ...) instead\n"
         "                        of the model's\n"
+        "  -rea, --reasoning on|off|auto  off: the model answers without thinking (Qwen3's\n"
+        "                        and GLM-4.5's enable_thinking=false); auto: as the template\n"
+        "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off\n"
         "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
         "  prompt ends it; a line ending in \\ continues on the next.\n"
         "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
@@ -79,6 +84,14 @@ static bool parse_bias(const char *v, struct fl_logit_bias *out)
 }
 
 /* The flags only run has. 1 taken, 0 not one, -1 bad value (said). */
+static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
+{
+    struct api_reasoning_defaults r = { API_REASONING_DEEPSEEK, o->thinking, -1, NULL };
+    const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
+    o->thinking = r.thinking;
+    return taken;
+}
+
 static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -115,6 +128,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
     else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
+    else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL))
+        return run_reasoning_arg(argc, argv, i, o);
     else if (eng_arg_is(a, "-j", "--json-schema"))
         ok = eng_arg_str("run", argc, argv, i, &o->json_schema);
     else if (eng_arg_is(a, "-jf", "--json-schema-file"))
@@ -146,7 +161,7 @@ static int compile_schema(struct run_opts *o)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-    *o = (struct run_opts){ .n_gen = -1, .conversation = -1, .display_prompt = true,
+    *o = (struct run_opts){ .n_gen = -1, .conversation = -1, .thinking = -1, .display_prompt = true,
                             .escape = true };
     eng_session_params_init(&o->sp);
     const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true,
@@ -194,6 +209,13 @@ enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts
     return fl_chat_detect_file(eng_session_gguf(s));
 }
 
+int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
+                    const struct fl_chat_msg *msgs, size_t n, char **out)
+{
+    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0 };
+    return fl_chat_render(fmt, msgs, n, &co, out);
+}
+
 /* The prompt as token ids: raw, or rendered in the chat format (which
  * contains special-token texts, so those are parsed). */
 static int prompt_ids(struct eng_session *s, const struct run_opts *o, const char *text,
@@ -213,7 +235,7 @@ static int prompt_ids(struct eng_session *s, const struct run_opts *o, const cha
     if (o->system_prompt)
         msgs[n_msgs++] = (struct fl_chat_msg){ .role = "system", .content = o->system_prompt };
     msgs[n_msgs++] = (struct fl_chat_msg){ .role = "user", .content = content };
-    int n = content ? fl_chat_apply(fmt, msgs, n_msgs, true, &rendered) : -ENOMEM;
+    int n = content ? run_chat_render(o, fmt, msgs, n_msgs, &rendered) : -ENOMEM;
     free(content);
     if (n < 0) {
         fprintf(stderr, "faultline run: cannot apply the chat format: %s\n", strerror(-n));

@@ -31,6 +31,8 @@ struct run_opts {
     bool seed_given, ignore_eos, display_prompt, escape;
     struct fl_logit_bias bias[RUN_MAX_BIAS]; /* -l TOKEN_ID(+|-)BIAS */
     int n_bias;
+    int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
+                         * default, 0 enable_thinking=false (text/chat.h) */
     const char *json_schema, *json_schema_file; /* -j / -jf: every answer a value of it */
     struct fl_schema *schema;                    /* ... compiled (run.c owns it) */
 };
@@ -81,6 +83,10 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
 /* "prompt: N tokens in ... ; generation: ..." on stderr, for the last feed
  * and answer (nothing under --log-disable). */
 void run_gen_print_speed(const struct run_gen *g);
+
+/* The conversation rendered as the options ask (-rea off: no thinking). */
+int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
+                    const struct fl_chat_msg *msgs, size_t n, char **out);
 
 /* The chat format --chat-template names, else the model's (run.c). */
 enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts *o);

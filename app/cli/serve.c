@@ -17,9 +17,15 @@ static int usage(FILE *out)
             "                       [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
             "                       [-n MAX_TOKENS] [--temp 0.8 ...] [--max-queue 64]\n"
             "                       [--max-body 8M] [--max-conn 512] [--timeout 60] [--drain 10]\n"
-            "                       [--no-cache-prompt]\n"
+            "                       [--no-cache-prompt] [--reasoning-format auto|deepseek|none|\n"
+            "                       deepseek-legacy] [-rea on|off|auto] [--chat-template-kwargs J]\n"
+            "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
-            "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen and GLM models),\n"
+            "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM and MiniMax\n"
+            "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"
+            "--reasoning-format none, or \"reasoning_format\": \"none\", in content; -rea off, or\n"
+            "\"chat_template_kwargs\": {\"enable_thinking\": false}, asks Qwen3 and GLM-4.5 not to think;\n"
+            "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template.\n"
             "-np sequences run at once, sharing -c KV cells and every expert read.\n"
             "A prompt that starts as an earlier one did reads its whole -b chunks from the prompt\n"
@@ -59,7 +65,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
     bool seed_given = false;
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
-    const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat };
+    const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat,
+                                           &o->reasoning };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;

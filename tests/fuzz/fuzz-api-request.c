@@ -2,7 +2,8 @@
  * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
  * completion request (api/openai.h), and the chunk and completion objects
  * built from what is accepted; a chat accepted also renders in chatml
- * (tools, calls and results too) and its answer is read for tool calls;
+ * (tools, calls and results too) and its answer is read for reasoning and
+ * tool calls;
  * the schema a forced call is held to compiles.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
@@ -51,13 +52,23 @@ static void tools(const struct api_request *r, const struct api_completion *comp
         die("a forced call's schema does not compile");
     fl_schema_free(fs);
     json_decref(forced);
-    struct fl_tool_answer a;
-    if (api_tool_read(&t, text, strlen(text), strlen(text) % 2, &a))
+    /* the message's text as an answer in MiniMax-M2's format (its prompt
+     * opens the reasoning): its parts lie within the text */
+    struct api_answer_reader rd;
+    api_answer_reader_init(r, FL_CHAT_MINIMAX_M2, &rd);
+    struct api_answer a;
+    const size_t n_text = strlen(text);
+    if (api_answer_read(&rd, text, n_text, n_text % 2, &a))
         die("an answer cannot be read");
+    if (a.reasoning < text || a.reasoning + a.reasoning_len > text + n_text ||
+        a.content < text || a.content + a.content_len > text + n_text)
+        die("an answer's parts lie outside it");
     struct api_completion c = *comp;
-    c.tools = &a;
+    c.tools = a.has_tools ? &a.tools : NULL;
+    c.reasoning = a.reasoning;
+    c.reasoning_len = a.reasoning_len;
     serialises(api_completion_json(&c), "an answer with tools does not serialise");
-    fl_tool_answer_free(&a);
+    api_answer_free(&a);
 }
 
 static void one(json_t *body, enum api_kind kind)

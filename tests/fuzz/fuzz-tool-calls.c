@@ -3,13 +3,15 @@
  * MiniMax-M2's formats: parsing never fails but
  * for memory; an answer without calls is its whole text as content; every
  * call has a name and arguments that are a JSON object; the content prefix
- * a stream may send is within the text and ends before the first call. A
- * broken contract aborts. */
+ * a stream may send is within the text and ends before the first call; the
+ * reasoning split off an answer lies within it, and a stream's parts are
+ * prefixes of the whole one's. A broken contract aborts. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/reasoning.h"
 #include "text/tool-calls.h"
 
 static void one(enum fl_chat_format fmt, const char *text, size_t size)
@@ -35,8 +37,28 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     fl_tool_answer_free(&a);
 }
 
+/* The reasoning before the answer (text/reasoning.h): its parts lie in
+ * the text, a growing answer's are prefixes of the finished one's at the
+ * same place. */
+static void reasoning(const char *text, size_t size, bool opened)
+{
+    struct fl_reasoning_split fin, part;
+    fl_reasoning_split(text, size, opened, true, &fin);
+    if (fin.r_off + fin.r_len > size || fin.c_off + fin.c_len != size || fin.settled != size)
+        abort();
+    for (size_t k = size > 64 ? size - 64 : 0; k <= size; k++) {
+        fl_reasoning_split(text, k, opened, false, &part);
+        if ((part.r_len && (part.r_off != fin.r_off || part.r_len > fin.r_len)) ||
+            (part.c_len && (part.c_off != fin.c_off || part.c_len > fin.c_len)) ||
+            part.settled > k)
+            abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    reasoning((const char *)data, size, false);
+    reasoning((const char *)data, size, true);
     one(FL_CHAT_CHATML, (const char *)data, size);
     one(FL_CHAT_GLM45, (const char *)data, size);
     one(FL_CHAT_MINIMAX_M2, (const char *)data, size);

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""serve-reasoning.py: a thinking model's reasoning through `faultline serve`
+(tests/test-serve.sh), on a MiniMax-M2 model: its prompt opens <think>, so
+all the model writes is reasoning until </think>.
+
+Each answer is also asked for with "reasoning_format": "none" (the text as
+the model wrote it, same seed); the split is checked against that text cut
+here at the first </think>, as llama-server's "deepseek" format reads it.
+A reasoning budget of N forces </think> after N tokens (counted from the
+answer's logprobs); streamed deltas joined equal the whole answer's fields;
+"deepseek-legacy" keeps the text in content; bad fields get a 400.
+usage: serve-reasoning.py BASE_URL KEY"""
+import json
+import sys
+import urllib.error
+import urllib.request
+
+base, key = sys.argv[1], sys.argv[2]
+failed = 0
+BLANKS = " \n\r\t"
+
+
+def post(body, raw=False):
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + key,
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return r.read().decode() if raw else json.load(r)
+
+
+def check(ok, what):
+    global failed
+    failed += not ok
+    print(("ok: " if ok else "FAIL: ") + what)
+
+
+def split(raw):
+    """the rule, on the text of a prompt that opened <think>"""
+    if "</think>" not in raw:
+        return raw.strip(BLANKS), ""
+    r, c = raw.split("</think>", 1)
+    return r.strip(BLANKS), c.lstrip(BLANKS)
+
+
+def ask(**extra):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 14, "seed": 7,
+            "temperature": 1.0}
+    body.update(extra)
+    return post(body)["choices"][0]
+
+
+for budget in (None, 0, 4):
+    extra = {} if budget is None else {"reasoning_budget_tokens": budget}
+    msg = ask(**extra)["message"]
+    raw_choice = ask(reasoning_format="none", logprobs=True, **extra)
+    raw = raw_choice["message"]["content"]
+    r, c = split(raw)
+    got_r = msg.get("reasoning_content", "")
+    check(got_r == r and msg["content"] == c and ("reasoning_content" in msg) == bool(r),
+          "budget %s: reasoning %r, content %r (the text: %r)" % (budget, got_r, msg["content"], raw))
+    if budget is not None:
+        toks = [bytes(e["bytes"]) for e in raw_choice["logprobs"]["content"]]
+        before = b"".join(toks[:budget]).decode(errors="replace")
+        check(raw.startswith(before) and raw[len(before):].startswith("</think>"),
+              "budget %d: </think> follows the first %d tokens (%r)" % (budget, budget, raw))
+    # the stream's deltas, joined, are the whole answer's parts
+    events = [json.loads(l[6:]) for l in post(dict(
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 14, "seed": 7,
+         "temperature": 1.0, "stream": True}, **extra), raw=True).split("\n")
+        if l.startswith("data: {")]
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    sr = "".join(d.get("reasoning_content", "") for d in deltas)
+    sc = "".join(d.get("content", "") for d in deltas)
+    check(sr == got_r and sc == msg["content"],
+          "budget %s: streamed %r / %r" % (budget, sr, sc))
+
+legacy = ask(reasoning_format="deepseek-legacy", reasoning_budget_tokens=3)["message"]
+raw = ask(reasoning_format="none", reasoning_budget_tokens=3)["message"]["content"]
+check(legacy["content"] == raw and legacy.get("reasoning_content") == split(raw)[0],
+      "deepseek-legacy: content as written, reasoning too: %r" % legacy)
+
+for bad in ({"reasoning_format": "think"}, {"chat_template_kwargs": {"enable_thinking": "no"}},
+            {"chat_template_kwargs": []}, {"reasoning_budget_tokens": -2},
+            {"reasoning_budget_message": 3}, {"reasoning_effort": 1},
+            {"messages": [{"role": "user", "content": "x"},
+                          {"role": "assistant", "content": "y", "reasoning_content": 5}]}):
+    try:
+        post(dict({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}, **bad))
+        check(False, "%s was taken" % json.dumps(bad))
+    except urllib.error.HTTPError as e:
+        m = json.load(e).get("error", {}).get("message", "")
+        check(e.code == 400 and m, "%s: %d %s" % (json.dumps(bad), e.code, m))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,143 @@
+/* test-reasoning: an answer's <think> part (text/reasoning.h).
+ *
+ * A finished answer's split is checked against a second reading written
+ * here from the rule as llama-server's "deepseek" format states it
+ * (strip, find, split on NUL-terminated copies), on fixed answers and on
+ * 200,000 random ones built from the pieces that matter (tags, partial
+ * tags, blanks, text). A growing answer's split is checked, at every
+ * length, to be a prefix of the finished one at the same place, settled no
+ * further than its bytes, and never going back: what a stream sends is
+ * exactly what the whole answer says. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "text/reasoning.h"
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* s stripped of blanks at both ends, in place */
+static char *strip(char *s)
+{
+    while (is_blank(*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && is_blank(s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* The rule read directly: reasoning and answer as new strings in r and c
+ * (each at least strlen(text) + 8 bytes). */
+static void spec(const char *text, bool opened, char *r, char *c)
+{
+    char *t = malloc(strlen(text) + 8), *u;
+    sprintf(t, "%s%s", opened ? "<think>" : "", text);
+    for (u = t; is_blank(*u); u++)
+        ;
+    r[0] = '\0';
+    strcpy(c, text);
+    if (!strncmp(u, "<think>", 7)) {
+        char *body = u + 7, *close = strstr(body, "</think>");
+        c[0] = '\0';
+        if (close) {
+            char *after = close + 8;
+            while (is_blank(*after))
+                after++;
+            strcpy(c, after);
+            *close = '\0';
+        }
+        strcpy(r, strip(body));
+    }
+    free(t);
+}
+
+static void check_split(const char *text, bool opened, const char *want_r, const char *want_c)
+{
+    struct fl_reasoning_split sp;
+    const size_t n = strlen(text);
+    fl_reasoning_split(text, n, opened, true, &sp);
+    CHECK(sp.r_len == strlen(want_r) && !memcmp(text + sp.r_off, want_r, sp.r_len) &&
+              sp.c_len == strlen(want_c) && !memcmp(text + sp.c_off, want_c, sp.c_len) &&
+              sp.settled == n,
+          "'%s' (opened %d): reasoning '%.*s' answer '%.*s', want '%s' '%s'", text, opened,
+          (int)sp.r_len, text + sp.r_off, (int)sp.c_len, text + sp.c_off, want_r, want_c);
+}
+
+static void test_fixed(void)
+{
+    check_split("<think>\nplan A\n</think>\n\nAnswer A.", false, "plan A", "Answer A.");
+    check_split("  \n<think>x</think>y", false, "x", "y");
+    check_split("Hello", false, "", "Hello");
+    check_split("  Hello <think>x</think>", false, "", "  Hello <think>x</think>");
+    check_split("<thinking>x</thinking>", false, "", "<thinking>x</thinking>");
+    check_split("<think>\n\n</think>\n\nHi", false, "", "Hi");
+    check_split("<think>cut short", false, "cut short", "");
+    check_split("<think>a</think>b</think>c", false, "a", "b</think>c");
+    check_split("plan\n</think>\n\nok", true, "plan", "ok");
+    check_split("no close", true, "no close", "");
+    check_split("<think>x</think>y", true, "<think>x", "y");
+    check_split("", true, "", "");
+    check_split("", false, "", "");
+    struct fl_reasoning_split sp;
+    for (int k = 0; k < 4; k++) { /* nothing written yet: a NULL text */
+        fl_reasoning_split(NULL, 0, k & 1, k & 2, &sp);
+        CHECK(sp.r_len == 0 && sp.c_len == 0 && sp.settled == 0, "NULL text (%d)", k);
+    }
+}
+
+static void check_growth(const char *text, bool opened)
+{
+    const size_t n = strlen(text);
+    struct fl_reasoning_split fin, sp, prev = { 0 };
+    fl_reasoning_split(text, n, opened, true, &fin);
+    char *r = malloc(n + 16), *c = malloc(n + 16);
+    spec(text, opened, r, c);
+    CHECK(fin.r_len == strlen(r) && !memcmp(text + fin.r_off, r, fin.r_len) &&
+              fin.c_len == strlen(c) && !memcmp(text + fin.c_off, c, fin.c_len),
+          "'%s' (opened %d): '%.*s' / '%.*s', the rule says '%s' / '%s'", text, opened,
+          (int)fin.r_len, text + fin.r_off, (int)fin.c_len, text + fin.c_off, r, c);
+    for (size_t k = 0; k <= n; k++) {
+        fl_reasoning_split(text, k, opened, false, &sp);
+        const bool r_ok = !sp.r_len || (sp.r_off == fin.r_off && sp.r_len <= fin.r_len);
+        const bool c_ok = !sp.c_len || (sp.c_off == fin.c_off && sp.c_len <= fin.c_len);
+        CHECK(r_ok && c_ok && sp.settled <= k && sp.settled >= prev.settled &&
+                  sp.r_len >= prev.r_len && sp.c_len >= prev.c_len && sp.state >= prev.state &&
+                  sp.r_off + sp.r_len <= k && sp.c_off + sp.c_len <= k,
+              "'%s' (opened %d) at %zu: reasoning %zu+%zu answer %zu+%zu settled %zu; finished "
+              "%zu+%zu %zu+%zu", text, opened, k, sp.r_off, sp.r_len, sp.c_off, sp.c_len,
+              sp.settled, fin.r_off, fin.r_len, fin.c_off, fin.c_len);
+        prev = sp;
+    }
+    free(r);
+    free(c);
+}
+
+static void test_random(void)
+{
+    static const char *const piece[] = { "<think>", "</think>", "<", "</", "</thi", "<thi",
+                                         " ", "\n", "\t", "a", "b c", "\xc3\xa9", ">" };
+    const int n_piece = (int)(sizeof(piece) / sizeof(piece[0]));
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    char text[256];
+    for (int t = 0; t < 200000; t++) {
+        text[0] = '\0';
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int len = (int)(x % 12);
+        for (int i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            strcat(text, piece[x % (uint64_t)n_piece]);
+        }
+        check_growth(text, t & 1);
+    }
+}
+
+int main(void)
+{
+    test_fixed();
+    test_random();
+    return check_summary("test-reasoning");
+}
