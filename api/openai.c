@@ -244,12 +244,11 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
         if (rc == 1 && r->max_tokens < 0)
             r->max_tokens = (int)v;
     }
-    int64_t n = 1;
-    rc = integer(b, "n", 1, 1e9, &n, err);
+    int64_t n = 1; /* llama-server's n_cmpl, its "n" alias OpenAI's */
+    rc = integer(b, json_object_get(b, "n_cmpl") ? "n_cmpl" : "n", 1, API_MAX_N, &n, err);
     if (rc < 0)
         return rc;
-    if (n != 1)
-        return bad(err, "n", "only one choice per request is generated");
+    r->n = (int)n;
     if ((rc = flag(b, "stream", &r->stream, err)) < 0)
         return rc;
     if (r->echo && r->stream)
@@ -813,6 +812,28 @@ json_t *api_completion_json(const struct api_completion *c)
                      usage_json(c->prompt_tokens, c->completion_tokens, c->cached_tokens));
 }
 
+int api_completion_add_choice(json_t *doc, json_t *other, int index)
+{
+    json_t *choices = json_object_get(doc, "choices");
+    json_t *c = json_array_get(json_object_get(other, "choices"), 0);
+    json_t *u = json_object_get(doc, "usage"), *ou = json_object_get(other, "usage");
+    const json_int_t more = json_integer_value(json_object_get(ou, "completion_tokens"));
+    int rc = !json_is_array(choices) || !json_is_object(c) || !json_is_object(u) ? -EINVAL : 0;
+    if (!rc)
+        rc = json_object_set_new(c, "index", json_integer(index)) ||
+                     json_array_append(choices, c) ||
+                     json_object_set_new(u, "completion_tokens",
+                                         json_integer(json_integer_value(json_object_get(
+                                                          u, "completion_tokens")) + more)) ||
+                     json_object_set_new(u, "total_tokens",
+                                         json_integer(json_integer_value(json_object_get(
+                                                          u, "total_tokens")) + more))
+                 ? -ENOMEM
+                 : 0;
+    json_decref(other);
+    return rc;
+}
+
 json_t *api_chunk_json(const struct api_chunk *c)
 {
     json_t *text = c->text ? fl_json_stringn(c->text, c->len) : NULL;
@@ -825,12 +846,12 @@ json_t *api_chunk_json(const struct api_chunk *c)
             fl_json_set(delta, c->reasoning ? "reasoning_content" : "content", text);
         if (c->tools && c->tools->n_calls)
             fl_json_set(delta, "tool_calls", api_tool_calls_json(c->tools, c->id, true));
-        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs",
                            choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
                            "finish_reason",
                            c->finish_reason ? json_string(c->finish_reason) : json_null());
     } else {
-        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text",
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text",
                            text ? text : json_string(""), "logprobs",
                            choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
                            "finish_reason",

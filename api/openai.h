@@ -27,6 +27,7 @@
 #define API_MAX_MESSAGES 4096
 #define API_MAX_LOGIT_BIAS 1024
 #define API_MAX_TOOLS 128
+#define API_MAX_N 128         /* choices per request; a server holds them to its -np */
 
 enum api_kind { API_CHAT, API_COMPLETION };
 
@@ -65,6 +66,9 @@ struct api_request {
     int n_prompt_ids;
     const char *model;        /* NULL when not given */
     int max_tokens;           /* -1 when not given */
+    int n;                    /* choices ("n", llama-server's "n_cmpl"): the prompt's
+                               * answers, each its own sequence; choice i of a seeded
+                               * request samples with seed + i */
     const char *stop[API_MAX_STOP];
     int n_stop;
     /* the sampling fields given (has[] says which) */
@@ -110,8 +114,8 @@ struct api_request {
 /* Reads a request body (an object; takes a reference to it). 0, or
  * -EINVAL with the field and the problem in err; -ENOMEM. On error *out
  * needs no api_request_free. Unknown fields are ignored, as the OpenAI
- * server does; "n" other than 1, and known fields asking for what is not
- * generated (tools, JSON schemas, grammars, ...), are refused. */
+ * server does; known fields asking for what is not generated (grammars,
+ * ...) are refused. */
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
@@ -261,6 +265,12 @@ struct api_completion {
 };
 json_t *api_completion_json(const struct api_completion *c);
 
+/* Another choice of the same request (other, a whole completion object;
+ * its reference is taken) into doc as choices[index]: its completion
+ * tokens added to doc's usage (the prompt counts once, as OpenAI's). 0,
+ * -EINVAL when either is not a completion object, -ENOMEM. */
+int api_completion_add_choice(json_t *doc, json_t *other, int index);
+
 /* A choice's "logprobs" object for n tokens: chat's {"content": [{"token",
  * "logprob", "bytes", "top_logprobs": [...]}]}, or the completions'
  * {"tokens", "token_logprobs", "top_logprobs": [{piece: logprob}],
@@ -275,6 +285,7 @@ struct api_chunk {
     enum api_kind kind;
     const char *id, *model;
     int64_t created;
+    int index;                /* the choice's */
     bool role;
     const char *text;         /* NULL: none */
     size_t len;

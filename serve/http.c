@@ -118,25 +118,40 @@ static bool client_gone(int fd)
     return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* One choice of a streamed completion. */
+struct srv_choice {
+    struct srv_job *job;
+    bool sent_role, ended;
+    size_t sent;                    /* bytes of the answer's content streamed */
+    size_t r_sent;                  /* bytes of the reasoning streamed */
+    size_t seen;                    /* bytes of the text looked at: sent plus held back */
+    int lp_sent;                    /* tokens whose logprobs were streamed */
+};
+
 /* A streamed completion: owned by its MHD response (freed with it). */
 struct srv_stream {
     struct srv *s;
-    struct srv_job *job;
     int fd;
     enum api_kind kind;
     char id[64];
     int64_t created;
-    bool include_usage, sent_role, ended;
-    size_t sent;                    /* bytes of the answer's content streamed */
-    int lp_sent;                    /* tokens whose logprobs were streamed */
-    const struct fl_tokenizer *tok; /* renders them (taken before the loop's mutex is held) */
-    size_t seen;                    /* bytes of it looked at: sent plus a held-back
-                                     * partial UTF-8 character */
+    bool include_usage, ended;
+    const struct fl_tokenizer *tok; /* renders logprobs (taken before the loop's mutex is held) */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
     struct api_answer_reader answer; /* content is held back where a call may start */
-    size_t r_sent;                  /* bytes of the reasoning streamed */
+    int n;                          /* choices ("n") */
+    struct srv_choice ch[];
 };
+
+void srv_conn_release_jobs(struct srv_conn *k)
+{
+    for (int c = 0; c < k->n_jobs; c++)
+        srv_job_release(k->s->loop, k->jobs[c]); /* cancels: its cells are free next step */
+    free(k->jobs);
+    k->jobs = NULL;
+    k->n_jobs = 0;
+}
 
 static enum MHD_Result finish_error(struct srv_conn *k, const struct srv_job *j)
 {
@@ -144,23 +159,11 @@ static enum MHD_Result finish_error(struct srv_conn *k, const struct srv_job *j)
                            "%s", j->error[0] ? j->error : "the request failed");
 }
 
-/* stream: false — wait for the end (noticing a client that leaves), then
- * one JSON object. */
-static enum MHD_Result reply_whole(struct srv_conn *k)
+/* A finished job's choice as a whole completion object, or NULL: the
+ * request failed (or memory ran out). */
+static json_t *choice_json(struct srv_conn *k, struct srv_job *j)
 {
-    struct srv_job *j = k->job;
     srv_loop_lock(k->s->loop);
-    while (!j->done) {
-        srv_loop_unlock(k->s->loop);
-        if (client_gone(conn_fd(k->c))) {
-            srv_job_release(k->s->loop, j); /* cancels: its cells are free next step */
-            k->job = NULL;
-            return MHD_NO;
-        }
-        srv_loop_lock(k->s->loop);
-        if (!j->done)
-            srv_job_wait(k->s->loop, j, 100);
-    }
     const struct eng_req_result r = j->result;
     char *text = j->len ? strndup(j->text, j->len) : strdup("");
     const int n_lp = j->req.logprobs ? j->n_lp_final : 0;
@@ -168,13 +171,11 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     if (lp && n_lp)
         memcpy(lp, j->lp, sizeof(*lp) * (size_t)n_lp);
     srv_loop_unlock(k->s->loop);
-    enum MHD_Result rc;
+    json_t *doc = NULL;
     struct api_answer ans = { 0 };
     const bool echo_lp = j->echo_text && j->req.logprobs;
-    if (r.finish == ENG_FINISH_ERROR || !text || (j->req.logprobs && !lp) || (echo_lp && !j->plp) ||
-        api_answer_read(&k->answer, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans)) {
-        rc = finish_error(k, j);
-    } else {
+    if (r.finish != ENG_FINISH_ERROR && text && (!j->req.logprobs || lp) && (!echo_lp || j->plp) &&
+        !api_answer_read(&k->answer, text, strlen(text), r.finish != ENG_FINISH_LENGTH, &ans)) {
         const struct api_completion c = {
             .kind = k->kind, .id = k->id, .model = k->s->model_name, .created = k->created,
             .text = ans.content, .len = ans.content_len, .finish_reason = eng_finish_name(r.finish),
@@ -185,12 +186,43 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
             .echo = j->echo_text != NULL, .prompt = j->echo_text, .prompt_len = j->echo_len,
             .prompt_logprobs = j->plp,
         };
-        rc = srv_reply_json(k, MHD_HTTP_OK, api_completion_json(&c));
+        doc = api_completion_json(&c);
     }
     api_answer_free(&ans);
     free(lp);
     free(text);
-    return rc;
+    return doc;
+}
+
+/* stream: false — wait for the ends (noticing a client that leaves), then
+ * one JSON object with a choice per job. */
+static enum MHD_Result reply_whole(struct srv_conn *k)
+{
+    srv_loop_lock(k->s->loop);
+    for (int c = 0; c < k->n_jobs; c++) {
+        struct srv_job *j = k->jobs[c];
+        while (!j->done) {
+            srv_loop_unlock(k->s->loop);
+            if (client_gone(conn_fd(k->c))) {
+                srv_conn_release_jobs(k);
+                return MHD_NO;
+            }
+            srv_loop_lock(k->s->loop);
+            if (!j->done)
+                srv_job_wait(k->s->loop, j, 100);
+        }
+    }
+    srv_loop_unlock(k->s->loop);
+    json_t *doc = NULL;
+    for (int c = 0; c < k->n_jobs; c++) {
+        json_t *one = choice_json(k, k->jobs[c]);
+        if (!one || (doc && api_completion_add_choice(doc, one, c))) {
+            json_decref(doc);
+            return finish_error(k, k->jobs[c]);
+        }
+        doc = doc ? doc : one;
+    }
+    return srv_reply_json(k, MHD_HTTP_OK, doc);
 }
 
 /* One "data: {...}\n\n" event onto the connection's pending bytes. */
@@ -244,47 +276,49 @@ static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char 
 }
 
 /* The reasoning's settled growth as delta.reasoning_content. */
-static void stream_reasoning(struct srv_stream *k, struct api_chunk *ch, const char *text,
-                             const struct fl_reasoning_split *sp, bool done)
+static void stream_reasoning(struct srv_stream *k, struct srv_choice *o, struct api_chunk *ch,
+                             const char *text, const struct fl_reasoning_split *sp, bool done)
 {
     const char *r = text + sp->r_off;
     const size_t avail = done ? sp->r_len : fl_utf8_whole(r, sp->r_len);
-    if (avail <= k->r_sent)
+    if (avail <= o->r_sent)
         return;
     ch->reasoning = true;
-    ch->text = r + k->r_sent;
-    ch->len = avail - k->r_sent;
+    ch->text = r + o->r_sent;
+    ch->len = avail - o->r_sent;
     sse_event(k, api_chunk_json(ch));
     ch->reasoning = false;
-    k->r_sent = avail;
+    o->r_sent = avail;
 }
 
-/* The events the job's news makes (mutex held). The answer's reasoning
+/* The events choice c's news makes (mutex held). The answer's reasoning
  * goes out as it settles; its content (text[c_off..]) too, but where a
  * tool call may start. */
-static void stream_news(struct srv_stream *k, struct srv_job *j)
+static void stream_news(struct srv_stream *k, int c)
 {
+    struct srv_choice *o = &k->ch[c];
+    struct srv_job *j = o->job;
     struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
-                            .created = k->created, .tok = k->tok };
-    if (!k->sent_role && k->kind == API_CHAT) {
+                            .created = k->created, .tok = k->tok, .index = c };
+    if (!o->sent_role && k->kind == API_CHAT) {
         ch.role = true;
         ch.text = "";
         sse_event(k, api_chunk_json(&ch));
         ch.role = false;
-        k->sent_role = true;
+        o->sent_role = true;
     }
     struct fl_reasoning_split sp;
     api_answer_progress(&k->answer, j->text, j->len, j->done, &sp);
-    stream_reasoning(k, &ch, j->text, &sp, j->done);
+    stream_reasoning(k, o, &ch, j->text, &sp, j->done);
     const char *text = j->text + sp.c_off;
     const size_t len = sp.c_len;
     const struct api_tool_reader *tools = &k->answer.tools;
     size_t avail = j->done ? len : fl_utf8_whole(text, len);
-    k->seen = j->len;
+    o->seen = j->len;
     struct fl_tool_answer ans = { 0 };
     if (tools->mode != API_TOOLS_OFF && !j->done) {
-        const size_t c = api_tool_content_prefix(tools, text, len);
-        avail = c < avail ? fl_utf8_whole(text, c) : avail;
+        const size_t p = api_tool_content_prefix(tools, text, len);
+        avail = p < avail ? fl_utf8_whole(text, p) : avail;
     } else if (tools->mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
                !api_tool_read(tools, text, len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
                ans.n_calls) {
@@ -294,22 +328,22 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
      * without bytes, once text follows it: a stop string may yet cut it);
      * the rest of the answer's with the last text */
     const size_t settled = len ? sp.c_off + avail : sp.settled;
-    int lp_end = k->lp_sent;
+    int lp_end = o->lp_sent;
     if (j->req.logprobs)
         while (j->done ? lp_end < j->n_lp_final
                        : lp_end < j->n_lp && j->lp[lp_end].text_end <= settled &&
                              j->lp[lp_end].text_start < settled)
             lp_end++;
-    if (avail > k->sent || lp_end > k->lp_sent) {
-        ch.text = text + k->sent;
-        ch.len = avail - k->sent;
-        ch.logprobs = lp_end > k->lp_sent ? j->lp + k->lp_sent : NULL;
-        ch.n_logprobs = lp_end - k->lp_sent;
+    if (avail > o->sent || lp_end > o->lp_sent) {
+        ch.text = text + o->sent;
+        ch.len = avail - o->sent;
+        ch.logprobs = lp_end > o->lp_sent ? j->lp + o->lp_sent : NULL;
+        ch.n_logprobs = lp_end - o->lp_sent;
         sse_event(k, api_chunk_json(&ch));
         ch.logprobs = NULL;
         ch.n_logprobs = 0;
-        k->sent = avail;
-        k->lp_sent = lp_end;
+        o->sent = avail;
+        o->lp_sent = lp_end;
     }
     if (!j->done)
         return;
@@ -322,18 +356,41 @@ static void stream_news(struct srv_stream *k, struct srv_job *j)
         ch.text = NULL;
         ch.finish_reason = ans.n_calls ? "tool_calls" : eng_finish_name(j->result.finish);
         sse_event(k, api_chunk_json(&ch));
-        if (k->include_usage) {
-            ch.finish_reason = NULL;
-            ch.usage = true;
-            ch.prompt_tokens = j->result.n_prompt;
-            ch.cached_tokens = j->result.n_cached;
-            ch.completion_tokens = j->result.n_tokens;
-            sse_event(k, api_chunk_json(&ch));
-        }
+    }
+    o->ended = true;
+    fl_tool_answer_free(&ans);
+}
+
+/* Every choice ended: the usage chunk (the prompt once, every choice's
+ * tokens) and [DONE] (mutex held). */
+static void stream_end(struct srv_stream *k)
+{
+    if (k->include_usage) {
+        const struct eng_req_result *r0 = &k->ch[0].job->result;
+        struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
+                                .created = k->created, .tok = k->tok, .usage = true,
+                                .prompt_tokens = r0->n_prompt, .cached_tokens = r0->n_cached };
+        for (int c = 0; c < k->n; c++)
+            ch.completion_tokens += k->ch[c].job->result.n_tokens;
+        sse_event(k, api_chunk_json(&ch));
     }
     sse_raw(k, "data: [DONE]\n\n");
     k->ended = true;
-    fl_tool_answer_free(&ans);
+}
+
+/* Whether a choice has something to say (mutex held). New means bytes not
+ * looked at yet: a token that ends inside a UTF-8 character adds bytes
+ * that are held back, and reporting nothing new for them would have this
+ * thread spin through poll() until the next token. */
+static bool stream_has_news(const struct srv_stream *k)
+{
+    for (int c = 0; c < k->n; c++) {
+        const struct srv_choice *o = &k->ch[c];
+        if (!o->ended && (o->job->done || o->job->len != o->seen ||
+                          (!o->sent_role && k->kind == API_CHAT)))
+            return true;
+    }
+    return false;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -346,15 +403,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (client_gone(k->fd))
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        struct srv_job *j = k->job;
         srv_loop_lock(k->s->loop);
-        /* nothing new: wait for it a while. New means bytes not looked at yet:
-         * a token that ends inside a UTF-8 character adds bytes that are
-         * held back, and returning 0 for them at once would have this
-         * thread spin through poll() until the next token */
-        if (!j->done && j->len == k->seen && (k->sent_role || k->kind != API_CHAT))
-            srv_job_wait(k->s->loop, j, 100);
-        stream_news(k, j);
+        int first = 0; /* nothing new: wait a while for the first choice still going */
+        while (k->ch[first].ended)
+            first++;
+        if (!stream_has_news(k))
+            srv_job_wait(k->s->loop, k->ch[first].job, k->n > 1 ? 20 : 100);
+        bool all = true;
+        for (int c = 0; c < k->n; c++) {
+            if (!k->ch[c].ended)
+                stream_news(k, c);
+            all = all && k->ch[c].ended;
+        }
+        if (all)
+            stream_end(k);
         srv_loop_unlock(k->s->loop);
     }
     const size_t n = k->out_len - k->out_off < max ? k->out_len - k->out_off : max;
@@ -364,24 +426,27 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-/* The response is gone (sent, or the client left): the job goes too. */
+/* The response is gone (sent, or the client left): the jobs go too. */
 static void stream_free(void *cls)
 {
     struct srv_stream *k = cls;
-    srv_job_release(k->s->loop, k->job);
+    for (int c = 0; c < k->n; c++)
+        srv_job_release(k->s->loop, k->ch[c].job);
     free(k->out);
     free(k);
 }
 
 static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
 {
-    struct srv_stream *st = calloc(1, sizeof(*st));
+    struct srv_stream *st = calloc(1, sizeof(*st) + sizeof(st->ch[0]) * (size_t)k->n_jobs);
     if (!st)
-        return MHD_NO; /* on_completed releases the job */
-    *st = (struct srv_stream){ .s = k->s, .job = k->job, .fd = conn_fd(k->c), .kind = k->kind,
+        return MHD_NO; /* on_completed releases the jobs */
+    *st = (struct srv_stream){ .s = k->s, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
-                               .answer = k->answer,
+                               .answer = k->answer, .n = k->n_jobs,
                                .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
+    for (int c = 0; c < k->n_jobs; c++)
+        st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };
     snprintf(st->id, sizeof(st->id), "%s", k->id);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
@@ -389,7 +454,9 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
         free(st);
         return MHD_NO;
     }
-    k->job = NULL; /* the response's now */
+    free(k->jobs); /* the response's now */
+    k->jobs = NULL;
+    k->n_jobs = 0;
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     k->status = MHD_HTTP_OK;
@@ -399,39 +466,21 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
     return rc;
 }
 
-/* The request's job: prompt ids (taken over: the job frees them) checked
- * against the context, posted. */
-static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *req, int32_t *ids,
-                                int n)
+/* Choice c's job: the prompt ids taken over (the job frees them, also
+ * when this fails); NULL: out of memory. Choice c of a seeded request
+ * samples with seed + c; unseeded ones each draw a seed, as OpenAI's
+ * differ. */
+static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req, int32_t *ids,
+                               int n, int c)
 {
     struct srv *s = k->s;
     struct eng_session *ses = srv_loop_session(s->loop);
-    if (n + 1 > eng_session_n_ctx(ses)) {
-        free(ids);
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "context_length_exceeded",
-                               "the prompt has %d tokens; a sequence holds %d (-c)", n,
-                               eng_session_n_ctx(ses));
-    }
-    struct fl_err err;
-    if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err)) {
-        free(ids);
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "invalid_value", "%s", err.msg);
-    }
     struct srv_job *j = srv_job_new();
     if (!j) {
         free(ids);
-        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                               "out of memory");
+        return NULL;
     }
     j->prompt_owned = ids;
-    if (req->echo && !(j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), ids, n,
-                                                      &j->echo_len))) {
-        srv_job_release(s->loop, j);
-        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                               "out of memory");
-    }
     j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
                                .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
                                .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
@@ -441,45 +490,90 @@ static enum MHD_Result post_job(struct srv_conn *k, const struct api_request *re
                                .think_limit = k->answer.budget >= 0,
                                .think_opened = k->answer.opened,
                                .think_budget = k->answer.budget };
-    if (k->answer.budget >= 0 && k->answer.budget_message &&
-        !(j->req.think_message = j->think_message_owned = strdup(k->answer.budget_message))) {
-        srv_job_release(s->loop, j);
-        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                               "out of memory");
-    }
     /* a forced call's schema, or the request's (a reference: the loop submits it later) */
     j->schema_owned = api_tool_schema(req, &k->answer.tools);
     if (!j->schema_owned)
         j->schema_owned = json_incref((json_t *)req->json_schema);
     j->req.json_schema = j->schema_owned;
-    if (req->n_logit_bias > 0) { /* the loop submits it after this request's JSON is gone */
-        j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
-        if (!j->bias_owned) {
-            srv_job_release(s->loop, j);
-            return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                                   "out of memory");
-        }
+    /* the loop submits the job after this request's JSON is gone */
+    if (req->n_logit_bias > 0 &&
+        (j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias))) {
         memcpy(j->bias_owned, req->logit_bias, sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
         j->req.logit_bias = j->bias_owned;
         j->req.n_logit_bias = req->n_logit_bias;
     }
+    if (k->answer.budget >= 0 && k->answer.budget_message)
+        j->req.think_message = j->think_message_owned = strdup(k->answer.budget_message);
+    if (req->echo)
+        j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), ids, n, &j->echo_len);
+    if ((req->n_logit_bias > 0 && !j->bias_owned) || (req->echo && !j->echo_text) ||
+        (k->answer.budget >= 0 && k->answer.budget_message && !j->think_message_owned)) {
+        srv_job_release(s->loop, j);
+        return NULL;
+    }
     j->req.max_tokens = api_request_max_tokens(req, s->o->max_tokens, eng_session_n_ctx(ses));
     api_request_sampling(req, &s->o->samp, &j->req.sampling);
-    if (!req->has_seed) { /* unseeded requests differ, as OpenAI's do */
+    j->req.sampling.seed += (uint64_t)c;
+    if (!req->has_seed) {
         pthread_mutex_lock(&s->mu);
         j->req.sampling.seed = s->seed_state = s->seed_state * 6364136223846793005ull + 1442695040888963407ull;
         pthread_mutex_unlock(&s->mu);
     }
-    const int rc = srv_job_post(s->loop, j, s->o->max_queue);
-    if (rc) {
-        srv_job_release(s->loop, j);
-        return rc == -EAGAIN
-            ? srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "queue_full",
-                              "%d requests are waiting; try again", s->o->max_queue)
-            : srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
-                              "shutting_down", "the server is stopping");
+    return j;
+}
+
+/* The request's jobs, one per choice, for prompt ids (freed here) checked
+ * against the context, posted together: the later ones read the first's
+ * prompt as it is computed (the scheduler's prompt sharing). */
+static enum MHD_Result post_jobs(struct srv_conn *k, const struct api_request *req, int32_t *ids,
+                                 int n)
+{
+    struct srv *s = k->s;
+    struct eng_session *ses = srv_loop_session(s->loop);
+    struct fl_err err;
+    enum MHD_Result bad = MHD_YES;
+    if (n + 1 > eng_session_n_ctx(ses))
+        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                              "context_length_exceeded",
+                              "the prompt has %d tokens; a sequence holds %d (-c)", n,
+                              eng_session_n_ctx(ses));
+    else if (req->n > eng_session_n_seq(ses)) /* as llama-server's limit on n_cmpl */
+        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value",
+                              "n: %d choices; the server runs %d sequences at once (-np)",
+                              req->n, eng_session_n_seq(ses));
+    else if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err))
+        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                              "invalid_value", "%s", err.msg);
+    else if (!(k->jobs = calloc((size_t)req->n, sizeof(*k->jobs))))
+        bad = srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                              "out of memory");
+    if (!k->jobs) {
+        free(ids);
+        return bad;
     }
-    k->job = j;
+    for (int c = 0; c < req->n; c++) {
+        int32_t *own = malloc(sizeof(*own) * (size_t)n);
+        if (own)
+            memcpy(own, ids, sizeof(*own) * (size_t)n);
+        struct srv_job *j = own ? new_job(k, req, own, n, c) : NULL;
+        const int rc = j ? srv_job_post(s->loop, j, s->o->max_queue) : -ENOMEM;
+        if (rc) {
+            srv_job_release(s->loop, j);
+            srv_conn_release_jobs(k); /* the choices posted before are cancelled */
+            free(ids);
+            return rc == -ENOMEM
+                ? srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                                  "out of memory")
+                : rc == -EAGAIN
+                ? srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
+                                  "queue_full", "%d requests are waiting; try again",
+                                  s->o->max_queue)
+                : srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
+                                  "shutting_down", "the server is stopping");
+        }
+        k->jobs[k->n_jobs++] = j;
+    }
+    free(ids);
     new_id(s, k->kind, k->id, sizeof(k->id));
     k->created = (int64_t)time(NULL);
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
@@ -521,7 +615,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
     else {
         k->kind = kind;
         api_answer_reader_init(&req, k->s->chat, &k->answer);
-        rc = post_job(k, &req, ids, n); /* the ids are the job's now */
+        rc = post_jobs(k, &req, ids, n); /* the ids are the jobs' now */
         ids = NULL;
     }
     free(ids);

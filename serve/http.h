@@ -42,11 +42,15 @@ struct srv_conn {
     unsigned status;
     /* a completion (a stream's job belongs to its response) */
     enum api_kind kind;
-    struct srv_job *job;
+    struct srv_job **jobs;          /* one per choice ("n"; a stream's belong to its response) */
+    int n_jobs;
     char id[64];
     int64_t created;
     struct api_answer_reader answer; /* how its answer's reasoning and calls are read */
 };
+
+/* Releases a connection's jobs: those not done are cancelled. */
+void srv_conn_release_jobs(struct srv_conn *k);
 
 enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char *type,
                           const char *body, size_t n);

@@ -186,7 +186,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         s->responses[routes[k->route].id][cls_i]++;
         pthread_mutex_unlock(&s->mu);
     }
-    srv_job_release(s->loop, k->job); /* NULL when a stream's response took it */
+    srv_conn_release_jobs(k); /* none when a stream's response took them */
     free(k->body);
     free(k);
     *con_cls = NULL;

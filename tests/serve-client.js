@@ -107,10 +107,16 @@ async function basic() {
   await expectStatus(400, () => client.chat.completions.create({ model: 'm', messages: [] }), 'empty messages');
   await expectStatus(400, () => client.completions.create({ model: 'm', prompt: 'x', temperature: 'hot' }),
                      'temperature "hot"');
-  await expectStatus(400, () => client.completions.create({ model: 'm', prompt: 'x', n: 3 }), 'n: 3');
+  await expectStatus(400, () => client.completions.create({ model: 'm', prompt: 'x', n: 5 }), 'n: 5 (-np 4)');
+  const two = await client.completions.create({ model: 'm', prompt: 'The sea', max_tokens: 8, n: 2,
+                                                 temperature: 0.9, seed: 11 });
+  const s3 = await complete('The sea', { temperature: 0.9, seed: 12, max_tokens: 8 });
+  ok(two.choices.length === 2 && two.choices[1].index === 1 && two.choices[1].text === s3,
+     `n: 2: choice 1 ${JSON.stringify(two.choices[1])} vs seed 12 ${JSON.stringify(s3)}`);
+  console.log('n: 2: choice 1 = the seed + 1 answer');
   const bad = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await expectStatus(401, () => bad.models.list(), 'wrong key');
-  console.log('errors: 400 (bad messages, types, n), 401 (wrong key) as APIError');
+  console.log('errors: 400 (bad messages, types, n above -np), 401 (wrong key) as APIError');
 }
 
 async function concurrent() {

@@ -85,7 +85,7 @@ static void test_refused(void)
           "body.top_p: 2 is outside" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"max_tokens\":1.5}}", "body.max_tokens: expected an integer" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n\":2}}",
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"n\":0}}",
           "body.n" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]}}", "body.stop" },
@@ -597,8 +597,44 @@ static void test_reasoning(void)
     }
 }
 
+/* "n" / "n_cmpl": choices; another choice merged into a completion. */
+static void test_choices(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"prompt\":\"a\",\"n_cmpl\":3}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n == 3, "n_cmpl 3: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":\"a\"}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n == 1, "n defaults to 1");
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":\"a\",\"n\":129}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "n:"),
+          "n 129: '%s'", err.msg);
+    json_decref(b);
+    struct api_completion c = { .kind = API_COMPLETION, .id = "cmpl-1", .model = "m", .created = 1,
+                                .text = "x", .len = 1, .finish_reason = "stop",
+                                .prompt_tokens = 4, .completion_tokens = 2 };
+    json_t *doc = api_completion_json(&c);
+    c.text = "yz", c.len = 2, c.completion_tokens = 3;
+    CHECK(api_completion_add_choice(doc, api_completion_json(&c), 1) == 0, "add a choice");
+    json_t *ch = json_object_get(doc, "choices"), *u = json_object_get(doc, "usage");
+    CHECK(json_array_size(ch) == 2 &&
+              json_integer_value(json_object_get(json_array_get(ch, 1), "index")) == 1 &&
+              !strcmp(fl_json_str(json_array_get(ch, 1), "text"), "yz") &&
+              json_integer_value(json_object_get(u, "prompt_tokens")) == 4 &&
+              json_integer_value(json_object_get(u, "completion_tokens")) == 5 &&
+              json_integer_value(json_object_get(u, "total_tokens")) == 9,
+          "two choices, usage summed (the prompt once)");
+    CHECK(api_completion_add_choice(doc, json_object(), 2) == -EINVAL, "not a completion: -EINVAL");
+    json_decref(doc);
+}
+
 int main(void)
 {
+    test_choices();
     test_reasoning();
     test_accepted();
     test_refused();

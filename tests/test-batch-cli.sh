@@ -15,6 +15,7 @@
 #   - lines with a JSON schema answer with JSON python3-jsonschema accepts;
 #     an echo line with max_tokens 0 scores its prompt;
 #   - a thinking model's reasoning in reasoning_content, held to --reasoning-budget;
+#   - a line with n = 3 answers with the seed, seed + 1 and seed + 2 answers;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -295,6 +296,31 @@ for bad in "-rea maybe" "--reasoning-format think" "--chat-template-kwargs []" \
   [ $rc -eq 2 ] && [ "$(wc -l <"$dir/err")" -le 3 ] || fail "$bad: exit $rc ($(cat "$dir/err"))"
 done
 echo "bad reasoning flags: exit 2"
+
+# 9. several choices per line ("n"): choice c is the line's answer with seed + c; n above -np is
+# an error line
+python3 - "$dir/n.jsonl" <<'EOF2'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for cid, extra in (("three", {"n": 3, "seed": 20}), ("s20", {"seed": 20}), ("s21", {"seed": 21}),
+                       ("s22", {"seed": 22}), ("many", {"n": 5})):
+        body = dict({"prompt": "Once upon", "max_tokens": 8, "temperature": 1}, **extra)
+        f.write(json.dumps({"custom_id": cid, "url": "/v1/completions", "body": body}) + "\n")
+EOF2
+"$cli" batch -m "$model" -i "$dir/n.jsonl" -o "$dir/n.out" -q -np 4 2>"$dir/err" ||
+    fail "n: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/n.out" <<'EOF2' || fail "n in batch"
+import json, sys
+got = {o["custom_id"]: o for o in map(json.loads, open(sys.argv[1]))}
+three = got["three"]["response"]["body"]
+texts = [c["text"] for c in three["choices"]]
+want = [got["s%d" % s]["response"]["body"]["choices"][0]["text"] for s in (20, 21, 22)]
+assert [c["index"] for c in three["choices"]] == [0, 1, 2] and texts == want, (texts, want)
+assert three["usage"]["completion_tokens"] == sum(
+    got["s%d" % s]["response"]["body"]["usage"]["completion_tokens"] for s in (20, 21, 22)), three
+assert got["many"]["response"] is None and "-np" in got["many"]["error"]["message"], got["many"]
+print("n: 3 choices = the seed 20, 21, 22 answers;", json.dumps(texts))
+EOF2
 
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||

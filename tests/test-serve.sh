@@ -18,6 +18,9 @@
 #   - logprobs (chat and completions, plain and streamed, a stop string
 #     cutting tokens off): an entry per token, the streamed ones = the plain
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
+#     several choices ("n"): choice c = the answer with seed + c, plain and
+#     streamed (tests/serve-choices.py); a thinking model's reasoning_content
+#     (tests/serve-reasoning.py);
 #     JSON mode (response_format json_object) ending on the object's close;
 #     JSON schemas (llama-server's json_schema; the client's json_schema
 #     response_format) whose answers validate, and 400s naming the keyword;
@@ -170,6 +173,8 @@ curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Hi", "max_tokens": 3
 tail -c 20 "$dir/sse" | grep -q 'data: \[DONE\]' || fail "stream does not end with [DONE]: $(cat "$dir/sse")"
 echo "curl: endpoints, 400/401/404/405/413 (also 100 MB), tokenize round trip, SSE [DONE]"
 python3 "$(dirname "$0")/serve-logprobs.py" "$base" "$key" || fail "logprobs"
+# several choices per request ("n"): each the seed + c answer, plain and streamed
+python3 "$(dirname "$0")/serve-choices.py" "$base" "$key" 4 || fail "choices (n)"
 # logit_bias: a token lifted by 100 is every greedy pick; banned (false), never
 for id in 300 301; do
   want 200 $J -d "{\"tokens\": [$id]}" "$base/../detokenize"

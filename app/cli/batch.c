@@ -32,7 +32,12 @@ struct batch_opts {
     bool seed_given, quiet;
 };
 
-/* One request in flight. */
+/* One line in flight: a request per choice ("n"). */
+struct job;
+struct job_choice {
+    struct job *j;
+    int index;
+};
 struct job {
     char *custom_id;
     int line_no;
@@ -41,6 +46,12 @@ struct job {
     struct api_answer_reader answer; /* how the answer's reasoning and calls are read */
     char *echo_text;              /* echo: the prompt's text (else NULL) */
     size_t echo_len;
+    int n, left;                  /* choices, and those still running */
+    bool cancelled;               /* one was: the line is lost (a rerun does it) */
+    struct job_choice *refs;      /* [n]: each request's user pointer */
+    json_t **done;                /* [n]: each finished choice's completion object */
+    char error[640];              /* the first failure's message ("" none) */
+    const char *error_code;
 };
 
 struct batch_run {
@@ -157,35 +168,60 @@ static void write_error(struct batch_run *b, const char *custom_id, int line_no,
     b->errors++;
 }
 
-static void on_done(void *ctx, void *user, const struct eng_req_result *r)
+static void job_free(struct job *j)
 {
-    struct batch_run *b = ctx;
-    struct job *j = user;
-    b->in_flight--;
-    if (r->finish == ENG_FINISH_CANCELLED) {
-        free(j->echo_text);
-        free(j->custom_id);
-        free(j);
-        return;
+    for (int c = 0; j->done && c < j->n; c++)
+        json_decref(j->done[c]);
+    free(j->done);
+    free(j->refs);
+    free(j->echo_text);
+    free(j->custom_id);
+    free(j);
+}
+
+/* The line's output once its last choice is done: its choices in one
+ * completion object, or the first failure. */
+static void job_write(struct batch_run *b, struct job *j)
+{
+    char rid[48];
+    json_t *doc = NULL;
+    for (int c = 0; !j->error[0] && c < j->n; c++) {
+        json_t *one = j->done[c];
+        j->done[c] = NULL;
+        if (!one || (doc && api_completion_add_choice(doc, one, c))) {
+            json_decref(doc);
+            doc = NULL;
+            snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
+            j->error_code = "server_error";
+        }
+        doc = doc ? doc : one;
     }
     b->done++;
-    b->gen_tokens += (uint64_t)r->n_tokens;
-    b->prompt_tokens += (uint64_t)r->n_prompt;
-    b->prompt_cached += (uint64_t)r->n_cached;
-    struct api_answer ans = { 0 };
-    if (r->finish != ENG_FINISH_ERROR &&
-        api_answer_read(&j->answer, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
-        write_error(b, j->custom_id, j->line_no, "server_error", "out of memory");
-    } else if (r->finish == ENG_FINISH_ERROR) {
-        char msg[320];
-        snprintf(msg, sizeof(msg), "line %d: %s", j->line_no, r->error);
-        write_error(b, j->custom_id, j->line_no, "invalid_request", msg);
+    if (j->error[0]) {
+        write_error(b, j->custom_id, j->line_no, j->error_code, j->error);
     } else {
-        char rid[48], cid[64];
         request_id(b, rid, sizeof(rid));
+        char cid[64];
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
+        json_object_set_new(doc, "id", json_string(cid));
+        write_line(b, api_batch_output(j->custom_id, j->line_no, rid, doc, NULL, NULL));
+    }
+}
+
+/* Choice c's completion object, or NULL with the job's error set. */
+static json_t *choice_json(struct batch_run *b, struct job *j, const struct eng_req_result *r)
+{
+    struct api_answer ans = { 0 };
+    json_t *doc = NULL;
+    if (r->finish == ENG_FINISH_ERROR) {
+        snprintf(j->error, sizeof(j->error), "line %d: %s", j->line_no, r->error);
+        j->error_code = "invalid_request";
+    } else if (api_answer_read(&j->answer, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
+        snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
+        j->error_code = "server_error";
+    } else {
         const struct api_completion c = {
-            .kind = j->kind, .id = cid, .model = b->model_name, .created = (int64_t)time(NULL),
+            .kind = j->kind, .id = "", .model = b->model_name, .created = (int64_t)time(NULL),
             .text = ans.content, .len = ans.content_len, .finish_reason = eng_finish_name(r->finish),
             .prompt_tokens = r->n_prompt, .completion_tokens = r->n_tokens,
             .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
@@ -194,44 +230,85 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
             .reasoning_len = ans.reasoning_len, .echo = j->echo_text != NULL, .prompt = j->echo_text,
             .prompt_len = j->echo_len, .prompt_logprobs = r->prompt_logprobs,
         };
-        write_line(b, api_batch_output(j->custom_id, j->line_no, rid, api_completion_json(&c),
-                                       NULL, NULL));
+        doc = api_completion_json(&c);
     }
     api_answer_free(&ans);
-    free(j->echo_text);
-    free(j->custom_id);
-    free(j);
+    return doc;
+}
+
+static void on_done(void *ctx, void *user, const struct eng_req_result *r)
+{
+    struct batch_run *b = ctx;
+    struct job_choice *ref = user;
+    struct job *j = ref->j;
+    b->in_flight--;
+    if (r->finish == ENG_FINISH_CANCELLED)
+        j->cancelled = true;
+    else {
+        b->gen_tokens += (uint64_t)r->n_tokens;
+        b->prompt_tokens += (uint64_t)r->n_prompt;
+        b->prompt_cached += (uint64_t)r->n_cached;
+        if (!j->error[0])
+            j->done[ref->index] = choice_json(b, j, r);
+    }
+    if (--j->left > 0)
+        return;
+    if (!j->cancelled)
+        job_write(b, j);
+    job_free(j);
 }
 
 /* --- requests ------------------------------------------------------------------------- */
 
+/* A line whose job could not be made or started: its error line. */
+static void refuse_line(struct batch_run *b, const char *custom_id, int line_no, const char *why)
+{
+    char msg[700];
+    snprintf(msg, sizeof(msg), "line %d: %s", line_no, why);
+    write_error(b, custom_id, line_no, "invalid_request", msg);
+    b->done++;
+}
+
+static struct job *new_job(struct batch_run *b, const struct api_batch_line *l, int line_no,
+                           const int32_t *ids, int n)
+{
+    const struct api_request *r = &l->req;
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .kind = r->kind,
+                       .run = b, .n = r->n };
+    api_answer_reader_init(r, b->chat, &j->answer);
+    j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n, &j->echo_len)
+                           : NULL;
+    j->refs = calloc((size_t)r->n, sizeof(*j->refs));
+    j->done = calloc((size_t)r->n, sizeof(*j->done));
+    if (!j->custom_id || (r->echo && !j->echo_text) || !j->refs || !j->done) {
+        job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* A line's requests, one per choice; choice c samples with seed + c (the
+ * later ones read the first's prompt as it is computed). */
 static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
 {
     api_request_reasoning_defaults(&l->req, &b->o->reasoning);
     const struct api_request *r = &l->req;
     int32_t *ids = NULL;
-
     const char *why;
     const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
-    struct job *j = n >= 0 ? calloc(1, sizeof(*j)) : NULL;
-    if (j) {
-        *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .kind = r->kind,
-                           .run = b };
-        api_answer_reader_init(r, b->chat, &j->answer);
-        j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n,
-                                                 &j->echo_len)
-                               : NULL;
-    }
-    if (!j || !j->custom_id || (r->echo && !j->echo_text)) {
-        char msg[320];
-        snprintf(msg, sizeof(msg), "line %d: %s", line_no, n < 0 ? why : "out of memory");
-        write_error(b, l->custom_id, line_no, "invalid_request", msg);
-        b->done++;
-        if (j) {
-            free(j->echo_text);
-            free(j->custom_id);
-        }
-        free(j);
+    struct fl_err err = { "" };
+    char nmsg[96];
+    snprintf(nmsg, sizeof(nmsg), "n: %d choices; the batch runs %d sequences at once (-np)", r->n,
+             eng_session_n_seq(b->s));
+    struct job *j = NULL;
+    if (n < 0 || r->n > eng_session_n_seq(b->s) ||
+        api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err) ||
+        !(j = new_job(b, l, line_no, ids, n))) {
+        refuse_line(b, l->custom_id, line_no, n < 0 ? why : r->n > eng_session_n_seq(b->s) ? nmsg
+                                             : err.msg[0] ? err.msg : "out of memory");
         free(ids);
         return;
     }
@@ -241,7 +318,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
                            .prompt_logprobs = r->echo,
                            .n_logit_bias = r->n_logit_bias,
                            .json_object = r->json_object || j->answer.tools.json,
-                           .no_prompt_cache = r->no_cache_prompt, .user = j,
+                           .no_prompt_cache = r->no_cache_prompt,
                            .think_limit = j->answer.budget >= 0, .think_opened = j->answer.opened,
                            .think_budget = j->answer.budget,
                            .think_message = j->answer.budget_message };
@@ -249,21 +326,25 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     req.json_schema = call_schema ? call_schema : r->json_schema;
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
-    struct fl_err err;
-    const int rc = api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err);
-    const int sub = rc ? rc : eng_sched_submit(b->q, &req, &err);
-    json_decref(call_schema);
-    if (rc || sub < 0) {
-        char msg[600];
-        snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
-        write_error(b, l->custom_id, line_no, "invalid_request", msg);
-        b->done++;
-        free(j->echo_text);
-        free(j->custom_id);
-        free(j);
-    } else {
+    const uint64_t seed = req.sampling.seed;
+    for (int c = 0; c < j->n; c++) {
+        j->refs[c] = (struct job_choice){ j, c };
+        req.user = &j->refs[c];
+        req.sampling.seed = seed + (uint64_t)c;
+        if (eng_sched_submit(b->q, &req, &err) < 0) {
+            snprintf(j->error, sizeof(j->error), "line %d: %s", line_no, err.msg);
+            j->error_code = "invalid_request";
+            break;
+        }
+        j->left++;
         b->in_flight++;
     }
+    json_decref(call_schema);
+    if (!j->left) { /* none started: the line's error now */
+        write_error(b, j->custom_id, line_no, j->error_code, j->error);
+        b->done++;
+        job_free(j);
+    } /* else the line ends when its last started choice does, as an error if one did not start */
     free(ids);
 }
 

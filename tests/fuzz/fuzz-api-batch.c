@@ -37,7 +37,9 @@ static void check_accepted(const struct api_batch_line *l)
     if (!(s.temperature >= 0) || !(s.top_p >= 0 && s.top_p <= 1))
         die("sampling out of range");
     const char *text = r->kind == API_CHAT ? r->msgs[0].content : r->prompt ? r->prompt : "";
-    const struct api_completion c = { r->kind, "id", "model", 1, text, strlen(text), "stop", 1, 2 };
+    const struct api_completion c = { .kind = r->kind, .id = "id", .model = "model", .created = 1,
+                                      .text = text, .len = strlen(text), .finish_reason = "stop",
+                                      .prompt_tokens = 1, .completion_tokens = 2 };
     json_t *o = api_batch_output(l->custom_id, 1, "req", api_completion_json(&c), NULL, NULL);
     char *dump = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (!dump || strchr(dump, '\n'))

@@ -102,7 +102,10 @@ static void one(json_t *body, enum api_kind kind)
                                          .text = text, .len = strlen(text),
                                          .finish_reason = "length", .prompt_tokens = 1,
                                          .completion_tokens = 1 };
-    serialises(api_completion_json(&comp), "a completion does not serialise");
+    json_t *doc = api_completion_json(&comp); /* with a second choice, as "n" asks */
+    if (!doc || api_completion_add_choice(doc, api_completion_json(&comp), 1))
+        die("a second choice cannot be added");
+    serialises(doc, "a completion does not serialise");
     if (kind == API_CHAT)
         tools(&r, &comp, text);
     api_request_free(&r);

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""serve-choices.py: several choices per request ("n", llama-server's
+"n_cmpl") through `faultline serve` (tests/test-serve.sh).
+
+Choice c of a seeded request is the answer the same request with n = 1
+gets with seed + c (each choice is its own sequence, batch invariant);
+the plain answer has them at choices[c] with usage summed (the prompt
+once); a stream's deltas of index c joined equal choice c, each index ends
+with its finish_reason, one usage chunk, [DONE]; n above -np is a 400.
+usage: serve-choices.py BASE_URL KEY NP"""
+import json
+import sys
+import urllib.error
+import urllib.request
+
+base, key, np_ = sys.argv[1], sys.argv[2], int(sys.argv[3])
+failed = 0
+
+
+def post(path, body, raw=False):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + key,
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return r.read().decode() if raw else json.load(r)
+
+
+def check(ok, what):
+    global failed
+    failed += not ok
+    print(("ok: " if ok else "FAIL: ") + what)
+
+
+def text_of(kind, choice):
+    return choice["message"]["content"] if kind == "chat" else choice["text"]
+
+
+for kind, path, base_body in (
+        ("chat", "/chat/completions", {"messages": [{"role": "user", "content": "Tell me more"}]}),
+        ("completion", "/completions", {"prompt": "Once upon a time"})):
+    body = dict(base_body, max_tokens=12, temperature=1.0, seed=11,
+                **({"logprobs": True} if kind == "chat" else {"logprobs": 2}))
+    alone = [post(path, dict(body, seed=11 + c)) for c in range(3)]
+    many = post(path, dict(body, n=3))
+    got = [text_of(kind, c) for c in many["choices"]]
+    want = [text_of(kind, a["choices"][0]) for a in alone]
+    check([c["index"] for c in many["choices"]] == [0, 1, 2] and got == want,
+          "%s n=3: choice c = n=1 with seed 11+c: %s" % (kind, json.dumps(got)))
+    n_lp = [len(c["logprobs"]["content"] if kind == "chat" else c["logprobs"]["tokens"])
+            for c in many["choices"]]
+    check(n_lp == [a["usage"]["completion_tokens"] for a in alone],
+          "%s n=3: each choice has its tokens' logprobs %s" % (kind, n_lp))
+    u = many["usage"]
+    check(u["prompt_tokens"] == alone[0]["usage"]["prompt_tokens"] and
+          u["completion_tokens"] == sum(a["usage"]["completion_tokens"] for a in alone) and
+          u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"],
+          "%s n=3: usage %s" % (kind, json.dumps(u)))
+    sse = post(path, dict(body, n=3, stream=True, stream_options={"include_usage": True}), raw=True)
+    events = [l[6:] for l in sse.split("\n") if l.startswith("data: ")]
+    objs = [json.loads(e) for e in events if e != "[DONE]"]
+    parts, finish = {}, {}
+    for o in objs:
+        for c in o["choices"]:
+            d = c["delta"].get("content") if kind == "chat" else c["text"]
+            parts[c["index"]] = parts.get(c["index"], "") + (d or "")
+            if c["finish_reason"]:
+                finish[c["index"]] = c["finish_reason"]
+    usage = [o["usage"] for o in objs if not o["choices"]]
+    check(events[-1] == "[DONE]" and [parts.get(c) for c in range(3)] == got and
+          sorted(finish) == [0, 1, 2] and len(usage) == 1 and
+          usage[0]["completion_tokens"] == u["completion_tokens"],
+          "%s n=3 streamed: each index's deltas = its choice, %d usage chunk" % (kind, len(usage)))
+
+r = post("/completions", {"prompt": "x", "max_tokens": 2, "n_cmpl": 2, "seed": 1})
+check(len(r["choices"]) == 2, "n_cmpl (llama-server's name): %d choices" % len(r["choices"]))
+for bad in (np_ + 1, 0, 129):
+    try:
+        post("/completions", {"prompt": "x", "max_tokens": 2, "n": bad})
+        check(False, "n=%d taken" % bad)
+    except urllib.error.HTTPError as e:
+        m = json.load(e)["error"]["message"]
+        check(e.code == 400 and "n" in m, "n=%d: %d %s" % (bad, e.code, m))
+sys.exit(1 if failed else 0)
