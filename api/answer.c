@@ -8,6 +8,7 @@ void api_answer_reader_init(const struct api_request *req, enum fl_chat_format f
 {
     memset(out, 0, sizeof(*out));
     api_tool_reader_init(req, fmt, &out->tools);
+    out->tags = fl_chat_reasoning_tags(fmt);
     /* an answer held to JSON or to a forced call from its first token has
      * no reasoning to split: its prompt closed it, or it writes none */
     const bool held = req->json_object || req->json_schema || out->tools.mode == API_TOOLS_ARGS ||
@@ -25,7 +26,7 @@ void api_answer_progress(const struct api_answer_reader *rd, const char *text, s
                          bool done, struct fl_reasoning_split *out)
 {
     if (rd->split && !rd->legacy) {
-        fl_reasoning_split(text, len, rd->opened, done, out);
+        fl_reasoning_split_tags(rd->tags, text, len, rd->opened, done, out);
         return;
     }
     memset(out, 0, sizeof(*out));
@@ -38,7 +39,7 @@ int api_answer_read(const struct api_answer_reader *rd, const char *text, size_t
     memset(out, 0, sizeof(*out));
     struct fl_reasoning_split sp = { .c_len = len };
     if (rd->split)
-        fl_reasoning_split(text, len, rd->opened, true, &sp);
+        fl_reasoning_split_tags(rd->tags, text, len, rd->opened, true, &sp);
     out->reasoning = text + sp.r_off;
     out->reasoning_len = sp.r_len;
     if (rd->legacy) /* content as written */

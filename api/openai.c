@@ -390,7 +390,7 @@ int api_reasoning_format_from_name(const char *name)
  * "chat_template_kwargs" (of which the built-in templates read
  * enable_thinking; the rest is for Jinja templates, which faultline does
  * not run, and is ignored); OpenAI's "reasoning_effort" ("none": no
- * thinking; a level is for templates that take one, none here). */
+ * thinking; a level goes to templates that take one: gpt-oss's). */
 static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     const json_t *f = json_object_get(b, "reasoning_format");
@@ -409,8 +409,14 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
     const json_t *effort = json_object_get(b, "reasoning_effort");
     if (effort && !json_is_null(effort) && !json_is_string(effort))
         return bad(err, "reasoning_effort", "expected a string");
+    const json_t *kw_effort = json_object_get(kw, "reasoning_effort");
+    if (kw_effort && !json_is_string(kw_effort))
+        return bad(err, "chat_template_kwargs.reasoning_effort", "expected a string");
+    r->reasoning_effort = json_string_value(kw_effort);
     if (effort && json_is_string(effort) && !strcmp(json_string_value(effort), "none"))
         r->thinking = 0;
+    else if (effort && json_is_string(effort) && json_string_length(effort))
+        r->reasoning_effort = json_string_value(effort);
     const char *bkey = json_object_get(b, "reasoning_budget_tokens") ? "reasoning_budget_tokens"
                                                                      : "thinking_budget_tokens";
     int64_t budget = -1;
@@ -434,6 +440,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->reasoning_budget = d->budget;
     if (!r->reasoning_budget_message)
         r->reasoning_budget_message = d->budget_message;
+    if (!r->reasoning_effort)
+        r->reasoning_effort = d->effort;
 }
 
 /* What faultline does not generate is refused by name, not ignored: a client

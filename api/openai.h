@@ -50,6 +50,7 @@ struct api_reasoning_defaults {
     enum api_reasoning_format format;
     int thinking; /* -1: the template's default; 0: enable_thinking=false; 1: true */
     int budget;   /* --reasoning-budget: -1 no limit, else the reasoning's tokens at most */
+    const char *effort; /* --reasoning-effort (gpt-oss's "Reasoning: X"; NULL: the template's) */
     const char *budget_message; /* --reasoning-budget-message (NULL: none) */
 };
 
@@ -103,6 +104,8 @@ struct api_request {
      * "reasoning_effort": "none" (off); -1 when neither says */
     int reasoning_format;
     int thinking;
+    const char *reasoning_effort; /* "reasoning_effort" other than "none", or
+                                   * chat_template_kwargs.reasoning_effort (NULL) */
     /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not
      * given) and "reasoning_budget_message" (NULL): after so many tokens of
      * reasoning the message and "</think>" are forced (eng_req.think_*) */
@@ -193,6 +196,7 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
  * for tool calls. */
 struct api_answer_reader {
     struct api_tool_reader tools;
+    const struct fl_reasoning_tags *tags; /* the format's (fl_chat_reasoning_tags) */
     bool split;    /* the reasoning is split off */
     bool legacy;   /* ... and content keeps it as written too ("deepseek-legacy") */
     bool opened;   /* the prompt left the model inside its reasoning */

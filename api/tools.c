@@ -181,6 +181,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     const struct fl_chat_opts o = {
         .tools = tools ? (const char *const *)r->tools_json : NULL,
         .n_tools = tools ? r->n_tools : 0, .add_assistant = true, .no_thinking = r->thinking == 0,
+        .reasoning_effort = r->reasoning_effort,
     };
     int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)

@@ -28,6 +28,7 @@ struct sched_req {
     bool think_limit, think_opened; /* the reasoning budget (eng_req) */
     bool think_over;                /* the reasoning closed, or there is none: no more to do */
     int think_budget, think_from;   /* think_from: tokens made when the reasoning began (-1) */
+    const struct fl_reasoning_tags *tags; /* where the reasoning lies */
     int32_t *force;                 /* the tokens forced when the budget is spent */
     int n_force, forced;            /* ... and how many of them went */
     int top_lp;
@@ -113,13 +114,13 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     return 0;
 }
 
-/* The reasoning budget's forced tokens: message and "</think>". */
+/* The reasoning budget's forced tokens: message and the close tag. */
 static int think_tokens(struct eng_sched *q, struct sched_req *r, const char *message)
 {
     if (r->think_budget < 0)
         return -EINVAL;
     char *t = NULL;
-    if (asprintf(&t, "%s</think>", message ? message : "") < 0)
+    if (asprintf(&t, "%s%s", message ? message : "", r->tags->close) < 0)
         return -ENOMEM;
     const int n = fl_tokenize_alloc(q->tok, t, strlen(t), false, true, &r->force);
     free(t);
@@ -223,7 +224,8 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .want_plp = in->prompt_logprobs && in->logprobs,
                              .think_limit = in->think_limit && !in->json_object && !in->json_schema,
                              .think_opened = in->think_opened, .think_budget = in->think_budget,
-                             .think_from = -1, .lender = -1 };
+                             .think_from = -1, .lender = -1,
+                             .tags = in->think_tags ? in->think_tags : &fl_think_tags };
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && r->think_limit)
         rc = think_tokens(q, r, in->think_message);
@@ -647,7 +649,7 @@ static int32_t think_forced(struct sched_req *r)
     if (r->forced > 0)
         return r->force[r->forced++];
     struct fl_reasoning_split sp;
-    fl_reasoning_split(r->text, r->len, r->think_opened, false, &sp);
+    fl_reasoning_split_tags(r->tags, r->text, r->len, r->think_opened, false, &sp);
     r->think_over = sp.state == FL_REASONING_NONE || sp.state == FL_REASONING_CLOSED;
     if (sp.state != FL_REASONING_OPEN)
         return -1;

@@ -80,6 +80,8 @@ struct eng_req {
     bool think_opened;
     int think_budget;      /* >= 0 */
     const char *think_message;
+    const struct fl_reasoning_tags *think_tags; /* the format's (NULL: <think>): its
+                                                 * close tag is the one forced */
     void *user;            /* handed back to the hooks */
 };
 

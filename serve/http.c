@@ -27,7 +27,8 @@ void srv_opts_init(struct srv_opts *o)
     o->port = 8080;
     o->chat = FL_CHAT_UNKNOWN;
     fl_sampler_defaults(&o->samp, 0);
-    o->reasoning = (struct api_reasoning_defaults){ API_REASONING_DEEPSEEK, -1, -1, NULL };
+    o->reasoning = (struct api_reasoning_defaults){ .format = API_REASONING_DEEPSEEK, .thinking = -1,
+                                                    .budget = -1 };
     o->max_tokens = -1;
     o->max_queue = 64;
     o->max_body = 8u << 20;
@@ -489,7 +490,8 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
                                .no_prompt_cache = req->no_cache_prompt,
                                .think_limit = k->answer.budget >= 0,
                                .think_opened = k->answer.opened,
-                               .think_budget = k->answer.budget };
+                               .think_budget = k->answer.budget,
+                               .think_tags = k->answer.tags };
     /* a forced call's schema, or the request's (a reference: the loop submits it later) */
     j->schema_owned = api_tool_schema(req, &k->answer.tools);
     if (!j->schema_owned)

@@ -525,7 +525,8 @@ static void test_reasoning(void)
                         "\"reasoning_format\":\"auto\",\"thinking_budget_tokens\":7}");
     CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "reasoning request: %s", err.msg);
     json_decref(b);
-    const struct api_reasoning_defaults d = { API_REASONING_NONE, 0, 2, "Enough." };
+    const struct api_reasoning_defaults d = { .format = API_REASONING_NONE, .thinking = 0,
+                                              .budget = 2, .budget_message = "Enough." };
     api_request_reasoning_defaults(&r, &d);
     CHECK(r.reasoning_format == API_REASONING_DEEPSEEK && r.thinking == 0 &&
               r.reasoning_budget == 7 && !strcmp(r.reasoning_budget_message, "Enough."),
@@ -568,6 +569,18 @@ static void test_reasoning(void)
     CHECK(rd.opened && rd.legacy && api_answer_read(&rd, text, strlen(text), true, &a) == 0 &&
               a.reasoning_len == 4 && a.content == text && a.content_len == strlen(text),
           "legacy: content as written");
+    api_answer_free(&a);
+    /* gpt-oss: the analysis channel is the reasoning, the final one the content */
+    r.reasoning_format = API_REASONING_DEEPSEEK;
+    api_answer_reader_init(&r, FL_CHAT_GPT_OSS, &rd);
+    rd.tools.mode = API_TOOLS_OFF;
+    text = "<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant<|channel|>"
+           "final<|message|>Hello!";
+    CHECK(!rd.opened && api_answer_read(&rd, text, strlen(text), true, &a) == 0 &&
+              a.reasoning_len == 16 && !memcmp(a.reasoning, "The user greets.", 16) &&
+              a.content_len == 6 && !memcmp(a.content, "Hello!", 6),
+          "gpt-oss channels: '%.*s' / '%.*s'", (int)a.reasoning_len, a.reasoning,
+          (int)a.content_len, a.content);
     api_answer_free(&a);
     /* no split for "none", nor for an answer held to JSON */
     r.reasoning_format = API_REASONING_NONE;

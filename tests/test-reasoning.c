@@ -4,7 +4,7 @@
  * here from the rule as llama-server's "deepseek" format states it
  * (strip, find, split on NUL-terminated copies), on fixed answers and on
  * 200,000 random ones built from the pieces that matter (tags, partial
- * tags, blanks, text). A growing answer's split is checked, at every
+ * tags, blanks, text), and 100,000 in gpt-oss's harmony channels. A growing answer's split is checked, at every
  * length, to be a prefix of the finished one at the same place, settled no
  * further than its bytes, and never going back: what a stream sends is
  * exactly what the whole answer says. */
@@ -30,41 +30,55 @@ static char *strip(char *s)
     return s;
 }
 
-/* The rule read directly: reasoning and answer as new strings in r and c
- * (each at least strlen(text) + 8 bytes). */
-static void spec(const char *text, bool opened, char *r, char *c)
+static bool starts(const char *s, const char *prefix)
 {
-    char *t = malloc(strlen(text) + 8), *u;
-    sprintf(t, "%s%s", opened ? "<think>" : "", text);
+    return prefix[0] && !strncmp(s, prefix, strlen(prefix));
+}
+
+/* The rule read directly: reasoning and answer as new strings in r and c
+ * (each at least strlen(text) + 1 bytes). */
+static void spec(const struct fl_reasoning_tags *tags, const char *text, bool opened, char *r,
+                 char *c)
+{
+    char *t = malloc(strlen(text) + strlen(tags->open) + 1), *u;
+    sprintf(t, "%s%s", opened ? tags->open : "", text);
     for (u = t; is_blank(*u); u++)
         ;
     r[0] = '\0';
     strcpy(c, text);
-    if (!strncmp(u, "<think>", 7)) {
-        char *body = u + 7, *close = strstr(body, "</think>");
+    if (starts(u, tags->open)) {
+        char *body = u + strlen(tags->open), *close = strstr(body, tags->close);
         c[0] = '\0';
         if (close) {
-            char *after = close + 8;
+            char *after = close + strlen(tags->close);
             while (is_blank(*after))
                 after++;
-            strcpy(c, after);
+            strcpy(c, starts(after, tags->answer) ? after + strlen(tags->answer) : after);
             *close = '\0';
         }
         strcpy(r, strip(body));
+    } else if (starts(u, tags->direct)) {
+        strcpy(c, u + strlen(tags->direct));
     }
     free(t);
 }
 
-static void check_split(const char *text, bool opened, const char *want_r, const char *want_c)
+static void check_split_tags(const struct fl_reasoning_tags *tags, const char *text, bool opened,
+                             const char *want_r, const char *want_c)
 {
     struct fl_reasoning_split sp;
     const size_t n = strlen(text);
-    fl_reasoning_split(text, n, opened, true, &sp);
+    fl_reasoning_split_tags(tags, text, n, opened, true, &sp);
     CHECK(sp.r_len == strlen(want_r) && !memcmp(text + sp.r_off, want_r, sp.r_len) &&
               sp.c_len == strlen(want_c) && !memcmp(text + sp.c_off, want_c, sp.c_len) &&
               sp.settled == n,
           "'%s' (opened %d): reasoning '%.*s' answer '%.*s', want '%s' '%s'", text, opened,
           (int)sp.r_len, text + sp.r_off, (int)sp.c_len, text + sp.c_off, want_r, want_c);
+}
+
+static void check_split(const char *text, bool opened, const char *want_r, const char *want_c)
+{
+    check_split_tags(&fl_think_tags, text, opened, want_r, want_c);
 }
 
 static void test_fixed(void)
@@ -82,6 +96,15 @@ static void test_fixed(void)
     check_split("<think>x</think>y", true, "<think>x", "y");
     check_split("", true, "", "");
     check_split("", false, "", "");
+    /* gpt-oss's channels */
+    const struct fl_reasoning_tags *h = &fl_harmony_tags;
+    check_split_tags(h, "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>"
+                     "final<|message|>Hello!", false, "Think.", "Hello!");
+    check_split_tags(h, "<|channel|>final<|message|>Hi", false, "", "Hi");
+    check_split_tags(h, "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>"
+                     "commentary<|message|>B", false, "A", "<|start|>assistant<|channel|>commentary"
+                     "<|message|>B");
+    check_split_tags(h, "plain", false, "", "plain");
     struct fl_reasoning_split sp;
     for (int k = 0; k < 4; k++) { /* nothing written yet: a NULL text */
         fl_reasoning_split(NULL, 0, k & 1, k & 2, &sp);
@@ -89,19 +112,19 @@ static void test_fixed(void)
     }
 }
 
-static void check_growth(const char *text, bool opened)
+static void check_growth(const struct fl_reasoning_tags *tags, const char *text, bool opened)
 {
     const size_t n = strlen(text);
     struct fl_reasoning_split fin, sp, prev = { 0 };
-    fl_reasoning_split(text, n, opened, true, &fin);
-    char *r = malloc(n + 16), *c = malloc(n + 16);
-    spec(text, opened, r, c);
+    fl_reasoning_split_tags(tags, text, n, opened, true, &fin);
+    char *r = malloc(n + 1), *c = malloc(n + 1);
+    spec(tags, text, opened, r, c);
     CHECK(fin.r_len == strlen(r) && !memcmp(text + fin.r_off, r, fin.r_len) &&
               fin.c_len == strlen(c) && !memcmp(text + fin.c_off, c, fin.c_len),
           "'%s' (opened %d): '%.*s' / '%.*s', the rule says '%s' / '%s'", text, opened,
           (int)fin.r_len, text + fin.r_off, (int)fin.c_len, text + fin.c_off, r, c);
     for (size_t k = 0; k <= n; k++) {
-        fl_reasoning_split(text, k, opened, false, &sp);
+        fl_reasoning_split_tags(tags, text, k, opened, false, &sp);
         const bool r_ok = !sp.r_len || (sp.r_off == fin.r_off && sp.r_len <= fin.r_len);
         const bool c_ok = !sp.c_len || (sp.c_off == fin.c_off && sp.c_len <= fin.c_len);
         CHECK(r_ok && c_ok && sp.settled <= k && sp.settled >= prev.settled &&
@@ -116,14 +139,13 @@ static void check_growth(const char *text, bool opened)
     free(c);
 }
 
-static void test_random(void)
+/* Random answers of n_piece pieces at tags. */
+static void random_answers(const struct fl_reasoning_tags *tags, const char *const *piece,
+                           int n_piece, int count)
 {
-    static const char *const piece[] = { "<think>", "</think>", "<", "</", "</thi", "<thi",
-                                         " ", "\n", "\t", "a", "b c", "\xc3\xa9", ">" };
-    const int n_piece = (int)(sizeof(piece) / sizeof(piece[0]));
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    char text[256];
-    for (int t = 0; t < 200000; t++) {
+    char text[1024];
+    for (int t = 0; t < count; t++) {
         text[0] = '\0';
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         const int len = (int)(x % 12);
@@ -131,8 +153,21 @@ static void test_random(void)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             strcat(text, piece[x % (uint64_t)n_piece]);
         }
-        check_growth(text, t & 1);
+        check_growth(tags, text, t & 1);
     }
+}
+
+static void test_random(void)
+{
+    static const char *const think[] = { "<think>", "</think>", "<", "</", "</thi", "<thi",
+                                         " ", "\n", "\t", "a", "b c", "\xc3\xa9", ">" };
+    random_answers(&fl_think_tags, think, (int)(sizeof(think) / sizeof(think[0])), 200000);
+    static const char *const harmony[] = {
+        "<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
+        "<|channel|>final<|message|>", "<|start|>assistant", "<|channel|>", "<|", "<|end", " ",
+        "\n", "a", "b c", "<|channel|>commentary<|message|>"
+    };
+    random_answers(&fl_harmony_tags, harmony, (int)(sizeof(harmony) / sizeof(harmony[0])), 100000);
 }
 
 int main(void)

@@ -133,6 +133,11 @@ python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M2 || fail "Mini
 # its prompt opens <think>: reasoning_content, budgets, streams (tests/serve-reasoning.py)
 python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" || fail "reasoning"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# gpt-oss's (gpt-oss model): prompts as its own template writes them (tests/serve-harmony.py)
+model=tests/data/gpt-oss-tiny-MXFP4.gguf
+start -np 2 -c 1024
+python3 "$(dirname "$0")/serve-harmony.py" "$base" "$key" || fail "gpt-oss prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=$qwen
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "text/chat.h"
@@ -542,6 +543,22 @@ static void test_chat_formats(void)
                 "<|start|>user<|message|>Who are you<|end|>"
                 "<|start|>assistant<|message|>   I am an assistant   <|return|>"
                 "<|start|>user<|message|>Another question<|end|><|start|>assistant");
+    /* gpt-oss's own template: today's date, the system message as the
+     * developer's instructions, answers in the final channel */
+    char want[1024], date[32];
+    const time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof(date), "%Y-%m-%d", localtime_r(&now, &tm));
+    snprintf(want, sizeof(want),
+             "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+             "Knowledge cutoff: 2024-06\nCurrent date: %s\n\nReasoning: medium\n\n# Valid channels: "
+             "analysis, commentary, final. Channel must be included for every message.<|end|>"
+             "<|start|>developer<|message|># Instructions\n\nYou are a helpful assistant\n\n<|end|>"
+             "<|start|>user<|message|>Hello<|end|><|start|>assistant<|channel|>final<|message|>"
+             "Hi there<|end|><|start|>user<|message|>Who are you<|end|>"
+             "<|start|>assistant<|channel|>final<|message|>   I am an assistant   <|end|>"
+             "<|start|>user<|message|>Another question<|end|><|start|>assistant", date);
+    expect_chat(FL_CHAT_GPT_OSS, want);
     /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
     expect_chat(FL_CHAT_CHATGLM4,
                 "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
@@ -573,7 +590,7 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("qwen3moe", NULL) == FL_CHAT_CHATML, "qwen3moe -> chatml");
     CHECK(fl_chat_detect("llama", NULL) == FL_CHAT_LLAMA2, "llama -> [INST]");
     CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
-    CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_HARMONY, "gpt-oss -> harmony");
+    CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_GPT_OSS, "gpt-oss -> its own template");
     CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
     CHECK(fl_chat_detect("glm4moe", NULL) == FL_CHAT_GLM45, "glm4moe -> glm-4.5");
     CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{%- if tools -%}<arg_key>{arg-key-1}</arg_key>") ==
@@ -592,11 +609,12 @@ static void test_chat_detect(void)
           "bos inside history");
     CHECK(fl_chat_detect("deepseek2", "{{'Assistant: ' + message['content'] + eos_token}}") ==
               FL_CHAT_DEEPSEEK2, "deepseek v2 marker");
-    CHECK(fl_chat_detect(NULL, "<|start|>{{ role }}<|channel|>") == FL_CHAT_HARMONY,
+    CHECK(fl_chat_detect(NULL, "<|start|>{{ role }}<|channel|>") == FL_CHAT_GPT_OSS,
           "harmony markers");
     CHECK(fl_chat_detect("deepseek2", "{{ '<｜User｜>' }}{{ '<｜Assistant｜>' }}<｜end▁of▁sentence｜>") ==
               FL_CHAT_DEEPSEEK3, "deepseek v3 markers");
     CHECK(fl_chat_format_from_name("gpt-oss") == FL_CHAT_HARMONY &&
+              fl_chat_format_from_name("openai-gpt-oss") == FL_CHAT_GPT_OSS &&
               fl_chat_format_from_name("nope") == FL_CHAT_UNKNOWN, "names");
     printf("  format detection ok\n");
 }

@@ -1,11 +1,13 @@
 /* chat.c: see chat.h. Formats and template markers follow llama.cpp's
  * llama-chat.cpp (llm_chat_detect_template, llm_chat_apply_template). */
 #include "text/chat.h"
+#include "text/reasoning.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/json.h"
 #include "gguf/gguf.h"
@@ -28,6 +30,7 @@ static const struct {
     { "deepseek3", FL_CHAT_DEEPSEEK3 },
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
+    { "openai-gpt-oss", FL_CHAT_GPT_OSS },
     { "chatglm4", FL_CHAT_CHATGLM4 },
     { "glm-4.5", FL_CHAT_GLM45 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
@@ -89,7 +92,7 @@ static enum fl_chat_format detect_template(const char *t)
     if (strstr(t, "]~b]") && strstr(t, "[e~["))
         return FL_CHAT_MINIMAX_M2;
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
-        return FL_CHAT_HARMONY;
+        return FL_CHAT_GPT_OSS;
     return FL_CHAT_UNKNOWN;
 }
 
@@ -105,7 +108,7 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
     if (strcmp(arch, "deepseek2") == 0)
         return FL_CHAT_DEEPSEEK3; /* V3, R1 and Kimi K2 all load as deepseek2 */
     if (strcmp(arch, "gpt-oss") == 0)
-        return FL_CHAT_HARMONY;
+        return FL_CHAT_GPT_OSS;
     if (strcmp(arch, "glm4moe") == 0)
         return FL_CHAT_GLM45; /* GLM-4.5 and later: their own template's format */
     if (strcmp(arch, "minimax-m2") == 0)
@@ -471,6 +474,64 @@ static void apply_harmony(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         put(b, "<|start|>assistant");
 }
 
+/* gpt-oss's own template (openai-gpt-oss-120b.jinja in llama.cpp's
+ * models) without tools: a system turn with the date and the reasoning
+ * effort, the first system (or developer) message as the developer's
+ * instructions, user turns, and answers in the final channel (their
+ * reasoning dropped, as the template drops it for inference; written in
+ * the analysis channel only for a last answer not followed by the
+ * assistant's opening). A later system message is not written. -EINVAL
+ * where the template raises: channel tags in an answer, a tool result
+ * with no call before it. */
+static int apply_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                         const struct fl_chat_opts *o)
+{
+    char date[32];
+    const time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof(date), "%Y-%m-%d", localtime_r(&now, &tm));
+    put(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+           "Knowledge cutoff: 2024-06\nCurrent date: ");
+    put(b, date);
+    put(b, "\n\nReasoning: ");
+    put(b, o->reasoning_effort ? o->reasoning_effort : "medium");
+    put(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+           "message.<|end|>");
+    const bool dev = n && (is(m[0].role, "developer") || is(m[0].role, "system"));
+    if (dev && m[0].content[0]) {
+        put(b, "<|start|>developer<|message|># Instructions\n\n");
+        put(b, m[0].content);
+        put(b, "\n\n<|end|>");
+    }
+    for (size_t i = dev; i < n; i++) {
+        const char *c = m[i].content, *r = m[i].reasoning;
+        if (is(m[i].role, "assistant")) {
+            if (strstr(c, "<|channel|>analysis<|message|>") || strstr(c, "<|channel|>final<|message|>") ||
+                (r && (strstr(r, "<|channel|>analysis<|message|>") ||
+                       strstr(r, "<|channel|>final<|message|>"))))
+                return -EINVAL;
+            const bool training = i + 1 == n && !o->add_assistant;
+            if (training && r) {
+                put(b, "<|start|>assistant<|channel|>analysis<|message|>");
+                put(b, r);
+                put(b, "<|end|>");
+            }
+            put(b, "<|start|>assistant<|channel|>final<|message|>");
+            put(b, c);
+            put(b, training ? "<|return|>" : "<|end|>");
+        } else if (is(m[i].role, "user")) {
+            put(b, "<|start|>user<|message|>");
+            put(b, c);
+            put(b, "<|end|>");
+        } else if (is(m[i].role, "tool")) {
+            return -EINVAL;
+        }
+    }
+    if (o->add_assistant)
+        put(b, "<|start|>assistant");
+    return 0;
+}
+
 /* llama.cpp's built-in chatglm4 (its add_ass opening has no <think>). */
 static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
 {
@@ -698,6 +759,11 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts 
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
 
+const struct fl_reasoning_tags *fl_chat_reasoning_tags(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_GPT_OSS ? &fl_harmony_tags : &fl_think_tags;
+}
+
 static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                           const char *const *tools, size_t n_tools)
 {
@@ -741,6 +807,7 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_GPT_OSS: rc = apply_gpt_oss(&b, msgs, n, o); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, o); break;
     case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;

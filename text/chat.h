@@ -9,6 +9,10 @@
  *   deepseek2     User: ...\n\nAssistant: ...<｜end▁of▁sentence｜>  ... Assistant:
  *   deepseek3     <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
  *   harmony       <|start|>role<|message|>content<|end|> ... <|start|>assistant
+ *                 (llama.cpp's built-in "gpt-oss")
+ *   openai-gpt-oss   gpt-oss's own template: its system turn (date, reasoning
+ *                 effort, channels), the first system message as developer
+ *                 instructions, answers in the final channel
  *   chatglm4      [gMASK]<sop><|role|>\ncontent ... <|assistant|>\n
  *   glm-4.5       [gMASK]<sop><|user|>\n... <|assistant|>\n<think></think>\n... <|assistant|>
  *                 (GLM-4.5/4.6/4.7's Jinja: tools, <arg_key> calls, <|observation|> results)
@@ -38,7 +42,8 @@ enum fl_chat_format {
     FL_CHAT_LLAMA3,
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
-    FL_CHAT_HARMONY,          /* gpt-oss */
+    FL_CHAT_HARMONY,          /* gpt-oss: llama.cpp's built-in template */
+    FL_CHAT_GPT_OSS,          /* gpt-oss's own template (no tools here) */
     FL_CHAT_CHATGLM4,         /* llama.cpp's built-in chatglm4 */
     FL_CHAT_GLM45,            /* GLM-4.5 / 4.6 / 4.7's own template (tools, <think>) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
@@ -61,14 +66,16 @@ struct fl_chat_msg {
 
 /* Names as llama.cpp's --chat-template spells them ("chatml", "llama2",
  * "llama2-sys", "mistral-v7", "deepseek3", "gpt-oss", ...); "harmony" is
- * accepted for gpt-oss. Unknown names give FL_CHAT_UNKNOWN. */
+ * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
+ * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss". Unknown
+ * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
 
 /* Picks the format: markers in the Jinja template text (may be NULL) as
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
  * chatml, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
- * harmony, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
+ * openai-gpt-oss, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
  * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
 
@@ -106,6 +113,7 @@ struct fl_chat_opts {
                                * opening holds an empty <think></think>, GLM's
                                * too and its user turns end with /nothink;
                                * other formats have no such switch */
+    const char *reasoning_effort; /* gpt-oss's "Reasoning: X" (NULL: medium) */
 };
 
 /* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
@@ -117,5 +125,10 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
  * (MiniMax-M2's opening is "]~b]ai\n<think>\n"): its answer starts with
  * the reasoning, not with <think> (text/reasoning.h). */
 bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts *o);
+
+/* The tags fmt's answers write their reasoning between: gpt-oss's harmony
+ * channels for openai-gpt-oss, <think> for every other format. */
+struct fl_reasoning_tags;
+const struct fl_reasoning_tags *fl_chat_reasoning_tags(enum fl_chat_format fmt);
 
 #endif

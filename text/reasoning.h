@@ -36,7 +36,23 @@ struct fl_reasoning_split {
     size_t settled;       /* s[0, settled) is decided: nothing before it is held back */
 };
 
-/* Splits s[0, n) (s may be NULL when n is 0). opened: the prompt left the
+/* The tags a format writes its reasoning between, what opens the answer
+ * after it, and what opens an answer written without reasoning ("":
+ * nothing): <think> ... </think>, or gpt-oss's harmony channels,
+ * <|channel|>analysis<|message|> ... <|end|> then
+ * <|start|>assistant<|channel|>final<|message|> ANSWER, or at once
+ * <|channel|>final<|message|> ANSWER. Text that does not open the answer
+ * where one is expected (another channel) is all answer, as written. */
+struct fl_reasoning_tags {
+    const char *open, *close, *answer, *direct;
+};
+extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags;
+
+/* Splits s[0, n) at tags t (s may be NULL when n is 0). */
+void fl_reasoning_split_tags(const struct fl_reasoning_tags *t, const char *s, size_t n,
+                             bool opened, bool done, struct fl_reasoning_split *out);
+
+/* The same with <think> tags. Splits s[0, n) (s may be NULL when n is 0). opened: the prompt left the
  * model inside its reasoning.
  * done: the answer is finished (nothing held back). */
 void fl_reasoning_split(const char *s, size_t n, bool opened, bool done,

@@ -86,6 +86,7 @@ static int usage(FILE *out)
             "                       [--chat-template NAME] [--no-cache-prompt] [-q]\n"
             "                       [--reasoning-format FMT] [-rea on|off|auto]\n"
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
+            "                       [--reasoning-effort LEVEL]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
             "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
             "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
@@ -102,7 +103,8 @@ static int usage(FILE *out)
 static int parse(int argc, char **argv, struct batch_opts *o)
 {
     *o = (struct batch_opts){ .max_tokens = -1,
-                              .reasoning = { API_REASONING_DEEPSEEK, -1, -1, NULL } };
+                              .reasoning = { .format = API_REASONING_DEEPSEEK, .thinking = -1,
+                                             .budget = -1 } };
     eng_session_params_init(&o->sp);
     o->sp.n_seq = 4;
     fl_sampler_defaults(&o->samp, 0);
@@ -321,7 +323,8 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
                            .no_prompt_cache = r->no_cache_prompt,
                            .think_limit = j->answer.budget >= 0, .think_opened = j->answer.opened,
                            .think_budget = j->answer.budget,
-                           .think_message = j->answer.budget_message };
+                           .think_message = j->answer.budget_message,
+                           .think_tags = j->answer.tags };
     json_t *call_schema = api_tool_schema(r, &j->answer.tools); /* compiled at submit */
     req.json_schema = call_schema ? call_schema : r->json_schema;
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));

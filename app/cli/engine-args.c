@@ -415,17 +415,24 @@ static int on_off_auto(const char *v)
 }
 
 /* --chat-template-kwargs JSON: an object; the built-in templates read its
- * enable_thinking (a boolean), the rest is for Jinja templates. */
-static bool template_kwargs(const char *cmd, const char *v, int *thinking)
+ * enable_thinking (a boolean) and reasoning_effort (a word, kept in a
+ * buffer of its own: the flags are read once), the rest is for Jinja
+ * templates. */
+static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning_defaults *r)
 {
+    static char effort[64];
     json_t *o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
     const json_t *t = json_object_get(o, "enable_thinking");
-    const bool ok = json_is_object(o) && (!t || json_is_boolean(t));
+    const json_t *e = json_object_get(o, "reasoning_effort");
+    const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) &&
+                    (!e || (json_is_string(e) && json_string_length(e) < sizeof(effort)));
     if (!ok)
         fprintf(stderr, "faultline %s: --chat-template-kwargs wants a JSON object (its "
-                "\"enable_thinking\" a boolean), not '%s'\n", cmd, v);
-    else if (t)
-        *thinking = json_is_true(t);
+                "\"enable_thinking\" a boolean, \"reasoning_effort\" a word), not '%s'\n", cmd, v);
+    if (ok && t)
+        r->thinking = json_is_true(t);
+    if (ok && e)
+        r->effort = strcpy(effort, json_string_value(e));
     json_decref(o);
     return ok;
 }
@@ -438,13 +445,19 @@ int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
         return eng_arg_int(cmd, argc, argv, i, -1, INT32_MAX, &r->budget) ? 1 : -1;
     if (!strcmp(a, "--reasoning-budget-message"))
         return eng_arg_str(cmd, argc, argv, i, &r->budget_message) ? 1 : -1;
+    if (!strcmp(a, "--reasoning-effort")) { /* "default": the template's */
+        if (!eng_arg_str(cmd, argc, argv, i, &r->effort))
+            return -1;
+        r->effort = strcmp(r->effort, "default") ? r->effort : NULL;
+        return 1;
+    }
     if (strcmp(a, "--reasoning-format") && strcmp(a, "-rea") && strcmp(a, "--reasoning") &&
         strcmp(a, "--chat-template-kwargs"))
         return 0;
     if (!eng_arg_str(cmd, argc, argv, i, &v))
         return -1;
     if (!strcmp(a, "--chat-template-kwargs"))
-        return template_kwargs(cmd, v, &r->thinking) ? 1 : -1;
+        return template_kwargs(cmd, v, r) ? 1 : -1;
     if (!strcmp(a, "--reasoning-format")) {
         const int f = api_reasoning_format_from_name(v);
         if (f < 0) {

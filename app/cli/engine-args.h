@@ -100,7 +100,8 @@ int eng_tokenize_prompt(const struct fl_tokenizer *tok, const char *text, size_t
  * --no-cache-prompt into sp->no_prompt_cache, llama-server's reasoning flags
  * into *reasoning (--reasoning-format FMT; -rea / --reasoning on|off|auto and
  * --chat-template-kwargs '{"enable_thinking": BOOL}', whether the model
- * thinks), and the sampler flags. 1 taken, 0 not one, -1 bad value (said). */
+ * thinks; --reasoning-effort LEVEL, gpt-oss's; --reasoning-budget N and
+ * --reasoning-budget-message TEXT), and the sampler flags. 1 taken, 0 not one, -1 bad value (said). */
 struct api_reasoning_defaults;
 struct eng_request_args {
     struct eng_session_params *sp;
@@ -112,7 +113,8 @@ struct eng_request_args {
 };
 int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
                      const struct eng_request_args *t);
-/* The reasoning flags alone (for run: whether the model thinks). */
+/* The reasoning flags alone (for run: whether and how hard the model
+ * thinks: -rea, --chat-template-kwargs, --reasoning-effort). */
 int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
                       struct api_reasoning_defaults *r);
 

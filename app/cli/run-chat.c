@@ -19,6 +19,7 @@
 
 #include "app/cli/interrupt.h"
 #include "app/cli/run.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
 
 struct chat {
@@ -54,10 +55,29 @@ static int add_msg(struct chat *c, const char *role, const char *content, size_t
     return 0;
 }
 
+/* The answer as the next turn's render takes it: in gpt-oss's format, its
+ * final channel as content and its analysis as reasoning (the template
+ * refuses channel tags in content); as written in the others, whose
+ * templates split a <think> themselves. */
+static int add_answer(struct chat *c, const char *text, size_t len)
+{
+    if (c->fmt != FL_CHAT_GPT_OSS)
+        return add_msg(c, "assistant", text, len);
+    struct fl_reasoning_split sp;
+    fl_reasoning_split_tags(fl_chat_reasoning_tags(c->fmt), text, len, false, true, &sp);
+    if (add_msg(c, "assistant", text + sp.c_off, sp.c_len))
+        return -ENOMEM;
+    if (sp.r_len && !(c->msgs[c->n_msgs - 1].reasoning = strndup(text + sp.r_off, sp.r_len)))
+        return -ENOMEM;
+    return 0;
+}
+
 static void chat_free(struct chat *c)
 {
-    for (size_t i = 0; i < c->n_msgs; i++)
+    for (size_t i = 0; i < c->n_msgs; i++) {
         free((char *)c->msgs[i].content);
+        free((char *)c->msgs[i].reasoning);
+    }
     free(c->msgs);
     free(c->fed);
     free(c->marks);
@@ -154,7 +174,7 @@ static int answer(struct chat *c, struct fl_err *err)
     c->fed = fed;
     c->fed_len += c->g.answer_len;
     c->fed[c->fed_len] = '\0';
-    return add_msg(c, "assistant", c->g.answer, c->g.answer_len) ? -ENOMEM : 0;
+    return add_answer(c, c->g.answer, c->g.answer_len) ? -ENOMEM : 0;
 }
 
 enum read_result { READ_LINE, READ_EXIT, READ_INTERRUPT };

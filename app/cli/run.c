@@ -52,6 +52,7 @@ static int usage(FILE *out)
         "  -rea, --reasoning on|off|auto  off: the model answers without thinking (Qwen3's\n"
         "                        and GLM-4.5's enable_thinking=false); auto: as the template\n"
         "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off\n"
+        "  --reasoning-effort low|medium|high  gpt-oss's reasoning effort (its system turn)\n"
         "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
         "  prompt ends it; a line ending in \\ continues on the next.\n"
         "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
@@ -86,9 +87,11 @@ static bool parse_bias(const char *v, struct fl_logit_bias *out)
 /* The flags only run has. 1 taken, 0 not one, -1 bad value (said). */
 static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
 {
-    struct api_reasoning_defaults r = { API_REASONING_DEEPSEEK, o->thinking, -1, NULL };
+    struct api_reasoning_defaults r = { .format = API_REASONING_DEEPSEEK, .thinking = o->thinking,
+                                        .budget = -1, .effort = o->reasoning_effort };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
     o->thinking = r.thinking;
+    o->reasoning_effort = r.effort;
     return taken;
 }
 
@@ -128,7 +131,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
     else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
-    else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL))
+    else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL) ||
+             eng_arg_is(a, "--reasoning-effort", NULL))
         return run_reasoning_arg(argc, argv, i, o);
     else if (eng_arg_is(a, "-j", "--json-schema"))
         ok = eng_arg_str("run", argc, argv, i, &o->json_schema);
@@ -212,7 +216,8 @@ enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts
 int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
                     const struct fl_chat_msg *msgs, size_t n, char **out)
 {
-    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0 };
+    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0,
+                                     .reasoning_effort = o->reasoning_effort };
     return fl_chat_render(fmt, msgs, n, &co, out);
 }
 

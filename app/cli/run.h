@@ -33,6 +33,7 @@ struct run_opts {
     int n_bias;
     int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
                          * default, 0 enable_thinking=false (text/chat.h) */
+    const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
     const char *json_schema, *json_schema_file; /* -j / -jf: every answer a value of it */
     struct fl_schema *schema;                    /* ... compiled (run.c owns it) */
 };

@@ -20,6 +20,7 @@ static int usage(FILE *out)
             "                       [--no-cache-prompt] [--reasoning-format auto|deepseek|none|\n"
             "                       deepseek-legacy] [-rea on|off|auto] [--chat-template-kwargs J]\n"
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
+            "                       [--reasoning-effort low|medium|high]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM and MiniMax\n"
             "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"

@@ -44,6 +44,11 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     if (n < 0 || !p || strlen(p) != (size_t)n)
         die("an accepted chat does not render in chatml");
     free(p);
+    p = NULL; /* gpt-oss's template: rendered, or refused (tools, channel tags) */
+    const int g = api_render_chat(FL_CHAT_GPT_OSS, r, &p, &why);
+    if (g >= 0 && (!p || strlen(p) != (size_t)g))
+        die("a gpt-oss render is not its length");
+    free(p);
     struct api_tool_reader t;
     api_tool_reader_init(r, FL_CHAT_CHATML, &t);
     json_t *forced = api_tool_schema(r, &t); /* a forced call's schema compiles */

@@ -40,14 +40,14 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
 /* The reasoning before the answer (text/reasoning.h): its parts lie in
  * the text, a growing answer's are prefixes of the finished one's at the
  * same place. */
-static void reasoning(const char *text, size_t size, bool opened)
+static void reasoning(const struct fl_reasoning_tags *t, const char *text, size_t size, bool opened)
 {
     struct fl_reasoning_split fin, part;
-    fl_reasoning_split(text, size, opened, true, &fin);
+    fl_reasoning_split_tags(t, text, size, opened, true, &fin);
     if (fin.r_off + fin.r_len > size || fin.c_off + fin.c_len != size || fin.settled != size)
         abort();
     for (size_t k = size > 64 ? size - 64 : 0; k <= size; k++) {
-        fl_reasoning_split(text, k, opened, false, &part);
+        fl_reasoning_split_tags(t, text, k, opened, false, &part);
         if ((part.r_len && (part.r_off != fin.r_off || part.r_len > fin.r_len)) ||
             (part.c_len && (part.c_off != fin.c_off || part.c_len > fin.c_len)) ||
             part.settled > k)
@@ -57,8 +57,9 @@ static void reasoning(const char *text, size_t size, bool opened)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    reasoning((const char *)data, size, false);
-    reasoning((const char *)data, size, true);
+    reasoning(&fl_think_tags, (const char *)data, size, false);
+    reasoning(&fl_think_tags, (const char *)data, size, true);
+    reasoning(&fl_harmony_tags, (const char *)data, size, false);
     one(FL_CHAT_CHATML, (const char *)data, size);
     one(FL_CHAT_GLM45, (const char *)data, size);
     one(FL_CHAT_MINIMAX_M2, (const char *)data, size);

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""serve-harmony.py: gpt-oss's chat format through `faultline serve`
+(tests/test-serve.sh), on the gpt-oss model.
+
+POST /apply-template renders conversations; each prompt must equal what
+gpt-oss's own template (tests/data/templates/openai-gpt-oss-120b.jinja,
+copied from llama.cpp's models, rendered by jinja2 as Hugging Face's
+apply_chat_template does, with today's date) makes of them: the system
+turn with the reasoning effort (the request's "reasoning_effort" or
+chat_template_kwargs'), the first system message as the developer's
+instructions, answers in the final channel, reasoning dropped. Tools are a
+400 (gpt-oss's tool calls are not read here), as are channel tags in an
+answer (the template raises).
+usage: serve-harmony.py BASE_URL KEY"""
+import datetime
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+import jinja2
+
+base, key = sys.argv[1], sys.argv[2]
+here = os.path.dirname(os.path.abspath(__file__))
+failed = 0
+
+
+def post(path, body):
+    req = urllib.request.Request(base.rsplit("/v1", 1)[0] + path, data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + key,
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+
+
+def check(ok, what):
+    global failed
+    failed += not ok
+    print(("ok: " if ok else "FAIL: ") + what)
+
+
+def raise_exception(message):
+    raise jinja2.TemplateError(message)
+
+
+env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
+env.globals["raise_exception"] = raise_exception
+env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+template = env.from_string(open(os.path.join(here, "data", "templates",
+                                             "openai-gpt-oss-120b.jinja")).read())
+
+
+def render(messages, **kwargs):
+    # llama.cpp hands an assistant's reasoning_content to the template as "thinking"
+    msgs = [dict(m, thinking=m["reasoning_content"]) if "reasoning_content" in m else m
+            for m in messages]
+    return template.render(messages=msgs, add_generation_prompt=True, **kwargs)
+
+
+cases = {
+    "a system turn": [{"role": "system", "content": "Be brief."},
+                      {"role": "user", "content": "Hello"}],
+    "no system turn": [{"role": "user", "content": "What is 2+2?"}],
+    "a conversation, reasoning dropped": [
+        {"role": "system", "content": "You answer in French."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Bonjour !", "reasoning_content": "Greet back."},
+        {"role": "user", "content": "And again?"}],
+    "a developer turn, a later system turn": [
+        {"role": "developer", "content": "Only numbers."},
+        {"role": "user", "content": "Count"},
+        {"role": "system", "content": "(not written)"},
+        {"role": "assistant", "content": "1 2 3"},
+        {"role": "user", "content": "More"}],
+    "an empty system turn": [{"role": "system", "content": ""}, {"role": "user", "content": "x"}],
+    "the last turn is the assistant's": [{"role": "user", "content": "Hi"},
+                                         {"role": "assistant", "content": "Hello, I"}],
+}
+for case, messages in cases.items():
+    got = post("/apply-template", {"messages": messages})["prompt"]
+    want = render(messages)
+    check(got == want, "%s (%d chars)" % (case, len(got)))
+    if got != want:
+        print("--- faultline\n%s\n--- the template\n%s" % (got, want))
+messages = cases["a system turn"]
+for extra in ({"reasoning_effort": "high"}, {"chat_template_kwargs": {"reasoning_effort": "low"}}):
+    effort = extra.get("reasoning_effort") or extra["chat_template_kwargs"]["reasoning_effort"]
+    got = post("/apply-template", dict(extra, messages=messages))["prompt"]
+    want = render(messages, reasoning_effort=effort)
+    check(got == want and ("Reasoning: %s\n" % effort) in got, "reasoning effort %s" % effort)
+for name, body in (
+        ("tools", {"messages": messages, "tools": [{"type": "function",
+                                                    "function": {"name": "f", "parameters": {}}}]}),
+        ("channel tags in an answer", {"messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "<|channel|>final<|message|>y"},
+            {"role": "user", "content": "z"}]})):
+    try:
+        post("/v1/chat/completions", dict(body, max_tokens=1))
+        check(False, "%s: taken" % name)
+    except urllib.error.HTTPError as e:
+        check(e.code == 400, "%s: %d %s" % (name, e.code, json.load(e)["error"]["message"]))
+# an answer comes back (what the tiny model writes is no channel: all content)
+r = post("/v1/chat/completions", {"messages": messages, "max_tokens": 4, "seed": 1})
+check(r["choices"][0]["message"]["role"] == "assistant", "an answer: %s" % json.dumps(r["choices"][0]))
+sys.exit(1 if failed else 0)
