@@ -155,7 +155,10 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
  * eng_req.json_object), so it is the arguments' object (or the call's) and
  * ends when that closes. glm-4.5: `\n<think></think>\n<tool_call>NAME\n`
  * (or without the name) and the model writes the arguments' pairs, with no
- * constraint. */
+ * constraint. openai-gpt-oss: `<|channel|>commentary to=functions.NAME
+ * <|constrain|>json<|message|>` and the arguments in JSON mode, or for
+ * "required" among several `<|channel|>commentary to=functions.` and the
+ * model writes the rest, unconstrained. */
 enum api_tool_mode {
     API_TOOLS_OFF = 0, /* no tools, or "tool_choice": "none" */
     API_TOOLS_BLOCKS,  /* "auto": calls where the model writes them */

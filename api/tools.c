@@ -170,6 +170,10 @@ static int call_opening(enum fl_chat_format fmt, const char *name, char *buf, si
     if (fmt == FL_CHAT_MINIMAX_M2)
         return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
                     : snprintf(buf, n, "<minimax:tool_call>\n");
+    if (fmt == FL_CHAT_GPT_OSS) /* the answer's header, after the prompt's <|start|>assistant */
+        return name ? snprintf(buf, n, "<|channel|>commentary to=functions.%s <|constrain|>json"
+                               "<|message|>", name)
+                    : snprintf(buf, n, "<|channel|>commentary to=functions.");
     return name ? snprintf(buf, n, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name)
                 : snprintf(buf, n, "<tool_call>\n");
 }
@@ -186,7 +190,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen), glm-4.5 or minimax-m2; this model's is another";
+               "(Qwen), glm-4.5, minimax-m2 or openai-gpt-oss; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
@@ -224,8 +228,11 @@ void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt
                                                         : API_TOOLS_BLOCKS;
     if (out->mode == API_TOOLS_ARGS)
         snprintf(out->name, sizeof(out->name), "%s", req->tool_name);
-    /* a forced call in JSON: the answer is its object (openai.h) */
-    out->json = out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML;
+    /* a forced call in JSON: the answer is its object (openai.h); gpt-oss's
+     * named call too (its arguments), the call among several is not (the
+     * model writes the name in the header) */
+    out->json = (out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML) ||
+                (out->mode == API_TOOLS_ARGS && fmt == FL_CHAT_GPT_OSS);
 }
 
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
@@ -237,7 +244,9 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
     }
 }
 
-/* Tool i's "parameters" if faultline can hold arguments to them, else NULL. */
+/* Tool i's "parameters" (a new reference, "type": "object" added when
+ * they say no type) if faultline can hold arguments to them, else NULL:
+ * the arguments are then any object. */
 static json_t *tool_params(const struct api_request *req, size_t i)
 {
     json_t *f = json_object_get(json_array_get(json_object_get(req->doc, "tools"), i), "function");
@@ -246,7 +255,17 @@ static json_t *tool_params(const struct api_request *req, size_t i)
     if (!json_is_object(p) || fl_schema_compile(p, &s, NULL))
         return NULL;
     fl_schema_free(s);
-    return p;
+    /* arguments are an object: parameters that do not say a type ({}, or
+     * bare properties) would let any value through */
+    json_t *t = json_object_get(p, "type");
+    if (t && !(json_is_string(t) && !strcmp(json_string_value(t), "object")))
+        return NULL;
+    json_t *copy = json_deep_copy(p);
+    if (copy && !t && json_object_set_new(copy, "type", json_string("object"))) {
+        json_decref(copy);
+        return NULL;
+    }
+    return copy;
 }
 
 /* A parameters schema moved to at (a JSON pointer): its "$ref"s into
@@ -279,10 +298,11 @@ static json_t *calls_schema(const struct api_request *req)
 {
     json_t *any = json_array();
     for (size_t i = 0; any && i < req->n_tools; i++) {
-        json_t *p = tool_params(req, i);
         char at[64];
         snprintf(at, sizeof(at), "#/anyOf/%zu/properties/arguments", i);
-        json_t *args = p ? json_deep_copy(p) : json_pack("{s:s}", "type", "object");
+        json_t *args = tool_params(req, i);
+        if (!args)
+            args = json_pack("{s:s}", "type", "object");
         if (args && rebase_refs(args, at)) {
             json_decref(args);
             args = NULL;
@@ -307,7 +327,7 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
     while (named < req->n_tools && strcmp(req->tool_names[named], t->name))
         named++;
     if (t->mode == API_TOOLS_ARGS)
-        return named < req->n_tools ? json_incref(tool_params(req, named)) : NULL;
+        return named < req->n_tools ? tool_params(req, named) : NULL;
     if (req->n_tools <= FL_SCHEMA_MAX_ALTS) /* every call's opening read at once */
         return calls_schema(req);
     /* more tools than readings kept at once: the name held, the arguments any object */
@@ -330,14 +350,15 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
 {
     char head[128];
     const bool args = t->mode == API_TOOLS_ARGS, glm = t->fmt == FL_CHAT_GLM45;
-    const bool minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    const bool minimax = t->fmt == FL_CHAT_MINIMAX_M2, gpt_oss = t->fmt == FL_CHAT_GPT_OSS;
     const int h = call_opening(t->fmt, args ? t->name : NULL, head, sizeof(head));
     /* JSON's object ends the answer: the block is closed here; GLM's and
      * MiniMax's model closes it (an answer it ended without doing so is
      * closed too; one max_tokens cut is not) */
     const bool open_left = ended && !memmem(text, len, minimax ? "</minimax:tool_call>" : "</tool_call>",
                                             minimax ? 20 : 12);
-    const char *tail = glm       ? (open_left ? "</tool_call>" : "")
+    const char *tail = gpt_oss   ? "" /* the arguments end the call */
+                       : glm     ? (open_left ? "</tool_call>" : "")
                        : minimax ? (!open_left ? ""
                                     : args && !memmem(text, len, "</invoke>", 9)
                                         ? "</invoke>\n</minimax:tool_call>"

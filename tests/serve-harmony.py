@@ -8,9 +8,10 @@ copied from llama.cpp's models, rendered by jinja2 as Hugging Face's
 apply_chat_template does, with today's date) makes of them: the system
 turn with the reasoning effort (the request's "reasoning_effort" or
 chat_template_kwargs'), the first system message as the developer's
-instructions, answers in the final channel, reasoning dropped. Tools are a
-400 (gpt-oss's tool calls are not read here), as are channel tags in an
-answer (the template raises).
+instructions, answers in the final channel, reasoning dropped; tools as
+its TypeScript namespace, calls and results. A named tool_choice opens the
+call's message and comes back as tool_calls. Channel tags in an answer, or
+a result with no call, are a 400 (the template raises).
 usage: serve-harmony.py BASE_URL KEY"""
 import datetime
 import json
@@ -84,6 +85,63 @@ for case, messages in cases.items():
     check(got == want, "%s (%d chars)" % (case, len(got)))
     if got != want:
         print("--- faultline\n%s\n--- the template\n%s" % (got, want))
+weather = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather of a city, now.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city"},
+        "unit": {"type": "string", "enum": ["C", "F"], "default": "C"},
+        "days": {"type": "integer", "default": 1},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "at": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+               "required": ["lat"]},
+        "either": {"type": ["string", "null"]},
+        "pick": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "number", "default": 0}]},
+        "rows": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "boolean"}}}},
+        "free": {"type": "array"}, "note": {"type": "string", "nullable": True}, "x": {}},
+                   "required": ["city"]}}}
+clock = {"type": "function", "function": {"name": "get_time", "description": "The time.",
+                                          "parameters": {}}}
+call = {"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 2}"}}
+tool_cases = {
+    "tools, a system turn": ([{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": "Weather in Paris?"}], [weather, clock]),
+    "a call and its result": ([{"role": "user", "content": "Weather?"},
+                               {"role": "assistant", "content": "Let me look.", "tool_calls": [call]},
+                               {"role": "tool", "content": "22 \u00b0C, \"sunny\""}], [weather]),
+    "a call's reasoning, dropped once answered": ([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "reasoning_content": "Need the tool.", "tool_calls": [call]},
+        {"role": "tool", "content": "rain"},
+        {"role": "assistant", "content": "It rains."},
+        {"role": "user", "content": "Thanks"}], [weather]),
+}
+for case, (messages, tools) in tool_cases.items():
+    got = post("/apply-template", {"messages": messages, "tools": tools})["prompt"]
+    # templates read a call's arguments as an object
+    msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
+        c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
+            for m in messages]
+    want = render(msgs, tools=tools)
+    check(got == want, "%s (%d chars)" % (case, len(got)))
+    if got != want:
+        print("--- faultline\n%s\n--- the template\n%s" % (got, want))
+# a named tool_choice: the prompt ends with the call's header, and the
+# answer (JSON mode on the tool's parameters; the token "}" lifted so the
+# tiny model closes the object at once) comes back as the call
+messages = tool_cases["tools, a system turn"][0]
+named = {"type": "function", "function": {"name": "get_time"}}
+got = post("/apply-template", {"messages": messages, "tools": [weather, clock], "tool_choice": named})
+want = render(messages, tools=[weather, clock]) + \
+    "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>"
+check(got["prompt"] == want, "a named tool_choice opens the call's message")
+brace = post("/tokenize", {"content": "}"})["tokens"][0]
+r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock], "tool_choice": named,
+                                  "logit_bias": {str(brace): 100}, "max_tokens": 8})
+c = r["choices"][0]
+check(c["finish_reason"] == "tool_calls" and c["message"]["content"] is None and
+      [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}],
+      "a named call: %s" % json.dumps(c["message"]))
 messages = cases["a system turn"]
 for extra in ({"reasoning_effort": "high"}, {"chat_template_kwargs": {"reasoning_effort": "low"}}):
     effort = extra.get("reasoning_effort") or extra["chat_template_kwargs"]["reasoning_effort"]
@@ -91,8 +149,8 @@ for extra in ({"reasoning_effort": "high"}, {"chat_template_kwargs": {"reasoning
     want = render(messages, reasoning_effort=effort)
     check(got == want and ("Reasoning: %s\n" % effort) in got, "reasoning effort %s" % effort)
 for name, body in (
-        ("tools", {"messages": messages, "tools": [{"type": "function",
-                                                    "function": {"name": "f", "parameters": {}}}]}),
+        ("a result with no call", {"messages": [{"role": "user", "content": "x"},
+                                                {"role": "tool", "content": "y"}]}),
         ("channel tags in an answer", {"messages": [
             {"role": "user", "content": "x"},
             {"role": "assistant", "content": "<|channel|>final<|message|>y"},

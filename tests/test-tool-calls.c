@@ -119,6 +119,54 @@ static void test_minimax(void)
           "minimax: content up to where its block may start");
 }
 
+/* gpt-oss: a message to functions.NAME, the recipient in the role or in
+ * the channel header, after a commentary preamble or not */
+static void test_gpt_oss(void)
+{
+    static const struct { const char *text, *content; } v[] = {
+        { " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}", "" },
+        { "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+          "{\"city\":\"Paris\"}<|call|>", "" },
+        { "<|start|>assistant<|channel|>commentary<|message|>Let me check.<|end|>"
+          "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+          "{\"city\": \"Paris\"}", "Let me check." },
+        { "<|start|>assistant<|channel|>analysis to=functions.get_weather <|constrain|>json"
+          "<|message|>{\"city\":\"Paris\"}", "" },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        struct fl_tool_answer a;
+        parse_as(FL_CHAT_GPT_OSS, v[i].text, &a);
+        CHECK(a.n_calls == 1 && !strcmp(a.calls[0].name, "get_weather") &&
+                  !strcmp(a.calls[0].arguments, "{\"city\":\"Paris\"}") &&
+                  !strcmp(a.content, v[i].content),
+              "gpt-oss '%s': %d calls, content '%s'", v[i].text, a.n_calls, a.content);
+        fl_tool_answer_free(&a);
+    }
+    static const char *const bad[] = {
+        "Just an answer, to=nobody.",
+        " to=functions.f<|channel|>commentary json<|message|>{\"a\": ", /* cut */
+        " to=functions.f<|channel|>commentary json<|message|>[1]",        /* not an object */
+        " to=functions.f<|channel|>commentary json, please<|message|>{}", /* not a header */
+        " to=functions.f<|channel|>final<|message|>{}",                   /* not a call's channel */
+        " to=functions.<|channel|>commentary<|message|>{}",               /* no name */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct fl_tool_answer a;
+        parse_as(FL_CHAT_GPT_OSS, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "gpt-oss '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+    static const struct { const char *text; size_t want; } p[] = {
+        { "Sunny today.", 12 }, { "Sunny <|start|>assistant", 6 }, { "x to=func", 2 },
+        { "x <|chan", 2 }, { "to=functions.f", 0 },
+    };
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++) {
+        const size_t got = fl_tool_calls_content_prefix(FL_CHAT_GPT_OSS, p[i].text, strlen(p[i].text));
+        CHECK(got == p[i].want, "gpt-oss content prefix of '%s': %zu, want %zu", p[i].text, got,
+              p[i].want);
+    }
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -164,6 +212,7 @@ int main(void)
     test_calls();
     test_glm();
     test_minimax();
+    test_gpt_oss();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

@@ -1,13 +1,13 @@
 /* chat.c: see chat.h. Formats and template markers follow llama.cpp's
  * llama-chat.cpp (llm_chat_detect_template, llm_chat_apply_template). */
 #include "text/chat.h"
+#include "text/chat-impl.h"
 #include "text/reasoning.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/json.h"
 #include "gguf/gguf.h"
@@ -128,38 +128,6 @@ enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f)
 
 /* ---- rendering ---------------------------------------------------------- */
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-    int err;
-};
-
-static void put_n(struct sbuf *b, const char *s, size_t len)
-{
-    if (b->err)
-        return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->err = -ENOMEM;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = 0;
-}
-
-static void put(struct sbuf *b, const char *s)
-{
-    put_n(b, s, strlen(s));
-}
-
 /* s[0..*n) without leading and trailing ASCII whitespace (llama.cpp's
  * trim; the templates' Python str.strip()). */
 static void trim_span(const char **s, size_t *n)
@@ -179,11 +147,6 @@ static void put_trimmed_n(struct sbuf *b, const char *s, size_t n)
 static void put_trimmed(struct sbuf *b, const char *s)
 {
     put_trimmed_n(b, s, strlen(s));
-}
-
-static bool is(const char *role, const char *name)
-{
-    return strcmp(role, name) == 0;
 }
 
 static bool ends_with(const char *s, const char *end)
@@ -474,64 +437,6 @@ static void apply_harmony(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         put(b, "<|start|>assistant");
 }
 
-/* gpt-oss's own template (openai-gpt-oss-120b.jinja in llama.cpp's
- * models) without tools: a system turn with the date and the reasoning
- * effort, the first system (or developer) message as the developer's
- * instructions, user turns, and answers in the final channel (their
- * reasoning dropped, as the template drops it for inference; written in
- * the analysis channel only for a last answer not followed by the
- * assistant's opening). A later system message is not written. -EINVAL
- * where the template raises: channel tags in an answer, a tool result
- * with no call before it. */
-static int apply_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                         const struct fl_chat_opts *o)
-{
-    char date[32];
-    const time_t now = time(NULL);
-    struct tm tm;
-    strftime(date, sizeof(date), "%Y-%m-%d", localtime_r(&now, &tm));
-    put(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-           "Knowledge cutoff: 2024-06\nCurrent date: ");
-    put(b, date);
-    put(b, "\n\nReasoning: ");
-    put(b, o->reasoning_effort ? o->reasoning_effort : "medium");
-    put(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
-           "message.<|end|>");
-    const bool dev = n && (is(m[0].role, "developer") || is(m[0].role, "system"));
-    if (dev && m[0].content[0]) {
-        put(b, "<|start|>developer<|message|># Instructions\n\n");
-        put(b, m[0].content);
-        put(b, "\n\n<|end|>");
-    }
-    for (size_t i = dev; i < n; i++) {
-        const char *c = m[i].content, *r = m[i].reasoning;
-        if (is(m[i].role, "assistant")) {
-            if (strstr(c, "<|channel|>analysis<|message|>") || strstr(c, "<|channel|>final<|message|>") ||
-                (r && (strstr(r, "<|channel|>analysis<|message|>") ||
-                       strstr(r, "<|channel|>final<|message|>"))))
-                return -EINVAL;
-            const bool training = i + 1 == n && !o->add_assistant;
-            if (training && r) {
-                put(b, "<|start|>assistant<|channel|>analysis<|message|>");
-                put(b, r);
-                put(b, "<|end|>");
-            }
-            put(b, "<|start|>assistant<|channel|>final<|message|>");
-            put(b, c);
-            put(b, training ? "<|return|>" : "<|end|>");
-        } else if (is(m[i].role, "user")) {
-            put(b, "<|start|>user<|message|>");
-            put(b, c);
-            put(b, "<|end|>");
-        } else if (is(m[i].role, "tool")) {
-            return -EINVAL;
-        }
-    }
-    if (o->add_assistant)
-        put(b, "<|start|>assistant");
-    return 0;
-}
-
 /* llama.cpp's built-in chatglm4 (its add_ass opening has no <think>). */
 static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
 {
@@ -744,7 +649,8 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2;
+    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
+           fmt == FL_CHAT_GPT_OSS;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -807,7 +713,7 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
-    case FL_CHAT_GPT_OSS: rc = apply_gpt_oss(&b, msgs, n, o); break;
+    case FL_CHAT_GPT_OSS: rc = fl_chat_gpt_oss(&b, msgs, n, o); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, o); break;
     case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;

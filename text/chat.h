@@ -43,7 +43,7 @@ enum fl_chat_format {
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
     FL_CHAT_HARMONY,          /* gpt-oss: llama.cpp's built-in template */
-    FL_CHAT_GPT_OSS,          /* gpt-oss's own template (no tools here) */
+    FL_CHAT_GPT_OSS,          /* gpt-oss's own template */
     FL_CHAT_CHATGLM4,         /* llama.cpp's built-in chatglm4 */
     FL_CHAT_GLM45,            /* GLM-4.5 / 4.6 / 4.7's own template (tools, <think>) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
@@ -101,7 +101,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            system turn, calls as <minimax:tool_call> blocks of <invoke
  *            name="NAME"> with <parameter name="K">V</parameter> lines,
  *            results as <response> lines in a tool turn (-EINVAL for one
- *            with no call before it, where the template raises). */
+ *            with no call before it, where the template raises);
+ *   openai-gpt-oss  as gpt-oss's: the functions as a TypeScript namespace in
+ *            the developer turn, a call (an answer's first) as
+ *            <|start|>assistant to=functions.NAME<|channel|>commentary json
+ *            <|message|>ARGS<|call|>, results from functions.NAME in the
+ *            commentary channel (-EINVAL for one with no call before it). */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
 /* How a conversation is rendered. */

@@ -9,10 +9,35 @@
 
 #include "base/json.h"
 
+/* gpt-oss writes a call as a message to "functions.NAME"; what may open
+ * one: the recipient, or a new message's or channel's header. */
+static const char *const gpt_oss_marks[] = { "to=functions.", "<|start|>", "<|channel|>" };
+
 /* The block a format's calls come in. */
 static const char *block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2 ? "<minimax:tool_call>" : "<tool_call>";
+}
+
+/* The bytes before the first of n marks, or before a tail that may begin
+ * one. */
+static size_t before_marks(const char *text, size_t len, const char *const *marks, size_t n)
+{
+    size_t at = len;
+    for (size_t i = 0; i < n; i++) {
+        const size_t tn = strlen(marks[i]);
+        const char *open = memmem(text, at, marks[i], tn);
+        if (open) {
+            at = (size_t)(open - text);
+            continue;
+        }
+        for (size_t k = tn - 1; k > 0; k--) /* a tail that may be its start waits for more */
+            if (k <= at && at == len && !memcmp(text + len - k, marks[i], k)) {
+                at = len - k;
+                break;
+            }
+    }
+    return at;
 }
 
 static const char *block_close(enum fl_chat_format fmt)
@@ -24,16 +49,10 @@ size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, s
 {
     if (!fl_chat_has_tools(fmt))
         return len;
+    if (fmt == FL_CHAT_GPT_OSS)
+        return before_marks(text, len, gpt_oss_marks, 3);
     const char *tag = block_open(fmt);
-    const size_t tn = strlen(tag);
-    const char *open = memmem(text, len, tag, tn);
-    if (open)
-        return (size_t)(open - text);
-    /* a tail that may be the start of the block's opening waits for more */
-    for (size_t k = tn - 1; k > 0; k--)
-        if (k <= len && !memcmp(text + len - k, tag, k))
-            return len - k;
-    return len;
+    return before_marks(text, len, &tag, 1);
 }
 
 /* "arguments": an object, or a string holding one (some models quote it). */
@@ -280,6 +299,91 @@ static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
     return 0;
 }
 
+static bool ends_with(const char *s, const char *end, const char *tag)
+{
+    const size_t n = strlen(tag);
+    return (size_t)(end - s) >= n && !memcmp(end - n, tag, n);
+}
+
+static bool skip(const char **p, const char *end, const char *s)
+{
+    const size_t n = strlen(s);
+    if ((size_t)(end - *p) < n || memcmp(*p, s, n))
+        return false;
+    *p += n;
+    return true;
+}
+
+/* After a call's recipient: the channel (when the recipient was in the
+ * role), a constraint (" json", " <|constrain|>json") and <|message|>, as
+ * llama.cpp's grammar for gpt-oss reads them: where the message starts, or
+ * NULL. */
+static const char *header_rest(const char *p, const char *end)
+{
+    if (skip(&p, end, "<|channel|>") && !skip(&p, end, "commentary") && !skip(&p, end, "analysis"))
+        return NULL;
+    const char *q = p;
+    while (q < end && *q == ' ')
+        q++;
+    if (q > p) {
+        skip(&q, end, "<|constrain|>");
+        const char *w = q;
+        while (q < end && (isalnum((unsigned char)*q) || *q == '_' || *q == '-'))
+            q++;
+        if (q == w)
+            return NULL;
+        p = q;
+    }
+    return skip(&p, end, "<|message|>") ? p - 11 : NULL;
+}
+
+/* gpt-oss's call: its message's header names the recipient, in the role
+ * (<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>)
+ * or in the channel (<|channel|>commentary to=functions.NAME <|constrain|>json
+ * <|message|>); the arguments run to <|call|> (an end-of-generation token,
+ * so mostly to the end). The text before the header is content, a
+ * commentary preamble's markup taken off. -EINVAL: no call. */
+static int read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
+{
+    const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
+    if (!to)
+        return -EINVAL;
+    const char *name = to + 13, *p = name;
+    while (p < end && *p != '<' && !isspace((unsigned char)*p))
+        p++;
+    const char *msg = header_rest(p, end);
+    if (!msg || !fl_tool_name_ok(name, (size_t)(p - name)))
+        return -EINVAL;
+    const char *args = msg + 11, *stop = memmem(args, (size_t)(end - args), "<|call|>", 8);
+    json_t *v = json_loadb(args, (size_t)((stop ? stop : end) - args), 0, NULL);
+    int rc = !json_is_object(v) ? -EINVAL : !(a->calls = calloc(1, sizeof(*a->calls))) ? -ENOMEM : 0;
+    if (!rc) {
+        a->n_calls = 1;
+        rc = make_call(name, (size_t)(p - name), v, &a->calls[0]);
+    }
+    json_decref(v);
+    if (rc)
+        return rc;
+    const char *head = to; /* the header's start */
+    while (head > text && isspace((unsigned char)head[-1]))
+        head--;
+    static const char *const channel[] = { "<|channel|>commentary", "<|channel|>analysis" };
+    for (int k = 0; k < 2; k++)
+        if (ends_with(text, head, channel[k]))
+            head -= strlen(channel[k]);
+    if (ends_with(text, head, "<|start|>assistant"))
+        head -= strlen("<|start|>assistant");
+    const char *c = text, *ce = head;
+    static const char *const pre[] = { "<|start|>assistant", "<|channel|>commentary<|message|>" };
+    for (int k = 0; k < 2; k++)
+        if ((size_t)(ce - c) >= strlen(pre[k]) && !memcmp(c, pre[k], strlen(pre[k])))
+            c += strlen(pre[k]);
+    if (ends_with(c, ce, "<|end|>"))
+        ce -= 7;
+    put(a, c, (size_t)(ce - c));
+    return 0;
+}
+
 int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
                         struct fl_tool_answer *out)
 {
@@ -288,7 +392,8 @@ int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
         return -ENOTSUP;
     if (!(out->content = malloc(len + 1)))
         return -ENOMEM;
-    const int rc = read_blocks(fmt, text, len, out);
+    const int rc = fmt == FL_CHAT_GPT_OSS ? read_gpt_oss(text, len, out)
+                                          : read_blocks(fmt, text, len, out);
     if (rc == 0 && out->n_calls) {
         out->content[out->content_len] = '\0';
         trim(out);

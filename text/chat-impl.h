@@ -1,0 +1,57 @@
+/* chat-impl.h: inside the text module, what chat.c shares with the formats
+ * rendered in files of their own (chat-gpt-oss.c). Not part of the
+ * module's interface (chat.h). */
+#ifndef FL_TEXT_CHAT_IMPL_H
+#define FL_TEXT_CHAT_IMPL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/chat.h"
+
+/* A growing string; the first allocation failure sticks in err. */
+struct sbuf {
+    char *p;
+    size_t n, cap;
+    int err;
+};
+
+static inline void put_n(struct sbuf *b, const char *s, size_t len)
+{
+    if (b->err)
+        return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + len + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->err = -ENOMEM;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = 0;
+}
+
+static inline void put(struct sbuf *b, const char *s)
+{
+    put_n(b, s, strlen(s));
+}
+
+static inline bool is(const char *role, const char *name)
+{
+    return strcmp(role, name) == 0;
+}
+
+/* gpt-oss's own template (chat-gpt-oss.c): 0, or -EINVAL where the
+ * template raises. */
+int fl_chat_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                    const struct fl_chat_opts *o);
+
+#endif
