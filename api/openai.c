@@ -143,30 +143,69 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
     return 0;
 }
 
-/* A string, [string], or [token ids]. */
+/* One prompt of a list: its text, or its token ids (into *ids, malloc'ed,
+ * *n of them). -EINVAL naming the entry, -ENOMEM. */
+static int read_ids(const json_t *p, const char *path, int32_t **ids, int *n, struct fl_err *err)
+{
+    const size_t len = json_array_size(p);
+    if (!json_is_array(p) || len == 0)
+        return fl_err_set(err, -EINVAL, "%s: expected a string or an array of token ids", path);
+    if (len > INT32_MAX / 4 || !(*ids = malloc(sizeof(int32_t) * len)))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < len; i++) {
+        const json_t *t = json_array_get(p, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return fl_err_set(err, -EINVAL, "%s[%zu]: expected a token id", path, i);
+        (*ids)[i] = (int32_t)json_integer_value(t);
+    }
+    *n = (int)len;
+    return 0;
+}
+
+/* A prompt: a string, or token ids; or a list of them: strings, or lists
+ * of token ids (OpenAI's; llama-server answers each). */
 static int parse_prompt(json_t *body, struct api_request *r, struct fl_err *err)
 {
     json_t *p = json_object_get(body, "prompt");
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
-        p = json_array_get(p, 0);
+    r->n_prompts = 1;
     if (json_is_string(p)) {
         r->prompt = json_string_value(p);
         return 0;
     }
-    if (!json_is_array(p) || json_array_size(p) == 0)
-        return bad(err, "prompt", "expected a string or an array of token ids");
+    const json_t *first = json_array_get(p, 0);
+    if (!json_is_string(first) && !json_is_array(first))
+        return read_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, err);
     const size_t n = json_array_size(p);
-    if (n > INT32_MAX / 4 || !(r->prompt_ids = malloc(sizeof(int32_t) * n)))
-        return fl_err_set(err, -ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const json_t *t = json_array_get(p, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
-            return fl_err_set(err, -EINVAL, "prompt[%zu]: expected a token id (one prompt per "
-                              "request)", i);
-        r->prompt_ids[i] = (int32_t)json_integer_value(t);
+    if (n > API_MAX_PROMPTS)
+        return fl_err_set(err, -EINVAL, "prompt: more than %d prompts", API_MAX_PROMPTS);
+    for (size_t i = 0; i < n; i++) { /* all strings, or all lists of ids */
+        const json_t *e = json_array_get(p, i);
+        char path[32];
+        snprintf(path, sizeof(path), "prompt[%zu]", i);
+        int32_t *ids = NULL;
+        int k = 0, rc = json_is_string(first) ? (json_is_string(e) ? 0 : bad(err, path, "expected a string"))
+                                              : read_ids(e, path, &ids, &k, err);
+        free(ids);
+        if (rc)
+            return rc;
     }
-    r->n_prompt_ids = (int)n;
-    return 0;
+    r->n_prompts = (int)n;
+    r->prompt_list = n > 1 ? p : NULL;
+    r->prompt = json_string_value(first);
+    return r->prompt ? 0 : read_ids(first, "prompt[0]", &r->prompt_ids, &r->n_prompt_ids, err);
+}
+
+int api_request_select_prompt(struct api_request *r, int i)
+{
+    const json_t *p = r->prompt_list ? json_array_get(r->prompt_list, (size_t)i) : NULL;
+    if (!p)
+        return 0; /* one prompt: selected already */
+    free(r->prompt_ids);
+    r->prompt_ids = NULL;
+    r->n_prompt_ids = 0;
+    r->prompt = json_string_value(p);
+    struct fl_err err;
+    return r->prompt ? 0 : read_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, &err);
 }
 
 static int parse_stop(json_t *body, struct api_request *r, struct fl_err *err)
@@ -512,6 +551,7 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
     memset(out, 0, sizeof(*out));
     out->kind = kind;
     out->reasoning_format = out->thinking = out->reasoning_budget = -1;
+    out->n_prompts = 1;
     out->doc = body;
     json_incref(body);
     int rc = json_is_object(body) ? 0 : bad(err, "body", "expected an object");
@@ -820,22 +860,25 @@ json_t *api_completion_json(const struct api_completion *c)
                      usage_json(c->prompt_tokens, c->completion_tokens, c->cached_tokens));
 }
 
-int api_completion_add_choice(json_t *doc, json_t *other, int index)
+/* usage[key] += more */
+static int add_usage(json_t *u, const char *key, json_int_t more)
+{
+    return json_object_set_new(u, key, json_integer(json_integer_value(json_object_get(u, key)) +
+                                                    more));
+}
+
+int api_completion_add_choice(json_t *doc, json_t *other, int index, bool new_prompt)
 {
     json_t *choices = json_object_get(doc, "choices");
     json_t *c = json_array_get(json_object_get(other, "choices"), 0);
     json_t *u = json_object_get(doc, "usage"), *ou = json_object_get(other, "usage");
     const json_int_t more = json_integer_value(json_object_get(ou, "completion_tokens"));
+    const json_int_t prompt = new_prompt ? json_integer_value(json_object_get(ou, "prompt_tokens")) : 0;
     int rc = !json_is_array(choices) || !json_is_object(c) || !json_is_object(u) ? -EINVAL : 0;
     if (!rc)
-        rc = json_object_set_new(c, "index", json_integer(index)) ||
-                     json_array_append(choices, c) ||
-                     json_object_set_new(u, "completion_tokens",
-                                         json_integer(json_integer_value(json_object_get(
-                                                          u, "completion_tokens")) + more)) ||
-                     json_object_set_new(u, "total_tokens",
-                                         json_integer(json_integer_value(json_object_get(
-                                                          u, "total_tokens")) + more))
+        rc = json_object_set_new(c, "index", json_integer(index)) || json_array_append(choices, c) ||
+                     add_usage(u, "completion_tokens", more) || add_usage(u, "prompt_tokens", prompt) ||
+                     add_usage(u, "total_tokens", more + prompt)
                  ? -ENOMEM
                  : 0;
     json_decref(other);

@@ -28,6 +28,7 @@
 #define API_MAX_LOGIT_BIAS 1024
 #define API_MAX_TOOLS 128
 #define API_MAX_N 128         /* choices per request; a server holds them to its -np */
+#define API_MAX_PROMPTS 1024  /* prompts in one completions request */
 
 enum api_kind { API_CHAT, API_COMPLETION };
 
@@ -63,8 +64,11 @@ struct api_request {
     struct fl_chat_msg *msgs; /* API_CHAT */
     size_t n_msgs;
     const char *prompt;       /* API_COMPLETION, as text ... */
-    int32_t *prompt_ids;      /* ... or as token ids */
+    int32_t *prompt_ids;      /* ... or as token ids: the prompt selected */
     int n_prompt_ids;
+    int n_prompts;            /* completions: "prompt" may be a list (strings, or
+                               * lists of token ids); 1 for chat */
+    const json_t *prompt_list; /* ... that list (in doc), NULL for one prompt */
     const char *model;        /* NULL when not given */
     int max_tokens;           /* -1 when not given */
     int n;                    /* choices ("n", llama-server's "n_cmpl"): the prompt's
@@ -122,6 +126,10 @@ struct api_request {
 int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
                       struct fl_err *err);
 void api_request_free(struct api_request *r);
+
+/* Makes prompt i of a completions request's list the one its prompt /
+ * prompt_ids say (prompt 0 is, after parsing). 0 or -ENOMEM. */
+int api_request_select_prompt(struct api_request *r, int i);
 
 /* Fills what r did not say about reasoning from d. */
 void api_request_reasoning_defaults(struct api_request *r, const struct api_reasoning_defaults *d);
@@ -274,9 +282,10 @@ json_t *api_completion_json(const struct api_completion *c);
 
 /* Another choice of the same request (other, a whole completion object;
  * its reference is taken) into doc as choices[index]: its completion
- * tokens added to doc's usage (the prompt counts once, as OpenAI's). 0,
- * -EINVAL when either is not a completion object, -ENOMEM. */
-int api_completion_add_choice(json_t *doc, json_t *other, int index);
+ * tokens added to doc's usage, and its prompt's when it is another prompt
+ * (new_prompt; a prompt counts once, as OpenAI's). 0, -EINVAL when either
+ * is not a completion object, -ENOMEM. */
+int api_completion_add_choice(json_t *doc, json_t *other, int index, bool new_prompt);
 
 /* A choice's "logprobs" object for n tokens: chat's {"content": [{"token",
  * "logprob", "bytes", "top_logprobs": [...]}]}, or the completions'

@@ -141,7 +141,8 @@ struct srv_stream {
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
     struct api_answer_reader answer; /* content is held back where a call may start */
-    int n;                          /* choices ("n") */
+    int n;                          /* choices: prompts times "n" */
+    int n_choice;                   /* "n": choice c is prompt c / n_choice's */
     struct srv_choice ch[];
 };
 
@@ -217,7 +218,7 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     json_t *doc = NULL;
     for (int c = 0; c < k->n_jobs; c++) {
         json_t *one = choice_json(k, k->jobs[c]);
-        if (!one || (doc && api_completion_add_choice(doc, one, c))) {
+        if (!one || (doc && api_completion_add_choice(doc, one, c, c % k->n_choice == 0))) {
             json_decref(doc);
             return finish_error(k, k->jobs[c]);
         }
@@ -367,12 +368,14 @@ static void stream_news(struct srv_stream *k, int c)
 static void stream_end(struct srv_stream *k)
 {
     if (k->include_usage) {
-        const struct eng_req_result *r0 = &k->ch[0].job->result;
         struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
-                                .created = k->created, .tok = k->tok, .usage = true,
-                                .prompt_tokens = r0->n_prompt, .cached_tokens = r0->n_cached };
-        for (int c = 0; c < k->n; c++)
-            ch.completion_tokens += k->ch[c].job->result.n_tokens;
+                                .created = k->created, .tok = k->tok, .usage = true };
+        for (int c = 0; c < k->n; c++) { /* each prompt once */
+            const struct eng_req_result *r = &k->ch[c].job->result;
+            ch.completion_tokens += r->n_tokens;
+            ch.prompt_tokens += c % k->n_choice ? 0 : r->n_prompt;
+            ch.cached_tokens += c % k->n_choice ? 0 : r->n_cached;
+        }
         sse_event(k, api_chunk_json(&ch));
     }
     sse_raw(k, "data: [DONE]\n\n");
@@ -444,7 +447,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
         return MHD_NO; /* on_completed releases the jobs */
     *st = (struct srv_stream){ .s = k->s, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
-                               .answer = k->answer, .n = k->n_jobs,
+                               .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
                                .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
     for (int c = 0; c < k->n_jobs; c++)
         st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };
@@ -524,58 +527,90 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
     return j;
 }
 
-/* The request's jobs, one per choice, for prompt ids (freed here) checked
- * against the context, posted together: the later ones read the first's
- * prompt as it is computed (the scheduler's prompt sharing). */
-static enum MHD_Result post_jobs(struct srv_conn *k, const struct api_request *req, int32_t *ids,
-                                 int n)
+/* Prompt p's tokens (the request's selected prompt), or an error reply in
+ * *rc (NULL). */
+static int32_t *prompt_tokens(struct srv_conn *k, struct api_request *req, int p, int *n,
+                              enum MHD_Result *rc)
+{
+    struct eng_session *ses = srv_loop_session(k->s->loop);
+    int32_t *ids = NULL;
+    const char *why = "out of memory";
+    char at[32] = "";
+    if (req->n_prompts > 1)
+        snprintf(at, sizeof(at), "prompt[%d]: ", p);
+    *n = api_request_select_prompt(req, p) ? -ENOMEM
+         : api_request_tokens(eng_session_tokenizer(ses), k->s->chat, req, &ids, &why);
+    if (*n < 0)
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
+                              "%s%s", at, why);
+    else if (*n == 0)
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
+                              "%sthe prompt is empty", at);
+    else if (*n + 1 > eng_session_n_ctx(ses))
+        *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                              "context_length_exceeded",
+                              "%sthe prompt has %d tokens; a sequence holds %d (-c)", at, *n,
+                              eng_session_n_ctx(ses));
+    else
+        return ids;
+    free(ids);
+    return NULL;
+}
+
+static enum MHD_Result post_failed(struct srv_conn *k, int rc)
+{
+    struct srv *s = k->s;
+    srv_conn_release_jobs(k); /* the jobs posted before are cancelled */
+    return rc == -ENOMEM
+        ? srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom", "out of memory")
+        : rc == -EAGAIN
+        ? srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "queue_full",
+                          "%d requests are waiting; try again", s->o->max_queue)
+        : srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "shutting_down",
+                          "the server is stopping");
+}
+
+/* The request's jobs, one per prompt and choice (job p * n + c), posted
+ * together: a prompt's later choices read its first's prompt as it is
+ * computed (the scheduler's prompt sharing). */
+static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
 {
     struct srv *s = k->s;
     struct eng_session *ses = srv_loop_session(s->loop);
     struct fl_err err;
-    enum MHD_Result bad = MHD_YES;
-    if (n + 1 > eng_session_n_ctx(ses))
-        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                              "context_length_exceeded",
-                              "the prompt has %d tokens; a sequence holds %d (-c)", n,
-                              eng_session_n_ctx(ses));
-    else if (req->n > eng_session_n_seq(ses)) /* as llama-server's limit on n_cmpl */
-        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value",
-                              "n: %d choices; the server runs %d sequences at once (-np)",
-                              req->n, eng_session_n_seq(ses));
-    else if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err))
-        bad = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                              "invalid_value", "%s", err.msg);
-    else if (!(k->jobs = calloc((size_t)req->n, sizeof(*k->jobs))))
-        bad = srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                              "out of memory");
-    if (!k->jobs) {
-        free(ids);
-        return bad;
-    }
-    for (int c = 0; c < req->n; c++) {
-        int32_t *own = malloc(sizeof(*own) * (size_t)n);
-        if (own)
-            memcpy(own, ids, sizeof(*own) * (size_t)n);
-        struct srv_job *j = own ? new_job(k, req, own, n, c) : NULL;
-        const int rc = j ? srv_job_post(s->loop, j, s->o->max_queue) : -ENOMEM;
-        if (rc) {
-            srv_job_release(s->loop, j);
-            srv_conn_release_jobs(k); /* the choices posted before are cancelled */
-            free(ids);
-            return rc == -ENOMEM
-                ? srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
-                                  "out of memory")
-                : rc == -EAGAIN
-                ? srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
-                                  "queue_full", "%d requests are waiting; try again",
-                                  s->o->max_queue)
-                : srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error",
-                                  "shutting_down", "the server is stopping");
+    if (req->n > eng_session_n_seq(ses)) /* as llama-server's limit on n_cmpl */
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value",
+                               "n: %d choices; the server runs %d sequences at once (-np)",
+                               req->n, eng_session_n_seq(ses));
+    if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err))
+        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                               "invalid_value", "%s", err.msg);
+    if (!(k->jobs = calloc((size_t)req->n_prompts * (size_t)req->n, sizeof(*k->jobs))))
+        return post_failed(k, -ENOMEM);
+    k->n_choice = req->n;
+    for (int p = 0; p < req->n_prompts; p++) {
+        int n;
+        enum MHD_Result rc;
+        int32_t *ids = prompt_tokens(k, req, p, &n, &rc);
+        if (!ids) {
+            srv_conn_release_jobs(k);
+            return rc;
         }
-        k->jobs[k->n_jobs++] = j;
+        for (int c = 0; c < req->n; c++) {
+            int32_t *own = malloc(sizeof(*own) * (size_t)n);
+            if (own)
+                memcpy(own, ids, sizeof(*own) * (size_t)n);
+            struct srv_job *j = own ? new_job(k, req, own, n, c) : NULL;
+            const int prc = j ? srv_job_post(s->loop, j, s->o->max_queue) : -ENOMEM;
+            if (prc) {
+                srv_job_release(s->loop, j);
+                free(ids);
+                return post_failed(k, prc);
+            }
+            k->jobs[k->n_jobs++] = j;
+        }
+        free(ids);
     }
-    free(ids);
     new_id(s, k->kind, k->id, sizeof(k->id));
     k->created = (int64_t)time(NULL);
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
@@ -604,23 +639,9 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
     struct api_request req;
     if (!srv_request(k, kind, &req, &rc))
         return rc;
-    struct eng_session *ses = srv_loop_session(k->s->loop);
-    int32_t *ids = NULL;
-    const char *why;
-    const int n = api_request_tokens(eng_session_tokenizer(ses), k->s->chat, &req, &ids, &why);
-    if (n < 0)
-        rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
-                             "%s", why);
-    else if (n == 0)
-        rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
-                             "the prompt is empty");
-    else {
-        k->kind = kind;
-        api_answer_reader_init(&req, k->s->chat, &k->answer);
-        rc = post_jobs(k, &req, ids, n); /* the ids are the jobs' now */
-        ids = NULL;
-    }
-    free(ids);
+    k->kind = kind;
+    api_answer_reader_init(&req, k->s->chat, &k->answer);
+    rc = post_jobs(k, &req);
     api_request_free(&req);
     return rc;
 }

@@ -42,8 +42,9 @@ struct srv_conn {
     unsigned status;
     /* a completion (a stream's job belongs to its response) */
     enum api_kind kind;
-    struct srv_job **jobs;          /* one per choice ("n"; a stream's belong to its response) */
-    int n_jobs;
+    struct srv_job **jobs;          /* one per prompt and choice ("n"; job p * n + c; a
+                                     * stream's belong to its response) */
+    int n_jobs, n_choice;
     char id[64];
     int64_t created;
     struct api_answer_reader answer; /* how its answer's reasoning and calls are read */

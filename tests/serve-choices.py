@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """serve-choices.py: several choices per request ("n", llama-server's
-"n_cmpl") through `faultline serve` (tests/test-serve.sh).
+"n_cmpl") and several prompts (a completions "prompt" list) through
+`faultline serve` (tests/test-serve.sh).
 
 Choice c of a seeded request is the answer the same request with n = 1
 gets with seed + c (each choice is its own sequence, batch invariant);
@@ -71,6 +72,44 @@ for kind, path, base_body in (
           usage[0]["completion_tokens"] == u["completion_tokens"],
           "%s n=3 streamed: each index's deltas = its choice, %d usage chunk" % (kind, len(usage)))
 
+# several prompts (OpenAI's list; lm-evaluation-harness sends its batches so): choice
+# p * n + c is prompt p's answer with seed + c; usage counts each prompt once
+prompts = ["The sea", "A tree grows", "Numbers: 1 2"]
+many = post("/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
+                             "seed": 3})
+alone = [[post("/completions", {"prompt": p, "max_tokens": 6, "temperature": 1.0, "seed": 3 + c})
+          for c in range(2)] for p in prompts]
+want = [a["choices"][0]["text"] for row in alone for a in row]
+got = [c["text"] for c in many["choices"]]
+u = many["usage"]
+check(got == want and [c["index"] for c in many["choices"]] == list(range(6)) and
+      u["prompt_tokens"] == sum(row[0]["usage"]["prompt_tokens"] for row in alone) and
+      u["completion_tokens"] == sum(a["usage"]["completion_tokens"] for row in alone for a in row),
+      "3 prompts x n=2: choice p*2+c = prompt p with seed 3+c; usage %s" % json.dumps(u))
+sse = post("/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
+                            "seed": 3, "stream": True}, raw=True)
+parts = {}
+for e in [l[6:] for l in sse.split("\n") if l.startswith("data: {")]:
+    for c in json.loads(e)["choices"]:
+        parts[c["index"]] = parts.get(c["index"], "") + c["text"]
+check([parts.get(i) for i in range(6)] == got, "3 prompts x n=2 streamed: each index = its choice")
+# scoring a batch of prompts: echo, logprobs, max_tokens 0
+scored = post("/completions", {"prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 0})
+check([c["text"] for c in scored["choices"]] == prompts and
+      all(c["logprobs"]["token_logprobs"][0] is None and
+          len(c["logprobs"]["tokens"]) == a[0]["usage"]["prompt_tokens"]
+          for c, a in zip(scored["choices"], alone)),
+      "3 prompts scored (echo, logprobs, max_tokens 0): each its prompt's tokens")
+r = post("/completions", {"prompt": [[10, 20, 30], [40]], "max_tokens": 2, "seed": 1})
+check(len(r["choices"]) == 2, "a list of token-id prompts: %d choices" % len(r["choices"]))
+for bad, what in ((["a", ""], "prompt[1]"), (["a", 3], "prompt[1]"), ([[1], "a"], "prompt[1]"),
+                  (["a"] * 1025, "prompt")):
+    try:
+        post("/completions", {"prompt": bad, "max_tokens": 2})
+        check(False, "%s taken" % json.dumps(bad)[:40])
+    except urllib.error.HTTPError as e:
+        m = json.load(e)["error"]["message"]
+        check(e.code == 400 and m.startswith(what), "%s: %d %s" % (json.dumps(bad)[:40], e.code, m))
 r = post("/completions", {"prompt": "x", "max_tokens": 2, "n_cmpl": 2, "seed": 1})
 check(len(r["choices"]) == 2, "n_cmpl (llama-server's name): %d choices" % len(r["choices"]))
 for bad in (np_ + 1, 0, 129):

@@ -77,8 +77,8 @@ static void test_refused(void)
           "\"a\"}]}}", "body.messages[0].role" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":[{\"type\":\"image_url\"}]}]}}", "messages[0].content[0]" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[[1],[2]]}}",
-          "body.prompt[0]" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[[1],\"a\"]}}",
+          "body.prompt[1]" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"temperature\":\"hot\"}}", "body.temperature: expected a number" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"top_p\":2}}",
@@ -627,12 +627,36 @@ static void test_choices(void)
     CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "n:"),
           "n 129: '%s'", err.msg);
     json_decref(b);
+    /* a list of prompts: strings, or lists of token ids; selected one at a time */
+    b = body_of("{\"prompt\":[\"a\",\"bc\"]}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n_prompts == 2 &&
+              !strcmp(r.prompt, "a") && api_request_select_prompt(&r, 1) == 0 &&
+              !strcmp(r.prompt, "bc"),
+          "two prompts: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":[[5,6],[7]]}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n_prompts == 2 &&
+              r.n_prompt_ids == 2 && r.prompt_ids[1] == 6 && api_request_select_prompt(&r, 1) == 0 &&
+              r.n_prompt_ids == 1 && r.prompt_ids[0] == 7 && !r.prompt,
+          "two prompts of ids: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":[5,6]}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n_prompts == 1 &&
+              r.n_prompt_ids == 2, "one prompt of ids");
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":[\"a\",[1]]}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "prompt[1]"),
+          "mixed prompts: '%s'", err.msg);
+    json_decref(b);
     struct api_completion c = { .kind = API_COMPLETION, .id = "cmpl-1", .model = "m", .created = 1,
                                 .text = "x", .len = 1, .finish_reason = "stop",
                                 .prompt_tokens = 4, .completion_tokens = 2 };
     json_t *doc = api_completion_json(&c);
     c.text = "yz", c.len = 2, c.completion_tokens = 3;
-    CHECK(api_completion_add_choice(doc, api_completion_json(&c), 1) == 0, "add a choice");
+    CHECK(api_completion_add_choice(doc, api_completion_json(&c), 1, false) == 0, "add a choice");
     json_t *ch = json_object_get(doc, "choices"), *u = json_object_get(doc, "usage");
     CHECK(json_array_size(ch) == 2 &&
               json_integer_value(json_object_get(json_array_get(ch, 1), "index")) == 1 &&
@@ -641,7 +665,7 @@ static void test_choices(void)
               json_integer_value(json_object_get(u, "completion_tokens")) == 5 &&
               json_integer_value(json_object_get(u, "total_tokens")) == 9,
           "two choices, usage summed (the prompt once)");
-    CHECK(api_completion_add_choice(doc, json_object(), 2) == -EINVAL, "not a completion: -EINVAL");
+    CHECK(api_completion_add_choice(doc, json_object(), 2, true) == -EINVAL, "not a completion: -EINVAL");
     json_decref(doc);
 }
 

@@ -15,7 +15,8 @@
 #   - lines with a JSON schema answer with JSON python3-jsonschema accepts;
 #     an echo line with max_tokens 0 scores its prompt;
 #   - a thinking model's reasoning in reasoning_content, held to --reasoning-budget;
-#   - a line with n = 3 answers with the seed, seed + 1 and seed + 2 answers;
+#   - a line with n = 3 answers with the seed, seed + 1 and seed + 2 answers; a line with a
+#     list of prompts answers each;
 #   - a rerun of a finished output does nothing; the output may not be the
 #     model or the input; a missing input is a one-line error.
 # usage: test-batch-cli.sh FAULTLINE
@@ -303,7 +304,8 @@ python3 - "$dir/n.jsonl" <<'EOF2'
 import json, sys
 with open(sys.argv[1], "w") as f:
     for cid, extra in (("three", {"n": 3, "seed": 20}), ("s20", {"seed": 20}), ("s21", {"seed": 21}),
-                       ("s22", {"seed": 22}), ("many", {"n": 5})):
+                       ("s22", {"seed": 22}), ("many", {"n": 5}),
+                       ("two", {"prompt": ["Once upon", "A list"], "seed": 20})):
         body = dict({"prompt": "Once upon", "max_tokens": 8, "temperature": 1}, **extra)
         f.write(json.dumps({"custom_id": cid, "url": "/v1/completions", "body": body}) + "\n")
 EOF2
@@ -319,6 +321,8 @@ assert [c["index"] for c in three["choices"]] == [0, 1, 2] and texts == want, (t
 assert three["usage"]["completion_tokens"] == sum(
     got["s%d" % s]["response"]["body"]["usage"]["completion_tokens"] for s in (20, 21, 22)), three
 assert got["many"]["response"] is None and "-np" in got["many"]["error"]["message"], got["many"]
+two = [c["text"] for c in got["two"]["response"]["body"]["choices"]]
+assert two[0] == want[0] and len(two) == 2, (two, want)
 print("n: 3 choices = the seed 20, 21, 22 answers;", json.dumps(texts))
 EOF2
 

@@ -37,6 +37,8 @@ struct job;
 struct job_choice {
     struct job *j;
     int index;
+    char *echo_text;              /* echo: its prompt's text (else NULL) */
+    size_t echo_len;
 };
 struct job {
     char *custom_id;
@@ -44,9 +46,7 @@ struct job {
     enum api_kind kind;
     struct batch_run *run;
     struct api_answer_reader answer; /* how the answer's reasoning and calls are read */
-    char *echo_text;              /* echo: the prompt's text (else NULL) */
-    size_t echo_len;
-    int n, left;                  /* choices, and those still running */
+    int n, n_choice, left;        /* choices (prompts times "n"), "n", those still running */
     bool cancelled;               /* one was: the line is lost (a rerun does it) */
     struct job_choice *refs;      /* [n]: each request's user pointer */
     json_t **done;                /* [n]: each finished choice's completion object */
@@ -174,9 +174,10 @@ static void job_free(struct job *j)
 {
     for (int c = 0; j->done && c < j->n; c++)
         json_decref(j->done[c]);
+    for (int c = 0; j->refs && c < j->n; c++)
+        free(j->refs[c].echo_text);
     free(j->done);
     free(j->refs);
-    free(j->echo_text);
     free(j->custom_id);
     free(j);
 }
@@ -190,7 +191,7 @@ static void job_write(struct batch_run *b, struct job *j)
     for (int c = 0; !j->error[0] && c < j->n; c++) {
         json_t *one = j->done[c];
         j->done[c] = NULL;
-        if (!one || (doc && api_completion_add_choice(doc, one, c))) {
+        if (!one || (doc && api_completion_add_choice(doc, one, c, c % j->n_choice == 0))) {
             json_decref(doc);
             doc = NULL;
             snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
@@ -210,9 +211,11 @@ static void job_write(struct batch_run *b, struct job *j)
     }
 }
 
-/* Choice c's completion object, or NULL with the job's error set. */
-static json_t *choice_json(struct batch_run *b, struct job *j, const struct eng_req_result *r)
+/* A choice's completion object, or NULL with the job's error set. */
+static json_t *choice_json(struct batch_run *b, const struct job_choice *ref,
+                           const struct eng_req_result *r)
 {
+    struct job *j = ref->j;
     struct api_answer ans = { 0 };
     json_t *doc = NULL;
     if (r->finish == ENG_FINISH_ERROR) {
@@ -229,8 +232,9 @@ static json_t *choice_json(struct batch_run *b, struct job *j, const struct eng_
             .logprobs = r->logprobs, .n_logprobs = r->n_logprobs,
             .tok = eng_session_tokenizer(b->s), .cached_tokens = r->n_cached,
             .tools = ans.has_tools ? &ans.tools : NULL, .reasoning = ans.reasoning,
-            .reasoning_len = ans.reasoning_len, .echo = j->echo_text != NULL, .prompt = j->echo_text,
-            .prompt_len = j->echo_len, .prompt_logprobs = r->prompt_logprobs,
+            .reasoning_len = ans.reasoning_len, .echo = ref->echo_text != NULL,
+            .prompt = ref->echo_text, .prompt_len = ref->echo_len,
+            .prompt_logprobs = r->prompt_logprobs,
         };
         doc = api_completion_json(&c);
     }
@@ -251,7 +255,7 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
         b->prompt_tokens += (uint64_t)r->n_prompt;
         b->prompt_cached += (uint64_t)r->n_cached;
         if (!j->error[0])
-            j->done[ref->index] = choice_json(b, j, r);
+            j->done[ref->index] = choice_json(b, ref, r);
     }
     if (--j->left > 0)
         return;
@@ -271,50 +275,82 @@ static void refuse_line(struct batch_run *b, const char *custom_id, int line_no,
     b->done++;
 }
 
-static struct job *new_job(struct batch_run *b, const struct api_batch_line *l, int line_no,
-                           const int32_t *ids, int n)
+static struct job *new_job(struct batch_run *b, const struct api_batch_line *l, int line_no)
 {
     const struct api_request *r = &l->req;
     struct job *j = calloc(1, sizeof(*j));
     if (!j)
         return NULL;
     *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .kind = r->kind,
-                       .run = b, .n = r->n };
+                       .run = b, .n = r->n_prompts * r->n, .n_choice = r->n };
     api_answer_reader_init(r, b->chat, &j->answer);
-    j->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n, &j->echo_len)
-                           : NULL;
-    j->refs = calloc((size_t)r->n, sizeof(*j->refs));
-    j->done = calloc((size_t)r->n, sizeof(*j->done));
-    if (!j->custom_id || (r->echo && !j->echo_text) || !j->refs || !j->done) {
+    j->refs = calloc((size_t)j->n, sizeof(*j->refs));
+    j->done = calloc((size_t)j->n, sizeof(*j->done));
+    if (!j->custom_id || !j->refs || !j->done) {
         job_free(j);
         return NULL;
     }
     return j;
 }
 
-/* A line's requests, one per choice; choice c samples with seed + c (the
- * later ones read the first's prompt as it is computed). */
+/* Prompt p's requests, one per choice; choice c samples with seed + c
+ * (the later ones read the first's prompt as it is computed). Stops at
+ * the first that cannot start, its error the line's. */
+static void submit_prompt(struct batch_run *b, struct api_batch_line *l, struct job *j, int p,
+                          struct eng_req *req)
+{
+    struct api_request *r = &l->req;
+    const char *why = "out of memory";
+    int32_t *ids = NULL;
+    const int n = api_request_select_prompt(r, p) ? -ENOMEM
+                  : api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
+    const uint64_t seed = req->sampling.seed;
+    struct fl_err err = { "" };
+    for (int c = 0; n >= 0 && c < r->n && !j->error[0]; c++) {
+        struct job_choice *ref = &j->refs[p * r->n + c];
+        *ref = (struct job_choice){ j, p * r->n + c, NULL, 0 };
+        ref->echo_text = r->echo ? api_prompt_text(r, eng_session_tokenizer(b->s), ids, n,
+                                                   &ref->echo_len) : NULL;
+        req->prompt = ids;
+        req->n_prompt = n;
+        req->user = ref;
+        req->sampling.seed = seed + (uint64_t)c;
+        if ((r->echo && !ref->echo_text) || eng_sched_submit(b->q, req, &err) < 0) {
+            snprintf(j->error, sizeof(j->error), "line %d: %s", j->line_no,
+                     err.msg[0] ? err.msg : "out of memory");
+            j->error_code = "invalid_request";
+            break;
+        }
+        j->left++;
+        b->in_flight++;
+    }
+    req->sampling.seed = seed;
+    if (n < 0 && !j->error[0]) {
+        snprintf(j->error, sizeof(j->error), "line %d: %s%s", j->line_no,
+                 r->n_prompts > 1 ? "a prompt of the list: " : "", why);
+        j->error_code = "invalid_request";
+    }
+    free(ids);
+}
+
+/* A line's requests: for each prompt, one per choice. */
 static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
 {
     api_request_reasoning_defaults(&l->req, &b->o->reasoning);
     const struct api_request *r = &l->req;
-    int32_t *ids = NULL;
-    const char *why;
-    const int n = api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
     struct fl_err err = { "" };
     char nmsg[96];
     snprintf(nmsg, sizeof(nmsg), "n: %d choices; the batch runs %d sequences at once (-np)", r->n,
              eng_session_n_seq(b->s));
     struct job *j = NULL;
-    if (n < 0 || r->n > eng_session_n_seq(b->s) ||
+    if (r->n > eng_session_n_seq(b->s) ||
         api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err) ||
-        !(j = new_job(b, l, line_no, ids, n))) {
-        refuse_line(b, l->custom_id, line_no, n < 0 ? why : r->n > eng_session_n_seq(b->s) ? nmsg
-                                             : err.msg[0] ? err.msg : "out of memory");
-        free(ids);
+        !(j = new_job(b, l, line_no))) {
+        refuse_line(b, l->custom_id, line_no, r->n > eng_session_n_seq(b->s) ? nmsg
+                                              : err.msg[0] ? err.msg : "out of memory");
         return;
     }
-    struct eng_req req = { .prompt = ids, .n_prompt = n, .stop = r->stop, .n_stop = r->n_stop,
+    struct eng_req req = { .stop = r->stop, .n_stop = r->n_stop,
                            .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
                            .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
                            .prompt_logprobs = r->echo,
@@ -329,26 +365,14 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     req.json_schema = call_schema ? call_schema : r->json_schema;
     req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
     api_request_sampling(r, &b->o->samp, &req.sampling);
-    const uint64_t seed = req.sampling.seed;
-    for (int c = 0; c < j->n; c++) {
-        j->refs[c] = (struct job_choice){ j, c };
-        req.user = &j->refs[c];
-        req.sampling.seed = seed + (uint64_t)c;
-        if (eng_sched_submit(b->q, &req, &err) < 0) {
-            snprintf(j->error, sizeof(j->error), "line %d: %s", line_no, err.msg);
-            j->error_code = "invalid_request";
-            break;
-        }
-        j->left++;
-        b->in_flight++;
-    }
+    for (int p = 0; p < r->n_prompts && !j->error[0]; p++)
+        submit_prompt(b, l, j, p, &req);
     json_decref(call_schema);
     if (!j->left) { /* none started: the line's error now */
         write_error(b, j->custom_id, line_no, j->error_code, j->error);
         b->done++;
         job_free(j);
     } /* else the line ends when its last started choice does, as an error if one did not start */
-    free(ids);
 }
 
 /* One input line: skipped when done before, an error line when malformed

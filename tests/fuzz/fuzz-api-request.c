@@ -108,7 +108,7 @@ static void one(json_t *body, enum api_kind kind)
                                          .finish_reason = "length", .prompt_tokens = 1,
                                          .completion_tokens = 1 };
     json_t *doc = api_completion_json(&comp); /* with a second choice, as "n" asks */
-    if (!doc || api_completion_add_choice(doc, api_completion_json(&comp), 1))
+    if (!doc || api_completion_add_choice(doc, api_completion_json(&comp), 1, true))
         die("a second choice cannot be added");
     serialises(doc, "a completion does not serialise");
     if (kind == API_CHAT)
