@@ -163,8 +163,13 @@ void api_free_tools(struct api_request *r)
 
 /* A forced call's block up to where the model goes on, as the template
  * writes a call: the name's (name non-NULL) or the bare block's opening. */
-static int call_opening(enum fl_chat_format fmt, const char *name, char *buf, size_t n)
+static int call_opening(enum fl_chat_format fmt, const char *name, size_t index, char *buf,
+                        size_t n)
 {
+    if (fmt == FL_CHAT_KIMI_K2_INSTRUCT || fmt == FL_CHAT_KIMI_K2_THINKING) /* index: the call's */
+        return name ? snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:"
+                               "%zu<|tool_call_argument_begin|>", name, index)
+                    : snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.");
     if (fmt == FL_CHAT_GLM45)
         return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
     if (fmt == FL_CHAT_MINIMAX_M2)
@@ -190,7 +195,8 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen), glm-4.5, minimax-m2 or openai-gpt-oss; this model's is another";
+               "(Qwen), glm-4.5, minimax-m2, openai-gpt-oss or kimi-k2-instruct / -thinking; this "
+               "model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
@@ -198,12 +204,16 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     /* the forced call's opening (in GLM's assistant turn, after its empty
      * <think>, which the opening holds already without thinking; in
      * MiniMax's, after closing the <think> its prompt opens) */
-    char open[160];
+    char open[320];
     const char *head = chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
                        : chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
+                       : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"
                                                     : "";
     const int h = snprintf(open, sizeof(open), "%s", head);
-    const int m = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
+    size_t calls = 0; /* Kimi's ids count the conversation's calls */
+    for (size_t i = 0; i < r->n_msgs; i++)
+        calls += r->msgs[i].n_calls;
+    const int m = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL, calls,
                                    open + h, sizeof(open) - (size_t)h);
     char *p = realloc(*text, (size_t)n + (size_t)m + 1);
     if (!p)
@@ -232,7 +242,9 @@ void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt
      * named call too (its arguments), the call among several is not (the
      * model writes the name in the header) */
     out->json = (out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML) ||
-                (out->mode == API_TOOLS_ARGS && fmt == FL_CHAT_GPT_OSS);
+                (out->mode == API_TOOLS_ARGS &&
+                 (fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
+                  fmt == FL_CHAT_KIMI_K2_THINKING));
 }
 
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
@@ -343,28 +355,54 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
                      "arguments", "additionalProperties", 0);
 }
 
+static bool has(const char *text, size_t len, const char *s)
+{
+    return memmem(text, len, s, strlen(s)) != NULL;
+}
+
+/* What closes a forced answer's block. JSON's object ends the answer: the
+ * block is closed here. GLM's, MiniMax's and Kimi's model closes it (an
+ * answer it ended without doing so is closed too; one max_tokens cut is
+ * not); gpt-oss's call ends with its arguments. */
+static void forced_tail(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
+                        char out[64])
+{
+    const bool args = t->mode == API_TOOLS_ARGS;
+    const char *close = t->fmt == FL_CHAT_MINIMAX_M2 ? "</minimax:tool_call>"
+                        : t->fmt == FL_CHAT_KIMI_K2_INSTRUCT || t->fmt == FL_CHAT_KIMI_K2_THINKING
+                            ? "<|tool_calls_section_end|>"
+                            : "</tool_call>";
+    const bool open_left = ended && !has(text, len, close);
+    out[0] = '\0';
+    switch (t->fmt) {
+    case FL_CHAT_GPT_OSS: break;
+    case FL_CHAT_GLM45: strcpy(out, open_left ? close : ""); break;
+    case FL_CHAT_MINIMAX_M2:
+        if (open_left)
+            strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
+                                                             : close);
+        break;
+    case FL_CHAT_KIMI_K2_INSTRUCT:
+    case FL_CHAT_KIMI_K2_THINKING:
+        if (t->json || (open_left && !has(text, len, "<|tool_call_end|>")))
+            strcpy(out, "<|tool_call_end|>");
+        if (t->json || open_left)
+            strcat(out, close);
+        break;
+    default: strcpy(out, args ? "}\n</tool_call>" : "\n</tool_call>"); break;
+    }
+}
+
 /* The forced answer with the opening the prompt gave it, read as a block;
  * one that is no call (cut by max_tokens) is content as it came. */
 static int read_forced(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                        struct fl_tool_answer *out)
 {
-    char head[128];
-    const bool args = t->mode == API_TOOLS_ARGS, glm = t->fmt == FL_CHAT_GLM45;
-    const bool minimax = t->fmt == FL_CHAT_MINIMAX_M2, gpt_oss = t->fmt == FL_CHAT_GPT_OSS;
-    const int h = call_opening(t->fmt, args ? t->name : NULL, head, sizeof(head));
-    /* JSON's object ends the answer: the block is closed here; GLM's and
-     * MiniMax's model closes it (an answer it ended without doing so is
-     * closed too; one max_tokens cut is not) */
-    const bool open_left = ended && !memmem(text, len, minimax ? "</minimax:tool_call>" : "</tool_call>",
-                                            minimax ? 20 : 12);
-    const char *tail = gpt_oss   ? "" /* the arguments end the call */
-                       : glm     ? (open_left ? "</tool_call>" : "")
-                       : minimax ? (!open_left ? ""
-                                    : args && !memmem(text, len, "</invoke>", 9)
-                                        ? "</invoke>\n</minimax:tool_call>"
-                                        : "</minimax:tool_call>")
-                       : args    ? "}\n</tool_call>"
-                                 : "\n</tool_call>";
+    char head[256];
+    const bool args = t->mode == API_TOOLS_ARGS;
+    const int h = call_opening(t->fmt, args ? t->name : NULL, 0, head, sizeof(head));
+    char tail[64];
+    forced_tail(t, text, len, ended, tail);
     const size_t n = (size_t)h + len + strlen(tail);
     char *whole = malloc(n + 1);
     if (!whole)

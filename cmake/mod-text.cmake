@@ -3,7 +3,7 @@
 # token mask, chat templates, the tool calls in an answer and its reasoning.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
-          text/chat-gpt-oss.c text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
+          text/chat-gpt-oss.c text/chat-kimi.c text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
           text/json-mode.c
           text/tool-calls.c text/reasoning.c
   DEPS gguf base LIBS PkgConfig::PCRE2)

@@ -5,7 +5,9 @@ POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, GLM-4.6's
 for glm-4.5, MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
-Face's apply_chat_template does) makes of the same conversation. A named
+Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones on a
+model told --chat-template kimi-k2-instruct / kimi-k2-thinking) makes of the
+same conversation. A named
 tool_choice ends the prompt with the call's opening; on GLM and MiniMax, a
 named call comes back as tool_calls, and a call the model writes in its
 format is read back.
@@ -48,9 +50,11 @@ def raise_exception(message):
 env.globals["raise_exception"] = raise_exception
 template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
 # the call's opening a named tool_choice leaves at the prompt's end
+kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:0<|tool_call_argument_begin|>"
 opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
-           "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n"}[name]
+           "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
+           "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi}[name]
 
 
 def render(messages, tools, **kwargs):

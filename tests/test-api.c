@@ -669,8 +669,46 @@ static void test_choices(void)
     json_decref(doc);
 }
 
+/* A forced call in Kimi K2's and gpt-oss's formats: the prompt ends with
+ * the call's opening (Kimi's id counts the conversation's calls), and the
+ * answer, the arguments in JSON mode, is read back as the call. */
+static void test_forced_formats(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"}],\"tools\":"
+                        "[{\"type\":\"function\",\"function\":{\"name\":\"now\"}}],\"tool_choice\":"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "forced: %s", err.msg);
+    json_decref(b);
+    static const struct { enum fl_chat_format fmt; const char *tail; } v[] = {
+        { FL_CHAT_KIMI_K2_THINKING, "<|im_assistant|>assistant<|im_middle|><think></think>"
+          "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>" },
+        { FL_CHAT_GPT_OSS, "<|start|>assistant<|channel|>commentary to=functions.now <|constrain|>json"
+          "<|message|>" },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char *text = NULL;
+        const char *why = "";
+        const int n = api_render_chat(v[i].fmt, &r, &text, &why);
+        CHECK(n > 0 && (size_t)n >= strlen(v[i].tail) && !strcmp(text + n - strlen(v[i].tail), v[i].tail),
+              "%s: the prompt ends with the call's opening: %s", fl_chat_format_name(v[i].fmt),
+              text ? text : why);
+        free(text);
+        struct api_tool_reader t;
+        api_tool_reader_init(&r, v[i].fmt, &t);
+        struct fl_tool_answer a;
+        CHECK(t.json && api_tool_read(&t, "{\"tz\": \"UTC\"}", 13, true, &a) == 0 && a.n_calls == 1 &&
+                  !strcmp(a.calls[0].name, "now") && !strcmp(a.calls[0].arguments, "{\"tz\":\"UTC\"}"),
+              "%s: the answer is the call's arguments", fl_chat_format_name(v[i].fmt));
+        fl_tool_answer_free(&a);
+    }
+    api_request_free(&r);
+}
+
 int main(void)
 {
+    test_forced_formats();
     test_choices();
     test_reasoning();
     test_accepted();

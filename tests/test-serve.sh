@@ -138,6 +138,13 @@ model=tests/data/gpt-oss-tiny-MXFP4.gguf
 start -np 2 -c 1024
 python3 "$(dirname "$0")/serve-harmony.py" "$base" "$key" || fail "gpt-oss prompts"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# Kimi K2's two templates (the deepseek2 model told so): prompts as they write them
+model=tests/data/deepseek2-tiny-F16.gguf
+for t in Instruct Thinking; do
+  start -np 2 -c 1024 --chat-template "kimi-k2-$(echo $t | tr 'IT' 'it')"
+  python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Kimi-K2-$t || fail "Kimi K2 $t prompts"
+  kill -9 $pid; wait $pid 2>/dev/null; pid=
+done
 model=$qwen
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

@@ -559,6 +559,14 @@ static void test_chat_formats(void)
              "<|start|>assistant<|channel|>final<|message|>   I am an assistant   <|end|>"
              "<|start|>user<|message|>Another question<|end|><|start|>assistant", date);
     expect_chat(FL_CHAT_GPT_OSS, want);
+    /* as llama.cpp's llama_chat_apply_template("kimi-k2") renders it */
+    expect_chat(FL_CHAT_KIMI_K2,
+                "<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|>"
+                "<|im_user|>user<|im_middle|>Hello<|im_end|><|im_assistant|>assistant<|im_middle|>"
+                "Hi there<|im_end|><|im_user|>user<|im_middle|>Who are you<|im_end|>"
+                "<|im_assistant|>assistant<|im_middle|>   I am an assistant   <|im_end|>"
+                "<|im_user|>user<|im_middle|>Another question<|im_end|>"
+                "<|im_assistant|>assistant<|im_middle|>");
     /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
     expect_chat(FL_CHAT_CHATGLM4,
                 "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
@@ -613,7 +621,12 @@ static void test_chat_detect(void)
           "harmony markers");
     CHECK(fl_chat_detect("deepseek2", "{{ '<｜User｜>' }}{{ '<｜Assistant｜>' }}<｜end▁of▁sentence｜>") ==
               FL_CHAT_DEEPSEEK3, "deepseek v3 markers");
+    CHECK(fl_chat_detect("deepseek2", "{{'<|im_assistant|>assistant<|im_middle|>'}}") ==
+              FL_CHAT_KIMI_K2_INSTRUCT &&
+              fl_chat_detect("deepseek2", "<|im_assistant|><|im_middle|><think></think>") ==
+              FL_CHAT_KIMI_K2_THINKING, "Kimi K2 markers, with <think>");
     CHECK(fl_chat_format_from_name("gpt-oss") == FL_CHAT_HARMONY &&
+              fl_chat_format_from_name("kimi-k2") == FL_CHAT_KIMI_K2 &&
               fl_chat_format_from_name("openai-gpt-oss") == FL_CHAT_GPT_OSS &&
               fl_chat_format_from_name("nope") == FL_CHAT_UNKNOWN, "names");
     printf("  format detection ok\n");

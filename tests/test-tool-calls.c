@@ -167,6 +167,38 @@ static void test_gpt_oss(void)
     }
 }
 
+/* Kimi K2: a section of entries, the name between functions. and :INDEX */
+static void test_kimi(void)
+{
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_KIMI_K2_THINKING,
+             "Checking both.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+             "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>\n"
+             "<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+             "<|tool_calls_section_end|>", &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"Paris\"}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.content, "Checking both."),
+          "kimi: %d calls, content '%s'", a.n_calls, a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>[1]"
+        "<|tool_call_end|><|tool_calls_section_end|>",                        /* not an object */
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+        "<|tool_calls_section_end|>",                                         /* an entry open */
+        "<|tool_calls_section_begin|>x<|tool_calls_section_end|>",            /* no entry */
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+        "<|tool_call_end|>",                                                  /* cut */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_KIMI_K2_INSTRUCT, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "kimi '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_KIMI_K2_INSTRUCT, "Hi <|tool_calls_sec", 19) == 3,
+          "kimi: content up to where its section may start");
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -213,6 +245,7 @@ int main(void)
     test_glm();
     test_minimax();
     test_gpt_oss();
+    test_kimi();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

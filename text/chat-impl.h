@@ -49,6 +49,11 @@ static inline bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
+/* Kimi K2's own templates (chat-kimi.c), Instruct's or Thinking's: 0 or
+ * -ENOMEM. */
+int fl_chat_kimi(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                 const struct fl_chat_opts *o, bool thinking);
+
 /* gpt-oss's own template (chat-gpt-oss.c): 0, or -EINVAL where the
  * template raises. */
 int fl_chat_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

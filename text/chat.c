@@ -31,6 +31,9 @@ static const struct {
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
     { "openai-gpt-oss", FL_CHAT_GPT_OSS },
+    { "kimi-k2", FL_CHAT_KIMI_K2 },
+    { "kimi-k2-instruct", FL_CHAT_KIMI_K2_INSTRUCT },
+    { "kimi-k2-thinking", FL_CHAT_KIMI_K2_THINKING },
     { "chatglm4", FL_CHAT_CHATGLM4 },
     { "glm-4.5", FL_CHAT_GLM45 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
@@ -76,6 +79,8 @@ static enum fl_chat_format detect_inst(const char *t)
 
 static enum fl_chat_format detect_template(const char *t)
 {
+    if (strstr(t, "<|im_assistant|>") && strstr(t, "<|im_middle|>"))
+        return strstr(t, "<think>") ? FL_CHAT_KIMI_K2_THINKING : FL_CHAT_KIMI_K2_INSTRUCT;
     if (strstr(t, "<|im_start|>"))
         return FL_CHAT_CHATML;
     if (strncmp(t, "mistral", 7) == 0 || strstr(t, "[INST]"))
@@ -437,6 +442,22 @@ static void apply_harmony(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         put(b, "<|start|>assistant");
 }
 
+/* llama.cpp's built-in kimi-k2: each turn's header, its content, <|im_end|>. */
+static void apply_kimi_builtin(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(b, is(m[i].role, "system")      ? "<|im_system|>system<|im_middle|>"
+               : is(m[i].role, "user")      ? "<|im_user|>user<|im_middle|>"
+               : is(m[i].role, "assistant") ? "<|im_assistant|>assistant<|im_middle|>"
+               : is(m[i].role, "tool")      ? "<|im_system|>tool<|im_middle|>"
+                                            : "");
+        put(b, m[i].content);
+        put(b, "<|im_end|>");
+    }
+    if (add)
+        put(b, "<|im_assistant|>assistant<|im_middle|>");
+}
+
 /* llama.cpp's built-in chatglm4 (its add_ass opening has no <think>). */
 static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool add)
 {
@@ -650,7 +671,8 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
-           fmt == FL_CHAT_GPT_OSS;
+           fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
+           fmt == FL_CHAT_KIMI_K2_THINKING;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -714,6 +736,9 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GPT_OSS: rc = fl_chat_gpt_oss(&b, msgs, n, o); break;
+    case FL_CHAT_KIMI_K2: apply_kimi_builtin(&b, msgs, n, add_assistant); break;
+    case FL_CHAT_KIMI_K2_INSTRUCT: rc = fl_chat_kimi(&b, msgs, n, o, false); break;
+    case FL_CHAT_KIMI_K2_THINKING: rc = fl_chat_kimi(&b, msgs, n, o, true); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, o); break;
     case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;

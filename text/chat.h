@@ -10,6 +10,9 @@
  *   deepseek3     <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
  *   harmony       <|start|>role<|message|>content<|end|> ... <|start|>assistant
  *                 (llama.cpp's built-in "gpt-oss")
+ *   kimi-k2       <|im_user|>user<|im_middle|>...<|im_end|> ... <|im_assistant|>assistant<|im_middle|>
+ *                 (llama.cpp's built-in; kimi-k2-instruct and kimi-k2-thinking:
+ *                 the models' own templates, a default system turn, tools)
  *   openai-gpt-oss   gpt-oss's own template: its system turn (date, reasoning
  *                 effort, channels), the first system message as developer
  *                 instructions, answers in the final channel
@@ -44,6 +47,9 @@ enum fl_chat_format {
     FL_CHAT_DEEPSEEK3,
     FL_CHAT_HARMONY,          /* gpt-oss: llama.cpp's built-in template */
     FL_CHAT_GPT_OSS,          /* gpt-oss's own template */
+    FL_CHAT_KIMI_K2,          /* llama.cpp's built-in kimi-k2 */
+    FL_CHAT_KIMI_K2_INSTRUCT, /* Kimi K2 Instruct's own template (tools) */
+    FL_CHAT_KIMI_K2_THINKING, /* Kimi K2 Thinking's own template (tools, <think>) */
     FL_CHAT_CHATGLM4,         /* llama.cpp's built-in chatglm4 */
     FL_CHAT_GLM45,            /* GLM-4.5 / 4.6 / 4.7's own template (tools, <think>) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
@@ -106,7 +112,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            the developer turn, a call (an answer's first) as
  *            <|start|>assistant to=functions.NAME<|channel|>commentary json
  *            <|message|>ARGS<|call|>, results from functions.NAME in the
- *            commentary channel (-EINVAL for one with no call before it). */
+ *            commentary channel (-EINVAL for one with no call before it);
+ *   kimi-k2-instruct, kimi-k2-thinking  as Kimi K2's: the tools' JSON in a
+ *            tool_declare turn, calls as <|tool_calls_section_begin|> of
+ *            <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
+ *            ARGS<|tool_call_end|> entries, results as "## Return of
+ *            functions.NAME:INDEX" in a tool turn. */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
 /* How a conversation is rendered. */

@@ -22,7 +22,7 @@ static int usage(FILE *out)
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort low|medium|high]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
-            "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM, MiniMax and gpt-oss\n"
+            "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM, MiniMax, gpt-oss, Kimi\n"
             "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"
             "--reasoning-format none, or \"reasoning_format\": \"none\", in content; -rea off, or\n"
             "\"chat_template_kwargs\": {\"enable_thinking\": false}, asks Qwen3 and GLM-4.5 not to think;\n"
