@@ -263,6 +263,8 @@ static int parse_sampling(const json_t *b, struct api_request *r, struct fl_err 
     return 0;
 }
 
+static bool asks(const json_t *b, const char *key);
+
 static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     static const char *const keys[] = { "max_completion_tokens", "max_tokens", "n_predict" };
@@ -290,8 +292,8 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     r->n = (int)n;
     if ((rc = flag(b, "stream", &r->stream, err)) < 0)
         return rc;
-    if (r->echo && r->stream)
-        return bad(err, "echo", "echo with stream is not supported (ask without stream)");
+    if (r->echo && r->stream && asks(b, "logprobs"))
+        return bad(err, "echo", "echo with logprobs is not streamed (ask without stream)");
     const json_t *so = json_object_get(b, "stream_options");
     if (so && !json_is_null(so) && !json_is_object(so))
         return bad(err, "stream_options", "expected an object");

@@ -123,6 +123,7 @@ static bool client_gone(int fd)
 struct srv_choice {
     struct srv_job *job;
     bool sent_role, ended;
+    bool sent_echo;                 /* echo: the prompt went first */
     size_t sent;                    /* bytes of the answer's content streamed */
     size_t r_sent;                  /* bytes of the reasoning streamed */
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
@@ -309,6 +310,12 @@ static void stream_news(struct srv_stream *k, int c)
         ch.role = false;
         o->sent_role = true;
     }
+    if (j->echo_text && !o->sent_echo) { /* echo: the prompt's text first */
+        ch.text = j->echo_text;
+        ch.len = j->echo_len;
+        sse_event(k, api_chunk_json(&ch));
+        o->sent_echo = true;
+    }
     struct fl_reasoning_split sp;
     api_answer_progress(&k->answer, j->text, j->len, j->done, &sp);
     stream_reasoning(k, o, &ch, j->text, &sp, j->done);
@@ -391,6 +398,7 @@ static bool stream_has_news(const struct srv_stream *k)
     for (int c = 0; c < k->n; c++) {
         const struct srv_choice *o = &k->ch[c];
         if (!o->ended && (o->job->done || o->job->len != o->seen ||
+                          (o->job->echo_text && !o->sent_echo) ||
                           (!o->sent_role && k->kind == API_CHAT)))
             return true;
     }
@@ -409,7 +417,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         srv_loop_lock(k->s->loop);
         int first = 0; /* nothing new: wait a while for the first choice still going */
-        while (k->ch[first].ended)
+        while (first + 1 < k->n && k->ch[first].ended)
             first++;
         if (!stream_has_news(k))
             srv_job_wait(k->s->loop, k->ch[first].job, k->n > 1 ? 20 : 100);

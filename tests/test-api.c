@@ -154,7 +154,7 @@ static void test_refused(void)
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"echo\":true}}", "body.echo: echo is for completions" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true,"
-          "\"stream\":true}}", "body.echo: echo with stream" },
+          "\"stream\":true,\"logprobs\":1}}", "body.echo: echo with logprobs is not streamed" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"max_tokens\":0}}",
           "body.max_tokens: must be at least 1" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":1}}",

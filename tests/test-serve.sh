@@ -261,8 +261,26 @@ assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] =
 assert "".join(lp["tokens"]) == c["text"], (lp["tokens"], c["text"])
 EOF
 done
-want 400 $J -d '{"prompt": "x", "echo": true, "stream": true}' "$base/completions"
-echo "echo: the prompt and its logprobs before the answer; echo with stream refused"
+# echo streamed: the prompt's text in each choice's first chunk, then the answer: joined, the
+# plain answer's text (two choices, seeded); with logprobs a 400
+e='"prompt": "Once upon a time", "max_tokens": 5, "echo": true, "n": 2, "seed": 9, "temperature": 1'
+want 200 $J -d "{$e}" "$base/completions"
+cp "$dir/body" "$dir/echo-plain"
+curl -s -H "Authorization: Bearer $key" $J -d "{$e, \"stream\": true}" "$base/completions" >"$dir/echo-sse"
+python3 - "$dir/echo-plain" "$dir/echo-sse" <<'EOF' || fail "echo streamed: $(head -c 600 "$dir/echo-sse")"
+import json, sys
+plain = [c["text"] for c in json.load(open(sys.argv[1]))["choices"]]
+parts, first = {}, {}
+for l in open(sys.argv[2]):
+    if l.startswith("data: {"):
+        for c in json.loads(l[6:])["choices"]:
+            first.setdefault(c["index"], c["text"])
+            parts[c["index"]] = parts.get(c["index"], "") + c["text"]
+assert [parts[i] for i in range(2)] == plain and all(first[i] == "Once upon a time" for i in range(2)), \
+    (parts, plain, first)
+EOF
+want 400 $J -d '{"prompt": "x", "echo": true, "stream": true, "logprobs": 1}' "$base/completions"
+echo "echo: the prompt and its logprobs before the answer; streamed, the prompt first; streamed with logprobs refused"
 client schema || fail "openai client: schema"
 
 # --- the official client ---
