@@ -1,10 +1,10 @@
 /* fuzz-api-request: libFuzzer target for what `faultline serve` does with
  * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
- * completion request (api/openai.h), and the chunk and completion objects
- * built from what is accepted; a chat accepted also renders in chatml
- * (tools, calls and results too) and its answer is read for reasoning and
- * tool calls;
- * the schema a forced call is held to compiles.
+ * completion request (api/openai.h; each prompt of a list selected), and
+ * the chunk and completion objects built from what is accepted; a chat
+ * accepted also renders in chatml (tools, calls and results too) and its
+ * answer is read for reasoning and tool calls; the schema a forced call is
+ * held to compiles.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -87,6 +87,9 @@ static void one(json_t *body, enum api_kind kind)
     }
     if (kind == API_CHAT ? r.n_msgs == 0 : !r.prompt && r.n_prompt_ids == 0)
         die("accepted without a prompt");
+    for (int p = r.n_prompts - 1; kind == API_COMPLETION && p >= 0; p--) /* each of a list */
+        if (api_request_select_prompt(&r, p) || (!r.prompt && r.n_prompt_ids == 0))
+            die("a prompt of the list cannot be selected");
     if (r.top_logprobs < 0 || r.top_logprobs > FL_MAX_TOP_LOGPROBS ||
         r.n_logit_bias < 0 || r.n_logit_bias > API_MAX_LOGIT_BIAS)
         die("logprobs or logit_bias out of range");
