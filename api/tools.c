@@ -183,6 +183,18 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
                 : snprintf(buf, n, "<tool_call>\n");
 }
 
+/* s after the n bytes of *text: the new length, or -ENOMEM. */
+static int append(char **text, int n, const char *s)
+{
+    const size_t m = strlen(s);
+    char *p = realloc(*text, (size_t)n + m + 1);
+    if (!p)
+        return -ENOMEM;
+    memcpy(p + n, s, m + 1);
+    *text = p;
+    return n + (int)m;
+}
+
 int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
                     const char **why)
 {
@@ -199,6 +211,10 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                "model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
+    /* an answer held to JSON from its first token: a prompt that opened the
+     * reasoning (MiniMax-M2's) closes it first, as a forced call's does */
+    if (n >= 0 && (r->json_object || r->json_schema) && fl_chat_opens_reasoning(chat, &o))
+        return append(text, n, "</think>\n\n");
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
     /* the forced call's opening (in GLM's assistant turn, after its empty
@@ -213,14 +229,9 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     size_t calls = 0; /* Kimi's ids count the conversation's calls */
     for (size_t i = 0; i < r->n_msgs; i++)
         calls += r->msgs[i].n_calls;
-    const int m = h + call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL, calls,
-                                   open + h, sizeof(open) - (size_t)h);
-    char *p = realloc(*text, (size_t)n + (size_t)m + 1);
-    if (!p)
-        return -ENOMEM;
-    memcpy(p + n, open, (size_t)m + 1);
-    *text = p;
-    return n + m;
+    call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL, calls, open + h,
+                 sizeof(open) - (size_t)h);
+    return append(text, n, open);
 }
 
 /* --- the answer ---------------------------------------------------------------------- */

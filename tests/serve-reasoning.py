@@ -79,6 +79,18 @@ raw = ask(reasoning_format="none", reasoning_budget_tokens=3)["message"]["conten
 check(legacy["content"] == raw and legacy.get("reasoning_content") == split(raw)[0],
       "deepseek-legacy: content as written, reasoning too: %r" % legacy)
 
+# an answer held to JSON: the prompt closes the reasoning it opened, the answer is the value
+req = urllib.request.Request(base.rsplit("/v1", 1)[0] + "/apply-template", data=json.dumps(
+    {"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object"}}).encode(),
+    headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=60) as r:
+    prompt = json.load(r)["prompt"]
+check(prompt.endswith("]~b]ai\n<think>\n</think>\n\n"), "JSON mode closes the prompt's <think>: %r"
+      % prompt[-30:])
+msg = ask(response_format={"type": "json_object"}, max_tokens=40, temperature=0)["message"]
+check(msg["content"].startswith("{") and "reasoning_content" not in msg,
+      "JSON mode: the answer is the object, no reasoning: %r" % msg["content"][:40])
+
 for bad in ({"reasoning_format": "think"}, {"chat_template_kwargs": {"enable_thinking": "no"}},
             {"chat_template_kwargs": []}, {"reasoning_budget_tokens": -2},
             {"reasoning_budget_message": 3}, {"reasoning_effort": 1},
