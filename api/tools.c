@@ -379,10 +379,7 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
                         char out[64])
 {
     const bool args = t->mode == API_TOOLS_ARGS;
-    const char *close = t->fmt == FL_CHAT_MINIMAX_M2 ? "</minimax:tool_call>"
-                        : t->fmt == FL_CHAT_KIMI_K2_INSTRUCT || t->fmt == FL_CHAT_KIMI_K2_THINKING
-                            ? "<|tool_calls_section_end|>"
-                            : "</tool_call>";
+    const char *close = fl_tool_calls_block_close(t->fmt);
     const bool open_left = ended && !has(text, len, close);
     out[0] = '\0';
     switch (t->fmt) {

@@ -31,17 +31,24 @@ static bool type_is(const json_t *spec, const char *t)
     return s && !strcmp(s, t);
 }
 
+/* v as the template's tojson writes it (a failure sticks in b->err) */
+static void put_json(struct sbuf *b, const json_t *v)
+{
+    char *j = fl_json_dumps_python(v);
+    if (!j && !b->err)
+        b->err = -ENOMEM;
+    put(b, j ? j : "");
+    free(j);
+}
+
 /* A value as Python's str() writes it into the template's text: strings
  * bare, the rest as JSON (tojson). */
 static void put_str(struct sbuf *b, const json_t *v)
 {
-    if (json_is_string(v)) {
+    if (json_is_string(v))
         put(b, json_string_value(v));
-        return;
-    }
-    char *j = fl_json_dumps_python(v);
-    put(b, j ? j : "");
-    free(j);
+    else
+        put_json(b, v);
 }
 
 /* s in code points (jinja2's length of a string) */
@@ -91,9 +98,7 @@ static void ts_one_of(struct sbuf *b, const json_t *variants)
         }
         if (json_object_get(v, "default")) {
             put(b, "                    // default: ");
-            char *j = fl_json_dumps_python(json_object_get(v, "default"));
-            put(b, j ? j : "");
-            free(j);
+            put_json(b, json_object_get(v, "default"));
         }
         if (i + 1 < json_array_size(variants))
             put(b, " | \n");
@@ -187,13 +192,10 @@ static void ts_param(struct sbuf *b, const json_t *params, const char *name, con
         put(b, truthy(json_object_get(spec, "enum")) ? ", // default: "
                : one_of                              ? "// default: "
                                                      : ", // default: ");
-        if (truthy(json_object_get(spec, "enum")) || one_of) {
+        if (truthy(json_object_get(spec, "enum")) || one_of)
             put_str(b, dflt);
-        } else {
-            char *j = fl_json_dumps_python(dflt);
-            put(b, j ? j : "");
-            free(j);
-        }
+        else
+            put_json(b, dflt);
     }
     put(b, ",\n");
 }

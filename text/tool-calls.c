@@ -47,7 +47,7 @@ static size_t before_marks(const char *text, size_t len, const char *const *mark
     return at;
 }
 
-static const char *block_close(enum fl_chat_format fmt)
+const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2 ? "</minimax:tool_call>"
            : kimi(fmt)               ? "<|tool_calls_section_end|>"
@@ -321,7 +321,8 @@ static void trim(struct fl_tool_answer *a)
 static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a)
 {
-    const char *p = text, *end = text + len, *otag = block_open(fmt), *ctag = block_close(fmt);
+    const char *p = text, *end = text + len, *otag = block_open(fmt);
+    const char *ctag = fl_tool_calls_block_close(fmt);
     const size_t on = strlen(otag), cn = strlen(ctag);
     for (const char *open; (open = memmem(p, (size_t)(end - p), otag, on));) {
         const char *in = open + on;
@@ -413,10 +414,8 @@ static int read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
     if (ends_with(text, head, "<|start|>assistant"))
         head -= strlen("<|start|>assistant");
     const char *c = text, *ce = head;
-    static const char *const pre[] = { "<|start|>assistant", "<|channel|>commentary<|message|>" };
-    for (int k = 0; k < 2; k++)
-        if ((size_t)(ce - c) >= strlen(pre[k]) && !memcmp(c, pre[k], strlen(pre[k])))
-            c += strlen(pre[k]);
+    skip(&c, ce, "<|start|>assistant"); /* a commentary preamble's markup */
+    skip(&c, ce, "<|channel|>commentary<|message|>");
     if (ends_with(c, ce, "<|end|>"))
         ce -= 7;
     put(a, c, (size_t)(ce - c));

@@ -50,6 +50,11 @@ int fl_tool_answer_content(const char *text, size_t len, struct fl_tool_answer *
  * use): 1-64 of [A-Za-z0-9_-.]. The formats write it into the prompt as is. */
 bool fl_tool_name_ok(const char *s, size_t n);
 
+/* The tag that closes fmt's block of calls (</tool_call>,
+ * </minimax:tool_call>, <|tool_calls_section_end|>): a forced call's
+ * answer is closed with it when the model ends without writing it. */
+const char *fl_tool_calls_block_close(enum fl_chat_format fmt);
+
 /* How many leading bytes of a growing answer are content for certain: up
  * to the first call's opening, or to where a partial one might start at
  * the end. A stream sends those and holds the rest until the answer ends. */
