@@ -91,6 +91,8 @@ struct api_request {
                                * logprobs, its tokens' figures); max_tokens may be 0 */
     bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
     const json_t *json_schema; /* or the answer is a value of this schema (in doc) */
+    const char *grammar;       /* or a sentence of this GBNF grammar (in doc; NULL: none) */
+    size_t grammar_len;
     /* chat: "logprobs": true and "top_logprobs": N; completions: "logprobs": N */
     bool logprobs;
     int top_logprobs;         /* 0..FL_MAX_TOP_LOGPROBS */
@@ -134,9 +136,13 @@ int api_request_select_prompt(struct api_request *r, int i);
 /* Fills what r did not say about reasoning from d. */
 void api_request_reasoning_defaults(struct api_request *r, const struct api_reasoning_defaults *d);
 
-/* 0, or -EINVAL naming the first logit_bias token outside a vocabulary of
- * n_vocab tokens. */
-int api_request_check_bias(const struct api_request *r, int32_t n_vocab, struct fl_err *err);
+struct fl_tokenizer;
+
+/* What only the model's vocabulary can check: 0, or -EINVAL naming the
+ * first logit_bias token outside tok's vocabulary, or why the grammar does
+ * not compile (its `<token>`s are tok's). */
+int api_request_check_vocab(const struct api_request *r, const struct fl_tokenizer *tok,
+                            struct fl_err *err);
 
 /* The tokens to generate at most: the request's max_tokens, else dflt
  * (a command's -n), and when neither says (-1), up to the context. */
@@ -149,7 +155,6 @@ void api_request_sampling(const struct api_request *r, const struct fl_sampler_p
 /* The request's prompt as token ids (*ids malloc'ed): the chat messages
  * through the model's chat format, or the prompt's text or ids. The count,
  * or -errno with *why. */
-struct fl_tokenizer;
 int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
                        const struct api_request *r, int32_t **ids, const char **why);
 
@@ -286,6 +291,11 @@ json_t *api_completion_json(const struct api_completion *c);
  * (new_prompt; a prompt counts once, as OpenAI's). 0, -EINVAL when either
  * is not a completion object, -ENOMEM. */
 int api_completion_add_choice(json_t *doc, json_t *other, int index, bool new_prompt);
+/* The n choices of a request (each a completion object of one choice, all
+ * taken over) as one completion object: choice c is choices[c], and the
+ * usage counts a prompt once for each per_prompt choices. NULL when one is
+ * NULL or not a completion object, or memory runs out (all freed). */
+json_t *api_completion_merge(json_t **choices, int n, int per_prompt);
 
 /* A choice's "logprobs" object for n tokens: chat's {"content": [{"token",
  * "logprob", "bytes", "top_logprobs": [...]}]}, or the completions'

@@ -11,7 +11,10 @@
 #include "base/clock.h"
 #include "model/arch.h"
 #include "model/kv-cache.h"
+#include "text/constrain.h"
+#include "text/grammar.h"
 #include "text/json-mode.h"
+#include "text/json-schema.h"
 #include "text/reasoning.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
@@ -22,9 +25,10 @@ struct sched_req {
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
-    bool want_lp, json, no_cache, want_plp;
-    struct fl_schema *schema; /* JSON mode or a JSON schema: what the answer must be */
-    struct fl_schema_state jp; /* ... and the answer so far against it */
+    bool want_lp, constrained, no_cache, want_plp; /* constrained: a schema or a grammar */
+    struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
+    struct fl_grammar *grammar; /* or a grammar ... */
+    struct fl_constraint *cons; /* ... and the answer so far against it */
     bool think_limit, think_opened; /* the reasoning budget (eng_req) */
     bool think_over;                /* the reasoning closed, or there is none: no more to do */
     int think_budget, think_from;   /* think_from: tokens made when the reasoning began (-1) */
@@ -68,7 +72,7 @@ struct eng_sched {
     struct sched_req **span_req;
     float *logits;
     struct eng_pcache *pc;    /* prompts' prefixes kept for later requests */
-    struct fl_json_vocab *jv; /* JSON mode's pieces, made at its first request */
+    struct fl_mask_vocab *jv; /* JSON mode's pieces, made at its first request */
     float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_sched_stats st;
 };
@@ -137,7 +141,9 @@ static void req_free(struct sched_req *r)
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     fl_sampler_free(r->smp);
+    fl_constraint_free(r->cons);
     fl_schema_free(r->schema);
+    fl_grammar_free(r->grammar);
     free(r->force);
     free(r->prompt);
     free(r->gen);
@@ -166,7 +172,7 @@ void eng_sched_free(struct eng_sched *q)
     free(q->span_req);
     free(q->logits);
     free(q->masked);
-    fl_json_vocab_free(q->jv);
+    fl_mask_vocab_free(q->jv);
     free(q);
 }
 
@@ -219,10 +225,11 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .json = in->json_object || in->json_schema,
+                             .constrained = in->json_object || in->json_schema || in->grammar,
                              .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
                              .want_plp = in->prompt_logprobs && in->logprobs,
-                             .think_limit = in->think_limit && !in->json_object && !in->json_schema,
+                             .think_limit = in->think_limit && !in->json_object &&
+                                            !in->json_schema && !in->grammar,
                              .think_opened = in->think_opened, .think_budget = in->think_budget,
                              .think_from = -1, .lender = -1,
                              .tags = in->think_tags ? in->think_tags : &fl_think_tags };
@@ -233,16 +240,19 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         rc = -ENOMEM;
     if (!rc && r->want_plp && r->n_prompt) /* nothing predicts the first token */
         r->plp[0].token = (struct fl_logprob){ r->prompt[0], NAN };
-    if (!rc && in->json_schema && (rc = fl_schema_compile(in->json_schema, &r->schema, err))) {
+    if (!rc && ((in->json_schema && (rc = fl_schema_compile(in->json_schema, &r->schema, err))) ||
+                (!in->json_schema && in->grammar &&
+                 (rc = fl_grammar_compile(in->grammar, in->grammar_len, q->tok, &r->grammar,
+                                          err))))) {
         req_free(r);
         return rc;
     }
-    if (!rc && r->json && !r->schema)
+    if (!rc && r->constrained && !r->schema && !r->grammar)
         rc = fl_schema_any_object(&r->schema);
-    if (r->schema)
-        fl_schema_init(r->schema, &r->jp);
-    if (!rc && r->json && !q->jv) {
-        rc = fl_json_vocab_new(q->tok, q->n_vocab, &q->jv);
+    if (!rc && r->constrained)
+        rc = fl_constraint_new(r->schema, r->grammar, &r->cons);
+    if (!rc && r->constrained && !q->jv) {
+        rc = fl_mask_vocab_new(q->tok, q->n_vocab, &q->jv);
         if (!rc && !(q->masked = malloc(sizeof(float) * (size_t)q->n_vocab)))
             rc = -ENOMEM;
     }
@@ -481,8 +491,8 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->lender = -1;
     r->len = 0;
     r->t_first = 0;
-    if (r->schema)
-        fl_schema_init(r->schema, &r->jp);
+    if (r->cons)
+        fl_constraint_reset(r->cons);
     r->think_from = -1;
     r->forced = 0;
     r->think_over = false;
@@ -673,25 +683,26 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     if (!r->t_first)
         r->t_first = fl_clock_s();
     const double lse = r->want_lp ? fl_logsumexp(row, q->n_vocab) : 0;
-    /* JSON mode: only tokens that keep the answer an object's start */
-    if (r->json && fl_json_mask(q->jv, r->schema, &r->jp, row, q->masked) == 0) {
-        r->error = "JSON mode: no token of the vocabulary continues the answer";
+    /* JSON mode, a schema or a grammar: only tokens that keep the answer a prefix */
+    if (r->constrained && fl_constraint_mask(r->cons, q->jv, row, q->masked) == 0) {
+        r->error = r->grammar ? "grammar: no token of the vocabulary continues the answer"
+                              : "JSON mode: no token of the vocabulary continues the answer";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
     const int32_t forced = think_forced(r);
-    const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->json ? q->masked : row);
+    const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->constrained ? q->masked : row);
     if (id < 0) {
         r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    if (r->json && !fl_json_accept(q->jv, r->schema, &r->jp, id)) { /* the mask's contract */
-        r->error = "a token the JSON mask allowed does not continue the answer";
+    if (r->constrained && !fl_constraint_accept(r->cons, q->jv, id)) { /* the mask's contract */
+        r->error = "a token the mask allowed does not continue the answer";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    if ((!r->ignore_eos || r->json) && fl_token_is_eog(q->tok, id)) {
+    if ((!r->ignore_eos || r->constrained) && fl_token_is_eog(q->tok, id)) {
         finish(q, r, ENG_FINISH_STOP);
         return;
     }
@@ -709,7 +720,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
     /* the object closed: the answer is whole (a stop string may end it sooner) */
-    const bool stop = append_text(q, r, id) || (r->json && fl_schema_done(&r->jp));
+    const bool stop = append_text(q, r, id) || (r->constrained && fl_constraint_done(r->cons));
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)

@@ -65,6 +65,9 @@ struct eng_req {
     int n_logit_bias;
     bool json_object;      /* JSON mode: the answer is a JSON object (text/json-mode.h) */
     const json_t *json_schema; /* or a value this schema accepts (compiled at submit) */
+    const char *grammar;   /* or a sentence of this GBNF grammar (text/grammar.h; compiled at
+                            * submit, with the session's vocabulary for its tokens) */
+    size_t grammar_len;
     bool logprobs;         /* each generated token's log-probability (text/logprob.h) */
     bool prompt_logprobs;  /* echo: max_tokens may be 0 (the prompt alone); with logprobs,
                             * each prompt token's after the first too: the prompt then runs

@@ -1,7 +1,8 @@
 # serve/: `faultline serve`, the OpenAI-compatible HTTP server (libmicrohttpd)
 # over the scheduler: one engine thread, a thread per connection.
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
-fl_module(serve SOURCES serve/engine-loop.c serve/http.c serve/endpoints.c serve/server.c
+fl_module(serve SOURCES serve/engine-loop.c serve/engine-request.c serve/http.c serve/endpoints.c
+          serve/server.c
           DEPS app api text pager base LIBS PkgConfig::MHD)
 
 # From outside, with the official openai npm client (pinned; installed into the

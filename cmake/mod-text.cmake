@@ -1,10 +1,11 @@
 # text/: tokenizers (SPM and byte-level BPE from GGUF metadata, PCRE2
 # pre-tokenizers), the sampler, log-probabilities of a logits row, JSON mode's
-# token mask, chat templates, the tool calls in an answer and its reasoning.
+# and GBNF grammars' token masks, chat templates, the tool calls in an answer and its
+# reasoning.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
           text/chat-gpt-oss.c text/chat-kimi.c text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
-          text/json-mode.c
+          text/json-mode.c text/grammar-parse.c text/grammar.c text/constrain.c
           text/tool-calls.c text/reasoning.c
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
@@ -22,3 +23,5 @@ fl_test(test-reasoning SOURCES tests/test-reasoning.c MODULES text)
 fl_fuzz(json-mode SOURCES tests/fuzz/fuzz-json-mode.c MODULES text)
 fl_fuzz(json-schema SOURCES tests/fuzz/fuzz-json-schema.c MODULES text)
 fl_fuzz(tool-calls SOURCES tests/fuzz/fuzz-tool-calls.c MODULES text)
+fl_test(test-grammar SOURCES tests/test-grammar.c MODULES text TIMEOUT 300)
+fl_fuzz(grammar SOURCES tests/fuzz/fuzz-grammar.c MODULES text)

@@ -55,6 +55,7 @@ static void job_free(struct srv_job *j)
     free(j->plp);
     free(j->echo_text);
     free(j->think_message_owned);
+    free(j->grammar_owned);
     free(j->bias_owned);
     json_decref(j->schema_owned);
     free(j->prompt_owned);

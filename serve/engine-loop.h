@@ -33,6 +33,7 @@ struct srv_job {
     json_t *schema_owned;   /* a reference: what req.json_schema points at */
     char *echo_text;        /* echo: the prompt's text (malloc'ed; NULL without echo) */
     char *think_message_owned; /* what req.think_message points at (malloc'ed) */
+    char *grammar_owned;       /* what req.grammar points at (malloc'ed) */
     size_t echo_len;
     int n_prompt;
     /* shared, under the loop's mutex */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/openai.h"
+#include "serve/engine-request.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
 #include "text/unicode.h"
@@ -216,16 +217,15 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         }
     }
     srv_loop_unlock(k->s->loop);
-    json_t *doc = NULL;
-    for (int c = 0; c < k->n_jobs; c++) {
-        json_t *one = choice_json(k, k->jobs[c]);
-        if (!one || (doc && api_completion_add_choice(doc, one, c, c % k->n_choice == 0))) {
-            json_decref(doc);
-            return finish_error(k, k->jobs[c]);
-        }
-        doc = doc ? doc : one;
-    }
-    return srv_reply_json(k, MHD_HTTP_OK, doc);
+    json_t **one = calloc((size_t)k->n_jobs, sizeof(*one));
+    int failed = one ? -1 : 0; /* the first choice that has no object */
+    for (int c = 0; one && c < k->n_jobs; c++)
+        if (!(one[c] = choice_json(k, k->jobs[c])) && failed < 0)
+            failed = c;
+    json_t *doc = one ? api_completion_merge(one, k->n_jobs, k->n_choice) : NULL;
+    free(one);
+    return doc ? srv_reply_json(k, MHD_HTTP_OK, doc)
+               : finish_error(k, k->jobs[failed < 0 ? 0 : failed]);
 }
 
 /* One "data: {...}\n\n" event onto the connection's pending bytes. */
@@ -493,22 +493,19 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
         return NULL;
     }
     j->prompt_owned = ids;
-    j->req = (struct eng_req){ .prompt = ids, .n_prompt = n, .stop = req->stop,
-                               .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
-                               .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
-                               .prompt_logprobs = req->echo,
-                               .json_object = req->json_object || k->answer.tools.json,
-                               .no_prompt_cache = req->no_cache_prompt,
-                               .think_limit = k->answer.budget >= 0,
-                               .think_opened = k->answer.opened,
-                               .think_budget = k->answer.budget,
-                               .think_tags = k->answer.tags };
-    /* a forced call's schema, or the request's (a reference: the loop submits it later) */
-    j->schema_owned = api_tool_schema(req, &k->answer.tools);
-    if (!j->schema_owned)
+    /* the loop submits the job after this request's JSON is gone: what the
+     * engine request points at in it, the job owns a copy of */
+    srv_engine_request(req, &k->answer, &s->o->samp, s->o->max_tokens, eng_session_n_ctx(ses),
+                       &j->req, &j->schema_owned);
+    j->req.prompt = ids;
+    j->req.n_prompt = n;
+    j->req.logit_bias = NULL;
+    j->req.n_logit_bias = 0;
+    j->req.think_message = NULL;
+    j->req.grammar = NULL;
+    if (!j->schema_owned) /* a forced call's schema, or the request's */
         j->schema_owned = json_incref((json_t *)req->json_schema);
     j->req.json_schema = j->schema_owned;
-    /* the loop submits the job after this request's JSON is gone */
     if (req->n_logit_bias > 0 &&
         (j->bias_owned = malloc(sizeof(*j->bias_owned) * (size_t)req->n_logit_bias))) {
         memcpy(j->bias_owned, req->logit_bias, sizeof(*j->bias_owned) * (size_t)req->n_logit_bias);
@@ -517,15 +514,16 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
     }
     if (k->answer.budget >= 0 && k->answer.budget_message)
         j->req.think_message = j->think_message_owned = strdup(k->answer.budget_message);
+    if (req->grammar && (j->req.grammar = j->grammar_owned = strndup(req->grammar, req->grammar_len)))
+        j->req.grammar_len = req->grammar_len;
     if (req->echo)
         j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), ids, n, &j->echo_len);
     if ((req->n_logit_bias > 0 && !j->bias_owned) || (req->echo && !j->echo_text) ||
-        (k->answer.budget >= 0 && k->answer.budget_message && !j->think_message_owned)) {
+        (k->answer.budget >= 0 && k->answer.budget_message && !j->think_message_owned) ||
+        (req->grammar && !j->grammar_owned)) {
         srv_job_release(s->loop, j);
         return NULL;
     }
-    j->req.max_tokens = api_request_max_tokens(req, s->o->max_tokens, eng_session_n_ctx(ses));
-    api_request_sampling(req, &s->o->samp, &j->req.sampling);
     j->req.sampling.seed += (uint64_t)c;
     if (!req->has_seed) {
         pthread_mutex_lock(&s->mu);
@@ -590,7 +588,7 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value",
                                "n: %d choices; the server runs %d sequences at once (-np)",
                                req->n, eng_session_n_seq(ses));
-    if (api_request_check_bias(req, fl_n_vocab(eng_session_tokenizer(ses)), &err))
+    if (api_request_check_vocab(req, eng_session_tokenizer(ses), &err))
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
                                "invalid_value", "%s", err.msg);
     if (!(k->jobs = calloc((size_t)req->n_prompts * (size_t)req->n, sizeof(*k->jobs))))

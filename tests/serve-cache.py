@@ -10,14 +10,10 @@ import json
 import sys
 import urllib.request
 
+from serve_client import Server
+
 base, key, n_batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
-
-
-def post(path, body, raw=False):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json", "Authorization": "Bearer " + key})
-    out = urllib.request.urlopen(req, timeout=120).read().decode()
-    return out if raw else json.loads(out)
+post = Server(base, key).post
 
 
 def fail(msg):
@@ -40,7 +36,7 @@ def metric(name):
 system = ("You are a careful assistant. " * 40).strip()
 turn1 = [{"role": "system", "content": system}, {"role": "user", "content": "Name a colour."}]
 opts = {"max_tokens": 8, "temperature": 0, "logprobs": True, "top_logprobs": 2}
-first = post("/chat/completions", {"messages": turn1, **opts})
+first = post("/v1/chat/completions", {"messages": turn1, **opts})
 if first["usage"]["prompt_tokens"] < 2 * n_batch:
     fail("the first prompt has %d tokens, fewer than two chunks" % first["usage"]["prompt_tokens"])
 if cached(first) != 0:
@@ -48,8 +44,8 @@ if cached(first) != 0:
 turn2 = turn1 + [{"role": "assistant", "content": first["choices"][0]["message"]["content"]},
                  {"role": "user", "content": "And another one?"}]
 before = metric("prompt_tokens_cached_total")
-hit = post("/chat/completions", {"messages": turn2, **opts})
-miss = post("/chat/completions", {"messages": turn2, "cache_prompt": False, **opts})
+hit = post("/v1/chat/completions", {"messages": turn2, **opts})
+miss = post("/v1/chat/completions", {"messages": turn2, "cache_prompt": False, **opts})
 n = cached(hit)
 if n <= 0 or n % n_batch or n >= hit["usage"]["prompt_tokens"]:
     fail("the second turn read %d cached tokens of %d (chunks of %d)"
@@ -62,7 +58,7 @@ if hit["choices"][0] != miss["choices"][0]:
 if metric("prompt_tokens_cached_total") - before != n:
     fail("/metrics counted %g cached tokens, the answer %d"
          % (metric("prompt_tokens_cached_total") - before, n))
-sse = post("/chat/completions", {"messages": turn2, "stream": True,
+sse = post("/v1/chat/completions", {"messages": turn2, "stream": True,
                                  "stream_options": {"include_usage": True}, **opts}, raw=True)
 usage = [json.loads(l[6:])["usage"] for l in sse.splitlines()
          if l.startswith("data: {") and '"usage"' in l]

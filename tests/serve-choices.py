@@ -11,25 +11,12 @@ with its finish_reason, one usage chunk, [DONE]; n above -np is a 400.
 usage: serve-choices.py BASE_URL KEY NP"""
 import json
 import sys
-import urllib.error
-import urllib.request
+
+import serve_client
+from serve_client import Server, check
 
 base, key, np_ = sys.argv[1], sys.argv[2], int(sys.argv[3])
-failed = 0
-
-
-def post(path, body, raw=False):
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + key,
-                                          "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return r.read().decode() if raw else json.load(r)
-
-
-def check(ok, what):
-    global failed
-    failed += not ok
-    print(("ok: " if ok else "FAIL: ") + what)
+post = Server(base, key).post
 
 
 def text_of(kind, choice):
@@ -37,8 +24,8 @@ def text_of(kind, choice):
 
 
 for kind, path, base_body in (
-        ("chat", "/chat/completions", {"messages": [{"role": "user", "content": "Tell me more"}]}),
-        ("completion", "/completions", {"prompt": "Once upon a time"})):
+        ("chat", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Tell me more"}]}),
+        ("completion", "/v1/completions", {"prompt": "Once upon a time"})):
     body = dict(base_body, max_tokens=12, temperature=1.0, seed=11,
                 **({"logprobs": True} if kind == "chat" else {"logprobs": 2}))
     alone = [post(path, dict(body, seed=11 + c)) for c in range(3)]
@@ -75,9 +62,9 @@ for kind, path, base_body in (
 # several prompts (OpenAI's list; lm-evaluation-harness sends its batches so): choice
 # p * n + c is prompt p's answer with seed + c; usage counts each prompt once
 prompts = ["The sea", "A tree grows", "Numbers: 1 2"]
-many = post("/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
+many = post("/v1/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
                              "seed": 3})
-alone = [[post("/completions", {"prompt": p, "max_tokens": 6, "temperature": 1.0, "seed": 3 + c})
+alone = [[post("/v1/completions", {"prompt": p, "max_tokens": 6, "temperature": 1.0, "seed": 3 + c})
           for c in range(2)] for p in prompts]
 want = [a["choices"][0]["text"] for row in alone for a in row]
 got = [c["text"] for c in many["choices"]]
@@ -86,7 +73,7 @@ check(got == want and [c["index"] for c in many["choices"]] == list(range(6)) an
       u["prompt_tokens"] == sum(row[0]["usage"]["prompt_tokens"] for row in alone) and
       u["completion_tokens"] == sum(a["usage"]["completion_tokens"] for row in alone for a in row),
       "3 prompts x n=2: choice p*2+c = prompt p with seed 3+c; usage %s" % json.dumps(u))
-sse = post("/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
+sse = post("/v1/completions", {"prompt": prompts, "n": 2, "max_tokens": 6, "temperature": 1.0,
                             "seed": 3, "stream": True}, raw=True)
 parts = {}
 for e in [l[6:] for l in sse.split("\n") if l.startswith("data: {")]:
@@ -94,29 +81,23 @@ for e in [l[6:] for l in sse.split("\n") if l.startswith("data: {")]:
         parts[c["index"]] = parts.get(c["index"], "") + c["text"]
 check([parts.get(i) for i in range(6)] == got, "3 prompts x n=2 streamed: each index = its choice")
 # scoring a batch of prompts: echo, logprobs, max_tokens 0
-scored = post("/completions", {"prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 0})
+scored = post("/v1/completions", {"prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 0})
 check([c["text"] for c in scored["choices"]] == prompts and
       all(c["logprobs"]["token_logprobs"][0] is None and
           len(c["logprobs"]["tokens"]) == a[0]["usage"]["prompt_tokens"]
           for c, a in zip(scored["choices"], alone)),
       "3 prompts scored (echo, logprobs, max_tokens 0): each its prompt's tokens")
-r = post("/completions", {"prompt": [[10, 20, 30], [40]], "max_tokens": 2, "seed": 1})
+r = post("/v1/completions", {"prompt": [[10, 20, 30], [40]], "max_tokens": 2, "seed": 1})
 check(len(r["choices"]) == 2, "a list of token-id prompts: %d choices" % len(r["choices"]))
 for bad, what in ((["a", ""], "prompt[1]"), (["a", 3], "prompt[1]"), ([[1], "a"], "prompt[1]"),
                   (["a"] * 1025, "prompt")):
-    try:
-        post("/completions", {"prompt": bad, "max_tokens": 2})
-        check(False, "%s taken" % json.dumps(bad)[:40])
-    except urllib.error.HTTPError as e:
-        m = json.load(e)["error"]["message"]
-        check(e.code == 400 and m.startswith(what), "%s: %d %s" % (json.dumps(bad)[:40], e.code, m))
-r = post("/completions", {"prompt": "x", "max_tokens": 2, "n_cmpl": 2, "seed": 1})
+    code, e = post("/v1/completions", {"prompt": bad, "max_tokens": 2}, status=True)
+    m = e.get("error", {}).get("message", "")
+    check(code == 400 and m.startswith(what), "%s: %d %s" % (json.dumps(bad)[:40], code, m))
+r = post("/v1/completions", {"prompt": "x", "max_tokens": 2, "n_cmpl": 2, "seed": 1})
 check(len(r["choices"]) == 2, "n_cmpl (llama-server's name): %d choices" % len(r["choices"]))
 for bad in (np_ + 1, 0, 129):
-    try:
-        post("/completions", {"prompt": "x", "max_tokens": 2, "n": bad})
-        check(False, "n=%d taken" % bad)
-    except urllib.error.HTTPError as e:
-        m = json.load(e)["error"]["message"]
-        check(e.code == 400 and "n" in m, "n=%d: %d %s" % (bad, e.code, m))
-sys.exit(1 if failed else 0)
+    code, e = post("/v1/completions", {"prompt": "x", "max_tokens": 2, "n": bad}, status=True)
+    m = e.get("error", {}).get("message", "")
+    check(code == 400 and "n" in m, "n=%d: %d %s" % (bad, code, m))
+sys.exit(1 if serve_client.failed else 0)

@@ -17,28 +17,15 @@ import datetime
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 
 import jinja2
 
+import serve_client
+from serve_client import Server, check
+
 base, key = sys.argv[1], sys.argv[2]
+post = Server(base, key).post
 here = os.path.dirname(os.path.abspath(__file__))
-failed = 0
-
-
-def post(path, body):
-    req = urllib.request.Request(base.rsplit("/v1", 1)[0] + path, data=json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + key,
-                                          "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
-
-
-def check(ok, what):
-    global failed
-    failed += not ok
-    print(("ok: " if ok else "FAIL: ") + what)
 
 
 def raise_exception(message):
@@ -155,12 +142,9 @@ for name, body in (
             {"role": "user", "content": "x"},
             {"role": "assistant", "content": "<|channel|>final<|message|>y"},
             {"role": "user", "content": "z"}]})):
-    try:
-        post("/v1/chat/completions", dict(body, max_tokens=1))
-        check(False, "%s: taken" % name)
-    except urllib.error.HTTPError as e:
-        check(e.code == 400, "%s: %d %s" % (name, e.code, json.load(e)["error"]["message"]))
+    code, e = post("/v1/chat/completions", dict(body, max_tokens=1), status=True)
+    check(code == 400, "%s: %d %s" % (name, code, e.get("error", {}).get("message")))
 # an answer comes back (what the tiny model writes is no channel: all content)
 r = post("/v1/chat/completions", {"messages": messages, "max_tokens": 4, "seed": 1})
 check(r["choices"][0]["message"]["role"] == "assistant", "an answer: %s" % json.dumps(r["choices"][0]))
-sys.exit(1 if failed else 0)
+sys.exit(1 if serve_client.failed else 0)

@@ -7,15 +7,15 @@ the plain answer's (the same seed: the same tokens), and the streamed text the
 plain text. Exit 1 with a line on the first failure."""
 import json
 import sys
-import urllib.request
+
+from serve_client import Server
 
 base, key = sys.argv[1], sys.argv[2]
+srv = Server(base, key)
 
 
 def post(path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json", "Authorization": "Bearer " + key})
-    return urllib.request.urlopen(req, timeout=60).read().decode()
+    return srv.post("/v1" + path, body, raw=True)
 
 
 def entries(kind, lp):

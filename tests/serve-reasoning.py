@@ -12,26 +12,17 @@ answer's logprobs); streamed deltas joined equal the whole answer's fields;
 usage: serve-reasoning.py BASE_URL KEY"""
 import json
 import sys
-import urllib.error
-import urllib.request
+
+import serve_client
+from serve_client import Server, check
 
 base, key = sys.argv[1], sys.argv[2]
-failed = 0
-BLANKS = " \n\r\t"
+srv = Server(base, key)
 
 
 def post(body, raw=False):
-    req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + key,
-                                          "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return r.read().decode() if raw else json.load(r)
-
-
-def check(ok, what):
-    global failed
-    failed += not ok
-    print(("ok: " if ok else "FAIL: ") + what)
+    return srv.post("/v1/chat/completions", body, raw=raw)
+BLANKS = " \n\r\t"
 
 
 def split(raw):
@@ -80,11 +71,8 @@ check(legacy["content"] == raw and legacy.get("reasoning_content") == split(raw)
       "deepseek-legacy: content as written, reasoning too: %r" % legacy)
 
 # an answer held to JSON: the prompt closes the reasoning it opened, the answer is the value
-req = urllib.request.Request(base.rsplit("/v1", 1)[0] + "/apply-template", data=json.dumps(
-    {"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object"}}).encode(),
-    headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
-with urllib.request.urlopen(req, timeout=60) as r:
-    prompt = json.load(r)["prompt"]
+prompt = srv.post("/apply-template", {"messages": [{"role": "user", "content": "Hi"}],
+                                      "response_format": {"type": "json_object"}})["prompt"]
 check(prompt.endswith("]~b]ai\n<think>\n</think>\n\n"), "JSON mode closes the prompt's <think>: %r"
       % prompt[-30:])
 msg = ask(response_format={"type": "json_object"}, max_tokens=40, temperature=0)["message"]
@@ -96,10 +84,9 @@ for bad in ({"reasoning_format": "think"}, {"chat_template_kwargs": {"enable_thi
             {"reasoning_budget_message": 3}, {"reasoning_effort": 1},
             {"messages": [{"role": "user", "content": "x"},
                           {"role": "assistant", "content": "y", "reasoning_content": 5}]}):
-    try:
-        post(dict({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}, **bad))
-        check(False, "%s was taken" % json.dumps(bad))
-    except urllib.error.HTTPError as e:
-        m = json.load(e).get("error", {}).get("message", "")
-        check(e.code == 400 and m, "%s: %d %s" % (json.dumps(bad), e.code, m))
-sys.exit(1 if failed else 0)
+    code, e = srv.post("/v1/chat/completions",
+                       dict({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}, **bad),
+                       status=True)
+    m = e.get("error", {}).get("message", "")
+    check(code == 400 and m, "%s: %d %s" % (json.dumps(bad), code, m))
+sys.exit(1 if serve_client.failed else 0)

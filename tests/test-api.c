@@ -150,7 +150,17 @@ static void test_refused(void)
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"logit_bias\":7}}", "body.logit_bias: expected an object" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
-          "\"grammar\":\"root ::= \\\"a\\\"\"}}", "body.grammar" },
+          "\"grammar\":7}}", "body.grammar: expected a string of GBNF" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}}}",
+          "body.grammar: a grammar and a JSON schema (or JSON mode) both constrain" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{\"type\":\"integer\"}}}",
+          "body.grammar: a grammar and a JSON schema" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"grammar\":\"root ::= \\\"a\\\"\",\"tools\":[{\"type\":"
+          "\"function\",\"function\":{\"name\":\"f\"}}]}}", "body.grammar: a grammar cannot hold an "
+          "answer with tools" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\"}],\"echo\":true}}", "body.echo: echo is for completions" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"echo\":true,"
@@ -433,10 +443,41 @@ static void test_logit_bias(void)
               l.req.logit_bias[0].bias == -100.0f && l.req.logit_bias[1].id == 1024 &&
               l.req.logit_bias[1].bias == -INFINITY && l.req.logit_bias[2].bias == 2.5f,
           "logit_bias object: %s", err.msg);
-    CHECK(api_request_check_bias(&l.req, 1025, &err) == 0, "ids below 1025 fit");
-    CHECK(api_request_check_bias(&l.req, 1024, &err) == -EINVAL && strstr(err.msg, "1024"),
-          "1024 is outside 1024 tokens: %s", err.msg);
+    struct gguf_file *g = NULL;
+    struct fl_tokenizer *tok = NULL; /* 1025 tokens */
+    if (gguf_open("tests/data/qwen3moe-tiny-F16.gguf", &g, &err) ||
+        fl_tokenizer_load(g, &tok, &err)) {
+        CHECK(0, "tokenizer: %s", err.msg);
+        return;
+    }
+    CHECK(api_request_check_vocab(&l.req, tok, &err) == 0, "ids below 1025 fit");
+    l.req.logit_bias[1].id = 1025;
+    CHECK(api_request_check_vocab(&l.req, tok, &err) == -EINVAL && strstr(err.msg, "1025"),
+          "1025 is outside 1025 tokens: %s", err.msg);
     api_batch_line_free(&l);
+    /* a grammar, compiled against the vocabulary: its tokens are the model's */
+    static const struct { const char *grammar, *error; } grammars[] = {
+        { "root ::= [a-z]+ \\\"!\\\"", NULL },
+        { "root ::= <[1024]> \\\"a\\\"", NULL },
+        { "root ::= <[1025]>", "grammar: line 1, column 10: a token id outside the vocabulary" },
+        { "root ::= item", "grammar: rule 'item' is used but not defined" },
+    };
+    for (size_t i = 0; i < sizeof(grammars) / sizeof(grammars[0]); i++) {
+        char line[256];
+        snprintf(line, sizeof(line), "{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":"
+                 "{\"prompt\":\"a\",\"grammar\":\"%s\"}}", grammars[i].grammar);
+        err.msg[0] = 0;
+        const int rc = parse(line, &l, &err) ? -1 : api_request_check_vocab(&l.req, tok, &err);
+        CHECK(grammars[i].error ? rc == -EINVAL && strstr(err.msg, grammars[i].error)
+                                : rc == 0 && l.req.grammar && l.req.grammar_len > 8,
+              "%s: rc %d, %s", grammars[i].grammar, rc, err.msg);
+        api_batch_line_free(&l);
+    }
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"grammar\":\"\"}}", &l, &err) == 0 && !l.req.grammar, "an empty grammar is none");
+    api_batch_line_free(&l);
+    fl_tokenizer_free(tok);
+    gguf_close(g);
     CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
                 "\"logit_bias\":[[9,1],[10,false]]}}", &l, &err) == 0 && l.req.n_logit_bias == 2 &&
               l.req.logit_bias[1].id == 10 && l.req.logit_bias[1].bias == -INFINITY,
@@ -667,6 +708,23 @@ static void test_choices(void)
           "two choices, usage summed (the prompt once)");
     CHECK(api_completion_add_choice(doc, json_object(), 2, true) == -EINVAL, "not a completion: -EINVAL");
     json_decref(doc);
+    /* two prompts of two choices each: a prompt counted once per two choices */
+    json_t *four[4];
+    for (int i = 0; i < 4; i++) {
+        c.completion_tokens = 1 + i, c.prompt_tokens = 10 * (1 + i / 2);
+        four[i] = api_completion_json(&c);
+    }
+    doc = api_completion_merge(four, 4, 2);
+    u = json_object_get(doc, "usage");
+    CHECK(doc && json_array_size(json_object_get(doc, "choices")) == 4 &&
+              json_integer_value(json_object_get(json_array_get(json_object_get(doc, "choices"), 3),
+                                                 "index")) == 3 &&
+              json_integer_value(json_object_get(u, "prompt_tokens")) == 30 &&
+              json_integer_value(json_object_get(u, "completion_tokens")) == 10,
+          "merged: 4 choices, prompts 10 + 20, completions 1 + 2 + 3 + 4");
+    json_decref(doc);
+    four[0] = api_completion_json(&c), four[1] = NULL, four[2] = api_completion_json(&c);
+    CHECK(api_completion_merge(four, 3, 1) == NULL, "a missing choice: NULL (the rest freed)");
 }
 
 /* A forced call in Kimi K2's and gpt-oss's formats: the prompt ends with

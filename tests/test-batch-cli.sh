@@ -326,6 +326,28 @@ assert two[0] == want[0] and len(two) == 2, (two, want)
 print("n: 3 choices = the seed 20, 21, 22 answers;", json.dumps(texts))
 EOF2
 
+# 10. grammars (GBNF): each answer a sentence (Python's re, not faultline, reads it); a grammar
+# that does not compile is an error line naming where, and the other lines go on
+python3 - "$dir/g.jsonl" <<'EOF2'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for cid, g in (("yesno", 'root ::= ("yes" | "no") "!"'), ("bad", "root ::= [a-"),
+                   ("digits", 'root ::= [1-9] [0-9]{0,4} " items"')):
+        body = {"prompt": "Q:", "max_tokens": 16, "temperature": 1, "seed": 5, "grammar": g}
+        f.write(json.dumps({"custom_id": cid, "url": "/v1/completions", "body": body}) + "\n")
+EOF2
+"$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g.out" -q 2>"$dir/err" ||
+    fail "grammar: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/g.out" <<'EOF2' || fail "grammars in batch"
+import json, re, sys
+got = {o["custom_id"]: o for o in map(json.loads, open(sys.argv[1]))}
+for cid, rx in (("yesno", r"(yes|no)!"), ("digits", r"[1-9][0-9]{0,4} items")):
+    c = got[cid]["response"]["body"]["choices"][0]
+    assert c["finish_reason"] == "stop" and re.fullmatch(rx, c["text"]), (cid, c)
+assert got["bad"]["response"] is None and "line 1, column" in got["bad"]["error"]["message"], got["bad"]
+print("grammars:", [got[c]["response"]["body"]["choices"][0]["text"] for c in ("yesno", "digits")])
+EOF2
+
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||
     fail "examples/batch-requests.jsonl: exit $? ($(tail -1 "$dir/err"))"

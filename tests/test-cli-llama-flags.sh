@@ -13,6 +13,7 @@
 #   - -f - reads standard input, escapes, -r, --no-display-prompt,
 #     --ignore-eos, and the warnings for -t and -c;
 #   - -j / -jf (a JSON schema): every answer validates (python3-jsonschema).
+#   - --grammar / --grammar-file (GBNF): every answer a sentence (Python's re).
 #   - -rea off / --chat-template-kwargs: the prompt as enable_thinking=false writes it.
 # usage: test-cli-llama-flags.sh FAULTLINE
 set -u
@@ -284,6 +285,27 @@ run -p x -j '{bad' 2>"$dir/err"
 run -p x -jf "$dir/none.json" 2>"$dir/err"
 [ $? = 2 ] || fail "-jf with no file: $(cat "$dir/err")"
 echo "-j / -jf: answers of the schema (python3-jsonschema), 2 for a schema it cannot hold or read"
+
+# --- --grammar / --grammar-file: llama.cpp's GBNF flags -------------------------
+grammar='root ::= "n=" [1-9] [0-9]{0,3} (", " [a-c]{1,6}){1,3} "."'
+printf '%s\n' "$grammar" >"$dir/g.gbnf"
+for how in "--grammar" "--grammar-file"; do
+  for seed in 1 2; do
+    if [ "$how" = --grammar ]; then arg=$grammar; else arg=$dir/g.gbnf; fi
+    run -p "List:" --no-display-prompt --temp 1 -s $seed -n 200 --log-disable "$how" "$arg" \
+      >"$dir/sentence" 2>"$dir/err" || fail "run $how: exit $? ($(cat "$dir/err"))"
+    python3 -c 'import re, sys; t = open(sys.argv[1]).read().rstrip("\n"); sys.exit(0 if re.fullmatch(r"n=[1-9][0-9]{0,3}(, [a-c]{1,6}){1,3}\.", t) else 1)' \
+      "$dir/sentence" || fail "run $how, seed $seed: not a sentence: $(cat "$dir/sentence")"
+  done
+done
+run -p x --grammar 'root ::= "a" b' 2>"$dir/err"
+[ $? = 1 ] && grep -q "rule 'b' is used but not defined" "$dir/err" && [ "$(wc -l <"$dir/err")" = 1 ] ||
+  fail "--grammar undefined rule: $(cat "$dir/err")"
+run -p x --grammar-file "$dir/none.gbnf" 2>"$dir/err"
+[ $? = 2 ] && [ "$(wc -l <"$dir/err")" = 1 ] || fail "--grammar-file with no file: $(cat "$dir/err")"
+run -p x --grammar 'root ::= "a"' -j '{}' 2>"$dir/err"
+[ $? = 2 ] || fail "--grammar with -j: $(cat "$dir/err")"
+echo "--grammar / --grammar-file: sentences (Python's re), 1 for a grammar that does not compile, 2 for flags"
 
 # --- -rea off / --chat-template-kwargs: Qwen3's enable_thinking=false -------------
 for how in "-rea off" "--reasoning off" "--chat-template-kwargs {\"enable_thinking\":false}"; do

@@ -268,7 +268,7 @@ static void test_random_bytes(void)
 /* json-mode.h's mask over a real vocabulary, at every prefix of doc:
  * a token stays exactly when its piece, fed by itself, continues the text;
  * an end-of-generation token exactly where the text may end. */
-static int check_mask(const struct fl_tokenizer *tok, struct fl_json_vocab *jv,
+static int check_mask(const struct fl_tokenizer *tok, struct fl_mask_vocab *jv,
                       const struct fl_schema *sc, const char *doc, size_t stride, float *row,
                       float *out)
 {
@@ -322,8 +322,8 @@ static void test_mask(const char *vocab, size_t stride)
         return;
     }
     const int32_t V = fl_n_vocab(tok);
-    struct fl_json_vocab *jv = NULL;
-    CHECK(fl_json_vocab_new(tok, V, &jv) == 0, "vocabulary");
+    struct fl_mask_vocab *jv = NULL;
+    CHECK(fl_mask_vocab_new(tok, V, &jv) == 0, "vocabulary");
     float *row = malloc(sizeof(float) * (size_t)V), *out = malloc(sizeof(float) * (size_t)V);
     for (int32_t id = 0; id < V; id++)
         row[id] = (float)(id % 7);
@@ -352,7 +352,7 @@ static void test_mask(const char *vocab, size_t stride)
     json_decref(j);
     free(row);
     free(out);
-    fl_json_vocab_free(jv);
+    fl_mask_vocab_free(jv);
     fl_tokenizer_free(tok);
     gguf_close(g);
 }

@@ -20,7 +20,7 @@
 #     ones (tests/serve-logprobs.py); logit_bias lifting and banning tokens;
 #     several choices ("n"): choice c = the answer with seed + c, plain and
 #     streamed (tests/serve-choices.py); a thinking model's reasoning_content
-#     (tests/serve-reasoning.py);
+#     (tests/serve-reasoning.py); GBNF grammars (tests/serve-grammar.py);
 #     JSON mode (response_format json_object) ending on the object's close;
 #     JSON schemas (llama-server's json_schema; the client's json_schema
 #     response_format) whose answers validate, and 400s naming the keyword;
@@ -187,6 +187,8 @@ echo "curl: endpoints, 400/401/404/405/413 (also 100 MB), tokenize round trip, S
 python3 "$(dirname "$0")/serve-logprobs.py" "$base" "$key" || fail "logprobs"
 # several choices per request ("n"): each the seed + c answer, plain and streamed
 python3 "$(dirname "$0")/serve-choices.py" "$base" "$key" 4 || fail "choices (n)"
+# GBNF grammars: answers Python's re reads as sentences, 400s naming where (tests/serve-grammar.py)
+python3 "$(dirname "$0")/serve-grammar.py" "$base" "$key" || fail "grammar"
 # logit_bias: a token lifted by 100 is every greedy pick; banned (false), never
 for id in 300 301; do
   want 200 $J -d "{\"tokens\": [$id]}" "$base/../detokenize"

@@ -6,11 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/grammar.h"
 #include "text/tokenizer.h"
 
 #define MAX_PIECE 256
+/* room for one state of any automaton the walk reads pieces with, kept
+ * aligned for any of them */
+#define STATE_BYTES (sizeof(struct fl_schema_state) > sizeof(struct fl_grammar_state) \
+                         ? sizeof(struct fl_schema_state) : sizeof(struct fl_grammar_state))
+#define STATE_ROOM ((STATE_BYTES + 63) & ~(size_t)63)
 
-struct fl_json_vocab {
+struct fl_mask_vocab {
     int32_t n_vocab;
     uint32_t *off;   /* [n_vocab + 1]: token id's piece is bytes[off[id] .. off[id + 1]) */
     char *bytes;
@@ -20,7 +26,8 @@ struct fl_json_vocab {
     int32_t *order;  /* the ids with a piece, sorted by their bytes */
     uint16_t *lcp;   /* [n_order]: bytes order[i] shares with order[i - 1] */
     int32_t n_order;
-    struct fl_schema_state *at; /* [MAX_PIECE + 1]: the state after each byte of a piece */
+    unsigned char *at; /* [MAX_PIECE + 1] states of STATE_ROOM: the state after each byte of a
+                        * piece */
 };
 
 /* Whether s is what a free string may hold anywhere: checked by the
@@ -36,21 +43,21 @@ static bool plain_piece(const struct fl_schema *object, struct fl_schema_state *
            fl_schema_feed(object, m, s, (size_t)n) && fl_schema_in_free_string(object, m);
 }
 
-static uint32_t piece_len(const struct fl_json_vocab *v, int32_t id)
+static uint32_t piece_len(const struct fl_mask_vocab *v, int32_t id)
 {
     return v->off[id + 1] - v->off[id];
 }
 
 static int by_bytes(const void *a, const void *b, void *ctx)
 {
-    const struct fl_json_vocab *v = ctx;
+    const struct fl_mask_vocab *v = ctx;
     const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     const uint32_t lx = piece_len(v, x), ly = piece_len(v, y);
     const int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], lx < ly ? lx : ly);
     return c ? c : lx != ly ? (lx < ly ? -1 : 1) : (x > y) - (x < y);
 }
 
-static int render(struct fl_json_vocab *v, const struct fl_tokenizer *tok)
+static int render(struct fl_mask_vocab *v, const struct fl_tokenizer *tok)
 {
     size_t cap = 16 * (size_t)v->n_vocab + 64, used = 0;
     struct fl_schema *object; /* a free string is what an object's key holds */
@@ -79,7 +86,7 @@ static int render(struct fl_json_vocab *v, const struct fl_tokenizer *tok)
         }
         memcpy(v->bytes + used, piece, (size_t)n);
         used += (size_t)n;
-        v->plain[id] = plain_piece(object, &v->at[0], piece, n);
+        v->plain[id] = plain_piece(object, (struct fl_schema_state *)v->at, piece, n);
         if (n)
             v->order[v->n_order++] = id;
     }
@@ -88,9 +95,9 @@ static int render(struct fl_json_vocab *v, const struct fl_tokenizer *tok)
     return 0;
 }
 
-int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl_json_vocab **out)
+int fl_mask_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl_mask_vocab **out)
 {
-    struct fl_json_vocab *v = calloc(1, sizeof(*v));
+    struct fl_mask_vocab *v = calloc(1, sizeof(*v));
     if (v) {
         v->n_vocab = n_vocab;
         v->off = malloc(sizeof(uint32_t) * ((size_t)n_vocab + 1));
@@ -98,11 +105,11 @@ int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl
         v->eog = malloc((size_t)n_vocab);
         v->order = malloc(sizeof(int32_t) * (size_t)n_vocab);
         v->lcp = malloc(sizeof(uint16_t) * (size_t)n_vocab);
-        v->at = malloc(sizeof(*v->at) * (MAX_PIECE + 1));
+        v->at = malloc(STATE_ROOM * (MAX_PIECE + 1));
     }
     if (!v || !v->off || !v->plain || !v->eog || !v->order || !v->lcp || !v->at ||
         render(v, tok)) {
-        fl_json_vocab_free(v);
+        fl_mask_vocab_free(v);
         return -ENOMEM;
     }
     qsort_r(v->order, (size_t)v->n_order, sizeof(int32_t), by_bytes, v);
@@ -120,7 +127,7 @@ int fl_json_vocab_new(const struct fl_tokenizer *tok, int32_t n_vocab, struct fl
     return 0;
 }
 
-void fl_json_vocab_free(struct fl_json_vocab *v)
+void fl_mask_vocab_free(struct fl_mask_vocab *v)
 {
     if (!v)
         return;
@@ -135,7 +142,7 @@ void fl_json_vocab_free(struct fl_json_vocab *v)
 }
 
 /* Whether token id's piece continues m's text (into *next). */
-static bool continues(const struct fl_json_vocab *v, const struct fl_schema *s,
+static bool continues(const struct fl_mask_vocab *v, const struct fl_schema *s,
                       const struct fl_schema_state *m, int32_t id, struct fl_schema_state *next)
 {
     const uint32_t a = v->off[id], b = v->off[id + 1];
@@ -146,12 +153,12 @@ static bool continues(const struct fl_json_vocab *v, const struct fl_schema *s,
 /* The sorted pieces walked as a trie: a piece reads on from the state after
  * the prefix it shares with the one before, and every piece that shares a
  * refused prefix is refused without reading. */
-static int32_t mask_walk(struct fl_json_vocab *v, const struct fl_schema *s,
-                         const struct fl_schema_state *m, const float *row, float *out)
+int32_t fl_mask_walk(struct fl_mask_vocab *v, fl_mask_step step, const void *prog,
+                     const void *start, size_t state_size, const float *row, float *out)
 {
     int32_t left = 0;
     uint32_t have = 0, dead = 0; /* states valid for `have` bytes; prefixes of `dead` bytes refused */
-    memcpy(&v->at[0], m, sizeof(*m));
+    memcpy(v->at, start, state_size);
     for (int32_t i = 0; i < v->n_order; i++) {
         const int32_t id = v->order[i];
         if (dead && v->lcp[i] >= dead)
@@ -160,7 +167,8 @@ static int32_t mask_walk(struct fl_json_vocab *v, const struct fl_schema *s,
         have = have < v->lcp[i] ? have : v->lcp[i];
         const char *p = v->bytes + v->off[id];
         const uint32_t len = piece_len(v, id);
-        while (have < len && fl_schema_step(s, &v->at[have], (uint8_t)p[have], &v->at[have + 1]))
+        while (have < len && step(prog, v->at + STATE_ROOM * have, (uint8_t)p[have],
+                                  v->at + STATE_ROOM * (have + 1)))
             have++;
         if (have < len) {
             dead = have + 1;
@@ -172,7 +180,28 @@ static int32_t mask_walk(struct fl_json_vocab *v, const struct fl_schema *s,
     return left;
 }
 
-int32_t fl_json_mask(struct fl_json_vocab *v, const struct fl_schema *s,
+static bool schema_step(const void *prog, const void *in, uint8_t c, void *out)
+{
+    return fl_schema_step(prog, in, c, out);
+}
+
+const char *fl_mask_piece(const struct fl_mask_vocab *v, int32_t id, uint32_t *len)
+{
+    *len = piece_len(v, id);
+    return v->bytes + v->off[id];
+}
+
+bool fl_mask_is_eog(const struct fl_mask_vocab *v, int32_t id)
+{
+    return v->eog[id];
+}
+
+int32_t fl_mask_n_vocab(const struct fl_mask_vocab *v)
+{
+    return v->n_vocab;
+}
+
+int32_t fl_json_mask(struct fl_mask_vocab *v, const struct fl_schema *s,
                      const struct fl_schema_state *m, const float *row, float *out)
 {
     for (int32_t id = 0; id < v->n_vocab; id++)
@@ -181,14 +210,14 @@ int32_t fl_json_mask(struct fl_json_vocab *v, const struct fl_schema *s,
     if (fl_schema_done(m)) {
         /* nothing but whitespace: the caller ends the answer */
     } else if (fl_schema_in_free_string(s, m)) { /* most of an answer: no walk then */
-        struct fl_schema_state *next = &v->at[0];
+        struct fl_schema_state *next = (struct fl_schema_state *)v->at;
         for (int32_t id = 0; id < v->n_vocab; id++)
             if (v->plain[id] || (piece_len(v, id) && continues(v, s, m, id, next))) {
                 out[id] = row[id];
                 left++;
             }
     } else {
-        left = mask_walk(v, s, m, row, out);
+        left = fl_mask_walk(v, schema_step, s, m, sizeof(*m), row, out);
     }
     if (fl_schema_may_end(m))
         for (int32_t id = 0; id < v->n_vocab; id++)
@@ -199,7 +228,7 @@ int32_t fl_json_mask(struct fl_json_vocab *v, const struct fl_schema *s,
     return left;
 }
 
-bool fl_json_accept(const struct fl_json_vocab *v, const struct fl_schema *s,
+bool fl_json_accept(const struct fl_mask_vocab *v, const struct fl_schema *s,
                     struct fl_schema_state *m, int32_t id)
 {
     if (id < 0 || id >= v->n_vocab)

@@ -20,6 +20,7 @@
 #include "app/scheduler.h"
 #include "gguf/gguf.h"
 #include "pager/pager.h"
+#include "serve/engine-request.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
 
@@ -188,16 +189,13 @@ static void job_write(struct batch_run *b, struct job *j)
 {
     char rid[48];
     json_t *doc = NULL;
-    for (int c = 0; !j->error[0] && c < j->n; c++) {
-        json_t *one = j->done[c];
-        j->done[c] = NULL;
-        if (!one || (doc && api_completion_add_choice(doc, one, c, c % j->n_choice == 0))) {
-            json_decref(doc);
-            doc = NULL;
+    if (!j->error[0]) { /* the choices are taken over */
+        doc = api_completion_merge(j->done, j->n, j->n_choice);
+        memset(j->done, 0, sizeof(*j->done) * (size_t)j->n);
+        if (!doc) {
             snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
             j->error_code = "server_error";
         }
-        doc = doc ? doc : one;
     }
     b->done++;
     if (j->error[0]) {
@@ -344,27 +342,16 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
              eng_session_n_seq(b->s));
     struct job *j = NULL;
     if (r->n > eng_session_n_seq(b->s) ||
-        api_request_check_bias(r, fl_n_vocab(eng_session_tokenizer(b->s)), &err) ||
+        api_request_check_vocab(r, eng_session_tokenizer(b->s), &err) ||
         !(j = new_job(b, l, line_no))) {
         refuse_line(b, l->custom_id, line_no, r->n > eng_session_n_seq(b->s) ? nmsg
                                               : err.msg[0] ? err.msg : "out of memory");
         return;
     }
-    struct eng_req req = { .stop = r->stop, .n_stop = r->n_stop,
-                           .ignore_eos = r->ignore_eos, .logprobs = r->logprobs,
-                           .top_logprobs = r->top_logprobs, .logit_bias = r->logit_bias,
-                           .prompt_logprobs = r->echo,
-                           .n_logit_bias = r->n_logit_bias,
-                           .json_object = r->json_object || j->answer.tools.json,
-                           .no_prompt_cache = r->no_cache_prompt,
-                           .think_limit = j->answer.budget >= 0, .think_opened = j->answer.opened,
-                           .think_budget = j->answer.budget,
-                           .think_message = j->answer.budget_message,
-                           .think_tags = j->answer.tags };
-    json_t *call_schema = api_tool_schema(r, &j->answer.tools); /* compiled at submit */
-    req.json_schema = call_schema ? call_schema : r->json_schema;
-    req.max_tokens = api_request_max_tokens(r, b->o->max_tokens, eng_session_n_ctx(b->s));
-    api_request_sampling(r, &b->o->samp, &req.sampling);
+    struct eng_req req;
+    json_t *call_schema; /* compiled at submit */
+    srv_engine_request(r, &j->answer, &b->o->samp, b->o->max_tokens, eng_session_n_ctx(b->s),
+                       &req, &call_schema);
     for (int p = 0; p < r->n_prompts && !j->error[0]; p++)
         submit_prompt(b, l, j, p, &req);
     json_decref(call_schema);

@@ -9,6 +9,9 @@
 #include "app/cli/run.h"
 #include "base/clock.h"
 #include "model/model.h"
+#include "text/constrain.h"
+#include "text/grammar.h"
+#include "text/json-mode.h"
 #include "text/tokenizer.h"
 
 int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts *o,
@@ -33,8 +36,12 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
                               "(%d tokens)", o->bias[i].id, g->n_vocab);
     if ((rc = fl_sampler_set_bias(g->smp, o->bias, o->n_bias)))
         return fl_err_set(err, rc, "--logit-bias: %s", strerror(-rc));
-    if (o->schema && (fl_json_vocab_new(tok, g->n_vocab, &g->jv) ||
-                      !(g->masked = malloc(sizeof(float) * (size_t)g->n_vocab))))
+    if (o->grammar_text && (rc = fl_grammar_compile(o->grammar_text, o->grammar_len, tok,
+                                                    &g->grammar, err)))
+        return rc;
+    if ((o->schema || g->grammar) && (fl_mask_vocab_new(tok, g->n_vocab, &g->jv) ||
+                                      !(g->masked = malloc(sizeof(float) * (size_t)g->n_vocab)) ||
+                                      fl_constraint_new(o->schema, g->grammar, &g->cons)))
         return fl_err_set(err, -ENOMEM, "out of memory");
     return 0;
 }
@@ -42,7 +49,9 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
 void run_gen_free(struct run_gen *g)
 {
     fl_sampler_free(g->smp);
-    fl_json_vocab_free(g->jv);
+    fl_mask_vocab_free(g->jv);
+    fl_constraint_free(g->cons);
+    fl_grammar_free(g->grammar);
     free(g->masked);
     free(g->logits);
     free(g->eog);
@@ -111,16 +120,16 @@ static bool is_eog(const struct run_gen *g, int32_t id)
 }
 
 /* The next token: --ignore-eos takes the end-of-generation tokens out of
- * the draw, as llama.cpp's logit bias of -inf does; a JSON schema, every
- * token that cannot continue the answer as a value of it. -1: none. */
+ * the draw, as llama.cpp's logit bias of -inf does; a JSON schema or a
+ * grammar, every token that cannot continue the answer. -1: none. */
 static int32_t sample(struct run_gen *g)
 {
     if (g->o->ignore_eos)
         for (int i = 0; i < g->n_eog; i++)
             g->logits[g->eog[i]] = -INFINITY;
-    if (g->o->schema && !fl_json_mask(g->jv, g->o->schema, &g->js, g->logits, g->masked))
+    if (g->cons && !fl_constraint_mask(g->cons, g->jv, g->logits, g->masked))
         return -1;
-    return fl_sampler_sample(g->smp, g->o->schema ? g->masked : g->logits);
+    return fl_sampler_sample(g->smp, g->cons ? g->masked : g->logits);
 }
 
 static void emit(struct run_gen *g, int32_t id, bool display)
@@ -143,8 +152,8 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
     g->n_made = 0;
     if (g->answer)
         g->answer[0] = '\0';
-    if (g->o->schema)
-        fl_schema_init(g->o->schema, &g->js);
+    if (g->cons)
+        fl_constraint_reset(g->cons);
     double t0 = fl_clock_s(), t1 = t0;
     int rc = 0;
     for (;;) {
@@ -159,12 +168,14 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
         int32_t id = sample(g);
         if (id < 0) {
             rc = fl_err_set(err, -EINVAL, "no token can be drawn (the logits are not finite, "
-                            "or --logit-bias%s left none)", g->o->schema ? " or the JSON schema" : "");
+                            "or --logit-bias%s left none)", g->o->schema    ? " or the JSON schema"
+                                                       : g->grammar ? " or the grammar"
+                                                                    : "");
             break;
         }
-        if (g->o->schema && !fl_json_accept(g->jv, g->o->schema, &g->js, id)) {
-            rc = fl_err_set(err, -EINVAL, "a token the JSON schema's mask allowed does not "
-                            "continue the answer");
+        if (g->cons && !fl_constraint_accept(g->cons, g->jv, id)) {
+            rc = fl_err_set(err, -EINVAL, "a token the mask allowed does not continue the "
+                            "answer");
             break;
         }
         if (is_eog(g, id) && !g->o->ignore_eos) {
@@ -180,7 +191,7 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             *why = RUN_STOP_REVERSE;
             break;
         }
-        if (g->o->schema && fl_schema_done(&g->js)) {
+        if (g->cons && fl_constraint_done(g->cons)) {
             *why = RUN_STOP_VALUE;
             break;
         }

@@ -18,6 +18,7 @@
 #include "app/cli/run.h"
 #include "app/cli/session-flags.h"
 #include "base/json.h"
+#include "base/whole-file.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "text/chat.h"
@@ -38,6 +39,9 @@ static int usage(FILE *out)
         "  -j, --json-schema SCHEMA  every answer is a JSON value of SCHEMA (the subset of\n"
         "                        docs/serve.md's structured outputs); it ends when whole\n"
         "  -jf, --json-schema-file FILE  the same, the schema read from FILE\n"
+        "  --grammar GBNF        every answer is a sentence of this grammar (llama.cpp's GBNF,\n"
+        "                        docs/serve.md); it ends when nothing more may follow\n"
+        "  --grammar-file FILE   the same, the grammar read from FILE\n"
         "  -l, --logit-bias ID(+|-)BIAS  add BIAS to token ID's logit (15043+1, 15043-inf\n"
         "                        bans it; repeatable)\n"
         "  --no-display-prompt   print only the generated text\n"
@@ -138,6 +142,10 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         ok = eng_arg_str("run", argc, argv, i, &o->json_schema);
     else if (eng_arg_is(a, "-jf", "--json-schema-file"))
         ok = eng_arg_str("run", argc, argv, i, &o->json_schema_file);
+    else if (eng_arg_is(a, "--grammar", NULL))
+        ok = eng_arg_str("run", argc, argv, i, &o->grammar);
+    else if (eng_arg_is(a, "--grammar-file", NULL))
+        ok = eng_arg_str("run", argc, argv, i, &o->grammar_file);
     else
         return 0;
     return ok ? 1 : -1;
@@ -160,6 +168,28 @@ static int compile_schema(struct run_opts *o)
     json_decref(j);
     if (rc)
         fprintf(stderr, "faultline run: %s\n", err.msg);
+    return rc ? -1 : 0;
+}
+
+/* --grammar TEXT or --grammar-file FILE into o->grammar_text (compiled
+ * once the vocabulary is loaded); 0, or -1 with one line said. */
+static int read_grammar(struct run_opts *o)
+{
+    const int n_given = !!o->grammar + !!o->grammar_file +
+                        !!(o->json_schema || o->json_schema_file);
+    if (n_given > 1) {
+        fprintf(stderr, "faultline run: --grammar, --grammar-file and -j/-jf each constrain the "
+                "answer: give one\n");
+        return -1;
+    }
+    if (o->grammar) {
+        o->grammar_len = strlen(o->grammar);
+        return (o->grammar_text = strdup(o->grammar)) ? 0 : -1;
+    }
+    const int rc = fl_read_whole_file(o->grammar_file, 1 << 24, &o->grammar_text, &o->grammar_len);
+    if (rc)
+        fprintf(stderr, "faultline run: --grammar-file %s: %s\n", o->grammar_file,
+                rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
     return rc ? -1 : 0;
 }
 
@@ -198,6 +228,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
     }
+    if ((o->grammar || o->grammar_file) && read_grammar(o))
+        return ENG_EXIT_USAGE;
     if ((o->json_schema || o->json_schema_file) && compile_schema(o))
         return ENG_EXIT_USAGE;
     eng_args_finish("run", &common);
@@ -361,6 +393,7 @@ int cli_run(int argc, char **argv)
     struct fl_err err = { { 0 } };
     rc = run_main(&o, &err);
     fl_schema_free(o.schema);
+    free(o.grammar_text);
     if (rc == 1 && err.msg[0])
         fprintf(stderr, "faultline run: %s\n", err.msg);
     return rc;

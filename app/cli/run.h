@@ -36,6 +36,10 @@ struct run_opts {
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
     const char *json_schema, *json_schema_file; /* -j / -jf: every answer a value of it */
     struct fl_schema *schema;                    /* ... compiled (run.c owns it) */
+    const char *grammar, *grammar_file; /* --grammar / --grammar-file: every answer a sentence of
+                                         * this GBNF grammar (compiled with the vocabulary) */
+    char *grammar_text;                 /* ... the file's text (run.c owns it) */
+    size_t grammar_len;
 };
 
 enum run_stop {
@@ -44,7 +48,8 @@ enum run_stop {
     RUN_STOP_REVERSE,   /* a -r text appeared */
     RUN_STOP_INTERRUPT, /* Ctrl-C */
     RUN_STOP_CONTEXT,   /* the context is full */
-    RUN_STOP_VALUE,     /* the answer is a whole value of the JSON schema */
+    RUN_STOP_VALUE,     /* the answer is a whole value of the JSON schema (or a sentence of
+                         * the grammar that nothing may follow) */
 };
 
 /* One sequence's sampling state across prompts and answers. */
@@ -58,8 +63,9 @@ struct run_gen {
     int n_eog;
     bool unfed;              /* the last answer's last token is not in the KV yet */
     int32_t unfed_id;
-    struct fl_json_vocab *jv; /* with a JSON schema: the vocabulary's pieces ... */
-    struct fl_schema_state js; /* ... and the answer so far against the schema */
+    struct fl_mask_vocab *jv; /* with a JSON schema or a grammar: the vocabulary's pieces, */
+    struct fl_grammar *grammar; /* the grammar compiled, */
+    struct fl_constraint *cons; /* and the answer so far against either */
     float *masked;
     char *answer;            /* the text of the current answer */
     size_t answer_len, answer_cap;

@@ -4,7 +4,8 @@
  * the chunk and completion objects built from what is accepted; a chat
  * accepted also renders in chatml (tools, calls and results too) and its
  * answer is read for reasoning and tool calls; the schema a forced call is
- * held to compiles.
+ * held to compiles; a grammar compiles or says why (no vocabulary here:
+ * its tokens are refused).
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "text/grammar.h"
 #include "text/json-schema.h"
 #include "text/tool-calls.h"
 
@@ -97,6 +99,14 @@ static void one(json_t *body, enum api_kind kind)
         if (r.logit_bias[i].id < 0 || !(r.logit_bias[i].bias >= -100.0f || r.logit_bias[i].bias == -INFINITY) ||
             r.logit_bias[i].bias > 100.0f)
             die("a logit_bias entry out of range");
+    struct fl_grammar *g = NULL; /* a grammar compiles, or says why in one line */
+    err.msg[0] = 0;
+    if (r.grammar && (r.json_object || r.json_schema || !r.grammar_len))
+        die("a grammar beside a schema, or an empty one, accepted");
+    if (r.grammar && fl_grammar_compile(r.grammar, r.grammar_len, NULL, &g, &err) &&
+        strncmp(err.msg, "grammar: ", 9))
+        die("a grammar refused without its line");
+    fl_grammar_free(g);
     struct fl_sampler_params d, out;
     fl_sampler_defaults(&d, 1);
     api_request_sampling(&r, &d, &out);
