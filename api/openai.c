@@ -491,6 +491,16 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
  * asked for. (llama-server without --jinja refuses tools the same way.) */
 static int refuse_unsupported(const json_t *b, struct fl_err *err);
 
+void api_request_constraint_defaults(struct api_request *r,
+                                     const struct api_constraint_defaults *d)
+{
+    if (r->json_object || r->json_schema || r->grammar || r->n_tools)
+        return;
+    r->json_schema = d->schema;
+    r->grammar = d->schema ? NULL : d->grammar;
+    r->grammar_len = d->schema ? 0 : d->grammar_len;
+}
+
 /* llama-server's "grammar": GBNF text ("" or null: none). One constraint
  * at a time: not with a schema, JSON mode or tools (whose calls are held to
  * their own schemas). Compiled once the vocabulary is known

@@ -136,6 +136,17 @@ int api_request_select_prompt(struct api_request *r, int i);
 /* Fills what r did not say about reasoning from d. */
 void api_request_reasoning_defaults(struct api_request *r, const struct api_reasoning_defaults *d);
 
+/* What a command's -j / -jf / --grammar / --grammar-file hold answers to
+ * when a request asks for no format, schema, grammar or tools of its own
+ * (as llama-server's flags are defaults for its requests). */
+struct api_constraint_defaults {
+    const json_t *schema; /* NULL: none */
+    const char *grammar;  /* NULL: none */
+    size_t grammar_len;
+};
+void api_request_constraint_defaults(struct api_request *r,
+                                     const struct api_constraint_defaults *d);
+
 struct fl_tokenizer;
 
 /* What only the model's vocabulary can check: 0, or -EINVAL naming the

@@ -631,8 +631,10 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req
     struct fl_err err = { "" };
     const int prc = api_request_parse(body, kind, req, &err);
     json_decref(body);
-    if (!prc)
+    if (!prc) {
         api_request_reasoning_defaults(req, &k->s->o->reasoning);
+        api_request_constraint_defaults(req, &k->s->o->constraint);
+    }
     if (prc)
         *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_request",
                               "%s", err.msg);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "serve/http.h"
+#include "text/grammar.h"
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
@@ -281,9 +282,15 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
     if (!rc && (rc = srv_loop_wait_loaded(s.loop, err)) == 0) {
         struct eng_session *ses = srv_loop_session(s.loop);
         s.chat = o->chat != FL_CHAT_UNKNOWN ? o->chat : fl_chat_detect_file(eng_session_gguf(ses));
-        fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells, chat format %s\n",
-                s.model_name, eng_session_n_seq(ses), eng_session_cells_free(ses),
-                fl_chat_format_name(s.chat));
+        struct fl_grammar *g = NULL; /* --grammar: its tokens are the model's */
+        if (o->constraint.grammar)
+            rc = fl_grammar_compile(o->constraint.grammar, o->constraint.grammar_len,
+                                    eng_session_tokenizer(ses), &g, err);
+        fl_grammar_free(g);
+        if (!rc)
+            fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells, chat format "
+                    "%s\n", s.model_name, eng_session_n_seq(ses), eng_session_cells_free(ses),
+                    fl_chat_format_name(s.chat));
     }
     while (!rc && !g_signal) {
         struct timespec ts = { 0, 100 * 1000000L };

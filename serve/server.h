@@ -30,6 +30,7 @@ struct srv_opts {
     enum fl_chat_format chat;  /* FL_CHAT_UNKNOWN: the model's own */
     struct fl_sampler_params samp; /* what a request does not say */
     struct api_reasoning_defaults reasoning; /* ... about reasoning */
+    struct api_constraint_defaults constraint; /* ... about the answer's form (-j, --grammar) */
     int max_tokens;            /* a request without max_tokens: -1 = up to the context */
     int max_queue;             /* requests waiting for a sequence before 503 */
     size_t max_body;           /* bytes; more: 413 */

@@ -347,6 +347,23 @@ for cid, rx in (("yesno", r"(yes|no)!"), ("digits", r"[1-9][0-9]{0,4} items")):
 assert got["bad"]["response"] is None and "line 1, column" in got["bad"]["error"]["message"], got["bad"]
 print("grammars:", [got[c]["response"]["body"]["choices"][0]["text"] for c in ("yesno", "digits")])
 EOF2
+# --grammar: the lines that bring no grammar, schema or tools of their own (here "bad" keeps
+# its error, "yesno" and "digits" their own grammars, "plain" takes the default)
+printf '%s\n' '{"custom_id": "plain", "url": "/v1/completions", "body": {"prompt": "Q:", "max_tokens": 16}}' >>"$dir/g.jsonl"
+"$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g2.out" -q --grammar 'root ::= "ok" [!?]' 2>"$dir/err" ||
+    fail "--grammar: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/g.out" "$dir/g2.out" <<'EOF2' || fail "--grammar in batch"
+import json, sys
+one, two = ({o["custom_id"]: o for o in map(json.loads, open(f))} for f in sys.argv[1:])
+text = lambda o: o["response"]["body"]["choices"][0]["text"]
+assert text(two["plain"]) in ("ok!", "ok?"), two["plain"]
+assert text(two["yesno"]) == text(one["yesno"]) and text(two["digits"]) == text(one["digits"]), two
+print("--grammar: the plain line answers %r, the others as before" % text(two["plain"]))
+EOF2
+"$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g3.out" -q --grammar 'root ::= <[99999999]>' 2>"$dir/err"
+[ $? = 1 ] && grep -q "outside the vocabulary" "$dir/err" || fail "--grammar out of the vocabulary: $(cat "$dir/err")"
+"$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g3.out" -q --grammar-file "$dir/none.gbnf" 2>"$dir/err"
+[ $? = 2 ] || fail "--grammar-file with no file: $(cat "$dir/err")"
 
 # the README's example file: every request answered
 "$cli" batch -m "$model" -i examples/batch-requests.jsonl -o "$dir/example.jsonl" -q 2>"$dir/err" ||

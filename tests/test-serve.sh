@@ -120,6 +120,33 @@ start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
+# --grammar (llama-server's flag): the grammar of requests that bring no format, schema,
+# grammar or tools of their own; one the model's vocabulary cannot hold stops the start
+start -np 2 -c 512 --grammar 'root ::= ("yes" | "no") "!"'
+python3 - "$base" "$key" "$(dirname "$0")" <<'EOF' || fail "--grammar: the requests' default"
+import re, sys
+sys.path.insert(0, sys.argv[3])
+from serve_client import Server
+srv = Server(sys.argv[1], sys.argv[2])
+for path, body, rx in (
+        ("/v1/completions", {"prompt": "Q:"}, r"(yes|no)!"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Q"}]}, r"(yes|no)!"),
+        ("/v1/completions", {"prompt": "Q:", "grammar": "root ::= [0-9]{3}"}, r"[0-9]{3}"),
+        ("/v1/completions", {"prompt": "Q:", "response_format": {"type": "json_object"},
+                             "max_tokens": 64}, r"\{.*")):
+    c = srv.post(path, dict(body, temperature=1.0, seed=4, max_tokens=body.get("max_tokens", 16)))["choices"][0]
+    text = c["message"]["content"] if "message" in c else c["text"]
+    assert re.fullmatch(rx, text, re.S), (body, text)
+    print("--grammar default: %s -> %r" % (list(body)[1:] or ["none"], text))
+EOF
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+"$cli" serve -m $model --port 0 -t 2 --grammar 'root ::= <[99999999]>' 2>"$dir/err"
+[ $? = 1 ] && grep -q "a token id outside the vocabulary" "$dir/err" ||
+  fail "--grammar the vocabulary cannot hold: $(tail -2 "$dir/err")"
+"$cli" serve -m $model --port 0 --grammar 'root ::= "a"' -j '{}' 2>"$dir/err"
+[ $? = 2 ] || fail "--grammar with -j: $(cat "$dir/err")"
+echo "--grammar: the default of requests without their own; 1 for one the model cannot hold, 2 with -j"
+
 # GLM-4.5's chat format (its own server on the glm4moe model): prompts as
 # GLM-4.6's template writes them, a named call (tests/serve-tools.py)
 qwen=$model model=tests/data/glm4moe-tiny-Q8_0.gguf

@@ -21,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "pager/pager.h"
 #include "serve/engine-request.h"
+#include "text/grammar.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
 
@@ -28,6 +29,8 @@ struct batch_opts {
     struct eng_session_params sp;
     struct fl_sampler_params samp;
     struct api_reasoning_defaults reasoning;
+    struct eng_constraint_args cons; /* -j / --grammar: requests' default form */
+    struct api_constraint_defaults constraint;
     const char *in, *out, *chat_template;
     int max_tokens;
     bool seed_given, quiet;
@@ -88,11 +91,14 @@ static int usage(FILE *out)
             "                       [--reasoning-format FMT] [-rea on|off|auto]\n"
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort LEVEL]\n"
+            "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
             "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
             "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
             "output skips what is done. -n and the sampling flags are the defaults for requests\n"
-            "that do not say (-n -1: up to the context). Prompts that start alike (shared\n"
+            "that do not say (-n -1: up to the context), -j / --grammar the JSON schema or GBNF\n"
+            "grammar of lines that ask for no format, schema, grammar or tools of their own.\n"
+            "Prompts that start alike (shared\n"
             "instructions) read the whole -b chunks an earlier one ran from the prompt cache: the\n"
             "same bits (--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
             "reasoning is the message's reasoning_content (--reasoning-format none: left in\n"
@@ -112,7 +118,7 @@ static int parse(int argc, char **argv, struct batch_opts *o)
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &o->seed_given, &o->max_tokens,
-                                           &o->chat_template, &o->reasoning };
+                                           &o->chat_template, &o->reasoning, &o->cons };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;
@@ -140,6 +146,10 @@ static int parse(int argc, char **argv, struct batch_opts *o)
         fprintf(stderr, "faultline batch: -m, -i and -o are required\n");
         return usage(stderr);
     }
+    if (eng_constraint_load("batch", &o->cons))
+        return 2;
+    o->constraint = (struct api_constraint_defaults){ o->cons.schema, o->cons.grammar_text,
+                                                      o->cons.grammar_len };
     eng_args_finish("batch", &common);
     return -1;
 }
@@ -335,6 +345,7 @@ static void submit_prompt(struct batch_run *b, struct api_batch_line *l, struct 
 static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_no)
 {
     api_request_reasoning_defaults(&l->req, &b->o->reasoning);
+    api_request_constraint_defaults(&l->req, &b->o->constraint);
     const struct api_request *r = &l->req;
     struct fl_err err = { "" };
     char nmsg[96];
@@ -497,6 +508,11 @@ static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *
                 o->out, (long long)b->out.cut_bytes);
     if (!rc)
         rc = eng_session_open(&o->sp, &b->s, err);
+    struct fl_grammar *g = NULL; /* --grammar: its tokens are the model's */
+    if (!rc && o->constraint.grammar)
+        rc = fl_grammar_compile(o->constraint.grammar, o->constraint.grammar_len,
+                                eng_session_tokenizer(b->s), &g, err);
+    fl_grammar_free(g);
     if (!rc) {
         b->chat = o->chat_template ? fl_chat_format_from_name(o->chat_template)
                                    : fl_chat_detect_file(eng_session_gguf(b->s));
@@ -524,8 +540,10 @@ int cli_batch(int argc, char **argv)
 {
     struct batch_opts o;
     int st = parse(argc, argv, &o);
-    if (st >= 0)
+    if (st >= 0) {
+        eng_constraint_free(&o.cons);
         return st;
+    }
     if (!o.seed_given)
         o.samp.seed = (uint64_t)time(NULL);
     struct sigaction sa = { .sa_handler = on_signal };
@@ -552,5 +570,6 @@ int cli_batch(int argc, char **argv)
         fprintf(stderr, "faultline batch: %s\n", err.msg), rc = -EIO;
     eng_session_close(b.s);
     batch_out_close(&b.out);
+    eng_constraint_free(&o.cons);
     return rc || b.write_rc ? 1 : g_stop ? 128 + g_stop : 0;
 }

@@ -15,7 +15,9 @@
 #include "app/session.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
+#include "base/json.h"
 #include "base/whole-file.h"
+#include "text/json-schema.h"
 
 bool eng_arg_str(const char *cmd, int argc, char **argv, int *i, const char **out)
 {
@@ -497,7 +499,72 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
         ok = (t->sp->no_prompt_cache = a[2] == 'n', true); /* llama-server's pair */
     else if (t->reasoning && (taken = eng_arg_reasoning(cmd, argc, argv, i, t->reasoning)) != 0)
         return taken;
+    else if (t->constraint &&
+             (taken = eng_arg_constraint(cmd, argc, argv, i, t->constraint)) != 0)
+        return taken;
     else
         return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
     return ok ? 1 : -1;
+}
+
+int eng_arg_constraint(const char *cmd, int argc, char **argv, int *i,
+                       struct eng_constraint_args *c)
+{
+    const char *a = argv[*i];
+    if (eng_arg_is(a, "-j", "--json-schema"))
+        return eng_arg_str(cmd, argc, argv, i, &c->json_schema) ? 1 : -1;
+    if (eng_arg_is(a, "-jf", "--json-schema-file"))
+        return eng_arg_str(cmd, argc, argv, i, &c->json_schema_file) ? 1 : -1;
+    if (eng_arg_is(a, "--grammar", NULL))
+        return eng_arg_str(cmd, argc, argv, i, &c->grammar) ? 1 : -1;
+    if (eng_arg_is(a, "--grammar-file", NULL))
+        return eng_arg_str(cmd, argc, argv, i, &c->grammar_file) ? 1 : -1;
+    return 0;
+}
+
+/* The schema of -j TEXT or -jf FILE, checked; 0 or -1 (said). */
+static int load_schema(const char *cmd, struct eng_constraint_args *c)
+{
+    struct fl_err err = { "" };
+    struct fl_schema *s = NULL;
+    int rc = c->json_schema ? fl_json_load_bytes(c->json_schema, strlen(c->json_schema), false,
+                                                 "--json-schema", &c->schema, &err)
+                            : fl_json_load_file(c->json_schema_file, 1 << 24, &c->schema, &err);
+    if (!rc)
+        rc = fl_schema_compile(c->schema, &s, &err);
+    fl_schema_free(s);
+    if (rc)
+        fprintf(stderr, "faultline %s: %s\n", cmd, err.msg);
+    return rc ? -1 : 0;
+}
+
+int eng_constraint_load(const char *cmd, struct eng_constraint_args *c)
+{
+    const int given = !!c->json_schema + !!c->json_schema_file + !!c->grammar + !!c->grammar_file;
+    if (given > 1) {
+        fprintf(stderr, "faultline %s: -j, -jf, --grammar and --grammar-file each constrain the "
+                "answer: give one\n", cmd);
+        return -1;
+    }
+    if (c->json_schema || c->json_schema_file)
+        return load_schema(cmd, c);
+    if (c->grammar) {
+        c->grammar_len = strlen(c->grammar);
+        return (c->grammar_text = strdup(c->grammar)) ? 0 : -1;
+    }
+    const int rc = c->grammar_file ? fl_read_whole_file(c->grammar_file, 1 << 24, &c->grammar_text,
+                                                        &c->grammar_len)
+                                   : 0;
+    if (rc)
+        fprintf(stderr, "faultline %s: --grammar-file %s: %s\n", cmd, c->grammar_file,
+                rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
+    return rc ? -1 : 0;
+}
+
+void eng_constraint_free(struct eng_constraint_args *c)
+{
+    json_decref(c->schema);
+    free(c->grammar_text);
+    c->schema = NULL;
+    c->grammar_text = NULL;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 /* Whether option a is the short or the long form (either may be NULL). */
 bool eng_arg_is(const char *a, const char *short_form, const char *long_form);
 
@@ -110,6 +112,7 @@ struct eng_request_args {
     int *max_tokens;
     const char **chat_template;
     struct api_reasoning_defaults *reasoning;
+    struct eng_constraint_args *constraint; /* NULL: not taken */
 };
 int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
                      const struct eng_request_args *t);
@@ -117,6 +120,26 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
  * thinks: -rea, --chat-template-kwargs, --reasoning-effort). */
 int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
                       struct api_reasoning_defaults *r);
+
+/* llama.cpp's constraint flags: -j / --json-schema SCHEMA, -jf /
+ * --json-schema-file FILE, --grammar GBNF, --grammar-file FILE (run: every
+ * answer is held to it; serve and batch: every request that asks for no
+ * format, schema, grammar or tools of its own). eng_arg_constraint takes
+ * one (1 taken, 0 not one, -1 bad value, said); eng_constraint_load then
+ * reads the file and the JSON and checks the schema (0, or -1 with one
+ * line said: two given, a file it cannot read, JSON it cannot parse, a
+ * schema it cannot hold). A grammar is compiled once the vocabulary is
+ * known (its tokens are the model's). */
+struct eng_constraint_args {
+    const char *json_schema, *json_schema_file, *grammar, *grammar_file; /* as typed */
+    json_t *schema;     /* loaded (owned) */
+    char *grammar_text; /* loaded (owned) */
+    size_t grammar_len;
+};
+int eng_arg_constraint(const char *cmd, int argc, char **argv, int *i,
+                       struct eng_constraint_args *c);
+int eng_constraint_load(const char *cmd, struct eng_constraint_args *c);
+void eng_constraint_free(struct eng_constraint_args *c);
 
 /* llama.cpp's -e escapes, in place: backslash followed by n r t ' " or a
  * backslash, and \xHH; any other backslash stays as typed. Returns the new

@@ -36,8 +36,8 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
                               "(%d tokens)", o->bias[i].id, g->n_vocab);
     if ((rc = fl_sampler_set_bias(g->smp, o->bias, o->n_bias)))
         return fl_err_set(err, rc, "--logit-bias: %s", strerror(-rc));
-    if (o->grammar_text && (rc = fl_grammar_compile(o->grammar_text, o->grammar_len, tok,
-                                                    &g->grammar, err)))
+    if (o->cons.grammar_text && (rc = fl_grammar_compile(o->cons.grammar_text, o->cons.grammar_len,
+                                                         tok, &g->grammar, err)))
         return rc;
     if ((o->schema || g->grammar) && (fl_mask_vocab_new(tok, g->n_vocab, &g->jv) ||
                                       !(g->masked = malloc(sizeof(float) * (size_t)g->n_vocab)) ||

@@ -103,6 +103,7 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     bool ok = true;
+    int taken;
     if (eng_arg_is(a, "-n", "--n-predict"))
         ok = eng_arg_int("run", argc, argv, i, -2, 1 << 24, &o->n_gen);
     else if (eng_arg_is(a, "-r", "--reverse-prompt")) {
@@ -138,59 +139,11 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
     else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL) ||
              eng_arg_is(a, "--reasoning-effort", NULL))
         return run_reasoning_arg(argc, argv, i, o);
-    else if (eng_arg_is(a, "-j", "--json-schema"))
-        ok = eng_arg_str("run", argc, argv, i, &o->json_schema);
-    else if (eng_arg_is(a, "-jf", "--json-schema-file"))
-        ok = eng_arg_str("run", argc, argv, i, &o->json_schema_file);
-    else if (eng_arg_is(a, "--grammar", NULL))
-        ok = eng_arg_str("run", argc, argv, i, &o->grammar);
-    else if (eng_arg_is(a, "--grammar-file", NULL))
-        ok = eng_arg_str("run", argc, argv, i, &o->grammar_file);
+    else if ((taken = eng_arg_constraint("run", argc, argv, i, &o->cons)) != 0)
+        return taken;
     else
         return 0;
     return ok ? 1 : -1;
-}
-
-/* -j TEXT or -jf FILE into o->schema; 0, or -1 with one line said. */
-static int compile_schema(struct run_opts *o)
-{
-    if (o->json_schema && o->json_schema_file) {
-        fprintf(stderr, "faultline run: -j and -jf both give the JSON schema: pick one\n");
-        return -1;
-    }
-    json_t *j = NULL;
-    struct fl_err err = { "" };
-    int rc = o->json_schema ? fl_json_load_bytes(o->json_schema, strlen(o->json_schema), false,
-                                                 "--json-schema", &j, &err)
-                            : fl_json_load_file(o->json_schema_file, 1 << 24, &j, &err);
-    if (!rc)
-        rc = fl_schema_compile(j, &o->schema, &err);
-    json_decref(j);
-    if (rc)
-        fprintf(stderr, "faultline run: %s\n", err.msg);
-    return rc ? -1 : 0;
-}
-
-/* --grammar TEXT or --grammar-file FILE into o->grammar_text (compiled
- * once the vocabulary is loaded); 0, or -1 with one line said. */
-static int read_grammar(struct run_opts *o)
-{
-    const int n_given = !!o->grammar + !!o->grammar_file +
-                        !!(o->json_schema || o->json_schema_file);
-    if (n_given > 1) {
-        fprintf(stderr, "faultline run: --grammar, --grammar-file and -j/-jf each constrain the "
-                "answer: give one\n");
-        return -1;
-    }
-    if (o->grammar) {
-        o->grammar_len = strlen(o->grammar);
-        return (o->grammar_text = strdup(o->grammar)) ? 0 : -1;
-    }
-    const int rc = fl_read_whole_file(o->grammar_file, 1 << 24, &o->grammar_text, &o->grammar_len);
-    if (rc)
-        fprintf(stderr, "faultline run: --grammar-file %s: %s\n", o->grammar_file,
-                rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
-    return rc ? -1 : 0;
 }
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -228,10 +181,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
     }
-    if ((o->grammar || o->grammar_file) && read_grammar(o))
-        return ENG_EXIT_USAGE;
-    if ((o->json_schema || o->json_schema_file) && compile_schema(o))
-        return ENG_EXIT_USAGE;
+    if (eng_constraint_load("run", &o->cons) ||
+        (o->cons.schema && fl_schema_compile(o->cons.schema, &o->schema, NULL)))
+        return ENG_EXIT_USAGE; /* (a schema eng_constraint_load checked compiles) */
     eng_args_finish("run", &common);
     if (!o->seed_given)
         o->samp.seed = (uint64_t)time(NULL);
@@ -393,7 +345,7 @@ int cli_run(int argc, char **argv)
     struct fl_err err = { { 0 } };
     rc = run_main(&o, &err);
     fl_schema_free(o.schema);
-    free(o.grammar_text);
+    eng_constraint_free(&o.cons);
     if (rc == 1 && err.msg[0])
         fprintf(stderr, "faultline run: %s\n", err.msg);
     return rc;

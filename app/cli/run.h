@@ -34,12 +34,10 @@ struct run_opts {
     int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
                          * default, 0 enable_thinking=false (text/chat.h) */
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
-    const char *json_schema, *json_schema_file; /* -j / -jf: every answer a value of it */
-    struct fl_schema *schema;                    /* ... compiled (run.c owns it) */
-    const char *grammar, *grammar_file; /* --grammar / --grammar-file: every answer a sentence of
-                                         * this GBNF grammar (compiled with the vocabulary) */
-    char *grammar_text;                 /* ... the file's text (run.c owns it) */
-    size_t grammar_len;
+    struct eng_constraint_args cons; /* -j / -jf / --grammar / --grammar-file: every answer a
+                                      * value of the schema or a sentence of the grammar
+                                      * (compiled with the vocabulary) */
+    struct fl_schema *schema;        /* ... the schema compiled (run.c owns it) */
 };
 
 enum run_stop {

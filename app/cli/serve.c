@@ -21,6 +21,7 @@ static int usage(FILE *out)
             "                       deepseek-legacy] [-rea on|off|auto] [--chat-template-kwargs J]\n"
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort low|medium|high]\n"
+            "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM, MiniMax, gpt-oss, Kimi\n"
             "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"
@@ -28,6 +29,9 @@ static int usage(FILE *out)
             "\"chat_template_kwargs\": {\"enable_thinking\": false}, asks Qwen3 and GLM-4.5 not to think;\n"
             "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template.\n"
+            "-j / --grammar hold the answers of requests that ask for no format, schema, grammar or\n"
+            "tools of their own to a JSON schema or a GBNF grammar (a request's \"grammar\" or\n"
+            "\"json_schema\" does it for itself).\n"
             "-np sequences run at once, sharing -c KV cells and every expert read.\n"
             "A prompt that starts as an earlier one did reads its whole -b chunks from the prompt\n"
             "cache (the same bits as computing them; --no-cache-prompt, or \"cache_prompt\": false\n"
@@ -59,7 +63,8 @@ static bool arg_size(int argc, char **argv, int *i, size_t *out)
     return true;
 }
 
-static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
+static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
+                 struct eng_constraint_args *cons)
 {
     srv_opts_init(o);
     o->sp.n_seq = 4;
@@ -67,7 +72,7 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat,
-                                           &o->reasoning };
+                                           &o->reasoning, cons };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int taken;
@@ -109,6 +114,10 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat)
         fprintf(stderr, "faultline serve: -m MODEL is required\n");
         return usage(stderr);
     }
+    if (eng_constraint_load("serve", cons))
+        return 2;
+    o->constraint = (struct api_constraint_defaults){ cons->schema, cons->grammar_text,
+                                                      cons->grammar_len };
     eng_args_finish("serve", &common);
     return -1;
 }
@@ -117,15 +126,19 @@ int cli_serve(int argc, char **argv)
 {
     struct srv_opts o;
     const char *chat = NULL;
-    int rc = parse(argc, argv, &o, &chat);
-    if (rc >= 0)
+    struct eng_constraint_args cons = { 0 };
+    int rc = parse(argc, argv, &o, &chat, &cons);
+    if (rc >= 0) {
+        eng_constraint_free(&cons);
         return rc;
+    }
     if (chat && (o.chat = fl_chat_format_from_name(chat)) == FL_CHAT_UNKNOWN) {
         fprintf(stderr, "faultline serve: --chat-template %s: not a known format\n", chat);
         return 2;
     }
     struct fl_err err = { "" };
     rc = srv_run(&o, &err);
+    eng_constraint_free(&cons);
     if (rc)
         fprintf(stderr, "faultline serve: %s\n", err.msg);
     return rc ? 1 : 0;
