@@ -16,6 +16,7 @@
 #include "text/json-mode.h"
 #include "text/json-schema.h"
 #include "text/reasoning.h"
+#include "text/think-budget.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 
@@ -29,12 +30,8 @@ struct sched_req {
     struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
     struct fl_grammar *grammar; /* or a grammar ... */
     struct fl_constraint *cons; /* ... and the answer so far against it */
-    bool think_limit, think_opened; /* the reasoning budget (eng_req) */
-    bool think_over;                /* the reasoning closed, or there is none: no more to do */
-    int think_budget, think_from;   /* think_from: tokens made when the reasoning began (-1) */
-    const struct fl_reasoning_tags *tags; /* where the reasoning lies */
-    int32_t *force;                 /* the tokens forced when the budget is spent */
-    int n_force, forced;            /* ... and how many of them went */
+    bool think_limit;               /* the reasoning budget (eng_req) ... */
+    struct fl_think_budget think;   /* ... and its state */
     int top_lp;
     struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
     struct fl_token_logprob *plp; /* [n_prompt] with want_plp */
@@ -118,22 +115,6 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     return 0;
 }
 
-/* The reasoning budget's forced tokens: message and the close tag. */
-static int think_tokens(struct eng_sched *q, struct sched_req *r, const char *message)
-{
-    if (r->think_budget < 0)
-        return -EINVAL;
-    char *t = NULL;
-    if (asprintf(&t, "%s%s", message ? message : "", r->tags->close) < 0)
-        return -ENOMEM;
-    const int n = fl_tokenize_alloc(q->tok, t, strlen(t), false, true, &r->force);
-    free(t);
-    if (n <= 0)
-        return n < 0 ? n : -EINVAL;
-    r->n_force = n;
-    return 0;
-}
-
 static void req_free(struct sched_req *r)
 {
     if (!r)
@@ -144,7 +125,7 @@ static void req_free(struct sched_req *r)
     fl_constraint_free(r->cons);
     fl_schema_free(r->schema);
     fl_grammar_free(r->grammar);
-    free(r->force);
+    fl_think_budget_free(&r->think);
     free(r->prompt);
     free(r->gen);
     free(r->lp);
@@ -230,12 +211,11 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .want_plp = in->prompt_logprobs && in->logprobs,
                              .think_limit = in->think_limit && !in->json_object &&
                                             !in->json_schema && !in->grammar,
-                             .think_opened = in->think_opened, .think_budget = in->think_budget,
-                             .think_from = -1, .lender = -1,
-                             .tags = in->think_tags ? in->think_tags : &fl_think_tags };
+                             .lender = -1 };
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && r->think_limit)
-        rc = think_tokens(q, r, in->think_message);
+        rc = fl_think_budget_init(&r->think, q->tok, in->think_tags, in->think_opened,
+                                  in->think_budget, in->think_message);
     if (!rc && r->want_plp && !(r->plp = calloc((size_t)r->n_prompt + 1, sizeof(*r->plp))))
         rc = -ENOMEM;
     if (!rc && r->want_plp && r->n_prompt) /* nothing predicts the first token */
@@ -493,9 +473,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->t_first = 0;
     if (r->cons)
         fl_constraint_reset(r->cons);
-    r->think_from = -1;
-    r->forced = 0;
-    r->think_over = false;
+    fl_think_budget_reset(&r->think);
     fl_sampler_reset(r->smp, r->sp.seed);
     for (int i = 0; i < r->n_prompt; i++)
         fl_sampler_accept(r->smp, r->prompt[i]);
@@ -649,27 +627,6 @@ static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const 
     figures(q, r, row, fl_logsumexp(row, q->n_vocab), r->prompt[p], &r->plp[p]);
 }
 
-/* The token the reasoning budget forces next, or -1: none (the budget is
- * not spent, the reasoning is closed or never opened, or a character is
- * not whole yet), as llama.cpp's reasoning-budget sampler. */
-static int32_t think_forced(struct sched_req *r)
-{
-    if (!r->think_limit || r->think_over || r->forced == r->n_force)
-        return -1;
-    if (r->forced > 0)
-        return r->force[r->forced++];
-    struct fl_reasoning_split sp;
-    fl_reasoning_split_tags(r->tags, r->text, r->len, r->think_opened, false, &sp);
-    r->think_over = sp.state == FL_REASONING_NONE || sp.state == FL_REASONING_CLOSED;
-    if (sp.state != FL_REASONING_OPEN)
-        return -1;
-    if (r->think_from < 0)
-        r->think_from = r->n_gen;
-    if (r->n_gen - r->think_from < r->think_budget || fl_utf8_whole(r->text, r->len) != r->len)
-        return -1;
-    return r->force[r->forced++];
-}
-
 /* A logits row for r: sample, and end r or queue the token for the next step. */
 static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 {
@@ -690,7 +647,8 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    const int32_t forced = think_forced(r);
+    const int32_t forced = r->think_limit ? fl_think_budget_next(&r->think, r->text, r->len, r->n_gen)
+                                          : -1;
     const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->constrained ? q->masked : row);
     if (id < 0) {
         r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";

@@ -307,6 +307,26 @@ run -p x --grammar 'root ::= "a"' -j '{}' 2>"$dir/err"
 [ $? = 2 ] || fail "--grammar with -j: $(cat "$dir/err")"
 echo "--grammar / --grammar-file: sentences (Python's re), 1 for a grammar that does not compile, 2 for flags"
 
+# --- --reasoning-budget: MiniMax-M2's prompt opens <think>; greedy answers ---------
+mm=tests/data/minimax-m2-tiny-Q8_0.gguf
+"$cli" run -m $mm -t 1 -st -p hi -n 12 --temp 0 --no-display-prompt --log-disable >"$dir/free" 2>"$dir/err" ||
+  fail "run on MiniMax-M2: $(cat "$dir/err")"
+"$cli" run -m $mm -t 1 -st -p hi -n 12 --temp 0 --no-display-prompt --log-disable --reasoning-budget 0 \
+  --reasoning-budget-message "Enough." >"$dir/zero" 2>"$dir/err" || fail "--reasoning-budget 0: $(cat "$dir/err")"
+"$cli" run -m $mm -t 1 -st -p hi -n 12 --temp 0 --no-display-prompt --log-disable --reasoning-budget 2 \
+  >"$dir/two" 2>"$dir/err" || fail "--reasoning-budget 2: $(cat "$dir/err")"
+python3 - "$dir/free" "$dir/zero" "$dir/two" <<'EOF' || fail "--reasoning-budget: $(cat "$dir/free" "$dir/zero" "$dir/two")"
+import sys
+free, zero, two = (open(f, encoding="utf-8", errors="replace").read() for f in sys.argv[1:])
+assert "</think>" not in free[:40], free      # unbudgeted, it reasons on
+assert zero.startswith("Enough.</think>"), zero  # 0: the message and the close at once
+head = two.split("</think>")[0]
+assert "</think>" in two and head and free.startswith(head), (two, free)  # 2 tokens of the free answer
+print("--reasoning-budget: 0 ->", repr(zero[:20]), "; 2 ->", repr(two[:20]))
+EOF
+"$cli" run -m $mm -st -p hi --reasoning-budget -2 >/dev/null 2>"$dir/err"
+[ $? = 2 ] || fail "--reasoning-budget -2: $(cat "$dir/err")"
+
 # --- -rea off / --chat-template-kwargs: Qwen3's enable_thinking=false -------------
 for how in "-rea off" "--reasoning off" "--chat-template-kwargs {\"enable_thinking\":false}"; do
   # shellcheck disable=SC2086

@@ -8,11 +8,15 @@
  * length, to be a prefix of the finished one at the same place, settled no
  * further than its bytes, and never going back: what a stream sends is
  * exactly what the whole answer says. */
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "tests/check.h"
 #include "text/reasoning.h"
+#include "text/think-budget.h"
+#include "text/tokenizer.h"
 
 static bool is_blank(char c)
 {
@@ -170,9 +174,52 @@ static void test_random(void)
     random_answers(&fl_harmony_tags, harmony, (int)(sizeof(harmony) / sizeof(harmony[0])), 100000);
 }
 
+/* The reasoning budget: nothing forced before the reasoning opens, while
+ * it holds fewer tokens than the budget or ends inside a character, or
+ * once it closed (or never opened); then the message and the close tag,
+ * one token a call, and nothing after them. */
+static void test_budget(void)
+{
+    struct gguf_file *f = NULL;
+    struct fl_tokenizer *tok = NULL;
+    struct fl_err err = { "" };
+    if (gguf_open("tests/data/qwen3moe-tiny-F16.gguf", &f, &err) ||
+        fl_tokenizer_load(f, &tok, &err)) {
+        CHECK(0, "tokenizer: %s", err.msg);
+        return;
+    }
+    int32_t want[64];
+    const int n_want = fl_tokenize(tok, "ok</think>", 10, false, true, want, 64);
+    struct fl_think_budget b;
+    CHECK(fl_think_budget_init(&b, tok, NULL, false, -1, NULL) == -EINVAL, "a budget of -1");
+    CHECK(fl_think_budget_init(&b, tok, NULL, false, 2, "ok") == 0 && b.n_force == n_want &&
+              !memcmp(b.force, want, sizeof(*want) * (size_t)n_want), "message and close tag");
+    CHECK(fl_think_budget_next(&b, "", 0, 0) == -1 && fl_think_budget_next(&b, " <thi", 5, 2) == -1,
+          "undecided: nothing");
+    CHECK(fl_think_budget_next(&b, " <think>", 8, 3) == -1 &&
+              fl_think_budget_next(&b, " <think>a", 9, 4) == -1, "open, 1 token of 2: nothing");
+    CHECK(fl_think_budget_next(&b, " <think>a\xc3", 10, 5) == -1, "inside a character: nothing");
+    int k = 0;
+    for (int32_t id; (id = fl_think_budget_next(&b, " <think>a\xc3\xa9", 11, 6 + k)) >= 0; k++)
+        CHECK(k < n_want && id == want[k], "forced token %d: %d", k, id);
+    CHECK(k == n_want, "%d forced, want %d", k, n_want);
+    fl_think_budget_reset(&b);
+    CHECK(fl_think_budget_next(&b, "<think>a</think>", 16, 9) == -1 &&
+              fl_think_budget_next(&b, "<think>a</think>bcd", 19, 12) == -1, "closed: nothing");
+    fl_think_budget_reset(&b);
+    CHECK(fl_think_budget_next(&b, "hello", 5, 5) == -1 && b.over, "no reasoning: nothing");
+    fl_think_budget_free(&b);
+    CHECK(fl_think_budget_init(&b, tok, NULL, true, 0, NULL) == 0 &&
+              fl_think_budget_next(&b, "", 0, 0) >= 0, "opened by the prompt, 0: forced at once");
+    fl_think_budget_free(&b);
+    fl_tokenizer_free(tok);
+    gguf_close(f);
+}
+
 int main(void)
 {
     test_fixed();
     test_random();
+    test_budget();
     return check_summary("test-reasoning");
 }

@@ -278,6 +278,8 @@ int run_chat(struct eng_session *s, const struct run_opts *o, struct fl_err *err
         return fl_err_set(err, -EINVAL, "a conversation needs a chat format: this model names "
                           "none faultline knows (--chat-template NAME, or -no-cnv)");
     int rc = run_gen_init(&c.g, s, o, err);
+    if (!rc)
+        rc = run_gen_think(&c.g, c.fmt, err);
     if (!rc && o->system_prompt && add_msg(&c, "system", o->system_prompt, strlen(o->system_prompt)))
         rc = fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc && !o->compat.log_disable)

@@ -46,8 +46,22 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
     return 0;
 }
 
+int run_gen_think(struct run_gen *g, enum fl_chat_format fmt, struct fl_err *err)
+{
+    if (g->o->think_budget < 0 || g->cons)
+        return 0;
+    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = g->o->thinking == 0 };
+    const int rc = fl_think_budget_init(&g->think, eng_session_tokenizer(g->s),
+                                        fl_chat_reasoning_tags(fmt), fl_chat_opens_reasoning(fmt, &co),
+                                        g->o->think_budget, g->o->think_message);
+    g->think_on = rc == 0;
+    return rc ? fl_err_set(err, rc, "--reasoning-budget: %s", rc == -ENOMEM ? "out of memory"
+                                                              : "nothing to force") : 0;
+}
+
 void run_gen_free(struct run_gen *g)
 {
+    fl_think_budget_free(&g->think);
     fl_sampler_free(g->smp);
     fl_mask_vocab_free(g->jv);
     fl_constraint_free(g->cons);
@@ -154,6 +168,7 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
         g->answer[0] = '\0';
     if (g->cons)
         fl_constraint_reset(g->cons);
+    fl_think_budget_reset(&g->think);
     double t0 = fl_clock_s(), t1 = t0;
     int rc = 0;
     for (;;) {
@@ -165,7 +180,10 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             *why = RUN_STOP_LIMIT;
             break;
         }
-        int32_t id = sample(g);
+        const int32_t forced = g->think_on ? fl_think_budget_next(&g->think, g->answer,
+                                                                  g->answer_len, g->n_made)
+                                           : -1;
+        int32_t id = forced >= 0 ? forced : sample(g);
         if (id < 0) {
             rc = fl_err_set(err, -EINVAL, "no token can be drawn (the logits are not finite, "
                             "or --logit-bias%s left none)", g->o->schema    ? " or the JSON schema"

@@ -57,6 +57,9 @@ static int usage(FILE *out)
         "                        and GLM-4.5's enable_thinking=false); auto: as the template\n"
         "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off\n"
         "  --reasoning-effort low|medium|high  gpt-oss's reasoning effort (its system turn)\n"
+        "  --reasoning-budget N  in a chat answer, after N tokens of reasoning force\n"
+        "                        </think> (0: answer at once; -1, the default: no limit)\n"
+        "  --reasoning-budget-message TEXT  forced before </think> when the budget ends it\n"
         "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
         "  prompt ends it; a line ending in \\ continues on the next.\n"
         "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
@@ -92,10 +95,13 @@ static bool parse_bias(const char *v, struct fl_logit_bias *out)
 static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
 {
     struct api_reasoning_defaults r = { .format = API_REASONING_DEEPSEEK, .thinking = o->thinking,
-                                        .budget = -1, .effort = o->reasoning_effort };
+                                        .budget = o->think_budget, .effort = o->reasoning_effort,
+                                        .budget_message = o->think_message };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
     o->thinking = r.thinking;
     o->reasoning_effort = r.effort;
+    o->think_budget = r.budget;
+    o->think_message = r.budget_message;
     return taken;
 }
 
@@ -137,7 +143,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
     else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
     else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL) ||
-             eng_arg_is(a, "--reasoning-effort", NULL))
+             eng_arg_is(a, "--reasoning-effort", NULL) || eng_arg_is(a, "--reasoning-budget", NULL) ||
+             eng_arg_is(a, "--reasoning-budget-message", NULL))
         return run_reasoning_arg(argc, argv, i, o);
     else if ((taken = eng_arg_constraint("run", argc, argv, i, &o->cons)) != 0)
         return taken;
@@ -149,7 +156,7 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     *o = (struct run_opts){ .n_gen = -1, .conversation = -1, .thinking = -1, .display_prompt = true,
-                            .escape = true };
+                            .escape = true, .think_budget = -1 };
     eng_session_params_init(&o->sp);
     const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true,
                                             &o->compat };
@@ -264,6 +271,8 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
         rc = run_gen_init(&g, s, o, err);
     else
         memset(&g, 0, sizeof(g));
+    if (!rc && o->chat)
+        rc = run_gen_think(&g, run_chat_format(s, o), err);
     if (!rc && o->display_prompt)
         display(s, ids, n);
     if (!rc)

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "text/chat.h"
 #include "text/json-mode.h"
+#include "text/think-budget.h"
 #include "text/sampler.h"
 
 #define RUN_MAX_REVERSE 8
@@ -34,6 +35,9 @@ struct run_opts {
     int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
                          * default, 0 enable_thinking=false (text/chat.h) */
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
+    int think_budget;             /* --reasoning-budget: -1 none, else the reasoning's tokens
+                                   * in a chat answer before </think> is forced */
+    const char *think_message;    /* --reasoning-budget-message: forced before it */
     struct eng_constraint_args cons; /* -j / -jf / --grammar / --grammar-file: every answer a
                                       * value of the schema or a sentence of the grammar
                                       * (compiled with the vocabulary) */
@@ -64,6 +68,8 @@ struct run_gen {
     struct fl_mask_vocab *jv; /* with a JSON schema or a grammar: the vocabulary's pieces, */
     struct fl_grammar *grammar; /* the grammar compiled, */
     struct fl_constraint *cons; /* and the answer so far against either */
+    bool think_on;              /* --reasoning-budget in a chat answer: ... */
+    struct fl_think_budget think; /* ... its state */
     float *masked;
     char *answer;            /* the text of the current answer */
     size_t answer_len, answer_cap;
@@ -73,6 +79,9 @@ struct run_gen {
 
 int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts *o,
                  struct fl_err *err);
+/* Chat answers in fmt: --reasoning-budget holds their reasoning (not with
+ * a schema or a grammar, whose answers have none). 0 or -errno with err. */
+int run_gen_think(struct run_gen *g, enum fl_chat_format fmt, struct fl_err *err);
 void run_gen_free(struct run_gen *g);
 
 /* Evaluates n tokens after what the sequence holds (and the last
