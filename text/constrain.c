@@ -4,14 +4,31 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "text/grammar.h"
 #include "text/json-mode.h"
 #include "text/json-schema.h"
 
+/* A grammar's masks remembered by the state they were made in: answers
+ * inside a repetition ([a-z]+, .*) come back to the same readings token
+ * after token, and a mask is a function of the readings alone. */
+#define MEMO 8
+
+struct memo {
+    bool used;
+    uint64_t hash, last; /* last: when it was last read (the oldest goes first) */
+    struct fl_grammar_state state;
+    uint64_t *allowed;   /* [words] bits: the tokens that may come next */
+    int32_t left;
+};
+
 struct fl_constraint {
     const struct fl_schema *schema; /* one of these two */
     const struct fl_grammar *grammar;
+    struct memo memo[MEMO];
+    uint64_t clock;
+    size_t words;        /* of each memo's bits (0 until the vocabulary is known) */
     union {
         struct fl_schema_state js;
         struct fl_grammar_state gs;
@@ -25,8 +42,7 @@ int fl_constraint_new(const struct fl_schema *schema, const struct fl_grammar *g
     struct fl_constraint *c = malloc(sizeof(*c));
     if (!c)
         return -ENOMEM;
-    c->schema = schema;
-    c->grammar = schema ? NULL : grammar;
+    *c = (struct fl_constraint){ .schema = schema, .grammar = schema ? NULL : grammar };
     fl_constraint_reset(c);
     *out = c;
     return 0;
@@ -34,6 +50,10 @@ int fl_constraint_new(const struct fl_schema *schema, const struct fl_grammar *g
 
 void fl_constraint_free(struct fl_constraint *c)
 {
+    if (!c)
+        return;
+    for (int i = 0; i < MEMO; i++)
+        free(c->memo[i].allowed);
     free(c);
 }
 
@@ -73,7 +93,8 @@ static void allow_token(void *ctx, int32_t id, bool except)
     }
 }
 
-static int32_t grammar_mask(struct fl_constraint *c, struct fl_mask_vocab *v, const float *row,
+/* The readings' mask, as tokens allowed (row's values) or not (-inf). */
+static int32_t grammar_walk(struct fl_constraint *c, struct fl_mask_vocab *v, const float *row,
                             float *out)
 {
     const int32_t n = fl_mask_n_vocab(v);
@@ -90,6 +111,53 @@ static int32_t grammar_mask(struct fl_constraint *c, struct fl_mask_vocab *v, co
                 t.left++;
             }
     return t.left;
+}
+
+/* The memo of the current readings: found, or made in the oldest slot (NULL
+ * when memory runs out: then the walk runs every time). */
+static struct memo *remembered(struct fl_constraint *c, struct fl_mask_vocab *v)
+{
+    const uint64_t h = fl_grammar_hash(&c->at.gs);
+    struct memo *slot = &c->memo[0];
+    for (int i = 0; i < MEMO; i++) {
+        struct memo *m = &c->memo[i];
+        if (m->used && m->hash == h && fl_grammar_same(&m->state, &c->at.gs)) {
+            m->last = ++c->clock;
+            return m;
+        }
+        if (!m->used || m->last < slot->last)
+            slot = m;
+    }
+    const int32_t n = fl_mask_n_vocab(v);
+    const float *zeros = fl_mask_zeros(v);
+    float *scratch = fl_mask_scratch(v);
+    c->words = ((size_t)n + 63) / 64;
+    if (!slot->allowed)
+        slot->allowed = malloc(sizeof(uint64_t) * c->words);
+    if (!zeros || !scratch || !slot->allowed)
+        return NULL;
+    slot->left = grammar_walk(c, v, zeros, scratch);
+    memset(slot->allowed, 0, sizeof(uint64_t) * c->words);
+    for (int32_t id = 0; id < n; id++)
+        if (scratch[id] == 0.0f)
+            slot->allowed[id >> 6] |= 1ull << (id & 63);
+    fl_grammar_copy(&slot->state, &c->at.gs);
+    slot->used = true;
+    slot->hash = h;
+    slot->last = ++c->clock;
+    return slot;
+}
+
+static int32_t grammar_mask(struct fl_constraint *c, struct fl_mask_vocab *v, const float *row,
+                            float *out)
+{
+    const struct memo *m = remembered(c, v);
+    if (!m)
+        return grammar_walk(c, v, row, out);
+    const int32_t n = fl_mask_n_vocab(v);
+    for (int32_t id = 0; id < n; id++)
+        out[id] = m->allowed[id >> 6] >> (id & 63) & 1 ? row[id] : -INFINITY;
+    return m->left;
 }
 
 int32_t fl_constraint_mask(struct fl_constraint *c, struct fl_mask_vocab *v, const float *row,

@@ -289,6 +289,24 @@ bool fl_grammar_merge(struct fl_grammar_state *dst, const struct fl_grammar_stat
     return true;
 }
 
+bool fl_grammar_same(const struct fl_grammar_state *a, const struct fl_grammar_state *b)
+{
+    return a->n == b->n && a->remain == b->remain && a->length == b->length &&
+           a->partial == b->partial && !memcmp(a->end, b->end, sizeof(*a->end) * a->n) &&
+           !memcmp(a->cell, b->cell, sizeof(*a->cell) * used(a));
+}
+
+uint64_t fl_grammar_hash(const struct fl_grammar_state *m)
+{
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)m->partial << 16 | (uint64_t)m->remain << 8 |
+                                          m->length);
+    for (uint32_t i = 0; i < m->n; i++)
+        h = (h ^ m->end[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < used(m); i++)
+        h = (h ^ m->cell[i]) * 1099511628211ull;
+    return h;
+}
+
 bool fl_grammar_may_end(const struct fl_grammar_state *m)
 {
     for (uint32_t i = 0; !m->remain && i < m->n; i++)

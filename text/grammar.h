@@ -86,6 +86,11 @@ void fl_grammar_tokens_next(const struct fl_grammar *g, const struct fl_grammar_
  * is inside a character or dst inside one. */
 bool fl_grammar_merge(struct fl_grammar_state *dst, const struct fl_grammar_state *src);
 
+/* Whether a and b are the same readings (what they allow next is the same),
+ * and a hash of a state's readings for finding one. */
+bool fl_grammar_same(const struct fl_grammar_state *a, const struct fl_grammar_state *b);
+uint64_t fl_grammar_hash(const struct fl_grammar_state *m);
+
 /* The text so far is a sentence (the answer may end here). */
 bool fl_grammar_may_end(const struct fl_grammar_state *m);
 /* ... and nothing may follow it. */

@@ -26,6 +26,7 @@ struct fl_mask_vocab {
     int32_t *order;  /* the ids with a piece, sorted by their bytes */
     uint16_t *lcp;   /* [n_order]: bytes order[i] shares with order[i - 1] */
     int32_t n_order;
+    float *zeros, *scratch;  /* [n_vocab] each, made when first asked for */
     unsigned char *at; /* [MAX_PIECE + 1] states of STATE_ROOM: the state after each byte of a
                         * piece */
 };
@@ -138,6 +139,8 @@ void fl_mask_vocab_free(struct fl_mask_vocab *v)
     free(v->order);
     free(v->lcp);
     free(v->at);
+    free(v->zeros);
+    free(v->scratch);
     free(v);
 }
 
@@ -194,6 +197,20 @@ const char *fl_mask_piece(const struct fl_mask_vocab *v, int32_t id, uint32_t *l
 bool fl_mask_is_eog(const struct fl_mask_vocab *v, int32_t id)
 {
     return v->eog[id];
+}
+
+const float *fl_mask_zeros(struct fl_mask_vocab *v)
+{
+    if (!v->zeros)
+        v->zeros = calloc((size_t)v->n_vocab, sizeof(float));
+    return v->zeros;
+}
+
+float *fl_mask_scratch(struct fl_mask_vocab *v)
+{
+    if (!v->scratch)
+        v->scratch = malloc(sizeof(float) * (size_t)v->n_vocab);
+    return v->scratch;
 }
 
 int32_t fl_mask_n_vocab(const struct fl_mask_vocab *v)

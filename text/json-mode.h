@@ -39,6 +39,10 @@ int32_t fl_mask_walk(struct fl_mask_vocab *v, fl_mask_step step, const void *pro
 /* Token id's piece (*len bytes; 0 for tokens that are never drawn as text). */
 const char *fl_mask_piece(const struct fl_mask_vocab *v, int32_t id, uint32_t *len);
 bool fl_mask_is_eog(const struct fl_mask_vocab *v, int32_t id);
+/* Rows of n_vocab floats for a caller's own masks: one of zeros, one to
+ * write (NULL when memory runs out). One caller at a time, as the walk. */
+const float *fl_mask_zeros(struct fl_mask_vocab *v);
+float *fl_mask_scratch(struct fl_mask_vocab *v);
 int32_t fl_mask_n_vocab(const struct fl_mask_vocab *v);
 
 /* Feeds token id's piece to m; false when it cannot continue the text (m
