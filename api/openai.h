@@ -178,8 +178,9 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
  * tools, and the answer runs in JSON mode (reader.json: the caller's
  * eng_req.json_object), so it is the arguments' object (or the call's) and
  * ends when that closes. glm-4.5: `\n<think></think>\n<tool_call>NAME\n`
- * (or without the name) and the model writes the arguments' pairs, with no
- * constraint. openai-gpt-oss: `<|channel|>commentary to=functions.NAME
+ * (or without the name) and minimax-m2's opening, and the model writes the
+ * arguments' pairs held to a grammar of the tools' parameters
+ * (api_tool_grammar). openai-gpt-oss: `<|channel|>commentary to=functions.NAME
  * <|constrain|>json<|message|>` and the arguments in JSON mode, or for
  * "required" among several `<|channel|>commentary to=functions.` and the
  * model writes the rest, unconstrained. */
@@ -215,6 +216,15 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
  * {"name": that name, "arguments": its parameters} per tool. Parameters
  * this schema subset cannot hold (text/json-schema.h) are any object. */
 json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t);
+/* The GBNF grammar (text/grammar.h; malloc'ed) a forced call in GLM-4.5's
+ * or MiniMax-M2's format is held to after the opening the prompt gave it
+ * (api/tool-grammar.c): the named tool's parameters, or one call of any
+ * tool for "required", as <arg_key>/<arg_value> or <parameter> pairs, the
+ * required ones as declared then the optional ones, each value as its
+ * schema's type allows (strings bare, without "</"; the rest as JSON;
+ * enums their values), and the block's close. NULL for other formats and
+ * modes, or when memory runs out. */
+char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t);
 
 /* --- the answer: reasoning, content, calls (api/answer.c) ---------------------------
  * A chat answer is read in two steps: its reasoning split off (text/

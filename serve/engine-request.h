@@ -14,11 +14,12 @@
  * (dflt_max when r says none, up to the n_ctx cells of a sequence), stop
  * strings, logprobs and echo, logit bias, the prompt cache, JSON mode, the
  * schema or the grammar, the reasoning budget. Its pointers are into r and
- * rd, but for a forced call's schema, new in *call_schema (json_decref it
- * once the request is submitted; NULL when there is none). The prompt, the
- * user and each choice's seed are the caller's. */
+ * rd, but for a forced call's schema or grammar, new in *call_schema
+ * (json_decref it once the request is submitted) and *call_grammar (free
+ * it then); each NULL when there is none. The prompt, the user and each
+ * choice's seed are the caller's. */
 void srv_engine_request(const struct api_request *r, const struct api_answer_reader *rd,
                         const struct fl_sampler_params *samp, int dflt_max, int n_ctx,
-                        struct eng_req *out, json_t **call_schema);
+                        struct eng_req *out, json_t **call_schema, char **call_grammar);
 
 #endif

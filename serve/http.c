@@ -495,8 +495,9 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
     j->prompt_owned = ids;
     /* the loop submits the job after this request's JSON is gone: what the
      * engine request points at in it, the job owns a copy of */
+    char *call_grammar = NULL;
     srv_engine_request(req, &k->answer, &s->o->samp, s->o->max_tokens, eng_session_n_ctx(ses),
-                       &j->req, &j->schema_owned);
+                       &j->req, &j->schema_owned, &call_grammar);
     j->req.prompt = ids;
     j->req.n_prompt = n;
     j->req.logit_bias = NULL;
@@ -514,7 +515,10 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
     }
     if (k->answer.budget >= 0 && k->answer.budget_message)
         j->req.think_message = j->think_message_owned = strdup(k->answer.budget_message);
-    if (req->grammar && (j->req.grammar = j->grammar_owned = strndup(req->grammar, req->grammar_len)))
+    if (call_grammar) /* a forced call's */
+        j->req.grammar = j->grammar_owned = call_grammar;
+    else if (req->grammar && (j->req.grammar = j->grammar_owned = strndup(req->grammar,
+                                                                          req->grammar_len)))
         j->req.grammar_len = req->grammar_len;
     if (req->echo)
         j->echo_text = api_prompt_text(req, eng_session_tokenizer(ses), ids, n, &j->echo_len);

@@ -174,6 +174,31 @@ if name in ("GLM-4.6", "MiniMax-M2"):
         [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
     failed += not ok
     print(("ok" if ok else "FAIL") + ": a named call: " + json.dumps(c["message"]))
+# ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
+# random model writes at temperature 1, a named get_weather call starts with its required
+# city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
+if name in ("GLM-4.6", "MiniMax-M2"):
+    glm = name == "GLM-4.6"
+    named = "<arg_key>city</arg_key>\n<arg_value>" if glm else '<parameter name="city">'
+    starts = ("get_weather\n<arg_key>city</arg_key>", "get_time\n") if glm else \
+        ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
+    for seed in range(3):
+        for choice, want in (({"type": "function", "function": {"name": "get_weather"}}, (named,)),
+                             ("required", starts)):
+            r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
+                                              "tool_choice": choice, "temperature": 1.0,
+                                              "seed": seed, "max_tokens": 40})
+            c = r["choices"][0]
+            text = c["message"]["content"] or ""
+            calls = c["message"].get("tool_calls") or []
+            ok = (c["finish_reason"] == "length" and  # the cut may come inside the opening
+                  any(text.startswith(w) or w.startswith(text) for w in want)) or \
+                (c["finish_reason"] == "tool_calls" and calls and
+                 (calls[0]["function"]["name"] == "get_time" or
+                  "city" in json.loads(calls[0]["function"]["arguments"])))
+            failed += not ok
+            print(("ok" if ok else "FAIL") + ": a forced call held to the parameters (%s, seed %d): %r"
+                  % (json.dumps(choice)[:30], seed, (text or json.dumps(calls))[:60]))
 # a result with no call before it: the template raises, the server says 400
 if name == "MiniMax-M2":
     code, _ = post("/apply-template", {"messages": [{"role": "user", "content": "x"},

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
 #include "tests/check.h"
+#include "text/grammar.h"
 #include "text/json-schema.h"
 #include "text/tool-calls.h"
 
@@ -764,8 +765,99 @@ static void test_forced_formats(void)
     api_request_free(&r);
 }
 
+/* Feeds text to a compiled grammar: the bytes read, and whether whole. */
+static size_t grammar_reads(const struct fl_grammar *g, const char *text, bool *done)
+{
+    static struct fl_grammar_state m, scratch[2];
+    fl_grammar_init(g, &m);
+    size_t i = 0;
+    while (text[i] && fl_grammar_feed(g, &m, text + i, 1, scratch))
+        i++;
+    *done = fl_grammar_done(&m);
+    return i;
+}
+
+/* Forced calls in GLM-4.5's and MiniMax-M2's formats: the grammar after
+ * the prompt's opening takes the calls written as the formats write them,
+ * and refuses a missing required parameter, an unknown one, a value of the
+ * wrong type and a tool that is not offered. */
+static void test_tool_grammars(void)
+{
+    static const char tools[] =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":"
+        "{\"type\":\"integer\"},\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\"]}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+    static const struct {
+        enum fl_chat_format fmt;
+        const char *choice, *text;
+        size_t ok; /* bytes read; (size_t)-1: all, and whole */
+    } cases[] = {
+        { FL_CHAT_GLM45, "named", "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days"
+          "</arg_key>\n<arg_value>3</arg_value>\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM45, "named", "<arg_key>city</arg_key>\n<arg_value>a<b</arg_value>\n<arg_key>unit"
+          "</arg_key>\n<arg_value>f</arg_value>\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM45, "named", "<arg_key>days</arg_key>", 9 },           /* city first */
+        { FL_CHAT_GLM45, "named", "<arg_key>city</arg_key>\n<arg_value>P</arg_value>\n<arg_key>zip", 58 },
+        { FL_CHAT_GLM45, "named", "<arg_key>city</arg_key>\n<arg_value>P</arg_value>\n<arg_key>days"
+          "</arg_key>\n<arg_value>x", 84 },
+        { FL_CHAT_GLM45, "named", "</tool_call>", 1 },                     /* city is required */
+        { FL_CHAT_GLM45, "required", "now\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM45, "required", "weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n"
+          "</tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM45, "required", "other\n", 0 },
+        { FL_CHAT_MINIMAX_M2, "named", "<parameter name=\"city\">Paris</parameter>\n<parameter "
+          "name=\"unit\">c</parameter>\n</invoke>\n</minimax:tool_call>", (size_t)-1 },
+        { FL_CHAT_MINIMAX_M2, "named", "<parameter name=\"unit\">", 17 },
+        { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>",
+          (size_t)-1 },
+        { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"later\">", 14 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char body[1024];
+        snprintf(body, sizeof(body), "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s,"
+                 "\"tool_choice\":%s}", tools, !strcmp(cases[i].choice, "named")
+                 ? "{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}" : "\"required\"");
+        json_t *b = body_of(body);
+        struct api_request r;
+        struct fl_err err = { "" };
+        if (api_request_parse(b, API_CHAT, &r, &err)) {
+            CHECK(0, "case %zu: %s", i, err.msg);
+            json_decref(b);
+            continue;
+        }
+        json_decref(b);
+        struct api_tool_reader t;
+        api_tool_reader_init(&r, cases[i].fmt, &t);
+        char *text = api_tool_grammar(&r, &t);
+        struct fl_grammar *g = NULL;
+        CHECK(text && fl_grammar_compile(text, strlen(text), NULL, &g, &err) == 0,
+              "case %zu: the grammar compiles: %s\n%s", i, err.msg, text ? text : "(none)");
+        bool done = false;
+        const size_t got = g ? grammar_reads(g, cases[i].text, &done) : 0;
+        const size_t want = cases[i].ok == (size_t)-1 ? strlen(cases[i].text) : cases[i].ok;
+        CHECK(g && got == want && done == (cases[i].ok == (size_t)-1),
+              "case %zu (%s): read %zu of '%s', want %zu (whole %d)", i, cases[i].choice, got,
+              cases[i].text, want, done);
+        fl_grammar_free(g);
+        free(text);
+        api_request_free(&r);
+    }
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "no tools: %s", err.msg);
+    json_decref(b);
+    struct api_tool_reader t;
+    api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
+    CHECK(!api_tool_grammar(&r, &t), "no tools: no grammar");
+    api_request_free(&r);
+    printf("tool grammars: GLM-4.5's and MiniMax-M2's forced calls held to the tools' parameters\n");
+}
+
 int main(void)
 {
+    test_tool_grammars();
     test_forced_formats();
     test_choices();
     test_reasoning();

@@ -4,7 +4,8 @@
  * the chunk and completion objects built from what is accepted; a chat
  * accepted also renders in chatml (tools, calls and results too) and its
  * answer is read for reasoning and tool calls; the schema a forced call is
- * held to compiles; a grammar compiles or says why (no vocabulary here:
+ * held to compiles, and so does the grammar of a forced call in GLM's or
+ * MiniMax's format; a grammar compiles or says why (no vocabulary here:
  * its tokens are refused).
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
@@ -59,6 +60,16 @@ static void tools(const struct api_request *r, const struct api_completion *comp
         die("a forced call's schema does not compile");
     fl_schema_free(fs);
     json_decref(forced);
+    for (int f = 0; f < 2; f++) { /* a forced GLM or MiniMax call's grammar compiles */
+        api_tool_reader_init(r, f ? FL_CHAT_MINIMAX_M2 : FL_CHAT_GLM45, &t);
+        char *gbnf = api_tool_grammar(r, &t);
+        struct fl_grammar *gr = NULL;
+        struct fl_err err;
+        if (gbnf && fl_grammar_compile(gbnf, strlen(gbnf), NULL, &gr, &err))
+            die("a forced call's grammar does not compile");
+        fl_grammar_free(gr);
+        free(gbnf);
+    }
     /* the message's text as an answer in MiniMax-M2's format (its prompt
      * opens the reasoning): its parts lie within the text */
     struct api_answer_reader rd;

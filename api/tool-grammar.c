@@ -1,0 +1,185 @@
+/* tool-grammar.c: the grammar a forced call in GLM-4.5's or MiniMax-M2's
+ * XML-style format is held to (openai.h's api_tool_grammar). */
+#include "api/openai.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing GBNF text; the first failure sticks. */
+struct gbnf {
+    char *p;
+    size_t n, cap;
+    bool failed;
+};
+
+static void add(struct gbnf *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct gbnf *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (g->failed || k < 0 || (g->n + (size_t)k + 1 > g->cap &&
+                               !(g->p = realloc(g->p, g->cap = 2 * (g->n + (size_t)k + 1))))) {
+        g->failed = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(g->p + g->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    g->n += (size_t)k;
+}
+
+/* s as a GBNF literal: quotes, backslashes and control bytes escaped. */
+static void literal(struct gbnf *g, const char *s)
+{
+    add(g, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c == '"' || *c == '\\')
+            add(g, "\\%c", *c);
+        else if (*c < 0x20)
+            add(g, "\\x%02X", *c);
+        else
+            add(g, "%c", *c);
+    add(g, "\"");
+}
+
+/* The values a parameter's schema allows, as the formats write them:
+ * strings bare (they may not hold "</", which would close the value),
+ * anything else as JSON. */
+static void value_rule(struct gbnf *g, const json_t *schema)
+{
+    const json_t *e = json_object_get(schema, "enum");
+    const char *type = json_string_value(json_object_get(schema, "type"));
+    if (json_is_array(e) && json_array_size(e) > 0) {
+        size_t i;
+        const json_t *v;
+        add(g, "(");
+        json_array_foreach(e, i, v) {
+            char *j = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            add(g, "%s", i ? " | " : "");
+            literal(g, json_is_string(v) ? json_string_value(v) : j ? j : "null");
+            free(j);
+        }
+        add(g, ")");
+    } else if (type && !strcmp(type, "string")) {
+        add(g, "text");
+    } else if (type && !strcmp(type, "integer")) {
+        add(g, "\"-\"? ([0-9] | [1-9] [0-9]{1,15})");
+    } else if (type && !strcmp(type, "number")) {
+        add(g, "number");
+    } else if (type && !strcmp(type, "boolean")) {
+        add(g, "(\"true\" | \"false\")");
+    } else if (type && !strcmp(type, "null")) {
+        add(g, "\"null\"");
+    } else if (type && (!strcmp(type, "object") || !strcmp(type, "array"))) {
+        add(g, "%s", type);
+    } else {
+        add(g, "text"); /* any: written bare, read back as JSON when it is */
+    }
+}
+
+/* One pair of a call: open key mid value close, in the format's tags. */
+struct tags {
+    const char *open, *mid, *close;
+};
+
+static void pair(struct gbnf *g, const struct tags *t, const char *key, const json_t *schema)
+{
+    add(g, "\"%s\" ", t->open);
+    literal(g, key);
+    add(g, " \"%s\" ", t->mid);
+    value_rule(g, schema);
+    add(g, " \"%s\"", t->close);
+}
+
+/* Tool i's arguments as pairs: the required parameters as declared, then
+ * the optional ones as declared, each skippable; any keys when its
+ * parameters name none. */
+static void args_rule(struct gbnf *g, const struct api_request *req, size_t i,
+                      const struct tags *t)
+{
+    const json_t *f = json_object_get(json_array_get(json_object_get(req->doc, "tools"), i),
+                                      "function");
+    const json_t *p = json_object_get(json_object_get(f, "parameters"), "properties");
+    const json_t *req_keys = json_object_get(json_object_get(f, "parameters"), "required");
+    if (!json_is_object(p) || !json_object_size(p)) {
+        add(g, "(\"%s\" key \"%s\" text \"%s\")*", t->open, t->mid, t->close);
+        return;
+    }
+    add(g, "\"\"");
+    for (int pass = 0; pass < 2; pass++) {
+        const char *key;
+        const json_t *schema;
+        json_object_foreach((json_t *)p, key, schema) {
+            bool required = false;
+            size_t k;
+            const json_t *r;
+            json_array_foreach(req_keys, k, r)
+                required = required || (json_is_string(r) && !strcmp(json_string_value(r), key));
+            if (required != (pass == 0))
+                continue;
+            add(g, " %s", required ? "" : "(");
+            pair(g, t, key, schema);
+            add(g, "%s", required ? "" : ")?");
+        }
+    }
+}
+
+/* The shared rules: bare text, keys, JSON numbers, objects and arrays. */
+static void common_rules(struct gbnf *g)
+{
+    add(g, "text ::= ([^<] | \"<\" [^/])*\n"
+           "key ::= [^<\"\\n]+\n"
+           "number ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? "
+           "([eE] [-+]? [0-9]{1,4})?\n"
+           "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+           "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value "
+           "ws)*)? \"}\"\n"
+           "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
+           "string ::= \"\\\"\" ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+           "[0-9a-fA-F]{4}))* \"\\\"\"\n"
+           "ws ::= [ \\t\\n]{0,20}\n");
+}
+
+char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t)
+{
+    const bool glm = t->fmt == FL_CHAT_GLM45, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    if ((!glm && !minimax) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
+        return NULL;
+    static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",
+                                          "</arg_value>\\n" };
+    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n" };
+    const struct tags *tg = glm ? &glm_tags : &mm_tags;
+    const char *end = glm ? "\"</tool_call>\"" : "\"</invoke>\\n</minimax:tool_call>\"";
+    struct gbnf g = { 0 };
+    if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
+        size_t i = 0;
+        while (i < req->n_tools && strcmp(req->tool_names[i], t->name))
+            i++;
+        if (i == req->n_tools)
+            return NULL;
+        add(&g, "root ::= ");
+        args_rule(&g, req, i, tg);
+        add(&g, " %s\n", end);
+    } else { /* the prompt opened the block: one call of any tool */
+        add(&g, "root ::= (");
+        for (size_t i = 0; i < req->n_tools; i++) {
+            add(&g, "%s", i ? " | " : "");
+            add(&g, glm ? "" : "\"<invoke name=\\\"\" ");
+            literal(&g, req->tool_names[i]);
+            add(&g, glm ? " \"\\n\" " : " \"\\\">\\n\" ");
+            args_rule(&g, req, i, tg);
+        }
+        add(&g, ") %s\n", end);
+    }
+    common_rules(&g);
+    if (g.failed) {
+        free(g.p);
+        return NULL;
+    }
+    return g.p;
+}
