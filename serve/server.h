@@ -25,7 +25,7 @@ struct srv_opts {
     struct eng_session_params sp;
     const char *host;          /* default 127.0.0.1 */
     int port;                  /* default 8080; 0: any free port (printed) */
-    const char *api_key;       /* NULL: none asked */
+    const char *api_key;       /* the keys, comma-separated (llama-server's list); NULL: none */
     const char *alias;         /* the model's name in responses (default: the file's) */
     enum fl_chat_format chat;  /* FL_CHAT_UNKNOWN: the model's own */
     struct fl_sampler_params samp; /* what a request does not say */

@@ -163,6 +163,20 @@ static int arg_refused(const char *cmd, const char *a)
         { "--lora", "LoRA adapters are not supported" },
         { "--mmproj", "multimodal projectors are not supported" },
         { "--ctx-shift", "a full context ends the generation; there is no context shift" },
+        { "-nocb", "continuous batching is how the scheduler runs; it cannot be turned off" },
+        { "--no-cont-batching", "continuous batching is how the scheduler runs; it cannot be turned off" },
+        { "--override-kv", "the file's metadata is read as it is; no overrides" },
+        { "--rope-scaling", "RoPE and YaRN are taken from the file's metadata; no overrides" },
+        { "--rope-freq-base", "RoPE and YaRN are taken from the file's metadata; no overrides" },
+        { "--rope-freq-scale", "RoPE and YaRN are taken from the file's metadata; no overrides" },
+        { "--yarn-orig-ctx", "RoPE and YaRN are taken from the file's metadata; no overrides" },
+        { "-md", "speculative decoding (a draft model) is not supported" },
+        { "--model-draft", "speculative decoding (a draft model) is not supported" },
+        { "--draft-max", "speculative decoding (a draft model) is not supported" },
+        { "--embedding", "there is no embeddings endpoint" },
+        { "--embeddings", "there is no embeddings endpoint" },
+        { "--ssl-key-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },
+        { "--ssl-cert-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },
     };
     for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
         if (!strcmp(a, refused[k].flag)) {
@@ -172,11 +186,45 @@ static int arg_refused(const char *cmd, const char *a)
     return 0;
 }
 
+/* llama-server switches whose meaning holds here already (or that have
+ * nothing to do): taken, with a note at the end. */
+static const struct {
+    const char *flag, *alias;
+    bool value; /* takes a value (ignored) */
+    const char *note;
+} noted[] = {
+    { "-cb", "--cont-batching", false, "continuous batching is always on" },
+    { "-kvu", "--kv-unified", false, "the KV cache is always one pool of cells the sequences share" },
+    { "--no-context-shift", NULL, false, NULL }, /* so it is: no note */
+    { "--metrics", NULL, false, "`faultline serve` always answers GET /metrics" },
+    { "--slots", "--no-slots", false, "there is no /slots endpoint (GET /metrics counts busy sequences)" },
+    { "--props", NULL, false, "there is no /props endpoint" },
+    { "--no-webui", NULL, false, NULL }, /* there is none */
+    { "--threads-http", NULL, true, "each connection has its own thread; the value is not used" },
+    { "--cache-reuse", NULL, true, "the prompt cache reuses a common prefix's whole -b chunks, bit for bit; "
+      "chunks are not shifted (the value is not used)" },
+};
+
+/* A noted flag: 1 taken (its value skipped), 0 not one, -1 its value missing. */
+static int arg_noted(const char *cmd, int argc, char **argv, int *i, struct eng_compat *c)
+{
+    for (size_t k = 0; k < sizeof(noted) / sizeof(noted[0]); k++)
+        if (eng_arg_is(argv[*i], noted[k].flag, noted[k].alias)) {
+            const char *v;
+            if (noted[k].value && !eng_arg_str(cmd, argc, argv, i, &v))
+                return -1;
+            c->noted |= 1u << k;
+            return 1;
+        }
+    return 0;
+}
+
 /* The flags of struct eng_compat. 1 taken, 0 not one, -1 bad value. */
 static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng_compat *c)
 {
     const char *a = argv[*i];
     bool ok = true;
+    int taken;
     if (eng_arg_is(a, "-b", "--batch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &c->batch);
     else if (eng_arg_is(a, "-ub", "--ubatch-size"))
@@ -195,6 +243,8 @@ static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng
         c->log_disable = true;
     else if (eng_arg_is(a, "--jinja", NULL))
         c->jinja = true;
+    else if ((taken = arg_noted(cmd, argc, argv, i, c)) != 0)
+        return taken;
     else
         return arg_refused(cmd, a);
     return ok ? 1 : -1;
@@ -276,6 +326,9 @@ int eng_args_finish(const char *cmd, const struct eng_common_args *t)
         fprintf(stderr, "faultline %s: --jinja: no Jinja engine here; chat turns are rendered in "
                 "the built-in format the model's template names (--chat-template NAME for another)\n",
                 cmd);
+    for (size_t k = 0; k < sizeof(noted) / sizeof(noted[0]); k++)
+        if (c->noted >> k & 1 && noted[k].note)
+            fprintf(stderr, "faultline %s: %s: %s\n", cmd, noted[k].flag, noted[k].note);
     if (c->flash_attn && sp->placement.verbose)
         fprintf(stderr, "faultline %s: -fa %s: attention is exact either way (one fused pass "
                 "with the softmax in float); the flag changes nothing\n", cmd, c->flash_attn);
@@ -495,6 +548,8 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
         }
     } else if (!strcmp(a, "--chat-template"))
         ok = eng_arg_str(cmd, argc, argv, i, t->chat_template);
+    else if (!strcmp(a, "--chat-template-file"))
+        return eng_arg_chat_template_file(cmd, argc, argv, i, t->chat_template);
     else if (!strcmp(a, "--cache-prompt") || !strcmp(a, "--no-cache-prompt"))
         ok = (t->sp->no_prompt_cache = a[2] == 'n', true); /* llama-server's pair */
     else if (t->reasoning && (taken = eng_arg_reasoning(cmd, argc, argv, i, t->reasoning)) != 0)
@@ -505,6 +560,26 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
     else
         return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
     return ok ? 1 : -1;
+}
+
+int eng_arg_chat_template_file(const char *cmd, int argc, char **argv, int *i, const char **name)
+{
+    const char *path;
+    if (!eng_arg_str(cmd, argc, argv, i, &path))
+        return -1;
+    char *text = NULL;
+    size_t len;
+    const int rc = fl_read_whole_file(path, 1 << 22, &text, &len);
+    const enum fl_chat_format fmt = rc ? FL_CHAT_UNKNOWN : fl_chat_detect(NULL, text);
+    free(text);
+    if (rc || fmt == FL_CHAT_UNKNOWN) {
+        fprintf(stderr, "faultline %s: --chat-template-file %s: %s\n", cmd, path,
+                rc ? strerror(-rc) : "no built-in chat format matches this template (faultline "
+                "runs no Jinja: --chat-template NAME picks one)");
+        return -1;
+    }
+    *name = fl_chat_format_name(fmt);
+    return 1;
 }
 
 int eng_arg_constraint(const char *cmd, int argc, char **argv, int *i,

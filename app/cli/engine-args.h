@@ -36,6 +36,8 @@ struct eng_compat {
     const char *flash_attn; /* -fa/--flash-attn on|off|auto */
     bool mlock, no_mmap, jinja;
     bool log_disable;       /* --log-disable: no notes or speed lines on stderr */
+    uint32_t noted;         /* llama-server switches taken as they are here (bits of a
+                             * table in engine-args.c: each gets its note at the end) */
 };
 
 /* The options run, eval and bench share: -m/--model, -t/--threads,
@@ -120,6 +122,12 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
  * thinks: -rea, --chat-template-kwargs, --reasoning-effort). */
 int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
                       struct api_reasoning_defaults *r);
+
+/* --chat-template-file FILE (llama.cpp's): the built-in format whose
+ * markers FILE's Jinja text holds, as a name for --chat-template (faultline
+ * runs no Jinja). 1 taken, -1 a file it cannot read or a template no
+ * built-in format matches (said). */
+int eng_arg_chat_template_file(const char *cmd, int argc, char **argv, int *i, const char **name);
 
 /* llama.cpp's constraint flags: -j / --json-schema SCHEMA, -jf /
  * --json-schema-file FILE, --grammar GBNF, --grammar-file FILE (run: every

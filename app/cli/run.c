@@ -142,6 +142,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         ok = eng_arg_str("run", argc, argv, i, &o->system_prompt);
     else if (eng_arg_is(a, "--chat-template", NULL))
         ok = eng_arg_str("run", argc, argv, i, &o->chat_template);
+    else if (eng_arg_is(a, "--chat-template-file", NULL))
+        return eng_arg_chat_template_file("run", argc, argv, i, &o->chat_template);
     else if (eng_arg_is(a, "-rea", "--reasoning") || eng_arg_is(a, "--chat-template-kwargs", NULL) ||
              eng_arg_is(a, "--reasoning-effort", NULL) || eng_arg_is(a, "--reasoning-budget", NULL) ||
              eng_arg_is(a, "--reasoning-budget-message", NULL))

@@ -8,13 +8,15 @@
 #include "app/cli/engine-args.h"
 #include "app/cli/session-flags.h"
 #include "base/units.h"
+#include "base/whole-file.h"
 #include "serve/server.h"
 
 static int usage(FILE *out)
 {
     fprintf(out,
             "usage: faultline serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np 4] [-c CELLS]\n"
-            "                       [--api-key KEY] [--alias NAME] [--chat-template NAME]\n"
+            "                       [--api-key KEY[,KEY...]] [--api-key-file FILE] [--alias NAME]\n"
+            "                       [--chat-template NAME | --chat-template-file FILE.jinja]\n"
             "                       [-n MAX_TOKENS] [--temp 0.8 ...] [--max-queue 64]\n"
             "                       [--max-body 8M] [--max-conn 512] [--timeout 60] [--drain 10]\n"
             "                       [--no-cache-prompt] [--reasoning-format auto|deepseek|none|\n"
@@ -63,12 +65,51 @@ static bool arg_size(int argc, char **argv, int *i, size_t *out)
     return true;
 }
 
+/* --api-key-file (llama-server's): a key per line, blank lines skipped,
+ * joined to --api-key's list in *keys (owned by the caller). 0, or -1 with
+ * one line said. */
+static int read_keys(struct srv_opts *o, const char *path, char **keys)
+{
+    char *text = NULL;
+    size_t len;
+    const int rc = fl_read_whole_file(path, 1 << 20, &text, &len);
+    if (rc) {
+        fprintf(stderr, "faultline serve: --api-key-file %s: %s\n", path, strerror(-rc));
+        return -1;
+    }
+    size_t n = o->api_key ? strlen(o->api_key) : 0;
+    char *list = malloc(n + len + 2);
+    if (!list) {
+        free(text);
+        return -1;
+    }
+    memcpy(list, o->api_key ? o->api_key : "", n);
+    for (char *line = strtok(text, "\r\n"); line; line = strtok(NULL, "\r\n"))
+        if (line[strspn(line, " \t")]) { /* a key may hold no comma: it separates keys */
+            if (strchr(line, ',')) {
+                fprintf(stderr, "faultline serve: --api-key-file %s: a key with a comma\n", path);
+                free(text), free(list);
+                return -1;
+            }
+            n += (size_t)sprintf(list + n, "%s%s", n ? "," : "", line);
+        }
+    free(text);
+    if (!n) {
+        fprintf(stderr, "faultline serve: --api-key-file %s: no key in it\n", path);
+        free(list);
+        return -1;
+    }
+    o->api_key = *keys = list;
+    return 0;
+}
+
 static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
-                 struct eng_constraint_args *cons)
+                 struct eng_constraint_args *cons, char **keys)
 {
     srv_opts_init(o);
     o->sp.n_seq = 4;
     bool seed_given = false;
+    const char *key_file = NULL;
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     const struct eng_request_args reqs = { &o->sp, &o->samp, &seed_given, &o->max_tokens, chat,
@@ -87,6 +128,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 0, 65535, &o->port);
         else if (!strcmp(a, "--api-key"))
             ok = eng_arg_str("serve", argc, argv, &i, &o->api_key);
+        else if (!strcmp(a, "--api-key-file"))
+            ok = eng_arg_str("serve", argc, argv, &i, &key_file);
         else if (!strcmp(a, "--alias") || !strcmp(a, "-a"))
             ok = eng_arg_str("serve", argc, argv, &i, &o->alias);
         else if (!strcmp(a, "--max-queue"))
@@ -114,7 +157,7 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
         fprintf(stderr, "faultline serve: -m MODEL is required\n");
         return usage(stderr);
     }
-    if (eng_constraint_load("serve", cons))
+    if (eng_constraint_load("serve", cons) || (key_file && read_keys(o, key_file, keys)))
         return 2;
     o->constraint = (struct api_constraint_defaults){ cons->schema, cons->grammar_text,
                                                       cons->grammar_len };
@@ -127,9 +170,11 @@ int cli_serve(int argc, char **argv)
     struct srv_opts o;
     const char *chat = NULL;
     struct eng_constraint_args cons = { 0 };
-    int rc = parse(argc, argv, &o, &chat, &cons);
+    char *keys = NULL; /* --api-key-file's, with --api-key's */
+    int rc = parse(argc, argv, &o, &chat, &cons, &keys);
     if (rc >= 0) {
         eng_constraint_free(&cons);
+        free(keys);
         return rc;
     }
     if (chat && (o.chat = fl_chat_format_from_name(chat)) == FL_CHAT_UNKNOWN) {
@@ -139,6 +184,7 @@ int cli_serve(int argc, char **argv)
     struct fl_err err = { "" };
     rc = srv_run(&o, &err);
     eng_constraint_free(&cons);
+    free(keys);
     if (rc)
         fprintf(stderr, "faultline serve: %s\n", err.msg);
     return rc ? 1 : 0;
