@@ -100,6 +100,9 @@ static const struct {
     { "root ::= .", "\xed\x9f\xbf", 3, 2 },
     { "root ::= .", "\xf4\x90\x80\x80", 1, 0 },
     { "root ::= .", "\xf5\x80", 0, 0 },
+    /* exponentially many ways to one reading: each is expanded once */
+    { "root ::= ([a-z] x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x)+\nx ::= | ",
+      "abc", 3, 1 },
     /* nullable rules before a character */
     { "root ::= a b \"!\"\na ::= \"x\"?\nb ::= (\"y\" | )", "!", 1, 2 },
     { "root ::= a b \"!\"\na ::= \"x\"?\nb ::= (\"y\" | )", "xy!", 3, 2 },
@@ -269,6 +272,13 @@ static void test_refusals(void)
     struct fl_err err = { "" };
     CHECK(fl_grammar_compile(deep, strlen(deep), NULL, &g, &err) == -22 &&
               strstr(err.msg, "groups nested more than 64 deep"), "nesting: %s", err.msg);
+    static char chain[65536]; /* references nested past the matcher's limit */
+    size_t n = (size_t)sprintf(chain, "root ::= a0\n");
+    for (int i = 0; i < 1500; i++)
+        n += (size_t)sprintf(chain + n, "a%d ::= a%d\n", i, i + 1);
+    n += (size_t)sprintf(chain + n, "a1500 ::= \"x\"\n");
+    CHECK(fl_grammar_compile(chain, n, NULL, &g, &err) == -22 && strstr(err.msg, "cannot start"),
+          "a chain of 1,500 rules: %s", err.msg);
     CHECK(fl_grammar_compile("root ::= \"a\"\0", 13, NULL, &g, &err) == -22 &&
               strstr(err.msg, "NUL"), "a NUL byte: %s", err.msg);
 }

@@ -26,6 +26,8 @@ struct reader {
     struct rule_buf *rules;
     struct symbol *sym;
     uint32_t n_rules, cap_rules, n_el, nesting;
+    uint32_t *by_name, name_cap; /* named rules' ids + 1 by a hash of the name (0: empty) */
+    uint32_t n_named;
     struct fl_err *err;
     int rc;
 };
@@ -69,11 +71,51 @@ static bool push(struct reader *r, struct rule_buf *b, enum g_type t, uint32_t v
 }
 
 /* A new rule id: named (found or added) when name is given, else made. */
+static uint32_t name_hash(const char *name, uint32_t len)
+{
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of name in the index: its rule's, or the empty one it would
+ * take. */
+static uint32_t *name_slot(struct reader *r, const char *name, uint32_t len)
+{
+    for (uint32_t at = name_hash(name, len) & (r->name_cap - 1);; at = (at + 1) & (r->name_cap - 1)) {
+        const uint32_t id = r->by_name[at];
+        if (!id || (r->sym[id - 1].len == len && !memcmp(r->sym[id - 1].name, name, len)))
+            return &r->by_name[at];
+    }
+}
+
+/* Room for one more name in the index (kept at most half full). */
+static bool index_room(struct reader *r)
+{
+    if (2 * (r->n_named + 1) <= r->name_cap)
+        return true;
+    const uint32_t cap = r->name_cap ? 2 * r->name_cap : 64;
+    uint32_t *old = r->by_name, old_cap = r->name_cap;
+    if (!(r->by_name = calloc(cap, sizeof(uint32_t)))) {
+        r->by_name = old;
+        return false;
+    }
+    r->name_cap = cap;
+    for (uint32_t k = 0; k < old_cap; k++)
+        if (old[k])
+            *name_slot(r, r->sym[old[k] - 1].name, r->sym[old[k] - 1].len) = old[k];
+    free(old);
+    return true;
+}
+
 static int64_t symbol(struct reader *r, const char *name, uint32_t len, uint32_t origin)
 {
-    for (uint32_t i = 0; name && i < r->n_rules; i++)
-        if (r->sym[i].name && r->sym[i].len == len && !memcmp(r->sym[i].name, name, len))
-            return i;
+    if (name && !index_room(r))
+        return fail(r, NULL, ""), -1;
+    uint32_t *slot = name ? name_slot(r, name, len) : NULL;
+    if (slot && *slot)
+        return *slot - 1;
     if (r->n_rules == r->cap_rules) {
         const uint32_t cap = r->cap_rules ? 2 * r->cap_rules : 32;
         struct rule_buf *rb = realloc(r->rules, sizeof(*rb) * cap);
@@ -87,6 +129,10 @@ static int64_t symbol(struct reader *r, const char *name, uint32_t len, uint32_t
     const uint32_t id = r->n_rules++;
     r->rules[id] = (struct rule_buf){ 0 };
     r->sym[id] = (struct symbol){ name, len, name ? id : origin };
+    if (slot) {
+        *slot = id + 1;
+        r->n_named++;
+    }
     return id;
 }
 
@@ -409,33 +455,61 @@ static const char *rule_at(struct reader *r, const char *p)
 
 /* --- checks and the program ------------------------------------------------- */
 
-static bool nullable_seq(const struct g_el *e, const bool *nullable)
+/* Which rules can match the empty text. An alternative is nullable once
+ * every element of it is a reference to a nullable rule: each counts down
+ * its references as the rules they name are found nullable, so the work is
+ * linear in the grammar's size (a hostile chain of rules costs no more).
+ * 0 or -ENOMEM. */
+static int find_nullable(const struct reader *r, bool *nullable)
 {
-    for (; e->type != G_ALT && e->type != G_END; e++)
-        if (e->type != G_REF || !nullable[e->value])
-            return false;
-    return true;
-}
-
-/* Which rules can match the empty text (a fixed point). */
-static void find_nullable(const struct reader *r, bool *nullable)
-{
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t id = 0; id < r->n_rules; id++) {
-            const struct g_el *e = r->rules[id].p;
-            bool any = false;
-            for (;; e++) {
-                any = any || nullable_seq(e, nullable);
-                while (e->type != G_ALT && e->type != G_END)
-                    e++;
-                if (e->type == G_END)
-                    break;
-            }
-            if (any && !nullable[id])
-                nullable[id] = changed = true;
+    uint32_t n_alt = 0, n_occ = 0;
+    for (uint32_t id = 0; id < r->n_rules; id++)
+        for (uint32_t k = 0; k < r->rules[id].n; k++) {
+            n_alt += r->rules[id].p[k].type == G_ALT || r->rules[id].p[k].type == G_END;
+            n_occ += r->rules[id].p[k].type == G_REF;
         }
+    uint32_t *alt_rule = malloc(sizeof(uint32_t) * (n_alt + 1));
+    int32_t *left = malloc(sizeof(int32_t) * (n_alt + 1));
+    uint32_t *first = calloc((size_t)r->n_rules + 1, sizeof(uint32_t));
+    uint32_t *occ = malloc(sizeof(uint32_t) * (n_occ + 1));
+    uint32_t *queue = malloc(sizeof(uint32_t) * (r->n_rules + 1));
+    int rc = alt_rule && left && first && occ && queue ? 0 : -ENOMEM;
+    for (int pass = 0; !rc && pass < 2; pass++) { /* count each rule's references, then list them */
+        uint32_t a = 0;
+        left[0] = 0;
+        for (uint32_t id = 0; id < r->n_rules; id++)
+            for (uint32_t k = 0; k < r->rules[id].n; k++) {
+                const struct g_el *e = &r->rules[id].p[k];
+                if (e->type == G_ALT || e->type == G_END) {
+                    alt_rule[a++] = id;
+                    left[a < n_alt + 1 ? a : n_alt] = 0;
+                } else if (e->type != G_REF) {
+                    left[a] = -1; /* reads something: never nullable */
+                } else if (left[a] >= 0) {
+                    left[a]++;
+                    if (pass)
+                        occ[--first[e->value]] = a;
+                    else
+                        first[e->value]++;
+                }
+            }
+        /* counts -> where each list ends; the second pass fills each list
+         * from its end, leaving first[id] where it starts */
+        for (uint32_t id = 0; !pass && id < r->n_rules; id++)
+            first[id + 1] += first[id];
     }
+    uint32_t tail = 0;
+    for (uint32_t a = 0; !rc && a < n_alt; a++)
+        if (!left[a] && !nullable[alt_rule[a]])
+            nullable[alt_rule[a]] = true, queue[tail++] = alt_rule[a];
+    for (uint32_t head = 0; !rc && head < tail; head++) {
+        const uint32_t x = queue[head];
+        for (uint32_t k = first[x]; k < first[x + 1]; k++)
+            if (--left[occ[k]] == 0 && !nullable[alt_rule[occ[k]]])
+                nullable[alt_rule[occ[k]]] = true, queue[tail++] = alt_rule[occ[k]];
+    }
+    free(alt_rule), free(left), free(first), free(occ), free(queue);
+    return rc;
 }
 
 /* The rules a rule may expand to before it reads anything: those at the
@@ -449,7 +523,7 @@ static int check_left_recursion(struct reader *r)
     uint32_t *succ = NULL, *first = calloc((size_t)r->n_rules + 1, sizeof(uint32_t));
     int rc = nullable && indeg && first ? 0 : -ENOMEM;
     if (!rc)
-        find_nullable(r, nullable);
+        rc = find_nullable(r, nullable);
     for (int pass = 0; !rc && pass < 2; pass++) { /* count the edges, then list them */
         uint32_t n = 0;
         for (uint32_t id = 0; id < r->n_rules; id++) {
@@ -538,6 +612,20 @@ static int program(struct reader *r, uint32_t root, struct fl_grammar **out)
     }
     g->n_rules = r->n_rules;
     g->root = root;
+    /* a start the matcher's limits cannot expand (references nested past
+     * them) would leave every answer without a token to draw */
+    struct fl_grammar_state *m = malloc(sizeof(*m));
+    if (m)
+        fl_grammar_init(g, m);
+    const int rc = !m ? fl_err_set(r->err, -ENOMEM, "grammar: out of memory")
+                   : !m->n ? fl_err_set(r->err, -EINVAL, "grammar: 'root' cannot start: its rules "
+                                        "nest deeper than 1,024 references before a character")
+                           : 0;
+    free(m);
+    if (rc) {
+        fl_grammar_free(g);
+        return rc;
+    }
     *out = g;
     return 0;
 }
@@ -569,6 +657,7 @@ int fl_grammar_compile(const char *text, size_t n, const struct fl_tokenizer *to
         free(r.rules[id].p);
     free(r.rules);
     free(r.sym);
+    free(r.by_name);
     free(copy);
     return rc;
 }

@@ -7,7 +7,9 @@
 #include "text/grammar-impl.h"
 
 #define MAX_EXPAND 1024 /* references expanded in a row without reading */
-#define MAX_WORK 65536  /* references expanded for one reading read on */
+#define MAX_WORK 4096   /* references expanded for one reading read on */
+#define SEEN 512        /* readings an expansion remembers having expanded */
+#define SEEN_FROM 16    /* ... once it has done this many (most never do) */
 #define SCRATCH (FL_GRAMMAR_MAX_CELLS + MAX_EXPAND + 1) /* a reading as it is expanded */
 
 static bool seq_end(const struct fl_grammar *g, uint32_t i)
@@ -45,14 +47,52 @@ static void add(struct fl_grammar_state *out, const uint16_t *s, uint32_t len)
     out->end[out->n++] = (uint16_t)(at + len);
 }
 
-/* One expansion: where readings go, and the references it may still
- * expand (a grammar such as x x x ... with x ::= | has exponentially many
- * ways to the same reading; past the budget the rest are dropped). */
+/* One expansion: where readings go, the references it may still expand,
+ * and the partial readings it has expanded already. A grammar such as
+ * `x x x ...` with `x ::= |` has exponentially many ways to one reading;
+ * each partial reading is expanded once (by a hash of it: a collision only
+ * drops a reading), and past the budget the rest are dropped. */
 struct grow {
     const struct fl_grammar *g;
     struct fl_grammar_state *out;
-    uint32_t budget;
+    uint32_t budget, work;
+    bool seen_on;
+    uint64_t seen[SEEN];
 };
+
+static void grow_init(struct grow *w, const struct fl_grammar *g, struct fl_grammar_state *out)
+{
+    w->g = g;
+    w->out = out;
+    w->budget = MAX_WORK;
+    w->work = 0;
+    w->seen_on = false;
+}
+
+/* Whether s[0, len) was expanded already in this expansion (it is marked
+ * so now). */
+static bool seen_before(struct grow *w, const uint16_t *s, uint32_t len)
+{
+    if (++w->work < SEEN_FROM)
+        return false;
+    if (!w->seen_on) {
+        memset(w->seen, 0, sizeof(w->seen));
+        w->seen_on = true;
+    }
+    uint64_t h = 1469598103934665603ull ^ len;
+    for (uint32_t i = 0; i < len; i++)
+        h = (h ^ s[i]) * 1099511628211ull;
+    h |= 1; /* 0 marks an empty slot */
+    for (uint32_t k = 0, at = (uint32_t)(h >> 40) % SEEN; k < SEEN; k++, at = (at + 1) % SEEN) {
+        if (w->seen[at] == h)
+            return true;
+        if (!w->seen[at]) {
+            w->seen[at] = h;
+            return false;
+        }
+    }
+    return false; /* full: the budget bounds the rest */
+}
 
 static void expand(struct grow *w, uint16_t *s, uint32_t len, uint32_t depth);
 
@@ -83,6 +123,8 @@ static void expand_rule(struct grow *w, uint16_t *s, uint32_t len, uint32_t r, u
  * before it returns, so a caller's s[0..len) is as it was. */
 static void expand(struct grow *w, uint16_t *s, uint32_t len, uint32_t depth)
 {
+    if (seen_before(w, s, len))
+        return;
     if (!len || w->g->el[s[len - 1]].type != G_REF) {
         add(w->out, s, len);
         return;
@@ -104,7 +146,8 @@ static void advance(const struct fl_grammar *g, struct fl_grammar_state *out, co
     uint32_t n = len - 1;
     if (!seq_end(g, next))
         scratch[n++] = (uint16_t)next;
-    struct grow w = { g, out, MAX_WORK };
+    struct grow w; /* seen[] is cleared only when an expansion needs it */
+    grow_init(&w, g, out);
     expand(&w, scratch, n, 0);
 }
 
@@ -120,7 +163,8 @@ void fl_grammar_init(const struct fl_grammar *g, struct fl_grammar_state *m)
 {
     uint16_t scratch[SCRATCH];
     clear(m);
-    struct grow w = { g, m, MAX_WORK };
+    struct grow w;
+    grow_init(&w, g, m);
     expand_rule(&w, scratch, 0, g->root, 0);
 }
 

@@ -22,9 +22,13 @@
  * Limits, each a refusal of a reading (so the answer stays a prefix of a
  * sentence, but the grammar narrows): FL_GRAMMAR_MAX_STACKS readings at once
  * and FL_GRAMMAR_MAX_CELLS entries in all of them, nesting 1,024 deep while
- * a reading is expanded, and 65,536 references expanded for each reading
- * read on by a character (a grammar such as `x x x ...` with `x ::= |` has
- * exponentially many ways to one reading). An answer whose readings are all dropped ends with
+ * a reading is expanded, and 4,096 references expanded for each reading
+ * read on by a character (each partial reading is expanded once, so a
+ * grammar such as `x x x ...` with `x ::= |`, which has exponentially many
+ * ways to one reading, costs what its readings do). A grammar whose start
+ * cannot be expanded within these limits is refused. Rule names are found
+ * through a hash index and nullable rules by counting down, so compiling
+ * is linear in the grammar's size. An answer whose readings are all dropped ends with
  * the "no token continues" error of a constrained answer. */
 #ifndef FL_TEXT_GRAMMAR_H
 #define FL_TEXT_GRAMMAR_H
