@@ -1,5 +1,7 @@
 /* session.c: model + KV cache + tokenizer + threads, glued for the CLI. */
 #include "app/session.h"
+
+#include "app/scheduler.h" /* ENG_SCHED_PLP_CHUNK: the rows the scheduler holds */
 #include "base/out-file.h"
 
 #include "app/calibrate.h"
@@ -348,14 +350,20 @@ static int check_memory_fits(struct eng_session *s, const struct eng_session_par
         return 0; /* its cache and activations are in VRAM */
     const int n_ctx = eng_kv_n_cells(s->kv);
     const int n_tok = s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
-    const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv);
+    /* the scheduler's logits rows (one per sequence and a prompt_logprobs
+     * chunk's) and a constrained answer's (the masked row, a row of zeros
+     * and a scratch row): host memory beside the cache and the scratch */
+    const uint64_t rows = (uint64_t)(s->n_seq + ENG_SCHED_PLP_CHUNK + 3) *
+                          (uint64_t)s->model->hp.n_vocab * sizeof(float);
+    const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv) + rows;
     const uint64_t scratch = eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
     *scratch_out = scratch;
     if (!placement_fits(s->plan, NULL))
         return 0; /* the plan's own misfit was said in open_region */
-    char what[160], why[480], a[32], b[32];
-    snprintf(what, sizeof(what), "the KV cache of %d cells (%s) and the scratch of a %d-token step (%s)",
-             n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok, fl_format_size(scratch, b, sizeof(b)));
+    char what[200], why[480], a[32], b[32];
+    snprintf(what, sizeof(what), "the KV cache of %d cells and the logits rows (%s) and the "
+             "scratch of a %d-token step (%s)", n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok,
+             fl_format_size(scratch, b, sizeof(b)));
     enum placement_misfit m = placement_misfit_with(s->plan, kv + scratch, what, why, sizeof(why));
     if (m != PL_FITS && placement_fit_auto_budget(s->plan, kv + scratch)) {
         int rc = lower_budget(s, p, err);
