@@ -183,7 +183,8 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
  * (api_tool_grammar). openai-gpt-oss: `<|channel|>commentary to=functions.NAME
  * <|constrain|>json<|message|>` and the arguments in JSON mode, or for
  * "required" among several `<|channel|>commentary to=functions.` and the
- * model writes the rest, unconstrained. */
+ * model writes the rest, held to a grammar of the tools' names and a JSON
+ * object (api_tool_grammar), as Kimi K2's "required" is. */
 enum api_tool_mode {
     API_TOOLS_OFF = 0, /* no tools, or "tool_choice": "none" */
     API_TOOLS_BLOCKS,  /* "auto": calls where the model writes them */
@@ -216,15 +217,19 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
  * {"name": that name, "arguments": its parameters} per tool. Parameters
  * this schema subset cannot hold (text/json-schema.h) are any object. */
 json_t *api_tool_schema(const struct api_request *req, const struct api_tool_reader *t);
-/* The GBNF grammar (text/grammar.h; malloc'ed) a forced call in GLM-4.5's
- * or MiniMax-M2's format is held to after the opening the prompt gave it
- * (api/tool-grammar.c): the named tool's parameters, or one call of any
- * tool for "required", as <arg_key>/<arg_value> or <parameter> pairs, the
- * required ones as declared then the optional ones, each value as its
- * schema's type allows (strings bare, without "</"; the rest as JSON;
- * enums their values), and the block's close. NULL for other formats and
+/* The GBNF grammar (text/grammar.h; malloc'ed) a forced call is held to
+ * after the opening the prompt gave it (api/tool-grammar.c). GLM-4.5 and
+ * MiniMax-M2: the named tool's parameters, or one call of any tool for
+ * "required", as <arg_key>/<arg_value> or <parameter> pairs, the required
+ * ones as declared then the optional ones, each value as its schema's type
+ * allows (strings bare, without "</"; the rest as JSON; enums their
+ * values), and the block's close. Kimi K2 and gpt-oss, "required": one of
+ * the tools' names, the format's markers (as tokens of tok where they are
+ * ones; tok may be NULL) and a JSON object. NULL for other formats and
  * modes, or when memory runs out. */
-char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t);
+struct fl_tokenizer;
+char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t,
+                       const struct fl_tokenizer *tok);
 
 /* --- the answer: reasoning, content, calls (api/answer.c) ---------------------------
  * A chat answer is read in two steps: its reasoning split off (text/

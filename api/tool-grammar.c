@@ -2,6 +2,8 @@
  * XML-style format is held to (openai.h's api_tool_grammar). */
 #include "api/openai.h"
 
+#include "text/tokenizer.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -145,9 +147,71 @@ static void common_rules(struct gbnf *g)
            "ws ::= [ \\t\\n]{0,20}\n");
 }
 
-char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t)
+/* A format's marker: the token itself where the vocabulary has it as one
+ * (a grammar's <[id]>: a control token has no text to match), else its
+ * text. */
+static void marker(struct gbnf *g, const struct fl_tokenizer *tok, const char *text)
+{
+    const int32_t id = tok ? fl_token_lookup(tok, text, strlen(text)) : FL_TOKEN_NULL;
+    if (id >= 0)
+        add(g, " <[%d]> ", (int)id);
+    else
+        literal(g, text);
+}
+
+static void tool_names(struct gbnf *g, const struct api_request *req)
+{
+    add(g, "(");
+    for (size_t i = 0; i < req->n_tools; i++) {
+        add(g, "%s", i ? " | " : "");
+        literal(g, req->tool_names[i]);
+    }
+    add(g, ")");
+}
+
+/* "required" in Kimi K2's and gpt-oss's formats, after the prompt's
+ * `functions.`: one of the tools' names, the format's way to its
+ * arguments, a JSON object (JSON mode's: these formats' named calls hold
+ * it to the parameters), and Kimi's closes. */
+static char *named_json_call(const struct api_request *req, const struct api_tool_reader *t,
+                             const struct fl_tokenizer *tok)
+{
+    struct gbnf g = { 0 };
+    add(&g, "root ::= ");
+    tool_names(&g, req);
+    if (t->fmt == FL_CHAT_GPT_OSS) { /* its <|call|> ends the answer */
+        add(&g, " \" \" ");
+        marker(&g, tok, "<|constrain|>");
+        add(&g, " \"json\" ");
+        marker(&g, tok, "<|message|>");
+        add(&g, " object\n");
+    } else {
+        size_t calls = 0; /* its ids count the conversation's calls */
+        for (size_t i = 0; i < req->n_msgs; i++)
+            calls += req->msgs[i].n_calls;
+        add(&g, " \":%zu\" ", calls);
+        marker(&g, tok, "<|tool_call_argument_begin|>");
+        add(&g, " object ");
+        marker(&g, tok, "<|tool_call_end|>");
+        marker(&g, tok, "<|tool_calls_section_end|>");
+        add(&g, "\n");
+    }
+    common_rules(&g);
+    if (g.failed) {
+        free(g.p);
+        return NULL;
+    }
+    return g.p;
+}
+
+char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t,
+                       const struct fl_tokenizer *tok)
 {
     const bool glm = t->fmt == FL_CHAT_GLM45, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    if (t->mode == API_TOOLS_CALL && req->n_tools &&
+        (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
+         t->fmt == FL_CHAT_KIMI_K2_THINKING))
+        return named_json_call(req, t, tok);
     if ((!glm && !minimax) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;
     static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",

@@ -4,8 +4,9 @@
 #include <string.h>
 
 void srv_engine_request(const struct api_request *r, const struct api_answer_reader *rd,
-                        const struct fl_sampler_params *samp, int dflt_max, int n_ctx,
-                        struct eng_req *out, json_t **call_schema, char **call_grammar)
+                        const struct fl_tokenizer *tok, const struct fl_sampler_params *samp,
+                        int dflt_max, int n_ctx, struct eng_req *out, json_t **call_schema,
+                        char **call_grammar)
 {
     *out = (struct eng_req){ .stop = r->stop, .n_stop = r->n_stop, .ignore_eos = r->ignore_eos,
                              .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
@@ -21,7 +22,7 @@ void srv_engine_request(const struct api_request *r, const struct api_answer_rea
     out->json_schema = *call_schema ? *call_schema : r->json_schema;
     /* a forced call in an XML-style format: its grammar (tools and a
      * request's own grammar are refused together) */
-    *call_grammar = api_tool_grammar(r, &rd->tools);
+    *call_grammar = api_tool_grammar(r, &rd->tools, tok);
     if (*call_grammar) {
         out->grammar = *call_grammar;
         out->grammar_len = strlen(*call_grammar);

@@ -12,14 +12,16 @@
 /* What r asks, and what reading its answer (rd) needs, as an engine
  * request: sampling (samp's defaults for what r leaves out), max_tokens
  * (dflt_max when r says none, up to the n_ctx cells of a sequence), stop
- * strings, logprobs and echo, logit bias, the prompt cache, JSON mode, the
+ * strings, logprobs and echo, (tok: the model's vocabulary, for a forced
+ * call's grammar) logit bias, the prompt cache, JSON mode, the
  * schema or the grammar, the reasoning budget. Its pointers are into r and
  * rd, but for a forced call's schema or grammar, new in *call_schema
  * (json_decref it once the request is submitted) and *call_grammar (free
  * it then); each NULL when there is none. The prompt, the user and each
  * choice's seed are the caller's. */
 void srv_engine_request(const struct api_request *r, const struct api_answer_reader *rd,
-                        const struct fl_sampler_params *samp, int dflt_max, int n_ctx,
-                        struct eng_req *out, json_t **call_schema, char **call_grammar);
+                        const struct fl_tokenizer *tok, const struct fl_sampler_params *samp,
+                        int dflt_max, int n_ctx, struct eng_req *out, json_t **call_schema,
+                        char **call_grammar);
 
 #endif

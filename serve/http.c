@@ -496,8 +496,8 @@ static struct srv_job *new_job(struct srv_conn *k, const struct api_request *req
     /* the loop submits the job after this request's JSON is gone: what the
      * engine request points at in it, the job owns a copy of */
     char *call_grammar = NULL;
-    srv_engine_request(req, &k->answer, &s->o->samp, s->o->max_tokens, eng_session_n_ctx(ses),
-                       &j->req, &j->schema_owned, &call_grammar);
+    srv_engine_request(req, &k->answer, eng_session_tokenizer(ses), &s->o->samp, s->o->max_tokens,
+                       eng_session_n_ctx(ses), &j->req, &j->schema_owned, &call_grammar);
     j->req.prompt = ids;
     j->req.n_prompt = n;
     j->req.logit_bias = NULL;

@@ -199,6 +199,26 @@ if name in ("GLM-4.6", "MiniMax-M2"):
             failed += not ok
             print(("ok" if ok else "FAIL") + ": a forced call held to the parameters (%s, seed %d): %r"
                   % (json.dumps(choice)[:30], seed, (text or json.dumps(calls))[:60]))
+# Kimi K2's "required": after the prompt's `functions.`, one of the tools' names and its index
+# (a grammar: the random model could write anything else)
+if name.startswith("Kimi-K2"):
+    n_calls = sum(len(m.get("tool_calls") or []) for m in messages)
+    for seed in range(3):
+        r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
+                                          "tool_choice": "required", "temperature": 1.0,
+                                          "seed": seed, "max_tokens": 40})
+        c = r["choices"][0]
+        text = c["message"]["content"] or ""
+        calls = c["message"].get("tool_calls") or []
+        want = ("get_weather:%d<|tool_call_argument_begin|>" % n_calls,
+                "get_time:%d<|tool_call_argument_begin|>" % n_calls)
+        ok = (c["finish_reason"] == "length" and
+              any(text.startswith(w) or w.startswith(text) for w in want)) or \
+            (c["finish_reason"] == "tool_calls" and calls and
+             calls[0]["function"]["name"] in ("get_weather", "get_time"))
+        failed += not ok
+        print(("ok" if ok else "FAIL") + ": a required call, one of the tools (seed %d): %r"
+              % (seed, (text or json.dumps(calls))[:70]))
 # a result with no call before it: the template raises, the server says 400
 if name == "MiniMax-M2":
     code, _ = post("/apply-template", {"messages": [{"role": "user", "content": "x"},

@@ -777,7 +777,8 @@ static size_t grammar_reads(const struct fl_grammar *g, const char *text, bool *
     return i;
 }
 
-/* Forced calls in GLM-4.5's and MiniMax-M2's formats: the grammar after
+/* Forced calls in GLM-4.5's and MiniMax-M2's formats (and "required" in
+ * Kimi K2's and gpt-oss's): the grammar after
  * the prompt's opening takes the calls written as the formats write them,
  * and refuses a missing required parameter, an unknown one, a value of the
  * wrong type and a tool that is not offered. */
@@ -812,6 +813,16 @@ static void test_tool_grammars(void)
         { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>",
           (size_t)-1 },
         { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"later\">", 14 },
+        /* Kimi K2's and gpt-oss's "required": a tool's name, the markers, a JSON object */
+        { FL_CHAT_KIMI_K2_INSTRUCT, "required", "now:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+          "<|tool_calls_section_end|>", (size_t)-1 },
+        { FL_CHAT_KIMI_K2_INSTRUCT, "required", "weather:0<|tool_call_argument_begin|>{\"city\": "
+          "\"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>", (size_t)-1 },
+        { FL_CHAT_KIMI_K2_INSTRUCT, "required", "weather:1", 8 },
+        { FL_CHAT_KIMI_K2_INSTRUCT, "required", "now:0<|tool_call_argument_begin|>[", 33 },
+        { FL_CHAT_GPT_OSS, "required", "weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+          (size_t)-1 },
+        { FL_CHAT_GPT_OSS, "required", "later", 0 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char body[1024];
@@ -829,7 +840,7 @@ static void test_tool_grammars(void)
         json_decref(b);
         struct api_tool_reader t;
         api_tool_reader_init(&r, cases[i].fmt, &t);
-        char *text = api_tool_grammar(&r, &t);
+        char *text = api_tool_grammar(&r, &t, NULL);
         struct fl_grammar *g = NULL;
         CHECK(text && fl_grammar_compile(text, strlen(text), NULL, &g, &err) == 0,
               "case %zu: the grammar compiles: %s\n%s", i, err.msg, text ? text : "(none)");
@@ -850,7 +861,7 @@ static void test_tool_grammars(void)
     json_decref(b);
     struct api_tool_reader t;
     api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
-    CHECK(!api_tool_grammar(&r, &t), "no tools: no grammar");
+    CHECK(!api_tool_grammar(&r, &t, NULL), "no tools: no grammar");
     api_request_free(&r);
     printf("tool grammars: GLM-4.5's and MiniMax-M2's forced calls held to the tools' parameters\n");
 }

@@ -362,8 +362,8 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     struct eng_req req;
     json_t *call_schema; /* compiled at submit */
     char *call_grammar;
-    srv_engine_request(r, &j->answer, &b->o->samp, b->o->max_tokens, eng_session_n_ctx(b->s),
-                       &req, &call_schema, &call_grammar);
+    srv_engine_request(r, &j->answer, eng_session_tokenizer(b->s), &b->o->samp, b->o->max_tokens,
+                       eng_session_n_ctx(b->s), &req, &call_schema, &call_grammar);
     for (int p = 0; p < r->n_prompts && !j->error[0]; p++)
         submit_prompt(b, l, j, p, &req);
     json_decref(call_schema);

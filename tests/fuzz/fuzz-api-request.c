@@ -60,9 +60,11 @@ static void tools(const struct api_request *r, const struct api_completion *comp
         die("a forced call's schema does not compile");
     fl_schema_free(fs);
     json_decref(forced);
-    for (int f = 0; f < 2; f++) { /* a forced GLM or MiniMax call's grammar compiles */
-        api_tool_reader_init(r, f ? FL_CHAT_MINIMAX_M2 : FL_CHAT_GLM45, &t);
-        char *gbnf = api_tool_grammar(r, &t);
+    static const enum fl_chat_format forced_fmt[] = { FL_CHAT_GLM45, FL_CHAT_MINIMAX_M2,
+                                                      FL_CHAT_KIMI_K2_INSTRUCT, FL_CHAT_GPT_OSS };
+    for (int f = 0; f < 4; f++) { /* a forced call's grammar compiles */
+        api_tool_reader_init(r, forced_fmt[f], &t);
+        char *gbnf = api_tool_grammar(r, &t, NULL);
         struct fl_grammar *gr = NULL;
         struct fl_err err;
         if (gbnf && fl_grammar_compile(gbnf, strlen(gbnf), NULL, &gr, &err))
