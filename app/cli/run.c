@@ -351,8 +351,11 @@ int cli_run(int argc, char **argv)
 {
     struct run_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc >= 0)
+    if (rc >= 0) { /* help, or a usage mistake: what parse loaded goes */
+        eng_constraint_free(&o.cons);
+        fl_schema_free(o.schema);
         return rc;
+    }
     struct fl_err err = { { 0 } };
     rc = run_main(&o, &err);
     fl_schema_free(o.schema);
