@@ -7,7 +7,7 @@
 #include "text/grammar-impl.h"
 
 #define MAX_EXPAND 1024 /* references expanded in a row without reading */
-#define MAX_WORK 4096   /* references expanded for one reading read on */
+#define MAX_WORK 4096   /* references expanded for one step (all its readings) */
 #define SEEN 512        /* readings an expansion remembers having expanded */
 #define SEEN_FROM 16    /* ... once it has done this many (most never do) */
 #define SCRATCH (FL_GRAMMAR_MAX_CELLS + MAX_EXPAND + 1) /* a reading as it is expanded */
@@ -138,17 +138,16 @@ static void expand(struct grow *w, uint16_t *s, uint32_t len, uint32_t depth)
 }
 
 /* s[0..len) with its top matched and replaced by what follows it. */
-static void advance(const struct fl_grammar *g, struct fl_grammar_state *out, const uint16_t *s,
-                    uint32_t len, uint32_t next)
+/* One step's expansions share w (its budget and what it has seen: two
+ * readings that reach the same partial reading expand it once). */
+static void advance(struct grow *w, const uint16_t *s, uint32_t len, uint32_t next)
 {
     uint16_t scratch[SCRATCH];
     memcpy(scratch, s, sizeof(*s) * (len - 1));
     uint32_t n = len - 1;
-    if (!seq_end(g, next))
+    if (!seq_end(w->g, next))
         scratch[n++] = (uint16_t)next;
-    struct grow w; /* seen[] is cleared only when an expansion needs it */
-    grow_init(&w, g, out);
-    expand(&w, scratch, n, 0);
+    expand(w, scratch, n, 0);
 }
 
 static void clear(struct fl_grammar_state *m)
@@ -214,16 +213,20 @@ static bool set_meets(const struct fl_grammar *g, uint32_t i, uint32_t lo, uint3
 
 /* A whole code point read by every reading whose set holds it. */
 static bool take_code_point(const struct fl_grammar *g, const struct fl_grammar_state *in,
-                            uint32_t cp, struct fl_grammar_state *out)
+                            uint32_t cp, struct fl_grammar_state *out, uint64_t *work)
 {
     clear(out);
+    struct grow w; /* seen[] is cleared only when an expansion needs it */
+    grow_init(&w, g, out);
     for (uint32_t i = 0; i < in->n; i++) {
         const uint32_t a = stack_start(in, i), len = in->end[i] - a;
         uint32_t next;
         if (len && is_set(g->el[in->cell[a + len - 1]].type) &&
             set_meets(g, in->cell[a + len - 1], cp, cp, &next))
-            advance(g, out, in->cell + a, len, next);
+            advance(&w, in->cell + a, len, next);
     }
+    if (work)
+        *work += w.work;
     return out->n > 0;
 }
 
@@ -268,9 +271,17 @@ static bool keep_partial(const struct fl_grammar *g, const struct fl_grammar_sta
 bool fl_grammar_step(const struct fl_grammar *g, const struct fl_grammar_state *in, uint8_t c,
                      struct fl_grammar_state *out)
 {
+    return fl_grammar_step_work(g, in, c, out, NULL);
+}
+
+bool fl_grammar_step_work(const struct fl_grammar *g, const struct fl_grammar_state *in, uint8_t c,
+                          struct fl_grammar_state *out, uint64_t *work)
+{
+    if (work)
+        *work += 1 + in->n; /* the readings looked at */
     if (!in->remain) {
         if (c < 0x80)
-            return take_code_point(g, in, c, out);
+            return take_code_point(g, in, c, out, work);
         const int n = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
         return n && keep_partial(g, in, c & (0x3Fu >> n), (uint8_t)n, (uint8_t)n, out);
     }
@@ -281,7 +292,7 @@ bool fl_grammar_step(const struct fl_grammar *g, const struct fl_grammar_state *
         return keep_partial(g, in, bits, (uint8_t)(in->remain - 1), in->length, out);
     uint32_t lo, hi;
     return char_range(bits, 0, in->length, &lo, &hi) && (bits < 0xD800 || bits > 0xDFFF) &&
-           take_code_point(g, in, bits, out);
+           take_code_point(g, in, bits, out, work);
 }
 
 bool fl_grammar_feed(const struct fl_grammar *g, struct fl_grammar_state *m, const char *bytes,
@@ -303,12 +314,14 @@ bool fl_grammar_take_token(const struct fl_grammar *g, const struct fl_grammar_s
                            int32_t id, struct fl_grammar_state *out)
 {
     clear(out);
+    struct grow w;
+    grow_init(&w, g, out);
     for (uint32_t i = 0; !in->remain && i < in->n; i++) {
         const uint32_t a = stack_start(in, i), len = in->end[i] - a;
         const struct g_el *top = len ? &g->el[in->cell[a + len - 1]] : NULL;
         if (top && ((top->type == G_TOKEN && (int32_t)top->value == id) ||
                     (top->type == G_TOKEN_NOT && (int32_t)top->value != id)))
-            advance(g, out, in->cell + a, len, in->cell[a + len - 1] + 1u);
+            advance(&w, in->cell + a, len, in->cell[a + len - 1] + 1u);
     }
     return out->n > 0;
 }

@@ -72,6 +72,11 @@ void fl_grammar_copy(struct fl_grammar_state *dst, const struct fl_grammar_state
 /* out = in read on by one byte; false (out undefined) when no reading can. */
 bool fl_grammar_step(const struct fl_grammar *g, const struct fl_grammar_state *in, uint8_t c,
                      struct fl_grammar_state *out);
+/* The same, adding to *work what the step cost (readings looked at and
+ * references expanded): a caller that walks many steps bounds its work by
+ * it, deterministically. */
+bool fl_grammar_step_work(const struct fl_grammar *g, const struct fl_grammar_state *in, uint8_t c,
+                          struct fl_grammar_state *out, uint64_t *work);
 /* Feeds n bytes; false as soon as one cannot be read (m is then as it was).
  * scratch is one more state's room. */
 bool fl_grammar_feed(const struct fl_grammar *g, struct fl_grammar_state *m, const char *bytes,
