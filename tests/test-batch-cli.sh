@@ -360,6 +360,23 @@ assert text(two["plain"]) in ("ok!", "ok?"), two["plain"]
 assert text(two["yesno"]) == text(one["yesno"]) and text(two["digits"]) == text(one["digits"]), two
 print("--grammar: the plain line answers %r, the others as before" % text(two["plain"]))
 EOF2
+# -j: the same for a JSON schema (the plain line's answer validates; python3-jsonschema)
+"$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g4.out" -q \
+    -j '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}' 2>"$dir/err" ||
+    fail "-j: exit $? ($(tail -1 "$dir/err"))"
+python3 - "$dir/g.out" "$dir/g4.out" <<'EOF2' || fail "-j in batch"
+import json, sys, jsonschema
+one, four = ({o["custom_id"]: o for o in map(json.loads, open(f))} for f in sys.argv[1:])
+c = four["plain"]["response"]["body"]["choices"][0]
+if c["finish_reason"] == "stop":
+    jsonschema.validate(json.loads(c["text"]), {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                              "required": ["ok"]})
+else:
+    assert c["text"].startswith('{'), c
+assert four["yesno"]["response"]["body"]["choices"][0]["text"] == \
+    one["yesno"]["response"]["body"]["choices"][0]["text"], four["yesno"]
+print("-j: the plain line answers %r, the others as before" % c["text"][:40])
+EOF2
 "$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g3.out" -q --grammar 'root ::= <[99999999]>' 2>"$dir/err"
 [ $? = 1 ] && grep -q "outside the vocabulary" "$dir/err" || fail "--grammar out of the vocabulary: $(cat "$dir/err")"
 "$cli" batch -m "$model" -i "$dir/g.jsonl" -o "$dir/g3.out" -q --grammar-file "$dir/none.gbnf" 2>"$dir/err"
