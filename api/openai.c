@@ -627,10 +627,7 @@ int api_request_check_vocab(const struct api_request *r, const struct fl_tokeniz
         if (r->logit_bias[i].id >= n_vocab)
             return fl_err_set(err, -EINVAL, "logit_bias: token %d is not in the vocabulary (%d "
                               "tokens)", r->logit_bias[i].id, n_vocab);
-    struct fl_grammar *g = NULL;
-    const int rc = r->grammar ? fl_grammar_compile(r->grammar, r->grammar_len, tok, &g, err) : 0;
-    fl_grammar_free(g);
-    return rc;
+    return r->grammar ? fl_grammar_check(r->grammar, r->grammar_len, tok, err) : 0;
 }
 
 void api_request_free(struct api_request *r)

@@ -1,6 +1,6 @@
 /* request-tools.h: inside the api module, what openai.c calls in tools.c
  * (the request's tools, the calls of its assistant messages, and the calls
- * of an answer as JSON). Not part of the module's interface (openai.h). */
+ * of an answer as JSON), and what tool-grammar.c reads of the tools. Not part of the module's interface (openai.h). */
 #ifndef FL_API_REQUEST_TOOLS_H
 #define FL_API_REQUEST_TOOLS_H
 
@@ -14,6 +14,12 @@ int api_parse_tools(json_t *body, struct api_request *r, struct fl_err *err);
 int api_parse_message_calls(json_t *msg, const char *path, struct fl_chat_msg *m,
                             struct fl_err *err);
 void api_free_tools(struct api_request *r);
+/* The index of the tool named name among r's tools (r->n_tools: none). */
+size_t api_tool_index(const struct api_request *r, const char *name);
+/* Tool i's "function" object in the request's document. */
+const json_t *api_tool_function(const struct api_request *r, size_t i);
+/* The calls r's messages hold (Kimi K2's call ids count them). */
+size_t api_request_n_calls(const struct api_request *r);
 /* "tool_calls": [{"index"?, "id", "type", "function": {"name", "arguments"}}]. */
 json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index);
 

@@ -92,7 +92,6 @@ static json_t *usage_json(int prompt, int completion, int cached)
                      "cached_tokens", cached);
 }
 
-/* A chat answer with tools: content (null when only calls) and the calls. */
 /* The chat answer's message: its text, or with tools the content (null
  * when only calls) and the calls. */
 static json_t *chat_message(const struct api_completion *c)

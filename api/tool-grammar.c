@@ -2,6 +2,8 @@
  * XML-style format is held to (openai.h's api_tool_grammar). */
 #include "api/openai.h"
 
+#include "api/request-tools.h"
+
 #include "text/tokenizer.h"
 
 #include <errno.h>
@@ -104,8 +106,7 @@ static void pair(struct gbnf *g, const struct tags *t, const char *key, const js
 static void args_rule(struct gbnf *g, const struct api_request *req, size_t i,
                       const struct tags *t)
 {
-    const json_t *f = json_object_get(json_array_get(json_object_get(req->doc, "tools"), i),
-                                      "function");
+    const json_t *f = api_tool_function(req, i);
     const json_t *p = json_object_get(json_object_get(f, "parameters"), "properties");
     const json_t *req_keys = json_object_get(json_object_get(f, "parameters"), "required");
     if (!json_is_object(p) || !json_object_size(p)) {
@@ -147,6 +148,18 @@ static void common_rules(struct gbnf *g)
            "ws ::= [ \\t\\n]{0,20}\n");
 }
 
+/* g with the shared rules after its root: the text, or NULL (freed) when
+ * memory ran out. */
+static char *finished(struct gbnf *g)
+{
+    common_rules(g);
+    if (g->failed) {
+        free(g->p);
+        return NULL;
+    }
+    return g->p;
+}
+
 /* A format's marker: the token itself where the vocabulary has it as one
  * (a grammar's <[id]>: a control token has no text to match), else its
  * text. */
@@ -186,22 +199,14 @@ static char *named_json_call(const struct api_request *req, const struct api_too
         marker(&g, tok, "<|message|>");
         add(&g, " object\n");
     } else {
-        size_t calls = 0; /* its ids count the conversation's calls */
-        for (size_t i = 0; i < req->n_msgs; i++)
-            calls += req->msgs[i].n_calls;
-        add(&g, " \":%zu\" ", calls);
+        add(&g, " \":%zu\" ", api_request_n_calls(req)); /* its ids count the calls */
         marker(&g, tok, "<|tool_call_argument_begin|>");
         add(&g, " object ");
         marker(&g, tok, "<|tool_call_end|>");
         marker(&g, tok, "<|tool_calls_section_end|>");
         add(&g, "\n");
     }
-    common_rules(&g);
-    if (g.failed) {
-        free(g.p);
-        return NULL;
-    }
-    return g.p;
+    return finished(&g);
 }
 
 char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t,
@@ -221,9 +226,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
     const char *end = glm ? "\"</tool_call>\"" : "\"</invoke>\\n</minimax:tool_call>\"";
     struct gbnf g = { 0 };
     if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
-        size_t i = 0;
-        while (i < req->n_tools && strcmp(req->tool_names[i], t->name))
-            i++;
+        const size_t i = api_tool_index(req, t->name);
         if (i == req->n_tools)
             return NULL;
         add(&g, "root ::= ");
@@ -240,10 +243,5 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
         }
         add(&g, ") %s\n", end);
     }
-    common_rules(&g);
-    if (g.failed) {
-        free(g.p);
-        return NULL;
-    }
-    return g.p;
+    return finished(&g);
 }

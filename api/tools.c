@@ -39,6 +39,27 @@ static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err 
     return 0;
 }
 
+size_t api_tool_index(const struct api_request *r, const char *name)
+{
+    size_t i = 0;
+    while (i < r->n_tools && strcmp(r->tool_names[i], name))
+        i++;
+    return i;
+}
+
+const json_t *api_tool_function(const struct api_request *r, size_t i)
+{
+    return json_object_get(json_array_get(json_object_get(r->doc, "tools"), i), "function");
+}
+
+size_t api_request_n_calls(const struct api_request *r)
+{
+    size_t calls = 0;
+    for (size_t i = 0; i < r->n_msgs; i++)
+        calls += r->msgs[i].n_calls;
+    return calls;
+}
+
 static int parse_choice(json_t *body, struct api_request *r, struct fl_err *err)
 {
     json_t *c = json_object_get(body, "tool_choice");
@@ -60,15 +81,11 @@ static int parse_choice(json_t *body, struct api_request *r, struct fl_err *err)
         r->tool_choice = API_TOOL_NAMED;
         r->tool_name = r->tool_names[0];
     }
-    if (r->tool_choice == API_TOOL_NAMED) {
-        size_t i = 0;
-        while (i < r->n_tools && strcmp(r->tool_names[i], r->tool_name))
-            i++;
-        if (i == r->n_tools) /* a name that is no tool name is not written back (one line) */
-            return fl_tool_name_ok(r->tool_name, strlen(r->tool_name))
-                       ? fl_err_set(err, -EINVAL, "tool_choice: no tool is named \"%s\"",
-                                    r->tool_name)
-                       : bad(err, "tool_choice", "names no tool (not a function name)");
+    if (r->tool_choice == API_TOOL_NAMED && api_tool_index(r, r->tool_name) == r->n_tools) {
+        /* a name that is no tool name is not written back (one line) */
+        return fl_tool_name_ok(r->tool_name, strlen(r->tool_name))
+                   ? fl_err_set(err, -EINVAL, "tool_choice: no tool is named \"%s\"", r->tool_name)
+                   : bad(err, "tool_choice", "names no tool (not a function name)");
     }
     return 0;
 }
@@ -226,11 +243,8 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                        : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"
                                                     : "";
     const int h = snprintf(open, sizeof(open), "%s", head);
-    size_t calls = 0; /* Kimi's ids count the conversation's calls */
-    for (size_t i = 0; i < r->n_msgs; i++)
-        calls += r->msgs[i].n_calls;
-    call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL, calls, open + h,
-                 sizeof(open) - (size_t)h);
+    call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
+                 api_request_n_calls(r), open + h, sizeof(open) - (size_t)h);
     return append(text, n, open);
 }
 
@@ -272,8 +286,7 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
  * the arguments are then any object. */
 static json_t *tool_params(const struct api_request *req, size_t i)
 {
-    json_t *f = json_object_get(json_array_get(json_object_get(req->doc, "tools"), i), "function");
-    json_t *p = json_object_get(f, "parameters");
+    json_t *p = json_object_get(api_tool_function(req, i), "parameters");
     struct fl_schema *s;
     if (!json_is_object(p) || fl_schema_compile(p, &s, NULL))
         return NULL;
@@ -346,9 +359,7 @@ json_t *api_tool_schema(const struct api_request *req, const struct api_tool_rea
 {
     if (!t->json)
         return NULL;
-    size_t named = 0;
-    while (named < req->n_tools && strcmp(req->tool_names[named], t->name))
-        named++;
+    const size_t named = api_tool_index(req, t->name);
     if (t->mode == API_TOOLS_ARGS)
         return named < req->n_tools ? tool_params(req, named) : NULL;
     if (req->n_tools <= FL_SCHEMA_MAX_ALTS) /* every call's opening read at once */

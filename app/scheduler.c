@@ -26,10 +26,10 @@ struct sched_req {
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
-    bool want_lp, constrained, no_cache, want_plp; /* constrained: a schema or a grammar */
+    bool want_lp, no_cache, want_plp;
     struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
     struct fl_grammar *grammar; /* or a grammar ... */
-    struct fl_constraint *cons; /* ... and the answer so far against it */
+    struct fl_constraint *cons; /* ... and the answer so far against it (NULL: free text) */
     bool think_limit;               /* the reasoning budget (eng_req) ... */
     struct fl_think_budget think;   /* ... and its state */
     int top_lp;
@@ -206,7 +206,6 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .constrained = in->json_object || in->json_schema || in->grammar,
                              .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
                              .want_plp = in->prompt_logprobs && in->logprobs,
                              .think_limit = in->think_limit && !in->json_object &&
@@ -227,11 +226,12 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         req_free(r);
         return rc;
     }
-    if (!rc && r->constrained && !r->schema && !r->grammar)
+    const bool constrained = in->json_object || in->json_schema || in->grammar;
+    if (!rc && constrained && !r->schema && !r->grammar)
         rc = fl_schema_any_object(&r->schema);
-    if (!rc && r->constrained)
+    if (!rc && constrained)
         rc = fl_constraint_new(r->schema, r->grammar, &r->cons);
-    if (!rc && r->constrained && !q->jv) {
+    if (!rc && constrained && !q->jv) {
         rc = fl_mask_vocab_new(q->tok, q->n_vocab, &q->jv);
         if (!rc && !(q->masked = malloc(sizeof(float) * (size_t)q->n_vocab)))
             rc = -ENOMEM;
@@ -641,7 +641,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         r->t_first = fl_clock_s();
     const double lse = r->want_lp ? fl_logsumexp(row, q->n_vocab) : 0;
     /* JSON mode, a schema or a grammar: only tokens that keep the answer a prefix */
-    if (r->constrained && fl_constraint_mask(r->cons, q->jv, row, q->masked) == 0) {
+    if (r->cons && fl_constraint_mask(r->cons, q->jv, row, q->masked) == 0) {
         r->error = r->grammar ? "grammar: no token of the vocabulary continues the answer"
                               : "JSON mode: no token of the vocabulary continues the answer";
         finish(q, r, ENG_FINISH_ERROR);
@@ -649,18 +649,18 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     }
     const int32_t forced = r->think_limit ? fl_think_budget_next(&r->think, r->text, r->len, r->n_gen)
                                           : -1;
-    const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->constrained ? q->masked : row);
+    const int32_t id = forced >= 0 ? forced : fl_sampler_sample(r->smp, r->cons ? q->masked : row);
     if (id < 0) {
         r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    if (r->constrained && !fl_constraint_accept(r->cons, q->jv, id)) { /* the mask's contract */
+    if (r->cons && !fl_constraint_accept(r->cons, q->jv, id)) { /* the mask's contract */
         r->error = "a token the mask allowed does not continue the answer";
         finish(q, r, ENG_FINISH_ERROR);
         return;
     }
-    if ((!r->ignore_eos || r->constrained) && fl_token_is_eog(q->tok, id)) {
+    if ((!r->ignore_eos || r->cons) && fl_token_is_eog(q->tok, id)) {
         finish(q, r, ENG_FINISH_STOP);
         return;
     }
@@ -678,7 +678,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
     /* the object closed: the answer is whole (a stop string may end it sooner) */
-    const bool stop = append_text(q, r, id) || (r->constrained && fl_constraint_done(r->cons));
+    const bool stop = append_text(q, r, id) || (r->cons && fl_constraint_done(r->cons));
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)

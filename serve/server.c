@@ -293,11 +293,9 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
     if (!rc && (rc = srv_loop_wait_loaded(s.loop, err)) == 0) {
         struct eng_session *ses = srv_loop_session(s.loop);
         s.chat = o->chat != FL_CHAT_UNKNOWN ? o->chat : fl_chat_detect_file(eng_session_gguf(ses));
-        struct fl_grammar *g = NULL; /* --grammar: its tokens are the model's */
-        if (o->constraint.grammar)
-            rc = fl_grammar_compile(o->constraint.grammar, o->constraint.grammar_len,
-                                    eng_session_tokenizer(ses), &g, err);
-        fl_grammar_free(g);
+        if (o->constraint.grammar) /* --grammar: its tokens are the model's */
+            rc = fl_grammar_check(o->constraint.grammar, o->constraint.grammar_len,
+                                  eng_session_tokenizer(ses), err);
         if (!rc)
             fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells, chat format "
                     "%s\n", s.model_name, eng_session_n_seq(ses), eng_session_cells_free(ses),

@@ -28,7 +28,6 @@ struct fl_constraint {
     const struct fl_grammar *grammar;
     struct memo memo[MEMO];
     uint64_t clock;
-    size_t words;        /* of each memo's bits (0 until the vocabulary is known) */
     union {
         struct fl_schema_state js;
         struct fl_grammar_state gs;
@@ -68,8 +67,8 @@ void fl_constraint_reset(struct fl_constraint *c)
 /* A mask's walk over the vocabulary, its work bounded: past WALK_WORK
  * (readings looked at and references expanded) the pieces not yet read are
  * refused. Ordinary grammars stay far below it (a walk of a 102,400-token
- * vocabulary under a grammar of words or .*: 1.15M in test-grammar); one built to expand at every
- * byte costs seconds a token instead of minutes, the same each time. */
+ * vocabulary under a grammar of words or .*: 1.15M in test-grammar); one
+ * built to expand at every byte costs seconds a token instead of minutes, the same each time. */
 #define WALK_WORK (16ull << 20)
 
 struct walk {
@@ -145,13 +144,13 @@ static struct memo *remembered(struct fl_constraint *c, struct fl_mask_vocab *v)
     const int32_t n = fl_mask_n_vocab(v);
     const float *zeros = fl_mask_zeros(v);
     float *scratch = fl_mask_scratch(v);
-    c->words = ((size_t)n + 63) / 64;
+    const size_t words = ((size_t)n + 63) / 64;
     if (!slot->allowed)
-        slot->allowed = malloc(sizeof(uint64_t) * c->words);
+        slot->allowed = malloc(sizeof(uint64_t) * words);
     if (!zeros || !scratch || !slot->allowed)
         return NULL;
     slot->left = grammar_walk(c, v, zeros, scratch);
-    memset(slot->allowed, 0, sizeof(uint64_t) * c->words);
+    memset(slot->allowed, 0, sizeof(uint64_t) * words);
     for (int32_t id = 0; id < n; id++)
         if (scratch[id] == 0.0f)
             slot->allowed[id >> 6] |= 1ull << (id & 63);

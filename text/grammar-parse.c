@@ -662,6 +662,15 @@ int fl_grammar_compile(const char *text, size_t n, const struct fl_tokenizer *to
     return rc;
 }
 
+int fl_grammar_check(const char *text, size_t n, const struct fl_tokenizer *tok,
+                     struct fl_err *err)
+{
+    struct fl_grammar *g = NULL;
+    const int rc = fl_grammar_compile(text, n, tok, &g, err);
+    fl_grammar_free(g);
+    return rc;
+}
+
 void fl_grammar_free(struct fl_grammar *g)
 {
     if (!g)

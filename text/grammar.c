@@ -32,6 +32,14 @@ static uint32_t used(const struct fl_grammar_state *m)
     return m->n ? m->end[m->n - 1] : 0;
 }
 
+/* FNV-1a over n cells, from h. */
+static uint64_t hash_cells(uint64_t h, const uint16_t *c, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
 /* Adds a reading to out unless it is there already or out is full. */
 static void add(struct fl_grammar_state *out, const uint16_t *s, uint32_t len)
 {
@@ -79,10 +87,7 @@ static bool seen_before(struct grow *w, const uint16_t *s, uint32_t len)
         memset(w->seen, 0, sizeof(w->seen));
         w->seen_on = true;
     }
-    uint64_t h = 1469598103934665603ull ^ len;
-    for (uint32_t i = 0; i < len; i++)
-        h = (h ^ s[i]) * 1099511628211ull;
-    h |= 1; /* 0 marks an empty slot */
+    const uint64_t h = hash_cells(1469598103934665603ull ^ len, s, len) | 1; /* 0: empty slot */
     for (uint32_t k = 0, at = (uint32_t)(h >> 40) % SEEN; k < SEEN; k++, at = (at + 1) % SEEN) {
         if (w->seen[at] == h)
             return true;
@@ -355,13 +360,9 @@ bool fl_grammar_same(const struct fl_grammar_state *a, const struct fl_grammar_s
 
 uint64_t fl_grammar_hash(const struct fl_grammar_state *m)
 {
-    uint64_t h = 1469598103934665603ull ^ ((uint64_t)m->partial << 16 | (uint64_t)m->remain << 8 |
-                                          m->length);
-    for (uint32_t i = 0; i < m->n; i++)
-        h = (h ^ m->end[i]) * 1099511628211ull;
-    for (uint32_t i = 0; i < used(m); i++)
-        h = (h ^ m->cell[i]) * 1099511628211ull;
-    return h;
+    const uint64_t h = 1469598103934665603ull ^ ((uint64_t)m->partial << 16 |
+                                                (uint64_t)m->remain << 8 | m->length);
+    return hash_cells(hash_cells(h, m->end, m->n), m->cell, used(m));
 }
 
 bool fl_grammar_may_end(const struct fl_grammar_state *m)

@@ -53,6 +53,9 @@ struct fl_tokenizer;
 int fl_grammar_compile(const char *text, size_t n, const struct fl_tokenizer *tok,
                        struct fl_grammar **out, struct fl_err *err);
 void fl_grammar_free(struct fl_grammar *g);
+/* Whether text compiles (tok as for fl_grammar_compile): 0, or its error. */
+int fl_grammar_check(const char *text, size_t n, const struct fl_tokenizer *tok,
+                     struct fl_err *err);
 
 /* The readings of the answer so far. Only the first n stacks' cells (up to
  * end[n - 1]) are live: copies of states copy those (fl_grammar_copy). */

@@ -146,10 +146,8 @@ static int parse(int argc, char **argv, struct batch_opts *o)
         fprintf(stderr, "faultline batch: -m, -i and -o are required\n");
         return usage(stderr);
     }
-    if (eng_constraint_load("batch", &o->cons))
+    if (eng_constraint_load("batch", &o->cons, &o->constraint))
         return 2;
-    o->constraint = (struct api_constraint_defaults){ o->cons.schema, o->cons.grammar_text,
-                                                      o->cons.grammar_len };
     eng_args_finish("batch", &common);
     return -1;
 }
@@ -510,11 +508,9 @@ static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *
                 o->out, (long long)b->out.cut_bytes);
     if (!rc)
         rc = eng_session_open(&o->sp, &b->s, err);
-    struct fl_grammar *g = NULL; /* --grammar: its tokens are the model's */
-    if (!rc && o->constraint.grammar)
-        rc = fl_grammar_compile(o->constraint.grammar, o->constraint.grammar_len,
-                                eng_session_tokenizer(b->s), &g, err);
-    fl_grammar_free(g);
+    if (!rc && o->constraint.grammar) /* --grammar: its tokens are the model's */
+        rc = fl_grammar_check(o->constraint.grammar, o->constraint.grammar_len,
+                              eng_session_tokenizer(b->s), err);
     if (!rc) {
         b->chat = o->chat_template ? fl_chat_format_from_name(o->chat_template)
                                    : fl_chat_detect_file(eng_session_gguf(b->s));

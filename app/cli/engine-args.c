@@ -613,7 +613,8 @@ static int load_schema(const char *cmd, struct eng_constraint_args *c)
     return rc ? -1 : 0;
 }
 
-int eng_constraint_load(const char *cmd, struct eng_constraint_args *c)
+/* The file and the JSON read (eng_constraint_load's work). */
+static int load_constraint(const char *cmd, struct eng_constraint_args *c)
 {
     const int given = !!c->json_schema + !!c->json_schema_file + !!c->grammar + !!c->grammar_file;
     if (given > 1) {
@@ -634,6 +635,15 @@ int eng_constraint_load(const char *cmd, struct eng_constraint_args *c)
         fprintf(stderr, "faultline %s: --grammar-file %s: %s\n", cmd, c->grammar_file,
                 rc == -EFBIG ? "larger than 16 MiB" : strerror(-rc));
     return rc ? -1 : 0;
+}
+
+int eng_constraint_load(const char *cmd, struct eng_constraint_args *c,
+                        struct api_constraint_defaults *defaults)
+{
+    const int rc = load_constraint(cmd, c);
+    if (!rc && defaults)
+        *defaults = (struct api_constraint_defaults){ c->schema, c->grammar_text, c->grammar_len };
+    return rc;
 }
 
 void eng_constraint_free(struct eng_constraint_args *c)

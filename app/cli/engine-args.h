@@ -146,7 +146,11 @@ struct eng_constraint_args {
 };
 int eng_arg_constraint(const char *cmd, int argc, char **argv, int *i,
                        struct eng_constraint_args *c);
-int eng_constraint_load(const char *cmd, struct eng_constraint_args *c);
+struct api_constraint_defaults;
+/* ... and, given defaults (serve and batch), what requests are held to by
+ * default, pointing into c. */
+int eng_constraint_load(const char *cmd, struct eng_constraint_args *c,
+                        struct api_constraint_defaults *defaults);
 void eng_constraint_free(struct eng_constraint_args *c);
 
 /* llama.cpp's -e escapes, in place: backslash followed by n r t ' " or a

@@ -190,7 +190,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
     }
-    if (eng_constraint_load("run", &o->cons) ||
+    if (eng_constraint_load("run", &o->cons, NULL) ||
         (o->cons.schema && fl_schema_compile(o->cons.schema, &o->schema, NULL)))
         return ENG_EXIT_USAGE; /* (a schema eng_constraint_load checked compiles) */
     eng_args_finish("run", &common);

@@ -157,10 +157,9 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
         fprintf(stderr, "faultline serve: -m MODEL is required\n");
         return usage(stderr);
     }
-    if (eng_constraint_load("serve", cons) || (key_file && read_keys(o, key_file, keys)))
+    if (eng_constraint_load("serve", cons, &o->constraint) ||
+        (key_file && read_keys(o, key_file, keys)))
         return 2;
-    o->constraint = (struct api_constraint_defaults){ cons->schema, cons->grammar_text,
-                                                      cons->grammar_len };
     eng_args_finish("serve", &common);
     return -1;
 }
