@@ -7,7 +7,7 @@
 #include "text/grammar-impl.h"
 
 #define MAX_EXPAND 1024 /* references expanded in a row without reading */
-#define MAX_WORK 4096   /* references expanded for one step (all its readings) */
+#define MAX_WORK 1024   /* references expanded for one step (all its readings) */
 #define SEEN 512        /* readings an expansion remembers having expanded */
 #define SEEN_FROM 16    /* ... once it has done this many (most never do) */
 #define SCRATCH (FL_GRAMMAR_MAX_CELLS + MAX_EXPAND + 1) /* a reading as it is expanded */

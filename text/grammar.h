@@ -22,7 +22,7 @@
  * Limits, each a refusal of a reading (so the answer stays a prefix of a
  * sentence, but the grammar narrows): FL_GRAMMAR_MAX_STACKS readings at once
  * and FL_GRAMMAR_MAX_CELLS entries in all of them, nesting 1,024 deep while
- * a reading is expanded, and 4,096 references expanded for each reading
+ * a reading is expanded, and 1,024 references expanded for each reading
  * read on by a character (each partial reading is expanded once, so a
  * grammar such as `x x x ...` with `x ::= |`, which has exponentially many
  * ways to one reading, costs what its readings do). A grammar whose start
