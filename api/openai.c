@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/native.h"
+#include "api/request-fields.h"
 #include "api/request-tools.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
@@ -14,47 +16,44 @@
 
 /* --- fields ---------------------------------------------------------------------- */
 
-static int bad(struct fl_err *err, const char *field, const char *what)
+int api_field_bad(struct fl_err *err, const char *field, const char *what)
 {
     return fl_err_set(err, -EINVAL, "%s: %s", field, what);
 }
 
-/* o[key] as a number within [lo, hi]; 1 when present, 0 when absent or
- * null, -EINVAL. */
-static int number(const json_t *o, const char *key, double lo, double hi, double *v,
-                  struct fl_err *err)
+int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,
+                     struct fl_err *err)
 {
     const json_t *j = json_object_get(o, key);
     if (!j || json_is_null(j))
         return 0;
     if (!json_is_number(j))
-        return bad(err, key, "expected a number");
+        return api_field_bad(err, key, "expected a number");
     *v = json_number_value(j);
     if (!(*v >= lo && *v <= hi))
         return fl_err_set(err, -EINVAL, "%s: %g is outside [%g, %g]", key, *v, lo, hi);
     return 1;
 }
 
-/* The same for an integer. */
-static int integer(const json_t *o, const char *key, double lo, double hi, int64_t *v,
-                   struct fl_err *err)
+int api_field_integer(const json_t *o, const char *key, double lo, double hi, int64_t *v,
+                      struct fl_err *err)
 {
     double d = 0;
-    int rc = number(o, key, lo, hi, &d, err);
+    int rc = api_field_number(o, key, lo, hi, &d, err);
     if (rc == 1 && d != floor(d))
-        return bad(err, key, "expected an integer");
+        return api_field_bad(err, key, "expected an integer");
     if (rc == 1)
         *v = (int64_t)d;
     return rc;
 }
 
-static int flag(const json_t *o, const char *key, bool *v, struct fl_err *err)
+int api_field_flag(const json_t *o, const char *key, bool *v, struct fl_err *err)
 {
     const json_t *j = json_object_get(o, key);
     if (!j || json_is_null(j))
         return 0;
     if (!json_is_boolean(j))
-        return bad(err, key, "expected true or false");
+        return api_field_bad(err, key, "expected true or false");
     *v = json_is_true(j);
     return 1;
 }
@@ -118,7 +117,7 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
 {
     json_t *m = json_object_get(body, "messages");
     if (!json_is_array(m) || json_array_size(m) == 0)
-        return bad(err, "messages", "expected a non-empty array");
+        return api_field_bad(err, "messages", "expected a non-empty array");
     if (json_array_size(m) > API_MAX_MESSAGES)
         return fl_err_set(err, -EINVAL, "messages: more than %d", API_MAX_MESSAGES);
     r->n_msgs = json_array_size(m);
@@ -129,7 +128,7 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         char path[32];
         snprintf(path, sizeof(path), "messages[%zu]", i);
         if (!json_is_object(msg))
-            return bad(err, path, "expected an object");
+            return api_field_bad(err, path, "expected an object");
         r->msgs[i].role = fl_json_str(msg, "role");
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
@@ -163,50 +162,66 @@ static int read_ids(const json_t *p, const char *path, int32_t **ids, int *n, st
     return 0;
 }
 
-/* A prompt: a string, or token ids; or a list of them: strings, or lists
- * of token ids (OpenAI's; llama-server answers each). */
+/* llama-server's mixed prompt: token ids and strings in one array (each
+ * string tokenized in place), at least one of each. */
+static bool is_mixed(const json_t *p)
+{
+    bool str = false, num = false;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(p, i, e) {
+        if (json_is_string(e))
+            str = true;
+        else if (json_is_integer(e) && json_integer_value(e) >= 0 &&
+                 json_integer_value(e) <= INT32_MAX)
+            num = true;
+        else
+            return false;
+    }
+    return str && num;
+}
+
+/* Prompt p (a string, a mixed array, or token ids) as the request's one. */
+static int select_one(struct api_request *r, const json_t *p, const char *path,
+                      struct fl_err *err)
+{
+    free(r->prompt_ids);
+    r->prompt_ids = NULL;
+    r->n_prompt_ids = 0;
+    r->prompt = json_string_value(p);
+    r->prompt_mixed = is_mixed(p) ? p : NULL;
+    return r->prompt || r->prompt_mixed ? 0 : read_ids(p, path, &r->prompt_ids, &r->n_prompt_ids, err);
+}
+
+/* A prompt: a string, token ids, or ids and strings mixed; or a list of
+ * them (OpenAI's; llama-server answers each). */
 static int parse_prompt(json_t *body, struct api_request *r, struct fl_err *err)
 {
     json_t *p = json_object_get(body, "prompt");
     r->n_prompts = 1;
-    if (json_is_string(p)) {
-        r->prompt = json_string_value(p);
-        return 0;
-    }
     const json_t *first = json_array_get(p, 0);
-    if (!json_is_string(first) && !json_is_array(first))
-        return read_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, err);
+    if (json_is_string(p) || is_mixed(p) || !(json_is_string(first) || json_is_array(first)))
+        return select_one(r, p, "prompt", err);
     const size_t n = json_array_size(p);
     if (n > API_MAX_PROMPTS)
         return fl_err_set(err, -EINVAL, "prompt: more than %d prompts", API_MAX_PROMPTS);
-    for (size_t i = 0; i < n; i++) { /* all strings, or all lists of ids */
-        const json_t *e = json_array_get(p, i);
+    for (size_t i = 0; i < n; i++) {
         char path[32];
         snprintf(path, sizeof(path), "prompt[%zu]", i);
-        int32_t *ids = NULL;
-        int k = 0, rc = json_is_string(first) ? (json_is_string(e) ? 0 : bad(err, path, "expected a string"))
-                                              : read_ids(e, path, &ids, &k, err);
-        free(ids);
+        const int rc = select_one(r, json_array_get(p, i), path, err);
         if (rc)
             return rc;
     }
     r->n_prompts = (int)n;
     r->prompt_list = n > 1 ? p : NULL;
-    r->prompt = json_string_value(first);
-    return r->prompt ? 0 : read_ids(first, "prompt[0]", &r->prompt_ids, &r->n_prompt_ids, err);
+    return select_one(r, first, "prompt[0]", err);
 }
 
 int api_request_select_prompt(struct api_request *r, int i)
 {
     const json_t *p = r->prompt_list ? json_array_get(r->prompt_list, (size_t)i) : NULL;
-    if (!p)
-        return 0; /* one prompt: selected already */
-    free(r->prompt_ids);
-    r->prompt_ids = NULL;
-    r->n_prompt_ids = 0;
-    r->prompt = json_string_value(p);
     struct fl_err err;
-    return r->prompt ? 0 : read_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, &err);
+    return p ? select_one(r, p, "prompt", &err) : 0; /* one prompt: selected already */
 }
 
 static int parse_stop(json_t *body, struct api_request *r, struct fl_err *err)
@@ -225,11 +240,11 @@ static int parse_stop(json_t *body, struct api_request *r, struct fl_err *err)
             r->stop[r->n_stop++] = json_string_value(json_array_get(s, i));
         }
     } else {
-        return bad(err, "stop", "expected a string or an array of strings");
+        return api_field_bad(err, "stop", "expected a string or an array of strings");
     }
     for (int i = 0; i < r->n_stop; i++)
         if (!r->stop[i][0])
-            return bad(err, "stop", "an empty string stops nothing");
+            return api_field_bad(err, "stop", "an empty string stops nothing");
     return 0;
 }
 
@@ -248,63 +263,64 @@ static int parse_sampling(const json_t *b, struct api_request *r, struct fl_err 
         r->has = true;                                                           \
         assign;                                                                  \
     }
-    GET(number(b, "temperature", 0, 100, &v, err), has_temperature, s->temperature = (float)v)
-    GET(number(b, "top_p", 0, 1, &v, err), has_top_p, s->top_p = (float)v)
-    GET(number(b, "min_p", 0, 1, &v, err), has_min_p, s->min_p = (float)v)
-    GET(number(b, "typical_p", 0, 1, &v, err), has_typical, s->typical_p = (float)v)
-    GET(integer(b, "top_k", 0, INT32_MAX, &i, err), has_top_k, s->top_k = (int32_t)i)
-    GET(number(b, "presence_penalty", -2, 2, &v, err), has_presence, s->presence_penalty = (float)v)
-    GET(number(b, "frequency_penalty", -2, 2, &v, err), has_frequency,
+    GET(api_field_number(b, "temperature", 0, 100, &v, err), has_temperature, s->temperature = (float)v)
+    GET(api_field_number(b, "top_p", 0, 1, &v, err), has_top_p, s->top_p = (float)v)
+    GET(api_field_number(b, "min_p", 0, 1, &v, err), has_min_p, s->min_p = (float)v)
+    GET(api_field_number(b, "typical_p", 0, 1, &v, err), has_typical, s->typical_p = (float)v)
+    GET(api_field_integer(b, "top_k", 0, INT32_MAX, &i, err), has_top_k, s->top_k = (int32_t)i)
+    GET(api_field_number(b, "presence_penalty", -2, 2, &v, err), has_presence, s->presence_penalty = (float)v)
+    GET(api_field_number(b, "frequency_penalty", -2, 2, &v, err), has_frequency,
         s->frequency_penalty = (float)v)
-    GET(number(b, "repeat_penalty", 0, 100, &v, err), has_repeat, s->repeat_penalty = (float)v)
-    GET(integer(b, "repeat_last_n", 0, INT32_MAX, &i, err), has_last_n,
+    GET(api_field_number(b, "repeat_penalty", 0, 100, &v, err), has_repeat, s->repeat_penalty = (float)v)
+    GET(api_field_integer(b, "repeat_last_n", 0, INT32_MAX, &i, err), has_last_n,
         s->penalty_last_n = (int32_t)i)
-    GET(integer(b, "seed", -9.2e18, 1.8e19, &i, err), has_seed, s->seed = (uint64_t)i)
+    GET(api_field_integer(b, "seed", -9.2e18, 1.8e19, &i, err), has_seed, s->seed = (uint64_t)i)
+    GET(api_field_integer(b, "min_keep", 0, INT32_MAX, &i, err), has_min_keep,
+        s->min_keep = (int32_t)i)
 #undef GET
     return 0;
 }
 
-static bool asks(const json_t *b, const char *key);
 
 static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     static const char *const keys[] = { "max_completion_tokens", "max_tokens", "n_predict" };
     int64_t v = 0;
     r->max_tokens = -1;
-    int rc = flag(b, "echo", &r->echo, err);
+    int rc = api_field_flag(b, "echo", &r->echo, err);
     if (rc < 0)
         return rc;
     if (r->echo && r->kind == API_CHAT)
-        return bad(err, "echo", "echo is for completions (/v1/completions)");
+        return api_field_bad(err, "echo", "echo is for completions (/v1/completions)");
     for (int k = 0; k < 3; k++) {
-        rc = integer(b, keys[k], -1, INT32_MAX, &v, err);
+        rc = api_field_integer(b, keys[k], -1, INT32_MAX, &v, err);
         if (rc < 0)
             return rc;
-        if (rc == 1 && v == 0 && !r->echo)
-            return bad(err, keys[k], "must be at least 1 (or -1: up to the context; 0 with "
+        if (rc == 1 && v == 0 && !r->echo && !r->native)
+            return api_field_bad(err, keys[k], "must be at least 1 (or -1: up to the context; 0 with "
                        "echo: the prompt alone)");
         if (rc == 1 && r->max_tokens < 0)
             r->max_tokens = (int)v;
     }
     int64_t n = 1; /* llama-server's n_cmpl, its "n" alias OpenAI's */
-    rc = integer(b, json_object_get(b, "n_cmpl") ? "n_cmpl" : "n", 1, API_MAX_N, &n, err);
+    rc = api_field_integer(b, json_object_get(b, "n_cmpl") ? "n_cmpl" : "n", 1, API_MAX_N, &n, err);
     if (rc < 0)
         return rc;
     r->n = (int)n;
-    if ((rc = flag(b, "stream", &r->stream, err)) < 0)
+    if ((rc = api_field_flag(b, "stream", &r->stream, err)) < 0)
         return rc;
-    if (r->echo && r->stream && asks(b, "logprobs"))
-        return bad(err, "echo", "echo with logprobs is not streamed (ask without stream)");
+    if (r->echo && r->stream && api_field_asks(b, "logprobs"))
+        return api_field_bad(err, "echo", "echo with logprobs is not streamed (ask without stream)");
     const json_t *so = json_object_get(b, "stream_options");
     if (so && !json_is_null(so) && !json_is_object(so))
-        return bad(err, "stream_options", "expected an object");
-    if (json_is_object(so) && flag(so, "include_usage", &r->include_usage, err) < 0)
+        return api_field_bad(err, "stream_options", "expected an object");
+    if (json_is_object(so) && api_field_flag(so, "include_usage", &r->include_usage, err) < 0)
         return -EINVAL;
     bool cache = true;
-    if (flag(b, "cache_prompt", &cache, err) < 0)
+    if (api_field_flag(b, "cache_prompt", &cache, err) < 0)
         return -EINVAL;
     r->no_cache_prompt = !cache;
-    return flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
+    return api_field_flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
 /* One logit_bias entry: a token id (a JSON integer, or a decimal string as
@@ -322,14 +338,14 @@ static int bias_entry(const char *key, const json_t *id, const json_t *v, struct
         n = json_integer_value(id);
     }
     if (n < 0 || n > INT32_MAX)
-        return bad(err, "logit_bias", "expected token ids (non-negative integers)");
+        return api_field_bad(err, "logit_bias", "expected token ids (non-negative integers)");
     out->id = (int32_t)n;
     if (json_is_false(v)) {
         out->bias = -INFINITY;
         return 0;
     }
     if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
-        return bad(err, "logit_bias", "expected biases in [-100, 100] (or false: never)");
+        return api_field_bad(err, "logit_bias", "expected biases in [-100, 100] (or false: never)");
     out->bias = (float)json_number_value(v);
     return 0;
 }
@@ -342,10 +358,10 @@ static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_er
         return 0;
     const bool obj = json_is_object(lb);
     if (!obj && !json_is_array(lb))
-        return bad(err, "logit_bias", "expected an object of token id: bias");
+        return api_field_bad(err, "logit_bias", "expected an object of token id: bias");
     const size_t n = obj ? json_object_size(lb) : json_array_size(lb);
     if (n > API_MAX_LOGIT_BIAS)
-        return bad(err, "logit_bias", "more than 1024 tokens");
+        return api_field_bad(err, "logit_bias", "more than 1024 tokens");
     if (n && !(r->logit_bias = calloc(n, sizeof(*r->logit_bias))))
         return -ENOMEM;
     const char *key;
@@ -362,7 +378,7 @@ static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_er
                 rc = json_is_array(v) && json_array_size(v) == 2
                          ? bias_entry(NULL, json_array_get(v, 0), json_array_get(v, 1),
                                       &r->logit_bias[r->n_logit_bias++], err)
-                         : bad(err, "logit_bias", "expected [token id, bias] pairs");
+                         : api_field_bad(err, "logit_bias", "expected [token id, bias] pairs");
     }
     return rc;
 }
@@ -374,24 +390,22 @@ static int parse_logprobs(const json_t *b, struct api_request *r, struct fl_err 
     int64_t top = 0;
     int rc;
     if (r->kind == API_COMPLETION) {
-        if ((rc = integer(b, "logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
+        if ((rc = api_field_integer(b, "logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
             return rc;
         r->logprobs = rc == 1;
         r->top_logprobs = (int)top;
         return 0;
     }
-    if ((rc = flag(b, "logprobs", &r->logprobs, err)) < 0 ||
-        (rc = integer(b, "top_logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
+    if ((rc = api_field_flag(b, "logprobs", &r->logprobs, err)) < 0 ||
+        (rc = api_field_integer(b, "top_logprobs", 0, FL_MAX_TOP_LOGPROBS, &top, err)) < 0)
         return rc;
     if (top > 0 && !r->logprobs)
-        return bad(err, "top_logprobs", "needs \"logprobs\": true");
+        return api_field_bad(err, "top_logprobs", "needs \"logprobs\": true");
     r->top_logprobs = (int)top;
     return 0;
 }
 
-/* Whether a field asks for something: present and not null, false, 0, "",
- * [] or {}. */
-static bool asks(const json_t *b, const char *key)
+bool api_field_asks(const json_t *b, const char *key)
 {
     const json_t *j = json_object_get(b, key);
     if (!j || json_is_null(j) || json_is_false(j))
@@ -438,22 +452,22 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
     const json_t *f = json_object_get(b, "reasoning_format");
     if (f && !json_is_null(f) &&
         (r->reasoning_format = api_reasoning_format_from_name(json_string_value(f))) < 0)
-        return bad(err, "reasoning_format", "expected \"auto\", \"deepseek\", \"none\" or "
+        return api_field_bad(err, "reasoning_format", "expected \"auto\", \"deepseek\", \"none\" or "
                    "\"deepseek-legacy\"");
     const json_t *kw = json_object_get(b, "chat_template_kwargs");
     if (kw && !json_is_null(kw) && !json_is_object(kw))
-        return bad(err, "chat_template_kwargs", "expected an object");
+        return api_field_bad(err, "chat_template_kwargs", "expected an object");
     const json_t *think = json_object_get(kw, "enable_thinking");
     if (think && !json_is_boolean(think))
-        return bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean");
+        return api_field_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean");
     if (think)
         r->thinking = json_is_true(think);
     const json_t *effort = json_object_get(b, "reasoning_effort");
     if (effort && !json_is_null(effort) && !json_is_string(effort))
-        return bad(err, "reasoning_effort", "expected a string");
+        return api_field_bad(err, "reasoning_effort", "expected a string");
     const json_t *kw_effort = json_object_get(kw, "reasoning_effort");
     if (kw_effort && !json_is_string(kw_effort))
-        return bad(err, "chat_template_kwargs.reasoning_effort", "expected a string");
+        return api_field_bad(err, "chat_template_kwargs.reasoning_effort", "expected a string");
     r->reasoning_effort = json_string_value(kw_effort);
     if (effort && json_is_string(effort) && !strcmp(json_string_value(effort), "none"))
         r->thinking = 0;
@@ -462,13 +476,13 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
     const char *bkey = json_object_get(b, "reasoning_budget_tokens") ? "reasoning_budget_tokens"
                                                                      : "thinking_budget_tokens";
     int64_t budget = -1;
-    int rc = integer(b, bkey, -1, 1e9, &budget, err);
+    int rc = api_field_integer(b, bkey, -1, 1e9, &budget, err);
     if (rc < 0)
         return rc;
     r->reasoning_budget = (int)budget;
     const json_t *msg = json_object_get(b, "reasoning_budget_message");
     if (msg && !json_is_null(msg) && !(r->reasoning_budget_message = json_string_value(msg)))
-        return bad(err, "reasoning_budget_message", "expected a string");
+        return api_field_bad(err, "reasoning_budget_message", "expected a string");
     return 0;
 }
 
@@ -511,12 +525,12 @@ static int parse_grammar(const json_t *b, struct api_request *r, struct fl_err *
     if (!g || json_is_null(g) || (json_is_string(g) && !json_string_length(g)))
         return 0;
     if (!json_is_string(g))
-        return bad(err, "grammar", "expected a string of GBNF");
+        return api_field_bad(err, "grammar", "expected a string of GBNF");
     if (r->json_object || r->json_schema)
-        return bad(err, "grammar", "a grammar and a JSON schema (or JSON mode) both constrain "
+        return api_field_bad(err, "grammar", "a grammar and a JSON schema (or JSON mode) both constrain "
                    "the answer: give one");
-    if (asks(b, "tools"))
-        return bad(err, "grammar", "a grammar cannot hold an answer with tools (their calls "
+    if (api_field_asks(b, "tools"))
+        return api_field_bad(err, "grammar", "a grammar cannot hold an answer with tools (their calls "
                    "follow the tools' own schemas)");
     r->grammar = json_string_value(g);
     r->grammar_len = json_string_length(g);
@@ -539,15 +553,15 @@ static int parse_response_format(const json_t *b, struct api_request *r, struct 
         r->json_object = true;
     else if (type && !strcmp(type, "json_schema") &&
              !(schema = json_object_get(json_object_get(rf, "json_schema"), "schema")))
-        return bad(err, "response_format.json_schema.schema", "expected a JSON schema");
+        return api_field_bad(err, "response_format.json_schema.schema", "expected a JSON schema");
     else if (!type || (strcmp(type, "text") && strcmp(type, "json_object") &&
                        strcmp(type, "json_schema")))
-        return bad(err, "response_format", "{\"type\": \"text\"}, {\"type\": "
+        return api_field_bad(err, "response_format", "{\"type\": \"text\"}, {\"type\": "
                    "\"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": "
                    "{\"schema\": ...}}");
-    if (asks(b, "json_schema")) {
+    if (api_field_asks(b, "json_schema")) {
         if (schema)
-            return bad(err, "json_schema", "given twice (also in response_format)");
+            return api_field_bad(err, "json_schema", "given twice (also in response_format)");
         schema = json_object_get(b, "json_schema");
     }
     struct fl_schema *compiled;
@@ -559,48 +573,79 @@ static int parse_response_format(const json_t *b, struct api_request *r, struct 
     return parse_grammar(b, r, err);
 }
 
+/* Samplers and options of llama-server's that faultline lacks: a request
+ * that turns one on is refused (its defaults, which leave them off, pass:
+ * clients send whole settings). */
+static int refuse_off_only(const json_t *b, struct fl_err *err)
+{
+    static const char *const keys[] = { "dry_multiplier", "xtc_probability", "top_n_sigma",
+                                        "mirostat", "dynatemp_range", "n_indent",
+                                        "t_max_predict_ms" };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        double v = 0;
+        const int rc = api_field_number(b, keys[i], -1e300, 1e300, &v, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && v > 0)
+            return fl_err_set(err, -EINVAL, "%s: %g asks for what faultline does not implement "
+                              "(0 or leave it out)", keys[i], v);
+    }
+    return 0;
+}
+
 static int refuse_unsupported(const json_t *b, struct fl_err *err)
 {
     static const struct { const char *key, *why; } no[] = {
         { "functions", "the legacy function calls are not supported (use tools)" },
-        { "n_probs", "token probabilities are not supported" },
         { "suffix", "a suffix (fill in the middle) is not supported" },
+        { "post_sampling_probs", "probabilities after the sampler chain are not reported "
+                                 "(n_probs gives the model's)" },
+        { "response_fields", "picking the answer's fields is not supported" },
+        { "lora", "LoRA adapters are not supported" },
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
-        if (asks(b, no[i].key))
-            return bad(err, no[i].key, no[i].why);
+        if (api_field_asks(b, no[i].key))
+            return api_field_bad(err, no[i].key, no[i].why);
     if (asks_call(b, "function_call"))
-        return bad(err, "function_call", "the legacy function calls are not supported (use "
+        return api_field_bad(err, "function_call", "the legacy function calls are not supported (use "
                    "tools)");
     int64_t best_of = 1;
-    int rc = integer(b, "best_of", 1, 1e9, &best_of, err);
+    int rc = api_field_integer(b, "best_of", 1, 1e9, &best_of, err);
     if (rc < 0)
         return rc;
-    return best_of != 1 ? bad(err, "best_of", "only one completion per request is generated") : 0;
+    if (best_of != 1)
+        return api_field_bad(err, "best_of", "only one completion per request is generated");
+    return refuse_off_only(b, err);
 }
 
-int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
-                      struct fl_err *err)
+static int parse_request(json_t *body, enum api_kind kind, bool native, struct api_request *out,
+                         struct fl_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->kind = kind;
+    out->native = native;
     out->reasoning_format = out->thinking = out->reasoning_budget = -1;
     out->n_prompts = 1;
     out->doc = body;
     json_incref(body);
-    int rc = json_is_object(body) ? 0 : bad(err, "body", "expected an object");
+    int rc = json_is_object(body) ? 0 : api_field_bad(err, "body", "expected an object");
     if (!rc)
         rc = refuse_unsupported(body, err);
     if (!rc)
         rc = kind == API_CHAT ? parse_messages(body, out, err) : parse_prompt(body, out, err);
     if (!rc && json_object_get(body, "model") && !(out->model = fl_json_str(body, "model")))
-        rc = bad(err, "model", "expected a string");
+        rc = api_field_bad(err, "model", "expected a string");
     if (!rc)
         rc = parse_stop(body, out, err);
     if (!rc)
         rc = parse_limits(body, out, err);
-    if (!rc)
+    if (!rc && !native && api_field_asks(body, "n_probs"))
+        rc = api_field_bad(err, "n_probs", "is /completion's (llama-server's own API); here ask "
+                           "for logprobs");
+    if (!rc && !native)
         rc = parse_logprobs(body, out, err);
+    if (!rc && native)
+        rc = api_native_fields(body, out, err);
     if (!rc)
         rc = parse_logit_bias(body, out, err);
     if (!rc)
@@ -611,12 +656,23 @@ int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
         rc = parse_reasoning(body, out, err);
     if (!rc && kind == API_CHAT)
         rc = api_parse_tools(body, out, err);
-    else if (!rc && (asks(body, "tools") || asks_call(body, "tool_choice")))
-        rc = bad(err, asks(body, "tools") ? "tools" : "tool_choice",
+    else if (!rc && (api_field_asks(body, "tools") || asks_call(body, "tool_choice")))
+        rc = api_field_bad(err, api_field_asks(body, "tools") ? "tools" : "tool_choice",
                  "tools are for chat completions (/v1/chat/completions)");
     if (rc)
         api_request_free(out);
     return rc;
+}
+
+int api_request_parse(json_t *body, enum api_kind kind, struct api_request *out,
+                      struct fl_err *err)
+{
+    return parse_request(body, kind, false, out, err);
+}
+
+int api_request_parse_native(json_t *body, struct api_request *out, struct fl_err *err)
+{
+    return parse_request(body, API_COMPLETION, true, out, err);
 }
 
 int api_request_check_vocab(const struct api_request *r, const struct fl_tokenizer *tok,
@@ -642,7 +698,7 @@ void api_request_free(struct api_request *r)
 
 int api_request_max_tokens(const struct api_request *r, int dflt, int n_ctx)
 {
-    if (r->max_tokens == 0 && r->echo)
+    if (r->max_tokens == 0 && (r->echo || r->native))
         return 0; /* the prompt alone */
     return r->max_tokens > 0 ? r->max_tokens : dflt > 0 ? dflt : n_ctx;
 }
@@ -672,6 +728,45 @@ void api_request_sampling(const struct api_request *r, const struct fl_sampler_p
         out->penalty_last_n = s->penalty_last_n;
     if (r->has_seed)
         out->seed = s->seed;
+    if (r->has_min_keep)
+        out->min_keep = s->min_keep;
+    if (r->has_order) {
+        out->n_order = s->n_order;
+        memcpy(out->order, s->order, sizeof(out->order));
+    }
+}
+
+/* A mixed prompt's tokens: ids as they are, strings tokenized (BOS, where
+ * the vocabulary adds one, only when the first entry is a string), as
+ * llama-server's tokenize_mixed. */
+static int tokenize_mixed(const struct fl_tokenizer *tok, const json_t *p, int32_t **ids)
+{
+    int32_t *all = NULL;
+    int n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(p, i, e) {
+        int32_t one = (int32_t)json_integer_value(e), *part = &one;
+        const int k = json_is_string(e) ? fl_tokenize_alloc(tok, json_string_value(e),
+                                                            json_string_length(e), i == 0, true,
+                                                            &part)
+                                        : 1;
+        int32_t *grown = k >= 0 && n <= INT32_MAX / 4 - k
+                             ? realloc(all, sizeof(int32_t) * (size_t)(n + k + 1)) : NULL;
+        if (grown) {
+            memcpy(grown + n, part, sizeof(int32_t) * (size_t)k);
+            all = grown;
+            n += k;
+        }
+        if (part != &one)
+            free(part);
+        if (!grown) {
+            free(all);
+            return k < 0 ? k : -ENOMEM;
+        }
+    }
+    *ids = all;
+    return n;
 }
 
 int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
@@ -685,8 +780,12 @@ int api_request_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
         memcpy(*ids, r->prompt_ids, sizeof(int32_t) * (size_t)r->n_prompt_ids);
         return r->n_prompt_ids;
     }
+    if (r->kind == API_COMPLETION && r->prompt_mixed)
+        return tokenize_mixed(tok, r->prompt_mixed, ids);
+    /* control tokens' texts become those tokens, as llama-server reads a
+     * completion's prompt: a client that writes the chat format itself */
     if (r->kind == API_COMPLETION)
-        return fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), true, false, ids);
+        return fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), true, true, ids);
     if (chat == FL_CHAT_UNKNOWN) {
         *why = "no chat format is known for this model (--chat-template NAME)";
         return -EINVAL;
@@ -712,24 +811,24 @@ int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
     if (rc)
         return rc;
     if (!json_is_object(out->doc))
-        return bad(err, "the line", "expected a JSON object");
+        return api_field_bad(err, "the line", "expected a JSON object");
     const json_t *id = json_object_get(out->doc, "custom_id");
     if (!json_is_string(id) || !json_string_value(id)[0])
-        return bad(err, "custom_id", "expected a non-empty string");
+        return api_field_bad(err, "custom_id", "expected a non-empty string");
     out->custom_id = json_string_value(id);
     const char *method = fl_json_str(out->doc, "method"), *url = fl_json_str(out->doc, "url");
     if (json_object_get(out->doc, "method") && (!method || strcmp(method, "POST")))
-        return bad(err, "method", "only POST is served");
+        return api_field_bad(err, "method", "only POST is served");
     enum api_kind kind;
     if (url && !strcmp(url, "/v1/chat/completions"))
         kind = API_CHAT;
     else if (url && !strcmp(url, "/v1/completions"))
         kind = API_COMPLETION;
     else
-        return bad(err, "url", "expected \"/v1/chat/completions\" or \"/v1/completions\"");
+        return api_field_bad(err, "url", "expected \"/v1/chat/completions\" or \"/v1/completions\"");
     json_t *body = json_object_get(out->doc, "body");
     if (!json_is_object(body))
-        return bad(err, "body", "expected an object");
+        return api_field_bad(err, "body", "expected an object");
     rc = api_request_parse(body, kind, &out->req, err);
     if (rc) { /* the message names the field inside the body */
         char why[sizeof(err->msg)];
@@ -738,7 +837,7 @@ int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
     }
     if (!rc && out->req.stream) {
         api_request_free(&out->req);
-        return bad(err, "body.stream", "a batch writes whole answers; leave it out");
+        return api_field_bad(err, "body.stream", "a batch writes whole answers; leave it out");
     }
     return rc;
 }

@@ -69,6 +69,8 @@ struct api_request {
     int n_prompts;            /* completions: "prompt" may be a list (strings, or
                                * lists of token ids); 1 for chat */
     const json_t *prompt_list; /* ... that list (in doc), NULL for one prompt */
+    const json_t *prompt_mixed; /* or the selected prompt as llama-server's ids and strings
+                                 * mixed in one array (in doc; NULL: not) */
     const char *model;        /* NULL when not given */
     int max_tokens;           /* -1 when not given */
     int n;                    /* choices ("n", llama-server's "n_cmpl"): the prompt's
@@ -79,7 +81,8 @@ struct api_request {
     /* the sampling fields given (has[] says which) */
     struct fl_sampler_params sampling;
     bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
-    bool has_repeat, has_presence, has_frequency, has_last_n, has_typical;
+    bool has_repeat, has_presence, has_frequency, has_last_n, has_typical, has_min_keep;
+    bool has_order;           /* "samplers" (llama-server's): sampling.order */
     bool ignore_eos;
     bool no_cache_prompt;     /* "cache_prompt": false (llama-server's): no prompt cache */
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
@@ -117,6 +120,12 @@ struct api_request {
      * reasoning the message and "</think>" are forced (eng_req.think_*) */
     int reasoning_budget;
     const char *reasoning_budget_message;
+    /* llama-server's own /completion (api/native.h): its answer's shape,
+     * "n_probs" (logprobs is then on for every request: the tokens' ids and
+     * bytes come with the figures) and "return_tokens" */
+    bool native;
+    int n_probs;
+    bool return_tokens;
     json_t *doc;              /* owned: what the strings point into */
 };
 

@@ -25,7 +25,8 @@ struct sched_req {
     void *user;
     int32_t *prompt;
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
-    bool ignore_eos, cancelled, cut; /* cut: a stop string ended the text */
+    bool ignore_eos, cancelled;
+    int cut;             /* the stop string that ended the text, -1: none */
     bool want_lp, no_cache, want_plp;
     struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
     struct fl_grammar *grammar; /* or a grammar ... */
@@ -192,7 +193,7 @@ static const char *unrunnable(const struct eng_sched *q, const struct sched_req 
 
 int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_err *err)
 {
-    if (in->max_tokens < !in->prompt_logprobs || in->n_stop < 0 ||
+    if (in->max_tokens < 0 || in->n_stop < 0 ||
         in->n_stop > ENG_SCHED_MAX_STOP || in->n_prompt < 0)
         return fl_err_set(err, -EINVAL, "request: max_tokens %d, %d stop strings (at most %d)",
                           in->max_tokens, in->n_stop, ENG_SCHED_MAX_STOP);
@@ -210,7 +211,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .want_plp = in->prompt_logprobs && in->logprobs,
                              .think_limit = in->think_limit && !in->json_object &&
                                             !in->json_schema && !in->grammar,
-                             .lender = -1 };
+                             .lender = -1, .cut = -1 };
     int rc = copy_request(r, in, q->n_vocab);
     if (!rc && r->think_limit)
         rc = fl_think_budget_init(&r->think, q->tok, in->think_tags, in->think_opened,
@@ -316,7 +317,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - r->emitted);
     const double start = r->seq >= 0 ? r->t_start : t, first = r->t_first ? r->t_first : t;
     int n_lp = r->want_lp ? r->n_gen : 0; /* tokens wholly inside a cut stop string: none */
-    while (r->cut && n_lp > 0 && r->lp[n_lp - 1].text_start >= r->len)
+    while (r->cut >= 0 && n_lp > 0 && r->lp[n_lp - 1].text_start >= r->len)
         n_lp--;
     const struct eng_req_result res = {
         .finish = why, .error = why == ENG_FINISH_ERROR ? r->error : NULL,
@@ -324,6 +325,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         .n_prompt = r->n_prompt, .n_cached = r->n_cached, .queued_s = start - r->t_submit,
         .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL,
         .n_logprobs = n_lp, .prompt_logprobs = r->want_plp ? r->plp : NULL,
+        .stop_index = why == ENG_FINISH_STOP ? r->cut : -1,
     };
     q->st.requests_done++;
     q->st.prompt_cached += (uint64_t)r->n_cached; /* with prompt_tokens: requests that ended */
@@ -599,7 +601,7 @@ static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
         if (hit) {
             r->len = (size_t)(hit - r->text);
             r->text[r->len] = '\0';
-            r->cut = true;
+            r->cut = i;
             return true;
         }
     }
@@ -630,7 +632,7 @@ static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const 
 /* A logits row for r: sample, and end r or queue the token for the next step. */
 static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 {
-    if (r->max_tokens == 0) { /* the prompt's log-probabilities only */
+    if (r->max_tokens == 0) { /* the prompt alone (its log-probabilities, or the cache) */
         finish(q, r, ENG_FINISH_LENGTH);
         return;
     }

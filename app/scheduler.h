@@ -56,7 +56,8 @@ struct eng_sched;
 struct eng_req {
     const int32_t *prompt; /* copied at submit */
     int n_prompt;
-    int max_tokens;        /* >= 1; the context may end it sooner */
+    int max_tokens;        /* the context may end it sooner; 0: the prompt alone (its
+                            * prompt_logprobs, or its rows left in the prompt cache) */
     struct fl_sampler_params sampling;
     const char *const *stop; /* up to ENG_SCHED_MAX_STOP strings, copied */
     int n_stop;
@@ -115,6 +116,8 @@ struct eng_req_result {
     int n_prompt;
     int n_cached;           /* of them, read from the prompt cache (not computed) */
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
+    int stop_index;         /* ENG_FINISH_STOP by stop string stop[i]: i; else -1 (an
+                             * end-of-generation token, or the constraint's end) */
 };
 
 struct eng_sched_hooks {

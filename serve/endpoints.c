@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/request-fields.h"
 #include "serve/http.h"
 #include "text/tokenizer.h"
 
@@ -74,7 +75,7 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     pthread_mutex_lock(&k->s->mu);
     static const char *const names[SRV_N_ROUTES] = {
         "chat_completions", "completions", "models", "health", "metrics", "tokenize",
-        "detokenize", "apply_template", "other" };
+        "detokenize", "apply_template", "completion", "props", "other" };
     static const char *const classes[6] = { "2xx", "4xx", "5xx", "401", "413", "503" };
     fprintf(f, "# HELP faultline_http_responses_total HTTP responses by endpoint and status.\n"
                "# TYPE faultline_http_responses_total counter\n");
@@ -105,6 +106,25 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     return rc;
 }
 
+/* with_pieces' piece: the token's text, or its bytes where they are no
+ * whole UTF-8 (as llama-server writes them). */
+static json_t *piece_json(const struct fl_tokenizer *tok, int32_t id)
+{
+    char buf[256];
+    int n = fl_token_to_piece(tok, id, buf, sizeof(buf), false, true);
+    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
+    json_t *text = json_stringn(buf, (size_t)n); /* NULL: not valid UTF-8 */
+    if (text)
+        return json_pack("{s:i, s:o}", "id", id, "piece", text);
+    json_t *bytes = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)buf[i]));
+    return json_pack("{s:i, s:o}", "id", id, "piece", bytes);
+}
+
+/* llama-server's /tokenize: "content", "add_special" (default false),
+ * "parse_special" (default true: control tokens' texts are those tokens),
+ * "with_pieces" (each token as {"id", "piece"}). */
 enum MHD_Result srv_tokenize(struct srv_conn *k)
 {
     enum MHD_Result rc;
@@ -112,25 +132,27 @@ enum MHD_Result srv_tokenize(struct srv_conn *k)
     if (!body)
         return rc;
     const json_t *content = json_object_get(body, "content");
-    const json_t *special = json_object_get(body, "add_special");
-    if (!json_is_string(content) || (special && !json_is_boolean(special))) {
+    bool add_special = false, parse_special = true, pieces = false;
+    struct fl_err err = { "" };
+    if (!json_is_string(content) || api_field_flag(body, "add_special", &add_special, &err) < 0 ||
+        api_field_flag(body, "parse_special", &parse_special, &err) < 0 ||
+        api_field_flag(body, "with_pieces", &pieces, &err) < 0) {
         json_decref(body);
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "invalid_request",
-                               "%s", !json_is_string(content) ? "content: expected a string"
-                                                              : "add_special: expected a boolean");
+                               "invalid_request", "%s",
+                               err.msg[0] ? err.msg : "content: expected a string");
     }
     const struct fl_tokenizer *tok = eng_session_tokenizer(srv_loop_session(k->s->loop));
     int32_t *ids = NULL;
     const int n = fl_tokenize_alloc(tok, json_string_value(content), json_string_length(content),
-                                    json_is_true(special), false, &ids);
+                                    add_special, parse_special, &ids);
     json_decref(body);
     if (n < 0)
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
                                "invalid_request", "content: cannot be tokenized");
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++)
-        json_array_append_new(arr, json_integer(ids[i]));
+        json_array_append_new(arr, pieces ? piece_json(tok, ids[i]) : json_integer(ids[i]));
     free(ids);
     return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:o}", "tokens", arr));
 }
@@ -179,7 +201,7 @@ enum MHD_Result srv_apply_template(struct srv_conn *k)
 {
     enum MHD_Result rc;
     struct api_request req;
-    if (!srv_request(k, API_CHAT, &req, &rc))
+    if (!srv_request(k, API_CHAT, false, &req, &rc))
         return rc;
     char *text = NULL;
     const char *why = "no chat format is known for this model (--chat-template NAME)";

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/native.h"
 #include "api/openai.h"
 #include "serve/engine-request.h"
 #include "text/tokenizer.h"
@@ -120,34 +121,6 @@ static bool client_gone(int fd)
     return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* One choice of a streamed completion. */
-struct srv_choice {
-    struct srv_job *job;
-    bool sent_role, ended;
-    bool sent_echo;                 /* echo: the prompt went first */
-    size_t sent;                    /* bytes of the answer's content streamed */
-    size_t r_sent;                  /* bytes of the reasoning streamed */
-    size_t seen;                    /* bytes of the text looked at: sent plus held back */
-    int lp_sent;                    /* tokens whose logprobs were streamed */
-};
-
-/* A streamed completion: owned by its MHD response (freed with it). */
-struct srv_stream {
-    struct srv *s;
-    int fd;
-    enum api_kind kind;
-    char id[64];
-    int64_t created;
-    bool include_usage, ended;
-    const struct fl_tokenizer *tok; /* renders logprobs (taken before the loop's mutex is held) */
-    char *out;                      /* events not yet handed to the socket */
-    size_t out_len, out_off;
-    struct api_answer_reader answer; /* content is held back where a call may start */
-    int n;                          /* choices: prompts times "n" */
-    int n_choice;                   /* "n": choice c is prompt c / n_choice's */
-    struct srv_choice ch[];
-};
-
 void srv_conn_release_jobs(struct srv_conn *k)
 {
     for (int c = 0; c < k->n_jobs; c++)
@@ -198,6 +171,25 @@ static json_t *choice_json(struct srv_conn *k, struct srv_job *j)
     return doc;
 }
 
+/* /completion's answer: one result object, or an array of them (several
+ * prompts or choices), as llama-server's. */
+static enum MHD_Result reply_native(struct srv_conn *k)
+{
+    json_t *arr = json_array();
+    for (int c = 0; arr && c < k->n_jobs; c++) {
+        json_t *one = srv_native_result(k, k->jobs[c], c);
+        if (!one || json_array_append_new(arr, one)) {
+            json_decref(arr);
+            return finish_error(k, k->jobs[c]);
+        }
+    }
+    if (!arr)
+        return finish_error(k, k->jobs[0]);
+    json_t *doc = k->n_jobs == 1 ? json_incref(json_array_get(arr, 0)) : json_incref(arr);
+    json_decref(arr);
+    return srv_reply_json(k, MHD_HTTP_OK, doc);
+}
+
 /* stream: false — wait for the ends (noticing a client that leaves), then
  * one JSON object with a choice per job. */
 static enum MHD_Result reply_whole(struct srv_conn *k)
@@ -217,6 +209,8 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         }
     }
     srv_loop_unlock(k->s->loop);
+    if (k->native)
+        return reply_native(k);
     json_t **one = calloc((size_t)k->n_jobs, sizeof(*one));
     int failed = one ? -1 : 0; /* the first choice that has no object */
     for (int c = 0; one && c < k->n_jobs; c++)
@@ -228,8 +222,7 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
                : finish_error(k, k->jobs[failed < 0 ? 0 : failed]);
 }
 
-/* One "data: {...}\n\n" event onto the connection's pending bytes. */
-static void sse_event(struct srv_stream *k, json_t *v)
+void srv_sse_event(struct srv_stream *k, json_t *v)
 {
     char *s = fl_json_line(v);
     json_decref(v);
@@ -270,11 +263,11 @@ static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char 
     if (ans->content_len > sent - lead) {
         ch->text = ans->content + (sent - lead);
         ch->len = ans->content_len - (sent - lead);
-        sse_event(k, api_chunk_json(ch));
+        srv_sse_event(k, api_chunk_json(ch));
     }
     ch->text = NULL;
     ch->tools = ans;
-    sse_event(k, api_chunk_json(ch));
+    srv_sse_event(k, api_chunk_json(ch));
     ch->tools = NULL;
 }
 
@@ -289,7 +282,7 @@ static void stream_reasoning(struct srv_stream *k, struct srv_choice *o, struct 
     ch->reasoning = true;
     ch->text = r + o->r_sent;
     ch->len = avail - o->r_sent;
-    sse_event(k, api_chunk_json(ch));
+    srv_sse_event(k, api_chunk_json(ch));
     ch->reasoning = false;
     o->r_sent = avail;
 }
@@ -306,14 +299,14 @@ static void stream_news(struct srv_stream *k, int c)
     if (!o->sent_role && k->kind == API_CHAT) {
         ch.role = true;
         ch.text = "";
-        sse_event(k, api_chunk_json(&ch));
+        srv_sse_event(k, api_chunk_json(&ch));
         ch.role = false;
         o->sent_role = true;
     }
     if (j->echo_text && !o->sent_echo) { /* echo: the prompt's text first */
         ch.text = j->echo_text;
         ch.len = j->echo_len;
-        sse_event(k, api_chunk_json(&ch));
+        srv_sse_event(k, api_chunk_json(&ch));
         o->sent_echo = true;
     }
     struct fl_reasoning_split sp;
@@ -348,7 +341,7 @@ static void stream_news(struct srv_stream *k, int c)
         ch.len = avail - o->sent;
         ch.logprobs = lp_end > o->lp_sent ? j->lp + o->lp_sent : NULL;
         ch.n_logprobs = lp_end - o->lp_sent;
-        sse_event(k, api_chunk_json(&ch));
+        srv_sse_event(k, api_chunk_json(&ch));
         ch.logprobs = NULL;
         ch.n_logprobs = 0;
         o->sent = avail;
@@ -359,12 +352,12 @@ static void stream_news(struct srv_stream *k, int c)
     if (ans.n_calls) /* the calls, after any content between or after them */
         stream_calls(k, &ch, text, avail, &ans);
     if (j->result.finish == ENG_FINISH_ERROR) {
-        sse_event(k, api_error_json("server_error", "engine_error",
+        srv_sse_event(k, api_error_json("server_error", "engine_error",
                                     j->error[0] ? j->error : "the request failed"));
     } else {
         ch.text = NULL;
         ch.finish_reason = ans.n_calls ? "tool_calls" : eng_finish_name(j->result.finish);
-        sse_event(k, api_chunk_json(&ch));
+        srv_sse_event(k, api_chunk_json(&ch));
     }
     o->ended = true;
     fl_tool_answer_free(&ans);
@@ -383,7 +376,7 @@ static void stream_end(struct srv_stream *k)
             ch.prompt_tokens += c % k->n_choice ? 0 : r->n_prompt;
             ch.cached_tokens += c % k->n_choice ? 0 : r->n_cached;
         }
-        sse_event(k, api_chunk_json(&ch));
+        srv_sse_event(k, api_chunk_json(&ch));
     }
     sse_raw(k, "data: [DONE]\n\n");
     k->ended = true;
@@ -423,11 +416,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             srv_job_wait(k->s->loop, k->ch[first].job, k->n > 1 ? 20 : 100);
         bool all = true;
         for (int c = 0; c < k->n; c++) {
-            if (!k->ch[c].ended)
+            if (!k->ch[c].ended && k->native)
+                srv_native_news(k, c);
+            else if (!k->ch[c].ended)
                 stream_news(k, c);
             all = all && k->ch[c].ended;
         }
-        if (all)
+        if (all && k->native) /* llama-server ends its own events without [DONE] */
+            k->ended = true;
+        else if (all)
             stream_end(k);
         srv_loop_unlock(k->s->loop);
     }
@@ -456,7 +453,9 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
     *st = (struct srv_stream){ .s = k->s, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
-                               .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)) };
+                               .native = k->native, .n_predict = k->n_predict,
+                               .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
+                               .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
         st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };
     snprintf(st->id, sizeof(st->id), "%s", k->id);
@@ -626,14 +625,15 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
 }
 
-bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req,
+bool srv_request(struct srv_conn *k, enum api_kind kind, bool native, struct api_request *req,
                  enum MHD_Result *rc)
 {
     json_t *body = srv_body_object(k, rc);
     if (!body)
         return false;
     struct fl_err err = { "" };
-    const int prc = api_request_parse(body, kind, req, &err);
+    const int prc = native ? api_request_parse_native(body, req, &err)
+                           : api_request_parse(body, kind, req, &err);
     json_decref(body);
     if (!prc) {
         api_request_reasoning_defaults(req, &k->s->o->reasoning);
@@ -645,13 +645,16 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req
     return !prc;
 }
 
-enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind)
+enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, bool native)
 {
     enum MHD_Result rc;
     struct api_request req;
-    if (!srv_request(k, kind, &req, &rc))
+    if (!srv_request(k, kind, native, &req, &rc))
         return rc;
     k->kind = kind;
+    k->native = native;
+    k->n_predict = req.max_tokens;
+    k->return_tokens = req.return_tokens;
     api_answer_reader_init(&req, k->s->chat, &k->answer);
     rc = post_jobs(k, &req);
     api_request_free(&req);

@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 9
+#define SRV_N_ROUTES 11
 
 struct srv {
     const struct srv_opts *o;
@@ -48,7 +48,56 @@ struct srv_conn {
     char id[64];
     int64_t created;
     struct api_answer_reader answer; /* how its answer's reasoning and calls are read */
+    bool native;                    /* llama-server's /completion answers (serve/native.c), */
+    int n_predict;                  /* its request's n_predict (-1: not given) */
+    bool return_tokens;             /* and return_tokens */
 };
+
+/* One choice of a streamed completion. */
+struct srv_choice {
+    struct srv_job *job;
+    bool sent_role, ended;
+    bool sent_echo;                 /* echo: the prompt went first */
+    size_t sent;                    /* bytes of the answer's content streamed */
+    size_t r_sent;                  /* bytes of the reasoning streamed */
+    size_t seen;                    /* bytes of the text looked at: sent plus held back */
+    int lp_sent;                    /* tokens whose logprobs were streamed */
+};
+
+/* A streamed completion: owned by its MHD response (freed with it). */
+struct srv_stream {
+    struct srv *s;
+    int fd;
+    enum api_kind kind;
+    bool native;                    /* llama-server's /completion events (serve/native.c) */
+    int n_predict;                  /* ... and its request's n_predict, for the settings */
+    char id[64];
+    int64_t created;
+    bool include_usage, ended;
+    const struct fl_tokenizer *tok; /* renders logprobs (taken before the loop's mutex is held) */
+    const struct eng_session *ses;  /* likewise */
+    char *out;                      /* events not yet handed to the socket */
+    size_t out_len, out_off;
+    struct api_answer_reader answer; /* content is held back where a call may start */
+    int n;                          /* choices: prompts times "n" */
+    int n_choice;                   /* "n": choice c is prompt c / n_choice's */
+    struct srv_choice ch[];
+};
+
+
+
+/* One "data: {...}\n\n" event onto a stream's pending bytes (takes v). */
+void srv_sse_event(struct srv_stream *k, json_t *v);
+
+/* --- llama-server's /completion (serve/native.c) --- */
+/* A finished job's result object (index: its place in the request), or
+ * NULL: the request failed or memory ran out. */
+json_t *srv_native_result(struct srv_conn *k, struct srv_job *j, int index);
+/* Choice c's events (the loop's mutex held): text and its tokens as they
+ * settle, then the last event with every field, or the error. */
+void srv_native_news(struct srv_stream *k, int c);
+/* GET /props: the server's settings as llama-server's /props gives them. */
+enum MHD_Result srv_props(struct srv_conn *k);
 
 /* Releases a connection's jobs: those not done are cancelled. */
 void srv_conn_release_jobs(struct srv_conn *k);
@@ -62,12 +111,13 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
 
 /* The body as a JSON object, or NULL with a 400 already queued (*rc). */
 json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
-/* The body as a request of kind (api_request_free it), or false with a 400
- * already queued (*rc). */
-bool srv_request(struct srv_conn *k, enum api_kind kind, struct api_request *req,
+/* The body as a request of kind, or of /completion when native
+ * (api_request_free it), or false with a 400 already queued (*rc). */
+bool srv_request(struct srv_conn *k, enum api_kind kind, bool native, struct api_request *req,
                  enum MHD_Result *rc);
 
-enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind);
+/* A completion endpoint: OpenAI's of kind, or llama-server's /completion (native). */
+enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, bool native);
 enum MHD_Result srv_models(struct srv_conn *k);
 enum MHD_Result srv_health(struct srv_conn *k);
 enum MHD_Result srv_metrics(struct srv_conn *k);

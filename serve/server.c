@@ -14,7 +14,8 @@
 #include "text/grammar.h"
 
 enum route_id {
-    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
+    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
+    R_NATIVE, R_PROPS
 };
 
 struct route {
@@ -28,7 +29,10 @@ static const struct route routes[] = {
     { "/v1/chat/completions", "POST", R_CHAT, true, true },
     { "/chat/completions", "POST", R_CHAT, true, true },
     { "/v1/completions", "POST", R_COMPLETIONS, true, true },
-    { "/completions", "POST", R_COMPLETIONS, true, true },
+    /* llama-server's own API at its paths (/completions is it too there) */
+    { "/completion", "POST", R_NATIVE, true, true },
+    { "/completions", "POST", R_NATIVE, true, true },
+    { "/props", "GET", R_PROPS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
     { "/health", "GET", R_HEALTH, false, false },
@@ -121,8 +125,10 @@ static enum MHD_Result dispatch(struct srv_conn *k)
         return srv_reply_error(k, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error",
                                "body_too_large", "the body is over %zu bytes", k->s->o->max_body);
     switch (routes[k->route].id) {
-    case R_CHAT: return srv_completion(k, API_CHAT);
-    case R_COMPLETIONS: return srv_completion(k, API_COMPLETION);
+    case R_CHAT: return srv_completion(k, API_CHAT, false);
+    case R_COMPLETIONS: return srv_completion(k, API_COMPLETION, false);
+    case R_NATIVE: return srv_completion(k, API_COMPLETION, true);
+    case R_PROPS: return srv_props(k);
     case R_MODELS: return srv_models(k);
     case R_HEALTH: return srv_health(k);
     case R_METRICS: return srv_metrics(k);

@@ -89,7 +89,14 @@ check([c["text"] for c in scored["choices"]] == prompts and
       "3 prompts scored (echo, logprobs, max_tokens 0): each its prompt's tokens")
 r = post("/v1/completions", {"prompt": [[10, 20, 30], [40]], "max_tokens": 2, "seed": 1})
 check(len(r["choices"]) == 2, "a list of token-id prompts: %d choices" % len(r["choices"]))
-for bad, what in ((["a", ""], "prompt[1]"), (["a", 3], "prompt[1]"), ([[1], "a"], "prompt[1]"),
+# as llama-server reads prompts: strings and ids in one array are one prompt,
+# a list may hold strings, id lists and such mixed arrays
+r = post("/v1/completions", {"prompt": ["a", 3], "max_tokens": 2, "seed": 1})
+check(len(r["choices"]) == 1 and r["usage"]["prompt_tokens"] == 2,
+      "[\"a\", 3]: one prompt of %d tokens" % r["usage"]["prompt_tokens"])
+r = post("/v1/completions", {"prompt": [[1], "a", ["a", 3]], "max_tokens": 2, "seed": 1})
+check(len(r["choices"]) == 3, "[[1], \"a\", [\"a\", 3]]: %d choices" % len(r["choices"]))
+for bad, what in ((["a", ""], "prompt[1]"), (["a", 3.5], "prompt[1]"), ([[1], {}], "prompt[1]"),
                   (["a"] * 1025, "prompt")):
     code, e = post("/v1/completions", {"prompt": bad, "max_tokens": 2}, status=True)
     m = e.get("error", {}).get("message", "")

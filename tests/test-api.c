@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "api/native.h"
 #include "api/openai.h"
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
@@ -78,7 +79,7 @@ static void test_refused(void)
           "\"a\"}]}}", "body.messages[0].role" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":[{\"type\":\"image_url\"}]}]}}", "messages[0].content[0]" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[[1],\"a\"]}}",
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":[[1],{}]}}",
           "body.prompt[1]" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"temperature\":\"hot\"}}", "body.temperature: expected a number" },
@@ -689,9 +690,22 @@ static void test_choices(void)
               r.n_prompt_ids == 2, "one prompt of ids");
     json_decref(b);
     api_request_free(&r);
-    b = body_of("{\"prompt\":[\"a\",[1]]}");
-    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "prompt[1]"),
-          "mixed prompts: '%s'", err.msg);
+    b = body_of("{\"prompt\":[\"a\",[1]]}"); /* two prompts, a string and ids */
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n_prompts == 2 &&
+              !strcmp(r.prompt, "a") && api_request_select_prompt(&r, 1) == 0 && !r.prompt &&
+              r.n_prompt_ids == 1,
+          "a string and ids: two prompts: '%s'", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":[\"a\",3,\"b\"]}"); /* llama-server's mixed prompt: one */
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == 0 && r.n_prompts == 1 &&
+              r.prompt_mixed && !r.prompt && !r.prompt_ids,
+          "ids and strings mixed: one prompt: '%s'", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":[\"a\",3.5]}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "prompt"),
+          "a mixed prompt's number that is no token id: '%s'", err.msg);
     json_decref(b);
     struct api_completion c = { .kind = API_COMPLETION, .id = "cmpl-1", .model = "m", .created = 1,
                                 .text = "x", .len = 1, .finish_reason = "stop",
@@ -866,8 +880,78 @@ static void test_tool_grammars(void)
     printf("tool grammars: GLM-4.5's and MiniMax-M2's forced calls held to the tools' parameters\n");
 }
 
+/* llama-server's /completion (api/native.h): its fields, its refusals,
+ * and its result object. */
+static void test_native(void)
+{
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *b = body_of("{\"prompt\":\"hi\",\"n_predict\":0,\"n_probs\":4,\"return_tokens\":true,"
+                        "\"samplers\":[\"dry\",\"min_p\",\"temperature\"],\"id_slot\":1,"
+                        "\"xtc_probability\":0,\"top_n_sigma\":-1,\"min_keep\":2}");
+    CHECK(api_request_parse_native(b, &r, &err) == 0 && r.native && r.n_probs == 4 &&
+              r.logprobs && r.top_logprobs == 4 && r.return_tokens && r.has_order &&
+              r.sampling.n_order == 2 && r.sampling.order[0] == FL_SAMPLER_MIN_P &&
+              api_request_max_tokens(&r, -1, 100) == 0 && r.has_min_keep &&
+              r.sampling.min_keep == 2,
+          "native fields: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    b = body_of("{\"prompt\":\"hi\"}"); /* no n_probs: logprobs on all the same (the ids) */
+    CHECK(api_request_parse_native(b, &r, &err) == 0 && r.logprobs && r.n_probs == 0 &&
+              api_request_max_tokens(&r, -1, 100) == 100,
+          "native defaults: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    static const struct { const char *body, *want; } no[] = {
+        { "{\"prompt\":\"a\",\"n_probs\":21}", "n_probs" },
+        { "{\"prompt\":\"a\",\"dry_multiplier\":1}", "dry_multiplier" },
+        { "{\"prompt\":\"a\",\"mirostat\":1}", "mirostat" },
+        { "{\"prompt\":\"a\",\"samplers\":[\"xtc\"]}", "samplers" },
+        { "{\"prompt\":\"a\",\"samplers\":[1]}", "samplers" },
+        { "{\"prompt\":\"a\",\"samplers\":\"kq\"}", "samplers" },
+        { "{\"prompt\":\"a\",\"echo\":true}", "echo" },
+        { "{\"prompt\":\"a\",\"return_tokens\":1}", "return_tokens" },
+        { "{\"prompt\":\"a\",\"lora\":[{\"id\":0}]}", "lora" },
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        b = body_of(no[i].body);
+        CHECK(api_request_parse_native(b, &r, &err) == -EINVAL && strstr(err.msg, no[i].want) &&
+                  !strchr(err.msg, '\n'),
+              "%s: '%s'", no[i].body, err.msg);
+        json_decref(b);
+    }
+    b = body_of("{\"prompt\":\"a\",\"n_probs\":2}");
+    CHECK(api_request_parse(b, API_COMPLETION, &r, &err) == -EINVAL && strstr(err.msg, "n_probs"),
+          "n_probs on /v1/completions: '%s'", err.msg);
+    json_decref(b);
+    const int32_t toks[] = { 5, 6 };
+    const struct api_native_result res = {
+        .final = true, .index = 1, .content = "a\nb", .len = 3, .tokens = toks, .n_tokens = 2,
+        .tokens_predicted = 2, .tokens_evaluated = 4, .prompt = "p", .prompt_len = 1,
+        .stop_type = api_native_stop_type("stop", 0), .stopping_word = "x", .tokens_cached = 6,
+        .cache_n = 1, .prompt_s = 0.003, .predicted_s = 0.002,
+    };
+    json_t *o = api_native_json(&res);
+    const json_t *t = json_object_get(o, "timings");
+    CHECK(o && json_is_true(json_object_get(o, "stop")) &&
+              json_is_true(json_object_get(o, "has_new_line")) &&
+              !strcmp(fl_json_str(o, "stop_type"), "word") &&
+              json_array_size(json_object_get(o, "tokens")) == 2 &&
+              json_integer_value(json_object_get(t, "prompt_n")) == 3 &&
+              fabs(json_real_value(json_object_get(t, "predicted_per_second")) - 1000.0) < 1e-6,
+          "a native result's fields");
+    json_decref(o);
+    CHECK(!strcmp(api_native_stop_type("stop", -1), "eos") &&
+              !strcmp(api_native_stop_type("length", -1), "limit") &&
+              !strcmp(api_native_stop_type("cancelled", -1), "none"),
+          "stop types");
+    printf("native: /completion's fields, %zu refusals, its result\n", sizeof(no) / sizeof(no[0]));
+}
+
 int main(void)
 {
+    test_native();
     test_tool_grammars();
     test_forced_formats();
     test_choices();

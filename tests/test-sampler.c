@@ -597,7 +597,22 @@ static void test_parse(void)
     expect_refused("s", true, "sampler 's' (top_n_sigma) is not implemented");
     expect_refused("", true, "the sampler sequence is empty");
     expect_refused("kkkkkkkkkkkkkkkkk", true, "more than 16 samplers");
-    printf("  parse: aliases, letters and %d refusals ok\n", 20);
+    /* a server request's order: samplers faultline lacks are left out */
+    CHECK(fl_sampler_parse_order_lenient("dry;top_k;xtc;temperature", &p, &err) == 0 &&
+              p.n_order == 2 && p.order[0] == FL_SAMPLER_TOP_K &&
+              p.order[1] == FL_SAMPLER_TEMPERATURE,
+          "lenient names: %s", err.msg);
+    CHECK(fl_sampler_parse_seq_lenient("edkypmxt", &p, &err) == 0 && p.n_order == 6 &&
+              p.order[0] == FL_SAMPLER_PENALTIES && p.order[5] == FL_SAMPLER_TEMPERATURE,
+          "lenient letters: %s", err.msg);
+    p.n_order = 0;
+    CHECK(fl_sampler_parse_order_lenient("dry;xtc", &p, &err) == -EINVAL &&
+              strstr(err.msg, "no sampler faultline runs") && p.n_order == 0,
+          "lenient, nothing left: '%s'", err.msg);
+    CHECK(fl_sampler_parse_seq_lenient("dq", &p, &err) == -EINVAL &&
+              strstr(err.msg, "unknown sampler letter 'q'"),
+          "lenient still refuses unknown letters: '%s'", err.msg);
+    printf("  parse: aliases, letters, %d refusals and lenient orders ok\n", 20);
 }
 
 static void test_bad_params(void)

@@ -26,6 +26,10 @@
 #     response_format) whose answers validate, and 400s naming the keyword;
 #     the prompt cache: a chat's second turn reads the first's whole chunks
 #     and answers as with "cache_prompt": false (tests/serve-cache.py);
+#   - llama-server's own /completion (/completions): its fields, plain and
+#     streamed (no [DONE]), n_probs, return_tokens, stop types, several and
+#     mixed prompts, n_predict 0 warming the cache, samplers; /props and
+#     /tokenize's parse_special and with_pieces (tests/serve-native.py);
 #     a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -118,6 +122,8 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 # below count as free): chunks of 64, a chat's second turn
 start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
+# llama-server's own /completion, /props, /tokenize's fields (tests/serve-native.py)
+python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
 # --grammar (llama-server's flag): the grammar of requests that bring no format, schema,

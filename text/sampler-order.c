@@ -5,6 +5,7 @@
  * samples differently from what the user asked for. */
 #include "text/sampler.h"
 
+#include <stdbool.h>
 #include <errno.h>
 #include <string.h>
 
@@ -102,9 +103,10 @@ static bool blank(char c)
     return c == ' ' || c == '\t';
 }
 
-/* One ';'-separated entry [s, e) into order[*n]. */
-static int parse_name(const char *s, const char *e, int32_t pos, enum fl_sampler_type *order,
-                      int32_t *n, struct fl_err *err)
+/* One ';'-separated entry [s, e) into order[*n]; one naming a sampler
+ * faultline lacks is left out with skip_missing, else refused. */
+static int parse_name(const char *s, const char *e, int32_t pos, bool skip_missing,
+                      enum fl_sampler_type *order, int32_t *n, struct fl_err *err)
 {
     char buf[48];
     while (s < e && blank(*s))
@@ -118,6 +120,8 @@ static int parse_name(const char *s, const char *e, int32_t pos, enum fl_sampler
     if (!m)
         return fl_err_set(err, -EINVAL, "unknown sampler '%s' (names: " KNOWN ")",
                           shown(s, (size_t)(e - s), buf));
+    if (!m->type && skip_missing)
+        return 0;
     if (!m->type)
         return fl_err_set(err, -EINVAL, "sampler '%s' is not implemented in faultline",
                           shown(s, (size_t)(e - s), buf));
@@ -128,7 +132,21 @@ static int parse_name(const char *s, const char *e, int32_t pos, enum fl_sampler
     return 0;
 }
 
-int fl_sampler_parse_order(const char *names_str, struct fl_sampler_params *p, struct fl_err *err)
+/* Keeps a parsed order; an order that skipped every entry is refused: n 0
+ * means the default chain, not none. */
+static int set_order(struct fl_sampler_params *p, const enum fl_sampler_type *order, int32_t n,
+                     struct fl_err *err)
+{
+    if (n == 0)
+        return fl_err_set(err, -EINVAL, "the order names no sampler faultline runs (names: "
+                          KNOWN ")");
+    memcpy(p->order, order, (size_t)n * sizeof(*order));
+    p->n_order = n;
+    return 0;
+}
+
+static int parse_order(const char *names_str, bool skip_missing, struct fl_sampler_params *p,
+                       struct fl_err *err)
 {
     if (!names_str || !p)
         return fl_err_set(err, -EINVAL, "no sampler order given");
@@ -138,19 +156,29 @@ int fl_sampler_parse_order(const char *names_str, struct fl_sampler_params *p, s
         const char *e = strchr(s, ';');
         if (!e)
             e = s + strlen(s);
-        int rc = parse_name(s, e, pos, order, &n, err);
+        int rc = parse_name(s, e, pos, skip_missing, order, &n, err);
         if (rc)
             return rc;
         if (!*e)
             break;
         s = e + 1;
     }
-    memcpy(p->order, order, (size_t)n * sizeof(*order));
-    p->n_order = n;
-    return 0;
+    return set_order(p, order, n, err);
 }
 
-int fl_sampler_parse_seq(const char *seq, struct fl_sampler_params *p, struct fl_err *err)
+int fl_sampler_parse_order(const char *names_str, struct fl_sampler_params *p, struct fl_err *err)
+{
+    return parse_order(names_str, false, p, err);
+}
+
+int fl_sampler_parse_order_lenient(const char *names_str, struct fl_sampler_params *p,
+                                   struct fl_err *err)
+{
+    return parse_order(names_str, true, p, err);
+}
+
+static int parse_seq(const char *seq, bool skip_missing, struct fl_sampler_params *p,
+                     struct fl_err *err)
 {
     if (!seq || !p)
         return fl_err_set(err, -EINVAL, "no sampler sequence given");
@@ -161,6 +189,7 @@ int fl_sampler_parse_seq(const char *seq, struct fl_sampler_params *p, struct fl
         return fl_err_set(err, -EINVAL, "more than %d samplers in the sequence",
                           FL_SAMPLER_MAX_ORDER);
     enum fl_sampler_type order[FL_SAMPLER_MAX_ORDER];
+    int32_t n = 0;
     for (size_t i = 0; i < len; i++) {
         char buf[48];
         size_t j = 0;
@@ -171,12 +200,22 @@ int fl_sampler_parse_seq(const char *seq, struct fl_sampler_params *p, struct fl
                               "unknown sampler letter '%s' (letters: e penalties, k top_k, "
                               "y typ_p, p top_p, m min_p, t temperature)",
                               shown(seq + i, 1, buf));
+        if (!letters[j].type && skip_missing)
+            continue;
         if (!letters[j].type)
             return fl_err_set(err, -EINVAL, "sampler '%c' (%s) is not implemented in faultline",
                               seq[i], letters[j].name);
-        order[i] = letters[j].type;
+        order[n++] = letters[j].type;
     }
-    memcpy(p->order, order, len * sizeof(*order));
-    p->n_order = (int32_t)len;
-    return 0;
+    return set_order(p, order, n, err);
+}
+
+int fl_sampler_parse_seq(const char *seq, struct fl_sampler_params *p, struct fl_err *err)
+{
+    return parse_seq(seq, false, p, err);
+}
+
+int fl_sampler_parse_seq_lenient(const char *seq, struct fl_sampler_params *p, struct fl_err *err)
+{
+    return parse_seq(seq, true, p, err);
 }

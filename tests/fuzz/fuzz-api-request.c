@@ -1,6 +1,7 @@
 /* fuzz-api-request: libFuzzer target for what `faultline serve` does with
  * an HTTP body (serve/http.c): the bytes as JSON, then as a chat and as a
- * completion request (api/openai.h; each prompt of a list selected), and
+ * completion request (api/openai.h; each prompt of a list selected) and as
+ * llama-server's /completion (api/native.h, its result objects too), and
  * the chunk and completion objects built from what is accepted; a chat
  * accepted also renders in chatml (tools, calls and results too) and its
  * answer is read for reasoning and tool calls; the schema a forced call is
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/native.h"
 #include "api/openai.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
@@ -91,19 +93,46 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     api_answer_free(&a);
 }
 
-static void one(json_t *body, enum api_kind kind)
+/* What /completion (llama-server's own API) answers for r: its result
+ * object, whole and as a stream's event, with the settings. */
+static void native_results(const struct api_request *r, const char *text)
+{
+    struct fl_sampler_params d, out;
+    fl_sampler_defaults(&d, 1);
+    api_request_sampling(r, &d, &out);
+    if (r->n_probs < 0 || r->n_probs > FL_MAX_TOP_LOGPROBS || !r->logprobs ||
+        out.n_order < 0 || out.n_order > FL_SAMPLER_MAX_ORDER)
+        die("native fields out of range");
+    const struct api_native_settings st = { .sampling = &out, .n_predict = r->max_tokens,
+                                            .stop = r->stop, .n_stop = r->n_stop,
+                                            .grammar = r->grammar, .grammar_len = r->grammar_len };
+    const int32_t ids[2] = { 1, 2 };
+    struct api_native_result res = { .final = true, .content = text, .len = strlen(text),
+                                     .tokens = ids, .n_tokens = 2, .model = r->model,
+                                     .prompt = text, .prompt_len = strlen(text),
+                                     .stop_type = api_native_stop_type("stop", r->n_stop - 1),
+                                     .settings = api_native_settings_json(&st) };
+    if (!res.settings)
+        die("native settings do not serialise");
+    serialises(api_native_json(&res), "a native result does not serialise");
+    res.final = false;
+    res.settings = NULL;
+    serialises(api_native_json(&res), "a native event does not serialise");
+}
+
+static void one(json_t *body, enum api_kind kind, bool native)
 {
     struct api_request r;
     struct fl_err err = { "" };
-    if (api_request_parse(body, kind, &r, &err)) {
+    if (native ? api_request_parse_native(body, &r, &err) : api_request_parse(body, kind, &r, &err)) {
         if (!err.msg[0] || strchr(err.msg, '\n'))
             die("refused without a one-line reason");
         return;
     }
-    if (kind == API_CHAT ? r.n_msgs == 0 : !r.prompt && r.n_prompt_ids == 0)
+    if (kind == API_CHAT ? r.n_msgs == 0 : !r.prompt && !r.prompt_mixed && r.n_prompt_ids == 0)
         die("accepted without a prompt");
     for (int p = r.n_prompts - 1; kind == API_COMPLETION && p >= 0; p--) /* each of a list */
-        if (api_request_select_prompt(&r, p) || (!r.prompt && r.n_prompt_ids == 0))
+        if (api_request_select_prompt(&r, p) || (!r.prompt && !r.prompt_mixed && r.n_prompt_ids == 0))
             die("a prompt of the list cannot be selected");
     if (r.top_logprobs < 0 || r.top_logprobs > FL_MAX_TOP_LOGPROBS ||
         r.n_logit_bias < 0 || r.n_logit_bias > API_MAX_LOGIT_BIAS)
@@ -139,6 +168,8 @@ static void one(json_t *body, enum api_kind kind)
     serialises(doc, "a completion does not serialise");
     if (kind == API_CHAT)
         tools(&r, &comp, text);
+    if (native)
+        native_results(&r, text);
     api_request_free(&r);
 }
 
@@ -148,8 +179,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct fl_err err = { "" };
     if (fl_json_load_bytes((const char *)data, size, false, "the body", &body, &err))
         return 0;
-    one(body, API_CHAT);
-    one(body, API_COMPLETION);
+    one(body, API_CHAT, false);
+    one(body, API_COMPLETION, false);
+    one(body, API_COMPLETION, true);
     json_decref(body);
     return 0;
 }

@@ -1,0 +1,189 @@
+/* native.c: llama-server's own completion API (native.h): its request
+ * fields and its result objects. */
+#include "api/native.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/request-fields.h"
+#include "text/tokenizer.h"
+
+/* --- the request ------------------------------------------------------------------ */
+
+/* "samplers": names (an array) or letters (a string); llama-server's
+ * clients send its whole default chain, so those faultline lacks are left
+ * out (refuse_off_only in openai.c refused any they turn on). */
+static int parse_samplers(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    const json_t *v = json_object_get(b, "samplers");
+    if (!v || json_is_null(v))
+        return 0;
+    int rc;
+    if (json_is_string(v)) {
+        rc = fl_sampler_parse_seq_lenient(json_string_value(v), &r->sampling, err);
+    } else if (json_is_array(v) && json_array_size(v) <= 64) {
+        char names[64 * 24] = "";
+        size_t at = 0, i;
+        const json_t *e;
+        json_array_foreach(v, i, e) {
+            const char *s = json_string_value(e);
+            if (!s || strchr(s, ';') || strlen(s) > 20)
+                return api_field_bad(err, "samplers", "expected sampler names (at most 20 bytes, "
+                                     "no ';')");
+            at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", i ? ";" : "", s);
+        }
+        rc = json_array_size(v) ? fl_sampler_parse_order_lenient(names, &r->sampling, err)
+                                : api_field_bad(err, "samplers", "names no sampler");
+    } else {
+        return api_field_bad(err, "samplers", "expected an array of names or a string of letters");
+    }
+    if (rc) {
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        return fl_err_set(err, -EINVAL, "samplers: %s", why);
+    }
+    r->has_order = true;
+    return 0;
+}
+
+int api_native_fields(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    int64_t n = 0, slot = -1;
+    int rc = api_field_integer(b, "n_probs", 0, FL_MAX_TOP_LOGPROBS, &n, err);
+    if (rc < 0 || (rc = api_field_flag(b, "return_tokens", &r->return_tokens, err)) < 0 ||
+        (rc = api_field_integer(b, "id_slot", -1, INT32_MAX, &slot, err)) < 0)
+        return rc;
+    if (r->echo)
+        return api_field_bad(err, "echo", "is /v1/completions'; /completion's answer has no "
+                             "prompt before it");
+    r->n_probs = (int)n;
+    r->logprobs = true; /* the tokens' ids and bytes come with their figures */
+    r->top_logprobs = (int)n;
+    return parse_samplers(b, r, err);
+}
+
+/* --- results ---------------------------------------------------------------------- */
+
+json_t *api_native_settings_json(const struct api_native_settings *s)
+{
+    const struct fl_sampler_params *p = s->sampling;
+    json_t *stop = json_array(), *samplers = json_array();
+    for (int i = 0; i < s->n_stop; i++)
+        json_array_append_new(stop, json_string(s->stop[i]));
+    static const enum fl_sampler_type dflt[] = { FL_SAMPLER_PENALTIES, FL_SAMPLER_TOP_K,
+                                                 FL_SAMPLER_TYPICAL_P, FL_SAMPLER_TOP_P,
+                                                 FL_SAMPLER_MIN_P, FL_SAMPLER_TEMPERATURE };
+    const int n_order = p->n_order ? p->n_order : (int)(sizeof(dflt) / sizeof(dflt[0]));
+    for (int i = 0; i < n_order; i++)
+        json_array_append_new(samplers, json_string(fl_sampler_type_name(p->n_order ? p->order[i]
+                                                                                     : dflt[i])));
+    json_t *o = json_pack("{s:I, s:o, s:i, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:i, s:i, s:i, "
+                          "s:o, s:o, s:b, s:b, s:i, s:i, s:o, s:b}",
+                          "seed", (json_int_t)p->seed, "temperature", fl_json_f32(p->temperature),
+                          "top_k", p->top_k, "top_p", fl_json_f32(p->top_p), "min_p",
+                          fl_json_f32(p->min_p), "typical_p", fl_json_f32(p->typical_p),
+                          "repeat_last_n", p->penalty_last_n, "repeat_penalty",
+                          fl_json_f32(p->repeat_penalty), "presence_penalty",
+                          fl_json_f32(p->presence_penalty), "frequency_penalty",
+                          fl_json_f32(p->frequency_penalty), "n_predict", s->n_predict,
+                          "max_tokens", s->n_predict, "min_keep", p->min_keep, "stop", stop,
+                          "samplers", samplers, "ignore_eos", s->ignore_eos, "stream", s->stream,
+                          "n_probs", s->n_probs, "mirostat", 0, "grammar",
+                          s->grammar ? fl_json_stringn(s->grammar, s->grammar_len)
+                                     : json_string(""),
+                          "cache_prompt", s->cache_prompt);
+    if (o && s->model)
+        fl_json_set(o, "model", json_string(s->model));
+    if (o && s->n_ctx > 0)
+        fl_json_set(o, "n_ctx", json_integer(s->n_ctx));
+    return o;
+}
+
+/* A token's piece as text (a character split across tokens reads U+FFFD
+ * where it is cut) and as its bytes. */
+static json_t *piece(const struct fl_tokenizer *tok, int32_t id, json_t **bytes)
+{
+    char buf[256];
+    int n = tok ? fl_token_to_piece(tok, id, buf, sizeof(buf), false, true) : 0;
+    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
+    *bytes = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
+    return fl_json_stringn(buf, (size_t)n);
+}
+
+/* {"id", "token", "bytes", "logprob"} */
+static json_t *prob_entry(const struct fl_tokenizer *tok, const struct fl_logprob *p)
+{
+    json_t *bytes = NULL, *text = piece(tok, p->id, &bytes);
+    return json_pack("{s:i, s:o, s:o, s:o}", "id", p->id, "token", text, "bytes", bytes,
+                     "logprob", fl_json_f32(p->logprob));
+}
+
+/* completion_probabilities: per token its entry and "top_logprobs" */
+static json_t *probs_json(const struct fl_tokenizer *tok, const struct fl_token_logprob *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *e = prob_entry(tok, &v[i].token), *top = json_array();
+        for (int k = 0; k < v[i].n_top; k++)
+            json_array_append_new(top, prob_entry(tok, &v[i].top[k]));
+        fl_json_set(e, "top_logprobs", top);
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+/* llama-server's timings: the prompt's computed tokens (not those read
+ * from the cache) over the time to the first token, the generated ones
+ * over the rest. */
+static json_t *timings_json(const struct api_native_result *r)
+{
+    const int prompt_n = r->tokens_evaluated - r->cache_n;
+    const double pms = r->prompt_s * 1e3, gms = r->predicted_s * 1e3;
+    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", r->cache_n,
+                     "prompt_n", prompt_n, "prompt_ms", pms, "prompt_per_token_ms",
+                     prompt_n > 0 ? pms / prompt_n : 0.0, "prompt_per_second",
+                     pms > 0 ? prompt_n * 1e3 / pms : 0.0, "predicted_n", r->tokens_predicted,
+                     "predicted_ms", gms, "predicted_per_token_ms",
+                     r->tokens_predicted > 0 ? gms / r->tokens_predicted : 0.0,
+                     "predicted_per_second", gms > 0 ? r->tokens_predicted * 1e3 / gms : 0.0);
+}
+
+json_t *api_native_json(const struct api_native_result *r)
+{
+    json_t *tokens = json_array();
+    for (int i = 0; r->tokens && i < r->n_tokens; i++)
+        json_array_append_new(tokens, json_integer(r->tokens[i]));
+    json_t *o = json_pack("{s:i, s:o, s:o, s:b, s:i, s:i, s:i}", "index", r->index, "content",
+                          fl_json_stringn(r->content ? r->content : "", r->len), "tokens", tokens,
+                          "stop", r->final, "id_slot", -1, "tokens_predicted",
+                          r->tokens_predicted, "tokens_evaluated", r->tokens_evaluated);
+    if (o && r->probs)
+        fl_json_set(o, "completion_probabilities", probs_json(r->tok, r->probs, r->n_probs));
+    if (!o || !r->final) {
+        json_decref(r->settings);
+        return o;
+    }
+    const bool nl = r->content && memchr(r->content, '\n', r->len);
+    fl_json_set(o, "model", json_string(r->model ? r->model : ""));
+    fl_json_set(o, "generation_settings", r->settings ? r->settings : json_object());
+    fl_json_set(o, "prompt", fl_json_stringn(r->prompt ? r->prompt : "", r->prompt_len));
+    fl_json_set(o, "has_new_line", json_boolean(nl));
+    fl_json_set(o, "truncated", json_false());
+    fl_json_set(o, "stop_type", json_string(r->stop_type ? r->stop_type : "none"));
+    fl_json_set(o, "stopping_word", json_string(r->stopping_word ? r->stopping_word : ""));
+    fl_json_set(o, "tokens_cached", json_integer(r->tokens_cached));
+    fl_json_set(o, "timings", timings_json(r));
+    return o;
+}
+
+const char *api_native_stop_type(const char *finish_reason, int stop_index)
+{
+    if (finish_reason && !strcmp(finish_reason, "stop"))
+        return stop_index >= 0 ? "word" : "eos";
+    return finish_reason && !strcmp(finish_reason, "length") ? "limit" : "none";
+}

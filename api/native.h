@@ -1,0 +1,74 @@
+/* native.h: llama-server's own completion API, /completion (and its
+ * /completions), beside the OpenAI one of openai.h: the same request with
+ * llama-server's fields, and its result objects, whole and streamed.
+ *
+ * A request is an openai.h completions request (api_request_parse_native
+ * marks it native) with llama-server's own fields: "n_predict" (-1: up to
+ * the context; 0: the prompt alone, its rows left for the prompt cache),
+ * "n_probs" (each generated token's log-probability under the model and
+ * its n_probs likeliest, in completion_probabilities), "return_tokens",
+ * "samplers" (names or letters; samplers faultline lacks are left out of
+ * the chain, while a request turning one on is refused), "id_slot"
+ * (accepted; a request takes whichever sequence is free). */
+#ifndef FL_API_NATIVE_H
+#define FL_API_NATIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/openai.h"
+
+/* api_request_parse for a /completion body. */
+int api_request_parse_native(json_t *body, struct api_request *out, struct fl_err *err);
+
+/* generation_settings: the settings a request ran with (also /props's
+ * default_generation_settings.params, from a server's defaults). */
+struct api_native_settings {
+    const struct fl_sampler_params *sampling;
+    int n_predict;           /* -1: up to the context */
+    const char *const *stop;
+    int n_stop;
+    bool ignore_eos, stream, cache_prompt;
+    int n_probs;
+    const char *grammar;     /* NULL: none */
+    size_t grammar_len;
+    const char *model;       /* NULL: left out */
+    int n_ctx;               /* 0: left out */
+};
+json_t *api_native_settings_json(const struct api_native_settings *s);
+
+/* One result object: streamed events (final false: the text and tokens
+ * since the last one) and the last event or a whole answer (final true:
+ * every field llama-server writes). */
+struct api_native_result {
+    bool final;
+    int index;               /* the prompt's (and choice's) place in the request */
+    const char *content;
+    size_t len;
+    const int32_t *tokens;   /* the tokens' ids ([] when NULL) */
+    int n_tokens;
+    int tokens_predicted, tokens_evaluated;
+    /* with n_probs (else NULL): these tokens' figures, pieces by tok */
+    const struct fl_token_logprob *probs;
+    int n_probs;
+    const struct fl_tokenizer *tok;
+    /* final only */
+    const char *model;
+    const char *prompt;      /* the prompt's text */
+    size_t prompt_len;
+    const char *stop_type;   /* "eos", "word", "limit", "none" */
+    const char *stopping_word; /* "" when none */
+    int tokens_cached;       /* the sequence's positions at its end */
+    int cache_n;             /* prompt tokens read from the prompt cache */
+    double prompt_s, predicted_s;
+    json_t *settings;        /* generation_settings (taken over; NULL: left out) */
+};
+json_t *api_native_json(const struct api_native_result *r);
+
+/* llama-server's stop_type of an engine finish: finish "stop" with a stop
+ * string's index (>= 0) is "word", without one "eos"; "length" is "limit";
+ * anything else "none". */
+const char *api_native_stop_type(const char *finish_reason, int stop_index);
+
+#endif

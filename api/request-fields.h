@@ -1,0 +1,34 @@
+/* request-fields.h: inside the api module, how a request's fields are read
+ * (openai.c defines them; native.c reads llama-server's own fields with
+ * them). Each says which field is wrong in one line. Not part of the
+ * module's interface. */
+#ifndef FL_API_REQUEST_FIELDS_H
+#define FL_API_REQUEST_FIELDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/json.h"
+
+/* -EINVAL with "field: what". */
+int api_field_bad(struct fl_err *err, const char *field, const char *what);
+/* o[key] as a number within [lo, hi]; 1 when present, 0 when absent or
+ * null, -EINVAL. */
+int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,
+                     struct fl_err *err);
+/* The same for an integer. */
+int api_field_integer(const json_t *o, const char *key, double lo, double hi, int64_t *v,
+                      struct fl_err *err);
+/* The same for a boolean. */
+int api_field_flag(const json_t *o, const char *key, bool *v, struct fl_err *err);
+/* Whether a field asks for something: present and not null, false, 0, "",
+ * [] or {}. */
+bool api_field_asks(const json_t *b, const char *key);
+
+struct api_request;
+/* llama-server's own fields of a /completion body (native.c): "n_probs",
+ * "return_tokens", "samplers", "id_slot". */
+int api_native_fields(const json_t *b, struct api_request *r, struct fl_err *err);
+
+#endif

@@ -1,0 +1,149 @@
+"""serve-native.py BASE KEY N_BATCH: llama-server's own API through `faultline
+serve` (started with -b N_BATCH): /completion and /completions, plain and
+streamed, n_probs, return_tokens, stop types, several and mixed prompts,
+n_predict 0 leaving the prompt in the cache, per-request samplers, /props and
+/tokenize's fields, and the refusals. Every check prints a line; exit 1 when
+one failed."""
+import json
+import sys
+
+import serve_client
+from serve_client import Server, check
+
+base, key, n_batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+srv = Server(base, key)
+
+
+def native(body, path="/completion"):
+    return srv.post(path, body)
+
+
+def events(body):
+    """A stream's events: the data objects, and whether [DONE] came."""
+    text = srv.post("/completion", dict(body, stream=True), raw=True)
+    evs = [json.loads(line[6:]) for line in text.split("\n")
+           if line.startswith("data: ") and line != "data: [DONE]"]
+    return evs, "data: [DONE]" in text
+
+
+def tokenize(text, **kw):
+    return srv.post("/tokenize", dict(kw, content=text))["tokens"]
+
+
+def detokenize(ids):
+    return srv.post("/detokenize", {"tokens": ids})["content"]
+
+
+prompt = "Once upon a time there was"
+opts = {"prompt": prompt, "n_predict": 16, "seed": 7, "temperature": 0.9, "ignore_eos": True}
+
+# --- plain: the fields, the tokens, the figures -------------------------------------------
+r = native(dict(opts, n_probs=3, return_tokens=True))
+check(r["stop"] is True and r["index"] == 0 and r["stop_type"] == "limit"
+      and r["tokens_predicted"] == 16 and r["tokens_evaluated"] == len(tokenize(prompt, add_special=True)),
+      f"/completion: stop, index, stop_type limit, 16 predicted, the prompt's tokens evaluated "
+      f"({r['stop_type']}, {r['tokens_predicted']}, {r['tokens_evaluated']})")
+check(len(r["tokens"]) == 16 and detokenize(r["tokens"]) == r["content"],
+      "return_tokens: 16 ids whose text is the content")
+probs = r["completion_probabilities"]
+check(len(probs) == 16 and all(p["id"] == t for p, t in zip(probs, r["tokens"])),
+      "n_probs: an entry per generated token, in order")
+check(all(p["logprob"] <= 0 and 1 <= len(p["top_logprobs"]) <= 3 and
+          all(a["logprob"] >= b["logprob"] for a, b in zip(p["top_logprobs"], p["top_logprobs"][1:]))
+          and (p["logprob"] < p["top_logprobs"][-1]["logprob"] or
+               any(t["id"] == p["id"] for t in p["top_logprobs"]))
+          and bytes(p["bytes"]).decode("utf-8", "replace") == p["token"]
+          for p in probs),
+      "n_probs: logprobs <= 0, top 3 likeliest first, the drawn token listed where it ranks")
+gs = r["generation_settings"]
+check(gs["seed"] == 7 and gs["n_predict"] == 16 and abs(gs["temperature"] - 0.9) < 1e-6
+      and gs["n_probs"] == 3 and gs["ignore_eos"] is True and gs["n_ctx"] > 0,
+      "generation_settings: the request's settings")
+t = r["timings"]
+check(t["prompt_n"] + t["cache_n"] == r["tokens_evaluated"] and t["predicted_n"] == 16
+      and t["predicted_ms"] > 0 and r["prompt"] == prompt and r["tokens_cached"] == r["tokens_evaluated"] + 16,
+      "timings, prompt and tokens_cached")
+same = native(opts, path="/completions")
+check(same["content"] == r["content"] and same["tokens"] == [] and "completion_probabilities" not in same,
+      "/completions is /completion (as llama-server's); tokens [] without return_tokens")
+
+# --- streamed: the same text and tokens, a last event with the fields, no [DONE] ----------
+evs, done = events(dict(opts, n_probs=2))
+body, last = evs[:-1], evs[-1]
+check(not done and last["stop"] is True and all(not e["stop"] for e in body)
+      and last["content"] == "" and last["stop_type"] == "limit" and last["tokens_predicted"] == 16,
+      f"stream: {len(body)} events, a last one with stop and the fields, no [DONE]")
+check("".join(e["content"] for e in body) == r["content"]
+      and sum((e["tokens"] for e in body), []) == r["tokens"],
+      "stream: the events' content and tokens are the plain answer's (same seed)")
+check([p["logprob"] for e in body for p in e["completion_probabilities"]] ==
+      [p["logprob"] for p in probs],
+      "stream: each token's figures with the event that carries it")
+
+# --- stop strings, end of generation ---------------------------------------------------------
+cut = r["content"][len(r["content"]) // 2:][:2]
+w = native(dict(opts, stop=[cut]))
+check(w["stop_type"] == "word" and w["stopping_word"] == cut
+      and w["content"] == r["content"][:r["content"].index(cut)],
+      f"stop {cut!r}: stop_type word, stopping_word, the content before it")
+e = native({"prompt": prompt, "n_predict": 64, "seed": 1, "logit_bias": [[t, 100] for t in tokenize("<|endoftext|>")]})
+check(e["stop_type"] == "eos" and e["tokens_predicted"] == 0 and e["content"] == "",
+      f"an end-of-generation token: stop_type eos ({e['stop_type']})")
+
+# --- several prompts, mixed prompts -----------------------------------------------------------------
+ids = tokenize("Hello there", add_special=True)
+arr = native({"prompt": ["Hello there", ids, ["Hello", 12, " there"]], "n_predict": 2, "seed": 3,
+              "temperature": 0})
+want = len(tokenize("Hello", add_special=True)) + 1 + len(tokenize(" there"))
+check(isinstance(arr, list) and [a["index"] for a in arr] == [0, 1, 2]
+      and arr[0]["content"] == arr[1]["content"] and arr[2]["tokens_evaluated"] == want,
+      "three prompts: an array in order; text and its ids answer alike; ids and strings mixed")
+check(len(tokenize("<|endoftext|>")) == 1 and len(tokenize("<|endoftext|>", parse_special=False)) > 1,
+      "/tokenize: a control token's text is the token (parse_special's default), not with false")
+wp = srv.post("/tokenize", {"content": "Hello", "with_pieces": True})["tokens"]
+check("".join(p["piece"] for p in wp) == "Hello" and all("id" in p for p in wp),
+      "/tokenize with_pieces: ids and pieces")
+
+# --- n_predict 0: the prompt alone, left for the next request ---------------------------------
+long_prompt = ("The quick brown fox jumps over the lazy dog. " * 20).strip()
+z = native({"prompt": long_prompt, "n_predict": 0})
+nxt = native({"prompt": long_prompt + " Then", "n_predict": 1, "temperature": 0})
+check(z["content"] == "" and z["tokens_predicted"] == 0 and z["stop_type"] == "limit"
+      and nxt["timings"]["cache_n"] >= n_batch and nxt["timings"]["cache_n"] % n_batch == 0,
+      f"n_predict 0: nothing generated; the next request reads {nxt['timings']['cache_n']} "
+      "prompt tokens from the cache")
+
+# --- samplers ---------------------------------------------------------------------------
+greedy = native({"prompt": prompt, "n_predict": 12, "temperature": 0, "ignore_eos": True})
+k1 = native({"prompt": prompt, "n_predict": 12, "temperature": 1.5, "top_k": 1, "seed": 9,
+             "ignore_eos": True, "samplers": ["dry", "top_k", "xtc", "temperature"]})
+check(k1["content"] == greedy["content"] and k1["generation_settings"]["samplers"] == ["top_k", "temperature"],
+      "samplers [dry, top_k, xtc, temperature] with top_k 1: greedy's text; dry and xtc (off) left out")
+k2 = native({"prompt": prompt, "n_predict": 12, "temperature": 1.5, "top_k": 1, "seed": 9,
+             "ignore_eos": True, "samplers": "t"})
+check(k2["generation_settings"]["samplers"] == ["temperature"], "samplers as letters")
+
+# --- refusals ---------------------------------------------------------------------------
+for bad, what in [({"dry_multiplier": 0.8}, "dry_multiplier"), ({"mirostat": 2}, "mirostat"),
+                  ({"xtc_probability": 0.5}, "xtc_probability"), ({"n_probs": 50}, "n_probs"),
+                  ({"samplers": "dx"}, "samplers"), ({"samplers": ["nope"]}, "samplers"),
+                  ({"post_sampling_probs": True}, "post_sampling_probs"), ({"echo": True}, "echo"),
+                  ({"prompt": [1, {"a": 1}]}, "prompt")]:
+    code, out = srv.post("/completion", dict({"prompt": "x"}, **bad), status=True)
+    check(code == 400 and what in out["error"]["message"], f"400 for {bad}: {out['error']['message']}")
+code, out = srv.post("/v1/completions", {"prompt": "x", "n_probs": 2}, status=True)
+check(code == 400 and "n_probs" in out["error"]["message"], "/v1/completions: n_probs is /completion's")
+code, out = srv.post("/completion", {"prompt": "x", "xtc_probability": 0, "dry_multiplier": 0,
+                                     "mirostat": 0, "top_n_sigma": -1, "n_predict": 1}, status=True)
+check(code == 200, "llama-server's off values of its other samplers pass")
+
+# --- /props -------------------------------------------------------------------------
+import urllib.request
+req = urllib.request.Request(srv.root + "/props", headers={"Authorization": "Bearer " + key})
+props = json.loads(urllib.request.urlopen(req, timeout=30).read().decode())
+check(props["total_slots"] >= 1 and props["default_generation_settings"]["n_ctx"] > 0
+      and props["build_info"].startswith("faultline") and "params" in props["default_generation_settings"]
+      and props["model_path"].endswith(".gguf"),
+      f"/props: {props['total_slots']} slots, n_ctx {props['default_generation_settings']['n_ctx']}")
+
+sys.exit(1 if serve_client.failed else 0)
