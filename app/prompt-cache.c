@@ -20,6 +20,7 @@ struct eng_pcache {
     struct eng_session *s;
     struct pc_entry *e;
     int n_entries, unit;
+    bool whole;       /* a recurrent model's entries: read whole or not at all */
     uint64_t clock;
     struct eng_pcache_stats st;
 };
@@ -43,6 +44,7 @@ int eng_pcache_create(struct eng_session *s, struct eng_pcache **out, struct fl_
     }
     pc->s = s;
     pc->n_entries = n;
+    pc->whole = eng_session_recurrent(s);
     const int b = eng_session_n_batch(s);
     pc->unit = b / gcd(b, ENG_KV_BLOCK) * ENG_KV_BLOCK;
     for (int i = 0; i < n; i++)
@@ -84,7 +86,14 @@ int eng_pcache_usable(const struct eng_pcache *pc, const int32_t *have, int n_ha
     int common = 0;
     while (common < most && have[common] == prompt[common])
         common++;
+    if (pc->whole) /* the state at n_have, or nothing */
+        return common == n_have ? eng_pcache_reusable(pc, common) : 0;
     return eng_pcache_reusable(pc, common);
+}
+
+bool eng_pcache_whole(const struct eng_pcache *pc)
+{
+    return pc->whole;
 }
 
 int eng_pcache_match(struct eng_pcache *pc, const int32_t *prompt, int n, int *seq)
@@ -154,7 +163,7 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
     struct pc_entry *slot = NULL;
     for (int i = 0; i < pc->n_entries; i++) {
         struct pc_entry *e = &pc->e[i];
-        if (e->tokens && starts(tokens, n, e->tokens, e->n)) {
+        if (e->tokens && starts(tokens, n, e->tokens, e->n) && (!pc->whole || e->n == n)) {
             e->used = ++pc->clock; /* held already */
             return;
         }
@@ -176,7 +185,8 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
     slot->used = ++pc->clock;
     pc->st.entries++;
     pc->st.tokens += n;
-    for (int i = 0; i < pc->n_entries; i++) { /* shorter prefixes of it: its cells hold theirs */
+    for (int i = 0; i < pc->n_entries && !pc->whole; i++) { /* shorter prefixes of it: its
+                                                              * cells hold theirs */
         struct pc_entry *e = &pc->e[i];
         if (e != slot && e->tokens && starts(e->tokens, e->n, tokens, n))
             drop(pc, e);

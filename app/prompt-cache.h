@@ -16,6 +16,13 @@
  * lcm(n_batch, ENG_KV_BLOCK) positions, and the rest of the prompt is run
  * in chunks from there, as a fresh run would.
  *
+ * A recurrent model's state (Qwen3-Next, Qwen3.5) sums every position and
+ * cannot be cut back, so its entries are read whole: an entry holds the
+ * state at its end (eng_session_seq_share copies it), a prompt that starts
+ * with all of an entry's tokens reads them, and no shorter part of one is
+ * used. The scheduler keeps such an entry when a prompt's last whole unit
+ * has just run (the state is there then), not when the request ends.
+ *
  * Entries are the session's held sequences (eng_session_n_held): each
  * holds one prefix's cells and tokens; the least recently used goes first
  * when an entry or a cell is needed. An entry whose tokens start another
@@ -43,9 +50,13 @@ void eng_pcache_free(struct eng_pcache *pc);
 int eng_pcache_reusable(const struct eng_pcache *pc, int n_done);
 /* How many positions of prompt (n tokens) may be read from a sequence
  * holding tokens[0 .. n_have-1]: the common start, less the prompt's last
- * token (its logits are needed), in whole units. */
+ * token (its logits are needed), in whole units; for a recurrent model
+ * n_have (a whole unit count) or 0. */
 int eng_pcache_usable(const struct eng_pcache *pc, const int32_t *have, int n_have,
                       const int32_t *prompt, int n);
+
+/* Whether entries are read whole (a recurrent model). */
+bool eng_pcache_whole(const struct eng_pcache *pc);
 
 /* The entry that holds most of prompt's start: its sequence in *seq and
  * the positions usable (0: none; *seq is then -1). */

@@ -308,7 +308,9 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
 {
     const double t = fl_clock_s();
     if (r->seq >= 0) {
-        if (!r->no_cache) /* its prompt's whole chunks, for the requests after it */
+        /* its prompt's whole chunks, for the requests after it (a recurrent
+         * model's were kept as they ran: its state has moved on since) */
+        if (!r->no_cache && !eng_pcache_whole(q->pc))
             eng_pcache_keep(q->pc, r->seq, r->prompt, eng_pcache_reusable(q->pc, prompt_ran(r)));
         eng_session_seq_free(q->s, r->seq);
         q->slot[r->seq] = NULL;
@@ -356,7 +358,9 @@ static void reap(struct eng_sched *q)
 static int cached_prefix(struct eng_sched *q, const struct sched_req *r, bool future, int *src)
 {
     int best = r->no_cache || future ? 0 : eng_pcache_match(q->pc, r->prompt, r->n_prompt, src);
-    for (int i = 0; i < q->n_seq && !r->no_cache && eng_session_n_held(q->s) > 0; i++) {
+    /* a running recurrent sequence's state is past its chunks: nothing to lend */
+    const bool lends = !r->no_cache && eng_session_n_held(q->s) > 0 && !eng_pcache_whole(q->pc);
+    for (int i = 0; i < q->n_seq && lends; i++) {
         const struct sched_req *x = q->slot[i];
         if (!x || x == r || x->no_cache) /* cache_prompt false: its prompt is not lent */
             continue;
@@ -694,6 +698,15 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         r->next = id;
 }
 
+/* A recurrent model's prompt cache entry is kept when the prompt's last
+ * whole unit has just run: its state is at the unit's end only now. */
+static void keep_state(struct eng_sched *q, const struct sched_req *r)
+{
+    const int whole = eng_pcache_reusable(q->pc, r->n_prompt);
+    if (eng_pcache_whole(q->pc) && !r->no_cache && whole > r->n_cached && r->n_done == whole)
+        eng_pcache_keep(q->pc, r->seq, r->prompt, whole);
+}
+
 int eng_sched_step(struct eng_sched *q, struct fl_err *err)
 {
     reap(q);
@@ -722,6 +735,7 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
         if (r->n_done < r->n_prompt) { /* a prompt chunk */
             r->n_done += sp->n_tok;
             q->st.prompt_tokens += (uint64_t)sp->n_tok;
+            keep_state(q, r);
         }
         if (sp->logits)
             take_row(q, r, q->logits + (size_t)row++ * (size_t)q->n_vocab);

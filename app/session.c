@@ -395,8 +395,9 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     s->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     /* held prefixes: a few beyond the running sequences' own, so that
      * several conversations stay cached; they only hold cells no request
-     * needs (the scheduler gives them back first) */
-    s->n_held = p->no_prompt_cache || s->model->rs_conv_dim ? 0 : 2 * s->n_seq + 6;
+     * needs (the scheduler gives them back first). A recurrent model's
+     * entry also holds a copy of the state (MiBs a sequence): fewer */
+    s->n_held = p->no_prompt_cache ? 0 : s->model->rs_conv_dim ? s->n_seq + 2 : 2 * s->n_seq + 6;
     if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, &s->kv, err)))
         return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
@@ -596,7 +597,21 @@ void eng_session_seq_free(struct eng_session *s, int seq)
 
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err)
 {
-    return eng_kv_seq_share(s->kv, dst, src, n_pos, err);
+    if (eng_kv_recurrent(s->kv) && n_pos > 0 && eng_kv_rs_pos(s->kv, src) != n_pos)
+        return fl_err_set(err, -EINVAL, "sequence %d's recurrent state covers %d positions, not "
+                          "the %d shared", src, eng_kv_rs_pos(s->kv, src), n_pos);
+    int rc = eng_kv_seq_share(s->kv, dst, src, n_pos, err);
+    if (!rc && n_pos > 0 && eng_kv_recurrent(s->kv)) { /* the state at n_pos too */
+        eng_kv_rs_copy(s->kv, dst, src);
+        if (s->ctx.gpu)
+            eng_gpu_rs_copy(s->ctx.gpu, dst, src);
+    }
+    return rc;
+}
+
+bool eng_session_recurrent(const struct eng_session *s)
+{
+    return eng_kv_recurrent(s->kv);
 }
 
 int eng_session_seq_owned(const struct eng_session *s, int seq)

@@ -91,8 +91,8 @@ int eng_session_rewind(struct eng_session *s, int n_past);
 int eng_session_n_seq(const struct eng_session *s);
 /* Sequence ids n_seq .. n_seq+n_held-1 never run: they hold cells of
  * prompts' prefixes for later requests to share (the scheduler's prompt
- * cache). 0 with no_prompt_cache, and for recurrent models (their state
- * sums every position: no prefix of it is kept). */
+ * cache); a recurrent model's also a copy of the state at the prefix's
+ * end. 0 with no_prompt_cache. */
 int eng_session_n_held(const struct eng_session *s);
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
@@ -115,8 +115,13 @@ int eng_session_cells_free(const struct eng_session *s);
 int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err);
 void eng_session_seq_free(struct eng_session *s, int seq);
 /* The empty sequence dst reads src's first n_pos positions from the same
- * cells (kv-cache.h's eng_kv_seq_share: whole blocks). */
+ * cells (kv-cache.h's eng_kv_seq_share: whole blocks). A recurrent model's
+ * state cannot be cut back: src's must cover exactly n_pos positions
+ * (else -EINVAL), and dst gets a copy of it (host and VRAM). */
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err);
+/* Whether the model keeps recurrent state (its prompt cache then holds
+ * prefixes whole: app/prompt-cache.h). */
+bool eng_session_recurrent(const struct eng_session *s);
 /* Cells that freeing seq would give back (blocks no other sequence holds). */
 int eng_session_seq_owned(const struct eng_session *s, int seq);
 /* Cells eng_session_seq_reserve(seq, n_pos) would lack (0: it fits). */

@@ -225,14 +225,14 @@ int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_e
 {
     if (dst < 0 || dst >= kv->n_seq || src < 0 || src >= kv->n_seq || dst == src)
         return fl_err_set(err, -EINVAL, "sharing sequence %d's cells with %d", src, dst);
-    if (kv->rs_pos)
-        return fl_err_set(err, -EINVAL, "a recurrent model's state cannot be shared");
     struct kv_seq *d = &kv->seq[dst];
     const struct kv_seq *s = &kv->seq[src];
     if (d->cap != 0 || n_pos < 0 || n_pos % ENG_KV_BLOCK || n_pos > s->cap)
         return fl_err_set(err, -EINVAL, "sharing %d positions of sequence %d (it has %d) with "
                           "sequence %d (it has %d): whole blocks, to an empty one", n_pos, src,
                           s->cap, dst, d->cap);
+    if (kv->rs_pos) /* the cells, not the state: eng_kv_rs_copy brings it */
+        kv->rs_pos[dst] = n_pos == 0 ? 0 : -1;
     if (n_pos == 0)
         return 0;
     if (!grow_table(d, n_pos))
@@ -323,6 +323,26 @@ void eng_kv_rs_begin(struct eng_kv *kv, int seq, int pos0, int n_tok)
         }
     }
     kv->rs_pos[seq] = pos0 + n_tok;
+}
+
+int eng_kv_rs_pos(const struct eng_kv *kv, int seq)
+{
+    return kv->rs_pos && seq >= 0 && seq < kv->n_seq ? kv->rs_pos[seq] : 0;
+}
+
+void eng_kv_rs_copy(struct eng_kv *kv, int dst, int src)
+{
+    if (!kv->rs_pos || dst == src || dst < 0 || src < 0 || dst >= kv->n_seq || src >= kv->n_seq)
+        return;
+    for (int64_t l = 0; l < kv->n_layer; l++) {
+        if (kv->rs_conv_dim[l] > 0)
+            memcpy(eng_kv_rs_conv(kv, (int)l, dst), eng_kv_rs_conv(kv, (int)l, src),
+                   sizeof(float) * (size_t)kv->rs_conv_dim[l]);
+        if (kv->rs_ssm_dim[l] > 0)
+            memcpy(eng_kv_rs_ssm(kv, (int)l, dst), eng_kv_rs_ssm(kv, (int)l, src),
+                   sizeof(float) * (size_t)kv->rs_ssm_dim[l]);
+    }
+    kv->rs_pos[dst] = kv->rs_pos[src];
 }
 
 float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq)

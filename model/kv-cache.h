@@ -54,8 +54,8 @@ void eng_kv_seq_truncate(struct eng_kv *kv, int seq, int n_pos);
  * multiple of ENG_KV_BLOCK, at most src's capacity): the same blocks, held
  * by both until each gives them back (a prompt's cached prefix read by
  * several sequences). Neither may write those positions again; dst grows
- * into blocks of its own. -EINVAL (also for a recurrent model, whose state
- * is not in cells), -ENOMEM. */
+ * into blocks of its own. A recurrent model's state is not in cells: dst's
+ * is unusable until eng_kv_rs_copy brings src's. -EINVAL, -ENOMEM. */
 int eng_kv_seq_share(struct eng_kv *kv, int dst, int src, int n_pos, struct fl_err *err);
 /* Cells in blocks that seq alone holds: what freeing it gives back. */
 int eng_kv_seq_owned(const struct eng_kv *kv, int seq);
@@ -84,6 +84,11 @@ int eng_kv_rs_check(const struct eng_kv *kv, int seq, int pos0, struct fl_err *e
 /* Before a checked span of seq at pos0..pos0+n_tok-1: zeroes the state when
  * pos0 is 0; it then counts as covering pos0 + n_tok positions. */
 void eng_kv_rs_begin(struct eng_kv *kv, int seq, int pos0, int n_tok);
+/* Positions seq's state covers (-1: unusable; 0 for a model without). */
+int eng_kv_rs_pos(const struct eng_kv *kv, int seq);
+/* dst's state becomes a copy of src's, with its position (a prompt
+ * cache's snapshot taken or read). Nothing for a model without. */
+void eng_kv_rs_copy(struct eng_kv *kv, int dst, int src);
 float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq); /* rs_conv_dim floats */
 float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq);  /* rs_ssm_dim floats */
 

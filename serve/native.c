@@ -124,15 +124,21 @@ void srv_native_news(struct srv_stream *k, int c)
 {
     struct srv_choice *o = &k->ch[c];
     struct srv_job *j = o->job;
-    const size_t avail = j->done ? j->len : fl_utf8_whole(j->text, j->len);
+    const size_t whole = j->done ? j->len : fl_utf8_whole(j->text, j->len);
     o->seen = j->len;
     /* a token goes with the event that completes its bytes (one without
      * bytes, once text follows it); when done, every one the answer keeps */
     int lp_end = o->lp_sent;
     while (j->done ? lp_end < j->n_lp_final
-                   : lp_end < j->n_lp && j->lp[lp_end].text_end <= avail &&
-                         j->lp[lp_end].text_start < avail)
+                   : lp_end < j->n_lp && j->lp[lp_end].text_end <= whole &&
+                         j->lp[lp_end].text_start < whole)
         lp_end++;
+    /* and its bytes with it: text whose token's figures have not come yet
+     * (the text hook runs first) waits for them, so an event's content is
+     * its tokens' text, as llama-server's */
+    size_t avail = j->done ? j->len : o->sent;
+    if (!j->done && lp_end > 0 && j->lp[lp_end - 1].text_end > avail)
+        avail = j->lp[lp_end - 1].text_end;
     if (avail > o->sent || lp_end > o->lp_sent)
         news_event(k, c, j->text, o->sent, avail, o->lp_sent, lp_end);
     o->sent = avail;

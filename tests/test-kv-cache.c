@@ -136,11 +136,26 @@ int main(void)
     eng_kv_destroy(kv);
     free_fake(m);
 
-    m = fake_model(true); /* a recurrent state sums every position: no sharing */
-    CHECK(eng_kv_create(m, 4 * B, 2, &kv, &err) == 0, "create: %s", err.msg);
+    /* a recurrent state sums every position: shared cells leave the state
+     * unusable until a copy brings the source's (a prompt cache's snapshot) */
+    m = fake_model(true);
+    CHECK(eng_kv_create(m, 4 * B, 3, &kv, &err) == 0, "create: %s", err.msg);
     CHECK(eng_kv_seq_reserve(kv, 0, 2 * B, &err) == 0, "reserve: %s", err.msg);
-    CHECK(eng_kv_seq_share(kv, 1, 0, B, &err) == -EINVAL && strstr(err.msg, "recurrent"),
-          "a recurrent model's cells must not be shared");
+    eng_kv_rs_begin(kv, 0, 0, B);
+    for (int l = 0; l < (int)m->hp.n_layer; l++)
+        for (int64_t i = 0; m->rs_ssm_dim[l] > 0 && i < m->rs_ssm_dim[l]; i++)
+            eng_kv_rs_ssm(kv, l, 0)[i] = (float)(l * 1000 + i);
+    CHECK(eng_kv_seq_share(kv, 1, 0, B, &err) == 0 && eng_kv_rs_pos(kv, 1) == -1 &&
+              eng_kv_rs_check(kv, 1, B, &err) == -EINVAL,
+          "shared cells: the state is not usable yet");
+    eng_kv_rs_copy(kv, 1, 0);
+    bool same = eng_kv_rs_pos(kv, 1) == B && eng_kv_rs_check(kv, 1, B, &err) == 0;
+    for (int l = 0; l < (int)m->hp.n_layer; l++)
+        for (int64_t i = 0; m->rs_ssm_dim[l] > 0 && i < m->rs_ssm_dim[l]; i++)
+            same = same && eng_kv_rs_ssm(kv, l, 1)[i] == (float)(l * 1000 + i);
+    CHECK(same, "the copied state: the source's, at its position");
+    eng_kv_rs_begin(kv, 0, B, 1); /* the source goes on; the copy stays */
+    CHECK(eng_kv_rs_pos(kv, 0) == B + 1 && eng_kv_rs_pos(kv, 1) == B, "independent after the copy");
     eng_kv_destroy(kv);
     free_fake(m);
     return check_summary("test-kv-cache");

@@ -25,7 +25,8 @@
 #     JSON schemas (llama-server's json_schema; the client's json_schema
 #     response_format) whose answers validate, and 400s naming the keyword;
 #     the prompt cache: a chat's second turn reads the first's whole chunks
-#     and answers as with "cache_prompt": false (tests/serve-cache.py);
+#     and answers as with "cache_prompt": false (tests/serve-cache.py), on
+#     qwen3moe and on a recurrent model (qwen35moe: whole entries with state);
 #   - llama-server's own /completion (/completions): its fields, plain and
 #     streamed (no [DONE]), n_probs, return_tokens, stop types, several and
 #     mixed prompts, n_predict 0 warming the cache, samplers; /props and
@@ -124,6 +125,10 @@ start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 # llama-server's own /completion, /props, /tokenize's fields (tests/serve-native.py)
 python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+# a recurrent model's prompt cache: entries hold the state at their end, read whole
+model=tests/data/qwen35moe-tiny-Q8_0.gguf start -np 2 -c 1024 -b 64
+python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache (qwen35moe)"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
 # --grammar (llama-server's flag): the grammar of requests that bring no format, schema,

@@ -38,6 +38,8 @@ int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err)
 
 void eng_gpu_print_stats(const struct eng_gpu *gpu, FILE *out) { (void)gpu, (void)out; }
 
+void eng_gpu_rs_copy(struct eng_gpu *gpu, int dst, int src) { (void)gpu, (void)dst, (void)src; }
+
 uint64_t eng_gpu_ops(const struct eng_gpu *gpu)
 {
     (void)gpu;

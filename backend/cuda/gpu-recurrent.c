@@ -44,6 +44,37 @@ static int state_of(struct eng_ctx *c, int layer, bool ssm, int seq, float **out
     return rc;
 }
 
+/* One layer's slot src onto slot dst, through the host (no device-to-
+ * device copy in the CUDA layer: a snapshot is rare, a few MiB). */
+static int copy_slot(struct eng_gpu *g, float *d_arr, int64_t n, int dst, int src, float *buf,
+                     struct fl_err *err)
+{
+    const size_t bytes = (size_t)n * sizeof(float);
+    int rc = fl_cuda_download(g->cu, buf, d_arr + (int64_t)src * n, bytes, err);
+    return rc ? rc : fl_cuda_upload(g->cu, d_arr + (int64_t)dst * n, buf, bytes, err);
+}
+
+void eng_gpu_rs_copy(struct eng_gpu *g, int dst, int src)
+{
+    struct gpu_rs *rs = g ? &g->rs : NULL;
+    if (!rs || !rs->conv || g->failed || dst == src || dst < 0 || src < 0 || dst >= rs->n_seq ||
+        src >= rs->n_seq)
+        return;
+    struct fl_err err = { "" };
+    int rc = 0;
+    for (int l = 0; !rc && l < rs->n_layer; l++)
+        for (int ssm = 0; !rc && ssm < 2; ssm++) {
+            float *d = ssm ? rs->ssm[l] : rs->conv[l];
+            const int64_t n = d ? (ssm ? g->m->rs_ssm_dim[l] : g->m->rs_conv_dim[l]) : 0;
+            float *buf = n > 0 ? malloc((size_t)n * sizeof(float)) : NULL;
+            rc = n <= 0 ? 0 : buf ? copy_slot(g, d, n, dst, src, buf, &err)
+                                  : fl_err_set(&err, -ENOMEM, "out of memory");
+            free(buf);
+        }
+    if (rc)
+        gpu_fail(g, rc, &err);
+}
+
 void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *d_x,
                        const struct eng_tensor *w, float *d_out)
 {

@@ -119,6 +119,12 @@ const struct eng_backend *eng_gpu_pick(struct eng_ctx *c);
 /* 0, or the first CUDA error an op hit (then err says which). */
 int eng_gpu_error(const struct eng_gpu *gpu, struct fl_err *err);
 
+/* Sequence dst's recurrent state in VRAM becomes a copy of src's, in every
+ * layer the device keeps one for (kv-cache.h's eng_kv_rs_copy for the
+ * host's): a prompt cache's snapshot taken or read. A copy that fails
+ * fails the GPU (the next pass reports it). Nothing without a GPU. */
+void eng_gpu_rs_copy(struct eng_gpu *gpu, int dst, int src);
+
 /* Whether (layer, expert) sits in the VRAM expert cache, so reading its
  * host bytes ahead of time is wasted (pager_held_fn: gpu is a struct
  * eng_gpu; false without a cache, and in --gpu-experts cpu mode). */
