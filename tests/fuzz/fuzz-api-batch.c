@@ -23,7 +23,8 @@ static void check_accepted(const struct api_batch_line *l)
     const struct api_request *r = &l->req;
     if (!l->custom_id || !l->custom_id[0])
         die("accepted without a custom_id");
-    if (r->kind == API_CHAT ? r->n_msgs == 0 : !r->prompt && r->n_prompt_ids == 0)
+    if (r->kind == API_CHAT ? r->n_msgs == 0
+                            : !r->prompt && !r->prompt_mixed && r->n_prompt_ids == 0)
         die("accepted without a prompt");
     for (size_t i = 0; i < r->n_msgs; i++)
         if (!r->msgs[i].role || !r->msgs[i].content)
