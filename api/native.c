@@ -73,13 +73,12 @@ json_t *api_native_settings_json(const struct api_native_settings *s)
     json_t *stop = json_array(), *samplers = json_array();
     for (int i = 0; i < s->n_stop; i++)
         json_array_append_new(stop, json_string(s->stop[i]));
-    static const enum fl_sampler_type dflt[] = { FL_SAMPLER_PENALTIES, FL_SAMPLER_TOP_K,
-                                                 FL_SAMPLER_TYPICAL_P, FL_SAMPLER_TOP_P,
-                                                 FL_SAMPLER_MIN_P, FL_SAMPLER_TEMPERATURE };
-    const int n_order = p->n_order ? p->n_order : (int)(sizeof(dflt) / sizeof(dflt[0]));
-    for (int i = 0; i < n_order; i++)
-        json_array_append_new(samplers, json_string(fl_sampler_type_name(p->n_order ? p->order[i]
-                                                                                     : dflt[i])));
+    struct fl_sampler_params chain; /* n_order 0 runs the default chain: written out */
+    fl_sampler_defaults(&chain, 0);
+    if (p->n_order)
+        chain = *p;
+    for (int i = 0; i < chain.n_order; i++)
+        json_array_append_new(samplers, json_string(fl_sampler_type_name(chain.order[i])));
     json_t *o = json_pack("{s:I, s:o, s:i, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:i, s:i, s:i, "
                           "s:o, s:o, s:b, s:b, s:i, s:i, s:o, s:b}",
                           "seed", (json_int_t)p->seed, "temperature", fl_json_f32(p->temperature),
@@ -102,23 +101,10 @@ json_t *api_native_settings_json(const struct api_native_settings *s)
     return o;
 }
 
-/* A token's piece as text (a character split across tokens reads U+FFFD
- * where it is cut) and as its bytes. */
-static json_t *piece(const struct fl_tokenizer *tok, int32_t id, json_t **bytes)
-{
-    char buf[256];
-    int n = tok ? fl_token_to_piece(tok, id, buf, sizeof(buf), false, true) : 0;
-    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
-    *bytes = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
-    return fl_json_stringn(buf, (size_t)n);
-}
-
 /* {"id", "token", "bytes", "logprob"} */
 static json_t *prob_entry(const struct fl_tokenizer *tok, const struct fl_logprob *p)
 {
-    json_t *bytes = NULL, *text = piece(tok, p->id, &bytes);
+    json_t *bytes = NULL, *text = api_piece_json(tok, p->id, &bytes);
     return json_pack("{s:i, s:o, s:o, s:o}", "id", p->id, "token", text, "bytes", bytes,
                      "logprob", fl_json_f32(p->logprob));
 }

@@ -1,7 +1,7 @@
 /* request-fields.h: inside the api module, how a request's fields are read
  * (openai.c defines them; native.c reads llama-server's own fields with
- * them). Each says which field is wrong in one line. Not part of the
- * module's interface. */
+ * them; each says which field is wrong in one line), and the token piece
+ * both answers write. Not part of the module's interface. */
 #ifndef FL_API_REQUEST_FIELDS_H
 #define FL_API_REQUEST_FIELDS_H
 
@@ -25,6 +25,12 @@ int api_field_flag(const json_t *o, const char *key, bool *v, struct fl_err *err
 /* Whether a field asks for something: present and not null, false, 0, "",
  * [] or {}. */
 bool api_field_asks(const json_t *b, const char *key);
+
+struct fl_tokenizer;
+/* A token's piece (control tokens as their text) as a string, and as its
+ * bytes in *bytes when bytes is not NULL (response.c; native.c's
+ * completion_probabilities write the same). */
+json_t *api_piece_json(const struct fl_tokenizer *tok, int32_t id, json_t **bytes);
 
 struct api_request;
 /* llama-server's own fields of a /completion body (native.c): "n_probs",

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/request-fields.h"
 #include "api/request-tools.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
 
 /* --- responses ------------------------------------------------------------------------------ */
 
-/* A token's piece (control tokens as their text) as a string and as its bytes. */
-static json_t *piece_json(const struct fl_tokenizer *tok, int32_t id, json_t **bytes)
+json_t *api_piece_json(const struct fl_tokenizer *tok, int32_t id, json_t **bytes)
 {
     char buf[256];
     int n = tok ? fl_token_to_piece(tok, id, buf, sizeof(buf), false, true) : 0;
@@ -33,7 +33,7 @@ static json_t *chat_entry(const struct fl_tokenizer *tok, const struct fl_logpro
                           const struct fl_token_logprob *top)
 {
     json_t *bytes = NULL, *o = json_object();
-    fl_json_set(o, "token", piece_json(tok, p->id, &bytes));
+    fl_json_set(o, "token", api_piece_json(tok, p->id, &bytes));
     fl_json_set(o, "logprob", fl_json_f32(p->logprob));
     fl_json_set(o, "bytes", bytes);
     if (top) {
@@ -56,11 +56,11 @@ json_t *api_logprobs_json(enum api_kind kind, const struct fl_tokenizer *tok,
     }
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (int i = 0; i < n; i++) {
-        json_array_append_new(tokens, piece_json(tok, v[i].token.id, NULL));
+        json_array_append_new(tokens, api_piece_json(tok, v[i].token.id, NULL));
         json_array_append_new(lps, fl_json_f32(v[i].token.logprob));
         json_t *top = json_object();
         for (int k = 0; k < v[i].n_top; k++) { /* equal pieces: the likelier one */
-            json_t *key = piece_json(tok, v[i].top[k].id, NULL);
+            json_t *key = api_piece_json(tok, v[i].top[k].id, NULL);
             const char *ks = json_string_value(key);
             if (ks && !json_object_get(top, ks))
                 fl_json_set(top, ks, fl_json_f32(v[i].top[k].logprob));

@@ -295,7 +295,8 @@ static void stream_news(struct srv_stream *k, int c)
     struct srv_choice *o = &k->ch[c];
     struct srv_job *j = o->job;
     struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
-                            .created = k->created, .tok = k->tok, .index = c };
+                            .created = k->created, .tok = eng_session_tokenizer(k->ses),
+                            .index = c };
     if (!o->sent_role && k->kind == API_CHAT) {
         ch.role = true;
         ch.text = "";
@@ -369,7 +370,8 @@ static void stream_end(struct srv_stream *k)
 {
     if (k->include_usage) {
         struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
-                                .created = k->created, .tok = k->tok, .usage = true };
+                                .created = k->created, .tok = eng_session_tokenizer(k->ses),
+                                .usage = true };
         for (int c = 0; c < k->n; c++) { /* each prompt once */
             const struct eng_req_result *r = &k->ch[c].job->result;
             ch.completion_tokens += r->n_tokens;
@@ -454,7 +456,6 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
                                .created = k->created, .include_usage = include_usage,
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
                                .native = k->native, .n_predict = k->n_predict,
-                               .tok = eng_session_tokenizer(srv_loop_session(k->s->loop)),
                                .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
         st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };

@@ -74,8 +74,8 @@ struct srv_stream {
     char id[64];
     int64_t created;
     bool include_usage, ended;
-    const struct fl_tokenizer *tok; /* renders logprobs (taken before the loop's mutex is held) */
-    const struct eng_session *ses;  /* likewise */
+    const struct eng_session *ses;  /* its tokenizer renders logprobs (taken before the loop's
+                                     * mutex is held: srv_loop_session takes it) */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
     struct api_answer_reader answer; /* content is held back where a call may start */

@@ -114,7 +114,7 @@ static void news_event(struct srv_stream *k, int c, const char *text, size_t fro
         .n_tokens = ids ? lp_to - lp_from : 0, .tokens_predicted = j->n_lp,
         .tokens_evaluated = j->req.n_prompt,
         .probs = j->req.top_logprobs > 0 ? j->lp + lp_from : NULL, .n_probs = lp_to - lp_from,
-        .tok = k->tok,
+        .tok = eng_session_tokenizer(k->ses),
     };
     srv_sse_event(k, api_native_json(&res));
     free(ids);

@@ -392,7 +392,7 @@ static int reads(const struct run *ru, int common, int n)
     return (c < e ? c : e) / 64 * 64;
 }
 
-static void make_prefixed(const struct run *ru, struct pfx *p, bool held)
+static void make_prefixed(const struct run *ru, struct pfx *p)
 {
     static const int head[N_PFX] = { 140, 100, -1 }, tail[N_PFX] = { 4, 0, 3 };
     for (int k = 0; k < N_PFX; k++) {
@@ -402,10 +402,8 @@ static void make_prefixed(const struct run *ru, struct pfx *p, bool held)
         memcpy(p->ids[k], ru->ids[2], sizeof(int32_t) * (size_t)h);
         memcpy(p->ids[k] + h, ru->ids[t] + 1, sizeof(int32_t) * (size_t)(ru->n_ids[t] - 1));
         /* request 2's whole chunks: from its entry, or its running copy's
-         * (the third waits for them) */
-        p->want[k] = !held ? 0 : (h < ru->n_ids[2] ? h : ru->n_ids[2]) / 64 * 64;
-        if (eng_session_recurrent(ru->s))
-            p->want[k] = k == 2 ? 0 : reads(ru, h, p->n[k]);
+         * (the third waits for them; a recurrent one lends nothing) */
+        p->want[k] = k == 2 && eng_session_recurrent(ru->s) ? 0 : reads(ru, h, p->n[k]);
     }
 }
 
@@ -511,7 +509,7 @@ static int test_prefix(struct run *ru, const char *label)
 {
     struct pfx p;
     const bool held = eng_session_n_held(ru->s) > 0;
-    make_prefixed(ru, &p, held);
+    make_prefixed(ru, &p);
     struct rec alone[N_PFX] = { 0 }, cached[N_PFX] = { 0 }, first[2] = { 0 };
     struct eng_sched *q;
     struct fl_err err;

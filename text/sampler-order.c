@@ -5,8 +5,8 @@
  * samples differently from what the user asked for. */
 #include "text/sampler.h"
 
-#include <stdbool.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/error.h"
