@@ -22,6 +22,35 @@
 /* api_request_parse for a /completion body. */
 int api_request_parse_native(json_t *body, struct api_request *out, struct fl_err *err);
 
+/* --- /infill (api/infill.c) ---
+ * A /completion request with "input_prefix" and "input_suffix" (required:
+ * a string, token ids, or both mixed), "input_extra" (other files' chunks,
+ * [{"filename", "text"}]) and "prompt" (optional: the middle's start, a
+ * string). Its prompt is llama-server's fill-in-the-middle prompt:
+ *   [REP]myproject\n [SEP]file\n chunk ... [SEP]filename\n    (the extra context)
+ *   [BOS] [PRE] prefix prompt [SUF] suffix [MID]
+ * (without REP/SEP tokens each chunk follows "\n\n--- snippet ---\n\n";
+ * --spm-infill puts the suffix part first), the prefix's last and the
+ * suffix's first tokens kept so both fit a -b batch 3:1, the extra
+ * context's last tokens in what the context leaves (n_ctx - n_batch -
+ * 2 * n_predict). */
+int api_request_parse_infill(json_t *body, struct api_request *out, struct fl_err *err);
+
+struct fl_tokenizer;
+/* Whether the vocabulary has the prefix, suffix and middle tokens. */
+bool api_infill_supported(const struct fl_tokenizer *tok);
+
+struct api_infill_limits {
+    int n_batch;   /* llama.cpp's -b (default 2048) */
+    int n_predict; /* the server's -n (-1: none) */
+    int n_ctx;     /* a sequence's cells */
+    bool spm;      /* --spm-infill: suffix/prefix/middle */
+};
+/* The prompt of an /infill request (*ids malloc'ed): the count, or -errno
+ * with *why (-ENOTSUP: the model has no FIM tokens). */
+int api_infill_tokens(const struct fl_tokenizer *tok, const struct api_request *r,
+                      const struct api_infill_limits *lim, int32_t **ids, const char **why);
+
 /* generation_settings: the settings a request ran with (also /props's
  * default_generation_settings.params, from a server's defaults). */
 struct api_native_settings {

@@ -597,7 +597,7 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
 {
     static const struct { const char *key, *why; } no[] = {
         { "functions", "the legacy function calls are not supported (use tools)" },
-        { "suffix", "a suffix (fill in the middle) is not supported" },
+        { "suffix", "is not read here: POST /infill (llama-server's) fills in the middle" },
         { "post_sampling_probs", "probabilities after the sampler chain are not reported "
                                  "(n_probs gives the model's)" },
         { "response_fields", "picking the answer's fields is not supported" },

@@ -126,6 +126,10 @@ struct api_request {
     bool native;
     int n_probs;
     bool return_tokens;
+    /* llama-server's /infill (api/native.h): the code before and after the
+     * gap (strings, ids or both), and other files' chunks (in doc) */
+    bool infill;
+    const json_t *input_prefix, *input_suffix, *input_extra;
     json_t *doc;              /* owned: what the strings point into */
 };
 

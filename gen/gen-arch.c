@@ -279,7 +279,7 @@ static void swiglu_ffn(struct tb *b, const struct gen_params *p, int il, const c
 
 static void edges(struct tb *b, const struct gen_params *p)
 {
-    int64_t nv = gen_vocab_n_tokens;
+    int64_t nv = gen_vocab_size(p);
     add(b, -1, "token_embd.weight", ROLE_EDGE, GEN_INIT_EMBD, 1.0f, false, p->n_embd, nv, 0);
     norm(b, -1, "output_norm.weight", p->n_embd);
     /* std 10/sqrt(n_embd): logits of std ~9, clearly peaked */
@@ -529,8 +529,8 @@ static void kstr(struct kw *k, const char *suffix, const char *v)
         k->rc = gguf_writer_kv_str(k->w, akey(k, suffix, key, sizeof(key)), v);
 }
 
-/* The pre-tokenizer the family's own GGUFs name (the vocabulary is gen's
- * small byte-level BPE one whatever the family). */
+/* The pre-tokenizer the family's own GGUFs name, for gen's small
+ * byte-level BPE vocabulary (whatever the family). */
 static const char *vocab_pre(enum gen_arch a)
 {
     switch (a) {
@@ -553,22 +553,13 @@ static int general_and_vocab(const struct gen_params *p, struct gguf_writer *w)
     if (!rc) rc = gguf_writer_kv_str(w, "general.description", desc);
     if (!rc) rc = gguf_writer_kv_u32(w, "general.file_type", file_type(p->type));
     if (!rc) rc = gguf_writer_kv_u32(w, "general.quantization_version", 2);
-    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.model", "gpt2");
-    if (!rc) rc = gguf_writer_kv_str(w, "tokenizer.ggml.pre", vocab_pre(p->arch));
-    if (!rc) rc = gguf_writer_kv_str_arr(w, "tokenizer.ggml.tokens", gen_vocab_tokens,
-                                         gen_vocab_n_tokens);
-    if (!rc) rc = gguf_writer_kv_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32,
-                                     gen_vocab_token_type, gen_vocab_n_tokens);
-    if (!rc) rc = gguf_writer_kv_str_arr(w, "tokenizer.ggml.merges", gen_vocab_merges,
-                                         gen_vocab_n_merges);
-    if (!rc) rc = gguf_writer_kv_u32(w, "tokenizer.ggml.bos_token_id", gen_vocab_eos_id);
-    if (!rc) rc = gguf_writer_kv_u32(w, "tokenizer.ggml.eos_token_id", gen_vocab_eos_id);
+    if (!rc) rc = gen_vocab_write(p, vocab_pre(p->arch), w);
     return rc;
 }
 
 static void common_hparams(struct kw *k, const struct gen_params *p, int64_t ctx)
 {
-    ku32(k, "vocab_size", gen_vocab_n_tokens);
+    ku32(k, "vocab_size", gen_vocab_size(p));
     ku32(k, "context_length", ctx);
     ku32(k, "embedding_length", p->n_embd);
     ku32(k, "block_count", p->n_layer + (p->arch == GEN_ARCH_GLM4MOE)); /* + its nextn block */

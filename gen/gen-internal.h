@@ -66,6 +66,13 @@ void gen_synth_rows(const struct gen_plan *plan, const struct gen_tensor *t, int
 void gen_layer_offsets(const struct gen_params *p, int64_t il, float *out);
 uint64_t gen_mix(uint64_t a, uint64_t b);
 
+/* gen-tokenizer.c: the model's tokenizer keys, gen's vocabulary below
+ * (pre: its pre-tokenizer's name) or p->vocab's; its token count; whether
+ * p->vocab's keys can be written. */
+int gen_vocab_write(const struct gen_params *p, const char *pre, struct gguf_writer *w);
+int64_t gen_vocab_size(const struct gen_params *p);
+int gen_vocab_check(const struct gen_params *p, struct fl_err *err);
+
 /* gen-vocab.c: byte-level BPE vocabulary (gpt-2 style). */
 extern const char *const gen_vocab_tokens[];
 extern const int32_t gen_vocab_token_type[];

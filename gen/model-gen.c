@@ -247,6 +247,8 @@ int gen_resolve(struct gen_params *p, struct fl_err *err)
     if (!p->target_size && !p->n_layer)
         p->target_size = GEN_DEFAULT_SIZE;
     int rc = check_ranges(p, true, err);
+    if (!rc)
+        rc = gen_vocab_check(p, err);
     if (rc)
         return rc;
     if (p->target_size)

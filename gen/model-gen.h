@@ -21,6 +21,8 @@
 
 #include "base/error.h"
 
+struct gguf_file;
+
 enum gen_arch {
     GEN_ARCH_QWEN3MOE,
     GEN_ARCH_LLAMA,
@@ -63,6 +65,8 @@ struct gen_params {
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
                                                     routing (0/1: none); library only */
+    const struct gguf_file *vocab; /* NULL: gen's byte-level BPE vocabulary; else every
+                                    * tokenizer.* key of this file (--vocab) */
 };
 
 const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe" */

@@ -75,7 +75,7 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     pthread_mutex_lock(&k->s->mu);
     static const char *const names[SRV_N_ROUTES] = {
         "chat_completions", "completions", "models", "health", "metrics", "tokenize",
-        "detokenize", "apply_template", "completion", "props", "other" };
+        "detokenize", "apply_template", "completion", "props", "infill", "other" };
     static const char *const classes[6] = { "2xx", "4xx", "5xx", "401", "413", "503" };
     fprintf(f, "# HELP faultline_http_responses_total HTTP responses by endpoint and status.\n"
                "# TYPE faultline_http_responses_total counter\n");
@@ -201,7 +201,7 @@ enum MHD_Result srv_apply_template(struct srv_conn *k)
 {
     enum MHD_Result rc;
     struct api_request req;
-    if (!srv_request(k, API_CHAT, false, &req, &rc))
+    if (!srv_request(k, API_CHAT, SRV_OPENAI, &req, &rc))
         return rc;
     char *text = NULL;
     const char *why = "no chat format is known for this model (--chat-template NAME)";

@@ -37,6 +37,7 @@ void srv_opts_init(struct srv_opts *o)
     o->max_conn = 512;
     o->timeout_s = 60;
     o->drain_s = 10;
+    o->infill_batch = 2048;
 }
 
 /* --- responses ------------------------------------------------------------------------ */
@@ -548,7 +549,11 @@ static int32_t *prompt_tokens(struct srv_conn *k, struct api_request *req, int p
     char at[32] = "";
     if (req->n_prompts > 1)
         snprintf(at, sizeof(at), "prompt[%d]: ", p);
+    const struct srv_opts *o = k->s->o;
+    const struct api_infill_limits lim = { o->infill_batch, o->max_tokens,
+                                           eng_session_n_ctx(ses), o->spm_infill };
     *n = api_request_select_prompt(req, p) ? -ENOMEM
+         : req->infill ? api_infill_tokens(eng_session_tokenizer(ses), req, &lim, &ids, &why)
          : api_request_tokens(eng_session_tokenizer(ses), k->s->chat, req, &ids, &why);
     if (*n < 0)
         *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
@@ -626,15 +631,16 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
 }
 
-bool srv_request(struct srv_conn *k, enum api_kind kind, bool native, struct api_request *req,
-                 enum MHD_Result *rc)
+bool srv_request(struct srv_conn *k, enum api_kind kind, enum srv_flavour f,
+                 struct api_request *req, enum MHD_Result *rc)
 {
     json_t *body = srv_body_object(k, rc);
     if (!body)
         return false;
     struct fl_err err = { "" };
-    const int prc = native ? api_request_parse_native(body, req, &err)
-                           : api_request_parse(body, kind, req, &err);
+    const int prc = f == SRV_INFILL ? api_request_parse_infill(body, req, &err)
+                    : f == SRV_NATIVE ? api_request_parse_native(body, req, &err)
+                    : api_request_parse(body, kind, req, &err);
     json_decref(body);
     if (!prc) {
         api_request_reasoning_defaults(req, &k->s->o->reasoning);
@@ -646,14 +652,19 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, bool native, struct api
     return !prc;
 }
 
-enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, bool native)
+enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, enum srv_flavour f)
 {
     enum MHD_Result rc;
     struct api_request req;
-    if (!srv_request(k, kind, native, &req, &rc))
+    /* llama-server's answer to /infill on a model without FIM tokens */
+    if (f == SRV_INFILL && !api_infill_supported(eng_session_tokenizer(srv_loop_session(k->s->loop))))
+        return srv_reply_error(k, 501, "not_supported_error", "not_supported",
+                               "Infill is not supported by this model: it has no fill-in-the-middle "
+                               "prefix, suffix and middle tokens");
+    if (!srv_request(k, kind, f, &req, &rc))
         return rc;
     k->kind = kind;
-    k->native = native;
+    k->native = f != SRV_OPENAI;
     k->n_predict = req.max_tokens;
     k->return_tokens = req.return_tokens;
     api_answer_reader_init(&req, k->s->chat, &k->answer);

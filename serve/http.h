@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 11
+#define SRV_N_ROUTES 12
 
 struct srv {
     const struct srv_opts *o;
@@ -111,13 +111,18 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
 
 /* The body as a JSON object, or NULL with a 400 already queued (*rc). */
 json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
-/* The body as a request of kind, or of /completion when native
- * (api_request_free it), or false with a 400 already queued (*rc). */
-bool srv_request(struct srv_conn *k, enum api_kind kind, bool native, struct api_request *req,
-                 enum MHD_Result *rc);
+/* Whose request a completion endpoint reads: OpenAI's, llama-server's
+ * /completion, or its /infill (api/native.h). */
+enum srv_flavour { SRV_OPENAI, SRV_NATIVE, SRV_INFILL };
 
-/* A completion endpoint: OpenAI's of kind, or llama-server's /completion (native). */
-enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, bool native);
+/* The body as a request of kind in flavour f (api_request_free it), or
+ * false with a 400 already queued (*rc). */
+bool srv_request(struct srv_conn *k, enum api_kind kind, enum srv_flavour f,
+                 struct api_request *req, enum MHD_Result *rc);
+
+/* A completion endpoint: OpenAI's of kind, or llama-server's /completion
+ * or /infill (a model without FIM tokens: 501). */
+enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, enum srv_flavour f);
 enum MHD_Result srv_models(struct srv_conn *k);
 enum MHD_Result srv_health(struct srv_conn *k);
 enum MHD_Result srv_metrics(struct srv_conn *k);

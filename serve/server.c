@@ -15,7 +15,7 @@
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_NATIVE, R_PROPS
+    R_NATIVE, R_PROPS, R_INFILL
 };
 
 struct route {
@@ -32,6 +32,7 @@ static const struct route routes[] = {
     /* llama-server's own API at its paths (/completions is it too there) */
     { "/completion", "POST", R_NATIVE, true, true },
     { "/completions", "POST", R_NATIVE, true, true },
+    { "/infill", "POST", R_INFILL, true, true },
     { "/props", "GET", R_PROPS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
@@ -125,9 +126,10 @@ static enum MHD_Result dispatch(struct srv_conn *k)
         return srv_reply_error(k, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error",
                                "body_too_large", "the body is over %zu bytes", k->s->o->max_body);
     switch (routes[k->route].id) {
-    case R_CHAT: return srv_completion(k, API_CHAT, false);
-    case R_COMPLETIONS: return srv_completion(k, API_COMPLETION, false);
-    case R_NATIVE: return srv_completion(k, API_COMPLETION, true);
+    case R_CHAT: return srv_completion(k, API_CHAT, SRV_OPENAI);
+    case R_COMPLETIONS: return srv_completion(k, API_COMPLETION, SRV_OPENAI);
+    case R_NATIVE: return srv_completion(k, API_COMPLETION, SRV_NATIVE);
+    case R_INFILL: return srv_completion(k, API_COMPLETION, SRV_INFILL);
     case R_PROPS: return srv_props(k);
     case R_MODELS: return srv_models(k);
     case R_HEALTH: return srv_health(k);

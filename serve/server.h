@@ -37,6 +37,8 @@ struct srv_opts {
     int max_conn;              /* connections at once */
     int timeout_s;             /* an idle connection is closed after it */
     double drain_s;            /* SIGINT/SIGTERM: in-flight requests get this long */
+    int infill_batch;          /* -b: /infill keeps prefix and suffix within it (2048) */
+    bool spm_infill;           /* --spm-infill: /infill's prompt puts the suffix first */
 };
 
 void srv_opts_init(struct srv_opts *o);

@@ -29,6 +29,7 @@
 
 #include "app/cli/commands.h"
 #include "gguf/gguf.h"
+#include "gguf/gguf-writer.h"
 #include "gen/model-gen.h"
 #include "gguf/tensor-types.h"
 #define CHECK_OUT stderr
@@ -649,10 +650,26 @@ static int run_cli(char **argv, char *errbuf, size_t len)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* A GGUF file without a tokenizer. */
+static void write_no_tokenizer(const char *path)
+{
+    struct gguf_writer *w = NULL;
+    struct fl_err err = {{0}};
+    int rc = gguf_writer_open(path, &w, &err);
+    if (!rc)
+        rc = gguf_writer_kv_str(w, "general.architecture", "qwen3moe");
+    if (!rc)
+        rc = gguf_writer_finish(w, &err);
+    gguf_writer_close(w);
+    CHECK(!rc, "%s: %s", path, err.msg);
+}
+
 static void test_bad_options(void)
 {
-    char out[128], bad_dir[160];
+    char out[128], bad_dir[160], no_tok[128];
     snprintf(out, sizeof(out), "%s/bad.gguf", tmpdir);
+    snprintf(no_tok, sizeof(no_tok), "%s/no-tokenizer.gguf", tmpdir);
+    write_no_tokenizer(no_tok);
     snprintf(bad_dir, sizeof(bad_dir), "%s/no/such/dir/x.gguf", tmpdir);
     char *cases[][14] = {
         { "gen", "-o", out, NULL },
@@ -680,6 +697,10 @@ static void test_bad_options(void)
         { "gen", "--arch", "qwen3moe", "--size", "2M", "-o", out, NULL },
         { "gen", "--arch", "qwen3moe", "--layers", "1000000000", "--size", "1G", "-o", out, NULL },
         { "gen", "--arch", "deepseek2", "--dense-layers", "3", "--layers", "3", "-o", out, NULL },
+        { "gen", "--arch", "qwen3moe", "--layers", "2", "--vocab", "/no/such.gguf", "-o", out, NULL },
+        { "gen", "--arch", "qwen3moe", "--layers", "2", "--vocab", "tests/data/trace-sample.json",
+          "-o", out, NULL },
+        { "gen", "--arch", "qwen3moe", "--layers", "2", "--vocab", no_tok, "-o", out, NULL },
     };
     int n = (int)(sizeof(cases) / sizeof(cases[0]));
     for (int i = 0; i < n; i++) {
@@ -700,7 +721,62 @@ static void test_bad_options(void)
               cases[i][1], cases[i][2] ? cases[i][2] : "", rc, lines, err);
         unlink(out);
     }
+    unlink(no_tok);
     printf("  %d bad command lines: one-line errors, no file\n", n - 1);
+}
+
+/* Scalars, strings and arrays alike, bit for bit. */
+static bool value_same(const struct gguf_value *a, const struct gguf_value *b)
+{
+    if (a->type == GGUF_VT_STRING || a->type == GGUF_VT_ARRAY)
+        return value_equal(a, b);
+    return a->type == b->type && !memcmp(&a->u64, &b->u64, a->type == GGUF_VT_BOOL ? 1 : 4);
+}
+
+/* --vocab: every tokenizer.* key of the file, as it is, and the model's
+ * vocabulary size (embedding and output rows, vocab_size) its token count. */
+static void test_vocab(void)
+{
+    static const char *const files[] = { "tests/data/vocab/ggml-vocab-deepseek-coder.gguf",
+                                         "tests/data/vocab/ggml-vocab-llama-spm.gguf" };
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        char out[128];
+        snprintf(out, sizeof(out), "%s/vocab.gguf", tmpdir);
+        struct gguf_file *v = NULL, *g = NULL;
+        struct fl_err err = {{0}};
+        struct gen_params p = small(GEN_ARCH_QWEN3MOE, FL_TYPE_Q8_0, 3);
+        const struct gguf_value *tokens = NULL;
+        if (gguf_open(files[f], &v, &err) || gguf_get_arr(v, "tokenizer.ggml.tokens", &tokens)) {
+            CHECK(0, "%s: %s", files[f], err.msg);
+            gguf_close(v);
+            continue;
+        }
+        p.vocab = v;
+        if (!write_model(&p, out) && !gguf_open(out, &g, &err)) {
+            int n_keys = 0, n_same = 0;
+            for (int64_t i = 0; i < gguf_n_kv(v); i++) {
+                const char *key = gguf_kv_key(v, i);
+                const int64_t j = gguf_find_kv(g, key);
+                if (strncmp(key, "tokenizer.", 10))
+                    continue;
+                n_keys++;
+                n_same += j >= 0 && value_same(gguf_kv_value(v, i), gguf_kv_value(g, j));
+            }
+            const int64_t n = (int64_t)tokens->arr.n;
+            const struct gguf_tensor *e = gguf_find_tensor(g, "token_embd.weight"),
+                                     *o = gguf_find_tensor(g, "output.weight");
+            CHECK(n_keys > 3 && n_same == n_keys, "%s: %d of %d tokenizer keys copied", files[f],
+                  n_same, n_keys);
+            CHECK(e && o && e->ne[1] == n && o->ne[1] == n && kv_int(g, "qwen3moe", "vocab_size") == n,
+                  "%s: %lld tokens: embedding, output and vocab_size", files[f], (long long)n);
+            printf("  --vocab %s: %d tokenizer keys, %lld tokens\n", files[f], n_keys, (long long)n);
+        } else {
+            CHECK(0, "%s: %s", out, err.msg);
+        }
+        gguf_close(g);
+        gguf_close(v);
+        unlink(out);
+    }
 }
 
 static void test_memory(void)
@@ -746,6 +822,7 @@ int main(void)
     test_determinism();
     test_sizes();
     test_bad_options();
+    test_vocab();
     test_memory();
     rmdir(tmpdir);
     return check_summary("test-gen");

@@ -31,7 +31,9 @@
 #     streamed (no [DONE]), n_probs, return_tokens, stop types, several and
 #     mixed prompts, n_predict 0 warming the cache, samplers; /props and
 #     /tokenize's parse_special and with_pieces (tests/serve-native.py);
-#     a prompt longer than the context (400), a body over the limit (413,
+#   - /infill's fill-in-the-middle prompts on a model generated with
+#     StarCoder's vocabulary (tests/serve-infill.py), 501 without FIM tokens;
+#   - a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
 #   - a stream abandoned mid-way frees its sequence and cells;
@@ -125,6 +127,16 @@ start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 # llama-server's own /completion, /props, /tokenize's fields (tests/serve-native.py)
 python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
+# /infill on a model without fill-in-the-middle tokens: llama-server's 501
+want 501 $J -d '{"input_prefix": "a", "input_suffix": "b"}' "$base/../infill"
+grep -q 'not_supported_error' "$dir/body" || fail "/infill 501: $(cat "$dir/body")"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+# /infill (tests/serve-infill.py) on a model generated with StarCoder's vocabulary
+"$cli" gen --arch qwen3moe --vocab tests/data/vocab/ggml-vocab-starcoder.gguf -q --n-embd 64 \
+  --layers 2 --experts 4 --top-k 2 --expert-ff 64 --ff 64 --heads 2 --heads-kv 1 --head-dim 32 \
+  -o "$dir/fim.gguf" || fail "gen --vocab"
+model=$dir/fim.gguf start -np 2 -c 4096 -b 64
+python3 "$(dirname "$0")/serve-infill.py" "$base" "$key" 64 || fail "/infill"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 # a recurrent model's prompt cache: entries hold the state at their end, read whole
 model=tests/data/qwen35moe-tiny-Q8_0.gguf start -np 2 -c 1024 -b 64

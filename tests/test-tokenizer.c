@@ -194,6 +194,32 @@ static void test_vocabs(void)
         test_vocab(names[i]);
 }
 
+/* Fill-in-the-middle tokens known by their text: each role's token is the
+ * one whose stored text is the family's name for it. */
+static void test_fim(void)
+{
+    static const struct { const char *name, *text[FL_FIM_N]; } v[] = {
+        { "starcoder", { "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>", NULL, NULL } },
+        { "deepseek-coder", { "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", NULL, NULL, NULL } },
+        { "gpt-2", { NULL } },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "tests/data/vocab/ggml-vocab-%s.gguf", v[i].name);
+        struct fl_tokenizer *tok = load(path);
+        for (int r = 0; tok && r < FL_FIM_N; r++) {
+            const int32_t id = fl_token_fim(tok, (enum fl_fim_role)r);
+            const char *t = id >= 0 ? fl_token_text(tok, id) : NULL;
+            CHECK(v[i].text[r] ? t && !strcmp(t, v[i].text[r]) : id == FL_TOKEN_NULL,
+                  "%s: FIM role %d is %d (%s)", v[i].name, r, id, t ? t : "none");
+            if (r >= FL_FIM_PAD && id >= 0)
+                CHECK(fl_token_is_eog(tok, id), "%s: %s ends a generation", v[i].name, t);
+        }
+        fl_tokenizer_free(tok);
+    }
+    printf("  FIM tokens: StarCoder's, DeepSeek-Coder's, none in gpt-2's\n");
+}
+
 /* ---- hand-built GGUF files --------------------------------------------- */
 
 struct gb {
@@ -863,8 +889,10 @@ int main(int argc, char **argv)
     }
     if (!only || strcmp(only, "ref") == 0)
         test_ref_models();
-    if (!only || strcmp(only, "vocab") == 0)
+    if (!only || strcmp(only, "vocab") == 0) {
         test_vocabs();
+        test_fim();
+    }
     if (!only || strcmp(only, "hand") == 0) {
         printf("hand-built vocabularies\n");
         test_spm_hand();

@@ -56,6 +56,7 @@ struct fl_tokenizer {
     int32_t byte_token[256]; /* the token for each raw byte, or FL_TOKEN_NULL */
 
     int32_t bos, eos, eot, eom, unk, pad;
+    int32_t fim[FL_FIM_N];
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
 
     char pre[64];

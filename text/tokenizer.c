@@ -234,6 +234,16 @@ static int load_special_ids(struct fl_tokenizer *tok, const struct gguf_file *f,
         { KEY("bos_token_id"), &tok->bos },     { KEY("eos_token_id"), &tok->eos },
         { KEY("eot_token_id"), &tok->eot },     { KEY("eom_token_id"), &tok->eom },
         { KEY("unknown_token_id"), &tok->unk }, { KEY("padding_token_id"), &tok->pad },
+        { KEY("fim_pre_token_id"), &tok->fim[FL_FIM_PRE] },
+        { KEY("fim_suf_token_id"), &tok->fim[FL_FIM_SUF] },
+        { KEY("fim_mid_token_id"), &tok->fim[FL_FIM_MID] },
+        { KEY("fim_pad_token_id"), &tok->fim[FL_FIM_PAD] },
+        { KEY("fim_rep_token_id"), &tok->fim[FL_FIM_REP] },
+        { KEY("fim_sep_token_id"), &tok->fim[FL_FIM_SEP] },
+        /* the older names, read after the new ones as llama.cpp does */
+        { KEY("prefix_token_id"), &tok->fim[FL_FIM_PRE] },
+        { KEY("suffix_token_id"), &tok->fim[FL_FIM_SUF] },
+        { KEY("middle_token_id"), &tok->fim[FL_FIM_MID] },
     };
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
         if (*ids[i].id >= tok->n_vocab)
@@ -273,6 +283,34 @@ static bool text_in(const char *text, const char *const *list)
         if (strcmp(text, *list) == 0)
             return true;
     return false;
+}
+
+/* FIM tokens the file does not name, known by their text (llama.cpp's
+ * lists); they are CONTROL whatever the file says. The pad, repository and
+ * file separator tokens end a generation. */
+static void find_fim(struct fl_tokenizer *tok)
+{
+    static const char *const names[FL_FIM_N][10] = {
+        [FL_FIM_PRE] = { "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>",
+                         "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>", NULL },
+        [FL_FIM_SUF] = { "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>",
+                         "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>", NULL },
+        [FL_FIM_MID] = { "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>",
+                         "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>", NULL },
+        [FL_FIM_PAD] = { "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL },
+        [FL_FIM_REP] = { "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+                         NULL },
+        [FL_FIM_SEP] = { "<|file_sep|>", NULL },
+    };
+    for (int32_t id = 0; id < tok->n_vocab; id++)
+        for (int r = 0; r < FL_FIM_N; r++)
+            if (tok->fim[r] < 0 && text_in(tok->text[id], names[r])) {
+                tok->fim[r] = id;
+                tok->attr[id] |= FL_ATTR_CONTROL;
+            }
+    for (int r = FL_FIM_PAD; r <= FL_FIM_SEP; r++)
+        if (tok->fim[r] >= 0)
+            tok->eog[tok->fim[r]] = true;
 }
 
 /* End-of-turn tokens are known by their text (llama.cpp does the same); a
@@ -419,6 +457,8 @@ static int render_pieces(struct fl_tokenizer *tok)
 static void set_defaults(struct fl_tokenizer *tok)
 {
     tok->eot = tok->eom = tok->unk = tok->pad = FL_TOKEN_NULL;
+    for (int r = 0; r < FL_FIM_N; r++)
+        tok->fim[r] = FL_TOKEN_NULL;
     if (tok->model == FL_TOK_SPM) {
         tok->bos = 1;
         tok->eos = 2;
@@ -449,6 +489,7 @@ static int load_all(struct fl_tokenizer *tok, const struct gguf_file *f, struct 
         rc = load_special_ids(tok, f, err);
     if (!rc) {
         mark_eog(tok);
+        find_fim(tok);
         rc = collect_special(tok);
     }
     if (!rc)
@@ -533,6 +574,10 @@ int32_t fl_token_eos(const struct fl_tokenizer *tok) { return tok->eos; }
 int32_t fl_token_eot(const struct fl_tokenizer *tok) { return tok->eot; }
 int32_t fl_token_unk(const struct fl_tokenizer *tok) { return tok->unk; }
 int32_t fl_token_pad(const struct fl_tokenizer *tok) { return tok->pad; }
+int32_t fl_token_fim(const struct fl_tokenizer *tok, enum fl_fim_role role)
+{
+    return role >= 0 && role < FL_FIM_N ? tok->fim[role] : FL_TOKEN_NULL;
+}
 bool fl_tokenizer_add_bos(const struct fl_tokenizer *tok) { return tok->add_bos; }
 bool fl_tokenizer_add_eos(const struct fl_tokenizer *tok) { return tok->add_eos; }
 

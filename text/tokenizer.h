@@ -64,8 +64,18 @@ int32_t fl_token_unk(const struct fl_tokenizer *tok);
 int32_t fl_token_pad(const struct fl_tokenizer *tok);
 bool fl_tokenizer_add_bos(const struct fl_tokenizer *tok);
 bool fl_tokenizer_add_eos(const struct fl_tokenizer *tok);
-/* End of generation: EOS, EOT and the end-of-turn tokens llama.cpp knows by
- * their text (<|im_end|>, <|return|>, <|call|>, ...). */
+/* Fill-in-the-middle tokens (llama-server's /infill): from the file's
+ * tokenizer.ggml.fim_*_token_id (or the older prefix/suffix/middle keys),
+ * else known by their text as llama.cpp knows them (Qwen's <|fim_prefix|>,
+ * StarCoder's <fim_prefix>, DeepSeek's <｜fim▁begin｜>, CodeLlama's <PRE>,
+ * GLM-4.5's <|code_prefix|>, ...; for the repository and file separators
+ * Qwen's <|repo_name|> / <|file_sep|>). */
+enum fl_fim_role { FL_FIM_PRE, FL_FIM_SUF, FL_FIM_MID, FL_FIM_PAD, FL_FIM_REP, FL_FIM_SEP,
+                   FL_FIM_N };
+int32_t fl_token_fim(const struct fl_tokenizer *tok, enum fl_fim_role role); /* or FL_TOKEN_NULL */
+/* End of generation: EOS, EOT, the end-of-turn tokens llama.cpp knows by
+ * their text (<|im_end|>, <|return|>, <|call|>, ...) and the FIM pad,
+ * repository and file separator tokens (a completion of code ends there). */
 bool fl_token_is_eog(const struct fl_tokenizer *tok, int32_t id);
 /* The token's text as stored (escaped: U+2581 for SPM spaces, byte-level
  * symbols for BPE), or NULL for an id out of range. */

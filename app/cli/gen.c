@@ -13,6 +13,7 @@
 #include "app/cli/progress.h"
 #include "base/out-file.h"
 #include "gen/model-gen.h"
+#include "gguf/gguf.h"
 #include "gguf/tensor-types.h"
 #include "base/units.h"
 
@@ -42,6 +43,10 @@ static void usage(FILE *out)
         "  --ssm-in           (qwen3next) one ssm_in matrix for q, k, v and z, as files\n"
         "                     converted before attn_qkv/attn_gate\n"
         "other:\n"
+        "  --vocab FILE       the tokenizer (every tokenizer.* key: vocabulary, merges,\n"
+        "                     special tokens, chat template) of another GGUF file, e.g. a\n"
+        "                     real model's or llama.cpp's vocab files (default: gen's\n"
+        "                     1,025-token byte-level BPE)\n"
         "  --skew X           router power-law exponent (default 0.3, 0 = uniform)\n"
         "  --threads N        synthesis threads (default 2)\n"
         "  --dry-run          print the chosen shape and size, write nothing\n"
@@ -50,7 +55,7 @@ static void usage(FILE *out)
 
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
        O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE,
-       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN };
+       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN, O_VOCAB };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -66,6 +71,7 @@ static const struct option long_opts[] = {
     { "force", no_argument, 0, O_FORCE }, { "ssm-state", required_argument, 0, O_SSM_STATE },
     { "ssm-groups", required_argument, 0, O_SSM_GROUPS },
     { "ssm-heads", required_argument, 0, O_SSM_HEADS }, { "ssm-in", no_argument, 0, O_SSM_IN },
+    { "vocab", required_argument, 0, O_VOCAB },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -95,7 +101,7 @@ static int parse_count(const char *opt, const char *text, int64_t *out)
 
 struct opts {
     struct gen_params p;
-    const char *out;
+    const char *out, *vocab;
     bool quiet, dry, force;
 };
 
@@ -193,6 +199,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->force = true;
         } else if (c == O_SSM_IN) {
             o->p.ssm_in = true;
+        } else if (c == O_VOCAB) {
+            o->vocab = optarg;
         } else {
             have_arch |= c == O_ARCH;
             int rc = parse_one(o, c, optarg, name);
@@ -275,6 +283,40 @@ static void print_skew(const struct gen_params *p)
            100 * sum / (double)n, 100 * lo, 100 * hi, 800.0 / (double)p->n_expert);
 }
 
+/* Resolves, writes and reports the model o asks for; the exit status. */
+static int generate(struct opts *o)
+{
+    struct fl_err err = {{0}};
+    if (gen_resolve(&o->p, &err)) {
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    uint64_t size = gen_file_size(&o->p);
+    if (!o->quiet)
+        print_shape(&o->p, size);
+    if (o->dry)
+        return 0;
+    struct bar b = { .p = cli_progress_stderr(o->quiet) };
+    clock_gettime(CLOCK_MONOTONIC, &b.t0);
+    struct fl_out out;
+    if (fl_out_begin(&out, o->out, NULL, 0, o->force, &err)) {
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    if (gen_write(&o->p, out.tmp, progress, &b, &err) || fl_out_commit(&out, &err)) {
+        fl_out_abort(&out);
+        fprintf(stderr, "faultline gen: %s\n", err.msg);
+        return 1;
+    }
+    if (!o->quiet) {
+        double s = since(&b.t0);
+        printf("wrote %s in %.1f s (%.0f MiB/s)\n", o->out, s,
+               (double)size / 1048576.0 / (s > 0 ? s : 1));
+        print_skew(&o->p);
+    }
+    return 0;
+}
+
 int cli_gen(int argc, char **argv)
 {
     struct opts o = {0};
@@ -282,32 +324,13 @@ int cli_gen(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (gen_resolve(&o.p, &err)) {
-        fprintf(stderr, "faultline gen: %s\n", err.msg);
+    struct gguf_file *vocab = NULL;
+    if (o.vocab && gguf_open(o.vocab, &vocab, &err)) {
+        fprintf(stderr, "faultline gen: --vocab %s\n", err.msg);
         return 1;
     }
-    uint64_t size = gen_file_size(&o.p);
-    if (!o.quiet)
-        print_shape(&o.p, size);
-    if (o.dry)
-        return 0;
-    struct bar b = { .p = cli_progress_stderr(o.quiet) };
-    clock_gettime(CLOCK_MONOTONIC, &b.t0);
-    struct fl_out out;
-    if (fl_out_begin(&out, o.out, NULL, 0, o.force, &err)) {
-        fprintf(stderr, "faultline gen: %s\n", err.msg);
-        return 1;
-    }
-    if (gen_write(&o.p, out.tmp, progress, &b, &err) || fl_out_commit(&out, &err)) {
-        fl_out_abort(&out);
-        fprintf(stderr, "faultline gen: %s\n", err.msg);
-        return 1;
-    }
-    if (!o.quiet) {
-        double s = since(&b.t0);
-        printf("wrote %s in %.1f s (%.0f MiB/s)\n", o.out, s,
-               (double)size / 1048576.0 / (s > 0 ? s : 1));
-        print_skew(&o.p);
-    }
-    return 0;
+    o.p.vocab = vocab;
+    rc = generate(&o);
+    gguf_close(vocab);
+    return rc;
 }

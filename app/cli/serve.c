@@ -24,13 +24,17 @@ static int usage(FILE *out)
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort low|medium|high]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
+            "                       [--spm-infill]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM, MiniMax, gpt-oss, Kimi\n"
             "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"
             "--reasoning-format none, or \"reasoning_format\": \"none\", in content; -rea off, or\n"
             "\"chat_template_kwargs\": {\"enable_thinking\": false}, asks Qwen3 and GLM-4.5 not to think;\n"
             "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
-            "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template.\n"
+            "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template;\n"
+            "llama-server's POST /completion, GET /props, and POST /infill (fill in the middle for\n"
+            "code editors, on models with FIM tokens; -b sizes its prefix and suffix, --spm-infill\n"
+            "puts the suffix first).\n"
             "-j / --grammar hold the answers of requests that ask for no format, schema, grammar or\n"
             "tools of their own to a JSON schema or a GBNF grammar (a request's \"grammar\" or\n"
             "\"json_schema\" does it for itself).\n"
@@ -138,6 +142,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 4, 1 << 16, &o->max_conn);
         else if (!strcmp(a, "--timeout"))
             ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
+        else if (!strcmp(a, "--spm-infill"))
+            o->spm_infill = true;
         else if (!strcmp(a, "--max-body"))
             ok = arg_size(argc, argv, &i, &o->max_body);
         else if (!strcmp(a, "--drain")) {
@@ -161,6 +167,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
         (key_file && read_keys(o, key_file, keys)))
         return 2;
     eng_args_finish("serve", &common);
+    if (compat.batch) /* llama.cpp's -b: /infill's batch of prefix and suffix */
+        o->infill_batch = compat.batch;
     return -1;
 }
 

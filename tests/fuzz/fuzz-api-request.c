@@ -7,7 +7,9 @@
  * answer is read for reasoning and tool calls; the schema a forced call is
  * held to compiles, and so does the grammar of a forced call in GLM's or
  * MiniMax's format; a grammar compiles or says why (no vocabulary here:
- * its tokens are refused).
+ * its tokens are refused). As llama-server's /infill (api/native.h), an
+ * accepted body builds its fill-in-the-middle prompt over a vocabulary of
+ * byte tokens and the FIM tokens, roomy and cut to a batch of 8.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -18,8 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "api/native.h"
 #include "api/openai.h"
+#include "gguf/gguf-writer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
 #include "text/tool-calls.h"
@@ -173,6 +180,76 @@ static void one(json_t *body, enum api_kind kind, bool native)
     api_request_free(&r);
 }
 
+/* SPM: <unk> <s> </s>, the 256 byte tokens, then Qwen's six FIM tokens */
+static struct fl_tokenizer *fim_vocab(void)
+{
+    static const char *const fim[] = { "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                       "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>" };
+    enum { N = 3 + 256 + 6 };
+    static char bytes[256][8];
+    const char *tokens[N] = { "<unk>", "<s>", "</s>" };
+    int32_t types[N] = { 2, 3, 3 };
+    for (int i = 3; i < N; i++) {
+        snprintf(bytes[(i - 3) & 255], 8, "<0x%02X>", (i - 3) & 255);
+        tokens[i] = i < 3 + 256 ? bytes[i - 3] : fim[i - 3 - 256];
+        types[i] = i < 3 + 256 ? 6 : 3;
+    }
+    char path[] = "/tmp/fuzz-api-request-XXXXXX";
+    const int fd = mkstemp(path);
+    struct gguf_writer *w = NULL;
+    struct gguf_file *g = NULL;
+    struct fl_tokenizer *tok = NULL;
+    if (fd < 0)
+        die("no temporary file");
+    close(fd);
+    if (gguf_writer_open(path, &w, NULL) ||
+        gguf_writer_kv_str(w, "tokenizer.ggml.model", "llama") ||
+        gguf_writer_kv_str_arr(w, "tokenizer.ggml.tokens", tokens, N) ||
+        gguf_writer_kv_arr(w, "tokenizer.ggml.token_type", GGUF_VT_INT32, types, N) ||
+        gguf_writer_finish(w, NULL) || gguf_open(path, &g, NULL) || fl_tokenizer_load(g, &tok, NULL))
+        die("the FIM vocabulary does not load");
+    gguf_writer_close(w);
+    gguf_close(g);
+    unlink(path);
+    return tok;
+}
+
+/* /infill: accepted bodies build a prompt ending in the middle token,
+ * within what the limits let through besides the prompt's own tokens. */
+static void infill(json_t *body)
+{
+    static struct fl_tokenizer *tok;
+    if (!tok)
+        tok = fim_vocab();
+    struct api_request r;
+    struct fl_err err = { "" };
+    json_t *copy = json_deep_copy(body); /* parsing adds an empty prompt */
+    const int rc = copy ? api_request_parse_infill(copy, &r, &err) : -1;
+    json_decref(copy);
+    if (rc) {
+        if (copy && (!err.msg[0] || strchr(err.msg, '\n')))
+            die("an infill body refused without a one-line reason");
+        return;
+    }
+    if (!r.infill || !r.input_prefix || !r.input_suffix || !r.prompt)
+        die("an infill body accepted without its pieces");
+    static const struct api_infill_limits lims[] = { { 2048, -1, 4096, false }, { 8, 2, 20, true } };
+    for (int l = 0; l < 2; l++) {
+        int32_t *ids = NULL;
+        const char *why = "";
+        const int n = api_infill_tokens(tok, &r, &lims[l], &ids, &why);
+        if (n < 3 || ids[n - 1] != fl_token_fim(tok, FL_FIM_MID))
+            die("an infill prompt without its FIM tokens");
+        int32_t *p = NULL; /* tight: 8 of extra, BOS, 6 of prefix, 3 FIM tokens, the prompt */
+        const int np = fl_tokenize_alloc(tok, r.prompt, strlen(r.prompt), false, true, &p);
+        free(p);
+        if (l == 1 && np >= 0 && n > 8 + 1 + 6 + 3 + np)
+            die("an infill prompt over its limits");
+        free(ids);
+    }
+    api_request_free(&r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *body = NULL;
@@ -182,6 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(body, API_CHAT, false);
     one(body, API_COMPLETION, false);
     one(body, API_COMPLETION, true);
+    infill(body);
     json_decref(body);
     return 0;
 }
