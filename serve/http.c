@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/anthropic.h"
 #include "api/native.h"
 #include "api/openai.h"
 #include "serve/engine-request.h"
@@ -57,9 +58,11 @@ enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char 
     return rc;
 }
 
-/* Takes v's reference. */
+/* Takes v's reference. An error on Anthropic's endpoints goes in its shape. */
 enum MHD_Result srv_reply_json(struct srv_conn *k, unsigned status, json_t *v)
 {
+    if (k->anthropic && status >= 400)
+        v = api_anthropic_error_json(v, status);
     char *s = fl_json_line(v);
     json_decref(v);
     k->status = s ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -100,12 +103,14 @@ json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc)
 
 /* --- the completion endpoints --------------------------------------------------------- */
 
-static void new_id(struct srv *s, enum api_kind kind, char *buf, size_t n)
+static void new_id(struct srv_conn *k)
 {
+    struct srv *s = k->s;
     pthread_mutex_lock(&s->mu);
     const unsigned long long seq = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
-    snprintf(buf, n, "%s-%llx%llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(k->id, sizeof(k->id), "%s%llx%llx",
+             k->anthropic ? "msg_" : k->kind == API_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)s->started, seq);
 }
 
@@ -212,6 +217,10 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     srv_loop_unlock(k->s->loop);
     if (k->native)
         return reply_native(k);
+    if (k->anthropic) { /* one message: Anthropic's requests have no "n" */
+        json_t *m = srv_anthropic_result(k, k->jobs[0]);
+        return m ? srv_reply_json(k, MHD_HTTP_OK, m) : finish_error(k, k->jobs[0]);
+    }
     json_t **one = calloc((size_t)k->n_jobs, sizeof(*one));
     int failed = one ? -1 : 0; /* the first choice that has no object */
     for (int c = 0; one && c < k->n_jobs; c++)
@@ -223,22 +232,29 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
                : finish_error(k, k->jobs[failed < 0 ? 0 : failed]);
 }
 
-void srv_sse_event(struct srv_stream *k, json_t *v)
+void srv_sse_named(struct srv_stream *k, const char *event, json_t *v)
 {
     char *s = fl_json_line(v);
     json_decref(v);
     if (!s)
         return;
-    const size_t n = strlen(s);
-    char *p = realloc(k->out, k->out_len + n + 9);
+    const size_t n = strlen(s), e = event ? strlen(event) + 8 : 0; /* "event: X\n" */
+    char *p = realloc(k->out, k->out_len + e + n + 9);
     if (p) {
         k->out = p;
-        memcpy(p + k->out_len, "data: ", 6);
-        memcpy(p + k->out_len + 6, s, n);
-        memcpy(p + k->out_len + 6 + n, "\n\n", 2);
-        k->out_len += n + 8;
+        if (event)
+            snprintf(p + k->out_len, e + 1, "event: %s\n", event);
+        memcpy(p + k->out_len + e, "data: ", 6);
+        memcpy(p + k->out_len + e + 6, s, n);
+        memcpy(p + k->out_len + e + 6 + n, "\n\n", 2);
+        k->out_len += e + n + 8;
     }
     free(s);
+}
+
+void srv_sse_event(struct srv_stream *k, json_t *v)
+{
+    srv_sse_named(k, NULL, v);
 }
 
 static void sse_raw(struct srv_stream *k, const char *s)
@@ -252,24 +268,48 @@ static void sse_raw(struct srv_stream *k, const char *s)
     }
 }
 
-/* An answer's calls when it ends. The content read with them is the text
- * around the blocks, trimmed; its start (text[0..sent), the part before the
- * first call) went out as it came, and the rest goes now. */
-static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char *text,
-                         size_t sent, const struct fl_tool_answer *ans)
+size_t srv_calls_rest(const char *text, size_t sent, const struct fl_tool_answer *ans,
+                      const char **rest)
 {
     size_t lead = 0;
     while (lead < sent && isspace((unsigned char)text[lead]))
         lead++;
-    if (ans->content_len > sent - lead) {
-        ch->text = ans->content + (sent - lead);
-        ch->len = ans->content_len - (sent - lead);
+    *rest = ans->content + (sent - lead);
+    return ans->content_len > sent - lead ? ans->content_len - (sent - lead) : 0;
+}
+
+/* An answer's calls when it ends, after the content still to go. */
+static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char *text,
+                         size_t sent, const struct fl_tool_answer *ans)
+{
+    const char *rest;
+    const size_t n = srv_calls_rest(text, sent, ans, &rest);
+    if (n) {
+        ch->text = rest;
+        ch->len = n;
         srv_sse_event(k, api_chunk_json(ch));
     }
     ch->text = NULL;
     ch->tools = ans;
     srv_sse_event(k, api_chunk_json(ch));
     ch->tools = NULL;
+}
+
+size_t srv_content_settled(const struct api_tool_reader *tools, const struct srv_job *j,
+                           const struct fl_reasoning_split *sp, struct fl_tool_answer *ans)
+{
+    const char *text = j->text + sp->c_off;
+    const size_t len = sp->c_len;
+    size_t avail = j->done ? len : fl_utf8_whole(text, len);
+    if (tools->mode != API_TOOLS_OFF && !j->done) {
+        const size_t p = api_tool_content_prefix(tools, text, len);
+        avail = p < avail ? fl_utf8_whole(text, p) : avail;
+    } else if (tools->mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
+               !api_tool_read(tools, text, len, j->result.finish != ENG_FINISH_LENGTH, ans) &&
+               ans->n_calls) {
+        avail = api_tool_content_prefix(tools, text, len); /* up to the first call */
+    }
+    return avail;
 }
 
 /* The reasoning's settled growth as delta.reasoning_content. */
@@ -316,18 +356,9 @@ static void stream_news(struct srv_stream *k, int c)
     stream_reasoning(k, o, &ch, j->text, &sp, j->done);
     const char *text = j->text + sp.c_off;
     const size_t len = sp.c_len;
-    const struct api_tool_reader *tools = &k->answer.tools;
-    size_t avail = j->done ? len : fl_utf8_whole(text, len);
     o->seen = j->len;
     struct fl_tool_answer ans = { 0 };
-    if (tools->mode != API_TOOLS_OFF && !j->done) {
-        const size_t p = api_tool_content_prefix(tools, text, len);
-        avail = p < avail ? fl_utf8_whole(text, p) : avail;
-    } else if (tools->mode != API_TOOLS_OFF && j->result.finish != ENG_FINISH_ERROR &&
-               !api_tool_read(tools, text, len, j->result.finish != ENG_FINISH_LENGTH, &ans) &&
-               ans.n_calls) {
-        avail = api_tool_content_prefix(tools, text, len); /* up to the first call */
-    }
+    const size_t avail = srv_content_settled(&k->answer.tools, j, &sp, &ans);
     /* a token's logprobs go with the chunk that completes its bytes (one
      * without bytes, once text follows it: a stop string may yet cut it);
      * the rest of the answer's with the last text */
@@ -421,11 +452,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         for (int c = 0; c < k->n; c++) {
             if (!k->ch[c].ended && k->native)
                 srv_native_news(k, c);
+            else if (!k->ch[c].ended && k->anthropic)
+                srv_anthropic_news(k, c);
             else if (!k->ch[c].ended)
                 stream_news(k, c);
             all = all && k->ch[c].ended;
         }
-        if (all && k->native) /* llama-server ends its own events without [DONE] */
+        if (all && (k->native || k->anthropic)) /* these end without [DONE] */
             k->ended = true;
         else if (all)
             stream_end(k);
@@ -456,7 +489,8 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
     *st = (struct srv_stream){ .s = k->s, .fd = conn_fd(k->c), .kind = k->kind,
                                .created = k->created, .include_usage = include_usage,
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
-                               .native = k->native, .n_predict = k->n_predict,
+                               .native = k->native, .anthropic = k->anthropic,
+                               .n_predict = k->n_predict,
                                .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
         st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };
@@ -626,7 +660,7 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
         }
         free(ids);
     }
-    new_id(s, k->kind, k->id, sizeof(k->id));
+    new_id(k);
     k->created = (int64_t)time(NULL);
     return req->stream ? reply_stream(k, req->include_usage) : reply_whole(k);
 }
@@ -638,9 +672,14 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, enum srv_flavour f,
     if (!body)
         return false;
     struct fl_err err = { "" };
+    json_t *chat = NULL; /* Anthropic's request as OpenAI's */
     const int prc = f == SRV_INFILL ? api_request_parse_infill(body, req, &err)
                     : f == SRV_NATIVE ? api_request_parse_native(body, req, &err)
+                    : f == SRV_ANTHROPIC
+                        ? api_anthropic_to_chat(body, &chat, &err) ||
+                              api_request_parse(chat, API_CHAT, req, &err)
                     : api_request_parse(body, kind, req, &err);
+    json_decref(chat);
     json_decref(body);
     if (!prc) {
         api_request_reasoning_defaults(req, &k->s->o->reasoning);
@@ -664,7 +703,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, enum srv_
     if (!srv_request(k, kind, f, &req, &rc))
         return rc;
     k->kind = kind;
-    k->native = f != SRV_OPENAI;
+    k->native = f == SRV_NATIVE || f == SRV_INFILL;
     k->n_predict = req.max_tokens;
     k->return_tokens = req.return_tokens;
     api_answer_reader_init(&req, k->s->chat, &k->answer);

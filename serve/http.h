@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 12
+#define SRV_N_ROUTES 14
 
 struct srv {
     const struct srv_opts *o;
@@ -51,6 +51,8 @@ struct srv_conn {
     bool native;                    /* llama-server's /completion answers (serve/native.c), */
     int n_predict;                  /* its request's n_predict (-1: not given) */
     bool return_tokens;             /* and return_tokens */
+    bool anthropic;                 /* Anthropic's /v1/messages: its answers and errors
+                                     * (serve/anthropic.c) */
 };
 
 /* One choice of a streamed completion. */
@@ -62,6 +64,8 @@ struct srv_choice {
     size_t r_sent;                  /* bytes of the reasoning streamed */
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
     int lp_sent;                    /* tokens whose logprobs were streamed */
+    int blocks;                     /* Anthropic's: content blocks started, */
+    char open;                      /* and the open one's kind (0: none, 't'hinking, 'x' text) */
 };
 
 /* A streamed completion: owned by its MHD response (freed with it). */
@@ -70,6 +74,7 @@ struct srv_stream {
     int fd;
     enum api_kind kind;
     bool native;                    /* llama-server's /completion events (serve/native.c) */
+    bool anthropic;                 /* Anthropic's message events (serve/anthropic.c) */
     int n_predict;                  /* ... and its request's n_predict, for the settings */
     char id[64];
     int64_t created;
@@ -86,8 +91,31 @@ struct srv_stream {
 
 
 
-/* One "data: {...}\n\n" event onto a stream's pending bytes (takes v). */
+/* One "data: {...}\n\n" event onto a stream's pending bytes (takes v);
+ * named: "event: NAME\n" before it. */
 void srv_sse_event(struct srv_stream *k, json_t *v);
+void srv_sse_named(struct srv_stream *k, const char *event, json_t *v);
+
+struct fl_reasoning_split;
+/* How much of job j's content (sp's part of its text) may go out (mutex
+ * held): the whole UTF-8 characters, but where a tool call may start;
+ * once done, its calls read into ans (fl_tool_answer_free it), and the
+ * content up to the first. */
+size_t srv_content_settled(const struct api_tool_reader *tools, const struct srv_job *j,
+                           const struct fl_reasoning_split *sp, struct fl_tool_answer *ans);
+/* The content an answer with calls still has to send once sent bytes of
+ * text went out (*rest, and its length). */
+size_t srv_calls_rest(const char *text, size_t sent, const struct fl_tool_answer *ans,
+                      const char **rest);
+
+/* --- Anthropic's /v1/messages (serve/anthropic.c) --- */
+/* A finished job's message, or NULL: the request failed or memory ran out. */
+json_t *srv_anthropic_result(struct srv_conn *k, struct srv_job *j);
+/* Choice c's events (the loop's mutex held): message_start, the thinking,
+ * text and tool_use blocks as they settle, message_delta, message_stop. */
+void srv_anthropic_news(struct srv_stream *k, int c);
+/* POST /v1/messages/count_tokens: {"input_tokens"} of a request's prompt. */
+enum MHD_Result srv_count_tokens(struct srv_conn *k);
 
 /* --- llama-server's /completion (serve/native.c) --- */
 /* A finished job's result object (index: its place in the request), or
@@ -112,8 +140,9 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
 /* The body as a JSON object, or NULL with a 400 already queued (*rc). */
 json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
 /* Whose request a completion endpoint reads: OpenAI's, llama-server's
- * /completion, or its /infill (api/native.h). */
-enum srv_flavour { SRV_OPENAI, SRV_NATIVE, SRV_INFILL };
+ * /completion, or its /infill (api/native.h), or Anthropic's /v1/messages
+ * (api/anthropic.h: read as an OpenAI chat request). */
+enum srv_flavour { SRV_OPENAI, SRV_NATIVE, SRV_INFILL, SRV_ANTHROPIC };
 
 /* The body as a request of kind in flavour f (api_request_free it), or
  * false with a 400 already queued (*rc). */

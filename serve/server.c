@@ -15,7 +15,7 @@
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_NATIVE, R_PROPS, R_INFILL
+    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS
 };
 
 struct route {
@@ -33,6 +33,9 @@ static const struct route routes[] = {
     { "/completion", "POST", R_NATIVE, true, true },
     { "/completions", "POST", R_NATIVE, true, true },
     { "/infill", "POST", R_INFILL, true, true },
+    /* Anthropic's Messages API (llama-server's too) */
+    { "/v1/messages", "POST", R_MESSAGES, true, true },
+    { "/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, true, true },
     { "/props", "GET", R_PROPS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
@@ -77,17 +80,21 @@ static bool key_is(const char *k, const char *want, size_t n)
     return !diff;
 }
 
+/* "Authorization: Bearer KEY", or Anthropic's clients' "x-api-key: KEY"
+ * (llama-server takes both). */
 static bool key_ok(struct srv *s, struct MHD_Connection *c)
 {
     if (!s->o->api_key)
         return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7))
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    const char *given = h && !strncasecmp(h, "Bearer ", 7) ? h + 7 : x;
+    if (!given)
         return false;
     bool ok = false;
     for (const char *want = s->o->api_key; *want;) { /* each key of the list */
         const size_t n = strcspn(want, ",");
-        ok |= n > 0 && key_is(h + 7, want, n);
+        ok |= n > 0 && key_is(given, want, n);
         want += n + (want[n] == ',');
     }
     return ok;
@@ -105,10 +112,11 @@ static enum MHD_Result begin(struct srv *s, struct srv_conn *k, const char *url,
         return srv_reply_error(k, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error",
                                "method_not_allowed", "%s does not take %s", url, method);
     const struct route *r = &routes[k->route];
+    k->anthropic = r->id == R_MESSAGES || r->id == R_COUNT_TOKENS; /* its errors' shape too */
     if (r->id != R_HEALTH && !key_ok(s, k->c))
         return srv_reply_error(k, MHD_HTTP_UNAUTHORIZED, "authentication_error",
                                "invalid_api_key", "a missing or wrong API key (Authorization: "
-                               "Bearer KEY)");
+                               "Bearer KEY, or x-api-key: KEY)");
     const char *cl = MHD_lookup_connection_value(k->c, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > s->o->max_body)
         return srv_reply_error(k, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error",
@@ -130,6 +138,8 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_COMPLETIONS: return srv_completion(k, API_COMPLETION, SRV_OPENAI);
     case R_NATIVE: return srv_completion(k, API_COMPLETION, SRV_NATIVE);
     case R_INFILL: return srv_completion(k, API_COMPLETION, SRV_INFILL);
+    case R_MESSAGES: return srv_completion(k, API_CHAT, SRV_ANTHROPIC);
+    case R_COUNT_TOKENS: return srv_count_tokens(k);
     case R_PROPS: return srv_props(k);
     case R_MODELS: return srv_models(k);
     case R_HEALTH: return srv_health(k);

@@ -33,6 +33,9 @@
 #     /tokenize's parse_special and with_pieces (tests/serve-native.py);
 #   - /infill's fill-in-the-middle prompts on a model generated with
 #     StarCoder's vocabulary (tests/serve-infill.py), 501 without FIM tokens;
+#   - Anthropic's /v1/messages with the official @anthropic-ai/sdk (pinned):
+#     plain and streamed messages, stop sequences, forced tool_use, tool
+#     results, count_tokens, its error shapes (tests/serve-anthropic.js);
 #   - a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -63,7 +66,14 @@ if [ ! -f "$node_dir/node_modules/openai/package.json" ]; then
   (cd "$node_dir" && npm install --no-audit --no-fund --silent openai@4.104.0 >/dev/null 2>&1) ||
     { echo "npm install openai@4.104.0 failed (no registry?): skipped"; exit 77; }
 fi
-export NODE_PATH=$node_dir/node_modules
+# and Anthropic's, for /v1/messages
+anth_dir=$build/node-anthropic
+if [ ! -f "$anth_dir/node_modules/@anthropic-ai/sdk/package.json" ]; then
+  mkdir -p "$anth_dir"
+  (cd "$anth_dir" && npm install --no-audit --no-fund --silent @anthropic-ai/sdk@0.71.2 >/dev/null 2>&1) ||
+    { echo "npm install @anthropic-ai/sdk@0.71.2 failed (no registry?): skipped"; exit 77; }
+fi
+export NODE_PATH=$node_dir/node_modules:$anth_dir/node_modules
 # a sanitizer build holds freed memory back (quarantine): keep that small for the RSS check
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16
 client() { local mode=$1; shift; node tests/serve-client.js "$mode" "$base" "$key" "$@"; }
@@ -127,6 +137,8 @@ start -np 2 -c 1024 -b 64
 python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache"
 # llama-server's own /completion, /props, /tokenize's fields (tests/serve-native.py)
 python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
+# Anthropic's Messages API with Anthropic's client (tests/serve-anthropic.js)
+node tests/serve-anthropic.js "${base%/v1}" "$key" || fail "anthropic client"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501
 want 501 $J -d '{"input_prefix": "a", "input_suffix": "b"}' "$base/../infill"
 grep -q 'not_supported_error' "$dir/body" || fail "/infill 501: $(cat "$dir/body")"

@@ -9,7 +9,10 @@
  * MiniMax's format; a grammar compiles or says why (no vocabulary here:
  * its tokens are refused). As llama-server's /infill (api/native.h), an
  * accepted body builds its fill-in-the-middle prompt over a vocabulary of
- * byte tokens and the FIM tokens, roomy and cut to a batch of 8.
+ * byte tokens and the FIM tokens, roomy and cut to a batch of 8. As
+ * Anthropic's /v1/messages (api/anthropic.h), a body converts into an
+ * OpenAI chat body that goes through the chat checks above, or is refused
+ * in one line.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -22,6 +25,7 @@
 
 #include <unistd.h>
 
+#include "api/anthropic.h"
 #include "api/native.h"
 #include "api/openai.h"
 #include "gguf/gguf-writer.h"
@@ -260,6 +264,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(body, API_COMPLETION, false);
     one(body, API_COMPLETION, true);
     infill(body);
+    json_t *chat = NULL; /* Anthropic's Messages API: an OpenAI chat body, or one line */
+    if (api_anthropic_to_chat(body, &chat, &err)) {
+        if (!err.msg[0] || strchr(err.msg, '\n') || chat)
+            die("an Anthropic body refused without a one-line reason");
+    } else {
+        if (!json_is_object(chat) || !json_is_array(json_object_get(chat, "messages")))
+            die("an Anthropic body converted without messages");
+        one(chat, API_CHAT, false);
+    }
+    json_decref(chat);
     json_decref(body);
     return 0;
 }
