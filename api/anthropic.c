@@ -25,6 +25,17 @@ static int push(json_t *a, json_t *v, struct fl_err *err)
     return v && !json_array_append_new(a, v) ? 0 : nomem(err);
 }
 
+/* A client's word for an error line: at most 40 bytes, control bytes as '?'
+ * (an error is one line). */
+static const char *printable(const char *s, char buf[static 48])
+{
+    size_t n = 0;
+    for (; s[n] && n < 40; n++)
+        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    buf[n] = 0;
+    return buf;
+}
+
 /* A text block's text, or NULL (not a text block). */
 static const char *block_text(const json_t *b)
 {
@@ -155,12 +166,12 @@ static int put_block(const json_t *b, const char *path, bool assistant, struct t
         return put_tool_use(b, path, t, err);
     if (!strcmp(type, "tool_result") && !assistant)
         return put_tool_result(b, path, t, err);
-    char what[128];
+    char what[128], word[48];
     if (!strcmp(type, "image") || !strcmp(type, "document"))
         snprintf(what, sizeof(what), "%s input is not supported (text models)", type);
     else
-        snprintf(what, sizeof(what), "%s blocks are not understood in %s turns", type,
-                 assistant ? "assistant" : "user");
+        snprintf(what, sizeof(what), "%s blocks are not understood in %s turns",
+                 printable(type, word), assistant ? "assistant" : "user");
     return bad(err, path, what);
 }
 
@@ -222,11 +233,12 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
         snprintf(path, sizeof(path), "tools[%zu]", i);
         const char *type = fl_json_str(t, "type"), *name = fl_json_str(t, "name");
         const json_t *schema = json_object_get(t, "input_schema");
+        char word[48];
         if (rc)
             break;
         if (type && strcmp(type, "custom")) /* web_search_..., bash_..., computer_... */
             rc = fl_err_set(err, -EINVAL, "%s: Anthropic's server tool %s is not available "
-                            "here", path, type);
+                            "here", path, printable(type, word));
         else if (!name || !json_is_object(schema))
             rc = bad(err, path, "expected {\"name\", \"description\", \"input_schema\": {...}}");
         else

@@ -199,10 +199,11 @@ static int assemble(const struct fl_tokenizer *tok, const struct api_infill_limi
                                 extra->n);
     const int32_t head[2][1] = { { fl_token_fim(tok, FL_FIM_PRE) },
                                  { fl_token_fim(tok, FL_FIM_SUF) } };
-    const int32_t *parts[2] = { pre->v + pre->n - n_pre, suf->v };
+    /* (an empty part has no array: no pointer arithmetic on it) */
+    const int32_t *parts[2] = { pre->v ? pre->v + pre->n - n_pre : NULL, suf->v };
     const int lens[2] = { n_pre, n_suf };
     const int first = lim->spm ? 1 : 0;
-    int rc = put(out, extra->v + extra->n - n_extra, n_extra);
+    int rc = extra->v ? put(out, extra->v + extra->n - n_extra, n_extra) : 0;
     if (!rc && fl_tokenizer_add_bos(tok))
         rc = put_one(out, fl_token_bos(tok));
     for (int k = 0; k < 2 && !rc; k++) {

@@ -2,7 +2,7 @@
 # over the scheduler: one engine thread, a thread per connection.
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 fl_module(serve SOURCES serve/engine-loop.c serve/engine-request.c serve/http.c serve/endpoints.c
-          serve/server.c serve/native.c serve/anthropic.c
+          serve/server.c serve/native.c serve/anthropic.c serve/responses.c
           DEPS app api text pager base LIBS PkgConfig::MHD)
 target_compile_definitions(fl_serve PRIVATE FL_VERSION="${PROJECT_VERSION}") # /props' build_info
 

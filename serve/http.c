@@ -16,6 +16,7 @@
 
 #include "api/anthropic.h"
 #include "api/native.h"
+#include "api/responses.h"
 #include "api/openai.h"
 #include "serve/engine-request.h"
 #include "text/tokenizer.h"
@@ -110,7 +111,8 @@ static void new_id(struct srv_conn *k)
     const unsigned long long seq = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
     snprintf(k->id, sizeof(k->id), "%s%llx%llx",
-             k->anthropic ? "msg_" : k->kind == API_CHAT ? "chatcmpl-" : "cmpl-",
+             k->anthropic ? "msg_" : k->responses ? "resp_" : k->kind == API_CHAT ? "chatcmpl-"
+             : "cmpl-",
              (unsigned long long)s->started, seq);
 }
 
@@ -217,8 +219,9 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
     srv_loop_unlock(k->s->loop);
     if (k->native)
         return reply_native(k);
-    if (k->anthropic) { /* one message: Anthropic's requests have no "n" */
-        json_t *m = srv_anthropic_result(k, k->jobs[0]);
+    if (k->anthropic || k->responses) { /* one answer: these requests have no "n" */
+        json_t *m = k->anthropic ? srv_anthropic_result(k, k->jobs[0])
+                                 : srv_responses_result(k, k->jobs[0]);
         return m ? srv_reply_json(k, MHD_HTTP_OK, m) : finish_error(k, k->jobs[0]);
     }
     json_t **one = calloc((size_t)k->n_jobs, sizeof(*one));
@@ -454,11 +457,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 srv_native_news(k, c);
             else if (!k->ch[c].ended && k->anthropic)
                 srv_anthropic_news(k, c);
+            else if (!k->ch[c].ended && k->responses)
+                srv_responses_news(k, c);
             else if (!k->ch[c].ended)
                 stream_news(k, c);
             all = all && k->ch[c].ended;
         }
-        if (all && (k->native || k->anthropic)) /* these end without [DONE] */
+        if (all && (k->native || k->anthropic || k->responses)) /* these end without [DONE] */
             k->ended = true;
         else if (all)
             stream_end(k);
@@ -490,6 +495,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
                                .created = k->created, .include_usage = include_usage,
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
                                .native = k->native, .anthropic = k->anthropic,
+                               .responses = k->responses,
                                .n_predict = k->n_predict,
                                .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
@@ -678,6 +684,9 @@ bool srv_request(struct srv_conn *k, enum api_kind kind, enum srv_flavour f,
                     : f == SRV_ANTHROPIC
                         ? api_anthropic_to_chat(body, &chat, &err) ||
                               api_request_parse(chat, API_CHAT, req, &err)
+                    : f == SRV_RESPONSES
+                        ? api_responses_to_chat(body, &chat, &err) ||
+                              api_request_parse(chat, API_CHAT, req, &err)
                     : api_request_parse(body, kind, req, &err);
     json_decref(chat);
     json_decref(body);
@@ -704,6 +713,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, enum srv_
         return rc;
     k->kind = kind;
     k->native = f == SRV_NATIVE || f == SRV_INFILL;
+    k->responses = f == SRV_RESPONSES;
     k->n_predict = req.max_tokens;
     k->return_tokens = req.return_tokens;
     api_answer_reader_init(&req, k->s->chat, &k->answer);

@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 14
+#define SRV_N_ROUTES 15
 
 struct srv {
     const struct srv_opts *o;
@@ -53,6 +53,7 @@ struct srv_conn {
     bool return_tokens;             /* and return_tokens */
     bool anthropic;                 /* Anthropic's /v1/messages: its answers and errors
                                      * (serve/anthropic.c) */
+    bool responses;                 /* OpenAI's /v1/responses (serve/responses.c) */
 };
 
 /* One choice of a streamed completion. */
@@ -64,8 +65,10 @@ struct srv_choice {
     size_t r_sent;                  /* bytes of the reasoning streamed */
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
     int lp_sent;                    /* tokens whose logprobs were streamed */
-    int blocks;                     /* Anthropic's: content blocks started, */
-    char open;                      /* and the open one's kind (0: none, 't'hinking, 'x' text) */
+    int blocks;                     /* Anthropic's content blocks / the Responses API's output
+                                     * items started, */
+    char open;                      /* and the open one's kind (0: none; Anthropic's 't'hinking,
+                                     * 'x' text; the Responses API's 'r'easoning, 'm'essage) */
 };
 
 /* A streamed completion: owned by its MHD response (freed with it). */
@@ -75,6 +78,8 @@ struct srv_stream {
     enum api_kind kind;
     bool native;                    /* llama-server's /completion events (serve/native.c) */
     bool anthropic;                 /* Anthropic's message events (serve/anthropic.c) */
+    bool responses;                 /* the Responses API's events (serve/responses.c), */
+    int seq;                        /* and their sequence numbers */
     int n_predict;                  /* ... and its request's n_predict, for the settings */
     char id[64];
     int64_t created;
@@ -117,6 +122,14 @@ void srv_anthropic_news(struct srv_stream *k, int c);
 /* POST /v1/messages/count_tokens: {"input_tokens"} of a request's prompt. */
 enum MHD_Result srv_count_tokens(struct srv_conn *k);
 
+/* --- OpenAI's /v1/responses (serve/responses.c) --- */
+/* A finished job's response object, or NULL: the request failed. */
+json_t *srv_responses_result(struct srv_conn *k, struct srv_job *j);
+/* Choice c's events (the loop's mutex held): response.created, the
+ * reasoning, message and function_call items as they settle,
+ * response.completed (or incomplete, failed). */
+void srv_responses_news(struct srv_stream *k, int c);
+
 /* --- llama-server's /completion (serve/native.c) --- */
 /* A finished job's result object (index: its place in the request), or
  * NULL: the request failed or memory ran out. */
@@ -141,8 +154,9 @@ enum MHD_Result srv_reply_error(struct srv_conn *k, unsigned status, const char 
 json_t *srv_body_object(struct srv_conn *k, enum MHD_Result *rc);
 /* Whose request a completion endpoint reads: OpenAI's, llama-server's
  * /completion, or its /infill (api/native.h), or Anthropic's /v1/messages
- * (api/anthropic.h: read as an OpenAI chat request). */
-enum srv_flavour { SRV_OPENAI, SRV_NATIVE, SRV_INFILL, SRV_ANTHROPIC };
+ * (api/anthropic.h), or OpenAI's /v1/responses (api/responses.h), both
+ * read as OpenAI chat requests. */
+enum srv_flavour { SRV_OPENAI, SRV_NATIVE, SRV_INFILL, SRV_ANTHROPIC, SRV_RESPONSES };
 
 /* The body as a request of kind in flavour f (api_request_free it), or
  * false with a 400 already queued (*rc). */

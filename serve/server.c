@@ -15,7 +15,7 @@
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS
+    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES
 };
 
 struct route {
@@ -36,6 +36,9 @@ static const struct route routes[] = {
     /* Anthropic's Messages API (llama-server's too) */
     { "/v1/messages", "POST", R_MESSAGES, true, true },
     { "/v1/messages/count_tokens", "POST", R_COUNT_TOKENS, true, true },
+    /* OpenAI's Responses API */
+    { "/v1/responses", "POST", R_RESPONSES, true, true },
+    { "/responses", "POST", R_RESPONSES, true, true },
     { "/props", "GET", R_PROPS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
@@ -140,6 +143,7 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_INFILL: return srv_completion(k, API_COMPLETION, SRV_INFILL);
     case R_MESSAGES: return srv_completion(k, API_CHAT, SRV_ANTHROPIC);
     case R_COUNT_TOKENS: return srv_count_tokens(k);
+    case R_RESPONSES: return srv_completion(k, API_CHAT, SRV_RESPONSES);
     case R_PROPS: return srv_props(k);
     case R_MODELS: return srv_models(k);
     case R_HEALTH: return srv_health(k);

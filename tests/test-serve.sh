@@ -36,6 +36,9 @@
 #   - Anthropic's /v1/messages with the official @anthropic-ai/sdk (pinned):
 #     plain and streamed messages, stop sequences, forced tool_use, tool
 #     results, count_tokens, its error shapes (tests/serve-anthropic.js);
+#   - OpenAI's /v1/responses with the openai client's responses API: plain
+#     and streamed, a forced function call, function_call(_output) items,
+#     a json_schema format, 400s (tests/serve-responses.js);
 #   - a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -139,6 +142,8 @@ python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache
 python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
 # Anthropic's Messages API with Anthropic's client (tests/serve-anthropic.js)
 node tests/serve-anthropic.js "${base%/v1}" "$key" || fail "anthropic client"
+# OpenAI's Responses API with the openai client (tests/serve-responses.js)
+node tests/serve-responses.js "$base" "$key" || fail "openai client: responses"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501
 want 501 $J -d '{"input_prefix": "a", "input_suffix": "b"}' "$base/../infill"
 grep -q 'not_supported_error' "$dir/body" || fail "/infill 501: $(cat "$dir/body")"

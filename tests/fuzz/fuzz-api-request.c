@@ -12,7 +12,7 @@
  * byte tokens and the FIM tokens, roomy and cut to a batch of 8. As
  * Anthropic's /v1/messages (api/anthropic.h), a body converts into an
  * OpenAI chat body that goes through the chat checks above, or is refused
- * in one line.
+ * in one line; so does it as OpenAI's /v1/responses (api/responses.h).
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -27,6 +27,7 @@
 
 #include "api/anthropic.h"
 #include "api/native.h"
+#include "api/responses.h"
 #include "api/openai.h"
 #include "gguf/gguf-writer.h"
 #include "gguf/gguf.h"
@@ -264,16 +265,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(body, API_COMPLETION, false);
     one(body, API_COMPLETION, true);
     infill(body);
-    json_t *chat = NULL; /* Anthropic's Messages API: an OpenAI chat body, or one line */
-    if (api_anthropic_to_chat(body, &chat, &err)) {
-        if (!err.msg[0] || strchr(err.msg, '\n') || chat)
-            die("an Anthropic body refused without a one-line reason");
-    } else {
-        if (!json_is_object(chat) || !json_is_array(json_object_get(chat, "messages")))
-            die("an Anthropic body converted without messages");
-        one(chat, API_CHAT, false);
+    /* Anthropic's Messages API and OpenAI's Responses API: a chat body, or one line */
+    for (int api = 0; api < 2; api++) {
+        json_t *chat = NULL;
+        err.msg[0] = 0;
+        if (api ? api_responses_to_chat(body, &chat, &err) : api_anthropic_to_chat(body, &chat, &err)) {
+            if (!err.msg[0] || strchr(err.msg, '\n') || chat)
+                die("a Messages / Responses body refused without a one-line reason");
+        } else {
+            if (!json_is_object(chat) || !json_is_array(json_object_get(chat, "messages")))
+                die("a Messages / Responses body converted without messages");
+            one(chat, API_CHAT, false);
+        }
+        json_decref(chat);
     }
-    json_decref(chat);
     json_decref(body);
     return 0;
 }
