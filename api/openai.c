@@ -325,32 +325,49 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
 
 /* One logit_bias entry: a token id (a JSON integer, or a decimal string as
  * object keys are) and a bias in [-100, 100] or false (a ban). */
-static int bias_entry(const char *key, const json_t *id, const json_t *v, struct fl_logit_bias *out,
-                      struct fl_err *err)
+/* A bias: a number in [-100, 100], or false (never). */
+static int bias_value(const json_t *v, float *out, struct fl_err *err)
 {
-    long long n = -1;
-    if (key) {
-        char *end = NULL;
-        n = key[0] >= '0' && key[0] <= '9' ? strtoll(key, &end, 10) : -1;
-        if (!end || *end)
-            n = -1;
-    } else if (json_is_integer(id)) {
-        n = json_integer_value(id);
-    }
-    if (n < 0 || n > INT32_MAX)
-        return api_field_bad(err, "logit_bias", "expected token ids (non-negative integers)");
-    out->id = (int32_t)n;
     if (json_is_false(v)) {
-        out->bias = -INFINITY;
+        *out = -INFINITY;
         return 0;
     }
     if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
         return api_field_bad(err, "logit_bias", "expected biases in [-100, 100] (or false: never)");
-    out->bias = (float)json_number_value(v);
+    *out = (float)json_number_value(v);
     return 0;
 }
 
-/* OpenAI's {"ID": bias} or llama.cpp's [[ID, bias], ...]. */
+/* One entry: an object's key (key) or a pair's first (id), a token id or
+ * (llama.cpp's) a text whose tokens all get the bias. */
+static int bias_entry(const char *key, const json_t *id, const json_t *v, struct api_request *r,
+                      struct fl_err *err)
+{
+    float bias = 0;
+    int rc = bias_value(v, &bias, err);
+    const char *text = key ? key : json_string_value(id);
+    char *end = NULL;
+    errno = 0;
+    long long n = !text ? (json_is_integer(id) ? json_integer_value(id) : -1)
+                        : strtoll(text, &end, 10);
+    if (errno)
+        n = -1;
+    if (rc)
+        return rc;
+    if (text && (end == text || *end)) { /* not a number: text (llama.cpp's) */
+        if (!*text)
+            return api_field_bad(err, "logit_bias", "an empty text");
+        r->bias_text[r->n_bias_text++] = (struct api_bias_text){ text, strlen(text), bias };
+        return 0;
+    }
+    if (n < 0 || n > INT32_MAX)
+        return api_field_bad(err, "logit_bias", "expected token ids (non-negative integers) or texts");
+    r->logit_bias[r->n_logit_bias++] = (struct fl_logit_bias){ (int32_t)n, bias };
+    return 0;
+}
+
+/* OpenAI's {"ID": bias} or llama.cpp's [[ID, bias], ...], where llama.cpp
+ * also takes a text for an ID. */
 static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     const json_t *lb = json_object_get(b, "logit_bias");
@@ -362,7 +379,8 @@ static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_er
     const size_t n = obj ? json_object_size(lb) : json_array_size(lb);
     if (n > API_MAX_LOGIT_BIAS)
         return api_field_bad(err, "logit_bias", "more than 1024 tokens");
-    if (n && !(r->logit_bias = calloc(n, sizeof(*r->logit_bias))))
+    if (n && (!(r->logit_bias = calloc(n, sizeof(*r->logit_bias))) ||
+              !(r->bias_text = calloc(n, sizeof(*r->bias_text)))))
         return -ENOMEM;
     const char *key;
     const json_t *v;
@@ -371,13 +389,12 @@ static int parse_logit_bias(const json_t *b, struct api_request *r, struct fl_er
     if (obj) {
         json_object_foreach((json_t *)lb, key, v)
             if (!rc)
-                rc = bias_entry(key, NULL, v, &r->logit_bias[r->n_logit_bias++], err);
+                rc = bias_entry(key, NULL, v, r, err);
     } else {
         json_array_foreach(lb, i, v)
             if (!rc)
                 rc = json_is_array(v) && json_array_size(v) == 2
-                         ? bias_entry(NULL, json_array_get(v, 0), json_array_get(v, 1),
-                                      &r->logit_bias[r->n_logit_bias++], err)
+                         ? bias_entry(NULL, json_array_get(v, 0), json_array_get(v, 1), r, err)
                          : api_field_bad(err, "logit_bias", "expected [token id, bias] pairs");
     }
     return rc;
@@ -675,9 +692,39 @@ int api_request_parse_native(json_t *body, struct api_request *out, struct fl_er
     return parse_request(body, API_COMPLETION, true, out, err);
 }
 
-int api_request_check_vocab(const struct api_request *r, const struct fl_tokenizer *tok,
+/* Text entries' tokens onto logit_bias. */
+static int bias_texts(struct api_request *r, const struct fl_tokenizer *tok, struct fl_err *err)
+{
+    for (int t = 0; t < r->n_bias_text; t++) {
+        int32_t *ids = NULL;
+        const int n = fl_tokenize_alloc(tok, r->bias_text[t].text, r->bias_text[t].len, false,
+                                        false, &ids);
+        if (n < 0)
+            return fl_err_set(err, n == -ENOMEM ? -ENOMEM : -EINVAL, "logit_bias: a text that "
+                              "cannot be tokenized");
+        struct fl_logit_bias *grown = r->n_logit_bias + n <= API_MAX_LOGIT_BIAS
+            ? realloc(r->logit_bias, sizeof(*grown) * (size_t)(r->n_logit_bias + n + 1)) : NULL;
+        if (grown) {
+            r->logit_bias = grown;
+            for (int i = 0; i < n; i++)
+                grown[r->n_logit_bias++] = (struct fl_logit_bias){ ids[i], r->bias_text[t].bias };
+        }
+        free(ids);
+        if (!grown)
+            return r->n_logit_bias + n > API_MAX_LOGIT_BIAS
+                ? api_field_bad(err, "logit_bias", "its texts make more than 1024 tokens")
+                : fl_err_set(err, -ENOMEM, "out of memory");
+    }
+    r->n_bias_text = 0; /* settled: a second check adds nothing */
+    return 0;
+}
+
+int api_request_check_vocab(struct api_request *r, const struct fl_tokenizer *tok,
                             struct fl_err *err)
 {
+    const int rc = bias_texts(r, tok, err);
+    if (rc)
+        return rc;
     const int32_t n_vocab = fl_n_vocab(tok);
     for (int i = 0; i < r->n_logit_bias; i++)
         if (r->logit_bias[i].id >= n_vocab)
@@ -691,6 +738,7 @@ void api_request_free(struct api_request *r)
     api_free_tools(r);
     free(r->msgs);
     free(r->logit_bias);
+    free(r->bias_text);
     free(r->prompt_ids);
     json_decref(r->doc);
     memset(r, 0, sizeof(*r));

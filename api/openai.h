@@ -90,6 +90,11 @@ struct api_request {
      * llama.cpp's [[ID, bias], ...]; malloc'ed */
     struct fl_logit_bias *logit_bias;
     int n_logit_bias;
+    /* ... and llama.cpp's text entries ({"TEXT": bias}, [["TEXT", bias]]):
+     * each of the text's tokens gets the bias once the vocabulary is known
+     * (api_request_check_vocab adds them to logit_bias); text in doc */
+    struct api_bias_text { const char *text; size_t len; float bias; } *bias_text;
+    int n_bias_text;
     bool echo;                /* completions: the prompt before the answer (and, with
                                * logprobs, its tokens' figures); max_tokens may be 0 */
     bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
@@ -162,10 +167,13 @@ void api_request_constraint_defaults(struct api_request *r,
 
 struct fl_tokenizer;
 
-/* What only the model's vocabulary can check: 0, or -EINVAL naming the
- * first logit_bias token outside tok's vocabulary, or why the grammar does
- * not compile (its `<token>`s are tok's). */
-int api_request_check_vocab(const struct api_request *r, const struct fl_tokenizer *tok,
+/* What only the model's vocabulary can check or settle: logit_bias's text
+ * entries tokenized (plain text: no BOS, control-token texts as text, as
+ * llama-server) into logit_bias; 0, or -EINVAL naming the first logit_bias
+ * token outside tok's vocabulary (or text making more than 1,024 biased
+ * tokens), or why the grammar does not compile (its `<token>`s are tok's);
+ * -ENOMEM. */
+int api_request_check_vocab(struct api_request *r, const struct fl_tokenizer *tok,
                             struct fl_err *err);
 
 /* The tokens to generate at most: the request's max_tokens, else dflt

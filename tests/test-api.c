@@ -144,7 +144,9 @@ static void test_refused(void)
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"logit_bias\":{\"-5\":1}}}", "body.logit_bias: expected token ids" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
-          "\"logit_bias\":{\"5x\":1}}}", "body.logit_bias: expected token ids" },
+          "\"logit_bias\":{\"99999999999\":1}}}", "body.logit_bias: expected token ids" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+          "\"logit_bias\":[[\"\",1]]}}", "body.logit_bias: an empty text" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
           "\"logit_bias\":[[5]]}}", "body.logit_bias: expected [token id, bias] pairs" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
@@ -477,6 +479,34 @@ static void test_logit_bias(void)
     }
     CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
                 "\"grammar\":\"\"}}", &l, &err) == 0 && !l.req.grammar, "an empty grammar is none");
+    api_batch_line_free(&l);
+    /* llama.cpp's text entries: each of the text's tokens (plain text, no
+     * BOS) gets the bias, beside the ids */
+    int32_t want[64];
+    const int n_hello = fl_tokenize(tok, " hello<|im_end|>", 16, false, false, want, 64);
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"logit_bias\":{\"7\":1,\" hello<|im_end|>\":-3}}}", &l, &err) == 0 &&
+              l.req.n_logit_bias == 1 && l.req.n_bias_text == 1 &&
+              api_request_check_vocab(&l.req, tok, &err) == 0 && n_hello > 3 &&
+              l.req.n_logit_bias == 1 + n_hello && l.req.n_bias_text == 0,
+          "a text key: %d biases (%s)", l.req.n_logit_bias, err.msg);
+    for (int i = 0; i < n_hello && l.req.n_logit_bias == 1 + n_hello; i++)
+        CHECK(l.req.logit_bias[1 + i].id == want[i] && l.req.logit_bias[1 + i].bias == -3.0f,
+              "text token %d: %d, want %d", i, l.req.logit_bias[1 + i].id, want[i]);
+    api_batch_line_free(&l);
+    CHECK(parse("{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                "\"logit_bias\":[[\"ab\",false],[5,2]]}}", &l, &err) == 0 &&
+              api_request_check_vocab(&l.req, tok, &err) == 0 && l.req.n_logit_bias >= 2 &&
+              l.req.logit_bias[0].id == 5 && l.req.logit_bias[1].bias == -INFINITY,
+          "a text pair banned: %s", err.msg);
+    api_batch_line_free(&l);
+    char big[5200] = "{\"custom_id\":\"a\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\","
+                     "\"logit_bias\":[[\"";
+    for (int i = 0; i < 1100; i++) /* far more than 1,024 tokens */
+        strcat(big, " x");
+    strcat(big, "\",1]]}}");
+    CHECK(parse(big, &l, &err) == 0 && api_request_check_vocab(&l.req, tok, &err) == -EINVAL &&
+              strstr(err.msg, "more than 1024"), "a text of 1,100 tokens: %s", err.msg);
     api_batch_line_free(&l);
     fl_tokenizer_free(tok);
     gguf_close(g);

@@ -294,8 +294,12 @@ thrice() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv
 [ "$(bias_text '{"300": 100}')" = "$(thrice "$dir/piece300")" ] || fail "logit_bias +100 on 300"
 [ "$(bias_text '[[300, false], [301, 100]]')" = "$(thrice "$dir/piece301")" ] ||
   fail "logit_bias: 300 banned, 301 lifted"
+# llama.cpp's text entries: the text's tokens get the bias (token 300's piece is that token)
+text300=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["content"]))' "$dir/piece300")
+[ "$(bias_text "[[$text300, 100]]")" = "$(thrice "$dir/piece300")" ] || fail "logit_bias: a text lifted"
+[ "$(bias_text "{$text300: 100}")" = "$(thrice "$dir/piece300")" ] || fail "logit_bias: a text key lifted"
 want 400 $J -d '{"prompt": "Hi", "logit_bias": {"99999999": 1}}' "$base/completions"
-echo "logit_bias: lifted and banned tokens, an id outside the vocabulary refused"
+echo "logit_bias: lifted and banned tokens, by id and by text; an id outside the vocabulary refused"
 # JSON mode: with '}' lifted by 100 the answer is "{}" and ends there (without JSON mode the
 # same bias gives "}}}}"); a JSON schema is refused
 want 200 $J -d '{"content": "}"}' "$base/../tokenize"

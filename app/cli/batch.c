@@ -351,7 +351,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
              eng_session_n_seq(b->s));
     struct job *j = NULL;
     if (r->n > eng_session_n_seq(b->s) ||
-        api_request_check_vocab(r, eng_session_tokenizer(b->s), &err) ||
+        api_request_check_vocab(&l->req, eng_session_tokenizer(b->s), &err) ||
         !(j = new_job(b, l, line_no))) {
         refuse_line(b, l->custom_id, line_no, r->n > eng_session_n_seq(b->s) ? nmsg
                                               : err.msg[0] ? err.msg : "out of memory");
