@@ -286,6 +286,22 @@ int eng_sched_running(const struct eng_sched *q)
 
 int eng_sched_queued(const struct eng_sched *q) { return q->n_queue; }
 
+void eng_sched_slot(const struct eng_sched *q, int i, struct eng_sched_slot *out)
+{
+    const struct sched_req *r = i >= 0 && i < q->n_seq ? q->slot[i] : NULL;
+    *out = (struct eng_sched_slot){ .busy = r != NULL, .id = -1 };
+    if (!r)
+        return;
+    const int limit = r->max_tokens < r->limit - r->n_prompt ? r->max_tokens : r->limit - r->n_prompt;
+    *out = (struct eng_sched_slot){
+        .busy = true, .id = r->id, .n_prompt = r->n_prompt,
+        .n_prompt_done = r->n_done < r->n_prompt ? r->n_done : r->n_prompt,
+        .n_cached = r->n_cached, .n_gen = r->n_gen,
+        .n_remain = limit - r->n_gen > 0 ? limit - r->n_gen : 0, .sampling = r->sp,
+        .max_tokens = r->max_tokens, .ignore_eos = r->ignore_eos,
+    };
+}
+
 void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out)
 {
     struct eng_pcache_stats pc;

@@ -174,4 +174,17 @@ int eng_sched_running(const struct eng_sched *q);
 int eng_sched_queued(const struct eng_sched *q);
 void eng_sched_get_stats(const struct eng_sched *q, struct eng_sched_stats *out);
 
+/* What sequence i runs (llama-server's /slots): busy or not, and the
+ * request's id, its prompt (positions, evaluated so far, read from the
+ * prompt cache), its tokens generated and still allowed, its sampling. */
+struct eng_sched_slot {
+    bool busy;
+    int id;
+    int n_prompt, n_prompt_done, n_cached, n_gen, n_remain;
+    struct fl_sampler_params sampling;
+    int max_tokens;
+    bool ignore_eos;
+};
+void eng_sched_slot(const struct eng_sched *q, int i, struct eng_sched_slot *out);
+
 #endif

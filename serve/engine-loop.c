@@ -28,6 +28,7 @@ struct srv_loop {
     int n_posted;
     double drain_until;
     struct srv_stats st;
+    struct eng_sched_slot *slots; /* [n_seq]: the sequences after the last step (/slots) */
     char fatal[256];            /* the engine's error that ended the running requests */
     /* tokens/s over a window: generated-token count at the window's start */
     double win_t0;
@@ -276,6 +277,8 @@ static void take_stats(struct srv_loop *l)
     l->st.queued = eng_sched_queued(l->q);
     l->st.running = eng_sched_running(l->q);
     l->st.cells_used = l->st.cells_total - eng_session_cells_free(l->s);
+    for (int i = 0; l->slots && i < l->st.n_seq; i++)
+        eng_sched_slot(l->q, i, &l->slots[i]);
     struct pager *p = eng_session_pager(l->s);
     if (p) {
         struct pager_totals t;
@@ -303,6 +306,8 @@ static int loop_open(struct srv_loop *l)
     int rc = eng_session_open(l->params, &l->s, &l->load_err);
     if (!rc)
         rc = eng_sched_create(l->s, &h, &l->q, &l->load_err);
+    if (!rc && !(l->slots = calloc((size_t)eng_session_n_seq(l->s), sizeof(*l->slots))))
+        rc = fl_err_set(&l->load_err, -ENOMEM, "out of memory");
     pthread_mutex_lock(&l->mu);
     l->load_rc = rc;
     l->state = rc ? LOOP_FAILED : LOOP_RUNNING;
@@ -394,6 +399,17 @@ struct eng_session *srv_loop_session(struct srv_loop *l)
     return s;
 }
 
+int srv_loop_slots(struct srv_loop *l, struct eng_sched_slot **out)
+{
+    pthread_mutex_lock(&l->mu);
+    const int n = l->slots ? l->st.n_seq : 0;
+    *out = n ? malloc(sizeof(**out) * (size_t)n) : NULL;
+    if (*out)
+        memcpy(*out, l->slots, sizeof(**out) * (size_t)n);
+    pthread_mutex_unlock(&l->mu);
+    return n && !*out ? -ENOMEM : n;
+}
+
 void srv_loop_stats(struct srv_loop *l, struct srv_stats *out)
 {
     pthread_mutex_lock(&l->mu);
@@ -424,6 +440,7 @@ void srv_loop_free(struct srv_loop *l)
     if (!l)
         return;
     srv_loop_stop(l, 0);
+    free(l->slots);
     eng_sched_free(l->q);
     eng_session_close(l->s);
     pthread_cond_destroy(&l->cv);

@@ -96,6 +96,9 @@ void srv_loop_unlock(struct srv_loop *l);
 void srv_job_release(struct srv_loop *l, struct srv_job *j);
 
 void srv_loop_stats(struct srv_loop *l, struct srv_stats *out);
+/* The sequences as the last step left them (eng_sched_slot's view),
+ * *out malloc'ed: their count, 0 before the model is loaded, -ENOMEM. */
+int srv_loop_slots(struct srv_loop *l, struct eng_sched_slot **out);
 /* Refuses new posts, lets running and queued jobs finish within drain_s
  * seconds, cancels what is left and stops the thread (every job is done
  * then; the session stays open for srv_loop_session's users). */

@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 15
+#define SRV_N_ROUTES 16
 
 struct srv {
     const struct srv_opts *o;
@@ -139,6 +139,10 @@ json_t *srv_native_result(struct srv_conn *k, struct srv_job *j, int index);
 void srv_native_news(struct srv_stream *k, int c);
 /* GET /props: the server's settings as llama-server's /props gives them. */
 enum MHD_Result srv_props(struct srv_conn *k);
+/* GET /slots: each sequence as llama-server's slots (its request's prompt
+ * progress, tokens, settings); ?fail_on_no_slot=1: 503 when none is idle;
+ * 501 with --no-slots. */
+enum MHD_Result srv_slots(struct srv_conn *k);
 
 /* Releases a connection's jobs: those not done are cancelled. */
 void srv_conn_release_jobs(struct srv_conn *k);

@@ -189,3 +189,53 @@ enum MHD_Result srv_props(struct srv_conn *k)
                   "bos_token", bos, "eos_token", eos, "build_info", "faultline " FL_VERSION,
                   "is_sleeping", false));
 }
+
+enum MHD_Result srv_slots(struct srv_conn *k)
+{
+    struct srv *s = k->s;
+    if (s->o->no_slots)
+        return srv_reply_error(k, 501, "not_supported_error", "not_supported",
+                               "This server does not support slots endpoint. Start it with `--slots`");
+    const struct eng_session *ses = srv_loop_session(s->loop);
+    struct eng_sched_slot *v = NULL;
+    const int n = srv_loop_slots(s->loop, &v);
+    json_t *arr = n >= 0 ? json_array() : NULL;
+    int idle = 0;
+    for (int i = 0; arr && i < n; i++) {
+        json_t *o = json_pack("{s:i, s:i, s:b, s:b}", "id", i, "n_ctx", eng_session_n_ctx(ses),
+                              "speculative", false, "is_processing", v[i].busy);
+        idle += !v[i].busy;
+        if (o && v[i].busy) {
+            const struct api_native_settings st = { .sampling = &v[i].sampling,
+                                                    .n_predict = v[i].max_tokens,
+                                                    .ignore_eos = v[i].ignore_eos,
+                                                    .cache_prompt = true, .model = s->model_name,
+                                                    .n_ctx = eng_session_n_ctx(ses) };
+            fl_json_set(o, "id_task", json_integer(v[i].id));
+            fl_json_set(o, "n_prompt_tokens", json_integer(v[i].n_prompt));
+            fl_json_set(o, "n_prompt_tokens_processed", json_integer(v[i].n_prompt_done));
+            fl_json_set(o, "n_prompt_tokens_cache", json_integer(v[i].n_cached));
+            fl_json_set(o, "params", api_native_settings_json(&st));
+            fl_json_set(o, "next_token", json_pack("[{s:b, s:b, s:i, s:i}]", "has_next_token",
+                                                   v[i].n_remain > 0, "has_new_line", false,
+                                                   "n_remain", v[i].n_remain, "n_decoded",
+                                                   v[i].n_gen));
+        }
+        if (!o || json_array_append_new(arr, o)) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    free(v);
+    if (!arr)
+        return srv_reply_error(k, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "oom",
+                               "out of memory");
+    /* llama-server's ?fail_on_no_slot: 503 while every sequence is busy (load balancers) */
+    const char *fail = MHD_lookup_connection_value(k->c, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+    if (fail && *fail && !idle) {
+        json_decref(arr);
+        return srv_reply_error(k, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable_error", "no_slot",
+                               "no slot available");
+    }
+    return srv_reply_json(k, MHD_HTTP_OK, arr);
+}

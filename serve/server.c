@@ -15,7 +15,7 @@
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES
+    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_SLOTS
 };
 
 struct route {
@@ -40,6 +40,7 @@ static const struct route routes[] = {
     { "/v1/responses", "POST", R_RESPONSES, true, true },
     { "/responses", "POST", R_RESPONSES, true, true },
     { "/props", "GET", R_PROPS, true, false },
+    { "/slots", "GET", R_SLOTS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
     { "/health", "GET", R_HEALTH, false, false },
@@ -145,6 +146,7 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_COUNT_TOKENS: return srv_count_tokens(k);
     case R_RESPONSES: return srv_completion(k, API_CHAT, SRV_RESPONSES);
     case R_PROPS: return srv_props(k);
+    case R_SLOTS: return srv_slots(k);
     case R_MODELS: return srv_models(k);
     case R_HEALTH: return srv_health(k);
     case R_METRICS: return srv_metrics(k);

@@ -39,6 +39,7 @@ struct srv_opts {
     double drain_s;            /* SIGINT/SIGTERM: in-flight requests get this long */
     int infill_batch;          /* -b: /infill keeps prefix and suffix within it (2048) */
     bool spm_infill;           /* --spm-infill: /infill's prompt puts the suffix first */
+    bool no_slots;             /* --no-slots: GET /slots answers 501 */
 };
 
 void srv_opts_init(struct srv_opts *o);

@@ -146,4 +146,50 @@ check(props["total_slots"] >= 1 and props["default_generation_settings"]["n_ctx"
       and props["model_path"].endswith(".gguf"),
       f"/props: {props['total_slots']} slots, n_ctx {props['default_generation_settings']['n_ctx']}")
 
+
+# --- /slots -------------------------------------------------------------------------
+def get(path):
+    req = urllib.request.Request(srv.root + path, headers={"Authorization": "Bearer " + key})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode())
+
+
+st, slots = get("/slots")
+check(st == 200 and [s["id"] for s in slots] == list(range(props["total_slots"]))
+      and not any(s["is_processing"] for s in slots) and all(s["n_ctx"] > 0 for s in slots)
+      and get("/slots?fail_on_no_slot=1")[0] == 200,
+      f"/slots idle: {len(slots)} slots, none processing; fail_on_no_slot: 200")
+# every sequence busy with a long stream: each slot shows its request
+long_prompt = "Once upon a time there was a dragon"
+streams = []
+for i in range(props["total_slots"]):
+    req = urllib.request.Request(srv.root + "/completion", data=json.dumps(
+        {"prompt": long_prompt, "n_predict": 900, "ignore_eos": True, "stream": True, "seed": i,
+         "temperature": 0.5 + i}).encode(), headers={"Authorization": "Bearer " + key,
+                                                    "Content-Type": "application/json"})
+    streams.append(urllib.request.urlopen(req, timeout=60))
+for s in streams:  # two events each: the step after its first ran (and left /slots' view)
+    n_data = 0
+    while n_data < 2:
+        n_data += s.readline().startswith(b"data: ")
+st, slots = get("/slots")
+n_prompt = len(tokenize(long_prompt, add_special=True))
+busy = [s for s in slots if s["is_processing"]]
+check(st == 200 and len(busy) == len(slots)
+      and all(s["n_prompt_tokens"] == n_prompt and s["params"]["n_predict"] == 900
+              and s["params"]["ignore_eos"] is True and s["next_token"][0]["n_decoded"] >= 1
+              and s["next_token"][0]["n_remain"] == 900 - s["next_token"][0]["n_decoded"]
+              for s in busy)
+      and sorted(round(s["params"]["temperature"], 3) for s in busy)
+          == [0.5 + i for i in range(len(slots))],
+      f"/slots busy: every slot its request (prompt {n_prompt} tokens, n_predict 900, its temperature)")
+st, out = get("/slots?fail_on_no_slot=1")
+check(st == 503 and out["error"]["message"] == "no slot available",
+      "fail_on_no_slot with every slot busy: 503")
+for s in streams:
+    s.close()
+
 sys.exit(1 if serve_client.failed else 0)

@@ -24,7 +24,7 @@ static int usage(FILE *out)
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort low|medium|high]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
-            "                       [--spm-infill]\n"
+            "                       [--spm-infill] [--no-slots]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen, GLM, MiniMax, gpt-oss, Kimi\n"
             "models; a thinking model's <think> comes back as message.reasoning_content, or with\n"
@@ -32,10 +32,12 @@ static int usage(FILE *out)
             "\"chat_template_kwargs\": {\"enable_thinking\": false}, asks Qwen3 and GLM-4.5 not to think;\n"
             "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template;\n"
-            "llama-server's POST /completion, GET /props, and POST /infill (fill in the middle for\n"
-            "code editors, on models with FIM tokens; -b sizes its prefix and suffix, --spm-infill\n"
-            "puts the suffix first); Anthropic's POST /v1/messages and /v1/messages/count_tokens\n"
-            "(agents written for Claude: ANTHROPIC_BASE_URL=http://127.0.0.1:8080; x-api-key);\n"
+            "llama-server's POST /completion, GET /props, GET /slots (each sequence's request;\n"
+            "?fail_on_no_slot=1: 503 when all are busy; --no-slots: off), POST /infill (fill in\n"
+            "the middle for code editors, on models with FIM tokens; -b sizes its prefix and\n"
+            "suffix, --spm-infill puts the suffix first); Anthropic's POST /v1/messages and\n"
+            "/v1/messages/count_tokens (agents written for Claude: ANTHROPIC_BASE_URL=\n"
+            "http://127.0.0.1:8080; x-api-key);\n"
             "OpenAI's POST /v1/responses (Codex, client.responses; stateless).\n"
             "-j / --grammar hold the answers of requests that ask for no format, schema, grammar or\n"
             "tools of their own to a JSON schema or a GBNF grammar (a request's \"grammar\" or\n"
@@ -146,6 +148,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
         else if (!strcmp(a, "--spm-infill"))
             o->spm_infill = true;
+        else if (!strcmp(a, "--slots") || !strcmp(a, "--no-slots"))
+            o->no_slots = !strcmp(a, "--no-slots");
         else if (!strcmp(a, "--max-body"))
             ok = arg_size(argc, argv, &i, &o->max_body);
         else if (!strcmp(a, "--drain")) {
