@@ -222,22 +222,31 @@ int api_infill_tokens(const struct fl_tokenizer *tok, const struct api_request *
 {
     *why = "out of memory";
     if (!api_infill_supported(tok)) {
-        *why = "infill is not supported by this model: it has no fill-in-the-middle prefix, "
-               "suffix and middle tokens";
+        *why = r->infill ? "infill is not supported by this model: it has no fill-in-the-middle "
+                           "prefix, suffix and middle tokens"
+                         : "suffix: this model has no fill-in-the-middle prefix, suffix and "
+                           "middle tokens";
         return -ENOTSUP;
     }
+    if (!r->infill && !r->prompt) {
+        *why = "suffix: the prompt before it must be text";
+        return -EINVAL;
+    }
     struct tokens pre = { 0 }, suf = { 0 }, prompt = { 0 }, extra = { 0 }, out = { 0 };
-    int rc = put_piece(&pre, tok, r->input_prefix);
+    /* /infill's pieces, or OpenAI's prompt and suffix (the middle starts empty) */
+    int rc = r->infill ? put_piece(&pre, tok, r->input_prefix)
+                       : put_text(&pre, tok, r->prompt, strlen(r->prompt));
     if (!rc)
-        rc = put_piece(&suf, tok, r->input_suffix);
-    if (!rc && r->prompt) { /* the middle's start: control-token texts are those tokens */
+        rc = r->infill ? put_piece(&suf, tok, r->input_suffix)
+                       : put_text(&suf, tok, r->suffix, strlen(r->suffix));
+    if (!rc && r->infill && r->prompt) { /* the middle's start: control-token texts are those tokens */
         int32_t *p = NULL;
         const int n = fl_tokenize_alloc(tok, r->prompt, strlen(r->prompt), false, true, &p);
         rc = n < 0 ? n : put(&prompt, p, n);
         free(p);
     }
     if (!rc) /* with no chunks too: the repository's and the file's names */
-        rc = put_extra(&extra, tok, r->input_extra);
+        rc = put_extra(&extra, tok, r->infill ? r->input_extra : NULL);
     if (!rc)
         rc = assemble(tok, lim, &pre, &suf, &prompt, &extra, &out);
     free(pre.v), free(suf.v), free(prompt.v), free(extra.v);
@@ -255,4 +264,12 @@ bool api_infill_supported(const struct fl_tokenizer *tok)
 {
     return fl_token_fim(tok, FL_FIM_PRE) >= 0 && fl_token_fim(tok, FL_FIM_SUF) >= 0 &&
            fl_token_fim(tok, FL_FIM_MID) >= 0;
+}
+
+int api_request_prompt_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
+                              const struct api_request *r, const struct api_infill_limits *lim,
+                              int32_t **ids, const char **why)
+{
+    return r->infill || r->suffix ? api_infill_tokens(tok, r, lim, ids, why)
+                                  : api_request_tokens(tok, chat, r, ids, why);
 }

@@ -46,10 +46,17 @@ struct api_infill_limits {
     int n_ctx;     /* a sequence's cells */
     bool spm;      /* --spm-infill: suffix/prefix/middle */
 };
-/* The prompt of an /infill request (*ids malloc'ed): the count, or -errno
- * with *why (-ENOTSUP: the model has no FIM tokens). */
+/* The prompt of an /infill request, or of a completions request with
+ * OpenAI's "suffix" (the prompt's text before the gap, the suffix after
+ * it, no extra context, the middle starting empty): *ids malloc'ed; the
+ * count, or -errno with *why (-ENOTSUP: the model has no FIM tokens). */
 int api_infill_tokens(const struct fl_tokenizer *tok, const struct api_request *r,
                       const struct api_infill_limits *lim, int32_t **ids, const char **why);
+/* Any request's prompt: api_infill_tokens for /infill and a "suffix",
+ * else api_request_tokens. */
+int api_request_prompt_tokens(const struct fl_tokenizer *tok, enum fl_chat_format chat,
+                              const struct api_request *r, const struct api_infill_limits *lim,
+                              int32_t **ids, const char **why);
 
 /* generation_settings: the settings a request ran with (also /props's
  * default_generation_settings.params, from a server's defaults). */

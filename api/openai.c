@@ -610,11 +610,31 @@ static int refuse_off_only(const json_t *b, struct fl_err *err)
     return 0;
 }
 
+/* OpenAI's completions "suffix": the text after the gap the answer fills
+ * (the model's fill-in-the-middle prompt, api/native.h); the prompt is the
+ * text before it. Not with echo (the answer is no continuation), nor on
+ * chat or /completion (llama-server's /infill is its way). */
+static int parse_suffix(const json_t *b, struct api_request *r, struct fl_err *err)
+{
+    const json_t *s = json_object_get(b, "suffix");
+    if (!s || json_is_null(s) || (json_is_string(s) && !json_string_length(s)))
+        return 0;
+    if (r->kind != API_COMPLETION || r->native)
+        return api_field_bad(err, "suffix", r->native ? "is /v1/completions'; POST /infill (llama-"
+                             "server's) fills in the middle" : "is for completions (/v1/completions)");
+    if (!json_is_string(s))
+        return api_field_bad(err, "suffix", "expected a string");
+    if (r->echo)
+        return api_field_bad(err, "echo", "an answer that fills in the middle is not the prompt's "
+                             "continuation (no echo with a suffix)");
+    r->suffix = json_string_value(s);
+    return 0;
+}
+
 static int refuse_unsupported(const json_t *b, struct fl_err *err)
 {
     static const struct { const char *key, *why; } no[] = {
         { "functions", "the legacy function calls are not supported (use tools)" },
-        { "suffix", "is not read here: POST /infill (llama-server's) fills in the middle" },
         { "post_sampling_probs", "probabilities after the sampler chain are not reported "
                                  "(n_probs gives the model's)" },
         { "response_fields", "picking the answer's fields is not supported" },
@@ -663,6 +683,8 @@ static int parse_request(json_t *body, enum api_kind kind, bool native, struct a
         rc = parse_logprobs(body, out, err);
     if (!rc && native)
         rc = api_native_fields(body, out, err);
+    if (!rc)
+        rc = parse_suffix(body, out, err);
     if (!rc)
         rc = parse_logit_bias(body, out, err);
     if (!rc)

@@ -97,6 +97,8 @@ struct api_request {
     int n_bias_text;
     bool echo;                /* completions: the prompt before the answer (and, with
                                * logprobs, its tokens' figures); max_tokens may be 0 */
+    const char *suffix;       /* completions: OpenAI's "suffix", the text after the gap the
+                               * answer fills (the prompt's text before it; NULL: none) */
     bool json_object;         /* "response_format": {"type": "json_object"}: JSON mode */
     const json_t *json_schema; /* or the answer is a value of this schema (in doc) */
     const char *grammar;       /* or a sentence of this GBNF grammar (in doc; NULL: none) */

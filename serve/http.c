@@ -593,8 +593,7 @@ static int32_t *prompt_tokens(struct srv_conn *k, struct api_request *req, int p
     const struct api_infill_limits lim = { o->infill_batch, o->max_tokens,
                                            eng_session_n_ctx(ses), o->spm_infill };
     *n = api_request_select_prompt(req, p) ? -ENOMEM
-         : req->infill ? api_infill_tokens(eng_session_tokenizer(ses), req, &lim, &ids, &why)
-         : api_request_tokens(eng_session_tokenizer(ses), k->s->chat, req, &ids, &why);
+         : api_request_prompt_tokens(eng_session_tokenizer(ses), k->s->chat, req, &lim, &ids, &why);
     if (*n < 0)
         *rc = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_prompt",
                               "%s%s", at, why);

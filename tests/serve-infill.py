@@ -81,6 +81,23 @@ st, r = infill(base_req, logit_bias=[[pad[0], 100]], n_predict=8)
 check(st == 200 and r["stop_type"] == "eos" and r["content"] == "" and r["tokens_predicted"] <= 1,
       f"<fim_pad> ends the middle (stop_type {r.get('stop_type')}, {r.get('content')!r})")
 
+# --- OpenAI's completions "suffix": the same FIM prompt, the prompt before the gap -----------------
+fim = {"input_prefix": prefix, "input_suffix": suffix, "n_predict": 6, "temperature": 0}
+st, a = infill(fim)
+st2, b = srv.post("/v1/completions", {"prompt": prefix, "suffix": suffix, "max_tokens": 6,
+                                      "temperature": 0}, status=True)
+check(st == 200 and st2 == 200 and b["choices"][0]["text"] == a["content"]
+      and b["usage"]["prompt_tokens"] == a["tokens_evaluated"],
+      f"/v1/completions with suffix = /infill's middle ({b['choices'][0]['text']!r}, "
+      f"{b['usage']['prompt_tokens']} prompt tokens)")
+for body, what in [({"prompt": "x", "suffix": "y", "echo": True}, "echo"),
+                   ({"prompt": [1, 2], "suffix": "y"}, "suffix"),
+                   ({"prompt": "x", "suffix": 3}, "suffix")]:
+    st, r = srv.post("/v1/completions", body, status=True)
+    check(st == 400 and what in r["error"]["message"], f"/v1/completions {body}: 400 naming {what}")
+st, r = srv.post("/completion", {"prompt": "x", "suffix": "y"}, status=True)
+check(st == 400 and "/infill" in r["error"]["message"], "/completion with suffix: 400 pointing to /infill")
+
 # --- refusals ----------------------------------------------------------------------------
 for body, what in [({"input_suffix": "x"}, "input_prefix"),
                    ({"input_prefix": "x"}, "input_suffix"),

@@ -393,4 +393,23 @@ assert {o["custom_id"] for o in got} == want and len(got) == len(want), got
 assert all(o["error"] is None and o["response"]["status_code"] == 200 for o in got), got
 EOF2
 echo "examples/batch-requests.jsonl: $(wc -l <"$dir/example.jsonl") answers"
+
+# OpenAI's "suffix" fills in the middle: a model gen --vocab made with StarCoder's vocabulary
+# answers it (the same text as its /infill: tests/serve-infill.py), the tiny model has no FIM
+# tokens (an error line naming suffix)
+"$cli" gen --arch qwen3moe --vocab tests/data/vocab/ggml-vocab-starcoder.gguf -q --n-embd 64 \
+  --layers 2 --experts 4 --top-k 2 --expert-ff 64 --ff 64 --heads 2 --heads-kv 1 --head-dim 32 \
+  -o "$dir/fim.gguf" || fail "gen --vocab"
+printf '%s\n' '{"custom_id": "f", "url": "/v1/completions", "body": {"prompt": "def f(a):\n    ",
+  "suffix": "\n    return b\n", "max_tokens": 4, "temperature": 0}}' | tr -d '\n' >"$dir/fim.jsonl"
+echo >>"$dir/fim.jsonl"
+"$cli" batch -m "$dir/fim.gguf" -i "$dir/fim.jsonl" -o "$dir/fim.out" -q 2>"$dir/err" || fail "suffix: $(cat "$dir/err")"
+"$cli" batch -m "$model" -i "$dir/fim.jsonl" -o "$dir/fim2.out" -q 2>"$dir/err"
+python3 - "$dir/fim.out" "$dir/fim2.out" <<'EOF2' || fail "suffix lines"
+import json, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+assert a["error"] is None and a["response"]["body"]["usage"]["completion_tokens"] == 4, a
+assert b["response"] is None and "suffix: this model has no fill-in-the-middle" in b["error"]["message"], b
+EOF2
+echo "suffix: a FIM model fills in the middle; a model without FIM tokens: an error line"
 echo "test-batch-cli: all checks passed"

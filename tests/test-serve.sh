@@ -147,6 +147,8 @@ node tests/serve-responses.js "$base" "$key" || fail "openai client: responses"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501
 want 501 $J -d '{"input_prefix": "a", "input_suffix": "b"}' "$base/../infill"
 grep -q 'not_supported_error' "$dir/body" || fail "/infill 501: $(cat "$dir/body")"
+want 400 $J -d '{"prompt": "a", "suffix": "b"}' "$base/completions"
+grep -q 'suffix: this model has no fill-in-the-middle' "$dir/body" || fail "suffix 400: $(cat "$dir/body")"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 # /infill (tests/serve-infill.py) on a model generated with StarCoder's vocabulary
 "$cli" gen --arch qwen3moe --vocab tests/data/vocab/ggml-vocab-starcoder.gguf -q --n-embd 64 \

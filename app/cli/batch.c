@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "api/native.h"
 #include "api/openai.h"
 #include "app/cli/batch-files.h"
 #include "app/cli/commands.h"
@@ -308,8 +309,11 @@ static void submit_prompt(struct batch_run *b, struct api_batch_line *l, struct 
     struct api_request *r = &l->req;
     const char *why = "out of memory";
     int32_t *ids = NULL;
+    /* a "suffix" fills in the middle, its parts cut as llama-server's defaults cut them */
+    const struct api_infill_limits lim = { 2048, b->o->max_tokens, eng_session_n_ctx(b->s), false };
     const int n = api_request_select_prompt(r, p) ? -ENOMEM
-                  : api_request_tokens(eng_session_tokenizer(b->s), b->chat, r, &ids, &why);
+                  : api_request_prompt_tokens(eng_session_tokenizer(b->s), b->chat, r, &lim, &ids,
+                                              &why);
     const uint64_t seed = req->sampling.seed;
     struct fl_err err = { "" };
     for (int c = 0; n >= 0 && c < r->n && !j->error[0]; c++) {

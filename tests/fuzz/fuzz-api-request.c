@@ -132,6 +132,8 @@ static void native_results(const struct api_request *r, const char *text)
     serialises(api_native_json(&res), "a native event does not serialise");
 }
 
+static const struct fl_tokenizer *fim_tok(void);
+
 static void one(json_t *body, enum api_kind kind, bool native)
 {
     struct api_request r;
@@ -182,6 +184,15 @@ static void one(json_t *body, enum api_kind kind, bool native)
         tools(&r, &comp, text);
     if (native)
         native_results(&r, text);
+    if (r.suffix) { /* OpenAI's suffix: a FIM prompt of the prompt and it, or why not */
+        static const struct api_infill_limits lim = { 64, 8, 256, false };
+        int32_t *ids = NULL;
+        const char *why = NULL;
+        const int n = api_request_prompt_tokens(fim_tok(), FL_CHAT_CHATML, &r, &lim, &ids, &why);
+        if (n >= 0 ? n < 3 || ids[n - 1] != fl_token_fim(fim_tok(), FL_FIM_MID) : !why)
+            die("a suffix's prompt without its FIM tokens, or refused without a reason");
+        free(ids);
+    }
     api_request_free(&r);
 }
 
@@ -219,13 +230,19 @@ static struct fl_tokenizer *fim_vocab(void)
     return tok;
 }
 
-/* /infill: accepted bodies build a prompt ending in the middle token,
- * within what the limits let through besides the prompt's own tokens. */
-static void infill(json_t *body)
+static const struct fl_tokenizer *fim_tok(void)
 {
     static struct fl_tokenizer *tok;
     if (!tok)
         tok = fim_vocab();
+    return tok;
+}
+
+/* /infill: accepted bodies build a prompt ending in the middle token,
+ * within what the limits let through besides the prompt's own tokens. */
+static void infill(json_t *body)
+{
+    const struct fl_tokenizer *tok = fim_tok();
     struct api_request r;
     struct fl_err err = { "" };
     json_t *copy = json_deep_copy(body); /* parsing adds an empty prompt */
