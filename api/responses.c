@@ -362,7 +362,8 @@ json_t *api_response_message_item(const struct api_response *r, bool done)
                                                                          r->len),
                                                  "annotations", "logprobs"));
     return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", id, "type", "message", "role", "assistant",
-                     "status", done ? "completed" : "in_progress", "content", content);
+                     "status", !done ? "in_progress" : r->incomplete ? "incomplete" : "completed",
+                     "content", content);
 }
 
 json_t *api_response_call_item(const struct api_response *r, int i, bool done)

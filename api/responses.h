@@ -42,9 +42,9 @@ struct api_response {
 json_t *api_response_json(const struct api_response *r);
 
 /* Output items, as the response object and the stream's events hold them:
- * the reasoning, the message (done: with its text and status completed;
- * else in_progress and empty), a function call (done: with its
- * arguments). */
+ * the reasoning, the message (done: with its text and status completed,
+ * or incomplete when max_output_tokens cut it; else in_progress and
+ * empty), a function call (done: with its arguments). */
 json_t *api_response_reasoning_item(const struct api_response *r, bool done);
 json_t *api_response_message_item(const struct api_response *r, bool done);
 json_t *api_response_call_item(const struct api_response *r, int i, bool done);

@@ -68,12 +68,15 @@ static json_t *shell(const struct srv_stream *k, const char *status)
                      k->s->model_name, "output");
 }
 
-/* Closes the open item: its text's done events with text[0..n). */
-static void item_done(struct srv_stream *k, struct srv_choice *o, const char *text, size_t n)
+/* Closes the open item: its text's done events with text[0..n) (cut: the
+ * answer ran out of tokens in it). */
+static void item_done(struct srv_stream *k, struct srv_choice *o, const char *text, size_t n,
+                      bool cut)
 {
     if (!o->open)
         return;
     struct api_response r = ids(k);
+    r.incomplete = cut;
     char id[96];
     const int at = o->blocks - 1;
     api_response_item_id(&r, o->open == 'r' ? 'r' : 'm', 0, id, sizeof(id));
@@ -100,7 +103,7 @@ static void item_done(struct srv_stream *k, struct srv_choice *o, const char *te
 static void item_open(struct srv_stream *k, struct srv_choice *o, char kind, const char *prev,
                       size_t n_prev)
 {
-    item_done(k, o, prev, n_prev);
+    item_done(k, o, prev, n_prev, false);
     const struct api_response r = ids(k);
     char id[96];
     api_response_item_id(&r, kind, 0, id, sizeof(id));
@@ -166,7 +169,8 @@ static void finish(struct srv_stream *k, struct srv_choice *o, const char *r, co
         delta(k, o, rest, n_rest);
     }
     item_done(k, o, all ? all : o->open == 'r' ? r : text,
-              all ? o->sent + n_rest : o->open == 'r' ? o->r_sent : o->sent);
+              all ? o->sent + n_rest : o->open == 'r' ? o->r_sent : o->sent,
+              j->result.finish == ENG_FINISH_LENGTH);
     free(all);
     call_items(k, o, ans);
     if (j->result.finish == ENG_FINISH_ERROR) {

@@ -116,7 +116,7 @@ static void test_response(void)
         "\"incomplete_details\": {\"reason\": \"max_output_tokens\"}, \"error\": null, \"model\": \"m\", "
         "\"output\": [{\"id\": \"rs_9\", \"type\": \"reasoning\", \"summary\": [], \"content\": "
         "[{\"type\": \"reasoning_text\", \"text\": \"hm\"}], \"status\": \"completed\"}, {\"id\": "
-        "\"msg_9\", \"type\": \"message\", \"role\": \"assistant\", \"status\": \"completed\", "
+        "\"msg_9\", \"type\": \"message\", \"role\": \"assistant\", \"status\": \"incomplete\", "
         "\"content\": [{\"type\": \"output_text\", \"text\": \"hi\", \"annotations\": [], "
         "\"logprobs\": []}]}, {\"id\": \"fc_9_0\", \"type\": \"function_call\", \"status\": "
         "\"completed\", \"call_id\": \"call_9_0\", \"name\": \"f\", \"arguments\": \"{\\\"a\\\":1}\"}], "
