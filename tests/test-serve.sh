@@ -118,7 +118,8 @@ metric() { curl -s -H "Authorization: Bearer $key" "$base/../metrics" | awk -v m
 
 J='-H Content-Type:application/json'
 # a full queue (its own server): 4 sequences + 6 waiting; 24 long requests at once
-start -np 4 -c 512 --max-queue 6
+start -np 4 -c 512 --max-queue 6 --no-slots
+want 501 "$base/../slots"  # --no-slots: llama-server's answer
 curls=
 for i in $(seq 24); do
   curl -s -o /dev/null -D "$dir/h$i" -H "Authorization: Bearer $key" $J \
