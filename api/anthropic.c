@@ -299,9 +299,19 @@ static int put_thinking(const json_t *body, json_t *oai, struct fl_err *err)
                ? nomem(err) : 0;
 }
 
-/* The fields that mean the same in both: copied (openai.c checks them). */
+/* The fields that mean the same in both: copied (openai.c checks them;
+ * stop_sequences here, so that an error names it). */
 static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
 {
+    const json_t *stop = json_object_get(body, "stop_sequences");
+    size_t i;
+    const json_t *e;
+    if (stop && !json_is_null(stop) && (!json_is_array(stop) || json_array_size(stop) > 8))
+        return bad(err, "stop_sequences", "expected an array of at most 8 strings");
+    json_array_foreach(stop, i, e) {
+        if (!json_is_string(e) || !json_string_length(e))
+            return fl_err_set(err, -EINVAL, "stop_sequences[%zu]: expected a non-empty string", i);
+    }
     static const char *const same[][2] = {
         { "model", "model" }, { "max_tokens", "max_tokens" }, { "stop_sequences", "stop" },
         { "temperature", "temperature" }, { "top_p", "top_p" }, { "top_k", "top_k" },

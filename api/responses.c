@@ -277,6 +277,9 @@ static int put_format(const json_t *body, json_t *oai, struct fl_err *err)
 
 static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
 {
+    const json_t *max = json_object_get(body, "max_output_tokens"); /* an error names it */
+    if (max && !json_is_null(max) && (!json_is_integer(max) || json_integer_value(max) < 0))
+        return bad(err, "max_output_tokens", "expected a non-negative integer");
     static const char *const same[][2] = {
         { "model", "model" }, { "max_output_tokens", "max_tokens" },
         { "temperature", "temperature" }, { "top_p", "top_p" }, { "stream", "stream" },

@@ -120,6 +120,10 @@ static void test_requests(void)
           "\"tool\"}}", "tool_choice: expected" },
         { "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"thinking\": {\"type\": "
           "\"enabled\", \"budget_tokens\": \"a\"}}", "thinking.budget_tokens" },
+        { "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"stop_sequences\": "
+          "[\"1\", \"2\", \"3\", \"4\", \"5\", \"6\", \"7\", \"8\", \"9\"]}", "stop_sequences: expected" },
+        { "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"stop_sequences\": [5]}",
+          "stop_sequences[0]" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         refuses(bad[i][0], bad[i][1]);

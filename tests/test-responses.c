@@ -97,6 +97,7 @@ static void test_requests(void)
         { "{\"input\": \"x\", \"tools\": [{\"type\": \"function\"}]}", "tools[0]: a function tool" },
         { "{\"input\": \"x\", \"tool_choice\": {\"type\": \"file_search\"}}", "tool_choice" },
         { "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\"}}}", "text.format" },
+        { "{\"input\": \"x\", \"max_output_tokens\": \"9\"}", "max_output_tokens" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         refuses(bad[i][0], bad[i][1]);
