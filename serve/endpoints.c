@@ -4,21 +4,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/request-fields.h"
 #include "serve/http.h"
 #include "text/tokenizer.h"
 
+/* OpenAI's model list, with the fields Anthropic's clients read too (each
+ * model's type, display_name and created_at; has_more, first_id, last_id). */
 enum MHD_Result srv_models(struct srv_conn *k)
 {
     struct eng_session *ses = srv_loop_session(k->s->loop);
-    json_t *m = json_pack("{s:s, s:s, s:I, s:s}", "id", k->s->model_name, "object", "model",
-                          "created", (json_int_t)k->s->started, "owned_by", "faultline");
+    char when[32] = "";
+    const time_t t = (time_t)k->s->started;
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *name = k->s->model_name;
+    json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "id", name, "object", "model",
+                          "created", (json_int_t)k->s->started, "owned_by", "faultline", "type",
+                          "model", "display_name", name, "created_at", when);
     if (m && ses)
         fl_json_set(m, "meta", json_pack("{s:i, s:i, s:I}", "n_ctx", eng_session_n_ctx(ses),
                                          "n_seq", eng_session_n_seq(ses), "n_params",
                                          (json_int_t)eng_session_n_params(ses)));
-    return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+    return srv_reply_json(k, MHD_HTTP_OK, json_pack("{s:s, s:[o], s:b, s:s, s:s}", "object", "list",
+                                                    "data", m, "has_more", false, "first_id", name,
+                                                    "last_id", name));
 }
 
 enum MHD_Result srv_health(struct srv_conn *k)

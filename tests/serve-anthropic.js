@@ -138,7 +138,16 @@ async function errors() {
   console.log('errors: 401 AuthenticationError, 400 BadRequestError naming the field (Anthropic\'s shape)');
 }
 
+async function models() {
+  const page = await client.models.list();
+  const all = page.data;
+  ok(all.length === 1 && all[0].type === 'model' && all[0].id && all[0].display_name === all[0].id &&
+     !Number.isNaN(Date.parse(all[0].created_at)), 'models.list ' + JSON.stringify(all));
+  console.log('models.list: ' + all[0].id + ', created ' + all[0].created_at);
+}
+
 (async () => {
+  await models();
   await plainAndStreamed();
   await tools();
   await errors();
