@@ -59,6 +59,16 @@ int api_native_fields(const json_t *b, struct api_request *r, struct fl_err *err
     if (r->echo)
         return api_field_bad(err, "echo", "is /v1/completions'; /completion's answer has no "
                              "prompt before it");
+    const json_t *f = json_object_get(b, "response_fields");
+    size_t i;
+    const json_t *e;
+    if (f && !json_is_null(f) && !json_is_array(f))
+        return api_field_bad(err, "response_fields", "expected an array of field paths");
+    json_array_foreach(f, i, e) {
+        if (!json_is_string(e))
+            return fl_err_set(err, -EINVAL, "response_fields[%zu]: expected a string", i);
+    }
+    r->response_fields = json_array_size(f) ? f : NULL;
     r->n_probs = (int)n;
     r->logprobs = true; /* the tokens' ids and bytes come with their figures */
     r->top_logprobs = (int)n;
@@ -66,6 +76,29 @@ int api_native_fields(const json_t *b, struct api_request *r, struct fl_err *err
 }
 
 /* --- results ---------------------------------------------------------------------- */
+
+json_t *api_native_pick(json_t *res, const json_t *fields)
+{
+    if (!res || !fields)
+        return res;
+    json_t *o = json_object();
+    size_t i;
+    const json_t *e;
+    json_array_foreach(fields, i, e) {
+        const char *path = json_string_value(e);
+        const json_t *v = res;
+        for (const char *k = path; v && k;) { /* "timings/prompt_n": each key in turn */
+            const char *slash = strchr(k, '/');
+            const size_t n = slash ? (size_t)(slash - k) : strlen(k);
+            v = json_is_object(v) ? json_object_getn(v, k, n) : NULL;
+            k = slash ? slash + 1 : NULL;
+        }
+        if (o && v)
+            json_object_set(o, path, (json_t *)v);
+    }
+    json_decref(res);
+    return o;
+}
 
 json_t *api_native_settings_json(const struct api_native_settings *s)
 {

@@ -19,7 +19,8 @@
 
 #include "api/openai.h"
 
-/* api_request_parse for a /completion body. */
+/* api_request_parse for a /completion body. "response_fields" (paths of
+ * the answer's fields, api_native_pick) picks what the answer holds. */
 int api_request_parse_native(json_t *body, struct api_request *out, struct fl_err *err);
 
 /* --- /infill (api/infill.c) ---
@@ -101,6 +102,11 @@ struct api_native_result {
     json_t *settings;        /* generation_settings (taken over; NULL: left out) */
 };
 json_t *api_native_json(const struct api_native_result *r);
+
+/* llama-server's "response_fields": an object of just those paths' values
+ * ("timings/prompt_n": res.timings.prompt_n; absent paths left out), keyed
+ * by the paths. Takes res; fields NULL gives res back. */
+json_t *api_native_pick(json_t *res, const json_t *fields);
 
 /* llama-server's stop_type of an engine finish: finish "stop" with a stop
  * string's index (>= 0) is "word", without one "eos"; "length" is "limit";

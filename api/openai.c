@@ -320,6 +320,15 @@ static int parse_limits(const json_t *b, struct api_request *r, struct fl_err *e
     if (api_field_flag(b, "cache_prompt", &cache, err) < 0)
         return -EINVAL;
     r->no_cache_prompt = !cache;
+    /* llama-server's code-completion limits (llama.vim and llama.vscode send them):
+     * lines less indented than n_indent end the answer; past t_max_predict_ms a
+     * newline does (t_max_prompt_ms it reads and ignores, as llama-server) */
+    int64_t indent = 0, ms = 0;
+    if (api_field_integer(b, "n_indent", 0, 1 << 20, &indent, err) < 0 ||
+        api_field_integer(b, "t_max_predict_ms", 0, INT32_MAX, &ms, err) < 0)
+        return -EINVAL;
+    r->n_indent = (int)indent;
+    r->t_max_predict_ms = (int)ms;
     return api_field_flag(b, "ignore_eos", &r->ignore_eos, err) < 0 ? -EINVAL : 0;
 }
 
@@ -596,8 +605,7 @@ static int parse_response_format(const json_t *b, struct api_request *r, struct 
 static int refuse_off_only(const json_t *b, struct fl_err *err)
 {
     static const char *const keys[] = { "dry_multiplier", "xtc_probability", "top_n_sigma",
-                                        "mirostat", "dynatemp_range", "n_indent",
-                                        "t_max_predict_ms" };
+                                        "mirostat", "dynatemp_range" };
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         double v = 0;
         const int rc = api_field_number(b, keys[i], -1e300, 1e300, &v, err);
@@ -637,7 +645,6 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
         { "functions", "the legacy function calls are not supported (use tools)" },
         { "post_sampling_probs", "probabilities after the sampler chain are not reported "
                                  "(n_probs gives the model's)" },
-        { "response_fields", "picking the answer's fields is not supported" },
         { "lora", "LoRA adapters are not supported" },
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)

@@ -85,6 +85,10 @@ struct api_request {
     bool has_order;           /* "samplers" (llama-server's): sampling.order */
     bool ignore_eos;
     bool no_cache_prompt;     /* "cache_prompt": false (llama-server's): no prompt cache */
+    int n_indent;             /* llama-server's: a line after the first newline indented less
+                               * ends the answer before its text (0: off) */
+    int t_max_predict_ms;     /* llama-server's: after so long generating, a newline ends the
+                               * answer (0: off) */
     bool stream, include_usage; /* server-sent events; a usage chunk at the end */
     /* "logit_bias": {"ID": bias in [-100, 100] or false (a ban)}, or
      * llama.cpp's [[ID, bias], ...]; malloc'ed */
@@ -133,6 +137,7 @@ struct api_request {
     bool native;
     int n_probs;
     bool return_tokens;
+    const json_t *response_fields; /* the answer's fields to keep, as paths (in doc; NULL: all) */
     /* llama-server's /infill (api/native.h): the code before and after the
      * gap (strings, ids or both), and other files' chunks (in doc) */
     bool infill;

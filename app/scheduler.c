@@ -27,6 +27,9 @@ struct sched_req {
     int n_prompt, max_tokens, limit; /* limit: positions it may fill */
     bool ignore_eos, cancelled;
     int cut;             /* the stop string that ended the text, -1: none */
+    int n_indent, t_max_ms; /* eng_req's n_indent and t_max_predict_ms */
+    size_t line_at;      /* n_indent: where the line to check starts (0: no newline yet), */
+    bool line_ok;        /* and whether it passed already */
     bool want_lp, no_cache, want_plp;
     struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
     struct fl_grammar *grammar; /* or a grammar ... */
@@ -205,6 +208,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         return fl_err_set(err, -ENOMEM, "out of memory");
     *r = (struct sched_req){ .id = q->next_id, .user = in->user, .n_prompt = in->n_prompt,
                              .max_tokens = in->max_tokens, .ignore_eos = in->ignore_eos,
+                             .n_indent = in->n_indent, .t_max_ms = in->t_max_predict_ms,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
                              .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
@@ -491,7 +495,8 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->seq = -1;
     r->n_done = r->n_gen = r->n_cached = 0;
     r->lender = -1;
-    r->len = 0;
+    r->len = r->line_at = 0;
+    r->line_ok = false;
     r->t_first = 0;
     if (r->cons)
         fl_constraint_reset(r->cons);
@@ -604,9 +609,45 @@ static int grow_gen(struct sched_req *r, size_t piece)
     return 0;
 }
 
-/* Appends token id's text; true when a stop string now ends the text (cut
- * there). Text that cannot begin a stop string any more goes to the hook. */
-static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
+/* n_indent (llama-server's): the first line after a newline whose first
+ * character other than a space or tab comes after fewer than n_indent of
+ * them ends the text there (true: cut before that character). Lines are
+ * checked once they have such a character; blank lines pass. */
+static bool indent_cut(struct sched_req *r)
+{
+    for (;;) {
+        if (!r->line_at) {
+            const char *nl = memchr(r->text, '\n', r->len);
+            if (!nl)
+                return false;
+            r->line_at = (size_t)(nl - r->text) + 1;
+        }
+        size_t p = r->line_at;
+        while (!r->line_ok && p < r->len && (r->text[p] == ' ' || r->text[p] == '\t'))
+            p++;
+        if (p == r->len)
+            return false; /* the line has no other character yet */
+        if (!r->line_ok && r->text[p] != '\n' && (int)(p - r->line_at) < r->n_indent) {
+            r->len = p;
+            r->text[p] = '\0';
+            return true;
+        }
+        r->line_ok = true;
+        const char *nl = memchr(r->text + p, '\n', r->len - p);
+        if (!nl)
+            return false; /* the line passed; the next starts after its newline */
+        r->line_at = (size_t)(nl - r->text) + 1;
+        r->line_ok = false;
+    }
+}
+
+enum appended { TEXT_GOES_ON, TEXT_STOPPED, TEXT_LIMITED };
+
+/* Appends token id's text: TEXT_STOPPED when a stop string now ends the
+ * text (cut there), TEXT_LIMITED when n_indent cut it or, past
+ * t_max_predict_ms, the piece holds a newline. Text that cannot begin a
+ * stop string any more (nor be cut) goes to the hook. */
+static enum appended append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
 {
     char buf[256];
     int n = fl_token_to_piece(q->tok, id, buf, sizeof(buf), false, false);
@@ -622,16 +663,24 @@ static bool append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
             r->len = (size_t)(hit - r->text);
             r->text[r->len] = '\0';
             r->cut = i;
-            return true;
+            return TEXT_STOPPED;
         }
     }
-    const size_t hold = r->stop_max ? r->stop_max - 1 : 0;
+    if (r->n_indent > 0 && indent_cut(r))
+        return TEXT_LIMITED;
+    /* a line's indentation is not known until its first other character */
+    size_t hold = r->stop_max ? r->stop_max - 1 : 0;
+    if (r->n_indent > 0 && r->line_at && !r->line_ok && r->len - r->line_at > hold)
+        hold = r->len - r->line_at;
     /* after a restart, emitted counts what was sent before: the same bytes */
     if (q->h.text && r->len > r->emitted + hold) {
         q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - hold - r->emitted);
         r->emitted = r->len - hold;
     }
-    return false;
+    if (r->t_max_ms > 0 && memchr(buf, '\n', (size_t)n) &&
+        (fl_clock_s() - r->t_first) * 1e3 > r->t_max_ms)
+        return TEXT_LIMITED;
+    return TEXT_GOES_ON;
 }
 
 /* Token id's figures under row (lse: its log-sum-exp): its log-probability
@@ -700,7 +749,8 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
     /* the object closed: the answer is whole (a stop string may end it sooner) */
-    const bool stop = append_text(q, r, id) || (r->cons && fl_constraint_done(r->cons));
+    const enum appended a = append_text(q, r, id);
+    const bool stop = a == TEXT_STOPPED || (a == TEXT_GOES_ON && r->cons && fl_constraint_done(r->cons));
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)
@@ -708,7 +758,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     }
     if (stop)
         finish(q, r, ENG_FINISH_STOP);
-    else if (r->n_gen >= r->max_tokens || pos >= r->limit) /* no cell to feed it */
+    else if (a == TEXT_LIMITED || r->n_gen >= r->max_tokens || pos >= r->limit) /* no cell to feed it */
         finish(q, r, ENG_FINISH_LENGTH);
     else
         r->next = id;

@@ -76,6 +76,12 @@ struct eng_req {
                             * reads no cached prefix */
     int top_logprobs;      /* ... with this many most likely tokens (0..FL_MAX_TOP_LOGPROBS) */
     bool no_prompt_cache;  /* neither read a cached prefix nor leave one (cache_prompt: false) */
+    /* llama-server's code-completion limits (0: off), each ending the answer
+     * as ENG_FINISH_LENGTH: a line after the first newline whose first
+     * other character comes after fewer than n_indent spaces or tabs (the
+     * text cut before that character); a token with a newline once
+     * t_max_predict_ms have passed since the first token */
+    int n_indent, t_max_predict_ms;
     /* llama-server's reasoning budget: once a thinking model's reasoning
      * (text/reasoning.h; think_opened: the prompt opened it) holds
      * think_budget tokens, think_message (may be NULL) and "</think>" are

@@ -15,6 +15,7 @@ void srv_engine_request(const struct api_request *r, const struct api_answer_rea
                              .json_object = r->json_object || rd->tools.json,
                              .grammar = r->grammar, .grammar_len = r->grammar_len,
                              .no_prompt_cache = r->no_cache_prompt,
+                             .n_indent = r->n_indent, .t_max_predict_ms = r->t_max_predict_ms,
                              .think_limit = rd->budget >= 0, .think_opened = rd->opened,
                              .think_budget = rd->budget, .think_message = rd->budget_message,
                              .think_tags = rd->tags };

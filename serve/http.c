@@ -482,6 +482,7 @@ static void stream_free(void *cls)
     struct srv_stream *k = cls;
     for (int c = 0; c < k->n; c++)
         srv_job_release(k->s->loop, k->ch[c].job);
+    json_decref(k->fields);
     free(k->out);
     free(k);
 }
@@ -495,7 +496,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
                                .created = k->created, .include_usage = include_usage,
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
                                .native = k->native, .anthropic = k->anthropic,
-                               .responses = k->responses,
+                               .responses = k->responses, .fields = json_incref(k->fields),
                                .n_predict = k->n_predict,
                                .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
@@ -713,6 +714,7 @@ enum MHD_Result srv_completion(struct srv_conn *k, enum api_kind kind, enum srv_
     k->kind = kind;
     k->native = f == SRV_NATIVE || f == SRV_INFILL;
     k->responses = f == SRV_RESPONSES;
+    k->fields = json_incref((json_t *)req.response_fields); /* outlives the request's JSON */
     k->n_predict = req.max_tokens;
     k->return_tokens = req.return_tokens;
     api_answer_reader_init(&req, k->s->chat, &k->answer);

@@ -50,7 +50,8 @@ struct srv_conn {
     struct api_answer_reader answer; /* how its answer's reasoning and calls are read */
     bool native;                    /* llama-server's /completion answers (serve/native.c), */
     int n_predict;                  /* its request's n_predict (-1: not given) */
-    bool return_tokens;             /* and return_tokens */
+    bool return_tokens;             /* and return_tokens, */
+    json_t *fields;                 /* and response_fields (a reference; NULL: all) */
     bool anthropic;                 /* Anthropic's /v1/messages: its answers and errors
                                      * (serve/anthropic.c) */
     bool responses;                 /* OpenAI's /v1/responses (serve/responses.c) */
@@ -80,7 +81,8 @@ struct srv_stream {
     bool anthropic;                 /* Anthropic's message events (serve/anthropic.c) */
     bool responses;                 /* the Responses API's events (serve/responses.c), */
     int seq;                        /* and their sequence numbers */
-    int n_predict;                  /* ... and its request's n_predict, for the settings */
+    int n_predict;                  /* ... and its request's n_predict, for the settings, */
+    json_t *fields;                 /* and response_fields for the last event (a reference) */
     char id[64];
     int64_t created;
     bool include_usage, ended;

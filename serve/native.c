@@ -98,6 +98,7 @@ json_t *srv_native_result(struct srv_conn *k, struct srv_job *j, int index)
     json_t *o = !failed && text && lp ? final_json(k->s, ses, j, index, k->n_predict, true,
                                                    k->return_tokens, text, strlen(text), lp, n_lp)
                                       : NULL;
+    o = api_native_pick(o, k->fields);
     free(lp);
     free(text);
     return o;
@@ -151,8 +152,8 @@ void srv_native_news(struct srv_stream *k, int c)
     } else {
         /* the loop's mutex is held: the last event is built from the job's
          * fields, which are final now */
-        srv_sse_event(k, final_json(k->s, k->ses, j, c, k->n_predict, false, false, NULL, 0,
-                                    NULL, 0));
+        srv_sse_event(k, api_native_pick(final_json(k->s, k->ses, j, c, k->n_predict, false, false,
+                                                    NULL, 0, NULL, 0), k->fields));
     }
     o->ended = true;
 }

@@ -223,6 +223,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&s->mu);
     }
     srv_conn_release_jobs(k); /* none when a stream's response took them */
+    json_decref(k->fields);
     free(k->body);
     free(k);
     *con_cls = NULL;

@@ -137,6 +137,34 @@ code, out = srv.post("/completion", {"prompt": "x", "xtc_probability": 0, "dry_m
                                      "mirostat": 0, "top_n_sigma": -1, "n_predict": 1}, status=True)
 check(code == 200, "llama-server's off values of its other samplers pass")
 
+# --- code editors' limits (llama.vim's body): n_indent, t_max_predict_ms, response_fields ----
+g = 'root ::= "def f():\\n" "    a = 1\\n" "  b\\n" "c = 2\\n"'
+whole = native({"prompt": "x", "n_predict": 64, "grammar": g, "temperature": 0})
+cut = native({"prompt": "x", "n_predict": 64, "grammar": g, "temperature": 0, "n_indent": 4})
+evs, _ = events({"prompt": "x", "n_predict": 64, "grammar": g, "temperature": 0, "n_indent": 4})
+check(whole["content"] == "def f():\n    a = 1\n  b\nc = 2\n" and whole["stop_type"] == "eos"
+      and cut["content"] == "def f():\n    a = 1\n  " and cut["stop_type"] == "limit"
+      and "".join(e["content"] for e in evs) == cut["content"] and evs[-1]["stop_type"] == "limit",
+      f"n_indent 4: the line indented 2 ends the answer before its text, streamed too "
+      f"({cut['content']!r})")
+timed = native({"prompt": "x", "n_predict": 900, "grammar": 'root ::= ("abcdefgh\\n")+',
+                "temperature": 0, "t_max_predict_ms": 20})
+check(timed["stop_type"] == "limit" and timed["content"].endswith("\n")
+      and timed["tokens_predicted"] < 900 and timed["timings"]["predicted_ms"] >= 20,
+      f"t_max_predict_ms 20: a newline after 20 ms ends it ({timed['tokens_predicted']} tokens, "
+      f"{timed['timings']['predicted_ms']:.0f} ms)")
+fields = ["content", "timings/prompt_n", "timings/predicted_n", "truncated", "tokens_cached",
+          "nope/x"]
+picked = native({"prompt": "x", "n_predict": 3, "temperature": 0, "response_fields": fields,
+                 "t_max_prompt_ms": 500, "samplers": ["top_k", "top_p", "infill"]})
+check(sorted(picked) == sorted(fields[:-1]) and picked["timings/predicted_n"] == 3
+      and picked["tokens_cached"] > 3 and picked["truncated"] is False,
+      f"response_fields: just those paths ({sorted(picked)}); t_max_prompt_ms and the infill "
+      f"sampler accepted")
+pevs, _ = events({"prompt": "x", "n_predict": 3, "response_fields": ["content", "stop_type"]})
+check(sorted(pevs[-1]) == ["content", "stop_type"] and pevs[-1]["stop_type"] == "limit",
+      "response_fields on a stream: the last event's fields")
+
 # --- /props -------------------------------------------------------------------------
 import urllib.request
 req = urllib.request.Request(srv.root + "/props", headers={"Authorization": "Bearer " + key})
