@@ -9,22 +9,6 @@
 
 #include "api/request-fields.h"
 
-static int bad(struct fl_err *err, const char *path, const char *what)
-{
-    return fl_err_set(err, -EINVAL, "%s: %s", path, what);
-}
-
-static int nomem(struct fl_err *err)
-{
-    return fl_err_set(err, -ENOMEM, "out of memory");
-}
-
-/* Appends v (taken) to array a; -ENOMEM. */
-static int push(json_t *a, json_t *v, struct fl_err *err)
-{
-    return v && !json_array_append_new(a, v) ? 0 : nomem(err);
-}
-
 /* A client's word for an error line: at most 40 bytes, control bytes as '?'
  * (an error is one line). */
 static const char *printable(const char *s, char buf[static 48])
@@ -50,9 +34,9 @@ static int put_system(const json_t *body, json_t *msgs, struct fl_err *err)
     if (!s || json_is_null(s))
         return 0;
     if (json_is_string(s))
-        return push(msgs, json_pack("{s:s, s:O}", "role", "system", "content", s), err);
+        return api_json_push(msgs, json_pack("{s:s, s:O}", "role", "system", "content", s), err);
     if (!json_is_array(s))
-        return bad(err, "system", "expected a string or an array of text blocks");
+        return api_field_bad(err, "system", "expected a string or an array of text blocks");
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
@@ -62,12 +46,12 @@ static int put_system(const json_t *body, json_t *msgs, struct fl_err *err)
             json_decref(parts);
             return fl_err_set(err, -EINVAL, "system[%zu]: expected a text block", i);
         }
-        if (push(parts, json_pack("{s:s, s:s}", "type", "text", "text", t), err)) {
+        if (api_json_push(parts, json_pack("{s:s, s:s}", "type", "text", "text", t), err)) {
             json_decref(parts);
             return -ENOMEM;
         }
     }
-    return push(msgs, json_pack("{s:s, s:o}", "role", "system", "content", parts), err);
+    return api_json_push(msgs, json_pack("{s:s, s:o}", "role", "system", "content", parts), err);
 }
 
 /* A tool_result's content: a string, or text blocks joined. */
@@ -75,16 +59,16 @@ static int result_text(const json_t *c, const char *path, json_t **out, struct f
 {
     if (!c || json_is_null(c) || json_is_string(c)) {
         *out = c && json_is_string(c) ? json_incref((json_t *)c) : json_string("");
-        return *out ? 0 : nomem(err);
+        return *out ? 0 : api_field_nomem(err);
     }
     if (!json_is_array(c))
-        return bad(err, path, "expected a string or an array of text blocks");
+        return api_field_bad(err, path, "expected a string or an array of text blocks");
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
     json_array_foreach(c, i, b) {
         const char *t = block_text(b);
-        if (!t || push(parts, json_pack("{s:s, s:s}", "type", "text", "text", t), err)) {
+        if (!t || api_json_push(parts, json_pack("{s:s, s:s}", "type", "text", "text", t), err)) {
             json_decref(parts);
             return t ? -ENOMEM : fl_err_set(err, -EINVAL, "%s[%zu]: only text blocks are "
                                             "understood", path, i);
@@ -106,27 +90,28 @@ static int put_tool_use(const json_t *b, const char *path, struct turn *t, struc
     const char *id = fl_json_str(b, "id"), *name = fl_json_str(b, "name");
     const json_t *input = json_object_get(b, "input");
     if (!id || !name || (input && !json_is_object(input)))
-        return bad(err, path, "a tool_use block has a string id and name and an object input");
+        return api_field_bad(err, path, "a tool_use block has a string id and name and an "
+                             "object input");
     char *args = input ? json_dumps(input, JSON_COMPACT) : strdup("{}");
     json_t *c = args ? json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                  "function", "name", name, "arguments", args) : NULL;
     free(args);
-    return push(t->calls, c, err);
+    return api_json_push(t->calls, c, err);
 }
 
 static int put_tool_result(const json_t *b, const char *path, struct turn *t, struct fl_err *err)
 {
     const char *id = fl_json_str(b, "tool_use_id");
     if (!id)
-        return bad(err, path, "a tool_result block has a string tool_use_id");
+        return api_field_bad(err, path, "a tool_result block has a string tool_use_id");
     char cpath[128];
     snprintf(cpath, sizeof(cpath), "%s.content", path);
     json_t *content = NULL;
     const int rc = result_text(json_object_get(b, "content"), cpath, &content, err);
     if (rc)
         return rc;
-    return push(t->results, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id,
-                                      "content", content), err);
+    return api_json_push(t->results, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id",
+                                               id, "content", content), err);
 }
 
 static int put_block(const json_t *b, const char *path, bool assistant, struct turn *t,
@@ -134,16 +119,17 @@ static int put_block(const json_t *b, const char *path, bool assistant, struct t
 {
     const char *type = fl_json_str(b, "type");
     if (!json_is_object(b) || !type)
-        return bad(err, path, "expected a content block with a type");
+        return api_field_bad(err, path, "expected a content block with a type");
     if (!strcmp(type, "text")) {
         const char *text = fl_json_str(b, "text");
-        return text ? push(t->parts, json_pack("{s:s, s:s}", "type", "text", "text", text), err)
-                    : bad(err, path, "a text block has a string text");
+        return text ? api_json_push(t->parts, json_pack("{s:s, s:s}", "type", "text", "text", text),
+                                    err)
+                    : api_field_bad(err, path, "a text block has a string text");
     }
     if (!strcmp(type, "thinking") && assistant) { /* the reasoning the model wrote before */
         const char *th = fl_json_str(b, "thinking");
         if (!th)
-            return bad(err, path, "a thinking block has a string thinking");
+            return api_field_bad(err, path, "a thinking block has a string thinking");
         json_t *r = json_string(th);
         if (t->reasoning && r) { /* several: one text, in order */
             const size_t a = json_string_length(t->reasoning), n = json_string_length(r);
@@ -158,7 +144,7 @@ static int put_block(const json_t *b, const char *path, bool assistant, struct t
         }
         json_decref(t->reasoning);
         t->reasoning = r;
-        return r ? 0 : nomem(err);
+        return r ? 0 : api_field_nomem(err);
     }
     if (!strcmp(type, "redacted_thinking") && assistant)
         return 0; /* encrypted for Anthropic's models: nothing a local model reads */
@@ -172,7 +158,7 @@ static int put_block(const json_t *b, const char *path, bool assistant, struct t
     else
         snprintf(what, sizeof(what), "%s blocks are not understood in %s turns",
                  printable(type, word), assistant ? "assistant" : "user");
-    return bad(err, path, what);
+    return api_field_bad(err, path, what);
 }
 
 /* One message as OpenAI's: tool results first (Anthropic puts them at the
@@ -183,15 +169,17 @@ static int put_message(const json_t *m, size_t i, json_t *msgs, struct fl_err *e
     snprintf(path, sizeof(path), "messages[%zu]", i);
     const char *role = fl_json_str(m, "role");
     if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant")))
-        return bad(err, path, "expected {\"role\": \"user\" or \"assistant\", \"content\"}");
+        return api_field_bad(err, path, "expected {\"role\": \"user\" or \"assistant\", "
+                             "\"content\"}");
     const bool assistant = !strcmp(role, "assistant");
     const json_t *c = json_object_get(m, "content");
     if (json_is_string(c))
-        return push(msgs, json_pack("{s:s, s:O}", "role", role, "content", c), err);
+        return api_json_push(msgs, json_pack("{s:s, s:O}", "role", role, "content", c), err);
     if (!json_is_array(c))
-        return fl_err_set(err, -EINVAL, "%s.content: expected a string or an array of blocks", path);
+        return fl_err_set(err, -EINVAL, "%s.content: expected a string or an array of blocks",
+                          path);
     struct turn t = { json_array(), json_array(), json_array(), NULL };
-    int rc = t.parts && t.calls && t.results ? 0 : nomem(err);
+    int rc = t.parts && t.calls && t.results ? 0 : api_field_nomem(err);
     size_t j;
     const json_t *b;
     json_array_foreach(c, j, b) {
@@ -203,7 +191,7 @@ static int put_message(const json_t *m, size_t i, json_t *msgs, struct fl_err *e
     const json_t *r;
     json_array_foreach(t.results, j, r) {
         if (!rc)
-            rc = push(msgs, json_incref((json_t *)r), err);
+            rc = api_json_push(msgs, json_incref((json_t *)r), err);
     }
     const bool turn = json_array_size(t.parts) || json_array_size(t.calls) || t.reasoning;
     json_t *o = !rc && turn ? json_pack("{s:s, s:O}", "role", role, "content", t.parts) : NULL;
@@ -212,7 +200,7 @@ static int put_message(const json_t *m, size_t i, json_t *msgs, struct fl_err *e
     if (o && t.reasoning)
         fl_json_set(o, "reasoning_content", json_incref(t.reasoning));
     if (!rc && turn)
-        rc = push(msgs, o, err);
+        rc = api_json_push(msgs, o, err);
     json_decref(t.parts), json_decref(t.calls), json_decref(t.results), json_decref(t.reasoning);
     return rc;
 }
@@ -223,9 +211,9 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
     if (!tools || json_is_null(tools))
         return 0;
     if (!json_is_array(tools))
-        return bad(err, "tools", "expected an array");
+        return api_field_bad(err, "tools", "expected an array");
     json_t *list = json_array();
-    int rc = list ? 0 : nomem(err);
+    int rc = list ? 0 : api_field_nomem(err);
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
@@ -240,16 +228,17 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
             rc = fl_err_set(err, -EINVAL, "%s: Anthropic's server tool %s is not available "
                             "here", path, printable(type, word));
         else if (!name || !json_is_object(schema))
-            rc = bad(err, path, "expected {\"name\", \"description\", \"input_schema\": {...}}");
+            rc = api_field_bad(err, path, "expected {\"name\", \"description\", "
+                               "\"input_schema\": {...}}");
         else
-            rc = push(list, json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", "function", "function",
-                                      "name", name, "description",
-                                      fl_json_str(t, "description") ? fl_json_str(t, "description")
-                                                                    : "",
-                                      "parameters", schema), err);
+            rc = api_json_push(list, json_pack("{s:s, s:{s:s, s:s, s:O}}", "type", "function",
+                                               "function", "name", name, "description",
+                                               fl_json_str(t, "description")
+                                                   ? fl_json_str(t, "description") : "",
+                                               "parameters", schema), err);
     }
     if (!rc && fl_json_set(oai, "tools", list))
-        return nomem(err);
+        return api_field_nomem(err);
     if (rc)
         json_decref(list);
     return rc;
@@ -263,7 +252,8 @@ static int put_tool_choice(const json_t *body, json_t *oai, struct fl_err *err)
     const char *type = fl_json_str(tc, "type"), *name = fl_json_str(tc, "name");
     json_t *v = NULL;
     if (!type)
-        return bad(err, "tool_choice", "expected {\"type\": \"auto\", \"any\", \"tool\" or \"none\"}");
+        return api_field_bad(err, "tool_choice", "expected {\"type\": \"auto\", \"any\", \"tool\" "
+                             "or \"none\"}");
     if (!strcmp(type, "auto") || !strcmp(type, "none"))
         v = json_string(type);
     else if (!strcmp(type, "any"))
@@ -271,11 +261,12 @@ static int put_tool_choice(const json_t *body, json_t *oai, struct fl_err *err)
     else if (!strcmp(type, "tool") && name)
         v = json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name);
     else
-        return bad(err, "tool_choice", "expected type auto, any, none, or tool with a name");
+        return api_field_bad(err, "tool_choice", "expected type auto, any, none, or tool with a "
+                             "name");
     const json_t *one = json_object_get(tc, "disable_parallel_tool_use");
     if (json_is_true(one) && fl_json_set(oai, "parallel_tool_calls", json_false()))
-        return nomem(err);
-    return fl_json_set(oai, "tool_choice", v) ? nomem(err) : 0;
+        return api_field_nomem(err);
+    return fl_json_set(oai, "tool_choice", v) ? api_field_nomem(err) : 0;
 }
 
 /* "thinking": {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}. */
@@ -286,17 +277,17 @@ static int put_thinking(const json_t *body, json_t *oai, struct fl_err *err)
         return 0;
     const char *type = fl_json_str(th, "type");
     if (!type)
-        return bad(err, "thinking", "expected {\"type\": \"enabled\" or \"disabled\"}");
+        return api_field_bad(err, "thinking", "expected {\"type\": \"enabled\" or \"disabled\"}");
     if (!strcmp(type, "disabled"))
         return fl_json_set(oai, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0))
-                   ? nomem(err) : 0;
+                   ? api_field_nomem(err) : 0;
     if (strcmp(type, "enabled"))
         return 0; /* "adaptive" and later kinds: the model's own way */
     const json_t *b = json_object_get(th, "budget_tokens");
     if (b && !json_is_integer(b))
-        return bad(err, "thinking.budget_tokens", "expected an integer");
+        return api_field_bad(err, "thinking.budget_tokens", "expected an integer");
     return b && fl_json_set(oai, "reasoning_budget_tokens", json_incref((json_t *)b))
-               ? nomem(err) : 0;
+               ? api_field_nomem(err) : 0;
 }
 
 /* The fields that mean the same in both: copied (openai.c checks them;
@@ -307,7 +298,7 @@ static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
     size_t i;
     const json_t *e;
     if (stop && !json_is_null(stop) && (!json_is_array(stop) || json_array_size(stop) > 8))
-        return bad(err, "stop_sequences", "expected an array of at most 8 strings");
+        return api_field_bad(err, "stop_sequences", "expected an array of at most 8 strings");
     json_array_foreach(stop, i, e) {
         if (!json_is_string(e) || !json_string_length(e))
             return fl_err_set(err, -EINVAL, "stop_sequences[%zu]: expected a non-empty string", i);
@@ -320,7 +311,7 @@ static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         json_t *v = json_object_get(body, same[i][0]);
         if (v && fl_json_set(oai, same[i][1], json_incref(v)))
-            return nomem(err);
+            return api_field_nomem(err);
     }
     return 0;
 }
@@ -329,12 +320,12 @@ int api_anthropic_to_chat(const json_t *body, json_t **out, struct fl_err *err)
 {
     *out = NULL;
     if (!json_is_object(body))
-        return bad(err, "body", "expected an object");
+        return api_field_bad(err, "body", "expected an object");
     const json_t *m = json_object_get(body, "messages");
     if (!json_is_array(m) || !json_array_size(m))
-        return bad(err, "messages", "expected a non-empty array");
+        return api_field_bad(err, "messages", "expected a non-empty array");
     json_t *oai = json_object(), *msgs = json_array();
-    int rc = oai && msgs ? put_system(body, msgs, err) : nomem(err);
+    int rc = oai && msgs ? put_system(body, msgs, err) : api_field_nomem(err);
     size_t i;
     const json_t *msg;
     json_array_foreach(m, i, msg) {
@@ -342,7 +333,7 @@ int api_anthropic_to_chat(const json_t *body, json_t **out, struct fl_err *err)
             rc = put_message(msg, i, msgs, err);
     }
     if (!rc && fl_json_set(oai, "messages", json_incref(msgs)))
-        rc = nomem(err);
+        rc = api_field_nomem(err);
     if (!rc)
         rc = put_tools(body, oai, err);
     if (!rc)
@@ -401,12 +392,13 @@ json_t *api_anthropic_message_json(const struct api_anthropic_message *m)
     if (content && m->text && m->len)
         json_array_append_new(content, json_pack("{s:s, s:o}", "type", "text", "text",
                                                  fl_json_stringn(m->text, m->len)));
-    for (int i = 0; content && m->tools && i < m->tools->n_calls; i++)
-        if (json_array_append_new(content, api_anthropic_tool_use_json(m->id, i, &m->tools->calls[i],
-                                                                       false))) {
+    for (int i = 0; content && m->tools && i < m->tools->n_calls; i++) {
+        json_t *use = api_anthropic_tool_use_json(m->id, i, &m->tools->calls[i], false);
+        if (json_array_append_new(content, use)) {
             json_decref(content);
             content = NULL;
         }
+    }
     if (!content)
         return NULL;
     return json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:o, s:{s:i, s:i, s:i, s:i}}", "id", m->id,

@@ -21,6 +21,16 @@ int api_field_bad(struct fl_err *err, const char *field, const char *what)
     return fl_err_set(err, -EINVAL, "%s: %s", field, what);
 }
 
+int api_field_nomem(struct fl_err *err)
+{
+    return fl_err_set(err, -ENOMEM, "out of memory");
+}
+
+int api_json_push(json_t *a, json_t *v, struct fl_err *err)
+{
+    return v && !json_array_append_new(a, v) ? 0 : api_field_nomem(err);
+}
+
 int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,
                      struct fl_err *err)
 {

@@ -1,7 +1,8 @@
 /* request-fields.h: inside the api module, how a request's fields are read
  * (openai.c defines them; native.c reads llama-server's own fields with
- * them; each says which field is wrong in one line), and the token piece
- * both answers write. Not part of the module's interface. */
+ * them, anthropic.c and responses.c build OpenAI bodies with them; each
+ * says which field is wrong in one line), and the token piece both answers
+ * write. Not part of the module's interface. */
 #ifndef FL_API_REQUEST_FIELDS_H
 #define FL_API_REQUEST_FIELDS_H
 
@@ -13,6 +14,11 @@
 
 /* -EINVAL with "field: what". */
 int api_field_bad(struct fl_err *err, const char *field, const char *what);
+/* -ENOMEM with "out of memory". */
+int api_field_nomem(struct fl_err *err);
+/* Appends v (taken; NULL: memory ran out) to array a: 0 or api_field_nomem's.
+ * (The requests of other APIs are built as OpenAI bodies with it.) */
+int api_json_push(json_t *a, json_t *v, struct fl_err *err);
 /* o[key] as a number within [lo, hi]; 1 when present, 0 when absent or
  * null, -EINVAL. */
 int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,

@@ -7,20 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int bad(struct fl_err *err, const char *path, const char *what)
-{
-    return fl_err_set(err, -EINVAL, "%s: %s", path, what);
-}
-
-static int nomem(struct fl_err *err)
-{
-    return fl_err_set(err, -ENOMEM, "out of memory");
-}
-
-static int push(json_t *a, json_t *v, struct fl_err *err)
-{
-    return v && !json_array_append_new(a, v) ? 0 : nomem(err);
-}
+#include "api/request-fields.h"
 
 /* A message's content: a string, or input_text / output_text (and an
  * assistant's refusal) parts as text parts. */
@@ -50,7 +37,7 @@ static int content_parts(const json_t *c, const char *path, json_t **out, struct
             rc = fl_err_set(err, -EINVAL, "%s.content[%zu]: expected an input_text or output_text "
                             "part with its text", path, i);
         else
-            rc = push(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), err);
+            rc = api_json_push(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), err);
         if (rc) {
             json_decref(parts);
             return rc;
@@ -72,7 +59,7 @@ static json_t *open_assistant(json_t *msgs)
 static json_t *new_assistant(json_t *msgs, struct fl_err *err)
 {
     json_t *m = json_pack("{s:s, s:[]}", "role", "assistant", "content");
-    return push(msgs, m, err) ? NULL : m;
+    return api_json_push(msgs, m, err) ? NULL : m;
 }
 
 static int put_message(const json_t *item, const char *path, json_t *msgs, struct fl_err *err)
@@ -80,19 +67,21 @@ static int put_message(const json_t *item, const char *path, json_t *msgs, struc
     const char *role = fl_json_str(item, "role");
     if (!role || (strcmp(role, "user") && strcmp(role, "system") && strcmp(role, "developer") &&
                   strcmp(role, "assistant")))
-        return bad(err, path, "a message's role is user, system, developer or assistant");
+        return api_field_bad(err, path, "a message's role is user, system, developer or assistant");
     json_t *content = NULL;
     int rc = content_parts(json_object_get(item, "content"), path, &content, err);
     if (rc)
         return rc;
     json_t *prev = !strcmp(role, "assistant") ? open_assistant(msgs) : NULL;
     if (prev && json_is_array(json_object_get(prev, "content")) && json_is_array(content)) {
-        rc = json_array_extend(json_object_get(prev, "content"), content) ? nomem(err) : 0;
+        rc = json_array_extend(json_object_get(prev, "content"), content) ? api_field_nomem(err)
+                                                                          : 0;
         json_decref(content);
         return rc;
     }
-    return push(msgs, json_pack("{s:s, s:o}", "role", !strcmp(role, "developer") ? "system" : role,
-                                "content", content), err);
+    return api_json_push(msgs, json_pack("{s:s, s:o}", "role",
+                                         !strcmp(role, "developer") ? "system" : role, "content",
+                                         content), err);
 }
 
 static int put_call(const json_t *item, const char *path, json_t *msgs, struct fl_err *err)
@@ -100,14 +89,14 @@ static int put_call(const json_t *item, const char *path, json_t *msgs, struct f
     const char *id = fl_json_str(item, "call_id"), *name = fl_json_str(item, "name"),
                *args = fl_json_str(item, "arguments");
     if (!id || !name || !args)
-        return bad(err, path, "a function_call has a string call_id, name and arguments");
+        return api_field_bad(err, path, "a function_call has a string call_id, name and arguments");
     json_t *m = open_assistant(msgs);
     if (!m && !(m = new_assistant(msgs, err)))
         return -ENOMEM;
     json_t *calls = json_object_get(m, "tool_calls");
     if (!calls && fl_json_set(m, "tool_calls", calls = json_array()))
-        return nomem(err);
-    return push(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
+        return api_field_nomem(err);
+    return api_json_push(calls, json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                  "function", "name", name, "arguments", args), err);
 }
 
@@ -117,14 +106,15 @@ static int put_call_output(const json_t *item, const char *path, json_t *msgs,
     const char *id = fl_json_str(item, "call_id");
     const json_t *out = json_object_get(item, "output");
     if (!id || !(json_is_string(out) || json_is_array(out)))
-        return bad(err, path, "a function_call_output has a string call_id and an output");
+        return api_field_bad(err, path, "a function_call_output has a string call_id and an "
+                             "output");
     json_t *content = NULL;
     char opath[96];
     snprintf(opath, sizeof(opath), "%s.output", path);
     int rc = json_is_string(out) ? ((content = json_incref((json_t *)out)), 0)
                                  : content_parts(out, opath, &content, err);
-    return rc ? rc : push(msgs, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id,
-                                          "content", content), err);
+    return rc ? rc : api_json_push(msgs, json_pack("{s:s, s:s, s:o}", "role", "tool",
+                                                   "tool_call_id", id, "content", content), err);
 }
 
 /* A reasoning item: its content's texts are what the model reasoned (its
@@ -133,26 +123,29 @@ static int put_reasoning(const json_t *item, const char *path, json_t *msgs, str
 {
     const json_t *c = json_object_get(item, "content");
     if (c && !json_is_array(c))
-        return bad(err, path, "a reasoning item's content is an array of reasoning_text parts");
+        return api_field_bad(err, path, "a reasoning item's content is an array of "
+                             "reasoning_text parts");
     size_t i, n = 0;
     const json_t *p;
     json_array_foreach(c, i, p) {
         if (!fl_json_str(p, "text"))
-            return fl_err_set(err, -EINVAL, "%s.content[%zu]: expected a part with its text", path, i);
+            return fl_err_set(err, -EINVAL, "%s.content[%zu]: expected a part with its text",
+                              path, i);
         n += strlen(fl_json_str(p, "text"));
     }
     if (!n)
         return 0;
     char *all = malloc(n + 1);
     if (!all)
-        return nomem(err);
+        return api_field_nomem(err);
     all[0] = 0;
     json_array_foreach(c, i, p)
         strcat(all, fl_json_str(p, "text"));
     json_t *m = open_assistant(msgs);
     if (!m)
         m = new_assistant(msgs, err);
-    const int rc = !m || fl_json_set(m, "reasoning_content", json_string(all)) ? nomem(err) : 0;
+    const int rc = !m || fl_json_set(m, "reasoning_content", json_string(all))
+                       ? api_field_nomem(err) : 0;
     free(all);
     return rc;
 }
@@ -163,7 +156,7 @@ static int put_item(const json_t *item, size_t i, json_t *msgs, struct fl_err *e
     snprintf(path, sizeof(path), "input[%zu]", i);
     const char *type = fl_json_str(item, "type");
     if (!json_is_object(item))
-        return bad(err, path, "expected an object");
+        return api_field_bad(err, path, "expected an object");
     if ((!type || !strcmp(type, "message")) && json_object_get(item, "role"))
         return put_message(item, path, msgs, err);
     if (type && !strcmp(type, "function_call"))
@@ -173,24 +166,24 @@ static int put_item(const json_t *item, size_t i, json_t *msgs, struct fl_err *e
     if (type && !strcmp(type, "reasoning"))
         return put_reasoning(item, path, msgs, err);
     if (type && !strcmp(type, "item_reference"))
-        return bad(err, path, "responses are not stored here: send the items themselves");
-    return bad(err, path, "expected a message, function_call, function_call_output or reasoning "
-               "item");
+        return api_field_bad(err, path, "responses are not stored here: send the items themselves");
+    return api_field_bad(err, path, "expected a message, function_call, function_call_output or "
+                         "reasoning item");
 }
 
 static int put_input(const json_t *body, json_t *msgs, struct fl_err *err)
 {
     const json_t *ins = json_object_get(body, "instructions");
     if (ins && !json_is_null(ins) && !json_is_string(ins))
-        return bad(err, "instructions", "expected a string");
-    if (json_is_string(ins) && push(msgs, json_pack("{s:s, s:O}", "role", "system", "content", ins),
-                                    err))
+        return api_field_bad(err, "instructions", "expected a string");
+    if (json_is_string(ins) &&
+        api_json_push(msgs, json_pack("{s:s, s:O}", "role", "system", "content", ins), err))
         return -ENOMEM;
     const json_t *in = json_object_get(body, "input");
     if (json_is_string(in))
-        return push(msgs, json_pack("{s:s, s:O}", "role", "user", "content", in), err);
+        return api_json_push(msgs, json_pack("{s:s, s:O}", "role", "user", "content", in), err);
     if (!json_is_array(in) || !json_array_size(in))
-        return bad(err, "input", "expected a string or a non-empty array of items");
+        return api_field_bad(err, "input", "expected a string or a non-empty array of items");
     size_t i;
     const json_t *item;
     json_array_foreach(in, i, item) {
@@ -210,7 +203,7 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
     if (!tools || json_is_null(tools))
         return 0;
     if (!json_is_array(tools))
-        return bad(err, "tools", "expected an array");
+        return api_field_bad(err, "tools", "expected an array");
     json_t *list = json_array();
     size_t i;
     const json_t *t;
@@ -228,7 +221,7 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
             fl_json_set(f, "description", json_incref((json_t *)d));
         if (f && p && !json_is_null(p))
             fl_json_set(f, "parameters", json_incref((json_t *)p));
-        if (push(list, json_pack("{s:s, s:o}", "type", "function", "function", f), err)) {
+        if (api_json_push(list, json_pack("{s:s, s:o}", "type", "function", "function", f), err)) {
             json_decref(list);
             return -ENOMEM;
         }
@@ -237,7 +230,7 @@ static int put_tools(const json_t *body, json_t *oai, struct fl_err *err)
         json_decref(list);
         return 0;
     }
-    return fl_json_set(oai, "tools", list) ? nomem(err) : 0;
+    return fl_json_set(oai, "tools", list) ? api_field_nomem(err) : 0;
 }
 
 static int put_tool_choice(const json_t *body, json_t *oai, struct fl_err *err)
@@ -246,13 +239,15 @@ static int put_tool_choice(const json_t *body, json_t *oai, struct fl_err *err)
     if (!tc || json_is_null(tc))
         return 0;
     if (json_is_string(tc))
-        return fl_json_set(oai, "tool_choice", json_incref((json_t *)tc)) ? nomem(err) : 0;
+        return fl_json_set(oai, "tool_choice", json_incref((json_t *)tc)) ? api_field_nomem(err)
+                                                                           : 0;
     const char *type = fl_json_str(tc, "type"), *name = fl_json_str(tc, "name");
     if (!type || strcmp(type, "function") || !name)
-        return bad(err, "tool_choice", "expected auto, none, required or {\"type\": \"function\", "
-                   "\"name\"}");
+        return api_field_bad(err, "tool_choice", "expected auto, none, required or {\"type\": "
+                             "\"function\", \"name\"}");
     return fl_json_set(oai, "tool_choice", json_pack("{s:s, s:{s:s}}", "type", "function",
-                                                     "function", "name", name)) ? nomem(err) : 0;
+                                                     "function", "name", name))
+               ? api_field_nomem(err) : 0;
 }
 
 /* "text": {"format": {"type": "text" | "json_object" | "json_schema", ...}} */
@@ -270,16 +265,16 @@ static int put_format(const json_t *body, json_t *oai, struct fl_err *err)
                        fl_json_str(f, "name") ? fl_json_str(f, "name") : "schema", "schema",
                        json_object_get(f, "schema"));
     else
-        return bad(err, "text.format", "expected type text, json_object, or json_schema with a "
-                   "schema");
-    return fl_json_set(oai, "response_format", rf) ? nomem(err) : 0;
+        return api_field_bad(err, "text.format", "expected type text, json_object, or json_schema "
+                             "with a schema");
+    return fl_json_set(oai, "response_format", rf) ? api_field_nomem(err) : 0;
 }
 
 static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
 {
     const json_t *max = json_object_get(body, "max_output_tokens"); /* an error names it */
     if (max && !json_is_null(max) && (!json_is_integer(max) || json_integer_value(max) < 0))
-        return bad(err, "max_output_tokens", "expected a non-negative integer");
+        return api_field_bad(err, "max_output_tokens", "expected a non-negative integer");
     static const char *const same[][2] = {
         { "model", "model" }, { "max_output_tokens", "max_tokens" },
         { "temperature", "temperature" }, { "top_p", "top_p" }, { "stream", "stream" },
@@ -288,11 +283,12 @@ static int put_common(const json_t *body, json_t *oai, struct fl_err *err)
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         json_t *v = json_object_get(body, same[i][0]);
         if (v && !json_is_null(v) && fl_json_set(oai, same[i][1], json_incref(v)))
-            return nomem(err);
+            return api_field_nomem(err);
     }
     const json_t *effort = json_object_get(json_object_get(body, "reasoning"), "effort");
-    if (json_is_string(effort) && fl_json_set(oai, "reasoning_effort", json_incref((json_t *)effort)))
-        return nomem(err);
+    if (json_is_string(effort) &&
+        fl_json_set(oai, "reasoning_effort", json_incref((json_t *)effort)))
+        return api_field_nomem(err);
     return 0;
 }
 
@@ -300,18 +296,18 @@ int api_responses_to_chat(const json_t *body, json_t **out, struct fl_err *err)
 {
     *out = NULL;
     if (!json_is_object(body))
-        return bad(err, "body", "expected an object");
+        return api_field_bad(err, "body", "expected an object");
     const json_t *prev = json_object_get(body, "previous_response_id");
     if (prev && !json_is_null(prev) && !(json_is_string(prev) && !json_string_length(prev)))
-        return bad(err, "previous_response_id", "responses are not stored here: send the whole "
-                   "conversation in input");
+        return api_field_bad(err, "previous_response_id", "responses are not stored here: send "
+                             "the whole conversation in input");
     if (json_is_true(json_object_get(body, "background")))
-        return bad(err, "background", "responses run while the request waits (no background "
-                   "mode)");
+        return api_field_bad(err, "background", "responses run while the request waits (no "
+                             "background mode)");
     json_t *oai = json_object(), *msgs = json_array();
-    int rc = oai && msgs ? put_input(body, msgs, err) : nomem(err);
+    int rc = oai && msgs ? put_input(body, msgs, err) : api_field_nomem(err);
     if (!rc && fl_json_set(oai, "messages", json_incref(msgs)))
-        rc = nomem(err);
+        rc = api_field_nomem(err);
     if (!rc)
         rc = put_tools(body, oai, err);
     if (!rc)

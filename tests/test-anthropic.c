@@ -10,42 +10,12 @@
 #include "api/anthropic.h"
 #include "api/openai.h"
 #include "check.h"
-
-static json_t *load(const char *text)
-{
-    json_t *v = json_loads(text, 0, NULL);
-    CHECK(v, "bad JSON in the test: %s", text);
-    return v;
-}
-
-static void converts(const char *anthropic, const char *openai, const char *what)
-{
-    json_t *in = load(anthropic), *want = load(openai), *got = NULL;
-    struct fl_err err = { "" };
-    const int rc = in ? api_anthropic_to_chat(in, &got, &err) : -1;
-    char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    CHECK(rc == 0 && got && json_equal(got, want), "%s: %s (%s)", what, g ? g : "-", err.msg);
-    struct api_request r; /* and OpenAI's reader takes it */
-    CHECK(rc || api_request_parse(got, API_CHAT, &r, &err) == 0, "%s: parse: %s", what, err.msg);
-    if (!rc)
-        api_request_free(&r);
-    free(g);
-    json_decref(in), json_decref(want), json_decref(got);
-}
-
-static void refuses(const char *anthropic, const char *error)
-{
-    json_t *in = load(anthropic), *got = NULL;
-    struct fl_err err = { "" };
-    CHECK(in && api_anthropic_to_chat(in, &got, &err) == -EINVAL && !got &&
-              !strncmp(err.msg, error, strlen(error)),
-          "%s: '%s', want '%s...'", anthropic, err.msg, error);
-    json_decref(in);
-}
+#include "chat-body-check.h"
 
 static void test_requests(void)
 {
-    converts("{\"model\": \"m\", \"max_tokens\": 9, \"system\": \"Be brief.\", \"messages\": "
+    converts(api_anthropic_to_chat,
+             "{\"model\": \"m\", \"max_tokens\": 9, \"system\": \"Be brief.\", \"messages\": "
              "[{\"role\": \"user\", \"content\": \"Hi\"}], \"stop_sequences\": [\"\\n\"], "
              "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 5, \"stream\": true, "
              "\"metadata\": {\"user_id\": \"u\"}}",
@@ -53,7 +23,8 @@ static void test_requests(void)
              "\"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi\"}], \"stop\": [\"\\n\"], "
              "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 5, \"stream\": true}",
              "plain fields");
-    converts("{\"system\": [{\"type\": \"text\", \"text\": \"A\", \"cache_control\": {\"type\": "
+    converts(api_anthropic_to_chat,
+             "{\"system\": [{\"type\": \"text\", \"text\": \"A\", \"cache_control\": {\"type\": "
              "\"ephemeral\"}}, {\"type\": \"text\", \"text\": \"B\"}], \"messages\": [{\"role\": "
              "\"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}",
              "{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"text\", \"text\": "
@@ -61,7 +32,8 @@ static void test_requests(void)
              "[{\"type\": \"text\", \"text\": \"x\"}]}]}",
              "system and content blocks");
     /* a turn with thinking and a call; the next turn's results first, then its text */
-    converts("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+    converts(api_anthropic_to_chat,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
              "\"content\": [{\"type\": \"thinking\", \"thinking\": \"hm\", \"signature\": \"s\"}, "
              "{\"type\": \"redacted_thinking\", \"data\": \"x\"}, {\"type\": \"thinking\", "
              "\"thinking\": \"!\"}, {\"type\": \"tool_use\", \"id\": \"t1\", \"name\": \"f\", "
@@ -87,7 +59,8 @@ static void test_requests(void)
              "{\"type\": \"object\"}}}], \"tool_choice\": {\"type\": \"function\", \"function\": "
              "{\"name\": \"f\"}}, \"parallel_tool_calls\": false, \"reasoning_budget_tokens\": 64}",
              "thinking, calls, results, tools, a named tool_choice, a budget");
-    converts("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"tool_choice\": {\"type\": "
+    converts(api_anthropic_to_chat,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"tool_choice\": {\"type\": "
              "\"any\"}, \"thinking\": {\"type\": \"disabled\"}, \"tools\": [{\"name\": \"f\", "
              "\"input_schema\": {}}]}",
              "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"tool_choice\": "
@@ -126,7 +99,7 @@ static void test_requests(void)
           "stop_sequences[0]" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        refuses(bad[i][0], bad[i][1]);
+        refuses(api_anthropic_to_chat, bad[i][0], bad[i][1]);
 }
 
 static void expect_json(json_t *v, const char *want, const char *what)

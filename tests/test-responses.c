@@ -10,42 +10,12 @@
 #include "api/openai.h"
 #include "api/responses.h"
 #include "check.h"
-
-static json_t *load(const char *text)
-{
-    json_t *v = json_loads(text, 0, NULL);
-    CHECK(v, "bad JSON in the test: %s", text);
-    return v;
-}
-
-static void converts(const char *body, const char *chat, const char *what)
-{
-    json_t *in = load(body), *want = load(chat), *got = NULL;
-    struct fl_err err = { "" };
-    const int rc = in ? api_responses_to_chat(in, &got, &err) : -1;
-    char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    CHECK(rc == 0 && got && json_equal(got, want), "%s: %s (%s)", what, g ? g : "-", err.msg);
-    struct api_request r;
-    CHECK(rc || api_request_parse(got, API_CHAT, &r, &err) == 0, "%s: parse: %s", what, err.msg);
-    if (!rc)
-        api_request_free(&r);
-    free(g);
-    json_decref(in), json_decref(want), json_decref(got);
-}
-
-static void refuses(const char *body, const char *error)
-{
-    json_t *in = load(body), *got = NULL;
-    struct fl_err err = { "" };
-    CHECK(in && api_responses_to_chat(in, &got, &err) == -EINVAL && !got &&
-              !strncmp(err.msg, error, strlen(error)),
-          "%s: '%s', want '%s...'", body, err.msg, error);
-    json_decref(in);
-}
+#include "chat-body-check.h"
 
 static void test_requests(void)
 {
-    converts("{\"model\": \"m\", \"instructions\": \"Be brief.\", \"input\": \"Hi\", "
+    converts(api_responses_to_chat,
+             "{\"model\": \"m\", \"instructions\": \"Be brief.\", \"input\": \"Hi\", "
              "\"max_output_tokens\": 9, \"temperature\": 0.5, \"top_p\": 0.9, \"stream\": true, "
              "\"store\": false, \"reasoning\": {\"effort\": \"low\"}, \"text\": {\"format\": "
              "{\"type\": \"json_object\"}}}",
@@ -56,7 +26,8 @@ static void test_requests(void)
              "plain fields");
     /* an earlier turn given back: reasoning, text and a call in one assistant
      * message, the call's output, a developer message */
-    converts("{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": "
+    converts(api_responses_to_chat,
+             "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_text\", \"text\": "
              "\"q\"}]}, {\"type\": \"reasoning\", \"id\": \"rs_1\", \"summary\": [{\"type\": "
              "\"summary_text\", \"text\": \"S\"}], \"content\": [{\"type\": \"reasoning_text\", "
              "\"text\": \"hm\"}]}, {\"type\": \"message\", \"role\": \"assistant\", \"status\": "
@@ -76,7 +47,8 @@ static void test_requests(void)
              "{\"type\": \"object\"}}}], \"tool_choice\": {\"type\": \"function\", \"function\": "
              "{\"name\": \"f\"}}, \"parallel_tool_calls\": false}",
              "items merged into turns, function tools only");
-    converts("{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"a\", "
+    converts(api_responses_to_chat,
+             "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"a\", "
              "\"schema\": {\"type\": \"object\"}, \"strict\": true}}}",
              "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": "
              "\"json_schema\", \"json_schema\": {\"name\": \"a\", \"schema\": {\"type\": \"object\"}}}}",
@@ -100,7 +72,7 @@ static void test_requests(void)
         { "{\"input\": \"x\", \"max_output_tokens\": \"9\"}", "max_output_tokens" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        refuses(bad[i][0], bad[i][1]);
+        refuses(api_responses_to_chat, bad[i][0], bad[i][1]);
 }
 
 static void test_response(void)
