@@ -17,7 +17,7 @@ void api_answer_reader_init(const struct api_request *req, enum fl_chat_format f
     out->split = thinks && req->reasoning_format != API_REASONING_NONE;
     out->legacy = out->split && req->reasoning_format == API_REASONING_LEGACY;
     const struct fl_chat_opts o = { .add_assistant = true, .no_thinking = req->thinking == 0 };
-    out->opened = thinks && fl_chat_opens_reasoning(fmt, &o);
+    out->opened = thinks && fl_chat_opens_reasoning(fmt, req->msgs, req->n_msgs, &o);
     out->budget = thinks ? req->reasoning_budget : -1;
     out->budget_message = req->reasoning_budget_message;
 }

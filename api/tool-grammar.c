@@ -1,5 +1,6 @@
 /* tool-grammar.c: the grammar a forced call in GLM-4.5's or MiniMax-M2's
- * XML-style format is held to (openai.h's api_tool_grammar). */
+ * XML-style format is held to, and a call among the tools in Kimi K2's,
+ * DeepSeek V3.1's and gpt-oss's (openai.h's api_tool_grammar). */
 #include "api/openai.h"
 
 #include "api/request-tools.h"
@@ -182,10 +183,11 @@ static void tool_names(struct gbnf *g, const struct api_request *req)
     add(g, ")");
 }
 
-/* "required" in Kimi K2's and gpt-oss's formats, after the prompt's
- * `functions.`: one of the tools' names, the format's way to its
+/* "required" in Kimi K2's, DeepSeek V3.1's and gpt-oss's formats, after
+ * the prompt's opening (Kimi's and gpt-oss's `functions.`, DeepSeek's
+ * <｜tool▁call▁begin｜>): one of the tools' names, the format's way to its
  * arguments, a JSON object (JSON mode's: these formats' named calls hold
- * it to the parameters), and Kimi's closes. */
+ * it to the parameters), and Kimi's and DeepSeek's closes. */
 static char *named_json_call(const struct api_request *req, const struct api_tool_reader *t,
                              const struct fl_tokenizer *tok)
 {
@@ -198,6 +200,12 @@ static char *named_json_call(const struct api_request *req, const struct api_too
         add(&g, " \"json\" ");
         marker(&g, tok, "<|message|>");
         add(&g, " object\n");
+    } else if (t->fmt == FL_CHAT_DEEPSEEK_V31) {
+        marker(&g, tok, "<｜tool▁sep｜>");
+        add(&g, " object ");
+        marker(&g, tok, "<｜tool▁call▁end｜>");
+        marker(&g, tok, "<｜tool▁calls▁end｜>");
+        add(&g, "\n");
     } else {
         add(&g, " \":%zu\" ", api_request_n_calls(req)); /* its ids count the calls */
         marker(&g, tok, "<|tool_call_argument_begin|>");
@@ -215,7 +223,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
     const bool glm = t->fmt == FL_CHAT_GLM45, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-         t->fmt == FL_CHAT_KIMI_K2_THINKING))
+         t->fmt == FL_CHAT_KIMI_K2_THINKING || t->fmt == FL_CHAT_DEEPSEEK_V31))
         return named_json_call(req, t, tok);
     if ((!glm && !minimax) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;

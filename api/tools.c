@@ -187,6 +187,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
         return name ? snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:"
                                "%zu<|tool_call_argument_begin|>", name, index)
                     : snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.");
+    if (fmt == FL_CHAT_DEEPSEEK_V31)
+        return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s%s", name ? name : "",
+                        name ? "<｜tool▁sep｜>" : "");
     if (fmt == FL_CHAT_GLM45)
         return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
     if (fmt == FL_CHAT_MINIMAX_M2)
@@ -224,24 +227,27 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen), glm-4.5, minimax-m2, openai-gpt-oss or kimi-k2-instruct / -thinking; this "
-               "model's is another";
+               "(Qwen), glm-4.5, minimax-m2, openai-gpt-oss, kimi-k2-instruct / -thinking or "
+               "deepseek-v3.1; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     /* an answer held to JSON from its first token: a prompt that opened the
-     * reasoning (MiniMax-M2's) closes it first, as a forced call's does */
-    if (n >= 0 && (r->json_object || r->json_schema) && fl_chat_opens_reasoning(chat, &o))
-        return append(text, n, "</think>\n\n");
+     * reasoning (MiniMax-M2's, DeepSeek V3.1's) closes it first, as a
+     * forced call's does */
+    const bool opened = n >= 0 && fl_chat_opens_reasoning(chat, r->msgs, r->n_msgs, &o);
+    const char *close = chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n" : "</think>";
+    if (opened && (r->json_object || r->json_schema))
+        return append(text, n, close);
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
     /* the forced call's opening (in GLM's assistant turn, after its empty
-     * <think>, which the opening holds already without thinking; in
-     * MiniMax's, after closing the <think> its prompt opens) */
+     * <think>, which the opening holds already without thinking; after
+     * closing the <think> a prompt opened) */
     char open[320];
     const char *head = chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
-                       : chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
+                       : opened                           ? close
                        : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"
-                                                    : "";
+                                                          : "";
     const int h = snprintf(open, sizeof(open), "%s", head);
     call_opening(chat, r->tool_choice == API_TOOL_NAMED ? r->tool_name : NULL,
                  api_request_n_calls(r), open + h, sizeof(open) - (size_t)h);
@@ -269,7 +275,7 @@ void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt
     out->json = (out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML) ||
                 (out->mode == API_TOOLS_ARGS &&
                  (fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-                  fmt == FL_CHAT_KIMI_K2_THINKING));
+                  fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31));
 }
 
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
@@ -383,11 +389,11 @@ static bool has(const char *text, size_t len, const char *s)
 }
 
 /* What closes a forced answer's block. JSON's object ends the answer: the
- * block is closed here. GLM's, MiniMax's and Kimi's model closes it (an
+ * block is closed here. GLM's, MiniMax's, Kimi's and DeepSeek's model closes it (an
  * answer it ended without doing so is closed too; one max_tokens cut is
  * not); gpt-oss's call ends with its arguments. */
 static void forced_tail(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
-                        char out[64])
+                        char out[96])
 {
     const bool args = t->mode == API_TOOLS_ARGS;
     const char *close = fl_tool_calls_block_close(t->fmt);
@@ -403,11 +409,15 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         break;
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:
-        if (t->json || (open_left && !has(text, len, "<|tool_call_end|>")))
-            strcpy(out, "<|tool_call_end|>");
+    case FL_CHAT_DEEPSEEK_V31: {
+        const char *end = t->fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁call▁end｜>"
+                                                         : "<|tool_call_end|>";
+        if (t->json || (open_left && !has(text, len, end)))
+            strcpy(out, end);
         if (t->json || open_left)
             strcat(out, close);
         break;
+    }
     default: strcpy(out, args ? "}\n</tool_call>" : "\n</tool_call>"); break;
     }
 }
@@ -420,7 +430,7 @@ static int read_forced(const struct api_tool_reader *t, const char *text, size_t
     char head[256];
     const bool args = t->mode == API_TOOLS_ARGS;
     const int h = call_opening(t->fmt, args ? t->name : NULL, 0, head, sizeof(head));
-    char tail[64];
+    char tail[96];
     forced_tail(t, text, len, ended, tail);
     const size_t n = (size_t)h + len + strlen(tail);
     char *whole = malloc(n + 1);

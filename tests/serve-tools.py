@@ -5,9 +5,9 @@ POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, GLM-4.6's
 for glm-4.5, MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
-Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones on a
-model told --chat-template kimi-k2-instruct / kimi-k2-thinking) makes of the
-same conversation. A named
+Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
+DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
+kimi-k2-thinking / deepseek-v3.1) makes of the same conversation. A named
 tool_choice ends the prompt with the call's opening; on GLM and MiniMax, a
 named call comes back as tool_calls, and a call the model writes in its
 format is read back.
@@ -46,7 +46,11 @@ kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:0<|tool_call
 opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
-           "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi}[name]
+           "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi,
+           "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>"}[name]
+# llama-server passes enable_thinking (true unless turned off); DeepSeek
+# V3.1's template reads it (undefined: no thinking), the others' default to it
+thinking_default = {"enable_thinking": True} if name == "DeepSeek-V3.1" else {}
 
 
 def render(messages, tools, **kwargs):
@@ -55,7 +59,8 @@ def render(messages, tools, **kwargs):
     msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
         c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
             for m in messages]
-    return template.render(messages=msgs, tools=tools, add_generation_prompt=True, **kwargs)
+    return template.render(messages=msgs, tools=tools, add_generation_prompt=True,
+                           **dict(thinking_default, **kwargs))
 
 weather = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city, now (°C).",
@@ -155,7 +160,8 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "chat_template_kwargs": {"enable_thinking": False},
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
 want = render(messages, [weather, clock], enable_thinking=False) + \
-    (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else opening) % "get_time"
+    (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
+     opening.replace("</think>", "") if name == "DeepSeek-V3.1" else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
 if got["prompt"] != want:
@@ -200,8 +206,9 @@ if name in ("GLM-4.6", "MiniMax-M2"):
             print(("ok" if ok else "FAIL") + ": a forced call held to the parameters (%s, seed %d): %r"
                   % (json.dumps(choice)[:30], seed, (text or json.dumps(calls))[:60]))
 # Kimi K2's "required": after the prompt's `functions.`, one of the tools' names and its index
-# (a grammar: the random model could write anything else)
-if name.startswith("Kimi-K2"):
+# (DeepSeek V3.1's: after its <｜tool▁call▁begin｜>, a name and <｜tool▁sep｜>; a grammar: the
+# random model could write anything else)
+if name.startswith("Kimi-K2") or name == "DeepSeek-V3.1":
     n_calls = sum(len(m.get("tool_calls") or []) for m in messages)
     for seed in range(3):
         r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
@@ -211,7 +218,8 @@ if name.startswith("Kimi-K2"):
         text = c["message"]["content"] or ""
         calls = c["message"].get("tool_calls") or []
         want = ("get_weather:%d<|tool_call_argument_begin|>" % n_calls,
-                "get_time:%d<|tool_call_argument_begin|>" % n_calls)
+                "get_time:%d<|tool_call_argument_begin|>" % n_calls) if name != "DeepSeek-V3.1" \
+            else ("get_weather<｜tool▁sep｜>", "get_time<｜tool▁sep｜>")
         ok = (c["finish_reason"] == "length" and
               any(text.startswith(w) or w.startswith(text) for w in want)) or \
             (c["finish_reason"] == "tool_calls" and calls and

@@ -772,7 +772,8 @@ static void test_choices(void)
     CHECK(api_completion_merge(four, 3, 1) == NULL, "a missing choice: NULL (the rest freed)");
 }
 
-/* A forced call in Kimi K2's and gpt-oss's formats: the prompt ends with
+/* A forced call in Kimi K2's, gpt-oss's and DeepSeek V3.1's formats
+ * (the reasoning its prompt opened closed first): the prompt ends with
  * the call's opening (Kimi's id counts the conversation's calls), and the
  * answer, the arguments in JSON mode, is read back as the call. */
 static void test_forced_formats(void)
@@ -789,6 +790,8 @@ static void test_forced_formats(void)
           "<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>" },
         { FL_CHAT_GPT_OSS, "<|start|>assistant<|channel|>commentary to=functions.now <|constrain|>json"
           "<|message|>" },
+        { FL_CHAT_DEEPSEEK_V31, "<｜User｜>Time?<｜Assistant｜><think></think><｜tool▁calls▁begin｜>"
+          "<｜tool▁call▁begin｜>now<｜tool▁sep｜>" },
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         char *text = NULL;
@@ -867,6 +870,13 @@ static void test_tool_grammars(void)
         { FL_CHAT_GPT_OSS, "required", "weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
           (size_t)-1 },
         { FL_CHAT_GPT_OSS, "required", "later", 0 },
+        /* DeepSeek V3.1's: a name, <｜tool▁sep｜>, a JSON object, its closes */
+        { FL_CHAT_DEEPSEEK_V31, "required", "weather<｜tool▁sep｜>{\"city\": \"Oslo\"}"
+          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", (size_t)-1 },
+        { FL_CHAT_DEEPSEEK_V31, "required", "now<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+          "<｜tool▁calls▁end｜>", (size_t)-1 },
+        { FL_CHAT_DEEPSEEK_V31, "required", "now<｜tool▁sep｜>[", 21 },
+        { FL_CHAT_DEEPSEEK_V31, "required", "nowhere", 3 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char body[1024];

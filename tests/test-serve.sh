@@ -239,6 +239,10 @@ for t in Instruct Thinking; do
   python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Kimi-K2-$t || fail "Kimi K2 $t prompts"
   kill -9 $pid; wait $pid 2>/dev/null; pid=
 done
+# DeepSeek V3.1's template, as a V3.1 GGUF carries it (the deepseek2 model told so)
+start -np 2 -c 1024 --chat-template deepseek-v3.1
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-V3.1 || fail "DeepSeek V3.1 prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=$qwen
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

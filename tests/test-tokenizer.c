@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "text/chat.h"
+#include "base/whole-file.h"
 #include "gguf/gguf.h"
 #include "text/tokenizer-impl.h" /* fl_bpe_split, for the pre-tokenizer cases */
 #include "text/tokenizer.h"
@@ -593,6 +594,12 @@ static void test_chat_formats(void)
                 "<|im_assistant|>assistant<|im_middle|>   I am an assistant   <|im_end|>"
                 "<|im_user|>user<|im_middle|>Another question<|im_end|>"
                 "<|im_assistant|>assistant<|im_middle|>");
+    /* as llama-server renders DeepSeek V3.1's template (its enable_thinking
+     * default: true; the BOS is the tokenizer's) */
+    expect_chat(FL_CHAT_DEEPSEEK_V31,
+                "You are a helpful assistant<｜User｜>Hello<｜Assistant｜><think></think>Hi there"
+                "<｜end▁of▁sentence｜><｜User｜>Who are you<｜Assistant｜><think></think>   I am an "
+                "assistant   <｜end▁of▁sentence｜><｜User｜>Another question<｜Assistant｜><think>");
     /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
     expect_chat(FL_CHAT_CHATGLM4,
                 "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
@@ -647,6 +654,13 @@ static void test_chat_detect(void)
           "harmony markers");
     CHECK(fl_chat_detect("deepseek2", "{{ '<｜User｜>' }}{{ '<｜Assistant｜>' }}<｜end▁of▁sentence｜>") ==
               FL_CHAT_DEEPSEEK3, "deepseek v3 markers");
+    char *v31 = NULL; /* the template a DeepSeek V3.1 GGUF carries */
+    size_t v31_len;
+    CHECK(fl_read_whole_file("tests/data/templates/DeepSeek-V3.1.jinja", 1 << 20, &v31, &v31_len) == 0 &&
+              fl_chat_detect("deepseek2", v31) == FL_CHAT_DEEPSEEK_V31 &&
+              fl_chat_format_from_name("deepseek-v3.1") == FL_CHAT_DEEPSEEK_V31,
+          "DeepSeek V3.1's template -> deepseek-v3.1");
+    free(v31);
     CHECK(fl_chat_detect("deepseek2", "{{'<|im_assistant|>assistant<|im_middle|>'}}") ==
               FL_CHAT_KIMI_K2_INSTRUCT &&
               fl_chat_detect("deepseek2", "<|im_assistant|><|im_middle|><think></think>") ==

@@ -199,6 +199,46 @@ static void test_kimi(void)
           "kimi: content up to where its section may start");
 }
 
+/* DeepSeek V3.1: a section of NAME<｜tool▁sep｜>ARGS entries (the answers of
+ * llama.cpp's test-chat.cpp for its template) */
+static void test_deepseek(void)
+{
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_DEEPSEEK_V31,
+             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": "
+             "\"XYZCITY\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", &a);
+    CHECK(a.n_calls == 1 && !strcmp(a.calls[0].name, "get_time") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"XYZCITY\"}") && !a.content_len,
+          "deepseek: %d calls, content '%s'", a.n_calls, a.content);
+    fl_tool_answer_free(&a);
+    parse_as(FL_CHAT_DEEPSEEK_V31,
+             "CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": "
+             "\"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+             "\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_time") &&
+              !strcmp(a.calls[1].name, "get_weather") &&
+              !strcmp(a.calls[1].arguments, "{\"city\":\"Paris\"}") && !strcmp(a.content, "CONTENT"),
+          "deepseek: %d calls, content '%s'", a.n_calls, a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>\"x\"<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>",                                           /* not an object */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁calls▁end｜>", /* open */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>", /* cut */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a b<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>",                                           /* no name */
+        "<｜tool▁calls▁begin｜>x<｜tool▁calls▁end｜>",                     /* no entry */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_DEEPSEEK_V31, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "deepseek '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+    static const char part[] = "Hi <｜tool▁calls";
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_DEEPSEEK_V31, part, sizeof(part) - 1) == 3,
+          "deepseek: content up to where its section may start");
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -246,6 +286,7 @@ int main(void)
     test_minimax();
     test_gpt_oss();
     test_kimi();
+    test_deepseek();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

@@ -54,6 +54,14 @@ static inline bool is(const char *role, const char *name)
 int fl_chat_kimi(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                  const struct fl_chat_opts *o, bool thinking);
 
+/* DeepSeek V3.1's own template (chat-deepseek.c): 0, or -EINVAL for a
+ * call whose arguments are no JSON. */
+int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                         const struct fl_chat_opts *o);
+/* Whether that template opens an answer after m[0..n) (its last turn in
+ * place is a user's). */
+bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
+
 /* gpt-oss's own template (chat-gpt-oss.c): 0, or -EINVAL where the
  * template raises. */
 int fl_chat_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

@@ -28,6 +28,7 @@ static const struct {
     { "llama3", FL_CHAT_LLAMA3 },
     { "deepseek2", FL_CHAT_DEEPSEEK2 },
     { "deepseek3", FL_CHAT_DEEPSEEK3 },
+    { "deepseek-v3.1", FL_CHAT_DEEPSEEK_V31 },
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
     { "openai-gpt-oss", FL_CHAT_GPT_OSS },
@@ -90,8 +91,10 @@ static enum fl_chat_format detect_template(const char *t)
     if (strstr(t, "'Assistant: ' + message['content'] + eos_token"))
         return FL_CHAT_DEEPSEEK2;
     if (strstr(t, "<｜Assistant｜>") && strstr(t, "<｜User｜>") &&
-        strstr(t, "<｜end▁of▁sentence｜>"))
-        return FL_CHAT_DEEPSEEK3;
+        strstr(t, "<｜end▁of▁sentence｜>")) /* V3.1's calls have no ```json fence, R1's do */
+        return strstr(t, "<｜tool▁sep｜>") && strstr(t, "<think></think>") && !strstr(t, "```json")
+                   ? FL_CHAT_DEEPSEEK_V31
+                   : FL_CHAT_DEEPSEEK3;
     if (strstr(t, "[gMASK]<sop>"))
         return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
     if (strstr(t, "]~b]") && strstr(t, "[e~["))
@@ -672,7 +675,7 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-           fmt == FL_CHAT_KIMI_K2_THINKING;
+           fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -682,8 +685,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
     return fl_chat_render(fmt, msgs, n, &o, out);
 }
 
-bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts *o)
+bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                             const struct fl_chat_opts *o)
 {
+    if (fmt == FL_CHAT_DEEPSEEK_V31)
+        return o->add_assistant && !o->no_thinking &&
+               (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
 
@@ -734,6 +741,7 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_LLAMA3: apply_llama3(&b, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
+    case FL_CHAT_DEEPSEEK_V31: rc = fl_chat_deepseek_v31(&b, msgs, n, o); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GPT_OSS: rc = fl_chat_gpt_oss(&b, msgs, n, o); break;
     case FL_CHAT_KIMI_K2: apply_kimi_builtin(&b, msgs, n, add_assistant); break;

@@ -45,6 +45,7 @@ enum fl_chat_format {
     FL_CHAT_LLAMA3,
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
+    FL_CHAT_DEEPSEEK_V31,     /* DeepSeek V3.1's own template (tools, <think>) */
     FL_CHAT_HARMONY,          /* gpt-oss: llama.cpp's built-in template */
     FL_CHAT_GPT_OSS,          /* gpt-oss's own template */
     FL_CHAT_KIMI_K2,          /* llama.cpp's built-in kimi-k2 */
@@ -73,7 +74,8 @@ struct fl_chat_msg {
 /* Names as llama.cpp's --chat-template spells them ("chatml", "llama2",
  * "llama2-sys", "mistral-v7", "deepseek3", "gpt-oss", ...); "harmony" is
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
- * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss". Unknown
+ * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
+ * "deepseek-v3.1", "kimi-k2-instruct", "kimi-k2-thinking". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
@@ -117,7 +119,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            tool_declare turn, calls as <|tool_calls_section_begin|> of
  *            <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
  *            ARGS<|tool_call_end|> entries, results as "## Return of
- *            functions.NAME:INDEX" in a tool turn. */
+ *            functions.NAME:INDEX" in a tool turn;
+ *   deepseek-v3.1  as DeepSeek V3.1's: the tools are not described (the
+ *            template has no place for them), calls as one
+ *            <｜tool▁calls▁begin｜> of <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>
+ *            ARGS<｜tool▁call▁end｜> entries, results between
+ *            <｜tool▁output▁begin｜> and <｜tool▁output▁end｜>. */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
 /* How a conversation is rendered. */
@@ -137,10 +144,13 @@ struct fl_chat_opts {
 int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                    const struct fl_chat_opts *o, char **out);
 
-/* Whether the prompt rendered with o leaves the model inside its reasoning
- * (MiniMax-M2's opening is "]~b]ai\n<think>\n"): its answer starts with
- * the reasoning, not with <think> (text/reasoning.h). */
-bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_opts *o);
+/* Whether the prompt rendered from msgs[0..n) with o leaves the model
+ * inside its reasoning (MiniMax-M2's opening is "]~b]ai\n<think>\n",
+ * DeepSeek V3.1's "<｜Assistant｜><think>" after a user's turn): its answer
+ * starts with the reasoning, not with <think> (text/reasoning.h). msgs
+ * NULL: a conversation that ends with a user's turn. */
+bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                             const struct fl_chat_opts *o);
 
 /* The tags fmt's answers write their reasoning between: gpt-oss's harmony
  * channels for openai-gpt-oss, <think> for every other format. */

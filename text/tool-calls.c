@@ -21,9 +21,10 @@ static bool kimi(enum fl_chat_format fmt)
 /* The block a format's calls come in. */
 static const char *block_open(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_MINIMAX_M2 ? "<minimax:tool_call>"
-           : kimi(fmt)               ? "<|tool_calls_section_begin|>"
-                                     : "<tool_call>";
+    return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
+           : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
+           : fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁calls▁begin｜>"
+                                         : "<tool_call>";
 }
 
 /* The bytes before the first of n marks, or before a tail that may begin
@@ -49,9 +50,10 @@ static size_t before_marks(const char *text, size_t len, const char *const *mark
 
 const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_MINIMAX_M2 ? "</minimax:tool_call>"
-           : kimi(fmt)               ? "<|tool_calls_section_end|>"
-                                     : "</tool_call>";
+    return fmt == FL_CHAT_MINIMAX_M2     ? "</minimax:tool_call>"
+           : kimi(fmt)                   ? "<|tool_calls_section_end|>"
+           : fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁calls▁end｜>"
+                                         : "</tool_call>";
 }
 
 size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, size_t len)
@@ -244,46 +246,70 @@ static int read_one_glm(const char **p, const char *end, struct fl_tool_call *ou
     return read_glm_call(s, (size_t)(end - s), out);
 }
 
-/* Kimi K2's entry: <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
- * ARGS<|tool_call_end|>, the id's "functions." and ":INDEX" around the name
- * (as llama.cpp's parser takes them off). */
-static int read_kimi_call(const char **p, const char *end, struct fl_tool_call *out)
+/* An entry of a section of calls: begin NAME mid ARGS end, ARGS a JSON
+ * object; at *p, past it after. */
+struct entry_tags {
+    const char *begin, *mid, *end;
+};
+
+static int read_entry(const struct entry_tags *t, bool kimi_id, const char **p, const char *end,
+                      struct fl_tool_call *out)
 {
-    static const char begin[] = "<|tool_call_begin|>", arg[] = "<|tool_call_argument_begin|>",
-                      stop[] = "<|tool_call_end|>";
-    if ((size_t)(end - *p) < sizeof(begin) - 1 || memcmp(*p, begin, sizeof(begin) - 1))
+    const size_t bn = strlen(t->begin), mn = strlen(t->mid), en = strlen(t->end);
+    if ((size_t)(end - *p) < bn || memcmp(*p, t->begin, bn))
         return -EINVAL;
-    const char *id = *p + sizeof(begin) - 1;
-    const char *a = memmem(id, (size_t)(end - id), arg, sizeof(arg) - 1);
-    const char *e = a ? memmem(a, (size_t)(end - a), stop, sizeof(stop) - 1) : NULL;
+    const char *id = *p + bn;
+    const char *a = memmem(id, (size_t)(end - id), t->mid, mn);
+    const char *e = a ? memmem(a, (size_t)(end - a), t->end, en) : NULL;
     if (!e)
         return -EINVAL;
     const char *name = id, *name_end = a;
-    if ((size_t)(a - id) > 10 && !memcmp(id, "functions.", 10))
-        name += 10;
-    for (const char *c = name_end; c > name; c--)
-        if (c[-1] == ':') {
-            name_end = c - 1;
-            break;
-        }
-    const char *args = a + sizeof(arg) - 1;
+    if (kimi_id) { /* functions.NAME:INDEX: the name (as llama.cpp's parser takes it) */
+        if ((size_t)(a - id) > 10 && !memcmp(id, "functions.", 10))
+            name += 10;
+        for (const char *c = name_end; c > name; c--)
+            if (c[-1] == ':') {
+                name_end = c - 1;
+                break;
+            }
+    }
+    const char *args = a + mn;
     json_t *v = json_loadb(args, (size_t)(e - args), 0, NULL);
     const int rc = json_is_object(v) ? make_call(name, (size_t)(name_end - name), v, out) : -EINVAL;
     json_decref(v);
-    *p = e + sizeof(stop) - 1;
+    *p = e + en;
     return rc;
 }
 
-/* One block's inside: its calls (MiniMax's and Kimi's may hold several),
- * -EINVAL when it is not only calls. */
+/* Kimi K2's entry: <|tool_call_begin|>functions.NAME:INDEX<|tool_call_argument_begin|>
+ * ARGS<|tool_call_end|>. */
+static int read_kimi_call(const char **p, const char *end, struct fl_tool_call *out)
+{
+    static const struct entry_tags t = { "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                                         "<|tool_call_end|>" };
+    return read_entry(&t, true, p, end, out);
+}
+
+/* DeepSeek V3.1's: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>. */
+static int read_deepseek_call(const char **p, const char *end, struct fl_tool_call *out)
+{
+    static const struct entry_tags t = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                                         "<｜tool▁call▁end｜>" };
+    return read_entry(&t, false, p, end, out);
+}
+
+/* One block's inside: its calls (MiniMax's, Kimi's and DeepSeek's may hold
+ * several), -EINVAL when it is not only calls. */
 static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a)
 {
     const char *p = s, *end = s + n;
-    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt))
+    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && fmt != FL_CHAT_DEEPSEEK_V31)
         return add_call(a, fmt == FL_CHAT_GLM45 ? read_one_glm : read_one_json, &p, end);
+    int (*entry)(const char **, const char *, struct fl_tool_call *) =
+        kimi(fmt) ? read_kimi_call : fmt == FL_CHAT_DEEPSEEK_V31 ? read_deepseek_call : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))
-        if ((rc = add_call(a, kimi(fmt) ? read_kimi_call : read_invoke, &p, end)))
+        if ((rc = add_call(a, entry, &p, end)))
             return rc;
     return rc;
 }

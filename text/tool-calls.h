@@ -14,7 +14,13 @@
  *   <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>
  *   \n</invoke>\n</minimax:tool_call>
  *
- * (values as GLM's). The text outside the blocks is the answer's content. */
+ * (values as GLM's). kimi-k2-* and deepseek-v3.1: a section holds one or
+ * more calls, each NAME (Kimi's functions.NAME:INDEX) and a JSON object
+ *
+ *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}
+ *   <｜tool▁call▁end｜><｜tool▁calls▁end｜>
+ *
+ * The text outside the blocks is the answer's content. */
 #ifndef FL_TEXT_TOOL_CALLS_H
 #define FL_TEXT_TOOL_CALLS_H
 

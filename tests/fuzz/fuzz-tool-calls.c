@@ -1,6 +1,6 @@
 /* fuzz-tool-calls: libFuzzer target for reading the tool calls in an answer
  * (text/tool-calls.h), whose text a model writes, in chatml's, GLM's,
- * MiniMax-M2's, gpt-oss's and Kimi K2's formats: parsing never fails but
+ * MiniMax-M2's, gpt-oss's, Kimi K2's and DeepSeek V3.1's formats: parsing never fails but
  * for memory; an answer without calls is its whole text as content; every
  * call has a name and arguments that are a JSON object; the content prefix
  * a stream may send is within the text and ends before the first call; the
@@ -30,6 +30,7 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     const char *open = fmt == FL_CHAT_MINIMAX_M2        ? "<minimax:tool_call>"
                        : fmt == FL_CHAT_GPT_OSS         ? "to=functions."
                        : fmt == FL_CHAT_KIMI_K2_THINKING ? "<|tool_calls_section_begin|>"
+                       : fmt == FL_CHAT_DEEPSEEK_V31    ? "<｜tool▁calls▁begin｜>"
                                                         : "<tool_call>";
     const size_t on = strlen(open);
     const size_t p = fl_tool_calls_content_prefix(fmt, text, size);
@@ -71,5 +72,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(FL_CHAT_MINIMAX_M2, (const char *)data, size);
     one(FL_CHAT_GPT_OSS, (const char *)data, size);
     one(FL_CHAT_KIMI_K2_THINKING, (const char *)data, size);
+    one(FL_CHAT_DEEPSEEK_V31, (const char *)data, size);
     return 0;
 }
