@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "api/request-chat.h"
 
 void api_answer_reader_init(const struct api_request *req, enum fl_chat_format fmt,
                             struct api_answer_reader *out)
@@ -16,8 +17,10 @@ void api_answer_reader_init(const struct api_request *req, enum fl_chat_format f
     const bool thinks = req->kind == API_CHAT && !held;
     out->split = thinks && req->reasoning_format != API_REASONING_NONE;
     out->legacy = out->split && req->reasoning_format == API_REASONING_LEGACY;
-    const struct fl_chat_opts o = { .add_assistant = true, .no_thinking = req->thinking == 0 };
-    out->opened = thinks && fl_chat_opens_reasoning(fmt, req->msgs, req->n_msgs, &o);
+    struct fl_chat_opts o;
+    const char *why;
+    out->opened = thinks && api_chat_opts(req, false, &o, &why) == 0 &&
+                  fl_chat_opens_reasoning(fmt, req->msgs, req->n_msgs, &o);
     out->budget = thinks ? req->reasoning_budget : -1;
     out->budget_message = req->reasoning_budget_message;
 }

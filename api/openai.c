@@ -8,6 +8,7 @@
 
 #include "api/native.h"
 #include "api/request-fields.h"
+#include "api/request-chat.h"
 #include "api/request-tools.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
@@ -534,6 +535,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->reasoning_budget_message = d->budget_message;
     if (!r->reasoning_effort)
         r->reasoning_effort = d->effort;
+    if (d->no_prefill && r->continue_final < 0)
+        r->continue_final = FL_CHAT_CONTINUE_NONE;
 }
 
 /* What faultline does not generate is refused by name, not ignored: a client
@@ -678,7 +681,8 @@ static int parse_request(json_t *body, enum api_kind kind, bool native, struct a
     memset(out, 0, sizeof(*out));
     out->kind = kind;
     out->native = native;
-    out->reasoning_format = out->thinking = out->reasoning_budget = -1;
+    out->reasoning_format = out->thinking = out->reasoning_budget = out->continue_final = -1;
+    out->add_generation_prompt = true;
     out->n_prompts = 1;
     out->doc = body;
     json_incref(body);
@@ -710,6 +714,8 @@ static int parse_request(json_t *body, enum api_kind kind, bool native, struct a
         rc = parse_sampling(body, out, err);
     if (!rc && kind == API_CHAT)
         rc = parse_reasoning(body, out, err);
+    if (!rc && kind == API_CHAT)
+        rc = api_parse_continuation(body, out, err);
     if (!rc && kind == API_CHAT)
         rc = api_parse_tools(body, out, err);
     else if (!rc && (api_field_asks(body, "tools") || asks_call(body, "tool_choice")))

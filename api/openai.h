@@ -53,7 +53,12 @@ struct api_reasoning_defaults {
     int budget;   /* --reasoning-budget: -1 no limit, else the reasoning's tokens at most */
     const char *effort; /* --reasoning-effort (gpt-oss's "Reasoning: X"; NULL: the template's) */
     const char *budget_message; /* --reasoning-budget-message (NULL: none) */
+    bool no_prefill; /* --no-prefill-assistant: a last assistant message is not continued */
 };
+
+/* continue_final_message: true (the last message's content, or its
+ * reasoning when it has no content). */
+#define API_CONTINUE_AUTO 99
 
 /* "tool_choice": "auto" (the default with tools), "none", "required", or
  * {"type": "function", "function": {"name": ...}}. */
@@ -131,6 +136,13 @@ struct api_request {
      * reasoning the message and "</think>" are forced (eng_req.think_*) */
     int reasoning_budget;
     const char *reasoning_budget_message;
+    /* chat: llama-server's "add_generation_prompt" (default true: the
+     * assistant's opening ends the prompt) and "continue_final_message"
+     * (-1 when not given: a last assistant message is continued unless
+     * --no-prefill-assistant; else an fl_chat_continue, API_CONTINUE_AUTO
+     * for true: in its reasoning when it has reasoning and no content) */
+    bool add_generation_prompt;
+    int continue_final;
     /* llama-server's own /completion (api/native.h): its answer's shape,
      * "n_probs" (logprobs is then on for every request: the tokens' ids and
      * bytes come with the figures) and "return_tokens" */

@@ -1,5 +1,6 @@
 /* tools.c: tools in OpenAI requests and tool calls in their answers
  * (openai.h, request-tools.h). */
+#include "api/request-chat.h"
 #include "api/request-tools.h"
 
 #include <errno.h>
@@ -219,12 +220,11 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                     const char **why)
 {
     const bool tools = r->n_tools && r->tool_choice != API_TOOL_NONE;
-    const struct fl_chat_opts o = {
-        .tools = tools ? (const char *const *)r->tools_json : NULL,
-        .n_tools = tools ? r->n_tools : 0, .add_assistant = true, .no_thinking = r->thinking == 0,
-        .reasoning_effort = r->reasoning_effort,
-    };
-    int n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
+    struct fl_chat_opts o;
+    int n = api_chat_opts(r, tools, &o, why);
+    if (n < 0)
+        return n;
+    n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
                "(Qwen), glm-4.5, minimax-m2, openai-gpt-oss, kimi-k2-instruct / -thinking or "
@@ -240,12 +240,13 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
         return append(text, n, close);
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
-    /* the forced call's opening (in GLM's assistant turn, after its empty
-     * <think>, which the opening holds already without thinking; after
-     * closing the <think> a prompt opened) */
+    /* the forced call's opening (after closing the <think> a prompt opened;
+     * after a continued message's text; in GLM's assistant turn, after its
+     * empty <think>, which the opening holds already without thinking) */
     char open[320];
-    const char *head = chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
-                       : opened                           ? close
+    const char *head = opened                             ? close
+                       : o.cont                           ? ""
+                       : chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
                        : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"
                                                           : "";
     const int h = snprintf(open, sizeof(open), "%s", head);

@@ -21,7 +21,7 @@ import sys
 import jinja2
 
 import serve_client
-from serve_client import Server, check
+from serve_client import THINK_TAGS, Server, check, continued
 
 base, key = sys.argv[1], sys.argv[2]
 post = Server(base, key).post
@@ -40,11 +40,18 @@ template = env.from_string(open(os.path.join(here, "data", "templates",
                                              "openai-gpt-oss-120b.jinja")).read())
 
 
-def render(messages, **kwargs):
+def render_as_is(messages, **kwargs):
     # llama.cpp hands an assistant's reasoning_content to the template as "thinking"
     msgs = [dict(m, thinking=m["reasoning_content"]) if "reasoning_content" in m else m
             for m in messages]
-    return template.render(messages=msgs, add_generation_prompt=True, **kwargs)
+    return template.render(messages=msgs, **kwargs)
+
+
+def render(messages, **kwargs):
+    # a last assistant message is continued (llama-server's prefill)
+    if messages[-1]["role"] == "assistant":
+        return continued(render_as_is, messages, THINK_TAGS["openai-gpt-oss-120b"], **kwargs)
+    return render_as_is(messages, add_generation_prompt=True, **kwargs)
 
 
 cases = {

@@ -18,7 +18,7 @@ import sys
 
 import jinja2
 
-from serve_client import Server
+from serve_client import THINK_TAGS, Server, continued
 
 base, key, name = sys.argv[1], sys.argv[2], sys.argv[3]
 post = Server(base, key).post
@@ -53,14 +53,21 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
 thinking_default = {"enable_thinking": True} if name == "DeepSeek-V3.1" else {}
 
 
-def render(messages, tools, **kwargs):
+def render_as_is(messages, tools=None, **kwargs):
     # templates read a call's arguments as an object (GLM's iterates them);
     # a request carries them as JSON text
     msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
         c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
             for m in messages]
-    return template.render(messages=msgs, tools=tools, add_generation_prompt=True,
-                           **dict(thinking_default, **kwargs))
+    return template.render(messages=msgs, tools=tools, **dict(thinking_default, **kwargs))
+
+
+def render(messages, tools, **kwargs):
+    # a last assistant message is continued (llama-server's prefill)
+    if messages[-1]["role"] == "assistant":
+        return continued(lambda m, **k: render_as_is(m, tools, **k), messages, THINK_TAGS[name],
+                         **kwargs)
+    return render_as_is(messages, tools, add_generation_prompt=True, **kwargs)
 
 weather = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city, now (°C).",
@@ -144,6 +151,47 @@ for case in ("tools, a system turn", "reasoning in history and in a tool loop",
         print(("ok" if got == want else "FAIL") + ": %s, %s (%d chars)" % (case, list(extra)[0], len(got)))
         if got != want:
             print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+# a last assistant message continued (llama-server's prefill): in its reasoning when it
+# has no content, explicitly with continue_final_message; two at the end are a 400; a
+# prompt without the generation prompt; and the answer goes on from the prefill: the
+# same text as a completion of that prompt
+hi = {"role": "user", "content": "Hi"}
+for case, body in (
+        ("a prefill's reasoning", {"messages": [hi, {"role": "assistant", "content": "",
+                                                     "reasoning_content": "I think"}]}),
+        ("a prefill with reasoning", {"messages": [hi, {"role": "assistant", "content": "Sure",
+                                                        "reasoning_content": "I think"}]}),
+        ("continue_final_message", {"messages": [hi, {"role": "assistant", "content": "Hel",
+                                                      "reasoning_content": "R"}],
+                                    "continue_final_message": "reasoning_content",
+                                    "add_generation_prompt": False})):
+    got = post("/apply-template", body)["prompt"]
+    messages = body["messages"]
+    if body.get("continue_final_message"):
+        messages = messages[:-1] + [dict(messages[-1], content="")]  # its reasoning only
+    want = render(messages, None)
+    failed += got != want
+    print(("ok" if got == want else "FAIL") + ": %s (%d chars)" % (case, len(got)))
+    if got != want:
+        print("--- faultline\n%s\n--- %s's template, continued\n%s" % (got, name, want))
+code, r = post("/apply-template", {"messages": [hi, {"role": "assistant", "content": "A"},
+                                                {"role": "assistant", "content": "B"}]}, status=True)
+failed += code != 400
+print(("ok" if code == 400 else "FAIL") + ": two assistant messages at the end: %d %s" % (code, r))
+got = post("/apply-template", {"messages": [hi], "add_generation_prompt": False})["prompt"]
+want = render_as_is([hi], add_generation_prompt=False)
+failed += got != want
+print(("ok" if got == want else "FAIL") + ": add_generation_prompt false (%r)" % got[-40:])
+prefill = [hi, {"role": "assistant", "content": "Hello, I"}]
+chat = post("/v1/chat/completions", {"messages": prefill, "max_tokens": 8, "temperature": 0,
+                                     "reasoning_format": "none"})
+text = post("/v1/completions", {"prompt": render(prefill, None), "max_tokens": 8,
+                                "temperature": 0})["choices"][0]["text"]
+ok = chat["choices"][0]["message"]["content"] == text and \
+    chat["usage"]["completion_tokens"] == 8
+failed += not ok
+print(("ok" if ok else "FAIL") + ": a prefilled answer goes on from it: %r" % text)
+
 # "tool_choice": "none" leaves the tools out; a named one opens the call
 messages = cases["tools, a system turn"][0]
 got = post("/apply-template", {"messages": messages, "tools": [weather], "tool_choice": "none"})

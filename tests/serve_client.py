@@ -37,3 +37,33 @@ def check(ok, what):
     global failed
     failed += not ok
     print(("ok: " if ok else "FAIL: ") + what)
+
+
+# Where each template's answers write their reasoning, as llama-server's
+# template analysis finds the tags (checked against llama-server 34af94c).
+THINK_TAGS = {"Qwen3": ("<think>\n", "\n</think>\n\n"), "MiniMax-M2": ("<think>\n", "\n</think>\n\n"),
+              "GLM-4.6": ("<think>", "</think>\n"), "Kimi-K2-Instruct": ("<think>", "</think>"),
+              "Kimi-K2-Thinking": ("<think>", "</think>"), "DeepSeek-V3.1": ("<think>", "</think>"),
+              "openai-gpt-oss-120b": ("<|channel|>analysis<|message|>",
+                                      "<|end|><|start|>assistant<|channel|>final<|message|>")}
+
+
+def continued(render, messages, tags, **kwargs):
+    """The prompt llama-server builds for a conversation whose last message,
+    the assistant's, it continues (a prefill): the messages before it as
+    render(messages, add_generation_prompt=...) writes them, what the
+    generation prompt adds cut where the reasoning's tag starts, the tag, the
+    message's reasoning, and (unless it has reasoning and no content) the
+    closing tag and its content."""
+    a = render(messages[:-1], add_generation_prompt=False, **kwargs)
+    b = render(messages[:-1], add_generation_prompt=True, **kwargs)
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    gen, last = b[common:], messages[-1]
+    reasoning, content = last.get("reasoning_content") or "", last.get("content") or ""
+    in_content = not (reasoning and not content)
+    if tags:
+        at = gen.find(tags[0])
+        gen = (gen if at < 0 else gen[:at]) + tags[0] + reasoning + (tags[1] if in_content else "")
+    return a + gen + (content if in_content else "")

@@ -671,15 +671,70 @@ static void test_reasoning(void)
         "{\"enable_thinking\":\"false\"}}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_budget_tokens\":1.5}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":[]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":1}",
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":"
+        "\"answer\",\"add_generation_prompt\":false}",
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":true}",
     };
     static const char *const field[] = { "reasoning_format", "enable_thinking",
-                                         "reasoning_budget_tokens", "reasoning_content" };
+                                         "reasoning_budget_tokens", "reasoning_content",
+                                         "add_generation_prompt", "continue_final_message",
+                                         "Cannot set both" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         b = body_of(bad[i]);
         err.msg[0] = '\0';
         CHECK(api_request_parse(b, API_CHAT, &r, &err) == -EINVAL && strstr(err.msg, field[i]),
               "refused %s: '%s'", field[i], err.msg);
         json_decref(b);
+    }
+}
+
+/* A last assistant message continued (llama-server's prefill): in its
+ * content, or in its reasoning when it has no content, the answer then
+ * starting inside the reasoning; what cannot be continued is refused. */
+static void test_prefill(void)
+{
+    static const struct {
+        const char *body, *tail; /* the prompt's end; NULL: refused */
+        bool opened;
+    } v[] = {
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":\"Hel\"}]}", "<|im_start|>assistant\n<think>\n\n</think>\n\nHel", false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":\"\",\"reasoning_content\":\"Hm\"}]}", "<|im_start|>assistant\n<think>\nHm", true },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":\"Hel\"}],\"add_generation_prompt\":false}", "</think>\n\nHel", false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"add_generation_prompt\":false}",
+          "Hi<|im_end|>\n", false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}", NULL, false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"continue_final_message\":"
+          "\"content\",\"add_generation_prompt\":false}", NULL, false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":\"\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":"
+          "{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", NULL, false },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        struct api_request r;
+        struct fl_err err = { "" };
+        json_t *b = body_of(v[i].body);
+        CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "prefill %zu: %s", i, err.msg);
+        json_decref(b);
+        char *text = NULL;
+        const char *why = "";
+        const int n = api_render_chat(FL_CHAT_CHATML, &r, &text, &why);
+        if (!v[i].tail) {
+            CHECK(n == -EINVAL && *why, "prefill %zu refused: %s", i, why);
+        } else {
+            const size_t t = strlen(v[i].tail);
+            CHECK(n >= (int)t && !strcmp(text + n - t, v[i].tail), "prefill %zu: '%s'", i,
+                  text ? text : why);
+            struct api_answer_reader rd;
+            api_answer_reader_init(&r, FL_CHAT_CHATML, &rd);
+            CHECK(rd.opened == v[i].opened, "prefill %zu: the answer opened %d", i, rd.opened);
+        }
+        free(text);
+        api_request_free(&r);
     }
 }
 
@@ -994,6 +1049,7 @@ int main(void)
     test_native();
     test_tool_grammars();
     test_forced_formats();
+    test_prefill();
     test_choices();
     test_reasoning();
     test_accepted();

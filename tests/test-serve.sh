@@ -118,8 +118,14 @@ metric() { curl -s -H "Authorization: Bearer $key" "$base/../metrics" | awk -v m
 
 J='-H Content-Type:application/json'
 # a full queue (its own server): 4 sequences + 6 waiting; 24 long requests at once
-start -np 4 -c 512 --max-queue 6 --no-slots
+start -np 4 -c 512 --max-queue 6 --no-slots --no-prefill-assistant
 want 501 "$base/../slots"  # --no-slots: llama-server's answer
+# --no-prefill-assistant: a last assistant message closed as any other (as Qwen3's template
+# writes it), a new turn opened
+p=$(curl -s -H "Authorization: Bearer $key" $J -d '{"messages": [{"role": "user", "content": "Hi"},
+  {"role": "assistant", "content": "Hel"}]}' "$base/../apply-template")
+[ "$p" = '{"prompt":"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHel<|im_end|>\n<|im_start|>assistant\n"}' ] ||
+  fail "--no-prefill-assistant: $p"
 curls=
 for i in $(seq 24); do
   curl -s -o /dev/null -D "$dir/h$i" -H "Authorization: Bearer $key" $J \

@@ -685,9 +685,36 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
     return fl_chat_render(fmt, msgs, n, &o, out);
 }
 
+/* Where a format's answers write their reasoning, as llama-server's
+ * template analysis finds the tags (what it continues a message with). */
+struct think_marks {
+    const char *open, *close;
+};
+
+static const struct think_marks *think_marks(enum fl_chat_format fmt)
+{
+    static const struct think_marks qwen = { "<think>\n", "\n</think>\n\n" },
+                                    glm = { "<think>", "</think>\n" },
+                                    bare = { "<think>", "</think>" },
+                                    harmony = { "<|channel|>analysis<|message|>",
+                                                "<|end|><|start|>assistant<|channel|>final<|message|>" };
+    switch (fmt) {
+    case FL_CHAT_CHATML:
+    case FL_CHAT_MINIMAX_M2: return &qwen;
+    case FL_CHAT_GLM45: return &glm;
+    case FL_CHAT_KIMI_K2_INSTRUCT:
+    case FL_CHAT_KIMI_K2_THINKING:
+    case FL_CHAT_DEEPSEEK_V31: return &bare;
+    case FL_CHAT_GPT_OSS: return &harmony;
+    default: return NULL;
+    }
+}
+
 bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                              const struct fl_chat_opts *o)
 {
+    if (o->cont != FL_CHAT_CONTINUE_NONE)
+        return o->cont == FL_CHAT_CONTINUE_REASONING && think_marks(fmt);
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return o->add_assistant && !o->no_thinking &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
@@ -719,6 +746,53 @@ static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msg
     return (n_tools || calls) && !fl_chat_has_tools(fmt) ? -ENOTSUP : 0;
 }
 
+/* The last message continued: the messages before it without (a) and with
+ * (b) the assistant's opening, and what b adds (llama.cpp's generation
+ * prompt: past their common start) cut where the reasoning's tag starts;
+ * then the tag, the message's reasoning, and for its content the closing
+ * tag and the content. */
+static int render_continued(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
+                            const struct fl_chat_opts *o, char **out)
+{
+    if (!n || !is(msgs[n - 1].role, "assistant"))
+        return -EINVAL;
+    struct fl_chat_opts before = *o;
+    before.cont = FL_CHAT_CONTINUE_NONE;
+    char *a = NULL, *b = NULL;
+    before.add_assistant = false;
+    int na = fl_chat_render(fmt, msgs, n - 1, &before, &a);
+    before.add_assistant = true;
+    int nb = na < 0 ? na : fl_chat_render(fmt, msgs, n - 1, &before, &b);
+    if (nb < 0) {
+        free(a);
+        free(b);
+        return nb;
+    }
+    size_t common = 0;
+    while (common < (size_t)na && common < (size_t)nb && a[common] == b[common])
+        common++;
+    const char *gen = b + common;
+    const struct think_marks *t = think_marks(fmt);
+    const char *cut = t ? strstr(gen, t->open) : NULL;
+    struct sbuf s = { .p = a, .n = (size_t)na, .cap = (size_t)na + 1 };
+    put_n(&s, gen, cut ? (size_t)(cut - gen) : strlen(gen));
+    const struct fl_chat_msg *m = &msgs[n - 1];
+    const bool content = o->cont == FL_CHAT_CONTINUE_CONTENT;
+    if (t) {
+        put(&s, t->open);
+        put(&s, m->reasoning ? m->reasoning : "");
+        put(&s, content ? t->close : "");
+    }
+    put(&s, content ? m->content : "");
+    free(b);
+    if (s.err) {
+        free(s.p);
+        return s.err;
+    }
+    *out = s.p;
+    return (int)s.n;
+}
+
 int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                    const struct fl_chat_opts *o, char **out)
 {
@@ -728,6 +802,8 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     int rc = check_messages(fmt, msgs, n, o->tools, o->n_tools);
     if (rc)
         return rc;
+    if (o->cont != FL_CHAT_CONTINUE_NONE)
+        return render_continued(fmt, msgs, n, o, out);
     switch (fmt) {
     case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, o); break;
     case FL_CHAT_LLAMA2:

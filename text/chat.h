@@ -127,6 +127,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            <｜tool▁output▁begin｜> and <｜tool▁output▁end｜>. */
 bool fl_chat_has_tools(enum fl_chat_format fmt);
 
+/* Whether the last message, an assistant's, is continued (llama-server's
+ * continue_final_message, a "prefill"): not at all (written and closed as
+ * any other), in its content (its reasoning closed first), or in its
+ * reasoning. */
+enum fl_chat_continue { FL_CHAT_CONTINUE_NONE = 0, FL_CHAT_CONTINUE_CONTENT, FL_CHAT_CONTINUE_REASONING };
+
 /* How a conversation is rendered. */
 struct fl_chat_opts {
     const char *const *tools; /* n_tools tool definitions (each the JSON text */
@@ -137,18 +143,26 @@ struct fl_chat_opts {
                                * too and its user turns end with /nothink;
                                * other formats have no such switch */
     const char *reasoning_effort; /* gpt-oss's "Reasoning: X" (NULL: medium) */
+    /* the last message continued (as llama-server does it: the messages
+     * before it with the assistant's opening, the opening cut where the
+     * format's reasoning starts, then the reasoning's opening tag, the
+     * message's reasoning, and for its content the closing tag and the
+     * content; a format without reasoning tags takes the content alone) */
+    enum fl_chat_continue cont;
 };
 
 /* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
- * fmt has no tool format. */
+ * fmt has no tool format; -EINVAL when o->cont is set and the last message
+ * is no assistant's. */
 int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                    const struct fl_chat_opts *o, char **out);
 
 /* Whether the prompt rendered from msgs[0..n) with o leaves the model
  * inside its reasoning (MiniMax-M2's opening is "]~b]ai\n<think>\n",
  * DeepSeek V3.1's "<｜Assistant｜><think>" after a user's turn): its answer
- * starts with the reasoning, not with <think> (text/reasoning.h). msgs
- * NULL: a conversation that ends with a user's turn. */
+ * starts with the reasoning, not with <think> (text/reasoning.h); so does
+ * one that continues a message's reasoning (o->cont) in a format with
+ * reasoning tags. msgs NULL: a conversation that ends with a user's turn. */
 bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                              const struct fl_chat_opts *o);
 

@@ -91,7 +91,7 @@ static int usage(FILE *out)
             "                       [--chat-template NAME] [--no-cache-prompt] [-q]\n"
             "                       [--reasoning-format FMT] [-rea on|off|auto]\n"
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
-            "                       [--reasoning-effort LEVEL]\n"
+            "                       [--reasoning-effort LEVEL] [--no-prefill-assistant]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
             "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"

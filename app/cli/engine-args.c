@@ -552,6 +552,8 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
         return eng_arg_chat_template_file(cmd, argc, argv, i, t->chat_template);
     else if (!strcmp(a, "--cache-prompt") || !strcmp(a, "--no-cache-prompt"))
         ok = (t->sp->no_prompt_cache = a[2] == 'n', true); /* llama-server's pair */
+    else if (t->reasoning && !strcmp(a, "--no-prefill-assistant")) /* llama-server's: a last */
+        ok = (t->reasoning->no_prefill = true); /* assistant message closed */
     else if (t->reasoning && (taken = eng_arg_reasoning(cmd, argc, argv, i, t->reasoning)) != 0)
         return taken;
     else if (t->constraint &&

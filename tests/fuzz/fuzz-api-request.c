@@ -17,6 +17,7 @@
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
  * contract aborts. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,7 +59,12 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     char *p = NULL;
     const char *why = "";
     const int n = api_render_chat(FL_CHAT_CHATML, r, &p, &why);
-    if (n < 0 || !p || strlen(p) != (size_t)n)
+    /* a continued last message can be refused only when rendered (two
+     * assistant messages at the end, calls in it, nothing to continue):
+     * --no-prefill-assistant, known after parsing, would accept them */
+    const bool continued = r->continue_final > 0 ||
+                           (r->n_msgs && !strcmp(r->msgs[r->n_msgs - 1].role, "assistant"));
+    if ((n < 0 && !(n == -EINVAL && continued && *why)) || (n >= 0 && (!p || strlen(p) != (size_t)n)))
         die("an accepted chat does not render in chatml");
     free(p);
     p = NULL; /* gpt-oss's template: rendered, or refused (tools, channel tags) */
