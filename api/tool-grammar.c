@@ -1,5 +1,5 @@
-/* tool-grammar.c: the grammar a forced call in GLM-4.5's or MiniMax-M2's
- * XML-style format is held to, and a call among the tools in Kimi K2's,
+/* tool-grammar.c: the grammar a forced call in GLM-4.5's, MiniMax-M2's or
+ * Qwen3.5's / Qwen3-Coder's XML-style format is held to, and a call among the tools in Kimi K2's,
  * DeepSeek V3.1's and gpt-oss's (openai.h's api_tool_grammar). */
 #include "api/openai.h"
 
@@ -221,17 +221,21 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
                        const struct fl_tokenizer *tok)
 {
     const bool glm = t->fmt == FL_CHAT_GLM45, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    const bool qwen = t->fmt == FL_CHAT_QWEN35 || t->fmt == FL_CHAT_QWEN3_CODER;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
          t->fmt == FL_CHAT_KIMI_K2_THINKING || t->fmt == FL_CHAT_DEEPSEEK_V31))
         return named_json_call(req, t, tok);
-    if ((!glm && !minimax) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
+    if ((!glm && !minimax && !qwen) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;
     static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",
                                           "</arg_value>\\n" };
     static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n" };
-    const struct tags *tg = glm ? &glm_tags : &mm_tags;
-    const char *end = glm ? "\"</tool_call>\"" : "\"</invoke>\\n</minimax:tool_call>\"";
+    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n" };
+    const struct tags *tg = glm ? &glm_tags : qwen ? &qwen_tags : &mm_tags;
+    const char *end = glm    ? "\"</tool_call>\""
+                      : qwen ? "\"</function>\\n</tool_call>\""
+                             : "\"</invoke>\\n</minimax:tool_call>\"";
     struct gbnf g = { 0 };
     if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
         const size_t i = api_tool_index(req, t->name);
@@ -244,9 +248,9 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
         add(&g, "root ::= (");
         for (size_t i = 0; i < req->n_tools; i++) {
             add(&g, "%s", i ? " | " : "");
-            add(&g, glm ? "" : "\"<invoke name=\\\"\" ");
+            add(&g, glm || qwen ? "" : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
             literal(&g, req->tool_names[i]);
-            add(&g, glm ? " \"\\n\" " : " \"\\\">\\n\" ");
+            add(&g, glm ? " \"\\n\" " : qwen ? " \">\\n\" " : " \"\\\">\\n\" ");
             args_rule(&g, req, i, tg);
         }
         add(&g, ") %s\n", end);

@@ -191,6 +191,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s%s", name ? name : "",
                         name ? "<｜tool▁sep｜>" : "");
+    if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER)
+        return name ? snprintf(buf, n, "<tool_call>\n<function=%s>\n", name)
+                    : snprintf(buf, n, "<tool_call>\n<function=");
     if (fmt == FL_CHAT_GLM45)
         return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
     if (fmt == FL_CHAT_MINIMAX_M2)
@@ -227,15 +230,17 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen), glm-4.5, minimax-m2, openai-gpt-oss, kimi-k2-instruct / -thinking or "
-               "deepseek-v3.1; this model's is another";
+               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, minimax-m2, openai-gpt-oss, "
+               "kimi-k2-instruct / -thinking or deepseek-v3.1; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     /* an answer held to JSON from its first token: a prompt that opened the
      * reasoning (MiniMax-M2's, DeepSeek V3.1's) closes it first, as a
      * forced call's does */
     const bool opened = n >= 0 && fl_chat_opens_reasoning(chat, r->msgs, r->n_msgs, &o);
-    const char *close = chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n" : "</think>";
+    const char *close = chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
+                        : chat == FL_CHAT_QWEN35   ? "\n</think>\n\n" /* its opening's "<think>\n" */
+                                                   : "</think>";
     if (opened && (r->json_object || r->json_schema))
         return append(text, n, close);
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
@@ -390,7 +395,7 @@ static bool has(const char *text, size_t len, const char *s)
 }
 
 /* What closes a forced answer's block. JSON's object ends the answer: the
- * block is closed here. GLM's, MiniMax's, Kimi's and DeepSeek's model closes it (an
+ * block is closed here. GLM's, MiniMax's, Qwen's XML, Kimi's and DeepSeek's model closes it (an
  * answer it ended without doing so is closed too; one max_tokens cut is
  * not); gpt-oss's call ends with its arguments. */
 static void forced_tail(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
@@ -407,6 +412,11 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         if (open_left)
             strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
                                                              : close);
+        break;
+    case FL_CHAT_QWEN35:
+    case FL_CHAT_QWEN3_CODER:
+        if (open_left)
+            strcpy(out, args && !has(text, len, "</function>") ? "</function>\n</tool_call>" : close);
         break;
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:

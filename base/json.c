@@ -297,14 +297,70 @@ static void py_value(FILE *f, const json_t *v)
     }
 }
 
-char *fl_json_dumps_python(const json_t *v)
+/* Python's repr of a str: single quotes unless it holds ' and no " */
+static void py_repr_str(FILE *f, const char *s, size_t n)
+{
+    const bool dq = memchr(s, '\'', n) && !memchr(s, '"', n);
+    const char q = dq ? '"' : '\'';
+    fputc(q, f);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == q || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n' || c == '\r' || c == '\t')
+            fputs(c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t", f);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc(q, f);
+}
+
+/* Python's repr of what json.loads makes of v (dict, list, str, int,
+ * float, True, False, None). */
+static void py_repr(FILE *f, const json_t *v)
+{
+    const char *k;
+    json_t *x;
+    const char *sep = "";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        fputc('{', f);
+        json_object_foreach((json_t *)v, k, x) {
+            fputs(sep, f);
+            py_repr_str(f, k, strlen(k));
+            fputs(": ", f);
+            py_repr(f, x);
+            sep = ", ";
+        }
+        fputc('}', f);
+        break;
+    case JSON_ARRAY:
+        fputc('[', f);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            fputs(i ? ", " : "", f);
+            py_repr(f, json_array_get(v, i));
+        }
+        fputc(']', f);
+        break;
+    case JSON_STRING: py_repr_str(f, json_string_value(v), json_string_length(v)); break;
+    case JSON_TRUE: fputs("True", f); break;
+    case JSON_FALSE: fputs("False", f); break;
+    case JSON_NULL: fputs("None", f); break;
+    default: py_value(f, v); break; /* numbers: as json.dumps writes them */
+    }
+}
+
+/* v written by how into a malloc'ed string; NULL on out of memory. */
+static char *py_text(const json_t *v, void (*how)(FILE *, const json_t *))
 {
     char *s = NULL;
     size_t n = 0;
     FILE *f = v ? open_memstream(&s, &n) : NULL;
     if (!f)
         return NULL;
-    py_value(f, v);
+    how(f, v);
     const bool failed = ferror(f);
     if (fclose(f) || failed) {
         free(s);
@@ -312,3 +368,22 @@ char *fl_json_dumps_python(const json_t *v)
     }
     return s;
 }
+
+static void py_str_of(FILE *f, const json_t *v)
+{
+    if (json_is_string(v))
+        fwrite(json_string_value(v), 1, json_string_length(v), f);
+    else
+        py_repr(f, v);
+}
+
+char *fl_json_str_python(const json_t *v)
+{
+    return py_text(v, py_str_of);
+}
+
+char *fl_json_dumps_python(const json_t *v)
+{
+    return py_text(v, py_value);
+}
+

@@ -49,6 +49,11 @@ char *fl_json_line(const json_t *v);
  * shortest decimal that reads back: 0.1, 100.0, 1e+21), control characters
  * as \u00xx, other text as it is. malloc'ed; NULL on out of memory. */
 char *fl_json_dumps_python(const json_t *v);
+/* Python's str() of what json.loads makes of v, as a template's `| string`
+ * filter writes a value: a string as it is, True / False / None, numbers as
+ * above, lists and dicts as their repr (['a', 'b']). malloc'ed; NULL on out
+ * of memory. */
+char *fl_json_str_python(const json_t *v);
 
 /* Parses path (at most max_bytes) into *out (json_decref it). 0, or -errno
  * / -EINVAL with "PATH: line L column C: what" in err. */

@@ -3,8 +3,9 @@
 
 POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
-template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, GLM-4.6's
-for glm-4.5, MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
+template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, Qwen3.5's
+for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5,
+MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
 kimi-k2-thinking / deepseek-v3.1) makes of the same conversation. A named
@@ -47,7 +48,10 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
            "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi,
-           "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>"}[name]
+           "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>",
+           "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
+           "Qwen3-Coder": "<tool_call>\n<function=%s>\n"}[name]
+xml = name in ("Qwen3.5-4B", "Qwen3-Coder")  # Qwen's XML calls: <function=NAME> <parameter=K>
 # llama-server passes enable_thinking (true unless turned off); DeepSeek
 # V3.1's template reads it (undefined: no thinking), the others' default to it
 thinking_default = {"enable_thinking": True} if name == "DeepSeek-V3.1" else {}
@@ -65,7 +69,7 @@ def render_as_is(messages, tools=None, **kwargs):
 def render(messages, tools, **kwargs):
     # a last assistant message is continued (llama-server's prefill)
     if messages[-1]["role"] == "assistant":
-        return continued(lambda m, **k: render_as_is(m, tools, **k), messages, THINK_TAGS[name],
+        return continued(lambda m, **k: render_as_is(m, tools, **k), messages, THINK_TAGS.get(name),
                          **kwargs)
     return render_as_is(messages, tools, add_generation_prompt=True, **kwargs)
 
@@ -209,7 +213,8 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
 want = render(messages, [weather, clock], enable_thinking=False) + \
     (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
-     opening.replace("</think>", "") if name == "DeepSeek-V3.1" else opening) % "get_time"
+     opening.replace("</think>", "") if name == "DeepSeek-V3.1" else
+     opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
 if got["prompt"] != want:
@@ -218,7 +223,7 @@ if got["prompt"] != want:
 # block; here '<' lifted and a stop string end the answer before any pair,
 # so the call comes back with no arguments (the block closed for it: the
 # model ended)
-if name in ("GLM-4.6", "MiniMax-M2"):
+if name in ("GLM-4.6", "MiniMax-M2") or xml:
     lt = post("/tokenize", {"content": "<"})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
                                       "tool_choice": {"type": "function", "function": {"name": "get_time"}},
@@ -231,10 +236,12 @@ if name in ("GLM-4.6", "MiniMax-M2"):
 # ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
 # random model writes at temperature 1, a named get_weather call starts with its required
 # city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
-if name in ("GLM-4.6", "MiniMax-M2"):
+if name in ("GLM-4.6", "MiniMax-M2") or xml:
     glm = name == "GLM-4.6"
-    named = "<arg_key>city</arg_key>\n<arg_value>" if glm else '<parameter name="city">'
+    named = "<arg_key>city</arg_key>\n<arg_value>" if glm else "<parameter=city>\n" if xml else \
+        '<parameter name="city">'
     starts = ("get_weather\n<arg_key>city</arg_key>", "get_time\n") if glm else \
+        ("get_weather>\n<parameter=city>\n", "get_time>\n") if xml else \
         ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
     for seed in range(3):
         for choice, want in (({"type": "function", "function": {"name": "get_weather"}}, (named,)),

@@ -848,6 +848,24 @@ static void test_forced_formats(void)
         { FL_CHAT_DEEPSEEK_V31, "<｜User｜>Time?<｜Assistant｜><think></think><｜tool▁calls▁begin｜>"
           "<｜tool▁call▁begin｜>now<｜tool▁sep｜>" },
     };
+    /* Qwen3.5's named call: the reasoning closed, the function opened; the
+     * model's pairs and the close read back */
+    char *text = NULL;
+    const char *why = "";
+    const int n35 = api_render_chat(FL_CHAT_QWEN35, &r, &text, &why);
+    static const char q35[] = "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
+                              "<function=now>\n";
+    CHECK(n35 > 0 && (size_t)n35 >= sizeof(q35) - 1 && !strcmp(text + n35 - (sizeof(q35) - 1), q35),
+          "qwen3.5: the prompt ends with the call's opening: %s", text ? text : why);
+    free(text);
+    struct api_tool_reader tq;
+    api_tool_reader_init(&r, FL_CHAT_QWEN35, &tq);
+    struct fl_tool_answer aq;
+    static const char ans[] = "<parameter=tz>\nUTC\n</parameter>\n";
+    CHECK(!tq.json && api_tool_read(&tq, ans, sizeof(ans) - 1, true, &aq) == 0 && aq.n_calls == 1 &&
+              !strcmp(aq.calls[0].name, "now") && !strcmp(aq.calls[0].arguments, "{\"tz\":\"UTC\"}"),
+          "qwen3.5: the pairs read as the call (closed for the model that ended)");
+    fl_tool_answer_free(&aq);
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         char *text = NULL;
         const char *why = "";
@@ -925,6 +943,14 @@ static void test_tool_grammars(void)
         { FL_CHAT_GPT_OSS, "required", "weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
           (size_t)-1 },
         { FL_CHAT_GPT_OSS, "required", "later", 0 },
+        /* Qwen3.5's / Qwen3-Coder's XML: <parameter=K>\nV\n</parameter>\n lines */
+        { FL_CHAT_QWEN35, "named", "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+          "</parameter>\n</function>\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_QWEN35, "named", "<parameter=days>", 11 },                   /* city first */
+        { FL_CHAT_QWEN3_CODER, "required", "now>\n</function>\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_QWEN3_CODER, "required", "weather>\n<parameter=city>\nOslo\n</parameter>\n"
+          "</function>\n</tool_call>", (size_t)-1 },
+        { FL_CHAT_QWEN3_CODER, "required", "later>", 0 },
         /* DeepSeek V3.1's: a name, <｜tool▁sep｜>, a JSON object, its closes */
         { FL_CHAT_DEEPSEEK_V31, "required", "weather<｜tool▁sep｜>{\"city\": \"Oslo\"}"
           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", (size_t)-1 },

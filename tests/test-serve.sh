@@ -245,6 +245,14 @@ for t in Instruct Thinking; do
   python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Kimi-K2-$t || fail "Kimi K2 $t prompts"
   kill -9 $pid; wait $pid 2>/dev/null; pid=
 done
+# Qwen3.5's template (the qwen35moe model's format) and Qwen3-Coder's (the qwen3moe model
+# told so): XML tool calls
+model=tests/data/qwen35moe-tiny-Q8_0.gguf start -np 2 -c 1024
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Qwen3.5-4B || fail "Qwen3.5 prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+model=tests/data/qwen3moe-tiny-Q8_0.gguf start -np 2 -c 1024 --chat-template qwen3-coder
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Qwen3-Coder || fail "Qwen3-Coder prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 # DeepSeek V3.1's template, as a V3.1 GGUF carries it (the deepseek2 model told so)
 start -np 2 -c 1024 --chat-template deepseek-v3.1
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-V3.1 || fail "DeepSeek V3.1 prompts"

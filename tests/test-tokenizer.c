@@ -600,6 +600,17 @@ static void test_chat_formats(void)
                 "You are a helpful assistant<｜User｜>Hello<｜Assistant｜><think></think>Hi there"
                 "<｜end▁of▁sentence｜><｜User｜>Who are you<｜Assistant｜><think></think>   I am an "
                 "assistant   <｜end▁of▁sentence｜><｜User｜>Another question<｜Assistant｜><think>");
+    /* as llama-server renders Qwen3.5's and Qwen3-Coder's templates */
+    expect_chat(FL_CHAT_QWEN35,
+                "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"
+                "<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you"
+                "<|im_end|>\n<|im_start|>assistant\nI am an assistant<|im_end|>\n<|im_start|>user\n"
+                "Another question<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    expect_chat(FL_CHAT_QWEN3_CODER,
+                "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"
+                "<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you"
+                "<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>"
+                "user\nAnother question<|im_end|>\n<|im_start|>assistant\n");
     /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
     expect_chat(FL_CHAT_CHATGLM4,
                 "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
@@ -637,7 +648,6 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{%- if tools -%}<arg_key>{arg-key-1}</arg_key>") ==
               FL_CHAT_GLM45, "GLM-4.5's template (its tool-call pairs) -> glm-4.5");
     CHECK(fl_chat_detect("minimax-m2", NULL) == FL_CHAT_MINIMAX_M2, "minimax-m2 -> minimax-m2");
-    CHECK(fl_chat_detect("qwen35moe", NULL) == FL_CHAT_CHATML, "qwen35moe -> chatml");
     CHECK(fl_chat_detect(NULL, "[gMASK]<sop>{% for m in messages %}") == FL_CHAT_CHATGLM4,
           "chatglm4 marker");
     CHECK(fl_chat_detect(NULL, "{{ ']~!b[' ~ ']~b]' ~ role }}{{ '[e~[' }}") == FL_CHAT_MINIMAX_M2,
@@ -661,6 +671,23 @@ static void test_chat_detect(void)
               fl_chat_format_from_name("deepseek-v3.1") == FL_CHAT_DEEPSEEK_V31,
           "DeepSeek V3.1's template -> deepseek-v3.1");
     free(v31);
+    static const struct {
+        const char *file;
+        enum fl_chat_format fmt;
+    } files[] = { { "tests/data/templates/Qwen3.5-4B.jinja", FL_CHAT_QWEN35 },
+                  { "tests/data/templates/Qwen3-Coder.jinja", FL_CHAT_QWEN3_CODER },
+                  { "tests/data/templates/Qwen3.jinja", FL_CHAT_CHATML } };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char *t = NULL;
+        size_t len;
+        CHECK(fl_read_whole_file(files[i].file, 1 << 20, &t, &len) == 0 &&
+                  fl_chat_detect("qwen3moe", t) == files[i].fmt,
+              "%s -> %s", files[i].file, fl_chat_format_name(files[i].fmt));
+        free(t);
+    }
+    CHECK(fl_chat_detect("qwen35moe", NULL) == FL_CHAT_QWEN35 &&
+              fl_chat_format_from_name("qwen3-coder") == FL_CHAT_QWEN3_CODER,
+          "qwen35moe -> qwen3.5; qwen3-coder by name");
     CHECK(fl_chat_detect("deepseek2", "{{'<|im_assistant|>assistant<|im_middle|>'}}") ==
               FL_CHAT_KIMI_K2_INSTRUCT &&
               fl_chat_detect("deepseek2", "<|im_assistant|><|im_middle|><think></think>") ==

@@ -239,6 +239,43 @@ static void test_deepseek(void)
           "deepseek: content up to where its section may start");
 }
 
+/* Qwen3.5 / Qwen3-Coder: XML calls (the answers of llama.cpp's test-chat.cpp
+ * for Qwen3.5's template), values JSON when they read as such */
+static void test_qwen_xml(void)
+{
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_QWEN35,
+             "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n"
+             "</function>\n</tool_call>\n<tool_call>\n<function=special_function_with_opt>\n"
+             "<parameter=arg1>\n1\n</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n"
+             "</tool_call>", &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "special_function") &&
+              !strcmp(a.calls[0].arguments, "{\"arg1\":1}") &&
+              !strcmp(a.calls[1].arguments, "{\"arg1\":1,\"arg2\":2}") && !a.content_len,
+          "qwen xml: %d calls, '%s'", a.n_calls, a.n_calls ? a.calls[0].arguments : a.content);
+    fl_tool_answer_free(&a);
+    parse_as(FL_CHAT_QWEN3_CODER,
+             "Let me write it.\n<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n"
+             "    print(\"Hello, world!\")\n\nhello()\n</parameter>\n</function>\n</tool_call>", &a);
+    CHECK(a.n_calls == 1 && !strcmp(a.calls[0].name, "python") &&
+              !strcmp(a.calls[0].arguments,
+                      "{\"code\":\"def hello():\\n    print(\\\"Hello, world!\\\")\\n\\nhello()\"}") &&
+              !strcmp(a.content, "Let me write it."),
+          "qwen-coder xml: %d calls, '%s', content '%s'", a.n_calls,
+          a.n_calls ? a.calls[0].arguments : "", a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>", /* open value */
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",       /* Qwen3's JSON */
+        "<tool_call>\n<function=f>\n</tool_call>",                                  /* no </function> */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_QWEN35, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "qwen xml '%s': all content", bad[i]);
+        fl_tool_answer_free(&a);
+    }
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -287,6 +324,7 @@ int main(void)
     test_gpt_oss();
     test_kimi();
     test_deepseek();
+    test_qwen_xml();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

@@ -62,6 +62,15 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
  * place is a user's). */
 bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
 
+/* Qwen3.5's and Qwen3-Coder's own templates (chat-qwen.c): 0, -EINVAL
+ * where the templates raise (Qwen3.5: no user query, a system message not
+ * first, an unknown role) or a call's arguments are no JSON object,
+ * -ENOMEM. */
+int fl_chat_qwen35(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                   const struct fl_chat_opts *o);
+int fl_chat_qwen3_coder(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                        const struct fl_chat_opts *o);
+
 /* gpt-oss's own template (chat-gpt-oss.c): 0, or -EINVAL where the
  * template raises. */
 int fl_chat_gpt_oss(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

@@ -17,6 +17,8 @@ static const struct {
     enum fl_chat_format fmt;
 } names[] = {
     { "chatml", FL_CHAT_CHATML },
+    { "qwen3.5", FL_CHAT_QWEN35 },
+    { "qwen3-coder", FL_CHAT_QWEN3_CODER },
     { "llama2", FL_CHAT_LLAMA2 },
     { "llama2-sys", FL_CHAT_LLAMA2_SYS },
     { "llama2-sys-bos", FL_CHAT_LLAMA2_SYS_BOS },
@@ -82,6 +84,8 @@ static enum fl_chat_format detect_template(const char *t)
 {
     if (strstr(t, "<|im_assistant|>") && strstr(t, "<|im_middle|>"))
         return strstr(t, "<think>") ? FL_CHAT_KIMI_K2_THINKING : FL_CHAT_KIMI_K2_INSTRUCT;
+    if (strstr(t, "<|im_start|>") && strstr(t, "<function=")) /* XML calls: Qwen3.5, Qwen3-Coder */
+        return strstr(t, "<think>") ? FL_CHAT_QWEN35 : FL_CHAT_QWEN3_CODER;
     if (strstr(t, "<|im_start|>"))
         return FL_CHAT_CHATML;
     if (strncmp(t, "mistral", 7) == 0 || strstr(t, "[INST]"))
@@ -109,6 +113,8 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
     enum fl_chat_format f = tmpl ? detect_template(tmpl) : FL_CHAT_UNKNOWN;
     if (f != FL_CHAT_UNKNOWN || !arch)
         return f;
+    if (strcmp(arch, "qwen35moe") == 0)
+        return FL_CHAT_QWEN35; /* Qwen3.5 / 3.6 MoE: their own template's format */
     if (strncmp(arch, "qwen", 4) == 0)
         return FL_CHAT_CHATML;
     if (strcmp(arch, "llama") == 0)
@@ -673,7 +679,8 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
+    return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ||
+           fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
            fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31;
 }
@@ -700,6 +707,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
                                                 "<|end|><|start|>assistant<|channel|>final<|message|>" };
     switch (fmt) {
     case FL_CHAT_CHATML:
+    case FL_CHAT_QWEN35:
     case FL_CHAT_MINIMAX_M2: return &qwen;
     case FL_CHAT_GLM45: return &glm;
     case FL_CHAT_KIMI_K2_INSTRUCT:
@@ -718,6 +726,8 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return o->add_assistant && !o->no_thinking &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
+    if (fmt == FL_CHAT_QWEN35) /* its opening: <think>\n unless enable_thinking=false */
+        return o->add_assistant && !o->no_thinking;
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
 
@@ -806,6 +816,8 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
         return render_continued(fmt, msgs, n, o, out);
     switch (fmt) {
     case FL_CHAT_CHATML: apply_chatml(&b, msgs, n, o); break;
+    case FL_CHAT_QWEN35: rc = fl_chat_qwen35(&b, msgs, n, o); break;
+    case FL_CHAT_QWEN3_CODER: rc = fl_chat_qwen3_coder(&b, msgs, n, o); break;
     case FL_CHAT_LLAMA2:
     case FL_CHAT_LLAMA2_SYS:
     case FL_CHAT_LLAMA2_SYS_BOS:

@@ -34,6 +34,8 @@ struct gguf_file;
 enum fl_chat_format {
     FL_CHAT_UNKNOWN = 0,
     FL_CHAT_CHATML,
+    FL_CHAT_QWEN35,           /* Qwen3.5's own template (chatml, XML tool calls, <think>) */
+    FL_CHAT_QWEN3_CODER,      /* Qwen3-Coder's own template (chatml, XML tool calls) */
     FL_CHAT_LLAMA2,           /* [INST] sys\nuser [/INST]answer</s> */
     FL_CHAT_LLAMA2_SYS,       /* ... with <<SYS>>\n..\n<</SYS>>\n\n */
     FL_CHAT_LLAMA2_SYS_BOS,   /* ... and <s> before each later [INST] */
@@ -75,14 +77,15 @@ struct fl_chat_msg {
  * "llama2-sys", "mistral-v7", "deepseek3", "gpt-oss", ...); "harmony" is
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
  * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
- * "deepseek-v3.1", "kimi-k2-instruct", "kimi-k2-thinking". Unknown
+ * "deepseek-v3.1", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
+ * "qwen3-coder". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
 
 /* Picks the format: markers in the Jinja template text (may be NULL) as
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
- * chatml, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
+ * chatml, qwen35moe -> qwen3.5, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
  * openai-gpt-oss, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
  * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
@@ -102,6 +105,11 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *   chatml   as Qwen3's template writes it: the tools' JSON in the system
  *            turn, calls as <tool_call> blocks of {"name", "arguments"},
  *            results as <tool_response> blocks in a user turn;
+ *   qwen3.5, qwen3-coder  as Qwen3.5's and Qwen3-Coder's: the tools in the
+ *            system turn (Qwen3.5's as JSON lines, Qwen3-Coder's as XML),
+ *            calls as <tool_call>\n<function=NAME>\n<parameter=K>\nV\n
+ *            </parameter>\n</function>\n</tool_call> (strings bare, other
+ *            values as JSON), results as <tool_response> blocks in a user turn;
  *   glm-4.5  as GLM-4.5/4.6's: calls as <tool_call>NAME\n<arg_key>K</arg_key>
  *            \n<arg_value>V</arg_value>\n...</tool_call> (a call's arguments
  *            must be a JSON object), results in an <|observation|> turn;

@@ -218,6 +218,39 @@ static int read_invoke(const char **p, const char *end, struct fl_tool_call *out
     return rc;
 }
 
+/* qwen3.5 / qwen3-coder: <function=NAME>\n<parameter=K>\nV\n</parameter>\n...
+ * </function>; V without the newline on each side the template writes;
+ * at *p, past it after. */
+static int read_function(const char **p, const char *end, struct fl_tool_call *out)
+{
+    const char *name, *body;
+    size_t nn, bn;
+    if (!tagged(p, end, "<function=", ">", &name, &nn) ||
+        !tagged(p, end, "", "</function>", &body, &bn))
+        return -EINVAL;
+    json_t *args = json_object();
+    int rc = args ? 0 : -ENOMEM;
+    const char *q = skip_space(body, body + bn), *bend = body + bn;
+    for (; !rc && q < bend; q = skip_space(q, bend)) {
+        const char *k, *v;
+        size_t kn, vn;
+        if (!tagged(&q, bend, "<parameter=", ">", &k, &kn) ||
+            !tagged(&q, bend, "", "</parameter>", &v, &vn)) {
+            rc = -EINVAL;
+            break;
+        }
+        if (vn && v[0] == '\n')
+            v++, vn--;
+        if (vn && v[vn - 1] == '\n')
+            vn--;
+        rc = set_pair(args, k, kn, v, vn);
+    }
+    if (!rc)
+        rc = make_call(name, nn, args, out);
+    json_decref(args);
+    return rc;
+}
+
 /* Appends a call to a (freed with it whatever happens); -EINVAL when the
  * reader finds none. */
 static int add_call(struct fl_tool_answer *a, int (*read)(const char **, const char *,
@@ -299,14 +332,18 @@ static int read_deepseek_call(const char **p, const char *end, struct fl_tool_ca
 }
 
 /* One block's inside: its calls (MiniMax's, Kimi's and DeepSeek's may hold
- * several), -EINVAL when it is not only calls. */
+ * several; Qwen's XML one, read as several), -EINVAL when it is not only
+ * calls. */
 static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a)
 {
     const char *p = s, *end = s + n;
-    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && fmt != FL_CHAT_DEEPSEEK_V31)
+    const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
+    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && fmt != FL_CHAT_DEEPSEEK_V31 && !xml)
         return add_call(a, fmt == FL_CHAT_GLM45 ? read_one_glm : read_one_json, &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
-        kimi(fmt) ? read_kimi_call : fmt == FL_CHAT_DEEPSEEK_V31 ? read_deepseek_call : read_invoke;
+        kimi(fmt) ? read_kimi_call : fmt == FL_CHAT_DEEPSEEK_V31 ? read_deepseek_call
+                                   : xml                         ? read_function
+                                                                 : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))
         if ((rc = add_call(a, entry, &p, end)))

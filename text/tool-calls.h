@@ -14,7 +14,13 @@
  *   <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>
  *   \n</invoke>\n</minimax:tool_call>
  *
- * (values as GLM's). kimi-k2-* and deepseek-v3.1: a section holds one or
+ * (values as GLM's). qwen3.5 and qwen3-coder (Qwen3.5/3.6, Qwen3-Coder):
+ * each call is a block
+ *
+ *   <tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>
+ *   \n</tool_call>
+ *
+ * (values as GLM's, less the newline on each side). kimi-k2-* and deepseek-v3.1: a section holds one or
  * more calls, each NAME (Kimi's functions.NAME:INDEX) and a JSON object
  *
  *   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}

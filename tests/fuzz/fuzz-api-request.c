@@ -72,6 +72,14 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     if (g >= 0 && (!p || strlen(p) != (size_t)g))
         die("a gpt-oss render is not its length");
     free(p);
+    static const enum fl_chat_format xml[] = { FL_CHAT_QWEN35, FL_CHAT_QWEN3_CODER };
+    for (size_t i = 0; i < 2; i++) { /* Qwen's XML calls: rendered, or refused in one line */
+        p = NULL;
+        const int q = api_render_chat(xml[i], r, &p, &why);
+        if ((q >= 0 && (!p || strlen(p) != (size_t)q)) || (q < 0 && (q != -EINVAL || !*why)))
+            die("a Qwen XML render is not its length, or refused without a reason");
+        free(p);
+    }
     struct api_tool_reader t;
     api_tool_reader_init(r, FL_CHAT_CHATML, &t);
     json_t *forced = api_tool_schema(r, &t); /* a forced call's schema compiles */

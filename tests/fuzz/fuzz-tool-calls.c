@@ -1,6 +1,6 @@
 /* fuzz-tool-calls: libFuzzer target for reading the tool calls in an answer
  * (text/tool-calls.h), whose text a model writes, in chatml's, GLM's,
- * MiniMax-M2's, gpt-oss's, Kimi K2's and DeepSeek V3.1's formats: parsing never fails but
+ * MiniMax-M2's, gpt-oss's, Kimi K2's, DeepSeek V3.1's and Qwen3.5's formats: parsing never fails but
  * for memory; an answer without calls is its whole text as content; every
  * call has a name and arguments that are a JSON object; the content prefix
  * a stream may send is within the text and ends before the first call; the
@@ -73,5 +73,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(FL_CHAT_GPT_OSS, (const char *)data, size);
     one(FL_CHAT_KIMI_K2_THINKING, (const char *)data, size);
     one(FL_CHAT_DEEPSEEK_V31, (const char *)data, size);
+    one(FL_CHAT_QWEN35, (const char *)data, size);
     return 0;
 }
