@@ -4,6 +4,7 @@
 fl_module(api SOURCES api/openai.c api/response.c api/native.c api/infill.c api/anthropic.c api/responses.c api/tools.c api/tool-grammar.c api/answer.c api/chat-prompt.c DEPS text base)
 
 fl_test(test-api SOURCES tests/test-api.c MODULES api)
+fl_test(test-api-tools SOURCES tests/test-api-tools.c MODULES api)
 fl_test(test-infill SOURCES tests/test-infill.c MODULES api)
 fl_test(test-anthropic SOURCES tests/test-anthropic.c MODULES api)
 fl_test(test-responses SOURCES tests/test-responses.c MODULES api)

@@ -10,21 +10,16 @@
 #include <string.h>
 
 #include "api/openai.h"
+#include "tests/json-body.h"
 
 /* api_anthropic_to_chat, api_responses_to_chat */
 typedef int (*chat_body_fn)(const json_t *body, json_t **out, struct fl_err *err);
 
-static json_t *load(const char *text)
-{
-    json_t *v = json_loads(text, 0, NULL);
-    CHECK(v, "bad JSON in the test: %s", text);
-    return v;
-}
 
 /* fn reads body into chat (both JSON texts), which OpenAI's parser takes. */
 static void converts(chat_body_fn fn, const char *body, const char *chat, const char *what)
 {
-    json_t *in = load(body), *want = load(chat), *got = NULL;
+    json_t *in = body_of(body), *want = body_of(chat), *got = NULL;
     struct fl_err err = { "" };
     const int rc = in ? fn(in, &got, &err) : -1;
     char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -40,7 +35,7 @@ static void converts(chat_body_fn fn, const char *body, const char *chat, const 
 /* fn refuses body with an error starting with error. */
 static void refuses(chat_body_fn fn, const char *body, const char *error)
 {
-    json_t *in = load(body), *got = NULL;
+    json_t *in = body_of(body), *got = NULL;
     struct fl_err err = { "" };
     CHECK(in && fn(in, &got, &err) == -EINVAL && !got && !strncmp(err.msg, error, strlen(error)),
           "%s: '%s', want '%s...'", body, err.msg, error);

@@ -84,7 +84,7 @@ static void test_response(void)
         .text = "hi", .len = 2, .tools = &ans, .incomplete = true, .input_tokens = 10,
         .cached_tokens = 4, .output_tokens = 3,
     };
-    json_t *got = api_response_json(&r), *want = load(
+    json_t *got = api_response_json(&r), *want = body_of(
         "{\"id\": \"resp_9\", \"object\": \"response\", \"created_at\": 5, \"status\": \"incomplete\", "
         "\"incomplete_details\": {\"reason\": \"max_output_tokens\"}, \"error\": null, \"model\": \"m\", "
         "\"output\": [{\"id\": \"rs_9\", \"type\": \"reasoning\", \"summary\": [], \"content\": "
