@@ -1,4 +1,4 @@
-/* tool-grammar.c: the grammar a forced call in GLM-4.5's, MiniMax-M2's or
+/* tool-grammar.c: the grammar a forced call in GLM-4.5's / 4.7's, MiniMax-M2's or
  * Qwen3.5's / Qwen3-Coder's XML-style format is held to, and a call among the tools in Kimi K2's,
  * DeepSeek V3.1's and gpt-oss's (openai.h's api_tool_grammar). */
 #include "api/openai.h"
@@ -220,7 +220,8 @@ static char *named_json_call(const struct api_request *req, const struct api_too
 char *api_tool_grammar(const struct api_request *req, const struct api_tool_reader *t,
                        const struct fl_tokenizer *tok)
 {
-    const bool glm = t->fmt == FL_CHAT_GLM45, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    const bool glm47 = t->fmt == FL_CHAT_GLM47;
+    const bool glm = t->fmt == FL_CHAT_GLM45 || glm47, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
     const bool qwen = t->fmt == FL_CHAT_QWEN35 || t->fmt == FL_CHAT_QWEN3_CODER;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
@@ -232,7 +233,8 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
                                           "</arg_value>\\n" };
     static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n" };
     static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n" };
-    const struct tags *tg = glm ? &glm_tags : qwen ? &qwen_tags : &mm_tags;
+    static const struct tags glm47_tags = { "<arg_key>", "</arg_key><arg_value>", "</arg_value>" };
+    const struct tags *tg = glm47 ? &glm47_tags : glm ? &glm_tags : qwen ? &qwen_tags : &mm_tags;
     const char *end = glm    ? "\"</tool_call>\""
                       : qwen ? "\"</function>\\n</tool_call>\""
                              : "\"</invoke>\\n</minimax:tool_call>\"";
@@ -250,7 +252,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
             add(&g, "%s", i ? " | " : "");
             add(&g, glm || qwen ? "" : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
             literal(&g, req->tool_names[i]);
-            add(&g, glm ? " \"\\n\" " : qwen ? " \">\\n\" " : " \"\\\">\\n\" ");
+            add(&g, glm47 ? " " : glm ? " \"\\n\" " : qwen ? " \">\\n\" " : " \"\\\">\\n\" ");
             args_rule(&g, req, i, tg);
         }
         add(&g, ") %s\n", end);

@@ -194,8 +194,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER)
         return name ? snprintf(buf, n, "<tool_call>\n<function=%s>\n", name)
                     : snprintf(buf, n, "<tool_call>\n<function=");
-    if (fmt == FL_CHAT_GLM45)
-        return snprintf(buf, n, "<tool_call>%s%s", name ? name : "", name ? "\n" : "");
+    if (fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47) /* 4.7 writes no newline after the name */
+        return snprintf(buf, n, "<tool_call>%s%s", name ? name : "",
+                        name && fmt == FL_CHAT_GLM45 ? "\n" : "");
     if (fmt == FL_CHAT_MINIMAX_M2)
         return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
                     : snprintf(buf, n, "<minimax:tool_call>\n");
@@ -230,7 +231,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, minimax-m2, openai-gpt-oss, "
+               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, openai-gpt-oss, "
                "kimi-k2-instruct / -thinking or deepseek-v3.1; this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
@@ -407,7 +408,8 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
     out[0] = '\0';
     switch (t->fmt) {
     case FL_CHAT_GPT_OSS: break;
-    case FL_CHAT_GLM45: strcpy(out, open_left ? close : ""); break;
+    case FL_CHAT_GLM45:
+    case FL_CHAT_GLM47: strcpy(out, open_left ? close : ""); break;
     case FL_CHAT_MINIMAX_M2:
         if (open_left)
             strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"

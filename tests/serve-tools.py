@@ -4,7 +4,7 @@
 POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, Qwen3.5's
-for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5,
+for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5, GLM-4.7-Flash's for glm-4.7,
 MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
@@ -50,7 +50,8 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi,
            "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>",
            "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
-           "Qwen3-Coder": "<tool_call>\n<function=%s>\n"}[name]
+           "Qwen3-Coder": "<tool_call>\n<function=%s>\n",
+           "GLM-4.7-Flash": "</think><tool_call>%s"}[name]
 xml = name in ("Qwen3.5-4B", "Qwen3-Coder")  # Qwen's XML calls: <function=NAME> <parameter=K>
 # llama-server passes enable_thinking (true unless turned off); DeepSeek
 # V3.1's template reads it (undefined: no thinking), the others' default to it
@@ -213,7 +214,7 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
 want = render(messages, [weather, clock], enable_thinking=False) + \
     (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
-     opening.replace("</think>", "") if name == "DeepSeek-V3.1" else
+     opening.replace("</think>", "") if name in ("DeepSeek-V3.1", "GLM-4.7-Flash") else
      opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
@@ -223,7 +224,8 @@ if got["prompt"] != want:
 # block; here '<' lifted and a stop string end the answer before any pair,
 # so the call comes back with no arguments (the block closed for it: the
 # model ended)
-if name in ("GLM-4.6", "MiniMax-M2") or xml:
+glm = name in ("GLM-4.6", "GLM-4.7-Flash")
+if glm or name == "MiniMax-M2" or xml:
     lt = post("/tokenize", {"content": "<"})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
                                       "tool_choice": {"type": "function", "function": {"name": "get_time"}},
@@ -236,11 +238,11 @@ if name in ("GLM-4.6", "MiniMax-M2") or xml:
 # ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
 # random model writes at temperature 1, a named get_weather call starts with its required
 # city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
-if name in ("GLM-4.6", "MiniMax-M2") or xml:
-    glm = name == "GLM-4.6"
-    named = "<arg_key>city</arg_key>\n<arg_value>" if glm else "<parameter=city>\n" if xml else \
+if glm or name == "MiniMax-M2" or xml:
+    nl = "\n" if name == "GLM-4.6" else ""  # GLM-4.7 writes its pairs without newlines
+    named = "<arg_key>city</arg_key>%s<arg_value>" % nl if glm else "<parameter=city>\n" if xml else \
         '<parameter name="city">'
-    starts = ("get_weather\n<arg_key>city</arg_key>", "get_time\n") if glm else \
+    starts = ("get_weather%s<arg_key>city</arg_key>" % nl, "get_time" + nl) if glm else \
         ("get_weather>\n<parameter=city>\n", "get_time>\n") if xml else \
         ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
     for seed in range(3):

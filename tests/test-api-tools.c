@@ -307,6 +307,13 @@ static void test_tool_grammars(void)
         { FL_CHAT_GPT_OSS, "required", "weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
           (size_t)-1 },
         { FL_CHAT_GPT_OSS, "required", "later", 0 },
+        /* GLM-4.7's pairs, without newlines */
+        { FL_CHAT_GLM47, "named", "<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days"
+          "</arg_key><arg_value>3</arg_value></tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM47, "named", "<arg_key>city</arg_key>\n", 23 }, /* no newline */
+        { FL_CHAT_GLM47, "required", "now</tool_call>", (size_t)-1 },
+        { FL_CHAT_GLM47, "required", "weather<arg_key>city</arg_key><arg_value>Oslo</arg_value>"
+          "</tool_call>", (size_t)-1 },
         /* Qwen3.5's / Qwen3-Coder's XML: <parameter=K>\nV\n</parameter>\n lines */
         { FL_CHAT_QWEN35, "named", "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
           "</parameter>\n</function>\n</tool_call>", (size_t)-1 },

@@ -226,6 +226,10 @@ qwen=$model model=tests/data/glm4moe-tiny-Q8_0.gguf
 start -np 2 -c 1024
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" GLM-4.6 || fail "GLM tool prompts"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# GLM-4.7's (the same model told so): its pairs without newlines, its <think> opening
+start -np 2 -c 1024 --chat-template glm-4.7
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" GLM-4.7-Flash || fail "GLM-4.7 tool prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 # MiniMax-M2's (minimax-m2 model): prompts as its template writes them
 model=tests/data/minimax-m2-tiny-Q8_0.gguf
 start -np 2 -c 1024

@@ -611,6 +611,11 @@ static void test_chat_formats(void)
                 "<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you"
                 "<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>"
                 "user\nAnother question<|im_end|>\n<|im_start|>assistant\n");
+    /* as llama-server renders GLM-4.7-Flash's template */
+    expect_chat(FL_CHAT_GLM47,
+                "[gMASK]<sop><|system|>You are a helpful assistant<|user|>Hello<|assistant|></think>Hi "
+                "there<|user|>Who are you<|assistant|></think>I am an assistant<|user|>Another "
+                "question<|assistant|><think>");
     /* as llama.cpp's llama_chat_apply_template("chatglm4") renders it */
     expect_chat(FL_CHAT_CHATGLM4,
                 "[gMASK]<sop><|system|>\nYou are a helpful assistant<|user|>\nHello<|assistant|>\n"
@@ -676,7 +681,9 @@ static void test_chat_detect(void)
         enum fl_chat_format fmt;
     } files[] = { { "tests/data/templates/Qwen3.5-4B.jinja", FL_CHAT_QWEN35 },
                   { "tests/data/templates/Qwen3-Coder.jinja", FL_CHAT_QWEN3_CODER },
-                  { "tests/data/templates/Qwen3.jinja", FL_CHAT_CHATML } };
+                  { "tests/data/templates/Qwen3.jinja", FL_CHAT_CHATML },
+                  { "tests/data/templates/GLM-4.6.jinja", FL_CHAT_GLM45 },
+                  { "tests/data/templates/GLM-4.7-Flash.jinja", FL_CHAT_GLM47 } };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char *t = NULL;
         size_t len;

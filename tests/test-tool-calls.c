@@ -276,6 +276,20 @@ static void test_qwen_xml(void)
     }
 }
 
+/* GLM-4.7: GLM's pairs without the newlines */
+static void test_glm47(void)
+{
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_GLM47, "Looking.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris"
+             "</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call><tool_call>now"
+             "</tool_call>", &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"Paris\",\"days\":3}") &&
+              !strcmp(a.calls[1].name, "now") && !strcmp(a.content, "Looking."),
+          "glm-4.7: %d calls, content '%s'", a.n_calls, a.content);
+    fl_tool_answer_free(&a);
+}
+
 static void test_not_calls(void)
 {
     static const char *const texts[] = {
@@ -325,6 +339,7 @@ int main(void)
     test_kimi();
     test_deepseek();
     test_qwen_xml();
+    test_glm47();
     test_not_calls();
     test_prefix();
     return check_summary("test-tool-calls");

@@ -49,6 +49,38 @@ static inline bool is(const char *role, const char *name)
     return strcmp(role, name) == 0;
 }
 
+/* ---- pieces (chat-parts.c) ---- */
+
+/* s[0..*n) without leading and trailing ASCII whitespace (llama.cpp's
+ * trim; the templates' Python str.strip()). */
+void chat_trim_span(const char **s, size_t *n);
+void chat_put_trimmed_n(struct sbuf *b, const char *s, size_t n);
+void chat_put_trimmed(struct sbuf *b, const char *s);
+bool chat_ends_with(const char *s, const char *end);
+/* Tool result i: consecutive results share one turn (opened by turn before
+ * the first, ended by end after the last), each between open and close. */
+void chat_put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size_t i,
+                     const char *turn, const char *open, const char *close, const char *end);
+/* An assistant message's reasoning and answer: its reasoning_content as
+ * given (the content then whole, as the templates take it), else split
+ * from its content as Qwen3's and GLM's templates split it: the reasoning
+ * between <think> and the first </think>, the answer after the last
+ * (leading newlines off both). Without </think> all of it is answer. */
+void chat_reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
+                       size_t *an);
+/* A call's arguments as the XML-style formats write them: open, the key,
+ * mid, the value, close; strings as they are, other values as JSON.
+ * -EINVAL when they are not an object. */
+int chat_xml_args(struct sbuf *b, const char *arguments, const char *open, const char *mid,
+                  const char *close);
+
+/* ---- formats in files of their own ---- */
+
+/* GLM-4.5/4.6's own template (glm47 false) or GLM-4.7's (chat-glm.c): 0,
+ * or -EINVAL for a call whose arguments are no JSON object. */
+int fl_chat_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                  const struct fl_chat_opts *o, bool glm47);
+
 /* Kimi K2's own templates (chat-kimi.c), Instruct's or Thinking's: 0 or
  * -ENOMEM. */
 int fl_chat_kimi(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

@@ -39,6 +39,7 @@ static const struct {
     { "kimi-k2-thinking", FL_CHAT_KIMI_K2_THINKING },
     { "chatglm4", FL_CHAT_CHATGLM4 },
     { "glm-4.5", FL_CHAT_GLM45 },
+    { "glm-4.7", FL_CHAT_GLM47 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
 };
 
@@ -99,6 +100,8 @@ static enum fl_chat_format detect_template(const char *t)
         return strstr(t, "<｜tool▁sep｜>") && strstr(t, "<think></think>") && !strstr(t, "```json")
                    ? FL_CHAT_DEEPSEEK_V31
                    : FL_CHAT_DEEPSEEK3;
+    if (strstr(t, "[gMASK]<sop>") && strstr(t, "{function-name}<arg_key>")) /* no newlines */
+        return FL_CHAT_GLM47;
     if (strstr(t, "[gMASK]<sop>"))
         return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
     if (strstr(t, "]~b]") && strstr(t, "[e~["))
@@ -141,87 +144,6 @@ enum fl_chat_format fl_chat_detect_file(const struct gguf_file *f)
 }
 
 /* ---- rendering ---------------------------------------------------------- */
-
-/* s[0..*n) without leading and trailing ASCII whitespace (llama.cpp's
- * trim; the templates' Python str.strip()). */
-static void trim_span(const char **s, size_t *n)
-{
-    while (*n && isspace((unsigned char)**s))
-        (*s)++, (*n)--;
-    while (*n && isspace((unsigned char)(*s)[*n - 1]))
-        (*n)--;
-}
-
-static void put_trimmed_n(struct sbuf *b, const char *s, size_t n)
-{
-    trim_span(&s, &n);
-    put_n(b, s, n);
-}
-
-static void put_trimmed(struct sbuf *b, const char *s)
-{
-    put_trimmed_n(b, s, strlen(s));
-}
-
-static bool ends_with(const char *s, const char *end)
-{
-    const size_t n = strlen(s), e = strlen(end);
-    return n >= e && !memcmp(s + n - e, end, e);
-}
-
-/* Tool result i: consecutive results share one turn (opened by turn before
- * the first, ended by end after the last), each between open and close. */
-static void put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size_t i,
-                       const char *turn, const char *open, const char *close, const char *end)
-{
-    if (i == 0 || !is(m[i - 1].role, "tool"))
-        put(b, turn);
-    put(b, open);
-    put(b, m[i].content);
-    put(b, close);
-    if (i + 1 == n || !is(m[i + 1].role, "tool"))
-        put(b, end);
-}
-
-/* An assistant's content as Qwen3's and GLM-4.5's templates split it: the
- * reasoning between <think> and the first </think>, the answer after the
- * last (leading newlines off both). Without </think> all of it is answer. */
-static void think_split(const char *c, const char **r, size_t *rn, const char **a, size_t *an)
-{
-    const char *first = strstr(c, "</think>"), *last = first;
-    *r = "", *rn = 0, *a = c, *an = strlen(c);
-    if (!first)
-        return;
-    for (const char *p; (p = strstr(last + 8, "</think>"));)
-        last = p;
-    size_t n = (size_t)(first - c);
-    while (n && c[n - 1] == '\n')
-        n--;
-    const char *open = c;
-    for (const char *p = c; (p = strstr(p, "<think>")) && p + 7 <= c + n; p += 7)
-        open = p + 7;
-    while (open < c + n && *open == '\n')
-        open++;
-    *r = open, *rn = (size_t)(c + n - open);
-    *a = last + 8;
-    while (**a == '\n')
-        (*a)++;
-    *an = strlen(*a);
-}
-
-/* An assistant message's reasoning and answer: its reasoning_content as
- * given (the content then whole, as the templates take it), else split
- * from its content. */
-static void reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
-                         size_t *an)
-{
-    if (!m->reasoning) {
-        think_split(m->content, r, rn, a, an);
-        return;
-    }
-    *r = m->reasoning, *rn = strlen(m->reasoning);
-    *a = m->content, *an = strlen(m->content);
-}
 
 /* Qwen3's tools block: the system turn, with the user's system text first. */
 static size_t chatml_tools(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
@@ -279,7 +201,7 @@ static void chatml_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
 {
     const char *r, *a;
     size_t rn, an;
-    reasoning_of(m, &r, &rn, &a, &an);
+    chat_reasoning_of(m, &r, &rn, &a, &an);
     const bool content = an > 0; /* the template asks before its lstrip below */
     put(b, "<|im_start|>assistant\n");
     if (after_query && (last || rn)) {
@@ -304,7 +226,7 @@ static void apply_chatml(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     const size_t query = chatml_last_query(m, n);
     for (size_t i = first; i < n; i++) {
         if (is(m[i].role, "tool")) { /* consecutive results share one user turn */
-            put_result(b, m, n, i, "<|im_start|>user", "\n<tool_response>\n",
+            chat_put_result(b, m, n, i, "<|im_start|>user", "\n<tool_response>\n",
                        "\n</tool_response>", "<|im_end|>\n");
             continue;
         }
@@ -338,7 +260,7 @@ static void apply_llama2(struct sbuf *b, enum fl_chat_format fmt, const struct f
         if (is_sys && sys)
             put(b, "<<SYS>>\n");
         if (strip)
-            put_trimmed(b, m[i].content);
+            chat_put_trimmed(b, m[i].content);
         else
             put(b, m[i].content);
         if (is_sys) {
@@ -375,7 +297,7 @@ static void apply_mistral(struct sbuf *b, enum fl_chat_format fmt, const struct 
         } else {
             put(b, trail);
             if (fmt == FL_CHAT_MISTRAL_V3)
-                put_trimmed(b, m[i].content);
+                chat_put_trimmed(b, m[i].content);
             else
                 put(b, m[i].content);
             put(b, "</s>");
@@ -409,7 +331,7 @@ static void apply_llama3(struct sbuf *b, const struct fl_chat_msg *m, size_t n, 
         put(b, "<|start_header_id|>");
         put(b, m[i].role);
         put(b, "<|end_header_id|>\n\n");
-        put_trimmed(b, m[i].content);
+        chat_put_trimmed(b, m[i].content);
         put(b, "<|eot_id|>");
     }
     if (add)
@@ -481,102 +403,6 @@ static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n
         put(b, "<|assistant|>\n");
 }
 
-/* A call's arguments as the XML-style formats write them (GLM's
- * <arg_key>K</arg_key>\n<arg_value>V</arg_value>\n, MiniMax's <parameter
- * name="K">V</parameter>\n): open, the key, mid, the value, close; strings
- * as they are, other values as JSON. -EINVAL when they are not an object. */
-static int xml_args(struct sbuf *b, const char *arguments, const char *open, const char *mid,
-                    const char *close)
-{
-    json_t *o = json_loads(arguments, 0, NULL);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return -EINVAL;
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        put(b, open);
-        put(b, k);
-        put(b, mid);
-        char *j = json_is_string(v) ? NULL : fl_json_dumps_python(v);
-        put(b, json_is_string(v) ? json_string_value(v) : j ? j : "");
-        free(j);
-        put(b, close);
-    }
-    json_decref(o);
-    return 0;
-}
-
-static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
-{
-    const char *r, *a;
-    size_t rn, an;
-    reasoning_of(m, &r, &rn, &a, &an);
-    put(b, "<|assistant|>\n<think>");
-    if (after_user)
-        put_trimmed_n(b, r, rn);
-    put(b, "</think>");
-    trim_span(&a, &an);
-    if (an) {
-        put(b, "\n");
-        put_n(b, a, an);
-    }
-    for (size_t j = 0; j < m->n_calls; j++) {
-        put(b, "\n<tool_call>");
-        put(b, m->calls[j].name);
-        put(b, "\n");
-        if (xml_args(b, m->calls[j].arguments, "<arg_key>", "</arg_key>\n<arg_value>",
-                     "</arg_value>\n"))
-            return -EINVAL;
-        put(b, "</tool_call>");
-    }
-    return 0;
-}
-
-/* GLM-4.5/4.6/4.7's Jinja template (GLM-4.6.jinja in llama.cpp's models). */
-static int apply_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                       const struct fl_chat_opts *o)
-{
-    const char *const *tools = o->tools;
-    const size_t n_tools = o->n_tools;
-    put(b, "[gMASK]<sop>");
-    if (n_tools) {
-        put(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user "
-               "query.\n\nYou are provided with function signatures within <tools></tools> XML "
-               "tags:\n<tools>\n");
-        for (size_t i = 0; i < n_tools; i++) {
-            put(b, tools[i]);
-            put(b, "\n");
-        }
-        put(b, "</tools>\n\nFor each function call, output the function name and arguments within "
-               "the following XML format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>"
-               "\n<arg_value>{arg-value-1}</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>"
-               "{arg-value-2}</arg_value>\n...\n</tool_call>");
-    }
-    size_t last_user = SIZE_MAX;
-    for (size_t i = 0; i < n; i++)
-        if (is(m[i].role, "user"))
-            last_user = i;
-    for (size_t i = 0; i < n; i++) {
-        if (is(m[i].role, "user") || is(m[i].role, "system")) {
-            put(b, is(m[i].role, "user") ? "<|user|>\n" : "<|system|>\n");
-            put(b, m[i].content);
-            if (o->no_thinking && is(m[i].role, "user") && !ends_with(m[i].content, "/nothink"))
-                put(b, "/nothink"); /* GLM's enable_thinking=false */
-        } else if (is(m[i].role, "assistant")) {
-            if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
-                return -EINVAL;
-        } else if (is(m[i].role, "tool")) {
-            put_result(b, m, n, i, "<|observation|>", "\n<tool_response>\n", "\n</tool_response>",
-                       "");
-        }
-    }
-    if (o->add_assistant)
-        put(b, o->no_thinking ? "<|assistant|>\n<think></think>" : "<|assistant|>");
-    return 0;
-}
-
 /* MiniMax-M2's tools block: each tool's function as JSON in <tool>, and
  * the call format. -EINVAL when a tool is not {"function": {...}}. */
 static int minimax_tools(struct sbuf *b, const char *const *tools, size_t n_tools)
@@ -609,7 +435,7 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
 {
     const char *r, *a;
     size_t rn, an;
-    reasoning_of(m, &r, &rn, &a, &an);
+    chat_reasoning_of(m, &r, &rn, &a, &an);
     while (an && a[an - 1] == '\n' && !m->reasoning && strstr(m->content, "</think>")) /* the template strips then */
         an--;
     put(b, "]~b]ai\n");
@@ -625,7 +451,7 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
         put(b, "<invoke name=\"");
         put(b, m->calls[j].name);
         put(b, "\">\n");
-        if (xml_args(b, m->calls[j].arguments, "<parameter name=\"", "\">", "</parameter>\n"))
+        if (chat_xml_args(b, m->calls[j].arguments, "<parameter name=\"", "\">", "</parameter>\n"))
             return -EINVAL;
         put(b, "</invoke>\n");
     }
@@ -665,7 +491,7 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
         } else if (is(m[i].role, "tool")) {
             if (!called)
                 return -EINVAL;
-            put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
+            chat_put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
         } else if (is(m[i].role, "user")) {
             put(b, "]~b]user\n");
             put(b, m[i].content);
@@ -680,7 +506,7 @@ static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t 
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ||
-           fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_MINIMAX_M2 ||
+           fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 || fmt == FL_CHAT_MINIMAX_M2 ||
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
            fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31;
 }
@@ -712,6 +538,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     case FL_CHAT_GLM45: return &glm;
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:
+    case FL_CHAT_GLM47:
     case FL_CHAT_DEEPSEEK_V31: return &bare;
     case FL_CHAT_GPT_OSS: return &harmony;
     default: return NULL;
@@ -726,7 +553,8 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return o->add_assistant && !o->no_thinking &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
-    if (fmt == FL_CHAT_QWEN35) /* its opening: <think>\n unless enable_thinking=false */
+    if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
+                                                       * enable_thinking=false */
         return o->add_assistant && !o->no_thinking;
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
@@ -836,7 +664,8 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_KIMI_K2_INSTRUCT: rc = fl_chat_kimi(&b, msgs, n, o, false); break;
     case FL_CHAT_KIMI_K2_THINKING: rc = fl_chat_kimi(&b, msgs, n, o, true); break;
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
-    case FL_CHAT_GLM45: rc = apply_glm45(&b, msgs, n, o); break;
+    case FL_CHAT_GLM45: rc = fl_chat_glm45(&b, msgs, n, o, false); break;
+    case FL_CHAT_GLM47: rc = fl_chat_glm45(&b, msgs, n, o, true); break;
     case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;
     default: return -EINVAL;
     }

@@ -54,7 +54,8 @@ enum fl_chat_format {
     FL_CHAT_KIMI_K2_INSTRUCT, /* Kimi K2 Instruct's own template (tools) */
     FL_CHAT_KIMI_K2_THINKING, /* Kimi K2 Thinking's own template (tools, <think>) */
     FL_CHAT_CHATGLM4,         /* llama.cpp's built-in chatglm4 */
-    FL_CHAT_GLM45,            /* GLM-4.5 / 4.6 / 4.7's own template (tools, <think>) */
+    FL_CHAT_GLM45,            /* GLM-4.5 / 4.6's own template (tools, <think>) */
+    FL_CHAT_GLM47,            /* GLM-4.7's own template (its calls without newlines) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
 };
 
@@ -78,7 +79,7 @@ struct fl_chat_msg {
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
  * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
  * "deepseek-v3.1", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
- * "qwen3-coder". Unknown
+ * "qwen3-coder", "glm-4.7". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
@@ -110,6 +111,7 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            calls as <tool_call>\n<function=NAME>\n<parameter=K>\nV\n
  *            </parameter>\n</function>\n</tool_call> (strings bare, other
  *            values as JSON), results as <tool_response> blocks in a user turn;
+ *   glm-4.7  as glm-4.5 without the newlines around the pairs (GLM-4.7's);
  *   glm-4.5  as GLM-4.5/4.6's: calls as <tool_call>NAME\n<arg_key>K</arg_key>
  *            \n<arg_value>V</arg_value>\n...</tool_call> (a call's arguments
  *            must be a JSON object), results in an <|observation|> turn;

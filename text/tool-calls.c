@@ -339,7 +339,8 @@ static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct f
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
     if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && fmt != FL_CHAT_DEEPSEEK_V31 && !xml)
-        return add_call(a, fmt == FL_CHAT_GLM45 ? read_one_glm : read_one_json, &p, end);
+        return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
+                        &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
         kimi(fmt) ? read_kimi_call : fmt == FL_CHAT_DEEPSEEK_V31 ? read_deepseek_call
                                    : xml                         ? read_function

@@ -69,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reasoning(&fl_harmony_tags, (const char *)data, size, false);
     one(FL_CHAT_CHATML, (const char *)data, size);
     one(FL_CHAT_GLM45, (const char *)data, size);
+    one(FL_CHAT_GLM47, (const char *)data, size);
     one(FL_CHAT_MINIMAX_M2, (const char *)data, size);
     one(FL_CHAT_GPT_OSS, (const char *)data, size);
     one(FL_CHAT_KIMI_K2_THINKING, (const char *)data, size);
