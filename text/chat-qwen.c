@@ -8,7 +8,6 @@
  * write them); results are <tool_response> blocks in a user turn. Qwen3.5
  * (and 3.6) lists the tools as JSON lines and thinks (<think>, as Qwen3);
  * Qwen3-Coder lists them as XML and does not think. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -60,22 +59,6 @@ static int put_call(struct sbuf *b, const struct fl_chat_tool_call *c, const cha
     return rc;
 }
 
-/* s[0..n) without leading and trailing whitespace (Python's strip). */
-static void strip(const char **s, size_t *n)
-{
-    while (*n && isspace((unsigned char)**s))
-        (*s)++, (*n)--;
-    while (*n && isspace((unsigned char)(*s)[*n - 1]))
-        (*n)--;
-}
-
-static void put_stripped(struct sbuf *b, const char *s)
-{
-    size_t n = strlen(s);
-    strip(&s, &n);
-    put_n(b, s, n);
-}
-
 /* Results: consecutive ones share a user turn (opened unless the result
  * is the first of the messages looped over, from start), each in
  * <tool_response>; coder: Qwen3-Coder's newlines and unstripped content. */
@@ -88,7 +71,7 @@ static void put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, si
     if (coder)
         put(b, m[i].content);
     else
-        put_stripped(b, m[i].content);
+        chat_put_trimmed(b, m[i].content);
     put(b, coder ? "\n</tool_response>\n" : "\n</tool_response>");
     if (i + 1 == n || !is(m[i + 1].role, "tool"))
         put(b, "<|im_end|>\n");
@@ -117,7 +100,7 @@ static long last_query(const struct fl_chat_msg *m, size_t n)
             continue;
         const char *c = m[i].content;
         size_t len = strlen(c);
-        strip(&c, &len);
+        chat_trim_span(&c, &len);
         if (!(len >= 15 && !strncmp(c, "<tool_response>", 15) && len >= 16 &&
               !strncmp(c + len - 16, "</tool_response>", 16)))
             return (long)i;
@@ -132,7 +115,7 @@ static int qwen35_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool af
 {
     const char *c = m->content, *r = m->reasoning ? m->reasoning : "";
     size_t cn = strlen(c), rn = strlen(r);
-    strip(&c, &cn);
+    chat_trim_span(&c, &cn);
     const char *end = m->reasoning ? NULL : memmem(c, cn, "</think>", 8);
     if (end) { /* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
         r = c, rn = (size_t)(end - c);
@@ -147,7 +130,7 @@ static int qwen35_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool af
         while (cn && *c == '\n')
             c++, cn--;
     }
-    strip(&r, &rn);
+    chat_trim_span(&r, &rn);
     put(b, "<|im_start|>assistant\n");
     if (after_query) {
         put(b, "<think>\n");
@@ -157,7 +140,7 @@ static int qwen35_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool af
     put_n(b, c, cn);
     size_t tn = cn;
     const char *t = c;
-    strip(&t, &tn);
+    chat_trim_span(&t, &tn);
     for (size_t j = 0; j < m->n_calls; j++) {
         const char *open = j ? "\n<tool_call>\n<function="
                            : tn ? "\n\n<tool_call>\n<function="
@@ -177,7 +160,7 @@ static void qwen35_system(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     if (!o->n_tools) {
         if (sys) {
             put(b, "<|im_start|>system\n");
-            put_stripped(b, m[0].content);
+            chat_put_trimmed(b, m[0].content);
             put(b, "<|im_end|>\n");
         }
         return;
@@ -191,7 +174,7 @@ static void qwen35_system(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     put(b, qwen35_rules);
     const char *c = sys ? m[0].content : "";
     size_t cn = strlen(c);
-    strip(&c, &cn);
+    chat_trim_span(&c, &cn);
     if (cn) {
         put(b, "\n\n");
         put_n(b, c, cn);
@@ -212,7 +195,7 @@ int fl_chat_qwen35(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
             rc = i ? -EINVAL : 0; /* "System message must be at the beginning." */
         } else if (is(m[i].role, "user")) {
             put(b, "<|im_start|>user\n");
-            put_stripped(b, m[i].content);
+            chat_put_trimmed(b, m[i].content);
             put(b, "<|im_end|>\n");
         } else if (is(m[i].role, "assistant")) {
             rc = qwen35_assistant(b, &m[i], (long)i > query);
@@ -281,7 +264,7 @@ static int tagged_field(struct sbuf *b, const json_t *o, const char *key, bool t
     put(b, key);
     put(b, ">");
     if (trim)
-        put_stripped(b, s);
+        chat_put_trimmed(b, s);
     else
         put(b, s);
     put(b, "</");
@@ -365,7 +348,7 @@ int fl_chat_qwen3_coder(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
             put(b, "<|im_start|>assistant");
             const char *c = m[i].content;
             size_t cn = strlen(c);
-            strip(&c, &cn);
+            chat_trim_span(&c, &cn);
             if (cn) {
                 put(b, "\n");
                 put_n(b, c, cn);
