@@ -657,6 +657,8 @@ static void test_chat_detect(void)
           "chatglm4 marker");
     CHECK(fl_chat_detect(NULL, "{{ ']~!b[' ~ ']~b]' ~ role }}{{ '[e~[' }}") == FL_CHAT_MINIMAX_M2,
           "minimax-m2 markers");
+    CHECK(fl_chat_detect(NULL, "{%- set think_begin_token = '<mm:think>' -%}{{ ']~b]' }}{{ '[e~[' }}") ==
+              FL_CHAT_UNKNOWN, "MiniMax-M3's markers (another format) -> none");
     CHECK(fl_chat_detect("llama", "{{ '<|im_start|>' + role }}") == FL_CHAT_CHATML,
           "template markers win over the architecture");
     CHECK(fl_chat_detect("llama", "{{ '[INST] ' + content }}{{ '[SYSTEM_PROMPT]' }}") ==

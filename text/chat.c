@@ -104,7 +104,7 @@ static enum fl_chat_format detect_template(const char *t)
         return FL_CHAT_GLM47;
     if (strstr(t, "[gMASK]<sop>"))
         return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
-    if (strstr(t, "]~b]") && strstr(t, "[e~["))
+    if (strstr(t, "]~b]") && strstr(t, "[e~[") && !strstr(t, "<mm:think>")) /* not M3's */
         return FL_CHAT_MINIMAX_M2;
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
         return FL_CHAT_GPT_OSS;
