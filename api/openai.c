@@ -10,6 +10,7 @@
 #include "api/request-fields.h"
 #include "api/request-chat.h"
 #include "api/request-tools.h"
+#include "api/responses.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
 #include "text/tokenizer.h"
@@ -912,17 +913,20 @@ int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
     const char *method = fl_json_str(out->doc, "method"), *url = fl_json_str(out->doc, "url");
     if (json_object_get(out->doc, "method") && (!method || strcmp(method, "POST")))
         return api_field_bad(err, "method", "only POST is served");
-    enum api_kind kind;
-    if (url && !strcmp(url, "/v1/chat/completions"))
-        kind = API_CHAT;
-    else if (url && !strcmp(url, "/v1/completions"))
+    enum api_kind kind = API_CHAT;
+    out->responses = url && !strcmp(url, "/v1/responses");
+    if (url && !strcmp(url, "/v1/completions"))
         kind = API_COMPLETION;
-    else
-        return api_field_bad(err, "url", "expected \"/v1/chat/completions\" or \"/v1/completions\"");
-    json_t *body = json_object_get(out->doc, "body");
+    else if (!url || (strcmp(url, "/v1/chat/completions") && !out->responses))
+        return api_field_bad(err, "url", "expected \"/v1/chat/completions\", \"/v1/completions\" or "
+                             "\"/v1/responses\"");
+    json_t *body = json_object_get(out->doc, "body"), *chat = NULL;
     if (!json_is_object(body))
         return api_field_bad(err, "body", "expected an object");
-    rc = api_request_parse(body, kind, &out->req, err);
+    rc = out->responses ? api_responses_to_chat(body, &chat, err) : 0; /* the request keeps chat */
+    if (!rc)
+        rc = api_request_parse(out->responses ? chat : body, kind, &out->req, err);
+    json_decref(chat);
     if (rc) { /* the message names the field inside the body */
         char why[sizeof(err->msg)];
         snprintf(why, sizeof(why), "%s", err->msg);

@@ -402,6 +402,8 @@ struct api_batch_line {
     const char *custom_id;    /* NULL when the line had none (then it is an error) */
     struct api_request req;
     json_t *doc;
+    bool responses;           /* "/v1/responses": the body read as a chat (api/responses.h),
+                               * answered with a response object */
 };
 
 /* Parses one line (n bytes, no newline). 0, or -EINVAL with "what is

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/openai.h"
 #include "api/request-fields.h"
 
 /* A message's content: a string, or input_text / output_text (and an
@@ -399,4 +400,13 @@ json_t *api_response_json(const struct api_response *r)
                           "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
                           r->input_tokens + r->output_tokens);
     return o;
+}
+
+json_t *api_response_answer_json(const struct api_response *r, const struct api_answer *a)
+{
+    struct api_response with = *r;
+    with.reasoning = a->reasoning, with.reasoning_len = a->reasoning_len;
+    with.text = a->content, with.len = a->content_len;
+    with.tools = a->has_tools && a->tools.n_calls ? &a->tools : NULL;
+    return api_response_json(&with);
 }

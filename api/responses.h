@@ -40,6 +40,11 @@ struct api_response {
 };
 /* The response object (status completed or incomplete). */
 json_t *api_response_json(const struct api_response *r);
+/* The same with r's reasoning, text and calls those of an answer as
+ * openai.h's api_answer_read split it (r gives the ids, the cut and the
+ * usage). */
+struct api_answer;
+json_t *api_response_answer_json(const struct api_response *r, const struct api_answer *a);
 
 /* Output items, as the response object and the stream's events hold them:
  * the reasoning, the message (done: with its text and status completed,

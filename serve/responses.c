@@ -20,13 +20,11 @@ static json_t *response_json(struct srv *s, const char *id, int64_t created,
     const struct eng_req_result *r = &j->result;
     if (!api_answer_read(rd, text, len, r->finish != ENG_FINISH_LENGTH, &ans)) {
         const struct api_response res = {
-            .id = id, .model = s->model_name, .created = created, .reasoning = ans.reasoning,
-            .reasoning_len = ans.reasoning_len, .text = ans.content, .len = ans.content_len,
-            .tools = ans.has_tools && ans.tools.n_calls ? &ans.tools : NULL,
+            .id = id, .model = s->model_name, .created = created,
             .incomplete = r->finish == ENG_FINISH_LENGTH, .input_tokens = r->n_prompt,
             .cached_tokens = r->n_cached, .output_tokens = r->n_tokens,
         };
-        o = api_response_json(&res);
+        o = api_response_answer_json(&res, &ans);
     }
     api_answer_free(&ans);
     return o;

@@ -412,4 +412,37 @@ assert a["error"] is None and a["response"]["body"]["usage"]["completion_tokens"
 assert b["response"] is None and "suffix: this model has no fill-in-the-middle" in b["error"]["message"], b
 EOF2
 echo "suffix: a FIM model fills in the middle; a model without FIM tokens: an error line"
+
+# OpenAI's Responses API lines ("/v1/responses"): a response object whose text is the chat
+# answer to the same conversation; a function call; a stored-response id refused by name
+python3 - "$dir/resp.jsonl" <<'EOF2'
+import json, sys
+tool = {"type": "function", "name": "now", "parameters": {"type": "object", "properties": {}}}
+chat_tool = {"type": "function", "function": {"name": "now", "parameters": tool["parameters"]}}
+lines = [
+    {"custom_id": "r", "url": "/v1/responses", "body": {"input": "Hello", "instructions": "Be brief.",
+                                                        "max_output_tokens": 6, "temperature": 0}},
+    {"custom_id": "c", "url": "/v1/chat/completions", "body": {
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}],
+        "max_tokens": 6, "temperature": 0}},
+    {"custom_id": "rt", "url": "/v1/responses", "body": {"input": "Time?", "tools": [tool],
+                                                         "tool_choice": "required", "temperature": 0}},
+    {"custom_id": "bad", "url": "/v1/responses", "body": {"input": "x", "previous_response_id": "resp_1"}},
+]
+open(sys.argv[1], "w").write("".join(json.dumps(l) + "\n" for l in lines))
+EOF2
+"$cli" batch -m "$model" -i "$dir/resp.jsonl" -o "$dir/resp.out" -q 2>"$dir/err" || fail "responses: $(cat "$dir/err")"
+python3 - "$dir/resp.out" <<'EOF2' || fail "responses lines"
+import json, sys
+out = {l["custom_id"]: l for l in map(json.loads, open(sys.argv[1]))}
+r, c = out["r"]["response"]["body"], out["c"]["response"]["body"]
+assert r["object"] == "response" and r["id"].startswith("resp_") and r["status"] == "incomplete", r
+texts = [p["text"] for o in r["output"] if o["type"] == "message" for p in o["content"]]
+assert texts == [c["choices"][0]["message"]["content"]], (texts, c)
+assert r["usage"]["input_tokens"] == c["usage"]["prompt_tokens"] and r["usage"]["output_tokens"] == 6, r
+calls = [o for o in out["rt"]["response"]["body"]["output"] if o["type"] == "function_call"]
+assert len(calls) == 1 and calls[0]["name"] == "now" and json.loads(calls[0]["arguments"]) == {}, out["rt"]
+assert out["bad"]["response"] is None and "previous_response_id" in out["bad"]["error"]["message"], out["bad"]
+EOF2
+echo "/v1/responses lines: response objects (the chat answer's text, a function call), a refusal"
 echo "test-batch-cli: all checks passed"

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "api/native.h"
 #include "api/openai.h"
+#include "api/responses.h"
 #include "app/cli/batch-files.h"
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
@@ -49,6 +50,7 @@ struct job {
     char *custom_id;
     int line_no;
     enum api_kind kind;
+    bool responses;               /* a /v1/responses line: a response object */
     struct batch_run *run;
     struct api_answer_reader answer; /* how the answer's reasoning and calls are read */
     int n, n_choice, left;        /* choices (prompts times "n"), "n", those still running */
@@ -93,15 +95,15 @@ static int usage(FILE *out)
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort LEVEL] [--no-prefill-assistant]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
-            "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\" or\n"
-            "\"/v1/completions\", \"body\": {...}}), -np at a time sharing -c KV cells, and appends\n"
-            "{\"custom_id\", \"response\" | \"error\"} lines as they finish. A rerun onto the same\n"
-            "output skips what is done. -n and the sampling flags are the defaults for requests\n"
-            "that do not say (-n -1: up to the context), -j / --grammar the JSON schema or GBNF\n"
-            "grammar of lines that ask for no format, schema, grammar or tools of their own.\n"
-            "Prompts that start alike (shared\n"
-            "instructions) read the whole -b chunks an earlier one ran from the prompt cache: the\n"
-            "same bits (--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
+            "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\",\n"
+            "\"/v1/completions\" or \"/v1/responses\", \"body\": {...}}), -np at a time sharing -c KV\n"
+            "cells, and appends {\"custom_id\", \"response\" | \"error\"} lines as they finish. A\n"
+            "rerun onto the same output skips what is done. -n and the sampling flags are the\n"
+            "defaults for requests that do not say (-n -1: up to the context), -j / --grammar the\n"
+            "JSON schema or GBNF grammar of lines that ask for no format, schema, grammar or\n"
+            "tools of their own. Prompts that start alike (shared instructions) read the whole\n"
+            "-b chunks an earlier one ran from the prompt cache: the same bits\n"
+            "(--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
             "reasoning is the message's reasoning_content (--reasoning-format none: left in\n"
             "content); -rea off asks Qwen3 and GLM-4.5 to answer without it (as serve's flags).\n");
     eng_session_print_usage(out);
@@ -213,7 +215,8 @@ static void job_write(struct batch_run *b, struct job *j)
         request_id(b, rid, sizeof(rid));
         char cid[64];
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
-        json_object_set_new(doc, "id", json_string(cid));
+        if (!j->responses) /* a response object has its id, its items' ids derive from it */
+            json_object_set_new(doc, "id", json_string(cid));
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, doc, NULL, NULL));
     }
 }
@@ -231,6 +234,16 @@ static json_t *choice_json(struct batch_run *b, const struct job_choice *ref,
     } else if (api_answer_read(&j->answer, r->text, r->len, r->finish != ENG_FINISH_LENGTH, &ans)) {
         snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
         j->error_code = "server_error";
+    } else if (j->responses) {
+        char rid[48], id[64];
+        request_id(b, rid, sizeof(rid));
+        snprintf(id, sizeof(id), "resp_%s", rid + 10);
+        const struct api_response resp = {
+            .id = id, .model = b->model_name, .created = (int64_t)time(NULL),
+            .incomplete = r->finish == ENG_FINISH_LENGTH, .input_tokens = r->n_prompt,
+            .cached_tokens = r->n_cached, .output_tokens = r->n_tokens,
+        };
+        doc = api_response_answer_json(&resp, &ans);
     } else {
         const struct api_completion c = {
             .kind = j->kind, .id = "", .model = b->model_name, .created = (int64_t)time(NULL),
@@ -289,7 +302,8 @@ static struct job *new_job(struct batch_run *b, const struct api_batch_line *l, 
     if (!j)
         return NULL;
     *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .kind = r->kind,
-                       .run = b, .n = r->n_prompts * r->n, .n_choice = r->n };
+                       .responses = l->responses, .run = b, .n = r->n_prompts * r->n,
+                       .n_choice = r->n };
     api_answer_reader_init(r, b->chat, &j->answer);
     j->refs = calloc((size_t)j->n, sizeof(*j->refs));
     j->done = calloc((size_t)j->n, sizeof(*j->done));
