@@ -197,8 +197,8 @@ static const struct {
     { "-kvu", "--kv-unified", false, "the KV cache is always one pool of cells the sequences share" },
     { "--no-context-shift", NULL, false, NULL }, /* so it is: no note */
     { "--metrics", NULL, false, "`faultline serve` always answers GET /metrics" },
-    { "--slots", "--no-slots", false, "there is no /slots endpoint (GET /metrics counts busy sequences)" },
-    { "--props", NULL, false, "there is no /props endpoint" },
+    { "--slots", "--no-slots", false, "GET /slots is `faultline serve`'s (it takes --no-slots)" },
+    { "--props", NULL, false, "GET /props is always served; POST /props (changing the settings) is not" },
     { "--no-webui", NULL, false, NULL }, /* there is none */
     { "--threads-http", NULL, true, "each connection has its own thread; the value is not used" },
     { "--cache-reuse", NULL, true, "the prompt cache reuses a common prefix's whole -b chunks, bit for bit; "
