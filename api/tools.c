@@ -239,18 +239,24 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
      * reasoning (MiniMax-M2's, DeepSeek V3.1's) closes it first, as a
      * forced call's does */
     const bool opened = n >= 0 && fl_chat_opens_reasoning(chat, r->msgs, r->n_msgs, &o);
-    const char *close = chat == FL_CHAT_MINIMAX_M2 ? "</think>\n\n"
-                        : chat == FL_CHAT_QWEN35   ? "\n</think>\n\n" /* its opening's "<think>\n" */
-                                                   : "</think>";
+    const bool gpt_oss = chat == FL_CHAT_GPT_OSS;
+    /* a continued message's reasoning closes with the format's own tag
+     * (gpt-oss: its analysis message ends and the final one starts) */
+    const char *close = o.cont == FL_CHAT_CONTINUE_REASONING ? fl_chat_reasoning_close(chat)
+                        : chat == FL_CHAT_MINIMAX_M2        ? "</think>\n\n"
+                        : chat == FL_CHAT_QWEN35 ? "\n</think>\n\n" /* its opening's "<think>\n" */
+                                                 : "</think>";
     if (opened && (r->json_object || r->json_schema))
         return append(text, n, close);
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
     /* the forced call's opening (after closing the <think> a prompt opened;
-     * after a continued message's text; in GLM's assistant turn, after its
-     * empty <think>, which the opening holds already without thinking) */
+     * after a continued message's text, gpt-oss's call in a message of its
+     * own; in GLM's assistant turn, after its empty <think>, which the
+     * opening holds already without thinking) */
     char open[320];
-    const char *head = opened                             ? close
+    const char *head = o.cont && gpt_oss                  ? "<|end|><|start|>assistant"
+                       : opened                           ? close
                        : o.cont                           ? ""
                        : chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
                        : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"

@@ -107,6 +107,10 @@ cases = {
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "content": "<think>look it up</think>", "tool_calls": [call]},
         {"role": "tool", "content": "rain"}], [weather]),
+    "blank reasoning after the last user turn": ([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "<think> </think>Checking.", "tool_calls": [call]},
+        {"role": "tool", "content": "rain"}], [weather]),
     "an answer ending in a newline": ([{"role": "user", "content": "Hi"},
                                        {"role": "assistant", "content": "Hello.\n"},
                                        {"role": "user", "content": "Again?"}], None),

@@ -548,6 +548,48 @@ static void test_prefill(void)
     }
 }
 
+/* A continued message's reasoning, then JSON or a forced call: the
+ * reasoning closed with the format's own tag first (gpt-oss: its analysis
+ * message ended, the call in a message of its own). */
+static void test_prefill_closes(void)
+{
+    static const char hm[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":"
+                             "\"assistant\",\"content\":\"%s\",\"reasoning_content\":\"Hm\"}],%s}";
+    static const char json[] = "\"response_format\":{\"type\":\"json_object\"}";
+    static const char call[] = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"now\"}}],"
+                               "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"now\"}}";
+    static const struct {
+        enum fl_chat_format fmt;
+        const char *content, *extra, *tail;
+    } v[] = {
+        { FL_CHAT_CHATML, "", json, "<think>\nHm\n</think>\n\n" },
+        { FL_CHAT_GPT_OSS, "", json, "<|channel|>analysis<|message|>Hm<|end|><|start|>assistant"
+          "<|channel|>final<|message|>" },
+        { FL_CHAT_GPT_OSS, "", call, "<|channel|>analysis<|message|>Hm<|end|><|start|>assistant"
+          "<|channel|>commentary to=functions.now <|constrain|>json<|message|>" },
+        { FL_CHAT_GPT_OSS, "Hel", call, "<|channel|>final<|message|>Hel<|end|><|start|>assistant"
+          "<|channel|>commentary to=functions.now <|constrain|>json<|message|>" },
+        { FL_CHAT_QWEN3_CODER, "Hel", call, "<|im_start|>assistant\nHel<tool_call>\n<function=now>\n" },
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char body[512];
+        snprintf(body, sizeof(body), hm, v[i].content, v[i].extra);
+        struct api_request r;
+        struct fl_err err = { "" };
+        json_t *b = body_of(body);
+        CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "closes %zu: %s", i, err.msg);
+        json_decref(b);
+        char *text = NULL;
+        const char *why = "";
+        const int n = api_render_chat(v[i].fmt, &r, &text, &why);
+        const size_t t = strlen(v[i].tail);
+        CHECK(n >= (int)t && !strcmp(text + n - t, v[i].tail), "closes %zu (%s): '%s'", i,
+              fl_chat_format_name(v[i].fmt), text ? text : why);
+        free(text);
+        api_request_free(&r);
+    }
+}
+
 /* "n" / "n_cmpl": choices; another choice merged into a completion. */
 static void test_choices(void)
 {
@@ -710,6 +752,7 @@ int main(void)
 {
     test_native();
     test_prefill();
+    test_prefill_closes();
     test_choices();
     test_reasoning();
     test_accepted();

@@ -47,10 +47,11 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
     const char *r, *a;
     size_t rn, an;
     chat_reasoning_of(m, &r, &rn, &a, &an);
+    const bool has_reasoning = rn > 0; /* GLM-4.7's test, before its strip() */
     chat_trim_span(&r, &rn);
     chat_trim_span(&a, &an);
     put(b, "<|assistant|>");
-    if (!v47 || (after_user && rn)) {
+    if (!v47 || (after_user && has_reasoning)) {
         put(b, v47 ? "<think>" : "\n<think>");
         if (after_user)
             put_n(b, r, rn);

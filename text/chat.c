@@ -545,6 +545,12 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     }
 }
 
+const char *fl_chat_reasoning_close(enum fl_chat_format fmt)
+{
+    const struct think_marks *t = think_marks(fmt);
+    return t ? t->close : "";
+}
+
 bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                              const struct fl_chat_opts *o)
 {

@@ -176,6 +176,12 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
 bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
                              const struct fl_chat_opts *o);
 
+/* What closes fmt's reasoning after a continued message's reasoning (as
+ * its template writes an answer's: "\n</think>\n\n" for chatml, gpt-oss's
+ * "<|end|><|start|>assistant<|channel|>final<|message|>", ...); "" for a
+ * format without reasoning tags. */
+const char *fl_chat_reasoning_close(enum fl_chat_format fmt);
+
 /* The tags fmt's answers write their reasoning between: gpt-oss's harmony
  * channels for openai-gpt-oss, <think> for every other format. */
 struct fl_reasoning_tags;
