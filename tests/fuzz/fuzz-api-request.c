@@ -72,12 +72,15 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     if (g >= 0 && (!p || strlen(p) != (size_t)g))
         die("a gpt-oss render is not its length");
     free(p);
-    static const enum fl_chat_format xml[] = { FL_CHAT_QWEN35, FL_CHAT_QWEN3_CODER };
-    for (size_t i = 0; i < 2; i++) { /* Qwen's XML calls: rendered, or refused in one line */
-        p = NULL;
-        const int q = api_render_chat(xml[i], r, &p, &why);
+    static const enum fl_chat_format other[] = { /* the other formats with tools */
+        FL_CHAT_QWEN35, FL_CHAT_QWEN3_CODER, FL_CHAT_GLM45, FL_CHAT_GLM47, FL_CHAT_MINIMAX_M2,
+        FL_CHAT_KIMI_K2_INSTRUCT, FL_CHAT_KIMI_K2_THINKING, FL_CHAT_DEEPSEEK_V31,
+    };
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) { /* rendered, or refused */
+        p = NULL;                                                        /* in one line */
+        const int q = api_render_chat(other[i], r, &p, &why);
         if ((q >= 0 && (!p || strlen(p) != (size_t)q)) || (q < 0 && (q != -EINVAL || !*why)))
-            die("a Qwen XML render is not its length, or refused without a reason");
+            die("a render is not its length, or refused without a reason");
         free(p);
     }
     struct api_tool_reader t;
