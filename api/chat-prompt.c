@@ -71,6 +71,7 @@ int api_chat_opts(const struct api_request *r, bool tools, struct fl_chat_opts *
         .add_assistant = r->add_generation_prompt && cont == FL_CHAT_CONTINUE_NONE,
         .no_thinking = r->thinking == 0,
         .reasoning_effort = r->reasoning_effort,
+        .keep_reasoning = r->keep_reasoning == 1,
         .cont = cont < 0 ? FL_CHAT_CONTINUE_NONE : (enum fl_chat_continue)cont,
     };
     return cont < 0 ? cont : 0;

@@ -500,6 +500,11 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
         return api_field_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean");
     if (think)
         r->thinking = json_is_true(think);
+    const json_t *clear = json_object_get(kw, "clear_thinking"); /* GLM-4.7's */
+    if (clear && !json_is_boolean(clear))
+        return api_field_bad(err, "chat_template_kwargs.clear_thinking", "expected a boolean");
+    if (clear)
+        r->keep_reasoning = json_is_false(clear);
     const json_t *effort = json_object_get(b, "reasoning_effort");
     if (effort && !json_is_null(effort) && !json_is_string(effort))
         return api_field_bad(err, "reasoning_effort", "expected a string");
@@ -536,6 +541,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->reasoning_budget_message = d->budget_message;
     if (!r->reasoning_effort)
         r->reasoning_effort = d->effort;
+    if (r->keep_reasoning < 0)
+        r->keep_reasoning = d->keep_reasoning == 1;
     if (d->no_prefill && r->continue_final < 0)
         r->continue_final = FL_CHAT_CONTINUE_NONE;
 }
@@ -683,6 +690,7 @@ static int parse_request(json_t *body, enum api_kind kind, bool native, struct a
     out->kind = kind;
     out->native = native;
     out->reasoning_format = out->thinking = out->reasoning_budget = out->continue_final = -1;
+    out->keep_reasoning = -1;
     out->add_generation_prompt = true;
     out->n_prompts = 1;
     out->doc = body;

@@ -54,6 +54,7 @@ struct api_reasoning_defaults {
     const char *effort; /* --reasoning-effort (gpt-oss's "Reasoning: X"; NULL: the template's) */
     const char *budget_message; /* --reasoning-budget-message (NULL: none) */
     bool no_prefill; /* --no-prefill-assistant: a last assistant message is not continued */
+    int keep_reasoning; /* --chat-template-kwargs' clear_thinking false: 1 (-1 / 0: no) */
 };
 
 /* continue_final_message: true (the last message's content, or its
@@ -129,6 +130,7 @@ struct api_request {
      * "reasoning_effort": "none" (off); -1 when neither says */
     int reasoning_format;
     int thinking;
+    int keep_reasoning; /* chat_template_kwargs.clear_thinking false: 1, true: 0, -1 not given */
     const char *reasoning_effort; /* "reasoning_effort" other than "none", or
                                    * chat_template_kwargs.reasoning_effort (NULL) */
     /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not

@@ -201,6 +201,20 @@ ok = chat["choices"][0]["message"]["content"] == text and \
 failed += not ok
 print(("ok" if ok else "FAIL") + ": a prefilled answer goes on from it: %r" % text)
 
+# GLM-4.7's "clear_thinking": false keeps every answer's reasoning (its preserved thinking)
+if name == "GLM-4.7-Flash":
+    for case in ("reasoning in history and in a tool loop", "reasoning_content in history"):
+        messages, tools = cases[case]
+        body = {"messages": messages, "chat_template_kwargs": {"clear_thinking": False}}
+        if tools:
+            body["tools"] = tools
+        got = post("/apply-template", body)["prompt"]
+        want = render(messages, tools, clear_thinking=False)
+        failed += got != want
+        print(("ok" if got == want else "FAIL") + ": %s, clear_thinking false (%d chars)" % (case, len(got)))
+        if got != want:
+            print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+
 # "tool_choice": "none" leaves the tools out; a named one opens the call
 messages = cases["tools, a system turn"][0]
 got = post("/apply-template", {"messages": messages, "tools": [weather], "tool_choice": "none"})

@@ -482,13 +482,16 @@ static void test_reasoning(void)
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_budget_tokens\":1.5}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":[]}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":1}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":"
+        "{\"clear_thinking\":\"no\"}}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":"
         "\"answer\",\"add_generation_prompt\":false}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":true}",
     };
     static const char *const field[] = { "reasoning_format", "enable_thinking",
                                          "reasoning_budget_tokens", "reasoning_content",
-                                         "add_generation_prompt", "continue_final_message",
+                                         "add_generation_prompt", "clear_thinking",
+                                         "continue_final_message",
                                          "Cannot set both" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         b = body_of(bad[i]);

@@ -41,8 +41,10 @@ static int glm_calls(struct sbuf *b, const struct fl_chat_msg *m, const struct g
 /* An answer: GLM-4.5/4.6 write "\n<think>REASONING</think>" (the reasoning
  * only after the last user turn) and "\n" before the content; GLM-4.7
  * "<think>REASONING</think>" when it has reasoning after the last user
- * turn, else a bare "</think>", and the content right after. */
-static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user, bool v47)
+ * turn (or anywhere, keep: its clear_thinking=false), else a bare
+ * "</think>", and the content right after. */
+static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user, bool v47,
+                         bool keep)
 {
     const char *r, *a;
     size_t rn, an;
@@ -51,9 +53,10 @@ static int glm_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after
     chat_trim_span(&r, &rn);
     chat_trim_span(&a, &an);
     put(b, "<|assistant|>");
-    if (!v47 || (after_user && has_reasoning)) {
+    const bool kept = after_user || (v47 && keep); /* GLM-4.7's clear_thinking=false: all */
+    if (!v47 || (kept && has_reasoning)) {
         put(b, v47 ? "<think>" : "\n<think>");
-        if (after_user)
+        if (kept)
             put_n(b, r, rn);
     }
     put(b, "</think>");
@@ -94,7 +97,8 @@ int fl_chat_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
             if (!v47 && o->no_thinking && user && !chat_ends_with(m[i].content, "/nothink"))
                 put(b, "/nothink"); /* GLM-4.5's enable_thinking=false */
         } else if (is(m[i].role, "assistant")) {
-            if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user, v47))
+            if (glm_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user, v47,
+                              o->keep_reasoning))
                 return -EINVAL;
         } else if (is(m[i].role, "tool")) {
             chat_put_result(b, m, n, i, "<|observation|>", v47 ? "<tool_response>" : "\n<tool_response>\n",

@@ -153,6 +153,8 @@ struct fl_chat_opts {
                                * too and its user turns end with /nothink;
                                * other formats have no such switch */
     const char *reasoning_effort; /* gpt-oss's "Reasoning: X" (NULL: medium) */
+    bool keep_reasoning;      /* GLM-4.7's clear_thinking=false: every answer in the history
+                               * keeps its reasoning, not only those after the last user turn */
     /* the last message continued (as llama-server does it: the messages
      * before it with the assistant's opening, the opening cut where the
      * format's reasoning starts, then the reasoning's opening tag, the

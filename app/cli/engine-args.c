@@ -470,7 +470,7 @@ static int on_off_auto(const char *v)
 }
 
 /* --chat-template-kwargs JSON: an object; the built-in templates read its
- * enable_thinking (a boolean) and reasoning_effort (a word, kept in a
+ * enable_thinking and clear_thinking (booleans) and reasoning_effort (a word, kept in a
  * buffer of its own: the flags are read once), the rest is for Jinja
  * templates. */
 static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning_defaults *r)
@@ -479,13 +479,17 @@ static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning
     json_t *o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
     const json_t *t = json_object_get(o, "enable_thinking");
     const json_t *e = json_object_get(o, "reasoning_effort");
-    const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) &&
+    const json_t *c = json_object_get(o, "clear_thinking");
+    const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) && (!c || json_is_boolean(c)) &&
                     (!e || (json_is_string(e) && json_string_length(e) < sizeof(effort)));
     if (!ok)
         fprintf(stderr, "faultline %s: --chat-template-kwargs wants a JSON object (its "
-                "\"enable_thinking\" a boolean, \"reasoning_effort\" a word), not '%s'\n", cmd, v);
+                "\"enable_thinking\" and \"clear_thinking\" booleans, \"reasoning_effort\" a "
+                "word), not '%s'\n", cmd, v);
     if (ok && t)
         r->thinking = json_is_true(t);
+    if (ok && c)
+        r->keep_reasoning = json_is_false(c);
     if (ok && e)
         r->effort = strcpy(effort, json_string_value(e));
     json_decref(o);

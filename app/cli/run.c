@@ -57,7 +57,8 @@ static int usage(FILE *out)
         "  -rea, --reasoning on|off|auto  off: the model answers without thinking (Qwen3's,\n"
         "                        GLM-4.5's and DeepSeek V3.1's enable_thinking=false); auto: as\n"
         "                        the template\n"
-        "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off\n"
+        "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off;\n"
+        "                        '{\"clear_thinking\": false}' keeps GLM-4.7's reasoning\n"
         "  --reasoning-effort low|medium|high  gpt-oss's reasoning effort (its system turn)\n"
         "  --reasoning-budget N  in a chat answer, after N tokens of reasoning force\n"
         "                        </think> (0: answer at once; -1, the default: no limit)\n"
@@ -98,9 +99,11 @@ static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
 {
     struct api_reasoning_defaults r = { .format = API_REASONING_DEEPSEEK, .thinking = o->thinking,
                                         .budget = o->think_budget, .effort = o->reasoning_effort,
-                                        .budget_message = o->think_message };
+                                        .budget_message = o->think_message,
+                                        .keep_reasoning = o->keep_reasoning };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
     o->thinking = r.thinking;
+    o->keep_reasoning = r.keep_reasoning;
     o->reasoning_effort = r.effort;
     o->think_budget = r.budget;
     o->think_message = r.budget_message;
@@ -212,7 +215,8 @@ int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
                     const struct fl_chat_msg *msgs, size_t n, char **out)
 {
     const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0,
-                                     .reasoning_effort = o->reasoning_effort };
+                                     .reasoning_effort = o->reasoning_effort,
+                                     .keep_reasoning = o->keep_reasoning == 1 };
     return fl_chat_render(fmt, msgs, n, &co, out);
 }
 

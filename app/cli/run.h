@@ -35,6 +35,7 @@ struct run_opts {
     int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
                          * default, 0 enable_thinking=false (text/chat.h) */
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
+    int keep_reasoning;           /* --chat-template-kwargs' clear_thinking false: 1 */
     int think_budget;             /* --reasoning-budget: -1 none, else the reasoning's tokens
                                    * in a chat answer before </think> is forced */
     const char *think_message;    /* --reasoning-budget-message: forced before it */
