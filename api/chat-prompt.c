@@ -72,6 +72,7 @@ int api_chat_opts(const struct api_request *r, bool tools, struct fl_chat_opts *
         .no_thinking = r->thinking == 0,
         .reasoning_effort = r->reasoning_effort,
         .keep_reasoning = r->keep_reasoning == 1,
+        .ds_thinking = r->ds_thinking,
         .cont = cont < 0 ? FL_CHAT_CONTINUE_NONE : (enum fl_chat_continue)cont,
     };
     return cont < 0 ? cont : 0;

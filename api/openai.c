@@ -499,6 +499,11 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
         return api_field_bad(err, "chat_template_kwargs.enable_thinking", "expected a boolean");
     if (think)
         r->thinking = json_is_true(think);
+    const json_t *ds = json_object_get(kw, "thinking"); /* DeepSeek V3.1's */
+    if (ds && !json_is_boolean(ds))
+        return api_field_bad(err, "chat_template_kwargs.thinking", "expected a boolean");
+    if (ds)
+        r->ds_thinking = json_is_true(ds) ? 1 : -1;
     const json_t *clear = json_object_get(kw, "clear_thinking"); /* GLM-4.7's */
     if (clear && !json_is_boolean(clear))
         return api_field_bad(err, "chat_template_kwargs.clear_thinking", "expected a boolean");
@@ -542,6 +547,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->reasoning_effort = d->effort;
     if (r->keep_reasoning < 0)
         r->keep_reasoning = d->keep_reasoning == 1;
+    if (!r->ds_thinking)
+        r->ds_thinking = d->ds_thinking;
     if (d->no_prefill && r->continue_final < 0)
         r->continue_final = FL_CHAT_CONTINUE_NONE;
 }

@@ -55,6 +55,7 @@ struct api_reasoning_defaults {
     const char *budget_message; /* --reasoning-budget-message (NULL: none) */
     bool no_prefill; /* --no-prefill-assistant: a last assistant message is not continued */
     int keep_reasoning; /* --chat-template-kwargs' clear_thinking false: 1 (-1 / 0: no) */
+    int ds_thinking;    /* --chat-template-kwargs' thinking (DeepSeek V3.1's): 1, -1; 0 none */
 };
 
 /* continue_final_message: true (the last message's content, or its
@@ -131,6 +132,7 @@ struct api_request {
     int reasoning_format;
     int thinking;
     int keep_reasoning; /* chat_template_kwargs.clear_thinking false: 1, true: 0, -1 not given */
+    int ds_thinking;    /* chat_template_kwargs.thinking (DeepSeek V3.1's): 1 true, -1 false, 0 */
     const char *reasoning_effort; /* "reasoning_effort" other than "none", or
                                    * chat_template_kwargs.reasoning_effort (NULL) */
     /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not

@@ -201,6 +201,15 @@ ok = chat["choices"][0]["message"]["content"] == text and \
 failed += not ok
 print(("ok" if ok else "FAIL") + ": a prefilled answer goes on from it: %r" % text)
 
+# DeepSeek V3.1's own "thinking" kwarg, which its template reads before enable_thinking
+if name == "DeepSeek-V3.1":
+    messages = cases["tools, a system turn"][0]
+    for kw in ({"thinking": False}, {"thinking": True, "enable_thinking": False}):
+        got = post("/apply-template", {"messages": messages, "chat_template_kwargs": kw})["prompt"]
+        want = render(messages, None, **kw)
+        failed += got != want
+        print(("ok" if got == want else "FAIL") + ": chat_template_kwargs %s (%r)" % (kw, got[-30:]))
+
 # GLM-4.7's "clear_thinking": false keeps every answer's reasoning (its preserved thinking)
 if name == "GLM-4.7-Flash":
     for case in ("reasoning in history and in a tool loop", "reasoning_content in history"):

@@ -484,6 +484,8 @@ static void test_reasoning(void)
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":1}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":"
         "{\"clear_thinking\":\"no\"}}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":"
+        "{\"thinking\":1}}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":"
         "\"answer\",\"add_generation_prompt\":false}",
         "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"}],\"continue_final_message\":true}",
@@ -491,6 +493,7 @@ static void test_reasoning(void)
     static const char *const field[] = { "reasoning_format", "enable_thinking",
                                          "reasoning_budget_tokens", "reasoning_content",
                                          "add_generation_prompt", "clear_thinking",
+                                         "chat_template_kwargs.thinking",
                                          "continue_final_message",
                                          "Cannot set both" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

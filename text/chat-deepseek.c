@@ -89,7 +89,8 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         }
     }
     if (o->add_assistant && fl_chat_deepseek_v31_opens(m, n))
-        put(b, o->no_thinking ? "<｜Assistant｜><think></think>" : "<｜Assistant｜><think>");
+        put(b, fl_chat_deepseek_v31_thinks(o) ? "<｜Assistant｜><think>"
+                                               : "<｜Assistant｜><think></think>");
     return 0;
 }
 
@@ -102,4 +103,11 @@ bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n)
         if (is(m[i].role, "user") || is(m[i].role, "assistant") || is(m[i].role, "tool"))
             return is(m[i].role, "user");
     return false;
+}
+
+bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o)
+{
+    /* the template's `thinking`, else enable_thinking (llama-server passes it, true unless
+     * turned off) */
+    return o->ds_thinking ? o->ds_thinking > 0 : !o->no_thinking;
 }

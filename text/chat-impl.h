@@ -93,6 +93,8 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
 /* Whether that template opens an answer after m[0..n) (its last turn in
  * place is a user's). */
 bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
+/* Whether that template's generation prompt opens the reasoning. */
+bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o);
 
 /* Qwen3.5's and Qwen3-Coder's own templates (chat-qwen.c): 0, -EINVAL
  * where the templates raise (Qwen3.5: no user query, a system message not

@@ -557,7 +557,7 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (o->cont != FL_CHAT_CONTINUE_NONE)
         return o->cont == FL_CHAT_CONTINUE_REASONING && think_marks(fmt);
     if (fmt == FL_CHAT_DEEPSEEK_V31)
-        return o->add_assistant && !o->no_thinking &&
+        return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
                                                        * enable_thinking=false */

@@ -153,6 +153,8 @@ struct fl_chat_opts {
                                * too and its user turns end with /nothink;
                                * other formats have no such switch */
     const char *reasoning_effort; /* gpt-oss's "Reasoning: X" (NULL: medium) */
+    int ds_thinking;          /* DeepSeek V3.1's own "thinking" kwarg, which its template reads
+                               * before enable_thinking: 0 not given, 1 on, -1 off */
     bool keep_reasoning;      /* GLM-4.7's clear_thinking=false: every answer in the history
                                * keeps its reasoning, not only those after the last user turn */
     /* the last message continued (as llama-server does it: the messages

@@ -479,17 +479,20 @@ static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning
     json_t *o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
     const json_t *t = json_object_get(o, "enable_thinking");
     const json_t *e = json_object_get(o, "reasoning_effort");
-    const json_t *c = json_object_get(o, "clear_thinking");
+    const json_t *c = json_object_get(o, "clear_thinking"), *ds = json_object_get(o, "thinking");
     const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) && (!c || json_is_boolean(c)) &&
+                    (!ds || json_is_boolean(ds)) &&
                     (!e || (json_is_string(e) && json_string_length(e) < sizeof(effort)));
     if (!ok)
         fprintf(stderr, "faultline %s: --chat-template-kwargs wants a JSON object (its "
-                "\"enable_thinking\" and \"clear_thinking\" booleans, \"reasoning_effort\" a "
-                "word), not '%s'\n", cmd, v);
+                "\"enable_thinking\", \"thinking\" and \"clear_thinking\" booleans, "
+                "\"reasoning_effort\" a word), not '%s'\n", cmd, v);
     if (ok && t)
         r->thinking = json_is_true(t);
     if (ok && c)
         r->keep_reasoning = json_is_false(c);
+    if (ok && ds)
+        r->ds_thinking = json_is_true(ds) ? 1 : -1;
     if (ok && e)
         r->effort = strcpy(effort, json_string_value(e));
     json_decref(o);

@@ -100,10 +100,12 @@ static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
     struct api_reasoning_defaults r = { .format = API_REASONING_DEEPSEEK, .thinking = o->thinking,
                                         .budget = o->think_budget, .effort = o->reasoning_effort,
                                         .budget_message = o->think_message,
-                                        .keep_reasoning = o->keep_reasoning };
+                                        .keep_reasoning = o->keep_reasoning,
+                                        .ds_thinking = o->ds_thinking };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
     o->thinking = r.thinking;
     o->keep_reasoning = r.keep_reasoning;
+    o->ds_thinking = r.ds_thinking;
     o->reasoning_effort = r.effort;
     o->think_budget = r.budget;
     o->think_message = r.budget_message;
@@ -216,7 +218,8 @@ int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
 {
     const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0,
                                      .reasoning_effort = o->reasoning_effort,
-                                     .keep_reasoning = o->keep_reasoning == 1 };
+                                     .keep_reasoning = o->keep_reasoning == 1,
+                                     .ds_thinking = o->ds_thinking };
     return fl_chat_render(fmt, msgs, n, &co, out);
 }
 

@@ -36,6 +36,7 @@ struct run_opts {
                          * default, 0 enable_thinking=false (text/chat.h) */
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
     int keep_reasoning;           /* --chat-template-kwargs' clear_thinking false: 1 */
+    int ds_thinking;              /* ... its thinking (DeepSeek V3.1's): 1, -1; 0 not given */
     int think_budget;             /* --reasoning-budget: -1 none, else the reasoning's tokens
                                    * in a chat answer before </think> is forced */
     const char *think_message;    /* --reasoning-budget-message: forced before it */
