@@ -105,7 +105,8 @@ static int usage(FILE *out)
             "-b chunks an earlier one ran from the prompt cache: the same bits\n"
             "(--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
             "reasoning is the message's reasoning_content (--reasoning-format none: left in\n"
-            "content); -rea off asks Qwen3 and GLM-4.5 to answer without it (as serve's flags).\n");
+            "content); -rea off asks Qwen3, Qwen3.5, GLM and DeepSeek V3.1 to answer without it\n"
+            "(as serve's flags).\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }

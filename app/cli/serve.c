@@ -30,7 +30,7 @@ static int usage(FILE *out)
             "GLM, MiniMax, gpt-oss, Kimi and DeepSeek V3.1 models; a thinking model's <think> comes back as\n"
             "message.reasoning_content, or with --reasoning-format none, or \"reasoning_format\":\n"
             "\"none\", in content; -rea off, or \"chat_template_kwargs\": {\"enable_thinking\": false},\n"
-            "asks Qwen3, GLM-4.5 and DeepSeek V3.1 not to think;\n"
+            "asks Qwen3, Qwen3.5, GLM and DeepSeek V3.1 not to think;\n"
             "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template;\n"
             "llama-server's POST /completion, GET /props, GET /slots (each sequence's request;\n"
