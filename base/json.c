@@ -262,41 +262,6 @@ static void py_float(FILE *f, double v)
         fprintf(f, "%.*s.%s", exp + 1, digits, digits + exp + 1);
 }
 
-static void py_value(FILE *f, const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        const char *k;
-        json_t *x;
-        const char *sep = "";
-        fputc('{', f);
-        json_object_foreach((json_t *)v, k, x) {
-            fputs(sep, f);
-            py_str(f, k, strlen(k));
-            fputs(": ", f);
-            py_value(f, x);
-            sep = ", ";
-        }
-        fputc('}', f);
-        break;
-    }
-    case JSON_ARRAY:
-        fputc('[', f);
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            fputs(i ? ", " : "", f);
-            py_value(f, json_array_get(v, i));
-        }
-        fputc(']', f);
-        break;
-    case JSON_STRING: py_str(f, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
-    case JSON_REAL: py_float(f, json_real_value(v)); break;
-    case JSON_TRUE: fputs("true", f); break;
-    case JSON_FALSE: fputs("false", f); break;
-    case JSON_NULL: fputs("null", f); break;
-    }
-}
-
 /* Python's repr of a str: single quotes unless it holds ' and no " */
 static void py_repr_str(FILE *f, const char *s, size_t n)
 {
@@ -317,39 +282,48 @@ static void py_repr_str(FILE *f, const char *s, size_t n)
     fputc(q, f);
 }
 
-/* Python's repr of what json.loads makes of v (dict, list, str, int,
- * float, True, False, None). */
-static void py_repr(FILE *f, const json_t *v)
+/* v as Python writes what json.loads makes of it: json.dumps's text, or
+ * (repr) the repr of the dict, list, str, int, float, True, False or None;
+ * numbers are the same either way. */
+static void py_write(FILE *f, const json_t *v, bool repr)
 {
-    const char *k;
-    json_t *x;
-    const char *sep = "";
+    void (*str)(FILE *, const char *, size_t) = repr ? py_repr_str : py_str;
     switch (json_typeof(v)) {
-    case JSON_OBJECT:
+    case JSON_OBJECT: {
+        const char *k;
+        json_t *x;
+        const char *sep = "";
         fputc('{', f);
         json_object_foreach((json_t *)v, k, x) {
             fputs(sep, f);
-            py_repr_str(f, k, strlen(k));
+            str(f, k, strlen(k));
             fputs(": ", f);
-            py_repr(f, x);
+            py_write(f, x, repr);
             sep = ", ";
         }
         fputc('}', f);
         break;
+    }
     case JSON_ARRAY:
         fputc('[', f);
         for (size_t i = 0; i < json_array_size(v); i++) {
             fputs(i ? ", " : "", f);
-            py_repr(f, json_array_get(v, i));
+            py_write(f, json_array_get(v, i), repr);
         }
         fputc(']', f);
         break;
-    case JSON_STRING: py_repr_str(f, json_string_value(v), json_string_length(v)); break;
-    case JSON_TRUE: fputs("True", f); break;
-    case JSON_FALSE: fputs("False", f); break;
-    case JSON_NULL: fputs("None", f); break;
-    default: py_value(f, v); break; /* numbers: as json.dumps writes them */
+    case JSON_STRING: str(f, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: py_float(f, json_real_value(v)); break;
+    case JSON_TRUE: fputs(repr ? "True" : "true", f); break;
+    case JSON_FALSE: fputs(repr ? "False" : "false", f); break;
+    case JSON_NULL: fputs(repr ? "None" : "null", f); break;
     }
+}
+
+static void py_value(FILE *f, const json_t *v)
+{
+    py_write(f, v, false);
 }
 
 /* v written by how into a malloc'ed string; NULL on out of memory. */
@@ -374,7 +348,7 @@ static void py_str_of(FILE *f, const json_t *v)
     if (json_is_string(v))
         fwrite(json_string_value(v), 1, json_string_length(v), f);
     else
-        py_repr(f, v);
+        py_write(f, v, true);
 }
 
 char *fl_json_str_python(const json_t *v)

@@ -190,14 +190,24 @@ static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
     return rc;
 }
 
+/* The XML-style calls: a call's tags around its name and its pairs, the
+ * pairs' tags around key and value, and whether a value loses the newline
+ * the template writes on each side of it. */
+struct xml_call_tags {
+    const char *call, *name_end, *call_end, *key, *key_end, *value_end;
+    bool newlines;
+};
+
 /* minimax-m2: <invoke name="NAME">\n<parameter name="K">V</parameter>\n...
- * </invoke>; at *p, past it after. */
-static int read_invoke(const char **p, const char *end, struct fl_tool_call *out)
+ * </invoke>; qwen3.5 / qwen3-coder: <function=NAME>\n<parameter=K>\nV\n
+ * </parameter>\n...</function>. At *p, past it after. */
+static int read_xml_call(const struct xml_call_tags *t, const char **p, const char *end,
+                         struct fl_tool_call *out)
 {
     const char *name, *body;
     size_t nn, bn;
-    if (!tagged(p, end, "<invoke name=\"", "\">", &name, &nn) ||
-        !tagged(p, end, "", "</invoke>", &body, &bn))
+    if (!tagged(p, end, t->call, t->name_end, &name, &nn) ||
+        !tagged(p, end, "", t->call_end, &body, &bn))
         return -EINVAL;
     json_t *args = json_object();
     int rc = args ? 0 : -ENOMEM;
@@ -205,11 +215,15 @@ static int read_invoke(const char **p, const char *end, struct fl_tool_call *out
     for (; !rc && q < bend; q = skip_space(q, bend)) {
         const char *k, *v;
         size_t kn, vn;
-        if (!tagged(&q, bend, "<parameter name=\"", "\">", &k, &kn) ||
-            !tagged(&q, bend, "", "</parameter>", &v, &vn)) {
+        if (!tagged(&q, bend, t->key, t->key_end, &k, &kn) ||
+            !tagged(&q, bend, "", t->value_end, &v, &vn)) {
             rc = -EINVAL;
             break;
         }
+        if (t->newlines && vn && v[0] == '\n')
+            v++, vn--;
+        if (t->newlines && vn && v[vn - 1] == '\n')
+            vn--;
         rc = set_pair(args, k, kn, v, vn);
     }
     if (!rc)
@@ -218,37 +232,18 @@ static int read_invoke(const char **p, const char *end, struct fl_tool_call *out
     return rc;
 }
 
-/* qwen3.5 / qwen3-coder: <function=NAME>\n<parameter=K>\nV\n</parameter>\n...
- * </function>; V without the newline on each side the template writes;
- * at *p, past it after. */
+static int read_invoke(const char **p, const char *end, struct fl_tool_call *out)
+{
+    static const struct xml_call_tags t = { "<invoke name=\"", "\">", "</invoke>",
+                                            "<parameter name=\"", "\">", "</parameter>", false };
+    return read_xml_call(&t, p, end, out);
+}
+
 static int read_function(const char **p, const char *end, struct fl_tool_call *out)
 {
-    const char *name, *body;
-    size_t nn, bn;
-    if (!tagged(p, end, "<function=", ">", &name, &nn) ||
-        !tagged(p, end, "", "</function>", &body, &bn))
-        return -EINVAL;
-    json_t *args = json_object();
-    int rc = args ? 0 : -ENOMEM;
-    const char *q = skip_space(body, body + bn), *bend = body + bn;
-    for (; !rc && q < bend; q = skip_space(q, bend)) {
-        const char *k, *v;
-        size_t kn, vn;
-        if (!tagged(&q, bend, "<parameter=", ">", &k, &kn) ||
-            !tagged(&q, bend, "", "</parameter>", &v, &vn)) {
-            rc = -EINVAL;
-            break;
-        }
-        if (vn && v[0] == '\n')
-            v++, vn--;
-        if (vn && v[vn - 1] == '\n')
-            vn--;
-        rc = set_pair(args, k, kn, v, vn);
-    }
-    if (!rc)
-        rc = make_call(name, nn, args, out);
-    json_decref(args);
-    return rc;
+    static const struct xml_call_tags t = { "<function=", ">", "</function>", "<parameter=", ">",
+                                            "</parameter>", true };
+    return read_xml_call(&t, p, end, out);
 }
 
 /* Appends a call to a (freed with it whatever happens); -EINVAL when the
