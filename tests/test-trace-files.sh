@@ -53,7 +53,8 @@ if [ "$mode" = json ]; then
         [ -e "$gz" ] || continue
         gunzip -t "$gz" || { echo "FAIL: $gz is not valid gzip"; exit 1; }
     done
-    exec python3 -c "$load_py$(cat <<'PY'
+    # not exec: the EXIT trap must still remove $dir
+    python3 -c "$load_py$(cat <<'PY'
 import sys
 bad = 0
 def fail(path, msg):
@@ -116,6 +117,7 @@ for path in sys.argv[1:]:
 sys.exit(1 if bad else 0)
 PY
 )" $(ls "$dir"/*.trace.json "$dir"/*.trace.json.gz 2>/dev/null)
+    exit $?
 fi
 
 chrome=""
