@@ -183,11 +183,12 @@ static void tool_names(struct gbnf *g, const struct api_request *req)
     add(g, ")");
 }
 
-/* "required" in Kimi K2's, DeepSeek V3.1's and gpt-oss's formats, after
- * the prompt's opening (Kimi's and gpt-oss's `functions.`, DeepSeek's
- * <｜tool▁call▁begin｜>): one of the tools' names, the format's way to its
- * arguments, a JSON object (JSON mode's: these formats' named calls hold
- * it to the parameters), and Kimi's and DeepSeek's closes. */
+/* "required" in Kimi K2's, DeepSeek's and gpt-oss's formats, after the
+ * prompt's opening (Kimi's and gpt-oss's `functions.`, DeepSeek's
+ * <｜tool▁call▁begin｜>, V3-0324's and R1's with function<｜tool▁sep｜>): one
+ * of the tools' names, the format's way to its arguments, a JSON object
+ * (JSON mode's: these formats' named calls hold it to the parameters), and
+ * Kimi's and DeepSeek's closes. */
 static char *named_json_call(const struct api_request *req, const struct api_tool_reader *t,
                              const struct fl_tokenizer *tok)
 {
@@ -203,6 +204,11 @@ static char *named_json_call(const struct api_request *req, const struct api_too
     } else if (t->fmt == FL_CHAT_DEEPSEEK_V31) {
         marker(&g, tok, "<｜tool▁sep｜>");
         add(&g, " object ");
+        marker(&g, tok, "<｜tool▁call▁end｜>");
+        marker(&g, tok, "<｜tool▁calls▁end｜>");
+        add(&g, "\n");
+    } else if (t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1) {
+        add(&g, " \"\\n```json\\n\" object \"\\n```\" ");
         marker(&g, tok, "<｜tool▁call▁end｜>");
         marker(&g, tok, "<｜tool▁calls▁end｜>");
         add(&g, "\n");
@@ -225,7 +231,8 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
     const bool qwen = t->fmt == FL_CHAT_QWEN35 || t->fmt == FL_CHAT_QWEN3_CODER;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-         t->fmt == FL_CHAT_KIMI_K2_THINKING || t->fmt == FL_CHAT_DEEPSEEK_V31))
+         t->fmt == FL_CHAT_KIMI_K2_THINKING || t->fmt == FL_CHAT_DEEPSEEK_V31 ||
+         t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1))
         return named_json_call(req, t, tok);
     if ((!glm && !minimax && !qwen) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;

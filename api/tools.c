@@ -30,11 +30,22 @@ static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err 
     const json_t *params = json_object_get(f, "parameters");
     if (params && !json_is_object(params) && !json_is_null(params))
         return fl_err_set(err, -EINVAL, "%s.function.parameters: expected an object", path);
+    const json_t *desc = json_object_get(f, "description");
+    if (desc && !json_is_string(desc))
+        return fl_err_set(err, -EINVAL, "%s.function.description: expected a string", path);
     for (size_t j = 0; j < i; j++)
         if (!strcmp(r->tool_names[j], name))
             return fl_err_set(err, -EINVAL, "%s.function.name: \"%s\" is given twice", path, name);
-    /* as the template's tojson writes it */
-    if (!(r->tools_json[i] = fl_json_dumps_python(t)))
+    /* as the template's tojson writes the tool llama-server passes it: the
+     * name, the description ("" when none) and the parameters ({} when
+     * none), other keys ("strict", ...) left out */
+    json_t *p = params ? json_incref((json_t *)params) : json_object(); /* o steals it */
+    json_t *as_passed = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function",
+                                  "name", name, "description", desc ? json_string_value(desc) : "",
+                                  "parameters", p);
+    r->tools_json[i] = as_passed ? fl_json_dumps_python(as_passed) : NULL;
+    json_decref(as_passed);
+    if (!r->tools_json[i])
         return fl_err_set(err, -ENOMEM, "out of memory");
     r->tool_names[i] = name;
     return 0;
@@ -141,6 +152,13 @@ static int parse_call(json_t *c, const char *path, size_t j, struct fl_chat_tool
     if (!(out->arguments = json_string_value(a)))
         return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu].function.arguments: expected a "
                           "string (JSON) or an object", path, j);
+    /* the templates take the object it holds (llama-server too: "Failed to parse tool call
+     * arguments as JSON") */
+    json_t *v = json_loads(out->arguments, JSON_DECODE_ANY, NULL);
+    json_decref(v);
+    if (!v)
+        return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu].function.arguments: not JSON text",
+                          path, j);
     return 0;
 }
 
@@ -191,6 +209,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s%s", name ? name : "",
                         name ? "<｜tool▁sep｜>" : "");
+    if (fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1)
+        return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>%s%s",
+                        name ? name : "", name ? "\n```json\n" : "");
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER)
         return name ? snprintf(buf, n, "<tool_call>\n<function=%s>\n", name)
                     : snprintf(buf, n, "<tool_call>\n<function=");
@@ -223,7 +244,9 @@ static int append(char **text, int n, const char *s)
 int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char **text,
                     const char **why)
 {
-    const bool tools = r->n_tools && r->tool_choice != API_TOOL_NONE;
+    /* "tool_choice": "none" still describes the tools, as llama-server does (no call
+     * is read back), where the format can */
+    const bool tools = r->n_tools && (r->tool_choice != API_TOOL_NONE || fl_chat_has_tools(chat));
     struct fl_chat_opts o;
     int n = api_chat_opts(r, tools, &o, why);
     if (n < 0)
@@ -232,7 +255,8 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
                "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, openai-gpt-oss, "
-               "kimi-k2-instruct / -thinking or deepseek-v3.1; this model's is another";
+               "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3-0324 or deepseek-r1; "
+               "this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     /* an answer held to JSON from its first token: a prompt that opened the
@@ -288,7 +312,8 @@ void api_tool_reader_init(const struct api_request *req, enum fl_chat_format fmt
     out->json = (out->mode != API_TOOLS_BLOCKS && fmt == FL_CHAT_CHATML) ||
                 (out->mode == API_TOOLS_ARGS &&
                  (fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-                  fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31));
+                  fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31 ||
+                  fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1));
 }
 
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len)
@@ -428,11 +453,15 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         break;
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:
-    case FL_CHAT_DEEPSEEK_V31: {
-        const char *end = t->fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁call▁end｜>"
-                                                         : "<|tool_call_end|>";
+    case FL_CHAT_DEEPSEEK_V31:
+    case FL_CHAT_DEEPSEEK_V3_0324:
+    case FL_CHAT_DEEPSEEK_R1: {
+        const bool kimi = t->fmt == FL_CHAT_KIMI_K2_INSTRUCT || t->fmt == FL_CHAT_KIMI_K2_THINKING;
+        const char *end = kimi ? "<|tool_call_end|>" : "<｜tool▁call▁end｜>";
+        if (t->json && (t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1))
+            strcpy(out, "\n```"); /* the arguments' fence */
         if (t->json || (open_left && !has(text, len, end)))
-            strcpy(out, end);
+            strcat(out, end);
         if (t->json || open_left)
             strcat(out, close);
         break;

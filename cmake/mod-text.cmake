@@ -10,6 +10,7 @@ fl_module(text
   DEPS gguf base LIBS PkgConfig::PCRE2)
 
 fl_test(test-tokenizer SOURCES tests/test-tokenizer.c MODULES text TIMEOUT 120)
+fl_test(test-chat SOURCES tests/test-chat.c MODULES text)
 fl_test(test-sampler SOURCES tests/test-sampler.c MODULES text)
 # The targets read fixed data (vocabularies, a model) from the source tree;
 # FL_SOURCE_DIR in the environment overrides where that is.

@@ -8,7 +8,8 @@ for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5, GLM-4.7-Flash
 MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
-kimi-k2-thinking / deepseek-v3.1) makes of the same conversation. A named
+kimi-k2-thinking / deepseek-v3.1, DeepSeek V3-0324's and R1's told
+deepseek-v3-0324 / deepseek-r1) makes of the same conversation. A named
 tool_choice ends the prompt with the call's opening; on GLM and MiniMax, a
 named call comes back as tool_calls, and a call the model writes in its
 format is read back.
@@ -44,6 +45,7 @@ env.globals["raise_exception"] = raise_exception
 template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
 # the call's opening a named tool_choice leaves at the prompt's end
 kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:0<|tool_call_argument_begin|>"
+fenced = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n"
 opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
@@ -51,7 +53,8 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>",
            "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
            "Qwen3-Coder": "<tool_call>\n<function=%s>\n",
-           "GLM-4.7-Flash": "</think><tool_call>%s"}[name]
+           "GLM-4.7-Flash": "</think><tool_call>%s",
+           "DeepSeek-V3-0324": fenced, "DeepSeek-R1": "</think>" + fenced}[name]
 xml = name in ("Qwen3.5-4B", "Qwen3-Coder")  # Qwen's XML calls: <function=NAME> <parameter=K>
 # llama-server passes enable_thinking (true unless turned off); DeepSeek
 # V3.1's template reads it (undefined: no thinking), the others' default to it
@@ -60,10 +63,16 @@ thinking_default = {"enable_thinking": True} if name == "DeepSeek-V3.1" else {}
 
 def render_as_is(messages, tools=None, **kwargs):
     # templates read a call's arguments as an object (GLM's iterates them);
-    # a request carries them as JSON text
+    # a request carries them as JSON text, which DeepSeek V3-0324's adds to
+    # strings (llama-server passes it the text)
     msgs = [dict(m, tool_calls=[dict(c, function=dict(c["function"], arguments=json.loads(
-        c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") else m
-            for m in messages]
+        c["function"]["arguments"]))) for c in m["tool_calls"]]) if m.get("tool_calls") and
+            name != "DeepSeek-V3-0324" else m for m in messages]
+    # the tools as llama-server passes them: name, description ("" when none) and
+    # parameters ({} when none), other keys left out
+    tools = tools and [{"type": "function", "function": {
+        "name": t["function"]["name"], "description": t["function"].get("description", ""),
+        "parameters": t["function"].get("parameters", {})}} for t in tools]
     return template.render(messages=msgs, tools=tools, **dict(thinking_default, **kwargs))
 
 
@@ -224,12 +233,13 @@ if name == "GLM-4.7-Flash":
         if got != want:
             print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
 
-# "tool_choice": "none" leaves the tools out; a named one opens the call
+# "tool_choice": "none" still describes the tools (as llama-server does; no call is read
+# back); a named one opens the call
 messages = cases["tools, a system turn"][0]
 got = post("/apply-template", {"messages": messages, "tools": [weather], "tool_choice": "none"})
-want = render(messages, None)
+want = render(messages, [weather])
 failed += got["prompt"] != want
-print(("ok" if got["prompt"] == want else "FAIL") + ": tool_choice none renders no tools")
+print(("ok" if got["prompt"] == want else "FAIL") + ": tool_choice none renders the tools")
 got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
 want = render(messages, [weather, clock]) + opening % "get_time"
@@ -292,7 +302,8 @@ if glm or name == "MiniMax-M2" or xml:
 # Kimi K2's "required": after the prompt's `functions.`, one of the tools' names and its index
 # (DeepSeek V3.1's: after its <｜tool▁call▁begin｜>, a name and <｜tool▁sep｜>; a grammar: the
 # random model could write anything else)
-if name.startswith("Kimi-K2") or name == "DeepSeek-V3.1":
+deepseek_fenced = name in ("DeepSeek-V3-0324", "DeepSeek-R1")
+if name.startswith("Kimi-K2") or name == "DeepSeek-V3.1" or deepseek_fenced:
     n_calls = sum(len(m.get("tool_calls") or []) for m in messages)
     for seed in range(3):
         r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
@@ -302,8 +313,9 @@ if name.startswith("Kimi-K2") or name == "DeepSeek-V3.1":
         text = c["message"]["content"] or ""
         calls = c["message"].get("tool_calls") or []
         want = ("get_weather:%d<|tool_call_argument_begin|>" % n_calls,
-                "get_time:%d<|tool_call_argument_begin|>" % n_calls) if name != "DeepSeek-V3.1" \
-            else ("get_weather<｜tool▁sep｜>", "get_time<｜tool▁sep｜>")
+                "get_time:%d<|tool_call_argument_begin|>" % n_calls) if name.startswith("Kimi") \
+            else ("get_weather<｜tool▁sep｜>", "get_time<｜tool▁sep｜>") if name == "DeepSeek-V3.1" \
+            else ("get_weather\n```json\n", "get_time\n```json\n")
         ok = (c["finish_reason"] == "length" and
               any(text.startswith(w) or w.startswith(text) for w in want)) or \
             (c["finish_reason"] == "tool_calls" and calls and
@@ -311,6 +323,32 @@ if name.startswith("Kimi-K2") or name == "DeepSeek-V3.1":
         failed += not ok
         print(("ok" if ok else "FAIL") + ": a required call, one of the tools (seed %d): %r"
               % (seed, (text or json.dumps(calls))[:70]))
+# DeepSeek V3-0324's and R1's named call: the answer is the arguments, held to the tool's
+# parameters (JSON mode), read back as the call; with '}' lifted the object closes at once
+if deepseek_fenced:
+    brace = post("/tokenize", {"content": "}"})["tokens"][0]
+    r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
+                                      "tool_choice": {"type": "function", "function": {"name": "get_time"}},
+                                      "logit_bias": {str(brace): 100}, "max_tokens": 8})
+    c = r["choices"][0]
+    ok = c["finish_reason"] == "tool_calls" and c["message"]["content"] is None and \
+        [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
+    failed += not ok
+    print(("ok" if ok else "FAIL") + ": a named call: " + json.dumps(c["message"]))
+    for seed in range(3):
+        r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
+                                          "tool_choice": {"type": "function",
+                                                          "function": {"name": "get_weather"}},
+                                          "temperature": 1.0, "seed": seed, "max_tokens": 60})
+        c = r["choices"][0]
+        calls = c["message"].get("tool_calls") or []
+        ok = c["finish_reason"] == "length" or (
+            c["finish_reason"] == "tool_calls" and len(calls) == 1 and
+            calls[0]["function"]["name"] == "get_weather" and
+            "city" in json.loads(calls[0]["function"]["arguments"]))
+        failed += not ok
+        print(("ok" if ok else "FAIL") + ": a named call read back (seed %d): %s %r"
+              % (seed, c["finish_reason"], (c["message"]["content"] or json.dumps(calls))[:70]))
 # a result with no call before it: the template raises, the server says 400
 if name == "MiniMax-M2":
     code, _ = post("/apply-template", {"messages": [{"role": "user", "content": "x"},

@@ -112,14 +112,15 @@ static void test_tools(void)
                         "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":"
                         "\"function\",\"function\":{\"name\":\"w\",\"arguments\":{\"city\":\"Köln\"}}}]},"
                         "{\"role\":\"tool\",\"content\":\"rain\"}],\"tools\":[{\"type\":\"function\","
-                        "\"function\":{\"name\":\"w\",\"parameters\":{\"type\":\"object\"}}}],"
+                        "\"function\":{\"strict\":true,\"parameters\":{\"type\":\"object\"},\"name\":\"w\"}}],"
                         "\"tool_choice\":\"required\",\"parallel_tool_calls\":false}");
     CHECK(api_request_parse(b, API_CHAT, &r, &err) == 0, "tools request: %s", err.msg);
     json_decref(b);
     CHECK(r.n_tools == 1 && !strcmp(r.tool_names[0], "w") &&
               !strcmp(r.tools_json[0], "{\"type\": \"function\", \"function\": {\"name\": \"w\", "
-                                       "\"parameters\": {\"type\": \"object\"}}}"),
-          "tool as the template's tojson: %s", r.n_tools ? r.tools_json[0] : "");
+                                       "\"description\": \"\", \"parameters\": {\"type\": \"object\"}}}"),
+          "tool as llama-server passes it (name, description, parameters; no other key) and "
+          "the template's tojson writes it: %s", r.n_tools ? r.tools_json[0] : "");
     CHECK(r.tool_choice == API_TOOL_NAMED && !strcmp(r.tool_name, "w") && r.one_call,
           "required with one tool: named, one call");
     CHECK(r.msgs[1].n_calls == 1 && !strcmp(r.msgs[1].calls[0].arguments, "{\"city\": \"Köln\"}") &&
@@ -211,6 +212,10 @@ static void test_forced_formats(void)
           "<|message|>" },
         { FL_CHAT_DEEPSEEK_V31, "<｜User｜>Time?<｜Assistant｜><think></think><｜tool▁calls▁begin｜>"
           "<｜tool▁call▁begin｜>now<｜tool▁sep｜>" },
+        { FL_CHAT_DEEPSEEK_V3_0324, "<｜User｜>Time?<｜Assistant｜><｜tool▁calls▁begin｜>"
+          "<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n" },
+        { FL_CHAT_DEEPSEEK_R1, "<｜User｜>Time?<｜Assistant｜><think>\n</think><｜tool▁calls▁begin｜>"
+          "<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n" },
     };
     /* Qwen3.5's named call: the reasoning closed, the function opened; the
      * model's pairs and the close read back */
@@ -329,6 +334,12 @@ static void test_tool_grammars(void)
           "<｜tool▁calls▁end｜>", (size_t)-1 },
         { FL_CHAT_DEEPSEEK_V31, "required", "now<｜tool▁sep｜>[", 21 },
         { FL_CHAT_DEEPSEEK_V31, "required", "nowhere", 3 },
+        /* V3-0324's and R1's: after function<｜tool▁sep｜>, a name and the fenced object */
+        { FL_CHAT_DEEPSEEK_V3_0324, "required", "weather\n```json\n{\"city\": \"Oslo\"}\n```"
+          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", (size_t)-1 },
+        { FL_CHAT_DEEPSEEK_R1, "required", "now\n```json\n{}\n```<｜tool▁call▁end｜>"
+          "<｜tool▁calls▁end｜>", (size_t)-1 },
+        { FL_CHAT_DEEPSEEK_R1, "required", "now\n```json\n{}<｜tool▁call▁end｜>", 14 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char body[1024];

@@ -118,6 +118,13 @@ static void test_refused(void)
           "\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":"
           "\"f\",\"arguments\":3}}]}]}}", "body.messages[1].tool_calls[0].function.arguments" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":"
+          "\"f\",\"arguments\":\"{\\\"n\\\":</think>7}\"}}]}]}}",
+          "body.messages[1].tool_calls[0].function.arguments: not JSON text" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
+          "\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+          "\"f\",\"description\":7}}]}}", "body.tools[0].function.description: expected a string" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":"
           "\"user\",\"content\":\"a\",\"tool_calls\":[]}]}}", "body.messages[0].tool_calls: expected" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\",\"tools\":"
           "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}}", "body.tools: tools are for chat" },

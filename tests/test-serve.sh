@@ -261,6 +261,12 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 start -np 2 -c 1024 --chat-template deepseek-v3.1
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-V3.1 || fail "DeepSeek V3.1 prompts"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# DeepSeek V3-0324's and R1's (```json calls), as their GGUFs carry them
+for t in V3-0324 R1; do
+  start -np 2 -c 1024 --chat-template "deepseek-$(echo $t | tr 'VR' 'vr')"
+  python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-$t || fail "DeepSeek $t prompts"
+  kill -9 $pid; wait $pid 2>/dev/null; pid=
+done
 model=$qwen
 
 start -np 4 -c 512 --max-body 1M --timeout ${SRV_TIMEOUT:-3} --drain 5

@@ -239,6 +239,49 @@ static void test_deepseek(void)
           "deepseek: content up to where its section may start");
 }
 
+/* DeepSeek V3-0324 / R1: TYPE<｜tool▁sep｜>NAME and the arguments in a ```json
+ * fence (as their templates write a call; the fence's "json" may be left
+ * out) */
+static void test_deepseek_fenced(void)
+{
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_DEEPSEEK_V3_0324,
+             "Let me see.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+             "```json\n{\"city\": \"Paris\", \"note\": \"a ``` inside\"}\n```<｜tool▁call▁end｜>\n"
+             "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```\n{}\n```<｜tool▁call▁end｜>"
+             "<｜tool▁calls▁end｜>", &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"Paris\",\"note\":\"a ``` inside\"}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.calls[1].arguments, "{}") &&
+              !strcmp(a.content, "Let me see."),
+          "deepseek fenced: %d calls, content '%s'", a.n_calls, a.content);
+    fl_tool_answer_free(&a);
+    parse_as(FL_CHAT_DEEPSEEK_R1,
+             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f \n```json\n{\"a\": [1]}"
+             "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", &a);
+    CHECK(a.n_calls == 1 && !strcmp(a.calls[0].name, "f") && !strcmp(a.calls[0].arguments, "{\"a\":[1]}"),
+          "deepseek r1: %d calls", a.n_calls);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",                            /* not an object */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",                            /* fence not closed */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f{}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜>",                                              /* no fence: V3.1's */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>\n```json\n{}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",                            /* no name */
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```"
+        "<｜tool▁call▁end｜>",                                               /* cut */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        parse_as(FL_CHAT_DEEPSEEK_V3_0324, bad[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "deepseek fenced '%s': all content",
+              bad[i]);
+        fl_tool_answer_free(&a);
+    }
+}
+
 /* Qwen3.5 / Qwen3-Coder: XML calls (the answers of llama.cpp's test-chat.cpp
  * for Qwen3.5's template), values JSON when they read as such */
 static void test_qwen_xml(void)
@@ -338,6 +381,7 @@ int main(void)
     test_gpt_oss();
     test_kimi();
     test_deepseek();
+    test_deepseek_fenced();
     test_qwen_xml();
     test_glm47();
     test_not_calls();

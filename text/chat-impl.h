@@ -68,6 +68,10 @@ void chat_put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size
  * (leading newlines off both). Without </think> all of it is answer. */
 void chat_reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
                        size_t *an);
+/* A call's arguments as a template's `| tojson` writes the object
+ * llama-server passes it (Python's json.dumps): -EINVAL when they are no
+ * JSON, -ENOMEM; either also sticks in b->err. */
+int chat_put_tojson(struct sbuf *b, const char *arguments);
 /* A call's arguments as the XML-style formats write them: open, the key,
  * mid, the value, close; strings as they are, other values as JSON.
  * -EINVAL when they are not an object. */
@@ -95,6 +99,14 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
 bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
 /* Whether that template's generation prompt opens the reasoning. */
 bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o);
+
+/* DeepSeek V3-0324's (r1 false) or R1's own template (chat-deepseek.c):
+ * 0, or -EINVAL for a call whose arguments are no JSON. */
+int fl_chat_deepseek_v3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                        const struct fl_chat_opts *o, bool r1);
+/* Whether R1's template opens an answer (and its reasoning) after
+ * m[0..n): not after a result. */
+bool fl_chat_deepseek_r1_opens(const struct fl_chat_msg *m, size_t n);
 
 /* Qwen3.5's and Qwen3-Coder's own templates (chat-qwen.c): 0, -EINVAL
  * where the templates raise (Qwen3.5: no user query, a system message not

@@ -39,7 +39,9 @@ static int put_calls(struct sbuf *b, const struct fl_chat_msg *m, struct call_id
         put(b, "<|tool_call_begin|>");
         put(b, id);
         put(b, "<|tool_call_argument_begin|>");
-        put(b, m->calls[j].arguments); /* a request's arguments are their JSON text */
+        int rc = chat_put_tojson(b, m->calls[j].arguments);
+        if (rc)
+            return rc;
         put(b, "<|tool_call_end|>");
     }
     put(b, "<|tool_calls_section_end|>");

@@ -1,6 +1,6 @@
 /* chat-parts.c: the pieces several chat formats write with (chat-impl.h):
  * trimming, tool results sharing a turn, an answer's reasoning split off,
- * a call's arguments as XML pairs. */
+ * a call's arguments as tojson writes them or as XML pairs. */
 #include <ctype.h>
 #include <stdlib.h>
 
@@ -112,5 +112,21 @@ int chat_xml_args(struct sbuf *b, const char *arguments, const char *open, const
         put(b, close);
     }
     json_decref(o);
+    return 0;
+}
+
+int chat_put_tojson(struct sbuf *b, const char *arguments)
+{
+    json_t *v = json_loads(arguments, JSON_DECODE_ANY, NULL);
+    char *j = v ? fl_json_dumps_python(v) : NULL;
+    json_decref(v);
+    if (!j) {
+        const int rc = v ? -ENOMEM : -EINVAL;
+        if (!b->err)
+            b->err = rc;
+        return rc;
+    }
+    put(b, j);
+    free(j);
     return 0;
 }

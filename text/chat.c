@@ -31,6 +31,8 @@ static const struct {
     { "deepseek2", FL_CHAT_DEEPSEEK2 },
     { "deepseek3", FL_CHAT_DEEPSEEK3 },
     { "deepseek-v3.1", FL_CHAT_DEEPSEEK_V31 },
+    { "deepseek-v3-0324", FL_CHAT_DEEPSEEK_V3_0324 },
+    { "deepseek-r1", FL_CHAT_DEEPSEEK_R1 },
     { "gpt-oss", FL_CHAT_HARMONY },
     { "harmony", FL_CHAT_HARMONY },
     { "openai-gpt-oss", FL_CHAT_GPT_OSS },
@@ -81,6 +83,19 @@ static enum fl_chat_format detect_inst(const char *t)
     return FL_CHAT_LLAMA2;
 }
 
+/* V3.1's calls have no ```json fence, V3-0324's and R1's do; R1 opens
+ * <think>\n, V3-0324 opens the answer with the user's turn (is_last_user). */
+static enum fl_chat_format detect_deepseek(const char *t)
+{
+    if (!strstr(t, "<｜tool▁sep｜>"))
+        return FL_CHAT_DEEPSEEK3;
+    if (!strstr(t, "```json"))
+        return strstr(t, "<think></think>") ? FL_CHAT_DEEPSEEK_V31 : FL_CHAT_DEEPSEEK3;
+    if (strstr(t, "is_last_user"))
+        return FL_CHAT_DEEPSEEK_V3_0324;
+    return strstr(t, "<think>\\n") ? FL_CHAT_DEEPSEEK_R1 : FL_CHAT_DEEPSEEK3;
+}
+
 static enum fl_chat_format detect_template(const char *t)
 {
     if (strstr(t, "<|im_assistant|>") && strstr(t, "<|im_middle|>"))
@@ -96,10 +111,8 @@ static enum fl_chat_format detect_template(const char *t)
     if (strstr(t, "'Assistant: ' + message['content'] + eos_token"))
         return FL_CHAT_DEEPSEEK2;
     if (strstr(t, "<｜Assistant｜>") && strstr(t, "<｜User｜>") &&
-        strstr(t, "<｜end▁of▁sentence｜>")) /* V3.1's calls have no ```json fence, R1's do */
-        return strstr(t, "<｜tool▁sep｜>") && strstr(t, "<think></think>") && !strstr(t, "```json")
-                   ? FL_CHAT_DEEPSEEK_V31
-                   : FL_CHAT_DEEPSEEK3;
+        strstr(t, "<｜end▁of▁sentence｜>"))
+        return detect_deepseek(t);
     if (strstr(t, "[gMASK]<sop>") && strstr(t, "{function-name}<arg_key>")) /* no newlines */
         return FL_CHAT_GLM47;
     if (strstr(t, "[gMASK]<sop>"))
@@ -175,7 +188,7 @@ static void chatml_calls(struct sbuf *b, const struct fl_chat_msg *m, bool conte
         put(b, "<tool_call>\n{\"name\": \"");
         put(b, m->calls[j].name);
         put(b, "\", \"arguments\": ");
-        put(b, m->calls[j].arguments);
+        chat_put_tojson(b, m->calls[j].arguments); /* an error sticks in b */
         put(b, "}\n</tool_call>");
     }
 }
@@ -508,7 +521,8 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
     return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ||
            fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 || fmt == FL_CHAT_MINIMAX_M2 ||
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
-           fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31;
+           fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31 ||
+           fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -539,7 +553,8 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:
     case FL_CHAT_GLM47:
-    case FL_CHAT_DEEPSEEK_V31: return &bare;
+    case FL_CHAT_DEEPSEEK_V31:
+    case FL_CHAT_DEEPSEEK_R1: return &bare;
     case FL_CHAT_GPT_OSS: return &harmony;
     default: return NULL;
     }
@@ -559,6 +574,8 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
+    if (fmt == FL_CHAT_DEEPSEEK_R1) /* <think>\n whatever enable_thinking says */
+        return o->add_assistant && (!msgs || fl_chat_deepseek_r1_opens(msgs, n));
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
                                                        * enable_thinking=false */
         return o->add_assistant && !o->no_thinking;
@@ -664,6 +681,8 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK_V31: rc = fl_chat_deepseek_v31(&b, msgs, n, o); break;
+    case FL_CHAT_DEEPSEEK_V3_0324: rc = fl_chat_deepseek_v3(&b, msgs, n, o, false); break;
+    case FL_CHAT_DEEPSEEK_R1: rc = fl_chat_deepseek_v3(&b, msgs, n, o, true); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GPT_OSS: rc = fl_chat_gpt_oss(&b, msgs, n, o); break;
     case FL_CHAT_KIMI_K2: apply_kimi_builtin(&b, msgs, n, add_assistant); break;

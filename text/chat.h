@@ -48,6 +48,8 @@ enum fl_chat_format {
     FL_CHAT_DEEPSEEK2,
     FL_CHAT_DEEPSEEK3,
     FL_CHAT_DEEPSEEK_V31,     /* DeepSeek V3.1's own template (tools, <think>) */
+    FL_CHAT_DEEPSEEK_V3_0324, /* DeepSeek V3-0324's own template (```json calls) */
+    FL_CHAT_DEEPSEEK_R1,      /* DeepSeek R1's own template (opens <think>\n) */
     FL_CHAT_HARMONY,          /* gpt-oss: llama.cpp's built-in template */
     FL_CHAT_GPT_OSS,          /* gpt-oss's own template */
     FL_CHAT_KIMI_K2,          /* llama.cpp's built-in kimi-k2 */

@@ -18,12 +18,23 @@ static bool kimi(enum fl_chat_format fmt)
     return fmt == FL_CHAT_KIMI_K2_INSTRUCT || fmt == FL_CHAT_KIMI_K2_THINKING;
 }
 
+/* V3-0324's and R1's entries fence the arguments as ```json; V3.1's do not. */
+static bool deepseek_fenced(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1;
+}
+
+static bool deepseek(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_DEEPSEEK_V31 || deepseek_fenced(fmt);
+}
+
 /* The block a format's calls come in. */
 static const char *block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
-           : fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁calls▁begin｜>"
+           : deepseek(fmt)               ? "<｜tool▁calls▁begin｜>"
                                          : "<tool_call>";
 }
 
@@ -52,7 +63,7 @@ const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "</minimax:tool_call>"
            : kimi(fmt)                   ? "<|tool_calls_section_end|>"
-           : fmt == FL_CHAT_DEEPSEEK_V31 ? "<｜tool▁calls▁end｜>"
+           : deepseek(fmt)               ? "<｜tool▁calls▁end｜>"
                                          : "</tool_call>";
 }
 
@@ -326,6 +337,37 @@ static int read_deepseek_call(const char **p, const char *end, struct fl_tool_ca
     return read_entry(&t, false, p, end, out);
 }
 
+/* V3-0324's and R1's: <｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\nARGS\n```
+ * <｜tool▁call▁end｜> (TYPE is "function"; the fence's "json" may be left out). */
+static int read_fenced_call(const char **p, const char *end, struct fl_tool_call *out)
+{
+    static const char begin[] = "<｜tool▁call▁begin｜>", sep[] = "<｜tool▁sep｜>",
+                      stop[] = "<｜tool▁call▁end｜>";
+    const size_t bn = sizeof(begin) - 1, sn = sizeof(sep) - 1, en = sizeof(stop) - 1;
+    if ((size_t)(end - *p) < bn || memcmp(*p, begin, bn))
+        return -EINVAL;
+    const char *s = memmem(*p + bn, (size_t)(end - *p - bn), sep, sn);
+    const char *e = s ? memmem(s, (size_t)(end - s), stop, en) : NULL;
+    const char *name = s ? s + sn : NULL;
+    const char *open = e ? memmem(name, (size_t)(e - name), "```", 3) : NULL;
+    if (!open)
+        return -EINVAL;
+    *p = e + en;
+    const char *name_end = open, *args = open + 3, *close = e;
+    while (name_end > name && isspace((unsigned char)name_end[-1]))
+        name_end--;
+    if ((size_t)(e - args) >= 4 && !memcmp(args, "json", 4))
+        args += 4;
+    while (close - args >= 3 && memcmp(close - 3, "```", 3)) /* the fence's end */
+        close--;
+    if (close - args < 3 || name_end == name)
+        return -EINVAL;
+    json_t *v = json_loadb(args, (size_t)(close - 3 - args), 0, NULL);
+    const int rc = json_is_object(v) ? make_call(name, (size_t)(name_end - name), v, out) : -EINVAL;
+    json_decref(v);
+    return rc;
+}
+
 /* One block's inside: its calls (MiniMax's, Kimi's and DeepSeek's may hold
  * several; Qwen's XML one, read as several), -EINVAL when it is not only
  * calls. */
@@ -333,13 +375,15 @@ static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct f
 {
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
-    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && fmt != FL_CHAT_DEEPSEEK_V31 && !xml)
+    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && !deepseek(fmt) && !xml)
         return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
                         &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
-        kimi(fmt) ? read_kimi_call : fmt == FL_CHAT_DEEPSEEK_V31 ? read_deepseek_call
-                                   : xml                         ? read_function
-                                                                 : read_invoke;
+        kimi(fmt)              ? read_kimi_call
+        : deepseek_fenced(fmt) ? read_fenced_call
+        : deepseek(fmt)        ? read_deepseek_call
+        : xml                  ? read_function
+                               : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))
         if ((rc = add_call(a, entry, &p, end)))

@@ -75,6 +75,7 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     static const enum fl_chat_format other[] = { /* the other formats with tools */
         FL_CHAT_QWEN35, FL_CHAT_QWEN3_CODER, FL_CHAT_GLM45, FL_CHAT_GLM47, FL_CHAT_MINIMAX_M2,
         FL_CHAT_KIMI_K2_INSTRUCT, FL_CHAT_KIMI_K2_THINKING, FL_CHAT_DEEPSEEK_V31,
+        FL_CHAT_DEEPSEEK_V3_0324, FL_CHAT_DEEPSEEK_R1,
     };
     for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) { /* rendered, or refused */
         p = NULL;                                                        /* in one line */

@@ -30,8 +30,9 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     const char *open = fmt == FL_CHAT_MINIMAX_M2        ? "<minimax:tool_call>"
                        : fmt == FL_CHAT_GPT_OSS         ? "to=functions."
                        : fmt == FL_CHAT_KIMI_K2_THINKING ? "<|tool_calls_section_begin|>"
-                       : fmt == FL_CHAT_DEEPSEEK_V31    ? "<｜tool▁calls▁begin｜>"
-                                                        : "<tool_call>";
+                       : fmt == FL_CHAT_DEEPSEEK_V31 || fmt == FL_CHAT_DEEPSEEK_V3_0324
+                           ? "<｜tool▁calls▁begin｜>"
+                           : "<tool_call>";
     const size_t on = strlen(open);
     const size_t p = fl_tool_calls_content_prefix(fmt, text, size);
     if (p > size || memmem(text, p, open, on))
@@ -74,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(FL_CHAT_GPT_OSS, (const char *)data, size);
     one(FL_CHAT_KIMI_K2_THINKING, (const char *)data, size);
     one(FL_CHAT_DEEPSEEK_V31, (const char *)data, size);
+    one(FL_CHAT_DEEPSEEK_V3_0324, (const char *)data, size);
     one(FL_CHAT_QWEN35, (const char *)data, size);
     return 0;
 }
