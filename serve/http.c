@@ -18,6 +18,7 @@
 #include "api/native.h"
 #include "api/responses.h"
 #include "api/openai.h"
+#include "base/clock.h"
 #include "serve/engine-request.h"
 #include "text/tokenizer.h"
 #include "text/tool-calls.h"
@@ -435,6 +436,26 @@ static bool stream_has_news(const struct srv_stream *k)
     return false;
 }
 
+/* A stream that has said nothing for a while says it is alive: the
+ * connection timeout (--timeout) counts a response's silence too, and a
+ * long prompt under the disk tier or a wait for a free sequence would have
+ * it cut the stream (so would a client's idle timeout: undici's is 300 s).
+ * An SSE comment, which every client skips; Anthropic's ping event. */
+static void keep_alive(struct srv_stream *k)
+{
+    const double now = fl_clock_s();
+    if (k->out_len) {
+        k->last_out = now;
+        return;
+    }
+    const double every = k->s->o->timeout_s > 0 && k->s->o->timeout_s < 30
+                             ? k->s->o->timeout_s / 2.0 : 15.0;
+    if (k->ended || now - k->last_out < every)
+        return;
+    sse_raw(k, k->anthropic ? "event: ping\ndata: {\"type\":\"ping\"}\n\n" : ": keep-alive\n\n");
+    k->last_out = now;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -468,6 +489,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         else if (all)
             stream_end(k);
         srv_loop_unlock(k->s->loop);
+        keep_alive(k);
     }
     const size_t n = k->out_len - k->out_off < max ? k->out_len - k->out_off : max;
     if (n) /* 0: nothing yet, MHD calls again */
@@ -497,7 +519,7 @@ static enum MHD_Result reply_stream(struct srv_conn *k, bool include_usage)
                                .answer = k->answer, .n = k->n_jobs, .n_choice = k->n_choice,
                                .native = k->native, .anthropic = k->anthropic,
                                .responses = k->responses, .fields = json_incref(k->fields),
-                               .n_predict = k->n_predict,
+                               .n_predict = k->n_predict, .last_out = fl_clock_s(),
                                .ses = srv_loop_session(k->s->loop) };
     for (int c = 0; c < k->n_jobs; c++)
         st->ch[c] = (struct srv_choice){ .job = k->jobs[c] };

@@ -90,6 +90,7 @@ struct srv_stream {
                                      * mutex is held: srv_loop_session takes it) */
     char *out;                      /* events not yet handed to the socket */
     size_t out_len, out_off;
+    double last_out;                /* when bytes last went out (fl_clock_s) */
     struct api_answer_reader answer; /* content is held back where a call may start */
     int n;                          /* choices: prompts times "n" */
     int n_choice;                   /* "n": choice c is prompt c / n_choice's */

@@ -11,6 +11,9 @@
 //           streamed answers equal, each JSON of the schema's shape (keys in
 //           the schema's order, types, lengths, bounds, enum values), at temperature
 //           0 and seeded at 1; a schema keyword not supported is a 400
+//   queued N  a stream that waits for the only sequence (-np 1) longer than the
+//           server's --timeout (1 s) behind one of N tokens: kept alive, it ends
+//           whole, its text that of the same request alone
 //   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
 //           gives a well-formed call whose arguments are of its tool's
 //           parameters, plain and streamed (ID: the token "}", lifted so
@@ -117,6 +120,24 @@ async function basic() {
   const bad = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await expectStatus(401, () => bad.models.list(), 'wrong key');
   console.log('errors: 400 (bad messages, types, n above -np), 401 (wrong key) as APIError');
+}
+
+async function queued(n) {
+  const ac = new AbortController();
+  const long = await client.completions.create({ model: 'm', prompt: 'Go', max_tokens: n,
+    ignore_eos: true, stream: true }, { signal: ac.signal });
+  const it = long[Symbol.asyncIterator]();
+  await it.next(); // it holds the sequence
+  const t0 = Date.now();
+  const streamed = await chatStream('Say hello');
+  const waited = (Date.now() - t0) / 1000;
+  ac.abort();
+  try { while (!(await it.next()).done); } catch (e) { /* aborted */ }
+  ok(waited > 1.2, `the queued stream waited ${waited} s: not past --timeout, nothing shown`);
+  const alone = await chatStream('Say hello');
+  ok(streamed === alone, `queued stream ${JSON.stringify(streamed)} != alone ${JSON.stringify(alone)}`);
+  console.log(`a stream queued ${waited.toFixed(1)} s behind another (--timeout 1) ended whole: ` +
+              JSON.stringify(streamed));
 }
 
 async function concurrent() {
@@ -269,6 +290,7 @@ async function schema() {
   else if (mode === 'tools') await tools(rest[0]);
   else if (mode === 'schema') await schema();
   else if (mode === 'concurrent') await concurrent();
+  else if (mode === 'queued') await queued(+rest[0]);
   else if (mode === 'abandon') await abandon();
   else if (mode === 'soak') await soak(+rest[0], +rest[1]);
   else fail('unknown mode ' + mode);

@@ -141,6 +141,34 @@ echo "queue full: $n503 of 24 got 503 with Retry-After, $n200 got 200"
 
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
+# a stream silent longer than --timeout (waiting for the only sequence) is kept
+# alive: SSE comments (Anthropic's ping events), which the clients skip; before,
+# the connection timeout cut it
+start -np 1 -c 16384 --timeout 1
+long_n=15000 # tokens of the request ahead (~4 s on this model; ASan's build is slower)
+[ -n "${FL_SANITIZE:-}" ] && long_n=5000
+client queued $long_n || fail "a queued stream past --timeout"
+curl -s -o "$dir/long" -H "Authorization: Bearer $key" $J \
+  -d '{"prompt": "Go", "max_tokens": '$long_n', "ignore_eos": true}' "$base/completions" &
+long=$!
+sleep 0.5
+curl -sN -H "Authorization: Bearer $key" $J -d '{"model": "m", "max_tokens": 4, "stream": true,
+  "messages": [{"role": "user", "content": "Hi"}]}' "${base%/v1}/v1/messages" >"$dir/pings"
+kill $long 2>/dev/null; wait $long 2>/dev/null
+grep -q '^event: ping$' "$dir/pings" && grep -q '"type":"message_stop"' "$dir/pings" ||
+  fail "a queued Anthropic stream: no ping, or cut: $(head -c 300 "$dir/pings")"
+curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Go", "max_tokens": '$long_n',
+  "ignore_eos": true, "stream": true}' "$base/completions" >"$dir/long" &
+long=$!
+sleep 0.5
+curl -sN -H "Authorization: Bearer $key" $J -d '{"prompt": "Hi", "max_tokens": 4,
+  "stream": true}' "$base/completions" >"$dir/quiet"
+kill $long 2>/dev/null; wait $long 2>/dev/null
+grep -q '^: keep-alive$' "$dir/quiet" && grep -q '^data: \[DONE\]$' "$dir/quiet" ||
+  fail "a queued stream: no keep-alive, or cut: $(head -c 300 "$dir/quiet")"
+echo "queued streams past --timeout: $(grep -c keep-alive "$dir/quiet") keep-alives, $(grep -c "^event: ping$" "$dir/pings") pings, ended whole"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+
 # the prompt cache (its own server: cached prefixes hold cells the checks
 # below count as free): chunks of 64, a chat's second turn
 start -np 2 -c 1024 -b 64
