@@ -255,6 +255,12 @@ int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
 /* Leading bytes of a growing answer that are content for certain (a
  * stream holds the rest back until the answer ends). */
 size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text, size_t len);
+/* The calls a growing answer has begun (text/tool-calls.h's
+ * fl_tool_calls_partial, a forced call's opening before the text, the
+ * first only with parallel_tool_calls false): the count (*out:
+ * fl_tool_partials_free), or -ENOMEM. */
+int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t len,
+                     struct fl_tool_partial **out);
 /* The schema a forced call's answer in JSON (t->json) is held to, a new
  * reference, or NULL for JSON mode's any object: a named tool's
  * "parameters", or for "required" among several tools, an anyOf of
@@ -393,6 +399,13 @@ struct api_chunk {
     int n_logprobs;
     const struct fl_tokenizer *tok;
     const struct fl_tool_answer *tools; /* its calls as delta.tool_calls (NULL: none) */
+    /* or one call's growth as delta.tool_calls[0]: call is 1 + its index (0: none); its
+     * first chunk names it (call_name, with its id and type), each brings more of its
+     * arguments */
+    int call;
+    const char *call_name;
+    const char *call_args;
+    size_t call_args_len;
 };
 json_t *api_chunk_json(const struct api_chunk *c);
 

@@ -22,5 +22,10 @@ const json_t *api_tool_function(const struct api_request *r, size_t i);
 size_t api_request_n_calls(const struct api_request *r);
 /* "tool_calls": [{"index"?, "id", "type", "function": {"name", "arguments"}}]. */
 json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index);
+/* One streamed call's growth: {"index", "id", "type", "function": {"name",
+ * "arguments"}} when name is given (its first chunk), else {"index",
+ * "function": {"arguments"}}. */
+json_t *api_tool_call_delta_json(const char *id, int i, const char *name, const char *args,
+                                 size_t args_len);
 
 #endif

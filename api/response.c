@@ -259,6 +259,10 @@ json_t *api_chunk_json(const struct api_chunk *c)
             fl_json_set(delta, c->reasoning ? "reasoning_content" : "content", text);
         if (c->tools && c->tools->n_calls)
             fl_json_set(delta, "tool_calls", api_tool_calls_json(c->tools, c->id, true));
+        else if (c->call)
+            fl_json_set(delta, "tool_calls",
+                        json_pack("[o]", api_tool_call_delta_json(c->id, c->call - 1, c->call_name,
+                                                                   c->call_args, c->call_args_len)));
         choice = json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs",
                            choice_logprobs(c->kind, c->tok, c->logprobs, c->n_logprobs),
                            "finish_reason",

@@ -325,6 +325,34 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
     }
 }
 
+int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t len,
+                     struct fl_tool_partial **out)
+{
+    *out = NULL;
+    if (t->mode == API_TOOLS_OFF)
+        return 0;
+    if (t->mode == API_TOOLS_BLOCKS)
+        return fl_tool_calls_partial(t->fmt, text, len, out);
+    char head[256]; /* a forced call: the opening the prompt gave it, as read_forced reads it */
+    const int h = call_opening(t->fmt, t->mode == API_TOOLS_ARGS ? t->name : NULL, 0, head,
+                               sizeof(head));
+    char *whole = malloc((size_t)h + len + 1);
+    if (!whole)
+        return -ENOMEM;
+    memcpy(whole, head, (size_t)h);
+    memcpy(whole + h, text, len);
+    int n = fl_tool_calls_partial(t->fmt, whole, (size_t)h + len, out);
+    free(whole);
+    if (n > 1 && t->one_call) { /* the first call only, as the whole answer keeps */
+        for (int i = 1; i < n; i++) {
+            free((*out)[i].name);
+            free((*out)[i].args);
+        }
+        n = 1;
+    }
+    return n;
+}
+
 /* Tool i's "parameters" (a new reference, "type": "object" added when
  * they say no type) if faultline can hold arguments to them, else NULL:
  * the arguments are then any object. */
@@ -511,12 +539,29 @@ int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len,
     return rc;
 }
 
+/* Call i's id in a response: the same in its stream's chunks. */
+static void call_id(char cid[96], const char *id, int i)
+{
+    snprintf(cid, 96, "call_%s_%d", id, i);
+}
+
+json_t *api_tool_call_delta_json(const char *id, int i, const char *name, const char *args,
+                                 size_t args_len)
+{
+    char cid[96];
+    call_id(cid, id, i);
+    json_t *a = fl_json_stringn(args, args_len);
+    return name ? json_pack("{s:i, s:s, s:s, s:{s:s, s:o}}", "index", i, "id", cid, "type",
+                            "function", "function", "name", name, "arguments", a)
+                : json_pack("{s:i, s:{s:o}}", "index", i, "function", "arguments", a);
+}
+
 json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index)
 {
     json_t *v = json_array();
     for (int i = 0; v && i < a->n_calls; i++) {
         char cid[96];
-        snprintf(cid, sizeof(cid), "call_%s_%d", id, i);
+        call_id(cid, id, i);
         json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type", "function",
                               "function", "name", a->calls[i].name, "arguments",
                               a->calls[i].arguments);

@@ -82,16 +82,29 @@ static void block_text(struct srv_stream *k, struct srv_choice *o, char kind, co
                             fl_json_stringn(text, n)));
 }
 
-/* The calls, each a tool_use block whose input comes as one JSON delta. */
+/* A call's growth: its tool_use block opened (the block before closed),
+ * then its input as input_json_delta pieces as they come. */
+static void call_piece(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                       const char *args, size_t n)
+{
+    if (name) {
+        const struct fl_tool_call c = { .name = (char *)name };
+        block_start(k, o, 'u', api_anthropic_tool_use_json(k->id, i, &c, true));
+    }
+    if (n)
+        srv_sse_named(k, "content_block_delta",
+                      json_pack("{s:s, s:i, s:{s:s, s:o}}", "type", "content_block_delta",
+                                "index", o->blocks - 1, "delta", "type", "input_json_delta",
+                                "partial_json", fl_json_stringn(args, n)));
+}
+
+/* The calls when the answer ends: the rest of those streamed as they grew,
+ * the others whole. */
 static void tool_blocks(struct srv_stream *k, struct srv_choice *o, const struct fl_tool_answer *a)
 {
-    for (int i = 0; i < a->n_calls; i++) {
-        block_start(k, o, 'u', api_anthropic_tool_use_json(k->id, i, &a->calls[i], true));
-        srv_sse_named(k, "content_block_delta",
-                      json_pack("{s:s, s:i, s:{s:s, s:s}}", "type", "content_block_delta",
-                                "index", o->blocks - 1, "delta", "type", "input_json_delta",
-                                "partial_json", a->calls[i].arguments));
-    }
+    for (int i = 0; i < a->n_calls; i++)
+        srv_call_grow(k, o, i, a->calls[i].name, a->calls[i].arguments,
+                      strlen(a->calls[i].arguments), call_piece);
     block_stop(k, o);
 }
 
@@ -140,14 +153,21 @@ void srv_anthropic_news(struct srv_stream *k, int c)
     if (avail > o->sent)
         block_text(k, o, 'x', text + o->sent, avail - o->sent);
     o->sent = avail > o->sent ? avail : o->sent;
-    if (!j->done)
+    if (!j->done) {
+        if (k->answer.tools.mode != API_TOOLS_OFF) /* the calls as they grow */
+            srv_calls_partial(k, o, text, sp.c_len, call_piece);
         return;
+    }
     const char *rest;
     const size_t n_rest = ans.n_calls ? srv_calls_rest(text, o->sent, &ans, &rest) : 0;
-    if (n_rest) /* content between or after the calls */
+    const bool grew = o->calls_sent > 0; /* calls streamed as they grew: their blocks are out */
+    if (n_rest && !grew) /* content between or after the calls, before them */
         block_text(k, o, 'x', rest, n_rest);
     block_stop(k, o);
     tool_blocks(k, o, &ans);
+    if (n_rest && grew) /* ... or after them */
+        block_text(k, o, 'x', rest, n_rest);
+    block_stop(k, o);
     if (j->result.finish == ENG_FINISH_ERROR)
         srv_sse_named(k, "error", json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error",
                                             "type", "api_error", "message",

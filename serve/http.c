@@ -282,9 +282,56 @@ size_t srv_calls_rest(const char *text, size_t sent, const struct fl_tool_answer
     return ans->content_len > sent - lead ? ans->content_len - (sent - lead) : 0;
 }
 
-/* An answer's calls when it ends, after the content still to go. */
-static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char *text,
-                         size_t sent, const struct fl_tool_answer *ans)
+void srv_call_grow(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                   const char *args, size_t len, srv_call_piece_fn *emit)
+{
+    const size_t sent = i < o->calls_sent ? strlen(o->call_args[i]) : 0;
+    if (i > o->calls_sent || (i < o->calls_sent && (len <= sent ||
+                                                    strncmp(args, o->call_args[i], sent))))
+        return;
+    char *copy = strndup(args, len);
+    char **v = i == o->calls_sent ? realloc(o->call_args, sizeof(*v) * (size_t)(i + 1))
+                                  : o->call_args;
+    if (!copy || !v) {
+        free(copy);
+        if (v)
+            o->call_args = v;
+        return;
+    }
+    o->call_args = v;
+    emit(k, o, i, i == o->calls_sent ? name : NULL, args + sent, len - sent);
+    if (i == o->calls_sent)
+        o->calls_sent++;
+    else
+        free(o->call_args[i]);
+    o->call_args[i] = copy;
+}
+
+void srv_calls_partial(struct srv_stream *k, struct srv_choice *o, const char *text, size_t len,
+                       srv_call_piece_fn *emit)
+{
+    struct fl_tool_partial *p = NULL;
+    const int n = api_tool_partial(&k->answer.tools, text, len, &p);
+    for (int i = 0; i < n; i++)
+        srv_call_grow(k, o, i, p[i].name, p[i].args, p[i].args_len, emit);
+    fl_tool_partials_free(p, n);
+}
+
+/* A chat chunk of call i's growth. */
+static void chat_call_piece(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                            const char *args, size_t n)
+{
+    struct api_chunk ch = { .kind = k->kind, .id = k->id, .model = k->s->model_name,
+                            .created = k->created, .tok = eng_session_tokenizer(k->ses),
+                            .index = (int)(o - k->ch), .call = i + 1, .call_name = name,
+                            .call_args = args, .call_args_len = n };
+    srv_sse_event(k, api_chunk_json(&ch));
+}
+
+/* An answer's calls when it ends, after the content still to go: the rest
+ * of those streamed as they grew, the others whole. */
+static void stream_calls(struct srv_stream *k, struct srv_choice *o, struct api_chunk *ch,
+                         const char *text, size_t sent, const struct fl_tool_answer *ans)
 {
     const char *rest;
     const size_t n = srv_calls_rest(text, sent, ans, &rest);
@@ -294,9 +341,9 @@ static void stream_calls(struct srv_stream *k, struct api_chunk *ch, const char 
         srv_sse_event(k, api_chunk_json(ch));
     }
     ch->text = NULL;
-    ch->tools = ans;
-    srv_sse_event(k, api_chunk_json(ch));
-    ch->tools = NULL;
+    for (int i = 0; i < ans->n_calls; i++)
+        srv_call_grow(k, o, i, ans->calls[i].name, ans->calls[i].arguments,
+                      strlen(ans->calls[i].arguments), chat_call_piece);
 }
 
 size_t srv_content_settled(const struct api_tool_reader *tools, const struct srv_job *j,
@@ -384,10 +431,13 @@ static void stream_news(struct srv_stream *k, int c)
         o->sent = avail;
         o->lp_sent = lp_end;
     }
-    if (!j->done)
+    if (!j->done) {
+        if (k->answer.tools.mode != API_TOOLS_OFF)
+            srv_calls_partial(k, o, text, len, chat_call_piece);
         return;
+    }
     if (ans.n_calls) /* the calls, after any content between or after them */
-        stream_calls(k, &ch, text, avail, &ans);
+        stream_calls(k, o, &ch, text, avail, &ans);
     if (j->result.finish == ENG_FINISH_ERROR) {
         srv_sse_event(k, api_error_json("server_error", "engine_error",
                                     j->error[0] ? j->error : "the request failed"));
@@ -502,8 +552,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     struct srv_stream *k = cls;
-    for (int c = 0; c < k->n; c++)
+    for (int c = 0; c < k->n; c++) {
         srv_job_release(k->s->loop, k->ch[c].job);
+        for (int i = 0; i < k->ch[c].calls_sent; i++)
+            free(k->ch[c].call_args[i]);
+        free(k->ch[c].call_args);
+    }
     json_decref(k->fields);
     free(k->out);
     free(k);

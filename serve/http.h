@@ -66,6 +66,8 @@ struct srv_choice {
     size_t r_sent;                  /* bytes of the reasoning streamed */
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
     int lp_sent;                    /* tokens whose logprobs were streamed */
+    int calls_sent;                 /* calls streamed as they grow (their first chunk out), */
+    char **call_args;               /* and the arguments each one's chunks carried */
     int blocks;                     /* Anthropic's content blocks / the Responses API's output
                                      * items started, */
     char open;                      /* and the open one's kind (0: none; Anthropic's 't'hinking,
@@ -111,6 +113,19 @@ struct fl_reasoning_split;
  * content up to the first. */
 size_t srv_content_settled(const struct api_tool_reader *tools, const struct srv_job *j,
                            const struct fl_reasoning_split *sp, struct fl_tool_answer *ans);
+/* A call's growth as an API streams it: its first piece (name given: the
+ * call starts) or more of its arguments (args[0..n)). */
+typedef void srv_call_piece_fn(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                               const char *args, size_t n);
+/* Call i of choice o, its name and the arguments it has so far: what is new
+ * to the stream goes out through emit (calls start in order; arguments
+ * that do not extend what went out wait). Mutex held. */
+void srv_call_grow(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                   const char *args, size_t len, srv_call_piece_fn *emit);
+/* The calls choice o's growing content text[0..len) has begun, grown
+ * (api_tool_partial). */
+void srv_calls_partial(struct srv_stream *k, struct srv_choice *o, const char *text, size_t len,
+                       srv_call_piece_fn *emit);
 /* The content an answer with calls still has to send once sent bytes of
  * text went out (*rest, and its length). */
 size_t srv_calls_rest(const char *text, size_t sent, const struct fl_tool_answer *ans,

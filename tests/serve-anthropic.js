@@ -86,6 +86,21 @@ async function tools() {
   ok(JSON.stringify(suse.input) === JSON.stringify(use.input) && JSON.parse(partial).n === use.input.n,
      `streamed input ${partial} vs ${JSON.stringify(use.input)}`);
   console.log('tool_choice tool: a tool_use block of the schema, plain and streamed ' + JSON.stringify(use.input));
+  // a longer input streams as it grows: input_json_delta pieces that add up to it, its first
+  // members while its last, 300 characters long, is still being written
+  const plan = { name: 'plan', input_schema: { type: 'object', additionalProperties: false,
+    properties: { days: { type: 'integer', minimum: 0, maximum: 9 }, warm: { type: 'boolean' },
+                  note: { type: 'string', minLength: 300, maxLength: 300 } }, required: ['days', 'warm', 'note'] } };
+  const preq = { ...req, max_tokens: 400, tools: [plan], tool_choice: { type: 'tool', name: 'plan' } };
+  const pm = (await client.messages.create(preq)).content.find((b) => b.type === 'tool_use');
+  const ps = client.messages.stream(preq);
+  let pieces = 0;
+  ps.on('inputJson', () => { pieces++; });
+  const pf = (await ps.finalMessage()).content.find((b) => b.type === 'tool_use');
+  ok(pm && pf && JSON.stringify(pf.input) === JSON.stringify(pm.input) && pieces >= 2,
+     `streamed input ${JSON.stringify(pf && pf.input)} in ${pieces} pieces vs ${JSON.stringify(pm && pm.input)}`);
+  console.log(`a tool_use input streamed in ${pieces} input_json_delta pieces = plain: ` +
+              JSON.stringify(pm.input).slice(0, 60) + '...');
   // the conversation goes on: the call and its result, as OpenAI's messages
   const history = [...ask,
     { role: 'assistant', content: [{ type: 'text', text: 'Let me pick.' },

@@ -14,6 +14,8 @@
 //   queued N  a stream that waits for the only sequence (-np 1) longer than the
 //           server's --timeout (1 s) behind one of N tokens: kept alive, it ends
 //           whole, its text that of the same request alone
+//   grow    a call's arguments streamed as they grow: pieces that add up to
+//           the plain answer's, the first while the last member is written
 //   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
 //           gives a well-formed call whose arguments are of its tool's
 //           parameters, plain and streamed (ID: the token "}", lifted so
@@ -201,7 +203,7 @@ function checkCall(msg, finish, what, names = ['get_weather']) {
 
 async function toolStream(opts) {
   const s = await client.chat.completions.create({ model: 'm', messages: ask, stream: true, ...opts });
-  const calls = [];
+  const calls = [], pieces = [];
   let content = '', finish = null;
   for await (const c of s) {
     for (const ch of c.choices) {
@@ -211,11 +213,35 @@ async function toolStream(opts) {
         if (d.id) t.id = d.id;
         t.function.name += d.function?.name ?? '';
         t.function.arguments += d.function?.arguments ?? '';
+        if (d.function?.arguments) pieces[d.index] = (pieces[d.index] ?? 0) + 1;
       }
       if (ch.finish_reason) finish = ch.finish_reason;
     }
   }
-  return { msg: { content: content || null, tool_calls: calls }, finish };
+  return { msg: { content: content || null, tool_calls: calls }, finish, pieces };
+}
+
+async function grow() {
+  // a call's arguments stream as they grow (as llama-server and OpenAI send them), and add up
+  // to the plain answer's: its first members go out while its last, 300 characters long, is
+  // still being written
+  const plan = { type: 'function', function: { name: 'plan', parameters: { type: 'object',
+    properties: { city: { type: 'string', maxLength: 6 }, days: { type: 'integer', minimum: 0, maximum: 9 },
+                  note: { type: 'string', minLength: 300, maxLength: 300 } },
+    required: ['city', 'days', 'note'], additionalProperties: false } } };
+  for (const choice of [{ type: 'function', function: { name: 'plan' } }, 'required']) {
+    const grow = { tools: [plan, clock], tool_choice: choice, max_tokens: 400, temperature: 0 };
+    const gp = (await client.chat.completions.create({ model: 'm', messages: ask, ...grow })).choices[0];
+    const gs = await toolStream(grow);
+    const f = (calls) => JSON.stringify(calls.map((c) => c.function));
+    ok(gp.finish_reason === 'tool_calls' && gs.finish === 'tool_calls' &&
+       f(gs.msg.tool_calls) === f(gp.message.tool_calls),
+       `streamed call ${f(gs.msg.tool_calls)} (${gs.finish}) != plain ${f(gp.message.tool_calls)} (${gp.finish_reason})`);
+    ok(gp.message.tool_calls[0].function.name !== 'plan' || gs.pieces[0] >= 2,
+       `the arguments came in ${gs.pieces[0]} pieces`);
+    console.log(`${JSON.stringify(choice).slice(0, 30)}: arguments streamed in ${gs.pieces[0]} pieces = plain: ` +
+                f(gp.message.tool_calls).slice(0, 60) + '...');
+  }
 }
 
 async function tools(brace) {
@@ -288,6 +314,7 @@ async function schema() {
 (async () => {
   if (mode === 'basic') await basic();
   else if (mode === 'tools') await tools(rest[0]);
+  else if (mode === 'grow') await grow();
   else if (mode === 'schema') await schema();
   else if (mode === 'concurrent') await concurrent();
   else if (mode === 'queued') await queued(+rest[0]);

@@ -177,6 +177,7 @@ python3 "$(dirname "$0")/serve-cache.py" "$base" "$key" 64 || fail "prompt cache
 python3 "$(dirname "$0")/serve-native.py" "$base" "$key" 64 || fail "llama-server's /completion"
 # Anthropic's Messages API with Anthropic's client (tests/serve-anthropic.js)
 node tests/serve-anthropic.js "${base%/v1}" "$key" || fail "anthropic client"
+client grow || fail "openai client: a call streamed as it grows"
 # OpenAI's Responses API with the openai client (tests/serve-responses.js)
 node tests/serve-responses.js "$base" "$key" || fail "openai client: responses"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501

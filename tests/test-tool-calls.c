@@ -4,6 +4,8 @@
  * text around them as content; anything not well-formed stays content, whole; and the
  * bytes a stream may send before it knows whether a call starts. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/check.h"
@@ -373,6 +375,95 @@ static void test_prefix(void)
           "a format without calls: all of it");
 }
 
+/* An answer read as it grows, byte by byte (fl_tool_calls_partial): every
+ * call seen has the name the whole answer's call has, and arguments that
+ * only grow, each a prefix of its final ones (whole: all of them); the
+ * first call's arguments come in several steps, not once at the end. */
+static void grow(enum fl_chat_format fmt, const char *text)
+{
+    const size_t len = strlen(text);
+    struct fl_tool_answer fin;
+    parse_as(fmt, text, &fin);
+    CHECK(fin.n_calls > 0, "%s: the whole answer has calls", fl_chat_format_name(fmt));
+    char *prev[8] = { 0 };
+    int n_prev = 0, steps = 0;
+    bool ok = true;
+    for (size_t k = 0; k <= len && ok; k++) {
+        struct fl_tool_partial *p = NULL;
+        const int n = fl_tool_calls_partial(fmt, text, k, &p);
+        ok = n >= n_prev && n <= fin.n_calls && n <= 8;
+        for (int i = 0; ok && i < n; i++) {
+            ok = !strcmp(p[i].name, fin.calls[i].name) && p[i].args_len == strlen(p[i].args) &&
+                 !strncmp(fin.calls[i].arguments, p[i].args, p[i].args_len) &&
+                 (!p[i].whole || !strcmp(fin.calls[i].arguments, p[i].args)) &&
+                 (i >= n_prev || !strncmp(p[i].args, prev[i], strlen(prev[i])));
+            if (ok && i == 0 && (i >= n_prev || strcmp(p[i].args, prev[i])))
+                steps++;
+        }
+        if (!ok)
+            CHECK(0, "%s: %d calls after %zu bytes: %s (%s)", fl_chat_format_name(fmt), n, k,
+                  n > 0 ? p[n - 1].args : "", n > 0 ? p[n - 1].name : "");
+        for (int i = 0; i < n_prev; i++)
+            free(prev[i]);
+        for (int i = 0; ok && i < n; i++)
+            prev[i] = strdup(p[i].args);
+        n_prev = ok ? n : 0;
+        fl_tool_partials_free(p, n);
+    }
+    CHECK(!ok || (n_prev == fin.n_calls && steps >= 3),
+          "%s: %d of %d calls at the end, the first's arguments in %d steps",
+          fl_chat_format_name(fmt), n_prev, fin.n_calls, steps);
+    for (int i = 0; i < n_prev; i++)
+        free(prev[i]);
+    fl_tool_answer_free(&fin);
+}
+
+static void test_partial(void)
+{
+    grow(FL_CHAT_CHATML, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+         "{\"city\": \"Paris\", \"days\": 3, \"o\": {\"a\": [1, {\"b\": 2}]}, \"s\": \"x,}\\\"y\"}}\n"
+         "</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>");
+    grow(FL_CHAT_GLM45, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris"
+         "</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n<arg_key>t</arg_key>\n"
+         "<arg_value>[1, 2]</arg_value>\n</tool_call><tool_call>now\n</tool_call>");
+    grow(FL_CHAT_GLM47, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+         "<arg_key>days</arg_key><arg_value>3</arg_value><arg_key>x</arg_key><arg_value>y"
+         "</arg_value></tool_call>");
+    grow(FL_CHAT_MINIMAX_M2, "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
+         "name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n<parameter "
+         "name=\"x\">y</parameter>\n</invoke>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>");
+    grow(FL_CHAT_QWEN35, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>"
+         "\n<parameter=days>\n3\n</parameter>\n<parameter=x>\ny\n</parameter>\n</function>\n</tool_call>");
+    grow(FL_CHAT_KIMI_K2_INSTRUCT, "<|tool_calls_section_begin|><|tool_call_begin|>functions."
+         "get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\", \"days\": 3, \"x\": [1]}"
+         "<|tool_call_end|><|tool_call_begin|>functions.now:1<|tool_call_argument_begin|>{}"
+         "<|tool_call_end|><|tool_calls_section_end|>");
+    grow(FL_CHAT_DEEPSEEK_V31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+         "{\"city\": \"Paris\", \"days\": 3, \"x\": null}<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+    grow(FL_CHAT_DEEPSEEK_V3_0324, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+         "get_weather\n```json\n{\"city\": \"Paris\", \"days\": 3, \"x\": \"é\"}\n```<｜tool▁call▁end｜>\n"
+         "<｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜>"
+         "<｜tool▁calls▁end｜>");
+    static const struct { enum fl_chat_format fmt; const char *text; } twice[] = {
+        { FL_CHAT_CHATML, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1, \"a\": 2}}\n"
+          "</tool_call>" },
+        { FL_CHAT_GLM45, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>a"
+          "</arg_key>\n<arg_value>2</arg_value>\n</tool_call>" },
+    };
+    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) { /* a stream sent a: 1 */
+        struct fl_tool_answer a;
+        parse_as(twice[i].fmt, twice[i].text, &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, twice[i].text), "%s: a key twice is no call",
+              fl_chat_format_name(twice[i].fmt));
+        fl_tool_answer_free(&a);
+    }
+    struct fl_tool_partial *p = NULL;
+    CHECK(fl_tool_calls_partial(FL_CHAT_GPT_OSS, "to=functions.f<|channel|>commentary json"
+                                "<|message|>{\"a\": 1, ", 52, &p) == 0 && !p,
+          "gpt-oss: its calls when the answer ends");
+    printf("calls read as the answer grows: names, then arguments that only grow (8 formats)\n");
+}
+
 int main(void)
 {
     test_calls();
@@ -386,5 +477,6 @@ int main(void)
     test_glm47();
     test_not_calls();
     test_prefix();
+    test_partial();
     return check_summary("test-tool-calls");
 }

@@ -1,5 +1,6 @@
 /* tool-calls.c: see text/tool-calls.h. */
 #include "text/tool-calls.h"
+#include "text/tool-calls-impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,7 +31,7 @@ static bool deepseek(enum fl_chat_format fmt)
 }
 
 /* The block a format's calls come in. */
-static const char *block_open(enum fl_chat_format fmt)
+const char *fl_tool_block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
@@ -73,7 +74,7 @@ size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, s
         return len;
     if (fmt == FL_CHAT_GPT_OSS)
         return before_marks(text, len, gpt_oss_marks, 3);
-    const char *tag = block_open(fmt);
+    const char *tag = fl_tool_block_open(fmt);
     return before_marks(text, len, &tag, 1);
 }
 
@@ -85,7 +86,7 @@ static json_t *arguments_of(json_t *call)
         return json_incref(a);
     if (!json_is_string(a))
         return NULL;
-    json_t *v = json_loadb(json_string_value(a), json_string_length(a), 0, NULL);
+    json_t *v = json_loadb(json_string_value(a), json_string_length(a), JSON_REJECT_DUPLICATES, NULL);
     if (json_is_object(v))
         return v;
     json_decref(v);
@@ -115,7 +116,7 @@ static int make_call(const char *name, size_t name_len, json_t *args, struct fl_
 /* chatml: {"name": ..., "arguments": {...}}. */
 static int read_json_call(const char *s, size_t n, struct fl_tool_call *out)
 {
-    json_t *v = json_loadb(s, n, 0, NULL);
+    json_t *v = json_loadb(s, n, JSON_REJECT_DUPLICATES, NULL);
     const char *name = json_string_value(json_object_get(v, "name"));
     json_t *args = v ? arguments_of(v) : NULL;
     int rc = make_call(name, name ? strlen(name) : 0, args, out);
@@ -159,11 +160,14 @@ static json_t *glm_value(const char *v, size_t n)
     return json_stringn(v, n);
 }
 
-/* A key or value is UTF-8 text without NUL (what a JSON string holds). */
+/* A key or value is UTF-8 text without NUL (what a JSON string holds); a
+ * key given twice makes no call (as JSON's duplicate keys do: a stream
+ * sent the first value already, text/tool-stream.c). */
 static int set_pair(json_t *args, const char *k, size_t kn, const char *v, size_t vn)
 {
     json_t *key = json_stringn(k, kn), *value = glm_value(v, vn);
-    int rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) ? 0 : -EINVAL;
+    int rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) &&
+                     !json_object_get(args, json_string_value(key)) ? 0 : -EINVAL;
     if (!rc && json_object_set(args, json_string_value(key), value))
         rc = -ENOMEM;
     json_decref(key);
@@ -313,7 +317,7 @@ static int read_entry(const struct entry_tags *t, bool kimi_id, const char **p, 
             }
     }
     const char *args = a + mn;
-    json_t *v = json_loadb(args, (size_t)(e - args), 0, NULL);
+    json_t *v = json_loadb(args, (size_t)(e - args), JSON_REJECT_DUPLICATES, NULL);
     const int rc = json_is_object(v) ? make_call(name, (size_t)(name_end - name), v, out) : -EINVAL;
     json_decref(v);
     *p = e + en;
@@ -362,7 +366,7 @@ static int read_fenced_call(const char **p, const char *end, struct fl_tool_call
         close--;
     if (close - args < 3 || name_end == name)
         return -EINVAL;
-    json_t *v = json_loadb(args, (size_t)(close - 3 - args), 0, NULL);
+    json_t *v = json_loadb(args, (size_t)(close - 3 - args), JSON_REJECT_DUPLICATES, NULL);
     const int rc = json_is_object(v) ? make_call(name, (size_t)(name_end - name), v, out) : -EINVAL;
     json_decref(v);
     return rc;
@@ -371,7 +375,7 @@ static int read_fenced_call(const char **p, const char *end, struct fl_tool_call
 /* One block's inside: its calls (MiniMax's, Kimi's and DeepSeek's may hold
  * several; Qwen's XML one, read as several), -EINVAL when it is not only
  * calls. */
-static int read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a)
+int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a)
 {
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
@@ -424,7 +428,7 @@ static void trim(struct fl_tool_answer *a)
 static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a)
 {
-    const char *p = text, *end = text + len, *otag = block_open(fmt);
+    const char *p = text, *end = text + len, *otag = fl_tool_block_open(fmt);
     const char *ctag = fl_tool_calls_block_close(fmt);
     const size_t on = strlen(otag), cn = strlen(ctag);
     for (const char *open; (open = memmem(p, (size_t)(end - p), otag, on));) {
@@ -433,7 +437,7 @@ static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
         if (!close)
             return -EINVAL;
         put(a, p, (size_t)(open - p));
-        int rc = read_block(fmt, in, (size_t)(close - in), a);
+        int rc = fl_tool_read_block(fmt, in, (size_t)(close - in), a);
         if (rc)
             return rc;
         p = close + cn;
@@ -498,7 +502,7 @@ static int read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
     if (!msg || !fl_tool_name_ok(name, (size_t)(p - name)))
         return -EINVAL;
     const char *args = msg + 11, *stop = memmem(args, (size_t)(end - args), "<|call|>", 8);
-    json_t *v = json_loadb(args, (size_t)((stop ? stop : end) - args), 0, NULL);
+    json_t *v = json_loadb(args, (size_t)((stop ? stop : end) - args), JSON_REJECT_DUPLICATES, NULL);
     int rc = !json_is_object(v) ? -EINVAL : !(a->calls = calloc(1, sizeof(*a->calls))) ? -ENOMEM : 0;
     if (!rc) {
         a->n_calls = 1;

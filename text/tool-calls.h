@@ -49,7 +49,7 @@ struct fl_tool_answer {
 
 /* Reads text[0..len). Every block must hold a call: chatml's a JSON object
  * with a string "name" and an object "arguments" (or a string holding
- * one), GLM's a name and key/value pairs; when one does not, or a block is not closed, the whole text is content and n_calls is 0
+ * one), GLM's a name and key/value pairs, no key twice; when one does not, or a block is not closed, the whole text is content and n_calls is 0
  * (an answer is never half calls). 0, or -ENOMEM; -ENOTSUP for a format
  * without tool calls. */
 int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
@@ -66,6 +66,24 @@ bool fl_tool_name_ok(const char *s, size_t n);
  * </minimax:tool_call>, <|tool_calls_section_end|>): a forced call's
  * answer is closed with it when the model ends without writing it. */
 const char *fl_tool_calls_block_close(enum fl_chat_format fmt);
+
+/* A call an answer still being written has begun (tool-stream.c). */
+struct fl_tool_partial {
+    char *name;      /* whole */
+    char *args;      /* the start of the arguments fl_tool_calls_parse will give the call
+                      * (compact JSON), which more text only extends */
+    size_t args_len;
+    bool whole;      /* args are all of them */
+};
+/* The calls of the growing answer text[0..len) so far, in order: the i-th
+ * is the answer's i-th call if the answer ends with its calls well-formed
+ * (its name, its arguments or their start). A call is counted once its
+ * name is whole and its arguments' object has begun. gpt-oss's calls are
+ * not read before the answer ends. The count (*out: fl_tool_partials_free),
+ * or -ENOMEM. */
+int fl_tool_calls_partial(enum fl_chat_format fmt, const char *text, size_t len,
+                          struct fl_tool_partial **out);
+void fl_tool_partials_free(struct fl_tool_partial *p, int n);
 
 /* How many leading bytes of a growing answer are content for certain: up
  * to the first call's opening, or to where a partial one might start at

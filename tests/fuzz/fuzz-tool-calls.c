@@ -5,7 +5,8 @@
  * call has a name and arguments that are a JSON object; the content prefix
  * a stream may send is within the text and ends before the first call; the
  * reasoning split off an answer lies within it, and a stream's parts are
- * prefixes of the whole one's. A broken contract aborts. */
+ * prefixes of the whole one's; the calls read as an answer grows are the
+ * whole one's, their arguments prefixes. A broken contract aborts. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +14,30 @@
 
 #include "text/reasoning.h"
 #include "text/tool-calls.h"
+
+/* The calls read as the answer grows (its last bytes, one at a time):
+ * each has a name and arguments that start an object; where the whole
+ * answer has calls, each is the whole one's i-th call with a prefix of
+ * its arguments (all of them when whole). */
+static void partial(enum fl_chat_format fmt, const char *text, size_t size,
+                    const struct fl_tool_answer *fin)
+{
+    for (size_t k = size > 48 ? size - 48 : 0; k <= size; k++) {
+        struct fl_tool_partial *p;
+        const int n = fl_tool_calls_partial(fmt, text, k, &p);
+        if (n < 0 || (n && !p))
+            abort();
+        for (int i = 0; i < n; i++) {
+            if (!p[i].name[0] || p[i].args[0] != '{' || strlen(p[i].args) != p[i].args_len)
+                abort();
+            if (fin->n_calls && (i >= fin->n_calls || strcmp(p[i].name, fin->calls[i].name) ||
+                                 strncmp(fin->calls[i].arguments, p[i].args, p[i].args_len) ||
+                                 (p[i].whole && strcmp(fin->calls[i].arguments, p[i].args))))
+                abort();
+        }
+        fl_tool_partials_free(p, n);
+    }
+}
 
 static void one(enum fl_chat_format fmt, const char *text, size_t size)
 {
@@ -42,6 +67,7 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
         abort(); /* gpt-oss's header may start before its recipient: at or before */
     if (a.n_calls && fmt == FL_CHAT_GPT_OSS && p > (size_t)((const char *)memmem(text, size, open, on) - text))
         abort();
+    partial(fmt, text, size, &a);
     fl_tool_answer_free(&a);
 }
 

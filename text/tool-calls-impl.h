@@ -1,0 +1,18 @@
+/* tool-calls-impl.h: inside the text module, what tool-calls.c shares with
+ * tool-stream.c (the calls of an answer still being written). Not part of
+ * the module's interface (tool-calls.h). */
+#ifndef FL_TEXT_TOOL_CALLS_IMPL_H
+#define FL_TEXT_TOOL_CALLS_IMPL_H
+
+#include <stddef.h>
+
+#include "text/tool-calls.h"
+
+/* The tag that opens fmt's block of calls (<tool_call>, ...). */
+const char *fl_tool_block_open(enum fl_chat_format fmt);
+
+/* One block's inside s[0..n): its calls appended to a->calls (a's
+ * content untouched); -EINVAL when it is not only calls, -ENOMEM. */
+int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a);
+
+#endif
