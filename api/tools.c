@@ -329,7 +329,7 @@ int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t l
                      struct fl_tool_partial **out)
 {
     *out = NULL;
-    if (t->mode == API_TOOLS_OFF)
+    if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun (text may be NULL) */
         return 0;
     if (t->mode == API_TOOLS_BLOCKS)
         return fl_tool_calls_partial(t->fmt, text, len, out);

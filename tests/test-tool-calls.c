@@ -457,11 +457,10 @@ static void test_partial(void)
               fl_chat_format_name(twice[i].fmt));
         fl_tool_answer_free(&a);
     }
-    struct fl_tool_partial *p = NULL;
-    CHECK(fl_tool_calls_partial(FL_CHAT_GPT_OSS, "to=functions.f<|channel|>commentary json"
-                                "<|message|>{\"a\": 1, ", 52, &p) == 0 && !p,
-          "gpt-oss: its calls when the answer ends");
-    printf("calls read as the answer grows: names, then arguments that only grow (8 formats)\n");
+    grow(FL_CHAT_GPT_OSS, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+         "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
+         "\"Paris\", \"days\": 3, \"x\": [1]}<|call|>");
+    printf("calls read as the answer grows: names, then arguments that only grow (9 formats)\n");
 }
 
 int main(void)

@@ -15,4 +15,12 @@ const char *fl_tool_block_open(enum fl_chat_format fmt);
  * content untouched); -EINVAL when it is not only calls, -ENOMEM. */
 int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a);
 
+/* gpt-oss's call in text[0..len) (its content put into a->content, which
+ * holds len + 1 bytes): 0, -EINVAL when there is none, -ENOMEM. */
+int fl_tool_read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a);
+
+/* After a gpt-oss call's recipient at p: where its <|message|> starts, or
+ * NULL while the header is not whole (or not a call's). */
+const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end);
+
 #endif

@@ -465,7 +465,7 @@ static bool skip(const char **p, const char *end, const char *s)
  * role), a constraint (" json", " <|constrain|>json") and <|message|>, as
  * llama.cpp's grammar for gpt-oss reads them: where the message starts, or
  * NULL. */
-static const char *header_rest(const char *p, const char *end)
+const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end)
 {
     if (skip(&p, end, "<|channel|>") && !skip(&p, end, "commentary") && !skip(&p, end, "analysis"))
         return NULL;
@@ -490,7 +490,7 @@ static const char *header_rest(const char *p, const char *end)
  * <|message|>); the arguments run to <|call|> (an end-of-generation token,
  * so mostly to the end). The text before the header is content, a
  * commentary preamble's markup taken off. -EINVAL: no call. */
-static int read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
+int fl_tool_read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
 {
     const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
     if (!to)
@@ -498,7 +498,7 @@ static int read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
     const char *name = to + 13, *p = name;
     while (p < end && *p != '<' && !isspace((unsigned char)*p))
         p++;
-    const char *msg = header_rest(p, end);
+    const char *msg = fl_tool_gpt_oss_header_rest(p, end);
     if (!msg || !fl_tool_name_ok(name, (size_t)(p - name)))
         return -EINVAL;
     const char *args = msg + 11, *stop = memmem(args, (size_t)(end - args), "<|call|>", 8);
@@ -537,7 +537,7 @@ int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
         return -ENOTSUP;
     if (!(out->content = malloc(len + 1)))
         return -ENOMEM;
-    const int rc = fmt == FL_CHAT_GPT_OSS ? read_gpt_oss(text, len, out)
+    const int rc = fmt == FL_CHAT_GPT_OSS ? fl_tool_read_gpt_oss(text, len, out)
                                           : read_blocks(fmt, text, len, out);
     if (rc == 0 && out->n_calls) {
         out->content[out->content_len] = '\0';

@@ -78,9 +78,8 @@ struct fl_tool_partial {
 /* The calls of the growing answer text[0..len) so far, in order: the i-th
  * is the answer's i-th call if the answer ends with its calls well-formed
  * (its name, its arguments or their start). A call is counted once its
- * name is whole and its arguments' object has begun. gpt-oss's calls are
- * not read before the answer ends. The count (*out: fl_tool_partials_free),
- * or -ENOMEM. */
+ * name is whole and its arguments' object has begun. The count (*out:
+ * fl_tool_partials_free), or -ENOMEM. */
 int fl_tool_calls_partial(enum fl_chat_format fmt, const char *text, size_t len,
                           struct fl_tool_partial **out);
 void fl_tool_partials_free(struct fl_tool_partial *p, int n);

@@ -304,15 +304,41 @@ static int read_so_far(enum fl_chat_format fmt, const char *text, size_t len,
     return 0;
 }
 
+/* gpt-oss's one call: its header whole (to=functions.NAME ... <|message|>),
+ * its arguments healed. */
+static int read_gpt_oss_so_far(const char *text, size_t len, struct fl_tool_answer *a, bool *open)
+{
+    const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
+    const char *p = to ? to + 13 : NULL;
+    while (p && p < end && *p != '<' && !isspace((unsigned char)*p))
+        p++;
+    const char *msg = p && p < end ? fl_tool_gpt_oss_header_rest(p, end) : NULL;
+    const size_t at = msg ? (size_t)(msg - text) + 11 : 0; /* past <|message|> */
+    const size_t cut = msg ? members_end(text + at, len - at) : 0;
+    if (!cut)
+        return 0;
+    struct text h = { 0 };
+    add(&h, text, at + cut);
+    add(&h, "}", 1);
+    a->content = h.err ? NULL : malloc(h.n + 1);
+    int rc = !a->content ? -ENOMEM : fl_tool_read_gpt_oss(h.p, h.n, a);
+    free(h.p);
+    if (rc) /* not a call (yet) */
+        fl_tool_answer_free(a);
+    *open = !rc;
+    return rc == -ENOMEM ? rc : 0;
+}
+
 int fl_tool_calls_partial(enum fl_chat_format fmt, const char *text, size_t len,
                           struct fl_tool_partial **out)
 {
     *out = NULL;
-    if (!fl_chat_has_tools(fmt) || fmt == FL_CHAT_GPT_OSS) /* gpt-oss's: when it ends */
+    if (!fl_chat_has_tools(fmt) || !len)
         return 0;
     struct fl_tool_answer a = { 0 };
     bool open = false;
-    int rc = read_so_far(fmt, text, len, &a, &open);
+    int rc = fmt == FL_CHAT_GPT_OSS ? read_gpt_oss_so_far(text, len, &a, &open)
+                                    : read_so_far(fmt, text, len, &a, &open);
     struct fl_tool_partial *v = !rc && a.n_calls ? calloc((size_t)a.n_calls, sizeof(*v)) : NULL;
     if (!rc && a.n_calls && !v)
         rc = -ENOMEM;
