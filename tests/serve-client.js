@@ -11,9 +11,10 @@
 //           streamed answers equal, each JSON of the schema's shape (keys in
 //           the schema's order, types, lengths, bounds, enum values), at temperature
 //           0 and seeded at 1; a schema keyword not supported is a 400
-//   queued N  a stream that waits for the only sequence (-np 1) longer than the
-//           server's --timeout (1 s) behind one of N tokens: kept alive, it ends
-//           whole, its text that of the same request alone
+//   queued N  a stream that waits for the only sequence (-np 1) 2.5 s, longer
+//           than the server's --timeout (1 s), behind one of N tokens (then
+//           abandoned): kept alive, it ends whole, its text that of the same
+//           request alone
 //   grow    a call's arguments streamed as they grow: pieces that add up to
 //           the plain answer's, the first while the last member is written
 //   tools ID  tool calls: a named (and a "required" one-tool) tool_choice
@@ -131,11 +132,13 @@ async function queued(n) {
   const it = long[Symbol.asyncIterator]();
   await it.next(); // it holds the sequence
   const t0 = Date.now();
-  const streamed = await chatStream('Say hello');
-  const waited = (Date.now() - t0) / 1000;
-  ac.abort();
+  const pending = chatStream('Say hello');
+  await new Promise((r) => setTimeout(r, 2500)); // past --timeout, nothing to say
+  ac.abort(); // the sequence is free for it
   try { while (!(await it.next()).done); } catch (e) { /* aborted */ }
-  ok(waited > 1.2, `the queued stream waited ${waited} s: not past --timeout, nothing shown`);
+  const streamed = await pending;
+  const waited = (Date.now() - t0) / 1000;
+  ok(waited > 2.4, `the queued stream waited ${waited} s`);
   const alone = await chatStream('Say hello');
   ok(streamed === alone, `queued stream ${JSON.stringify(streamed)} != alone ${JSON.stringify(alone)}`);
   console.log(`a stream queued ${waited.toFixed(1)} s behind another (--timeout 1) ended whole: ` +

@@ -10,6 +10,7 @@ A reasoning budget of N forces </think> after N tokens (counted from the
 answer's logprobs); streamed deltas joined equal the whole answer's fields;
 "deepseek-legacy" keeps the text in content; bad fields get a 400.
 usage: serve-reasoning.py BASE_URL KEY"""
+import codecs
 import json
 import sys
 
@@ -51,9 +52,19 @@ for budget in (None, 0, 4):
           "budget %s: reasoning %r, content %r (the text: %r)" % (budget, got_r, msg["content"], raw))
     if budget is not None:
         toks = [bytes(e["bytes"]) for e in raw_choice["logprobs"]["content"]]
-        before = b"".join(toks[:budget]).decode(errors="replace")
+        # after the first `budget` tokens, or the first token after them that ends a UTF-8
+        # character (think-budget.h: a close tag is forced on whole characters only)
+        k = budget
+        while k < len(toks):
+            d = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            d.decode(b"".join(toks[:k]))
+            if not d.getstate()[0]:
+                break
+            k += 1
+        before = b"".join(toks[:k]).decode(errors="replace")
         check(raw.startswith(before) and raw[len(before):].startswith("</think>"),
-              "budget %d: </think> follows the first %d tokens (%r)" % (budget, budget, raw))
+              "budget %d: </think> follows the first %d tokens (%d: a character whole) (%r)"
+              % (budget, budget, k, raw))
     # the stream's deltas, joined, are the whole answer's parts
     events = [json.loads(l[6:]) for l in post(dict(
         {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 14, "seed": 7,
