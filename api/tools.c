@@ -37,8 +37,8 @@ static int parse_tool(json_t *t, size_t i, struct api_request *r, struct fl_err 
         if (!strcmp(r->tool_names[j], name))
             return fl_err_set(err, -EINVAL, "%s.function.name: \"%s\" is given twice", path, name);
     /* as the template's tojson writes the tool llama-server passes it: the
-     * name, the description ("" when none) and the parameters ({} when
-     * none), other keys ("strict", ...) left out */
+     * name, the description ("" when absent) and the parameters ({} when
+     * absent, as given when null too), other keys ("strict", ...) left out */
     json_t *p = params ? json_incref((json_t *)params) : json_object(); /* o steals it */
     json_t *as_passed = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function",
                                   "name", name, "description", desc ? json_string_value(desc) : "",
@@ -331,18 +331,21 @@ int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t l
     *out = NULL;
     if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun (text may be NULL) */
         return 0;
-    if (t->mode == API_TOOLS_BLOCKS)
-        return fl_tool_calls_partial(t->fmt, text, len, out);
-    char head[256]; /* a forced call: the opening the prompt gave it, as read_forced reads it */
-    const int h = call_opening(t->fmt, t->mode == API_TOOLS_ARGS ? t->name : NULL, 0, head,
-                               sizeof(head));
-    char *whole = malloc((size_t)h + len + 1);
-    if (!whole)
-        return -ENOMEM;
-    memcpy(whole, head, (size_t)h);
-    memcpy(whole + h, text, len);
-    int n = fl_tool_calls_partial(t->fmt, whole, (size_t)h + len, out);
-    free(whole);
+    int n;
+    if (t->mode == API_TOOLS_BLOCKS) {
+        n = fl_tool_calls_partial(t->fmt, text, len, out);
+    } else {
+        char head[256]; /* a forced call: the opening the prompt gave it, as read_forced reads it */
+        const int h = call_opening(t->fmt, t->mode == API_TOOLS_ARGS ? t->name : NULL, 0, head,
+                                   sizeof(head));
+        char *whole = malloc((size_t)h + len + 1);
+        if (!whole)
+            return -ENOMEM;
+        memcpy(whole, head, (size_t)h);
+        memcpy(whole + h, text, len);
+        n = fl_tool_calls_partial(t->fmt, whole, (size_t)h + len, out);
+        free(whole);
+    }
     if (n > 1 && t->one_call) { /* the first call only, as the whole answer keeps */
         for (int i = 1; i < n; i++) {
             free((*out)[i].name);

@@ -160,10 +160,12 @@ void srv_anthropic_news(struct srv_stream *k, int c)
     }
     const char *rest;
     const size_t n_rest = ans.n_calls ? srv_calls_rest(text, o->sent, &ans, &rest) : 0;
-    const bool grew = o->calls_sent > 0; /* calls streamed as they grew: their blocks are out */
-    if (n_rest && !grew) /* content between or after the calls, before them */
-        block_text(k, o, 'x', rest, n_rest);
-    block_stop(k, o);
+    const bool grew = o->calls_sent > 0; /* calls streamed as they grew: their blocks are out, */
+    if (!grew) {                         /* the last one open for the rest of its input */
+        if (n_rest) /* content between or after the calls, before them */
+            block_text(k, o, 'x', rest, n_rest);
+        block_stop(k, o);
+    }
     tool_blocks(k, o, &ans);
     if (n_rest && grew) /* ... or after them */
         block_text(k, o, 'x', rest, n_rest);

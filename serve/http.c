@@ -310,8 +310,13 @@ void srv_call_grow(struct srv_stream *k, struct srv_choice *o, int i, const char
 void srv_calls_partial(struct srv_stream *k, struct srv_choice *o, const char *text, size_t len,
                        srv_call_piece_fn *emit)
 {
+    const double now = fl_clock_s();
+    if (now - o->calls_read_at < 0.1)
+        return;
     struct fl_tool_partial *p = NULL;
     const int n = api_tool_partial(&k->answer.tools, text, len, &p);
+    if (n > 0) /* before a call begins, a read is a search for its opening */
+        o->calls_read_at = now;
     for (int i = 0; i < n; i++)
         srv_call_grow(k, o, i, p[i].name, p[i].args, p[i].args_len, emit);
     fl_tool_partials_free(p, n);

@@ -67,7 +67,8 @@ struct srv_choice {
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
     int lp_sent;                    /* tokens whose logprobs were streamed */
     int calls_sent;                 /* calls streamed as they grow (their first chunk out), */
-    char **call_args;               /* and the arguments each one's chunks carried */
+    char **call_args;               /* and the arguments each one's chunks carried; */
+    double calls_read_at;           /* when the growing answer's calls were last read */
     int blocks;                     /* Anthropic's content blocks / the Responses API's output
                                      * items started, */
     char open;                      /* and the open one's kind (0: none; Anthropic's 't'hinking,
@@ -123,7 +124,9 @@ typedef void srv_call_piece_fn(struct srv_stream *k, struct srv_choice *o, int i
 void srv_call_grow(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
                    const char *args, size_t len, srv_call_piece_fn *emit);
 /* The calls choice o's growing content text[0..len) has begun, grown
- * (api_tool_partial). */
+ * (api_tool_partial); once one has begun, read at most every 0.1 s (each
+ * read parses the whole answer, with the engine's mutex held: a long
+ * call's arguments would cost their square). */
 void srv_calls_partial(struct srv_stream *k, struct srv_choice *o, const char *text, size_t len,
                        srv_call_piece_fn *emit);
 /* The content an answer with calls still has to send once sent bytes of
