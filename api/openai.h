@@ -398,8 +398,7 @@ struct api_chunk {
     const struct fl_token_logprob *logprobs; /* this chunk's tokens' (NULL: none) */
     int n_logprobs;
     const struct fl_tokenizer *tok;
-    const struct fl_tool_answer *tools; /* its calls as delta.tool_calls (NULL: none) */
-    /* or one call's growth as delta.tool_calls[0]: call is 1 + its index (0: none); its
+    /* one call's growth as delta.tool_calls[0]: call is 1 + its index (0: none); its
      * first chunk names it (call_name, with its id and type), each brings more of its
      * arguments */
     int call;

@@ -20,8 +20,8 @@ size_t api_tool_index(const struct api_request *r, const char *name);
 const json_t *api_tool_function(const struct api_request *r, size_t i);
 /* The calls r's messages hold (Kimi K2's call ids count them). */
 size_t api_request_n_calls(const struct api_request *r);
-/* "tool_calls": [{"index"?, "id", "type", "function": {"name", "arguments"}}]. */
-json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index);
+/* "tool_calls": [{"id", "type", "function": {"name", "arguments"}}]. */
+json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id);
 /* One streamed call's growth: {"index", "id", "type", "function": {"name",
  * "arguments"}} when name is given (its first chunk), else {"index",
  * "function": {"arguments"}}. */

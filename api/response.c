@@ -103,7 +103,7 @@ static json_t *chat_message(const struct api_completion *c)
     json_t *m = json_pack("{s:s, s:o}", "role", "assistant", "content",
                           a->content_len || !a->n_calls ? fl_json_stringn(a->content, a->content_len)
                                                         : json_null());
-    if (m && a->n_calls && fl_json_set(m, "tool_calls", api_tool_calls_json(a, c->id, false))) {
+    if (m && a->n_calls && fl_json_set(m, "tool_calls", api_tool_calls_json(a, c->id))) {
         json_decref(m);
         return NULL;
     }
@@ -257,9 +257,7 @@ json_t *api_chunk_json(const struct api_chunk *c)
             fl_json_set(delta, "role", json_string("assistant"));
         if (text)
             fl_json_set(delta, c->reasoning ? "reasoning_content" : "content", text);
-        if (c->tools && c->tools->n_calls)
-            fl_json_set(delta, "tool_calls", api_tool_calls_json(c->tools, c->id, true));
-        else if (c->call)
+        if (c->call)
             fl_json_set(delta, "tool_calls",
                         json_pack("[o]", api_tool_call_delta_json(c->id, c->call - 1, c->call_name,
                                                                    c->call_args, c->call_args_len)));

@@ -325,37 +325,6 @@ size_t api_tool_content_prefix(const struct api_tool_reader *t, const char *text
     }
 }
 
-int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t len,
-                     struct fl_tool_partial **out)
-{
-    *out = NULL;
-    if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun (text may be NULL) */
-        return 0;
-    int n;
-    if (t->mode == API_TOOLS_BLOCKS) {
-        n = fl_tool_calls_partial(t->fmt, text, len, out);
-    } else {
-        char head[256]; /* a forced call: the opening the prompt gave it, as read_forced reads it */
-        const int h = call_opening(t->fmt, t->mode == API_TOOLS_ARGS ? t->name : NULL, 0, head,
-                                   sizeof(head));
-        char *whole = malloc((size_t)h + len + 1);
-        if (!whole)
-            return -ENOMEM;
-        memcpy(whole, head, (size_t)h);
-        memcpy(whole + h, text, len);
-        n = fl_tool_calls_partial(t->fmt, whole, (size_t)h + len, out);
-        free(whole);
-    }
-    if (n > 1 && t->one_call) { /* the first call only, as the whole answer keeps */
-        for (int i = 1; i < n; i++) {
-            free((*out)[i].name);
-            free((*out)[i].args);
-        }
-        n = 1;
-    }
-    return n;
-}
-
 /* Tool i's "parameters" (a new reference, "type": "object" added when
  * they say no type) if faultline can hold arguments to them, else NULL:
  * the arguments are then any object. */
@@ -503,27 +472,67 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
 
 /* The forced answer with the opening the prompt gave it, read as a block;
  * one that is no call (cut by max_tokens) is content as it came. */
+/* A forced answer as the format writes the call: the opening the prompt
+ * gave it, the text, then tail (malloc'd, *n its length; NULL: no memory). */
+static char *forced_whole(const struct api_tool_reader *t, const char *text, size_t len,
+                          const char *tail, size_t *n)
+{
+    char head[256];
+    const int h = call_opening(t->fmt, t->mode == API_TOOLS_ARGS ? t->name : NULL, 0, head,
+                               sizeof(head));
+    *n = (size_t)h + len + strlen(tail);
+    char *whole = malloc(*n + 1);
+    if (!whole)
+        return NULL;
+    memcpy(whole, head, (size_t)h);
+    if (len)
+        memcpy(whole + h, text, len);
+    strcpy(whole + h + len, tail);
+    return whole;
+}
+
 static int read_forced(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                        struct fl_tool_answer *out)
 {
-    char head[256];
-    const bool args = t->mode == API_TOOLS_ARGS;
-    const int h = call_opening(t->fmt, args ? t->name : NULL, 0, head, sizeof(head));
     char tail[96];
     forced_tail(t, text, len, ended, tail);
-    const size_t n = (size_t)h + len + strlen(tail);
-    char *whole = malloc(n + 1);
+    size_t n;
+    char *whole = forced_whole(t, text, len, tail, &n);
     if (!whole)
         return -ENOMEM;
-    memcpy(whole, head, (size_t)h);
-    memcpy(whole + h, text, len);
-    strcpy(whole + h + len, tail);
     int rc = fl_tool_calls_parse(t->fmt, whole, n, out);
     free(whole);
     if (rc || out->n_calls)
         return rc;
     fl_tool_answer_free(out);
     return fl_tool_answer_content(text, len, out);
+}
+
+int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t len,
+                     struct fl_tool_partial **out)
+{
+    *out = NULL;
+    if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun (text may be NULL) */
+        return 0;
+    int n;
+    if (t->mode == API_TOOLS_BLOCKS) {
+        n = fl_tool_calls_partial(t->fmt, text, len, out);
+    } else { /* a forced call: read as read_forced reads it, without a tail */
+        size_t wn;
+        char *whole = forced_whole(t, text, len, "", &wn);
+        if (!whole)
+            return -ENOMEM;
+        n = fl_tool_calls_partial(t->fmt, whole, wn, out);
+        free(whole);
+    }
+    if (n > 1 && t->one_call) { /* the first call only, as the whole answer keeps */
+        for (int i = 1; i < n; i++) {
+            free((*out)[i].name);
+            free((*out)[i].args);
+        }
+        n = 1;
+    }
+    return n;
 }
 
 int api_tool_read(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
@@ -559,7 +568,7 @@ json_t *api_tool_call_delta_json(const char *id, int i, const char *name, const 
                 : json_pack("{s:i, s:{s:o}}", "index", i, "function", "arguments", a);
 }
 
-json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool index)
+json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id)
 {
     json_t *v = json_array();
     for (int i = 0; v && i < a->n_calls; i++) {
@@ -568,8 +577,6 @@ json_t *api_tool_calls_json(const struct fl_tool_answer *a, const char *id, bool
         json_t *c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", cid, "type", "function",
                               "function", "name", a->calls[i].name, "arguments",
                               a->calls[i].arguments);
-        if (c && index)
-            fl_json_set(c, "index", json_integer(i));
         if (!c || json_array_append_new(v, c)) {
             json_decref(v);
             return NULL;

@@ -180,11 +180,25 @@ static void test_tools(void)
     CHECK(t.mode == API_TOOLS_BLOCKS && api_tool_read(&t, two, strlen(two), true, &a) == 0 &&
               a.n_calls == 2 && !strcmp(a.content, "Both."), "auto: two calls and content");
     CHECK(api_tool_content_prefix(&t, two, strlen(two)) == 6, "auto: content up to the first call");
-    const struct api_chunk ch = { .kind = API_CHAT, .id = "chatcmpl-2", .model = "m", .tools = &a };
+    /* a streamed call: its first chunk names it (its id as the whole answer's), later ones
+     * bring more of its arguments */
+    struct api_chunk ch = { .kind = API_CHAT, .id = "chatcmpl-2", .model = "m", .call = 2,
+                            .call_name = a.calls[1].name, .call_args = a.calls[1].arguments,
+                            .call_args_len = 4 };
     o = api_chunk_json(&ch);
     s = json_dumps(o, JSON_COMPACT);
-    CHECK(s && strstr(s, "\"delta\":{\"tool_calls\":[{\"id\":\"call_chatcmpl-2_0\"") &&
-              strstr(s, "\"index\":1}]"), "chunk with calls: %s", s);
+    CHECK(s && strstr(s, "\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_chatcmpl-2_1\","
+                         "\"type\":\"function\",\"function\":{\"name\":\"b\",\"arguments\":"
+                         "\"{\\\"x\\\"\"}}]"), "a call's first chunk: %s", s);
+    free(s);
+    json_decref(o);
+    ch.call_name = NULL;
+    ch.call_args += 4;
+    ch.call_args_len = strlen(ch.call_args);
+    o = api_chunk_json(&ch);
+    s = json_dumps(o, JSON_COMPACT);
+    CHECK(s && strstr(s, "\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":"
+                         "\":1}\"}}]"), "a call's later chunk: %s", s);
     free(s);
     json_decref(o);
     fl_tool_answer_free(&a);
