@@ -16,6 +16,18 @@ static void parse_as(enum fl_chat_format fmt, const char *text, struct fl_tool_a
     CHECK(fl_tool_calls_parse(fmt, text, strlen(text), a) == 0, "parse '%s'", text);
 }
 
+/* Each of texts[0..n) in fmt holds no call: all of it is content. */
+static void all_content(enum fl_chat_format fmt, const char *const *texts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct fl_tool_answer a;
+        parse_as(fmt, texts[i], &a);
+        CHECK(a.n_calls == 0 && !strcmp(a.content, texts[i]), "%s '%s': all content",
+              fl_chat_format_name(fmt), texts[i]);
+        fl_tool_answer_free(&a);
+    }
+}
+
 static void parse(const char *text, struct fl_tool_answer *a)
 {
     parse_as(FL_CHAT_CHATML, text, a);
@@ -63,11 +75,7 @@ static void test_glm(void)
         "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1\n</tool_call>",           /* not closed */
         "<tool_call>f\nstray text</tool_call>",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_GLM45, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "glm '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_GLM45, bad, sizeof(bad) / sizeof(bad[0]));
     /* what no JSON text holds (found by fuzz-tool-calls): a key that is no
      * UTF-8, a NUL in a value, a name outside OpenAI's characters */
     static const char bytes[][80] = {
@@ -111,11 +119,7 @@ static void test_minimax(void)
         "<minimax:tool_call>\n<invoke name=\"f\">\n</invoke>\nstray</minimax:tool_call>",
         "<minimax:tool_call>\n<invoke name=\"f\">\n</invoke>\n",                      /* cut */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_MINIMAX_M2, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "minimax '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_MINIMAX_M2, bad, sizeof(bad) / sizeof(bad[0]));
     CHECK(fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <minimax:to", 14) == 3 &&
               fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <tool_call>", 14) == 14,
           "minimax: content up to where its block may start");
@@ -152,12 +156,7 @@ static void test_gpt_oss(void)
         " to=functions.f<|channel|>final<|message|>{}",                   /* not a call's channel */
         " to=functions.<|channel|>commentary<|message|>{}",               /* no name */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct fl_tool_answer a;
-        parse_as(FL_CHAT_GPT_OSS, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "gpt-oss '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_GPT_OSS, bad, sizeof(bad) / sizeof(bad[0]));
     static const struct { const char *text; size_t want; } p[] = {
         { "Sunny today.", 12 }, { "Sunny <|start|>assistant", 6 }, { "x to=func", 2 },
         { "x <|chan", 2 }, { "to=functions.f", 0 },
@@ -192,11 +191,7 @@ static void test_kimi(void)
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
         "<|tool_call_end|>",                                                  /* cut */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_KIMI_K2_INSTRUCT, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "kimi '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_KIMI_K2_INSTRUCT, bad, sizeof(bad) / sizeof(bad[0]));
     CHECK(fl_tool_calls_content_prefix(FL_CHAT_KIMI_K2_INSTRUCT, "Hi <|tool_calls_sec", 19) == 3,
           "kimi: content up to where its section may start");
 }
@@ -231,11 +226,7 @@ static void test_deepseek(void)
         "<｜tool▁calls▁end｜>",                                           /* no name */
         "<｜tool▁calls▁begin｜>x<｜tool▁calls▁end｜>",                     /* no entry */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_DEEPSEEK_V31, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "deepseek '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_DEEPSEEK_V31, bad, sizeof(bad) / sizeof(bad[0]));
     static const char part[] = "Hi <｜tool▁calls";
     CHECK(fl_tool_calls_content_prefix(FL_CHAT_DEEPSEEK_V31, part, sizeof(part) - 1) == 3,
           "deepseek: content up to where its section may start");
@@ -276,12 +267,7 @@ static void test_deepseek_fenced(void)
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```"
         "<｜tool▁call▁end｜>",                                               /* cut */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_DEEPSEEK_V3_0324, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "deepseek fenced '%s': all content",
-              bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_DEEPSEEK_V3_0324, bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* Qwen3.5 / Qwen3-Coder: XML calls (the answers of llama.cpp's test-chat.cpp
@@ -314,11 +300,7 @@ static void test_qwen_xml(void)
         "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",       /* Qwen3's JSON */
         "<tool_call>\n<function=f>\n</tool_call>",                                  /* no </function> */
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        parse_as(FL_CHAT_QWEN35, bad[i], &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, bad[i]), "qwen xml '%s': all content", bad[i]);
-        fl_tool_answer_free(&a);
-    }
+    all_content(FL_CHAT_QWEN35, bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* GLM-4.7: GLM's pairs without the newlines */
@@ -450,13 +432,8 @@ static void test_partial(void)
         { FL_CHAT_GLM45, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>a"
           "</arg_key>\n<arg_value>2</arg_value>\n</tool_call>" },
     };
-    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) { /* a stream sent a: 1 */
-        struct fl_tool_answer a;
-        parse_as(twice[i].fmt, twice[i].text, &a);
-        CHECK(a.n_calls == 0 && !strcmp(a.content, twice[i].text), "%s: a key twice is no call",
-              fl_chat_format_name(twice[i].fmt));
-        fl_tool_answer_free(&a);
-    }
+    for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) /* a stream sent a: 1 */
+        all_content(twice[i].fmt, &twice[i].text, 1);
     grow(FL_CHAT_GPT_OSS, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
          "\"Paris\", \"days\": 3, \"x\": [1]}<|call|>");

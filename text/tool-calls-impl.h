@@ -4,9 +4,31 @@
 #ifndef FL_TEXT_TOOL_CALLS_IMPL_H
 #define FL_TEXT_TOOL_CALLS_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "text/tool-calls.h"
+
+/* The entries of a section of calls (Kimi K2's, DeepSeek's): begin NAME
+ * mid ARGS end each; fenced: DeepSeek V3-0324's and R1's, whose mid is
+ * followed by TYPE<sep>NAME\n```json\n. */
+struct fl_tool_entry_tags {
+    const char *begin, *mid, *end;
+    bool fenced;
+};
+/* fmt's, or NULL: its calls do not come as such entries. */
+const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt);
+
+/* The XML-style calls (MiniMax-M2's <invoke name="NAME">, Qwen3.5's and
+ * Qwen3-Coder's <function=NAME>): the tags around a call's name and its
+ * pairs, the pairs' around key and value, and whether a value loses the
+ * newline the template writes on each side of it. */
+struct fl_tool_xml_tags {
+    const char *call, *name_end, *call_end, *key, *key_end, *value_end;
+    bool newlines;
+};
+/* fmt's, or NULL: its calls are not such XML. */
+const struct fl_tool_xml_tags *fl_tool_xml_tags(enum fl_chat_format fmt);
 
 /* The tag that opens fmt's block of calls (<tool_call>, ...). */
 const char *fl_tool_block_open(enum fl_chat_format fmt);

@@ -30,6 +30,16 @@ static bool deepseek(enum fl_chat_format fmt)
     return fmt == FL_CHAT_DEEPSEEK_V31 || deepseek_fenced(fmt);
 }
 
+const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt)
+{
+    static const struct fl_tool_entry_tags
+        kimi_k2 = { "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                    false },
+        ds = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", false },
+        ds_fenced = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", true };
+    return kimi(fmt) ? &kimi_k2 : deepseek_fenced(fmt) ? &ds_fenced : deepseek(fmt) ? &ds : NULL;
+}
+
 /* The block a format's calls come in. */
 const char *fl_tool_block_open(enum fl_chat_format fmt)
 {
@@ -205,18 +215,21 @@ static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
     return rc;
 }
 
-/* The XML-style calls: a call's tags around its name and its pairs, the
- * pairs' tags around key and value, and whether a value loses the newline
- * the template writes on each side of it. */
-struct xml_call_tags {
-    const char *call, *name_end, *call_end, *key, *key_end, *value_end;
-    bool newlines;
-};
+const struct fl_tool_xml_tags *fl_tool_xml_tags(enum fl_chat_format fmt)
+{
+    static const struct fl_tool_xml_tags
+        invoke = { "<invoke name=\"", "\">", "</invoke>", "<parameter name=\"", "\">",
+                   "</parameter>", false },
+        function = { "<function=", ">", "</function>", "<parameter=", ">", "</parameter>", true };
+    return fmt == FL_CHAT_MINIMAX_M2                               ? &invoke
+           : fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ? &function
+                                                                   : NULL;
+}
 
 /* minimax-m2: <invoke name="NAME">\n<parameter name="K">V</parameter>\n...
  * </invoke>; qwen3.5 / qwen3-coder: <function=NAME>\n<parameter=K>\nV\n
  * </parameter>\n...</function>. At *p, past it after. */
-static int read_xml_call(const struct xml_call_tags *t, const char **p, const char *end,
+static int read_xml_call(const struct fl_tool_xml_tags *t, const char **p, const char *end,
                          struct fl_tool_call *out)
 {
     const char *name, *body;
@@ -249,16 +262,12 @@ static int read_xml_call(const struct xml_call_tags *t, const char **p, const ch
 
 static int read_invoke(const char **p, const char *end, struct fl_tool_call *out)
 {
-    static const struct xml_call_tags t = { "<invoke name=\"", "\">", "</invoke>",
-                                            "<parameter name=\"", "\">", "</parameter>", false };
-    return read_xml_call(&t, p, end, out);
+    return read_xml_call(fl_tool_xml_tags(FL_CHAT_MINIMAX_M2), p, end, out);
 }
 
 static int read_function(const char **p, const char *end, struct fl_tool_call *out)
 {
-    static const struct xml_call_tags t = { "<function=", ">", "</function>", "<parameter=", ">",
-                                            "</parameter>", true };
-    return read_xml_call(&t, p, end, out);
+    return read_xml_call(fl_tool_xml_tags(FL_CHAT_QWEN35), p, end, out);
 }
 
 /* Appends a call to a (freed with it whatever happens); -EINVAL when the
@@ -291,11 +300,7 @@ static int read_one_glm(const char **p, const char *end, struct fl_tool_call *ou
 
 /* An entry of a section of calls: begin NAME mid ARGS end, ARGS a JSON
  * object; at *p, past it after. */
-struct entry_tags {
-    const char *begin, *mid, *end;
-};
-
-static int read_entry(const struct entry_tags *t, bool kimi_id, const char **p, const char *end,
+static int read_entry(const struct fl_tool_entry_tags *t, bool kimi_id, const char **p, const char *end,
                       struct fl_tool_call *out)
 {
     const size_t bn = strlen(t->begin), mn = strlen(t->mid), en = strlen(t->end);
@@ -328,30 +333,25 @@ static int read_entry(const struct entry_tags *t, bool kimi_id, const char **p, 
  * ARGS<|tool_call_end|>. */
 static int read_kimi_call(const char **p, const char *end, struct fl_tool_call *out)
 {
-    static const struct entry_tags t = { "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
-                                         "<|tool_call_end|>" };
-    return read_entry(&t, true, p, end, out);
+    return read_entry(fl_tool_entry_tags(FL_CHAT_KIMI_K2_INSTRUCT), true, p, end, out);
 }
 
 /* DeepSeek V3.1's: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>. */
 static int read_deepseek_call(const char **p, const char *end, struct fl_tool_call *out)
 {
-    static const struct entry_tags t = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-                                         "<｜tool▁call▁end｜>" };
-    return read_entry(&t, false, p, end, out);
+    return read_entry(fl_tool_entry_tags(FL_CHAT_DEEPSEEK_V31), false, p, end, out);
 }
 
 /* V3-0324's and R1's: <｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\nARGS\n```
  * <｜tool▁call▁end｜> (TYPE is "function"; the fence's "json" may be left out). */
 static int read_fenced_call(const char **p, const char *end, struct fl_tool_call *out)
 {
-    static const char begin[] = "<｜tool▁call▁begin｜>", sep[] = "<｜tool▁sep｜>",
-                      stop[] = "<｜tool▁call▁end｜>";
-    const size_t bn = sizeof(begin) - 1, sn = sizeof(sep) - 1, en = sizeof(stop) - 1;
-    if ((size_t)(end - *p) < bn || memcmp(*p, begin, bn))
+    const struct fl_tool_entry_tags *t = fl_tool_entry_tags(FL_CHAT_DEEPSEEK_R1);
+    const size_t bn = strlen(t->begin), sn = strlen(t->mid), en = strlen(t->end);
+    if ((size_t)(end - *p) < bn || memcmp(*p, t->begin, bn))
         return -EINVAL;
-    const char *s = memmem(*p + bn, (size_t)(end - *p - bn), sep, sn);
-    const char *e = s ? memmem(s, (size_t)(end - s), stop, en) : NULL;
+    const char *s = memmem(*p + bn, (size_t)(end - *p - bn), t->mid, sn);
+    const char *e = s ? memmem(s, (size_t)(end - s), t->end, en) : NULL;
     const char *name = s ? s + sn : NULL;
     const char *open = e ? memmem(name, (size_t)(e - name), "```", 3) : NULL;
     if (!open)

@@ -121,16 +121,9 @@ static bool heal_chatml(const char *s, size_t n, struct text *h)
     return true;
 }
 
-/* The entries of a section of calls (Kimi K2's, DeepSeek's): begin NAME
- * mid ARGS end, each. */
-struct entry_tags {
-    const char *begin, *mid, *end;
-    bool fenced; /* DeepSeek V3-0324's and R1's: mid TYPE<sep>NAME\n```json\n */
-};
-
 /* Where the arguments of the open entry at e (n bytes) start, or 0 when
  * its name is not whole yet. */
-static size_t entry_args(const struct entry_tags *t, const char *e, size_t n)
+static size_t entry_args(const struct fl_tool_entry_tags *t, const char *e, size_t n)
 {
     const char *mid = memmem(e, n, t->mid, strlen(t->mid));
     if (!mid)
@@ -148,7 +141,7 @@ static size_t entry_args(const struct entry_tags *t, const char *e, size_t n)
     return i;
 }
 
-static bool heal_section(const struct entry_tags *t, const char *s, size_t n, struct text *h,
+static bool heal_section(const struct fl_tool_entry_tags *t, const char *s, size_t n, struct text *h,
                          bool *open)
 {
     const size_t bn = strlen(t->begin), en = strlen(t->end);
@@ -176,12 +169,7 @@ static bool heal_section(const struct entry_tags *t, const char *s, size_t n, st
     return whole > 0;
 }
 
-/* The XML-style calls (Qwen's <function=, MiniMax's <invoke name="): the
- * open call cut after its last whole pair and closed. */
-struct xml_tags {
-    const char *call, *name_end, *value_end, *call_end;
-};
-
+/* Where w last occurs in s[0..n), or NULL. */
 static const char *last_of(const char *s, size_t n, const char *w)
 {
     const size_t wn = strlen(w);
@@ -191,7 +179,9 @@ static const char *last_of(const char *s, size_t n, const char *w)
     return last;
 }
 
-static bool heal_xml(const struct xml_tags *t, const char *s, size_t n, struct text *h,
+/* The XML-style calls (Qwen's <function=, MiniMax's <invoke name="): the
+ * open call cut after its last whole pair and closed. */
+static bool heal_xml(const struct fl_tool_xml_tags *t, const char *s, size_t n, struct text *h,
                      bool *open)
 {
     const char *c = last_of(s, n, t->call);
@@ -237,24 +227,14 @@ static bool heal_glm(const char *s, size_t n, struct text *h, bool *open)
  * certain yet; *open: its last call is cut (its arguments go on). */
 static bool heal(enum fl_chat_format fmt, const char *s, size_t n, struct text *h, bool *open)
 {
-    static const struct entry_tags kimi = { "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
-                                            "<|tool_call_end|>", false },
-                                   v31 = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-                                           "<｜tool▁call▁end｜>", false },
-                                   fenced = { "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-                                              "<｜tool▁call▁end｜>", true };
-    static const struct xml_tags qwen = { "<function=", ">", "</parameter>", "</function>" },
-                                 minimax = { "<invoke name=\"", "\">", "</parameter>", "</invoke>" };
+    const struct fl_tool_entry_tags *entries = fl_tool_entry_tags(fmt);
+    const struct fl_tool_xml_tags *xml = fl_tool_xml_tags(fmt);
+    if (entries)
+        return heal_section(entries, s, n, h, open);
+    if (xml)
+        return heal_xml(xml, s, n, h, open);
     switch (fmt) {
     case FL_CHAT_CHATML: return heal_chatml(s, n, h) && (*open = true);
-    case FL_CHAT_KIMI_K2_INSTRUCT:
-    case FL_CHAT_KIMI_K2_THINKING: return heal_section(&kimi, s, n, h, open);
-    case FL_CHAT_DEEPSEEK_V31: return heal_section(&v31, s, n, h, open);
-    case FL_CHAT_DEEPSEEK_V3_0324:
-    case FL_CHAT_DEEPSEEK_R1: return heal_section(&fenced, s, n, h, open);
-    case FL_CHAT_QWEN35:
-    case FL_CHAT_QWEN3_CODER: return heal_xml(&qwen, s, n, h, open);
-    case FL_CHAT_MINIMAX_M2: return heal_xml(&minimax, s, n, h, open);
     case FL_CHAT_GLM45:
     case FL_CHAT_GLM47: return heal_glm(s, n, h, open);
     default: return false;
