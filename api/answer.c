@@ -52,7 +52,12 @@ int api_answer_read(const struct api_answer_reader *rd, const char *text, size_t
     if (rd->tools.mode == API_TOOLS_OFF)
         return 0;
     out->has_tools = true;
-    return api_tool_read(&rd->tools, out->content, out->content_len, ended, &out->tools);
+    const int rc = api_tool_read(&rd->tools, out->content, out->content_len, ended, &out->tools);
+    if (!rc) { /* the text outside the calls (a message, a text block, beside the calls) */
+        out->content = out->tools.content ? out->tools.content : "";
+        out->content_len = out->tools.content_len;
+    }
+    return rc;
 }
 
 void api_answer_free(struct api_answer *a)

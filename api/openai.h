@@ -302,7 +302,8 @@ void api_answer_reader_init(const struct api_request *req, enum fl_chat_format f
 struct api_answer {
     const char *reasoning;     /* "" when none */
     size_t reasoning_len;
-    const char *content;       /* without tools: the content */
+    const char *content;       /* the content; with tools, the text outside the calls
+                                * (tools.content) */
     size_t content_len;
     bool has_tools;            /* with tools: the content and calls read */
     struct fl_tool_answer tools;

@@ -366,15 +366,15 @@ json_t *api_response_message_item(const struct api_response *r, bool done)
                      "content", content);
 }
 
-json_t *api_response_call_item(const struct api_response *r, int i, bool done)
+json_t *api_response_call_item(const struct api_response *r, int i, const char *name,
+                               const char *args, bool done)
 {
     char id[96], call[96];
     api_response_item_id(r, 'f', i, id, sizeof(id));
     api_response_item_id(r, 'c', i, call, sizeof(call));
-    const struct fl_tool_call *c = &r->tools->calls[i];
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
-                     done ? "completed" : "in_progress", "call_id", call, "name", c->name,
-                     "arguments", done ? c->arguments : "");
+                     done ? "completed" : "in_progress", "call_id", call, "name", name,
+                     "arguments", done ? args : "");
 }
 
 json_t *api_response_json(const struct api_response *r)
@@ -382,10 +382,13 @@ json_t *api_response_json(const struct api_response *r)
     json_t *out = json_array();
     if (out && r->reasoning && r->reasoning_len)
         json_array_append_new(out, api_response_reasoning_item(r, true));
-    if (out && r->text && r->len)
+    if (out && r->text && r->len && !r->text_last)
         json_array_append_new(out, api_response_message_item(r, true));
     for (int i = 0; out && r->tools && i < r->tools->n_calls; i++)
-        json_array_append_new(out, api_response_call_item(r, i, true));
+        json_array_append_new(out, api_response_call_item(r, i, r->tools->calls[i].name,
+                                                          r->tools->calls[i].arguments, true));
+    if (out && r->text && r->len && r->text_last)
+        json_array_append_new(out, api_response_message_item(r, true));
     if (!out)
         return NULL;
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:n, s:s, s:o, s:{s:i, s:{s:i}, s:i, s:{s:i}, "

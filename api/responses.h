@@ -36,6 +36,8 @@ struct api_response {
     size_t len;
     const struct fl_tool_answer *tools; /* a function_call item per call (NULL: none) */
     bool incomplete;            /* max_output_tokens ended it */
+    bool text_last;             /* the message item after the calls (a stream opened it there:
+                                 * the calls began before any text) */
     int input_tokens, cached_tokens, output_tokens;
 };
 /* The response object (status completed or incomplete). */
@@ -49,10 +51,12 @@ json_t *api_response_answer_json(const struct api_response *r, const struct api_
 /* Output items, as the response object and the stream's events hold them:
  * the reasoning, the message (done: with its text and status completed,
  * or incomplete when max_output_tokens cut it; else in_progress and
- * empty), a function call (done: with its arguments). */
+ * empty), call i (done: with its arguments args; else in_progress and
+ * ""). */
 json_t *api_response_reasoning_item(const struct api_response *r, bool done);
 json_t *api_response_message_item(const struct api_response *r, bool done);
-json_t *api_response_call_item(const struct api_response *r, int i, bool done);
+json_t *api_response_call_item(const struct api_response *r, int i, const char *name,
+                               const char *args, bool done);
 /* The items' ids: "rs_ID", "msg_ID", "fc_ID_i" (and the call's call_id
  * "call_ID_i"). */
 void api_response_item_id(const struct api_response *r, char kind, int i, char *buf, size_t n);

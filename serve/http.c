@@ -282,29 +282,44 @@ size_t srv_calls_rest(const char *text, size_t sent, const struct fl_tool_answer
     return ans->content_len > sent - lead ? ans->content_len - (sent - lead) : 0;
 }
 
+/* Call i's slot as it begins: its name, no arguments yet (NULL: no memory). */
+static struct srv_call_out *call_begin(struct srv_choice *o, int i, const char *name)
+{
+    struct srv_call_out *v = realloc(o->calls_out, sizeof(*v) * (size_t)(i + 1));
+    if (!v)
+        return NULL;
+    o->calls_out = v;
+    v[i] = (struct srv_call_out){ .name = strdup(name), .args = strdup("") };
+    if (v[i].name && v[i].args)
+        return &v[i];
+    free(v[i].name);
+    free(v[i].args);
+    return NULL;
+}
+
 void srv_call_grow(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
                    const char *args, size_t len, srv_call_piece_fn *emit)
 {
-    const size_t sent = i < o->calls_sent ? strlen(o->call_args[i]) : 0;
-    if (i > o->calls_sent || (i < o->calls_sent && (len <= sent ||
-                                                    strncmp(args, o->call_args[i], sent))))
+    const bool begins = i == o->calls_sent;
+    struct srv_call_out *c = begins ? NULL : &o->calls_out[i];
+    const size_t sent = c ? strlen(c->args) : 0;
+    if (i > o->calls_sent || (c && (len <= sent || strncmp(args, c->args, sent))))
+        return;
+    if (begins && !(c = call_begin(o, i, name)))
         return;
     char *copy = strndup(args, len);
-    char **v = i == o->calls_sent ? realloc(o->call_args, sizeof(*v) * (size_t)(i + 1))
-                                  : o->call_args;
-    if (!copy || !v) {
-        free(copy);
-        if (v)
-            o->call_args = v;
+    if (!copy) {
+        if (begins) {
+            free(c->name);
+            free(c->args);
+        }
         return;
     }
-    o->call_args = v;
-    emit(k, o, i, i == o->calls_sent ? name : NULL, args + sent, len - sent);
-    if (i == o->calls_sent)
+    emit(k, o, i, begins ? name : NULL, args + sent, len - sent);
+    if (begins)
         o->calls_sent++;
-    else
-        free(o->call_args[i]);
-    o->call_args[i] = copy;
+    free(c->args);
+    c->args = copy;
 }
 
 void srv_calls_partial(struct srv_stream *k, struct srv_choice *o, const char *text, size_t len,
@@ -559,9 +574,11 @@ static void stream_free(void *cls)
     struct srv_stream *k = cls;
     for (int c = 0; c < k->n; c++) {
         srv_job_release(k->s->loop, k->ch[c].job);
-        for (int i = 0; i < k->ch[c].calls_sent; i++)
-            free(k->ch[c].call_args[i]);
-        free(k->ch[c].call_args);
+        for (int i = 0; i < k->ch[c].calls_sent; i++) {
+            free(k->ch[c].calls_out[i].name);
+            free(k->ch[c].calls_out[i].args);
+        }
+        free(k->ch[c].calls_out);
     }
     json_decref(k->fields);
     free(k->out);

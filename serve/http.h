@@ -58,6 +58,11 @@ struct srv_conn {
 };
 
 /* One choice of a streamed completion. */
+/* A call as a stream sent it so far. */
+struct srv_call_out {
+    char *name, *args;
+};
+
 struct srv_choice {
     struct srv_job *job;
     bool sent_role, ended;
@@ -67,12 +72,14 @@ struct srv_choice {
     size_t seen;                    /* bytes of the text looked at: sent plus held back */
     int lp_sent;                    /* tokens whose logprobs were streamed */
     int calls_sent;                 /* calls streamed as they grow (their first chunk out), */
-    char **call_args;               /* and the arguments each one's chunks carried; */
+    struct srv_call_out *calls_out; /* and each one's name and the arguments its chunks carried; */
     double calls_read_at;           /* when the growing answer's calls were last read */
     int blocks;                     /* Anthropic's content blocks / the Responses API's output
                                      * items started, */
     char open;                      /* and the open one's kind (0: none; Anthropic's 't'hinking,
-                                     * 'x' text; the Responses API's 'r'easoning, 'm'essage) */
+                                     * 'x' text; the Responses API's 'r'easoning, 'm'essage), */
+    int open_at;                    /* and (Responses) its output index: a message stays open
+                                     * while calls are added after it */
 };
 
 /* A streamed completion: owned by its MHD response (freed with it). */

@@ -13,7 +13,7 @@
 /* The response of done job j with its answer read from text[0..len). */
 static json_t *response_json(struct srv *s, const char *id, int64_t created,
                              const struct api_answer_reader *rd, const struct srv_job *j,
-                             const char *text, size_t len)
+                             const char *text, size_t len, bool text_last)
 {
     struct api_answer ans = { 0 };
     json_t *o = NULL;
@@ -22,7 +22,7 @@ static json_t *response_json(struct srv *s, const char *id, int64_t created,
         const struct api_response res = {
             .id = id, .model = s->model_name, .created = created,
             .incomplete = r->finish == ENG_FINISH_LENGTH, .input_tokens = r->n_prompt,
-            .cached_tokens = r->n_cached, .output_tokens = r->n_tokens,
+            .cached_tokens = r->n_cached, .output_tokens = r->n_tokens, .text_last = text_last,
         };
         o = api_response_answer_json(&res, &ans);
     }
@@ -37,7 +37,7 @@ json_t *srv_responses_result(struct srv_conn *k, struct srv_job *j)
     const bool failed = j->result.finish == ENG_FINISH_ERROR;
     srv_loop_unlock(k->s->loop);
     json_t *o = text && !failed ? response_json(k->s, k->id, k->created, &k->answer, j, text,
-                                                strlen(text)) : NULL;
+                                                strlen(text), false) : NULL;
     free(text);
     return o;
 }
@@ -66,8 +66,8 @@ static json_t *shell(const struct srv_stream *k, const char *status)
                      k->s->model_name, "output");
 }
 
-/* Closes the open item: its text's done events with text[0..n) (cut: the
- * answer ran out of tokens in it). */
+/* Closes the open text item: its text's done events with text[0..n) (cut:
+ * the answer ran out of tokens in it). */
 static void item_done(struct srv_stream *k, struct srv_choice *o, const char *text, size_t n,
                       bool cut)
 {
@@ -76,7 +76,7 @@ static void item_done(struct srv_stream *k, struct srv_choice *o, const char *te
     struct api_response r = ids(k);
     r.incomplete = cut;
     char id[96];
-    const int at = o->blocks - 1;
+    const int at = o->open_at;
     api_response_item_id(&r, o->open == 'r' ? 'r' : 'm', 0, id, sizeof(id));
     event(k, o->open == 'r' ? "response.reasoning_text.done" : "response.output_text.done",
           json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", at, "content_index", 0,
@@ -96,7 +96,7 @@ static void item_done(struct srv_stream *k, struct srv_choice *o, const char *te
     o->open = 0;
 }
 
-/* Opens an item of this kind ('r'easoning, 'm'essage) after closing the
+/* Opens a text item of this kind ('r'easoning, 'm'essage) after closing the
  * other (prev: its text so far, for its done events). */
 static void item_open(struct srv_stream *k, struct srv_choice *o, char kind, const char *prev,
                       size_t n_prev)
@@ -114,7 +114,7 @@ static void item_open(struct srv_stream *k, struct srv_choice *o, char kind, con
               json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", id, "output_index",
                         o->blocks, "content_index", 0, "part", "type", "output_text", "text", "",
                         "annotations"));
-    o->blocks++;
+    o->open_at = o->blocks++;
     o->open = kind;
 }
 
@@ -124,40 +124,93 @@ static void delta(struct srv_stream *k, struct srv_choice *o, const char *s, siz
     char id[96];
     api_response_item_id(&r, o->open, 0, id, sizeof(id));
     event(k, o->open == 'r' ? "response.reasoning_text.delta" : "response.output_text.delta",
-          json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", o->blocks - 1,
+          json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", o->open_at,
                     "content_index", 0, "delta", fl_json_stringn(s, n)));
 }
 
-/* The calls: each a function_call item whose arguments come in one delta. */
-static void call_items(struct srv_stream *k, struct srv_choice *o, const struct fl_tool_answer *a)
+/* --- the calls, as they grow --------------------------------------------------------
+ * Each call is a function_call item, added when its name is out, its
+ * arguments function_call_arguments.delta events as they come. The calls
+ * are the last items added until the answer ends (text cannot follow a call
+ * before then), so call i is item calls_at(o) + i; all are closed at the
+ * end. Reasoning ends where the first call begins; a message before the
+ * calls stays open for content after them. */
+static int calls_at(const struct srv_choice *o)
 {
-    struct api_response r = ids(k);
-    r.tools = a;
-    for (int i = 0; i < a->n_calls; i++, o->blocks++) {
+    return o->blocks - o->calls_sent;
+}
+
+static void call_piece(struct srv_stream *k, struct srv_choice *o, int i, const char *name,
+                       const char *args, size_t n)
+{
+    const struct api_response r = ids(k);
+    const int at = name ? o->blocks : calls_at(o) + i;
+    if (name) {
+        if (o->open == 'r') { /* the reasoning so far is all of it */
+            const struct srv_job *j = o->job;
+            struct fl_reasoning_split sp;
+            api_answer_progress(&k->answer, j->text, j->len, j->done, &sp);
+            item_done(k, o, j->text + sp.r_off, o->r_sent, false);
+        }
+        event(k, "response.output_item.added",
+              json_pack("{s:i, s:o}", "output_index", at,
+                        "item", api_response_call_item(&r, i, name, "", false)));
+        o->blocks++;
+    }
+    if (!n)
+        return;
+    char id[96];
+    api_response_item_id(&r, 'f', i, id, sizeof(id));
+    event(k, "response.function_call_arguments.delta",
+          json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", at, "delta",
+                    args, n));
+}
+
+/* Every call's rest once the answer ended (calls that did not grow begin
+ * here), then each closed: its arguments as read from the whole answer,
+ * or a call the whole answer does not hold (it proved no call) as sent,
+ * incomplete. */
+static void calls_end(struct srv_stream *k, struct srv_choice *o, const struct fl_tool_answer *a)
+{
+    for (int i = 0; i < a->n_calls; i++)
+        srv_call_grow(k, o, i, a->calls[i].name, a->calls[i].arguments,
+                      strlen(a->calls[i].arguments), call_piece);
+    const int at = calls_at(o);
+    for (int i = 0; i < o->calls_sent; i++) {
+        struct api_response r = ids(k);
+        const bool read = i < a->n_calls;
+        const char *args = read ? a->calls[i].arguments : o->calls_out[i].args;
         char id[96];
         api_response_item_id(&r, 'f', i, id, sizeof(id));
-        event(k, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", o->blocks,
-                                                         "item", api_response_call_item(&r, i, false)));
-        event(k, "response.function_call_arguments.delta",
-              json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", o->blocks, "delta",
-                        a->calls[i].arguments));
         event(k, "response.function_call_arguments.done",
-              json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", o->blocks, "arguments",
-                        a->calls[i].arguments));
-        event(k, "response.output_item.done", json_pack("{s:i, s:o}", "output_index", o->blocks,
-                                                        "item", api_response_call_item(&r, i, true)));
+              json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", at + i, "arguments",
+                        args));
+        json_t *item = api_response_call_item(&r, i, o->calls_out[i].name, args, true);
+        if (!read && item)
+            fl_json_set(item, "status", json_string("incomplete"));
+        event(k, "response.output_item.done",
+              json_pack("{s:i, s:o}", "output_index", at + i, "item", item));
     }
 }
 
-/* The end: the content after the calls, the open item closed, the calls,
- * and response.completed / incomplete with the whole response (or
- * response.failed). */
+/* The end: the calls' rest and their done events; the content still to go
+ * (avail: the content settled) into the message (opened after the calls
+ * when none was open); the
+ * open item closed; response.completed / incomplete with the whole
+ * response (or response.failed). Calls that did not grow (the answer ended
+ * as they began) go after the text, as the response object has them. */
 static void finish(struct srv_stream *k, struct srv_choice *o, const char *r, const char *text,
-                   const struct fl_tool_answer *ans)
+                   size_t avail, const struct fl_tool_answer *ans)
 {
     const struct srv_job *j = o->job;
-    const char *rest;
-    const size_t n_rest = ans->n_calls ? srv_calls_rest(text, o->sent, ans, &rest) : 0;
+    const bool grew = o->calls_sent > 0;
+    if (grew)
+        calls_end(k, o, ans);
+    const char *rest = text + o->sent; /* content not sent: after the calls, or all of it when */
+    size_t n_rest = avail > o->sent ? avail - o->sent : 0; /* what grew proved no call */
+    if (ans->n_calls)
+        n_rest = srv_calls_rest(text, o->sent, ans, &rest);
+    const bool text_last = grew && n_rest && o->open != 'm';
     char *all = n_rest ? malloc(o->sent + n_rest) : NULL; /* the message's whole text */
     if (all) {
         memcpy(all, text, o->sent);
@@ -170,7 +223,8 @@ static void finish(struct srv_stream *k, struct srv_choice *o, const char *r, co
               all ? o->sent + n_rest : o->open == 'r' ? o->r_sent : o->sent,
               j->result.finish == ENG_FINISH_LENGTH);
     free(all);
-    call_items(k, o, ans);
+    if (!grew)
+        calls_end(k, o, ans);
     if (j->result.finish == ENG_FINISH_ERROR) {
         json_t *failed = shell(k, "failed");
         if (failed)
@@ -179,7 +233,8 @@ static void finish(struct srv_stream *k, struct srv_choice *o, const char *r, co
         event(k, "response.failed", json_pack("{s:o}", "response", failed));
         return;
     }
-    json_t *whole = response_json(k->s, k->id, k->created, &k->answer, j, j->text, j->len);
+    json_t *whole = response_json(k->s, k->id, k->created, &k->answer, j, j->text, j->len,
+                                  text_last);
     event(k, j->result.finish == ENG_FINISH_LENGTH ? "response.incomplete" : "response.completed",
           json_pack("{s:o}", "response", whole));
 }
@@ -197,7 +252,7 @@ void srv_responses_news(struct srv_stream *k, int c)
     api_answer_progress(&k->answer, j->text, j->len, j->done, &sp);
     const char *r = j->text + sp.r_off, *text = j->text + sp.c_off;
     const size_t r_avail = j->done ? sp.r_len : fl_utf8_whole(r, sp.r_len);
-    if (r_avail > o->r_sent) {
+    if (r_avail > o->r_sent && !o->calls_sent) {
         if (o->open != 'r')
             item_open(k, o, 'r', text, o->sent);
         delta(k, o, r + o->r_sent, r_avail - o->r_sent);
@@ -206,15 +261,17 @@ void srv_responses_news(struct srv_stream *k, int c)
     struct fl_tool_answer ans = { 0 };
     const size_t avail = srv_content_settled(&k->answer.tools, j, &sp, &ans);
     o->seen = j->len;
-    if (avail > o->sent) {
+    if (avail > o->sent && !o->calls_sent) {
         if (o->open != 'm')
             item_open(k, o, 'm', r, o->r_sent);
         delta(k, o, text + o->sent, avail - o->sent);
         o->sent = avail;
     }
     if (j->done) {
-        finish(k, o, r, text, &ans);
+        finish(k, o, r, text, avail, &ans);
         o->ended = true;
+    } else if (k->answer.tools.mode != API_TOOLS_OFF) {
+        srv_calls_partial(k, o, text, sp.c_len, call_piece);
     }
     fl_tool_answer_free(&ans);
 }

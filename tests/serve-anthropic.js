@@ -70,6 +70,7 @@ function checkToolUse(m, what) {
      uses[0].id.startsWith('toolu_') && Number.isInteger(uses[0].input.n) &&
      uses[0].input.n >= 0 && uses[0].input.n <= 9 && Object.keys(uses[0].input).length === 1,
      `${what}: ${JSON.stringify(m)}`);
+  ok(m.content.length === 1, `${what}: the call's text is no text block too: ${JSON.stringify(m.content)}`);
   return uses[0];
 }
 

@@ -5,7 +5,8 @@
 //   usage; responses.stream (the SDK's snapshot of the events) gives the
 //   same text and usage at temperature 0; a forced function call
 //   (tool_choice function) gives a function_call item whose arguments are
-//   of the tool's schema, plain and streamed; a conversation of
+//   of the tool's schema, plain and streamed, its arguments streamed as they
+//   grow (function_call_arguments.delta); a conversation of
 //   function_call and function_call_output items counts the input tokens of
 //   the chat request it stands for (chat.completions' prompt_tokens); a
 //   json_schema text.format gives JSON of the schema; 400s for
@@ -51,6 +52,7 @@ function checkCall(r, what) {
   const calls = r.output.filter((o) => o.type === 'function_call');
   ok(calls.length === 1 && calls[0].name === 'pick' && calls[0].call_id && calls[0].id.startsWith('fc_'),
      `${what}: ${JSON.stringify(r.output)}`);
+  ok(r.output.length === 1, `${what}: the call's text is no message too: ${JSON.stringify(r.output)}`);
   const a = JSON.parse(calls[0].arguments);
   ok(Number.isInteger(a.n) && a.n >= 0 && a.n <= 9 && Object.keys(a).length === 1,
      `${what}: arguments ${calls[0].arguments}`);
@@ -79,6 +81,48 @@ async function tools() {
   ok(r.usage.input_tokens === c.usage.prompt_tokens && r.usage.input_tokens > 20,
      `input tokens ${r.usage.input_tokens}, the chat request's ${c.usage.prompt_tokens}`);
   console.log(`function_call and function_call_output items: ${r.usage.input_tokens} input tokens = the chat request's`);
+}
+
+// A call's arguments stream as they grow (as llama-server and OpenAI send them): its
+// function_call_arguments.delta events, at the call's output_index, add up to the plain
+// answer's arguments, its first members out while its last, 300 characters long, is still
+// being written; every item the events add and close is the response object's item at
+// that index (the SDK throws on a delta for an index it has no item at).
+async function grow() {
+  const plan = { type: 'function', name: 'plan', parameters: { type: 'object',
+    properties: { city: { type: 'string', maxLength: 6 }, days: { type: 'integer', minimum: 0, maximum: 9 },
+                  note: { type: 'string', minLength: 300, maxLength: 300 } },
+    required: ['city', 'days', 'note'], additionalProperties: false } };
+  const shape = (items) => JSON.stringify(items.map((o) => [o.type, o.name, o.arguments,
+    o.content && o.content.map((c) => c.text)]));
+  for (const choice of [{ type: 'function', name: 'plan' }, 'required']) {
+    const req = { model: 'm', input: 'Plan a trip.', tools: [plan, digit], tool_choice: choice,
+                  max_output_tokens: 400, temperature: 0 };
+    const p = await client.responses.create(req);
+    const s = client.responses.stream(req);
+    const added = [], closed = [], args = [];
+    let pieces = 0;
+    s.on('response.output_item.added', (e) => { added[e.output_index] = e.item; });
+    s.on('response.function_call_arguments.delta', (e) => {
+      ok(added[e.output_index] && added[e.output_index].id === e.item_id && !closed[e.output_index],
+         `a delta for ${e.item_id} at ${e.output_index}: ${JSON.stringify(added)}`);
+      args[e.output_index] = (args[e.output_index] ?? '') + e.delta;
+      pieces++;
+    });
+    s.on('response.function_call_arguments.done', (e) => {
+      ok(e.arguments === args[e.output_index], `done ${e.arguments} after deltas ${args[e.output_index]}`);
+    });
+    s.on('response.output_item.done', (e) => { closed[e.output_index] = e.item; });
+    const f = await s.finalResponse();
+    ok(p.status === 'completed' && f.status === 'completed' && shape(f.output) === shape(p.output) &&
+       shape(closed) === shape(f.output) &&
+       JSON.stringify(added.map((o) => o.id)) === JSON.stringify(f.output.map((o) => o.id)),
+       `streamed ${shape(f.output)} (closed ${shape(closed)}) != plain ${shape(p.output)}`);
+    const call = f.output.find((o) => o.type === 'function_call');
+    ok(call && (call.name !== 'plan' || pieces >= 2), `the arguments came in ${pieces} pieces`);
+    console.log(`${JSON.stringify(choice).slice(0, 30)}: arguments streamed in ${pieces} pieces = plain: ` +
+                shape(p.output).slice(0, 60) + '...');
+  }
 }
 
 async function format() {
@@ -113,6 +157,7 @@ async function errors() {
 (async () => {
   await plainAndStreamed();
   await tools();
+  await grow();
   await format();
   await errors();
   console.log('responses client: all checks passed');
