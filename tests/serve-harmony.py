@@ -40,11 +40,19 @@ template = env.from_string(open(os.path.join(here, "data", "templates",
                                              "openai-gpt-oss-120b.jinja")).read())
 
 
+def as_llama_server(m):
+    # llama.cpp hands an assistant's reasoning_content to the template as "thinking"; an
+    # answer with calls and reasoning goes without its content (the template refuses both)
+    if "reasoning_content" not in m:
+        return m
+    m = dict(m, thinking=m["reasoning_content"])
+    if m["thinking"] and m.get("tool_calls"):
+        del m["content"]
+    return m
+
+
 def render_as_is(messages, **kwargs):
-    # llama.cpp hands an assistant's reasoning_content to the template as "thinking"
-    msgs = [dict(m, thinking=m["reasoning_content"]) if "reasoning_content" in m else m
-            for m in messages]
-    return template.render(messages=msgs, **kwargs)
+    return template.render(messages=[as_llama_server(m) for m in messages], **kwargs)
 
 
 def render(messages, **kwargs):
@@ -109,6 +117,15 @@ tool_cases = {
         {"role": "tool", "content": "rain"},
         {"role": "assistant", "content": "It rains."},
         {"role": "user", "content": "Thanks"}], [weather]),
+    "a call with content and reasoning: the reasoning": ([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Let me look.", "reasoning_content": "Need the tool.",
+         "tool_calls": [call]},
+        {"role": "tool", "content": "rain"}], [weather]),
+    "a call with content and empty reasoning: the content": ([
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Let me look.", "reasoning_content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "rain"}], [weather]),
 }
 for case, (messages, tools) in tool_cases.items():
     got = post("/apply-template", {"messages": messages, "tools": tools})["prompt"]

@@ -242,20 +242,21 @@ static bool has_channel_tags(const char *s)
 }
 
 /* An assistant's call (the first of its calls, as the template takes
- * one), after its content or reasoning in the analysis channel unless a
- * later answer without calls follows. -EINVAL where the template raises
- * or the arguments are not JSON. */
+ * one), after its reasoning (or without any, its content) in the analysis
+ * channel unless a later answer without calls follows. -EINVAL when the
+ * arguments are not JSON. */
 static int put_call(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size_t i)
 {
     bool final_later = false;
     for (size_t j = i + 1; j < n; j++)
         final_later |= is(m[j].role, "assistant") && !m[j].n_calls;
-    const char *c = m[i].content, *r = m[i].reasoning;
-    if (c[0] && r)
-        return -EINVAL; /* "Cannot pass both content and thinking" */
-    if ((c[0] || r) && !final_later) {
+    /* the template refuses content beside reasoning ("Cannot pass both
+     * content and thinking"); llama-server passes such an answer's
+     * reasoning alone (an empty one is none) */
+    const char *said = m[i].reasoning && m[i].reasoning[0] ? m[i].reasoning : m[i].content;
+    if (said[0] && !final_later) {
         put(b, "<|start|>assistant<|channel|>analysis<|message|>");
-        put(b, c[0] ? c : r);
+        put(b, said);
         put(b, "<|end|>");
     }
     json_t *args = json_loads(m[i].calls[0].arguments, JSON_DECODE_ANY, NULL);
