@@ -105,15 +105,18 @@ static void tools(const struct api_request *r, const struct api_completion *comp
         free(gbnf);
     }
     /* the message's text as an answer in MiniMax-M2's format (its prompt
-     * opens the reasoning): its parts lie within the text */
+     * opens the reasoning): its parts lie within the text (with tools, the
+     * content is the text outside the calls, in the tools' answer) */
     struct api_answer_reader rd;
     api_answer_reader_init(r, FL_CHAT_MINIMAX_M2, &rd);
     struct api_answer a;
     const size_t n_text = strlen(text);
     if (api_answer_read(&rd, text, n_text, n_text % 2, &a))
         die("an answer cannot be read");
+    const char *in = a.has_tools ? a.tools.content : text;
+    const size_t n_in = a.has_tools ? a.tools.content_len : n_text;
     if (a.reasoning < text || a.reasoning + a.reasoning_len > text + n_text ||
-        a.content < text || a.content + a.content_len > text + n_text)
+        (a.content_len && (a.content < in || a.content + a.content_len > in + n_in)))
         die("an answer's parts lie outside it");
     struct api_completion c = *comp;
     c.tools = a.has_tools ? &a.tools : NULL;
