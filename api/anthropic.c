@@ -27,16 +27,36 @@ static const char *block_text(const json_t *b)
     return type && !strcmp(type, "text") ? fl_json_str(b, "text") : NULL;
 }
 
-/* "system": a string or text blocks, joined. */
-static int put_system(const json_t *body, json_t *msgs, struct fl_err *err)
+/* A system text. Claude Code's first block is "x-anthropic-billing-header:
+ * ...; cch=XXXXX;", whose five characters after cch= change from request to
+ * request: the prompt cache would find nothing past the prompt's first
+ * tokens. They are written fffff, as llama-server writes them. */
+static json_t *system_text(const char *t)
 {
-    const json_t *s = json_object_get(body, "system");
-    if (!s || json_is_null(s))
-        return 0;
+    static const char head[] = "x-anthropic-billing-header:";
+    const char *cch = strncmp(t, head, sizeof(head) - 1) ? NULL : strstr(t + sizeof(head) - 1, "cch=");
+    if (!cch || strlen(cch + 4) < 6 || cch[9] != ';')
+        return json_string(t);
+    char *c = strdup(t);
+    if (c)
+        memset(c + (cch - t) + 4, 'f', 5);
+    json_t *s = c ? json_string(c) : NULL;
+    free(c);
+    return s;
+}
+
+/* A system message of a system text: a string or text blocks (path names
+ * it in an error). joined: the blocks as one string, run together as
+ * llama-server joins the request's "system"; else text parts, as it passes
+ * a system message's blocks on (a chat request joins parts by lines). */
+static int put_system_text(const json_t *s, const char *path, bool joined, json_t *msgs,
+                           struct fl_err *err)
+{
     if (json_is_string(s))
-        return api_json_push(msgs, json_pack("{s:s, s:O}", "role", "system", "content", s), err);
+        return api_json_push(msgs, json_pack("{s:s, s:o}", "role", "system", "content",
+                                             system_text(json_string_value(s))), err);
     if (!json_is_array(s))
-        return api_field_bad(err, "system", "expected a string or an array of text blocks");
+        return api_field_bad(err, path, "expected a string or an array of text blocks");
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
@@ -44,14 +64,24 @@ static int put_system(const json_t *body, json_t *msgs, struct fl_err *err)
         const char *t = block_text(b);
         if (!t) {
             json_decref(parts);
-            return fl_err_set(err, -EINVAL, "system[%zu]: expected a text block", i);
+            return fl_err_set(err, -EINVAL, "%s[%zu]: expected a text block", path, i);
         }
-        if (api_json_push(parts, json_pack("{s:s, s:s}", "type", "text", "text", t), err)) {
+        if (api_json_push(parts, json_pack("{s:s, s:o}", "type", "text", "text", system_text(t)),
+                          err)) {
             json_decref(parts);
             return -ENOMEM;
         }
     }
-    return api_json_push(msgs, json_pack("{s:s, s:o}", "role", "system", "content", parts), err);
+    json_t *content = joined ? api_join_texts(parts, "") : json_incref(parts);
+    json_decref(parts);
+    return api_json_push(msgs, json_pack("{s:s, s:o}", "role", "system", "content", content), err);
+}
+
+/* "system": a string or text blocks. */
+static int put_system(const json_t *body, json_t *msgs, struct fl_err *err)
+{
+    const json_t *s = json_object_get(body, "system");
+    return !s || json_is_null(s) ? 0 : put_system_text(s, "system", true, msgs, err);
 }
 
 /* A tool_result's content: a string, or text blocks joined. */
@@ -168,9 +198,14 @@ static int put_message(const json_t *m, size_t i, json_t *msgs, struct fl_err *e
     char path[64];
     snprintf(path, sizeof(path), "messages[%zu]", i);
     const char *role = fl_json_str(m, "role");
+    if (json_is_object(m) && role && !strcmp(role, "system")) { /* Claude Code sends some */
+        char cpath[80];
+        snprintf(cpath, sizeof(cpath), "%s.content", path);
+        return put_system_text(json_object_get(m, "content"), cpath, false, msgs, err);
+    }
     if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant")))
-        return api_field_bad(err, path, "expected {\"role\": \"user\" or \"assistant\", "
-                             "\"content\"}");
+        return api_field_bad(err, path, "expected {\"role\": \"user\", \"assistant\" or "
+                             "\"system\", \"content\"}");
     const bool assistant = !strcmp(role, "assistant");
     const json_t *c = json_object_get(m, "content");
     if (json_is_string(c))

@@ -32,6 +32,31 @@ int api_json_push(json_t *a, json_t *v, struct fl_err *err)
     return v && !json_array_append_new(a, v) ? 0 : api_field_nomem(err);
 }
 
+json_t *api_join_texts(const json_t *c, const char *delim)
+{
+    const size_t nd = strlen(delim);
+    size_t len = 0, i;
+    const json_t *part;
+    json_array_foreach(c, i, part)
+        len += json_string_length(json_object_get(part, "text")) + nd;
+    char *joined = malloc(len + 1);
+    if (!joined)
+        return NULL;
+    size_t at = 0;
+    json_array_foreach(c, i, part) {
+        const json_t *t = json_object_get(part, "text");
+        if (at) {
+            memcpy(joined + at, delim, nd);
+            at += nd;
+        }
+        memcpy(joined + at, json_string_value(t), json_string_length(t));
+        at += json_string_length(t);
+    }
+    json_t *s = json_stringn(joined, at);
+    free(joined);
+    return s;
+}
+
 int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,
                      struct fl_err *err)
 {
@@ -71,9 +96,13 @@ int api_field_flag(const json_t *o, const char *key, bool *v, struct fl_err *err
 
 /* --- messages and prompts ------------------------------------------------------------ */
 
-/* A message's content: a string, or text parts joined (put back into the
- * document, which then owns the string). */
-static int content_text(json_t *msg, const char *path, const char **out, struct fl_err *err)
+/* A message's content: a string, or text parts joined as llama-server joins
+ * them for a template that reads strings, a newline between parts (put back
+ * into the document, which then owns the string). The last message, an
+ * assistant's, continued as a prefill: llama-server joins its parts with a
+ * blank line (*continued; NULL for a string). */
+static int content_text(json_t *msg, const char *path, bool last, const char **out,
+                        json_t **continued, struct fl_err *err)
 {
     json_t *c = json_object_get(msg, "content");
     if (json_is_string(c)) {
@@ -86,7 +115,7 @@ static int content_text(json_t *msg, const char *path, const char **out, struct 
     }
     if (!json_is_array(c))
         return fl_err_set(err, -EINVAL, "%s.content: expected a string or an array of parts", path);
-    size_t len = 0, i;
+    size_t i;
     json_t *part;
     json_array_foreach(c, i, part) {
         const char *t = fl_json_str(part, "text");
@@ -94,16 +123,11 @@ static int content_text(json_t *msg, const char *path, const char **out, struct 
                                              strcmp(fl_json_str(part, "type"), "text")))
             return fl_err_set(err, -EINVAL, "%s.content[%zu]: only text parts are understood",
                               path, i);
-        len += strlen(t);
     }
-    char *joined = malloc(len + 1);
-    if (!joined)
+    const char *role = fl_json_str(msg, "role");
+    if (last && !strcmp(role, "assistant") && !(*continued = api_join_texts(c, "\n\n")))
         return fl_err_set(err, -ENOMEM, "out of memory");
-    joined[0] = '\0';
-    json_array_foreach(c, i, part)
-        strcat(joined, fl_json_str(part, "text"));
-    json_t *s = fl_json_string(joined);
-    free(joined);
+    json_t *s = api_join_texts(c, "\n");
     if (!s || json_object_set_new(msg, "content", s))
         return fl_err_set(err, -ENOMEM, "out of memory");
     *out = json_string_value(json_object_get(msg, "content"));
@@ -143,7 +167,8 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         r->msgs[i].role = fl_json_str(msg, "role");
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
-        int rc = content_text(msg, path, &r->msgs[i].content, err);
+        int rc = content_text(msg, path, i + 1 == r->n_msgs, &r->msgs[i].content,
+                              &r->continued, err);
         if (!rc)
             rc = message_reasoning(msg, path, &r->msgs[i], err);
         if (!rc)
@@ -800,6 +825,7 @@ void api_request_free(struct api_request *r)
     free(r->logit_bias);
     free(r->bias_text);
     free(r->prompt_ids);
+    json_decref(r->continued);
     json_decref(r->doc);
     memset(r, 0, sizeof(*r));
 }

@@ -70,6 +70,9 @@ struct api_request {
     enum api_kind kind;
     struct fl_chat_msg *msgs; /* API_CHAT */
     size_t n_msgs;
+    json_t *continued;        /* the last message's text parts joined as llama-server joins a
+                               * continued answer's, a blank line between (NULL: its content
+                               * was a string, or it is no assistant's) */
     const char *prompt;       /* API_COMPLETION, as text ... */
     int32_t *prompt_ids;      /* ... or as token ids: the prompt selected */
     int n_prompt_ids;

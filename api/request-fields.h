@@ -19,6 +19,11 @@ int api_field_nomem(struct fl_err *err);
 /* Appends v (taken; NULL: memory ran out) to array a: 0 or api_field_nomem's.
  * (The requests of other APIs are built as OpenAI bodies with it.) */
 int api_json_push(json_t *a, json_t *v, struct fl_err *err);
+/* The texts of parts ({"text": STRING} objects) as one string, delim
+ * before each once there is text, as llama-server joins a message's text
+ * parts ("\n"; a continued answer's "\n\n"; Anthropic's "system" blocks
+ * ""). A new string, or NULL when memory runs out. */
+json_t *api_join_texts(const json_t *parts, const char *delim);
 /* o[key] as a number within [lo, hi]; 1 when present, 0 when absent or
  * null, -EINVAL. */
 int api_field_number(const json_t *o, const char *key, double lo, double hi, double *v,

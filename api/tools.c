@@ -251,7 +251,18 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     int n = api_chat_opts(r, tools, &o, why);
     if (n < 0)
         return n;
-    n = fl_chat_render(chat, r->msgs, r->n_msgs, &o, text);
+    struct fl_chat_msg *msgs = r->msgs;
+    if (o.cont != FL_CHAT_CONTINUE_NONE && r->continued) { /* the prefill's own join */
+        if (!(msgs = malloc(r->n_msgs * sizeof(*msgs)))) {
+            *why = "out of memory";
+            return -ENOMEM;
+        }
+        memcpy(msgs, r->msgs, r->n_msgs * sizeof(*msgs));
+        msgs[r->n_msgs - 1].content = json_string_value(r->continued);
+    }
+    n = fl_chat_render(chat, msgs, r->n_msgs, &o, text);
+    if (msgs != r->msgs)
+        free(msgs);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
                "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, openai-gpt-oss, "

@@ -7,7 +7,9 @@
 //   tool_use block whose input is of the tool's schema, plain and streamed
 //   (input_json_delta), stop_reason tool_use; a conversation with tool_use
 //   and tool_result blocks counts the tokens of the OpenAI request it stands
-//   for (count_tokens against /apply-template + /tokenize); the SDK's
+//   for (count_tokens against /apply-template + /tokenize); Claude Code's
+//   billing header (its changing checksum does not stop the prompt cache)
+//   and system messages among the turns; the SDK's
 //   errors: 401 (AuthenticationError), 400 (BadRequestError) with
 //   Anthropic's error shape.
 // Prints one line per check; exits 1 on the first failure.
@@ -136,7 +138,7 @@ async function errors() {
   }
   for (const [body, what] of [
     [{ model: 'm', max_tokens: 4, messages: [] }, 'messages'],
-    [{ model: 'm', max_tokens: 4, messages: [{ role: 'system', content: 'x' }] }, 'messages[0]'],
+    [{ model: 'm', max_tokens: 4, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0]'],
     [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'image',
        source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }] }, 'messages[0].content[0]'],
     [{ model: 'm', max_tokens: 4, messages: ask, tools: [{ type: 'web_search_20250305', name: 'web_search' }] },
@@ -154,6 +156,24 @@ async function errors() {
   console.log('errors: 401 AuthenticationError, 400 BadRequestError naming the field (Anthropic\'s shape)');
 }
 
+// Claude Code's requests: its first system block is a billing header whose cch= checksum changes
+// from request to request (written fffff, as llama-server writes it, so that the prompt cache
+// still reads the long system prompt after it), and it sends system messages among the turns
+async function claudeCode() {
+  const system = (cch) => [
+    { type: 'text', text: `x-anthropic-billing-header: cc_version=2.1.197; cch=${cch}; cc_entrypoint=cli;` },
+    { type: 'text', text: 'You are a careful agent. '.repeat(60), cache_control: { type: 'ephemeral' } }];
+  const req = (cch) => ({ model: 'm', max_tokens: 2, temperature: 0, system: system(cch),
+                          messages: [ask[0], { role: 'system', content: 'Stay brief.' }] });
+  const a = await client.messages.create(req('a1b2c'));
+  const b = await client.messages.create(req('9f8e7'));
+  const all = (m) => m.usage.input_tokens + m.usage.cache_read_input_tokens;
+  ok(all(a) === all(b) && all(a) > 300 && b.usage.cache_read_input_tokens > 0 && text(a) === text(b),
+     `cch a1b2c then 9f8e7: ${JSON.stringify(a.usage)} / ${JSON.stringify(b.usage)}`);
+  console.log(`Claude Code's billing header and system messages: the second request read ` +
+              `${b.usage.cache_read_input_tokens} of ${all(b)} prompt tokens from the cache`);
+}
+
 async function models() {
   const page = await client.models.list();
   const all = page.data;
@@ -166,6 +186,7 @@ async function models() {
   await models();
   await plainAndStreamed();
   await tools();
+  await claudeCode();
   await errors();
   console.log('anthropic client: all checks passed');
 })().catch((e) => fail(e.stack || String(e)));

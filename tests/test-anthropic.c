@@ -27,10 +27,29 @@ static void test_requests(void)
              "{\"system\": [{\"type\": \"text\", \"text\": \"A\", \"cache_control\": {\"type\": "
              "\"ephemeral\"}}, {\"type\": \"text\", \"text\": \"B\"}], \"messages\": [{\"role\": "
              "\"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}",
-             "{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"text\", \"text\": "
-             "\"A\"}, {\"type\": \"text\", \"text\": \"B\"}]}, {\"role\": \"user\", \"content\": "
-             "[{\"type\": \"text\", \"text\": \"x\"}]}]}",
-             "system and content blocks");
+             "{\"messages\": [{\"role\": \"system\", \"content\": \"AB\"}, {\"role\": \"user\", "
+             "\"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}",
+             "system blocks run together (as llama-server), content blocks as parts");
+    /* Claude Code: system messages among the turns, passed on as they are;
+     * its billing header's cch= checksum written fffff (llama-server's) */
+    converts(api_anthropic_to_chat,
+             "{\"system\": [{\"type\": \"text\", \"text\": \"x-anthropic-billing-header: "
+             "cc_version=2.1; cch=a1b2c; cc_entrypoint=cli;\"}, {\"type\": \"text\", \"text\": "
+             "\"You are\"}], \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"system\", \"content\": "
+             "[{\"type\": \"text\", \"text\": \"T\"}, {\"type\": \"text\", \"text\": \"U\"}]}]}",
+             "{\"messages\": [{\"role\": \"system\", \"content\": \"x-anthropic-billing-header: "
+             "cc_version=2.1; cch=fffff; cc_entrypoint=cli;You are\"}, {\"role\": \"user\", "
+             "\"content\": \"q\"}, {\"role\": \"system\", \"content\": \"S\"}, {\"role\": "
+             "\"system\", \"content\": [{\"type\": \"text\", \"text\": \"T\"}, {\"type\": "
+             "\"text\", \"text\": \"U\"}]}]}",
+             "system messages among the turns; the billing header's checksum");
+    converts(api_anthropic_to_chat,
+             "{\"system\": \"x-anthropic-billing-header: cch=12345\", \"messages\": [{\"role\": "
+             "\"user\", \"content\": \"q\"}]}",
+             "{\"messages\": [{\"role\": \"system\", \"content\": \"x-anthropic-billing-header: "
+             "cch=12345\"}, {\"role\": \"user\", \"content\": \"q\"}]}",
+             "a checksum without its ';' is left as it is");
     /* a turn with thinking and a call; the next turn's results first, then its text */
     converts(api_anthropic_to_chat,
              "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
@@ -71,7 +90,9 @@ static void test_requests(void)
     static const char *const bad[][2] = {
         { "[1]", "body" },
         { "{\"messages\": []}", "messages: expected a non-empty array" },
-        { "{\"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}", "messages[0]: expected" },
+        { "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", "messages[0]: expected" },
+        { "{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"image\"}]}]}",
+          "messages[0].content[0]: expected a text block" },
         { "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content: expected" },
         { "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\": {}}]}]}",
           "messages[0].content[0]: image input is not supported" },

@@ -29,10 +29,10 @@ static void test_accepted(void)
           "chat line refused: %s", err.msg);
     const struct api_request *r = &l.req;
     CHECK(!strcmp(l.custom_id, "r1") && r->kind == API_CHAT && r->n_msgs == 2 &&
-              !strcmp(r->msgs[0].role, "system") && !strcmp(r->msgs[1].content, "ab") &&
+              !strcmp(r->msgs[0].role, "system") && !strcmp(r->msgs[1].content, "a\nb") &&
               r->max_tokens == 12 && r->n_stop == 2 && !strcmp(r->stop[1], "yz") &&
               !strcmp(r->model, "m"),
-          "chat line fields");
+          "chat line fields (text parts joined by lines, as llama-server joins them)");
     struct fl_sampler_params d, s;
     fl_sampler_defaults(&d, 1);
     api_request_sampling(r, &d, &s);
@@ -529,6 +529,15 @@ static void test_prefill(void)
           "\"content\":\"Hel\"}],\"add_generation_prompt\":false}", "</think>\n\nHel", false },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"add_generation_prompt\":false}",
           "Hi<|im_end|>\n", false },
+        /* text parts as llama-server joins them: by lines, a continued answer's by a blank line */
+        { "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"H\"},"
+          "{\"type\":\"text\",\"text\":\"i\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":"
+          "\"text\",\"text\":\"He\"},{\"type\":\"text\",\"text\":\"l\"}]}]}",
+          "H\ni<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHe\n\nl", false },
+        { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+          "\"content\":[{\"type\":\"text\",\"text\":\"He\"},{\"type\":\"text\",\"text\":\"l\"}]},"
+          "{\"role\":\"user\",\"content\":\"Go\"}]}",
+          "He\nl<|im_end|>\n<|im_start|>user\nGo<|im_end|>\n<|im_start|>assistant\n", false },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
           "\"content\":\"A\"},{\"role\":\"assistant\",\"content\":\"B\"}]}", NULL, false },
         { "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"continue_final_message\":"
