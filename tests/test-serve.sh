@@ -183,6 +183,8 @@ node tests/serve-anthropic.js "${base%/v1}" "$key" || fail "anthropic client"
 client grow || fail "openai client: a call streamed as it grows"
 # OpenAI's Responses API with the openai client (tests/serve-responses.js)
 node tests/serve-responses.js "$base" "$key" || fail "openai client: responses"
+# streamed calls through the three APIs, clients leaving early (tests/serve-tool-streams.py)
+python3 "$(dirname "$0")/serve-tool-streams.py" "$base" "$key" 40 || fail "tool streams"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501
 want 501 $J -d '{"input_prefix": "a", "input_suffix": "b"}' "$base/../infill"
 grep -q 'not_supported_error' "$dir/body" || fail "/infill 501: $(cat "$dir/body")"
