@@ -131,8 +131,11 @@ int fl_json_load_bytes(const char *s, size_t n, bool trailing, const char *what,
         for (char *c = je.text; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f)
                 *c = '?';
+        /* strings are C strings here: a NUL in one would cut it short */
+        const bool nul = json_error_code(&je) == json_error_null_character;
         return fl_err_set(err, -EINVAL, "%s: line %d column %d: %s", what, je.line, je.column,
-                          je.text);
+                          nul ? "a string holds \\u0000 (NUL characters are not supported)"
+                              : je.text);
     }
     return 0;
 }

@@ -313,6 +313,10 @@ want 404 "$base/nope"
 want 405 "$base/completions"
 want 400 $J -d '{"prompt": "x"' "$base/completions"
 want 400 $J -d '{"prompt": "x", "max_tokens": "many"}' "$base/completions"
+# a NUL in a string (an agent sends back what a model wrote): said as such
+want 400 $J -d '{"prompt": "a\u0000b"}' "$base/completions"
+grep -q 'a string holds .*u0000 (NUL characters are not supported)' "$dir/body" ||
+  fail "a NUL in a string: $(head -c 300 "$dir/body")"
 want 400 $J -d '{"messages": [{"content": "a"}]}' "$base/chat/completions"
 # asked for what is not generated (legacy functions, llama.cpp's n_probs): refused, never ignored
 want 400 $J -d '{"messages": [{"role": "user", "content": "a"}], "functions": [{"name": "f"}]}' \
