@@ -197,19 +197,27 @@ grep -q "(0 of them" "$dir/shared--no-cache-prompt.n" && ! grep -q "(0 of them" 
     fail "summary counts: $(cat "$dir/shared--cache-prompt.n") / $(cat "$dir/shared--no-cache-prompt.n")"
 
 # 6. tools: a named call's line answers with tool_calls (the token "}" lifted
-# so that the tiny model's arguments close at once); an auto one, as text
+# so that the tiny model's arguments close at once), a Responses API line with
+# the function_call alone; an auto one, as text
 brace=$("$cli" tokenize -m "$model" -p "}" --ids 2>/dev/null | tr -d '[] ')
 [ -n "$brace" ] || fail "tokenize '}'"
 cat >"$dir/tools.jsonl" <<EOF2
 {"custom_id": "named", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Weather?"}], "tools": [{"type": "function", "function": {"name": "get_weather"}}], "tool_choice": "required", "logit_bias": {"$brace": 100}, "max_tokens": 8}}
 {"custom_id": "auto", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Weather?"}], "tools": [{"type": "function", "function": {"name": "get_weather"}}], "max_tokens": 4}}
+{"custom_id": "responses", "url": "/v1/responses", "body": {"input": "Weather?", "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}], "tool_choice": "required", "max_output_tokens": 8}}
 EOF2
 "$cli" batch -m "$model" -i "$dir/tools.jsonl" -o "$dir/tools.out" -q 2>"$dir/err" ||
     fail "tools: exit $? ($(tail -1 "$dir/err"))"
 python3 - "$dir/tools.out" <<'EOF2' || fail "tools in batch"
 import json, sys
-got = {o["custom_id"]: o["response"]["body"]["choices"][0] for o in map(json.loads, open(sys.argv[1]))}
+lines = {o["custom_id"]: o["response"]["body"] for o in map(json.loads, open(sys.argv[1]))}
+got = {k: v["choices"][0] for k, v in lines.items() if "choices" in v}
 named, auto = got["named"], got["auto"]
+# the Responses API's line (its schema allows only {}): the call alone, its text
+# no message beside it
+out = lines["responses"]["output"]
+assert [o["type"] for o in out] == ["function_call"] and out[0]["name"] == "get_weather" and \
+    out[0]["arguments"] == "{}", out
 assert named["finish_reason"] == "tool_calls" and named["message"]["content"] is None, named
 call = named["message"]["tool_calls"][0]
 assert call["type"] == "function" and call["function"] == {"name": "get_weather", "arguments": "{}"}, call
