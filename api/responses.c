@@ -372,9 +372,10 @@ json_t *api_response_call_item(const struct api_response *r, int i, const char *
     char id[96], call[96];
     api_response_item_id(r, 'f', i, id, sizeof(id));
     api_response_item_id(r, 'c', i, call, sizeof(call));
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "type", "function_call", "status",
-                     done ? "completed" : "in_progress", "call_id", call, "name", name,
-                     "arguments", done ? args : "");
+    /* a model's bytes need not be UTF-8: fl_json_string makes them a string */
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "id", id, "type", "function_call", "status",
+                     done ? "completed" : "in_progress", "call_id", call, "name",
+                     fl_json_string(name), "arguments", fl_json_string(done ? args : ""));
 }
 
 json_t *api_response_json(const struct api_response *r)

@@ -162,8 +162,8 @@ static void call_piece(struct srv_stream *k, struct srv_choice *o, int i, const 
     char id[96];
     api_response_item_id(&r, 'f', i, id, sizeof(id));
     event(k, "response.function_call_arguments.delta",
-          json_pack("{s:s, s:i, s:s%}", "item_id", id, "output_index", at, "delta",
-                    args, n));
+          json_pack("{s:s, s:i, s:o}", "item_id", id, "output_index", at, "delta",
+                    fl_json_stringn(args, n)));
 }
 
 /* Every call's rest once the answer ended (calls that did not grow begin
@@ -183,8 +183,8 @@ static void calls_end(struct srv_stream *k, struct srv_choice *o, const struct f
         char id[96];
         api_response_item_id(&r, 'f', i, id, sizeof(id));
         event(k, "response.function_call_arguments.done",
-              json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", at + i, "arguments",
-                        args));
+              json_pack("{s:s, s:i, s:o}", "item_id", id, "output_index", at + i, "arguments",
+                        fl_json_string(args)));
         json_t *item = api_response_call_item(&r, i, o->calls_out[i].name, args, true);
         if (!read && item)
             fl_json_set(item, "status", json_string("incomplete"));
@@ -195,10 +195,10 @@ static void calls_end(struct srv_stream *k, struct srv_choice *o, const struct f
 
 /* The end: the calls' rest and their done events; the content still to go
  * (avail: the content settled) into the message (opened after the calls
- * when none was open); the
- * open item closed; response.completed / incomplete with the whole
- * response (or response.failed). Calls that did not grow (the answer ended
- * as they began) go after the text, as the response object has them. */
+ * when none was open); the open item closed; response.completed /
+ * incomplete with the whole response (or response.failed). Calls that did
+ * not grow (the answer ended as they began) go after the text, as the
+ * response object has them. */
 static void finish(struct srv_stream *k, struct srv_choice *o, const char *r, const char *text,
                    size_t avail, const struct fl_tool_answer *ans)
 {
