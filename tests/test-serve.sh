@@ -39,6 +39,11 @@
 #   - OpenAI's /v1/responses with the openai client's responses API: plain
 #     and streamed, a forced function call, function_call(_output) items,
 #     a json_schema format, 400s (tests/serve-responses.js);
+#   - the Vercel AI SDK (ai, @ai-sdk/openai, @ai-sdk/anthropic; pinned)
+#     through the Responses API, chat completions and messages: the same
+#     text and call plain, streamed and across the three (tests/serve-aisdk.js);
+#   - streamed calls through the three APIs with clients leaving early
+#     (tests/serve-tool-streams.py);
 #   - a prompt longer than the context (400), a body over the limit (413,
 #     also 100 MB), a missing or wrong key (401), an unknown path (404), a
 #     wrong method (405), a full queue (503 + Retry-After);
@@ -76,7 +81,14 @@ if [ ! -f "$anth_dir/node_modules/@anthropic-ai/sdk/package.json" ]; then
   (cd "$anth_dir" && npm install --no-audit --no-fund --silent @anthropic-ai/sdk@0.71.2 >/dev/null 2>&1) ||
     { echo "npm install @anthropic-ai/sdk@0.71.2 failed (no registry?): skipped"; exit 77; }
 fi
-export NODE_PATH=$node_dir/node_modules:$anth_dir/node_modules
+ai_dir=$build/node-aisdk
+ai_pkgs="ai@6.0.333 @ai-sdk/openai@3.0.141 @ai-sdk/anthropic@3.0.140 zod@4.6.7"
+if [ ! -f "$ai_dir/node_modules/ai/package.json" ]; then
+  mkdir -p "$ai_dir"
+  (cd "$ai_dir" && npm install --no-audit --no-fund --silent $ai_pkgs >/dev/null 2>&1) ||
+    { echo "npm install $ai_pkgs failed (no registry?): skipped"; exit 77; }
+fi
+export NODE_PATH=$node_dir/node_modules:$anth_dir/node_modules:$ai_dir/node_modules
 # a sanitizer build holds freed memory back (quarantine): keep that small for the RSS check
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16
 client() { local mode=$1; shift; node tests/serve-client.js "$mode" "$base" "$key" "$@"; }
@@ -183,6 +195,8 @@ node tests/serve-anthropic.js "${base%/v1}" "$key" || fail "anthropic client"
 client grow || fail "openai client: a call streamed as it grows"
 # OpenAI's Responses API with the openai client (tests/serve-responses.js)
 node tests/serve-responses.js "$base" "$key" || fail "openai client: responses"
+# the Vercel AI SDK through the Responses API, chat completions and messages (tests/serve-aisdk.js)
+node tests/serve-aisdk.js "${base%/v1}" "$key" || fail "ai sdk"
 # streamed calls through the three APIs, clients leaving early (tests/serve-tool-streams.py)
 python3 "$(dirname "$0")/serve-tool-streams.py" "$base" "$key" 40 || fail "tool streams"
 # /infill on a model without fill-in-the-middle tokens: llama-server's 501
