@@ -98,10 +98,10 @@ int api_field_flag(const json_t *o, const char *key, bool *v, struct fl_err *err
 
 /* A message's content: a string, or text parts joined as llama-server joins
  * them for a template that reads strings, a newline between parts (put back
- * into the document, which then owns the string). The last message, an
- * assistant's, continued as a prefill: llama-server joins its parts with a
- * blank line (*continued; NULL for a string). */
-static int content_text(json_t *msg, const char *path, bool last, const char **out,
+ * into the document, which then owns the string). prefill: the last
+ * message, an assistant's, which may be continued: llama-server joins its
+ * parts with a blank line then (*continued; NULL for a string). */
+static int content_text(json_t *msg, const char *path, bool prefill, const char **out,
                         json_t **continued, struct fl_err *err)
 {
     json_t *c = json_object_get(msg, "content");
@@ -124,8 +124,7 @@ static int content_text(json_t *msg, const char *path, bool last, const char **o
             return fl_err_set(err, -EINVAL, "%s.content[%zu]: only text parts are understood",
                               path, i);
     }
-    const char *role = fl_json_str(msg, "role");
-    if (last && !strcmp(role, "assistant") && !(*continued = api_join_texts(c, "\n\n")))
+    if (prefill && !(*continued = api_join_texts(c, "\n\n")))
         return fl_err_set(err, -ENOMEM, "out of memory");
     json_t *s = api_join_texts(c, "\n");
     if (!s || json_object_set_new(msg, "content", s))
@@ -167,8 +166,8 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         r->msgs[i].role = fl_json_str(msg, "role");
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
-        int rc = content_text(msg, path, i + 1 == r->n_msgs, &r->msgs[i].content,
-                              &r->continued, err);
+        const bool prefill = i + 1 == r->n_msgs && !strcmp(r->msgs[i].role, "assistant");
+        int rc = content_text(msg, path, prefill, &r->msgs[i].content, &r->continued, err);
         if (!rc)
             rc = message_reasoning(msg, path, &r->msgs[i], err);
         if (!rc)

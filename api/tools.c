@@ -481,8 +481,6 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
     }
 }
 
-/* The forced answer with the opening the prompt gave it, read as a block;
- * one that is no call (cut by max_tokens) is content as it came. */
 /* A forced answer as the format writes the call: the opening the prompt
  * gave it, the text, then tail (malloc'd, *n its length; NULL: no memory). */
 static char *forced_whole(const struct api_tool_reader *t, const char *text, size_t len,
@@ -502,6 +500,8 @@ static char *forced_whole(const struct api_tool_reader *t, const char *text, siz
     return whole;
 }
 
+/* The forced answer with the opening the prompt gave it, read as a block;
+ * one that is no call (cut by max_tokens) is content as it came. */
 static int read_forced(const struct api_tool_reader *t, const char *text, size_t len, bool ended,
                        struct fl_tool_answer *out)
 {
@@ -523,7 +523,7 @@ int api_tool_partial(const struct api_tool_reader *t, const char *text, size_t l
                      struct fl_tool_partial **out)
 {
     *out = NULL;
-    if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun (text may be NULL) */
+    if (t->mode == API_TOOLS_OFF || !len) /* nothing written: no call begun, a forced one neither */
         return 0;
     int n;
     if (t->mode == API_TOOLS_BLOCKS) {

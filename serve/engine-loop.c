@@ -40,14 +40,14 @@ struct srv_loop {
 struct srv_job *srv_job_new(void)
 {
     struct srv_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
     /* the text is a string from the start: a stream reads it (empty) before
      * the first token */
-    if (j && !(j->text = calloc(1, j->cap = 256))) {
+    if (!(j->text = calloc(1, j->cap = 256))) {
         free(j);
         return NULL;
     }
-    if (!j)
-        return NULL;
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
     j->sched_id = -1;

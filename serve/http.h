@@ -57,12 +57,12 @@ struct srv_conn {
     bool responses;                 /* OpenAI's /v1/responses (serve/responses.c) */
 };
 
-/* One choice of a streamed completion. */
 /* A call as a stream sent it so far. */
 struct srv_call_out {
     char *name, *args;
 };
 
+/* One choice of a streamed completion. */
 struct srv_choice {
     struct srv_job *job;
     bool sent_role, ended;

@@ -41,8 +41,10 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
  * holds len + 1 bytes): 0, -EINVAL when there is none, -ENOMEM. */
 int fl_tool_read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a);
 
-/* After a gpt-oss call's recipient at p: where its <|message|> starts, or
- * NULL while the header is not whole (or not a call's). */
-const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end);
+/* The header of gpt-oss's call in text[0..len) (to=functions.NAME ...
+ * <|message|>): where its <|message|> starts, or NULL while there is no
+ * whole one; *name and *name_n: the function's name as written. */
+const char *fl_tool_gpt_oss_header(const char *text, size_t len, const char **name,
+                                   size_t *name_n);
 
 #endif

@@ -465,7 +465,7 @@ static bool skip(const char **p, const char *end, const char *s)
  * role), a constraint (" json", " <|constrain|>json") and <|message|>, as
  * llama.cpp's grammar for gpt-oss reads them: where the message starts, or
  * NULL. */
-const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end)
+static const char *header_rest(const char *p, const char *end)
 {
     if (skip(&p, end, "<|channel|>") && !skip(&p, end, "commentary") && !skip(&p, end, "analysis"))
         return NULL;
@@ -484,6 +484,19 @@ const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end)
     return skip(&p, end, "<|message|>") ? p - 11 : NULL;
 }
 
+const char *fl_tool_gpt_oss_header(const char *text, size_t len, const char **name,
+                                   size_t *name_n)
+{
+    const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
+    if (!to)
+        return NULL;
+    const char *p = *name = to + 13;
+    while (p < end && *p != '<' && !isspace((unsigned char)*p))
+        p++;
+    *name_n = (size_t)(p - *name);
+    return header_rest(p, end);
+}
+
 /* gpt-oss's call: its message's header names the recipient, in the role
  * (<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>)
  * or in the channel (<|channel|>commentary to=functions.NAME <|constrain|>json
@@ -492,26 +505,22 @@ const char *fl_tool_gpt_oss_header_rest(const char *p, const char *end)
  * commentary preamble's markup taken off. -EINVAL: no call. */
 int fl_tool_read_gpt_oss(const char *text, size_t len, struct fl_tool_answer *a)
 {
-    const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
-    if (!to)
-        return -EINVAL;
-    const char *name = to + 13, *p = name;
-    while (p < end && *p != '<' && !isspace((unsigned char)*p))
-        p++;
-    const char *msg = fl_tool_gpt_oss_header_rest(p, end);
-    if (!msg || !fl_tool_name_ok(name, (size_t)(p - name)))
+    const char *end = text + len, *name;
+    size_t name_n;
+    const char *msg = fl_tool_gpt_oss_header(text, len, &name, &name_n);
+    if (!msg || !fl_tool_name_ok(name, name_n))
         return -EINVAL;
     const char *args = msg + 11, *stop = memmem(args, (size_t)(end - args), "<|call|>", 8);
     json_t *v = json_loadb(args, (size_t)((stop ? stop : end) - args), JSON_REJECT_DUPLICATES, NULL);
     int rc = !json_is_object(v) ? -EINVAL : !(a->calls = calloc(1, sizeof(*a->calls))) ? -ENOMEM : 0;
     if (!rc) {
         a->n_calls = 1;
-        rc = make_call(name, (size_t)(p - name), v, &a->calls[0]);
+        rc = make_call(name, name_n, v, &a->calls[0]);
     }
     json_decref(v);
     if (rc)
         return rc;
-    const char *head = to; /* the header's start */
+    const char *head = name - 13; /* the header's start: to=functions. */
     while (head > text && isspace((unsigned char)head[-1]))
         head--;
     static const char *const channel[] = { "<|channel|>commentary", "<|channel|>analysis" };

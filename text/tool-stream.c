@@ -288,11 +288,9 @@ static int read_so_far(enum fl_chat_format fmt, const char *text, size_t len,
  * its arguments healed. */
 static int read_gpt_oss_so_far(const char *text, size_t len, struct fl_tool_answer *a, bool *open)
 {
-    const char *end = text + len, *to = memmem(text, len, "to=functions.", 13);
-    const char *p = to ? to + 13 : NULL;
-    while (p && p < end && *p != '<' && !isspace((unsigned char)*p))
-        p++;
-    const char *msg = p && p < end ? fl_tool_gpt_oss_header_rest(p, end) : NULL;
+    const char *name;
+    size_t name_n;
+    const char *msg = fl_tool_gpt_oss_header(text, len, &name, &name_n);
     const size_t at = msg ? (size_t)(msg - text) + 11 : 0; /* past <|message|> */
     const size_t cut = msg ? members_end(text + at, len - at) : 0;
     if (!cut)
