@@ -398,7 +398,9 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
      * needs (the scheduler gives them back first). A recurrent model's
      * entry also holds a copy of the state (MiBs a sequence): fewer */
     s->n_held = p->no_prompt_cache ? 0 : s->model->rs_conv_dim ? s->n_seq + 2 : 2 * s->n_seq + 6;
-    if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, &s->kv, err)))
+    const enum fl_type tk = p->cache_type_k ? p->cache_type_k : FL_TYPE_F16;
+    const enum fl_type tv = p->cache_type_v ? p->cache_type_v : FL_TYPE_F16;
+    if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, tk, tv, &s->kv, err)))
         return rc;
     int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
     uint64_t scratch;

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/progress.h"
+#include "gguf/tensor-types.h"
 #include "model/expert-source.h"
 #include "model/model.h"
 #include "plan/numa.h"
@@ -64,6 +65,9 @@ struct eng_session_params {
     int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
     bool gpu_flags;                   /* either was given (said when there is no GPU) */
     bool no_repack;                   /* --no-repack: RAM-tier weights stay as in the file */
+    /* -ctk/-ctv: the KV cache's types (model/kv-cache.h); 0 (F32, which a
+     * cache never is) means F16, llama.cpp's default */
+    enum fl_type cache_type_k, cache_type_v;
 };
 
 /* The defaults (the CLI's flags: app/cli/session-flags.h). */

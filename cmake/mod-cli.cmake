@@ -28,6 +28,10 @@ add_test(NAME test-cli-llama-flags COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-c
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-cli-llama-flags PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# -ctk/-ctv: quantized KV caches against llama.cpp's runs with the same types.
+add_test(NAME test-kv-cache-types COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-kv-cache-types.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-kv-cache-types PROPERTIES TIMEOUT 600 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 # run's conversation mode through a pseudo-terminal (python3's pty).
 add_test(NAME test-run-chat COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/test-run-chat.py
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

@@ -1,8 +1,9 @@
-/* kv-cache.c: the F16 KV cache as a pool of cells in blocks (kv-cache.h).
+/* kv-cache.c: the KV cache as a pool of cells in blocks (kv-cache.h).
  * Free blocks are a stack popped lowest first; each sequence keeps the
  * cell of every position it has room for. A block counts the sequences
  * whose tables hold it (eng_kv_seq_share), and is free when none does. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,10 @@ struct eng_kv {
     int n_ctx, n_seq, n_blocks, n_free;
     int64_t n_layer;
     const int64_t *k_dim, *v_dim;
-    fl_f16 **k, **v;     /* [n_layer] arrays of n_blocks * ENG_KV_BLOCK rows */
+    enum fl_type type_k, type_v;
+    int rot_k, rot_v;    /* eng_kv_rot_k / _v */
+    float *rot_row;      /* a K or V row being rotated before it is stored */
+    uint8_t **k, **v;    /* [n_layer] arrays of n_blocks * ENG_KV_BLOCK rows */
     int32_t *free_stack; /* [n_blocks]: free block ids, the next one on top */
     int32_t *ref;        /* [n_blocks]: sequences holding each block */
     struct kv_seq *seq;  /* [n_seq] */
@@ -38,9 +42,9 @@ static int alloc_layers(struct eng_kv *kv)
         /* calloc: cells never written are never read, and zeroed pages cost
          * nothing until touched. */
         if (kv->k_dim[l] > 0)
-            ok = (kv->k[l] = calloc(cells * (size_t)kv->k_dim[l], sizeof(fl_f16))) != NULL;
+            ok = (kv->k[l] = calloc(cells, fl_row_size(kv->type_k, kv->k_dim[l]))) != NULL;
         if (ok && kv->v_dim[l] > 0)
-            ok = (kv->v[l] = calloc(cells * (size_t)kv->v_dim[l], sizeof(fl_f16))) != NULL;
+            ok = (kv->v[l] = calloc(cells, fl_row_size(kv->type_v, kv->v_dim[l]))) != NULL;
     }
     return ok;
 }
@@ -64,9 +68,81 @@ static int alloc_rs(struct eng_kv *kv)
     return ok;
 }
 
-int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv **out,
-                  struct fl_err *err)
+static const enum fl_type cache_types[] = {
+    FL_TYPE_F16, FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_Q4_1, FL_TYPE_Q5_0, FL_TYPE_Q5_1, FL_TYPE_IQ4_NL,
+};
+
+int eng_kv_type_parse(const char *name, enum fl_type *out, struct fl_err *err)
 {
+    const int t = name ? fl_type_by_name(name) : -1;
+    for (size_t i = 0; i < sizeof(cache_types) / sizeof(cache_types[0]); i++)
+        if (t == (int)cache_types[i]) {
+            *out = cache_types[i];
+            return 0;
+        }
+    return fl_err_set(err, -EINVAL, "'%s' is not a KV cache type here (f16, q8_0, q4_0, q4_1, "
+                      "q5_0, q5_1 or iq4_nl)", name ? name : "");
+}
+
+/* A block type needs whole blocks per head, as ggml's attention reads a
+ * head's row by itself (MLA's one row per cell counts as one head). */
+static int check_blocks(const struct eng_model *m, enum fl_type type, const char *what,
+                        const int64_t *dim, int64_t head, struct fl_err *err)
+{
+    const int64_t blk = fl_type_traits(type)->blck_size;
+    for (int64_t l = 0; l < m->hp.n_layer; l++) {
+        if (dim[l] == 0)
+            continue;
+        const int64_t h = head > 0 && dim[l] % head == 0 ? head : dim[l];
+        if (h % blk)
+            return fl_err_set(err, -EINVAL, "a %s cache of %s needs heads of whole %lld-value "
+                              "blocks; layer %lld's are %lld values (use f16)",
+                              what, fl_type_name(type), (long long)blk, (long long)l, (long long)h);
+    }
+    return 0;
+}
+
+/* llama.cpp's choice of rotation (llama_kv_cache's attn_rot_k/_v): K in
+ * the largest power-of-two run (64 up) dividing the head, V in runs of 64. */
+static int rotation(enum fl_type type, int64_t head, bool whole_head)
+{
+    if (type == FL_TYPE_F16 || head <= 0 || head % 64)
+        return 0;
+    int n = 64;
+    while (whole_head && head % (2 * n) == 0)
+        n *= 2;
+    return n;
+}
+
+static int64_t widest_row(const struct eng_model *m)
+{
+    int64_t w = 0;
+    for (int64_t l = 0; l < m->hp.n_layer; l++) {
+        w = m->kv_k_dim[l] > w ? m->kv_k_dim[l] : w;
+        w = m->kv_v_dim[l] > w ? m->kv_v_dim[l] : w;
+    }
+    return w;
+}
+
+/* MLA's latent row serves as K and V at once (its V is a view of K), which
+ * llama.cpp rotates and reads in ways this cache does not follow: kept F16. */
+static int check_mla(const struct eng_model *m, enum fl_type type_k, struct fl_err *err)
+{
+    for (int64_t l = 0; type_k != FL_TYPE_F16 && l < m->hp.n_layer; l++)
+        if (m->kv_k_dim[l] > 0 && m->kv_v_dim[l] == 0)
+            return fl_err_set(err, -EINVAL, "a %s K cache is not supported for an MLA model's "
+                              "latent cache here (use f16)", fl_type_name(type_k));
+    return 0;
+}
+
+int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type type_k,
+                  enum fl_type type_v, struct eng_kv **out, struct fl_err *err)
+{
+    int rc;
+    if ((rc = check_mla(m, type_k, err)) ||
+        (rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
+        (rc = check_blocks(m, type_v, "V", m->kv_v_dim, m->hp.n_embd_head_v, err)))
+        return rc;
     if (n_ctx < 1)
         return fl_err_set(err, -EINVAL, "context size %d must be at least 1", n_ctx);
     if (n_seq < 1)
@@ -83,12 +159,18 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv
     kv->n_layer = m->hp.n_layer;
     kv->k_dim = m->kv_k_dim;
     kv->v_dim = m->kv_v_dim;
+    kv->type_k = type_k;
+    kv->type_v = type_v;
+    kv->rot_k = rotation(type_k, m->hp.n_embd_head_k, true);
+    kv->rot_v = rotation(type_v, m->hp.n_embd_head_v, false);
     kv->rs_conv_dim = m->rs_conv_dim;
     kv->rs_ssm_dim = m->rs_ssm_dim;
     kv->free_stack = malloc(sizeof(int32_t) * (size_t)kv->n_blocks);
     kv->ref = calloc((size_t)kv->n_blocks, sizeof(int32_t));
     kv->seq = calloc((size_t)n_seq, sizeof(*kv->seq));
-    int ok = kv->free_stack && kv->ref && kv->seq && alloc_layers(kv) && alloc_rs(kv);
+    kv->rot_row = malloc(sizeof(float) * (size_t)(widest_row(m) + 1));
+    int ok = kv->free_stack && kv->ref && kv->seq && kv->rot_row && alloc_layers(kv) &&
+             alloc_rs(kv);
     if (!ok) {
         eng_kv_destroy(kv);
         return fl_err_set(err, -ENOMEM, "out of memory for a KV cache of %d positions", n_ctx);
@@ -113,6 +195,7 @@ void eng_kv_destroy(struct eng_kv *kv)
         if (kv->rs_ssm)
             free(kv->rs_ssm[l]);
     }
+    free(kv->rot_row);
     free(kv->rs_conv);
     free(kv->rs_ssm);
     free(kv->rs_pos);
@@ -133,10 +216,10 @@ int eng_kv_cells_free(const struct eng_kv *kv) { return kv->n_free * ENG_KV_BLOC
 
 uint64_t eng_kv_bytes(const struct eng_kv *kv)
 {
-    uint64_t rows = 0;
+    uint64_t row = 0;
     for (int l = 0; l < kv->n_layer; l++)
-        rows += (uint64_t)(kv->k_dim[l] + kv->v_dim[l]);
-    return rows * (uint64_t)eng_kv_n_cells(kv) * sizeof(fl_f16);
+        row += fl_row_size(kv->type_k, kv->k_dim[l]) + fl_row_size(kv->type_v, kv->v_dim[l]);
+    return row * (uint64_t)eng_kv_n_cells(kv);
 }
 
 int eng_kv_seq_capacity(const struct eng_kv *kv, int seq)
@@ -255,20 +338,77 @@ int eng_kv_seq_owned(const struct eng_kv *kv, int seq)
     return n;
 }
 
-fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell)
+enum fl_type eng_kv_type_k(const struct eng_kv *kv)
 {
-    return kv->k[layer] + (int64_t)cell * kv->k_dim[layer];
+    return kv->type_k;
 }
 
-fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int cell)
+enum fl_type eng_kv_type_v(const struct eng_kv *kv)
 {
-    return kv->v[layer] + (int64_t)cell * kv->v_dim[layer];
+    return kv->type_v;
 }
 
-static void to_f16(fl_f16 *dst, const float *src, int64_t n)
+static uint8_t *row_at(uint8_t *const *rows, enum fl_type type, const int64_t *dim, int layer,
+                       int cell)
 {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = fl_f32_to_f16(src[i]);
+    return rows[layer] + (size_t)cell * fl_row_size(type, dim[layer]);
+}
+
+const void *eng_kv_k(const struct eng_kv *kv, int layer, int cell)
+{
+    return row_at(kv->k, kv->type_k, kv->k_dim, layer, cell);
+}
+
+const void *eng_kv_v(const struct eng_kv *kv, int layer, int cell)
+{
+    return row_at(kv->v, kv->type_v, kv->v_dim, layer, cell);
+}
+
+int eng_kv_rot_k(const struct eng_kv *kv)
+{
+    return kv->rot_k;
+}
+
+int eng_kv_rot_v(const struct eng_kv *kv)
+{
+    return kv->rot_v;
+}
+
+void eng_kv_rotate(float *x, int64_t n, int rot)
+{
+    const float scale = 1.0f / sqrtf((float)rot);
+    for (int64_t r = 0; r < n; r += rot) {
+        float *y = x + r;
+        for (int i = 0; i < rot; i++)
+            y[i] = y[i] * scale;
+        for (int len = 1; len < rot; len <<= 1)
+            for (int i = 0; i < rot; i += 2 * len)
+                for (int j = 0; j < len; j++) {
+                    const float u = y[i + j], v = y[i + len + j];
+                    y[i + j] = u + v;
+                    y[i + len + j] = u - v;
+                }
+    }
+}
+
+/* One row as ggml's CPU backend stores it (its set_rows): F16 rounded to
+ * nearest even, a block type by the CPU backend's own quantizer, after
+ * the rotation llama.cpp applies to what it stores. */
+static void store_row(struct eng_kv *kv, void *dst, enum fl_type type, int rot, const float *src,
+                      int64_t n)
+{
+    if (rot) {
+        memcpy(kv->rot_row, src, sizeof(float) * (size_t)n);
+        eng_kv_rotate(kv->rot_row, n, rot);
+        src = kv->rot_row;
+    }
+    if (type == FL_TYPE_F16) {
+        fl_f16 *h = dst;
+        for (int64_t i = 0; i < n; i++)
+            h[i] = fl_f32_to_f16(src[i]);
+    } else {
+        fl_type_from_float_act(type)(src, dst, n);
+    }
 }
 
 void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok, const float *k,
@@ -277,9 +417,11 @@ void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok,
     const int64_t kd = kv->k_dim[layer], vd = kv->v_dim[layer];
     for (int t = 0; t < n_tok; t++) {
         if (k && kd)
-            to_f16(eng_kv_k(kv, layer, cells[t]), k + t * kd, kd);
+            store_row(kv, row_at(kv->k, kv->type_k, kv->k_dim, layer, cells[t]), kv->type_k,
+                      kv->rot_k, k + t * kd, kd);
         if (v && vd)
-            to_f16(eng_kv_v(kv, layer, cells[t]), v + t * vd, vd);
+            store_row(kv, row_at(kv->v, kv->type_v, kv->v_dim, layer, cells[t]), kv->type_v,
+                      kv->rot_v, v + t * vd, vd);
     }
 }
 

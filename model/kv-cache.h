@@ -1,5 +1,5 @@
-/* kv-cache.h: the host F16 KV cache, a pool of cells that every sequence
- * of a session shares.
+/* kv-cache.h: the host KV cache, a pool of cells that every sequence of a
+ * session shares.
  *
  * A cell holds one position's K row and V row in every layer (m->kv_k_dim[l]
  * and m->kv_v_dim[l] halves). Sequences take cells in blocks of
@@ -7,9 +7,11 @@
  * and long sequences share the memory (-c is the total, as llama-server's);
  * a sequence's table maps each of its positions to a cell. Blocks are
  * handed out lowest first, so a lone sequence 0 has cell = position.
- * F16 because llama.cpp's default cache is F16 and attention scores must
- * round the same way. (A device keeps its own copy in VRAM, cell for cell:
- * backend/cuda.) */
+ * F16 by default because llama.cpp's default cache is F16 and attention
+ * scores must round the same way; -ctk/-ctv choose a ggml block type for
+ * K or V as llama.cpp's do (Q8_0 halves the bytes; rows are quantized as
+ * ggml's CPU backend quantizes them). (A device keeps its own copy in
+ * VRAM, cell for cell, F16 only: backend/cuda.) */
 #ifndef FL_KV_CACHE_H
 #define FL_KV_CACHE_H
 
@@ -24,10 +26,18 @@
 
 struct eng_kv;
 
+/* The types a cache may hold (-ctk/-ctv): F16 and the 32-value block
+ * types ggml's CPU backend quantizes (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * IQ4_NL). By name ("f16", "q8_0", ...): the type, or -EINVAL with the
+ * list in err. */
+int eng_kv_type_parse(const char *name, enum fl_type *out, struct fl_err *err);
+
 /* n_ctx: positions in all (rounded up to whole blocks); also the most one
- * sequence may hold. n_seq: sequence ids 0 .. n_seq-1 (at least 1). */
-int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, struct eng_kv **out,
-                  struct fl_err *err);
+ * sequence may hold. n_seq: sequence ids 0 .. n_seq-1 (at least 1).
+ * type_k/type_v: what K and V rows are kept as; a block type needs every
+ * head and row to be whole blocks (-EINVAL naming the layer otherwise). */
+int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type type_k,
+                  enum fl_type type_v, struct eng_kv **out, struct fl_err *err);
 void eng_kv_destroy(struct eng_kv *kv);
 int eng_kv_n_ctx(const struct eng_kv *kv);
 int eng_kv_n_seq(const struct eng_kv *kv);
@@ -62,10 +72,29 @@ int eng_kv_seq_owned(const struct eng_kv *kv, int seq);
 /* The cell of each position of seq, [eng_kv_seq_capacity] entries. */
 const int32_t *eng_kv_seq_cells(const struct eng_kv *kv, int seq);
 
-fl_f16 *eng_kv_k(struct eng_kv *kv, int layer, int cell); /* one row of kv_k_dim */
-fl_f16 *eng_kv_v(struct eng_kv *kv, int layer, int cell); /* one row of kv_v_dim */
-/* Converts rows [n_tok][kv_k_dim] / [n_tok][kv_v_dim] to F16, row t into
- * cells[t]; k or v may be NULL to store only the other. */
+enum fl_type eng_kv_type_k(const struct eng_kv *kv);
+enum fl_type eng_kv_type_v(const struct eng_kv *kv);
+/* One cell's row of kv_k_dim / kv_v_dim values in the cache's type; value
+ * i of a block type lies in block i / 32. */
+const void *eng_kv_k(const struct eng_kv *kv, int layer, int cell);
+const void *eng_kv_v(const struct eng_kv *kv, int layer, int cell);
+/* A block-type cache holds its rows rotated, as llama.cpp's does (its
+ * attn_rot_k / attn_rot_v): each run of n values multiplied by the
+ * orthonormal Walsh-Hadamard matrix H_n, which spreads an outlier over the
+ * run before it is quantized. K (and so every query) is rotated in runs of
+ * the largest power of two from 64 up that divides the head, V in runs of
+ * 64, and attention's output rotated back (H_n is its own inverse). 0: not
+ * rotated (F16, or heads not a multiple of 64). */
+int eng_kv_rot_k(const struct eng_kv *kv);
+int eng_kv_rot_v(const struct eng_kv *kv);
+/* x[0 .. n) in place, run by run of rot values (n a multiple of rot, a
+ * power of two): ggml's fast Walsh-Hadamard transform (scaled by
+ * 1/sqrt(rot), then butterflies of 1, 2, .. rot/2: the same bits at any
+ * vector width). */
+void eng_kv_rotate(float *x, int64_t n, int rot);
+/* Converts rows [n_tok][kv_k_dim] / [n_tok][kv_v_dim] to the cache's
+ * types (rotated first where eng_kv_rot_* say), row t into cells[t]; k or
+ * v may be NULL to store only the other. */
 void eng_kv_write(struct eng_kv *kv, int layer, const int32_t *cells, int n_tok, const float *k,
                   const float *v);
 

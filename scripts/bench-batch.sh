@@ -19,6 +19,8 @@
 #      LLAMA_CPP=DIR    llama.cpp's bin folder (llama-batched-bench): run it too
 #      NPP=32 NTG=16 NPL=1,16,64 THREADS=2 CAP_PCT=25 RESERVE_MIB=160
 #      FL=build/faultline  KEEP=1 (keep the raw outputs)
+#      FL_ARGS="-ctk q8_0 -ctv q8_0"  more flags for every faultline run
+#      LL_ARGS="-ctk q8_0 -ctv q8_0 -fa on"  more flags for every llama.cpp run
 # Needs root (cgroups, drop_caches) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,9 @@ say "model $model: $((size / 1048576)) MiB; cap $CAP_PCT % = $((cap / 1048576)) 
     "RAM tier $((ram_tier / 1048576)) MiB; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 IFS=, read -r -a bs <<<"$NPL"
-fl=("$FL" bench -m "$model" -t "$THREADS" -npp "$NPP" -ntg "$NTG")
+read -r -a fl_args <<<"${FL_ARGS:-}"
+read -r -a ll_args <<<"${LL_ARGS:-}"
+fl=("$FL" bench -m "$model" -t "$THREADS" -npp "$NPP" -ntg "$NTG" "${fl_args[@]}")
 rss_of() { local r; read -r _ _ _ _ r <"$work/$1.io"; echo "${r:-0}"; }
 for b in "${bs[@]}"; do
   cells=$((b * (NPP + NTG) > 4096 ? b * (NPP + NTG) : 4096))
@@ -44,7 +48,7 @@ for b in "${bs[@]}"; do
   run_capped 0 "fl-free-$b" "${fl[@]}" -npl "$b" --cpu-moe --ram-budget "$size"
   if [ -n "${LLAMA_CPP:-}" ]; then
     ll=("$LLAMA_CPP/llama-batched-bench" -m "$model" -t "$THREADS" -npp "$NPP" -ntg "$NTG"
-        -npl "$b" -c "$cells" -nr)
+        -npl "$b" -c "$cells" -nr "${ll_args[@]}")
     say "B = $b: llama-batched-bench uncapped (mmap, --no-repack)"
     run_capped 0 "ll-free-$b" "${ll[@]}"
   fi

@@ -220,7 +220,7 @@ static void run_case(int q_lora)
     struct fl_err err = { "" };
     struct eng_kv *kv;
     struct eng_arena *arena;
-    CHECK(eng_kv_create(&m, 16, 1, &kv, &err) == 0, "kv: %s", err.msg);
+    CHECK(eng_kv_create(&m, 16, 1, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0, "kv: %s", err.msg);
     CHECK(eng_arena_create(&arena) == 0, "arena");
     struct eng_ctx c = { .m = &m, .pool = NULL, .n_threads = 1, .kv = kv, .arena = arena,
                          .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };

@@ -87,7 +87,7 @@ static int run_open(struct run *r, struct gguf_file *g, const uint8_t *base, str
     r->sink = (struct eng_routing_sink){ &r->cap, record };
     r->c = (struct eng_ctx){ .m = r->m, .pool = fl_pool_create(2), .n_threads = 2,
                              .routing = &r->sink, .cpu = &eng_cpu_backend };
-    rc = eng_kv_create(r->m, 256, 1, &r->c.kv, err);
+    rc = eng_kv_create(r->m, 256, 1, FL_TYPE_F16, FL_TYPE_F16, &r->c.kv, err);
     return rc ? rc : eng_arena_create(&r->c.arena);
 }
 

@@ -13,6 +13,8 @@
  * expert cache, and the CPU's pass with products sent there.
  * Prompts that start as an earlier one did then read its whole chunks from
  * the prompt cache and must give the same rows as with an empty cache.
+ * Some models again with a quantized KV cache (-ctk/-ctv: every query on
+ * the one-chunk kernel, the pass on the host where the cache is).
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <math.h>
@@ -258,6 +260,9 @@ enum mode { CPU, CPU_PAGED, GPU_VRAM, GPU_CACHE_PAGED, GPU_OFFLOAD, N_MODES };
 static const char *const mode_names[N_MODES] = { "", " paged", " gpu", " gpu cache paged",
                                                  " cpu+gpu" };
 
+/* The KV cache's types for the models run now (-ctk/-ctv; 0: F16). */
+static enum fl_type cache_k, cache_v;
+
 static bool paged(enum mode m)
 {
     return m == CPU_PAGED || m == GPU_CACHE_PAGED;
@@ -273,6 +278,8 @@ static int open_session(const char *path, enum mode mode, uint64_t budget, int n
     p.n_batch = 64;
     p.n_seq = 4;
     p.n_threads = 2;
+    p.cache_type_k = cache_k;
+    p.cache_type_v = cache_v;
     p.placement.disk_moe = paged(mode);
     p.placement.last_all_moe = PL_TIER_DISK;
     p.placement.ram_budget = budget;
@@ -301,7 +308,11 @@ static void check_on_device(struct eng_session *s, enum mode mode, const char *l
         return;
     const struct eng_gpu *g = eng_session_gpu(s);
     CHECK(g && eng_gpu_ops(g) > 0, "%s: nothing ran on the device", label);
-    CHECK(mode == GPU_OFFLOAD || eng_gpu_passes(g) > 0, "%s: no pass on the device", label);
+    if (cache_k || cache_v) /* the device keeps an F16 cache only */
+        CHECK(eng_gpu_passes(g) == 0, "%s: a pass ran on the device with a %s/%s cache", label,
+              fl_type_name(cache_k), fl_type_name(cache_v));
+    else
+        CHECK(mode == GPU_OFFLOAD || eng_gpu_passes(g) > 0, "%s: no pass on the device", label);
 }
 
 /* A full cache: requests 0 and 1, each run to TIGHT_GEN tokens (or the
@@ -591,7 +602,10 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     run_alone(&ru, alone);
     run_together(&ru, mixed);
     char label[160];
-    snprintf(label, sizeof(label), "%s%s", name, mode_names[mode]);
+    snprintf(label, sizeof(label), "%s%s%s%s%s", name, mode_names[mode], cache_k ? " k " : "",
+             cache_k ? fl_type_name(cache_k) : "", cache_v ? " v " : "");
+    if (cache_v)
+        snprintf(label + strlen(label), sizeof(label) - strlen(label), "%s", fl_type_name(cache_v));
     compare(label, alone, mixed);
     for (int i = 0; i < N_REQ; i++)
         if (i != 1)
@@ -642,6 +656,22 @@ int main(void)
         for (int m = CPU; m < N_MODES; m++)
             if (m < GPU_VRAM || device)
                 test_model(dir, models[i], (enum mode)m);
+    }
+    /* quantized caches: a plain model, sliding windows and sinks, a hybrid
+     * one (recurrent layers beside attention), K and V of different types */
+    static const struct { const char *model; enum fl_type k, v; } quant[] = {
+        { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
+        { "gpt-oss-tiny-MXFP4", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
+        { "qwen35moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
+        { "mixtral-tiny-Q4_K_M", FL_TYPE_Q4_0, FL_TYPE_F16 },
+    };
+    for (size_t i = 0; i < sizeof(quant) / sizeof(quant[0]); i++) {
+        if (only && !strstr(only, quant[i].model))
+            continue;
+        cache_k = quant[i].k, cache_v = quant[i].v;
+        for (int m = CPU; m < N_MODES; m++)
+            if (m < GPU_VRAM || (device && m != GPU_CACHE_PAGED))
+                test_model(dir, quant[i].model, (enum mode)m);
     }
     if (!device)
         printf("device modes not run: %s\n", why);

@@ -2,7 +2,8 @@
 # test-bench-llama.sh: `faultline bench` as llama-bench from outside:
 #   - comma lists and ranges: every combination one row, in llama-bench's
 #     order (-b, -ub, -fa, -t outermost to innermost; every -p, then every -n);
-#   - md's optional columns (n_batch, n_ubatch, fa) when those flags are given;
+#   - md's optional columns (n_batch, n_ubatch, type_k, type_v, fa) when those
+#     flags are given;
 #   - -o csv (python3's csv reader), json and jsonl (python3's json): field
 #     names and types, one object per test, samples_ns/samples_ts per
 #     repetition, avg_ts and stddev_ts their mean and sample sd (-r 2);
@@ -64,6 +65,14 @@ want="8 8 1 pp8
 for fa in on off auto 1 0 -1; do
     bench "$dir/fa" -p 4 -n 0 -r 1 -t 2 -fa $fa
 done
+
+# 2a. -ctk/-ctv: their columns (llama-bench's, only when not f16) and fields
+bench "$dir/ctk" -p 8 -n 0 -t 2 -r 1 -ctk q8_0 -ctv q4_0
+got=$(md_rows "$dir/ctk" "type_k type_v test")
+[ "$got" = "q8_0 q4_0 pp8" ] || fail "-ctk/-ctv rows: got '$got'"
+bench "$dir/ctk.jsonl" -o jsonl -p 8 -n 0 -t 2 -r 1 -ctv q8_0
+python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert [(x["type_k"], x["type_v"]) for x in r] == [("f16", "q8_0")], r' \
+    "$dir/ctk.jsonl" || fail "-ctv jsonl: $(cat "$dir/ctk.jsonl")"
 
 # 2b. -d: each test after D tokens in the cache, named as llama-bench names it
 bench "$dir/depth" -p 8 -n 2 -d 0,16 -t 2 -r 1

@@ -140,6 +140,7 @@ ok -m "$model" -p hi -n 2 --flash-attn auto
 ok -m "$model" -p hi -n 2 -ub 16 -b 32 -tb 1
 ok -m "$model" -p hi -n 2 --ignore-eos -r zzz --no-display-prompt -e -s 5 -v --log-disable
 ok -m "$model" -p hi -n 2 -no-cnv --mlock --no-mmap -ctk f16 -ctv f16
+ok -m "$model" -p hi -n 2 -no-cnv -ctk q8_0 -ctv q8_0
 ok -m "$model" -p hi -n 2 --cache-type-k f16 --cache-type-v f16 --no-conversation
 ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repeat-last-n 32 \
    --repeat-penalty 1.1 --repeat-last-n -1
@@ -151,7 +152,7 @@ ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
 ok -m "$model" --jinja --single-turn -sys "You are a helpful assistant" -p Hello -n 2
 ok -m tests/data/mixtral-tiny-Q4_K_M.gguf --ignore-eos -n 3 -no-cnv
-echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16, penalties, typical, --samplers"
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, penalties, typical, --samplers"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
 refused() {
@@ -162,8 +163,8 @@ refused() {
   [ $rc -eq "$want" ] || fail "expected status $want, got $rc: $* :: $(cat "$dir/err")"
   [ "$(wc -l <"$dir/err")" -ge 1 ] || fail "no line for: $*"
 }
-refused 2 run -m "$model" -p hi -ctk q8_0
-refused 2 run -m "$model" -p hi -ctv q4_0
+refused 2 run -m "$model" -p hi -ctk bf16
+refused 2 run -m "$model" -p hi -ctv q4_K
 refused 2 run -m "$model" -p hi --mirostat 2
 refused 2 run -m "$model" -p hi --dry-multiplier 0.8
 refused 2 run -m "$model" -p hi --xtc-probability 0.5

@@ -202,7 +202,7 @@ static void test_attention(struct fl_pool *pool)
     struct eng_model *m = fake_model(1, 2 * 32, 2 * 16);
     struct eng_ctx c = { .m = m, .pool = pool, .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
     struct fl_err err;
-    CHECK(eng_kv_create(m, 128, 1, &c.kv, &err) == 0, "kv create");
+    CHECK(eng_kv_create(m, 128, 1, FL_TYPE_F16, FL_TYPE_F16, &c.kv, &err) == 0, "kv create");
     /* one layer, K rows of 2*32 and V rows of 2*16 halves, 128 positions */
     CHECK(eng_kv_bytes(c.kv) == 128u * (2 * 32 + 2 * 16) * 2, "kv bytes %llu",
           (unsigned long long)eng_kv_bytes(c.kv));

@@ -1,7 +1,11 @@
 /* test-kv-cache: the pool of KV cells (model/kv-cache.h): blocks taken as
  * sequences grow and given back when freed, and blocks shared between
- * sequences (a cached prompt prefix), held until the last holder lets go. */
+ * sequences (a cached prompt prefix), held until the last holder lets go;
+ * block-type caches (-ctk/-ctv): their bytes, their rotation against the
+ * Walsh-Hadamard matrix written out, the rows they store, and what they
+ * refuse. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,12 +128,89 @@ static void test_share_refused(struct eng_kv *kv)
     CHECK(eng_kv_cells_free(kv) == eng_kv_n_cells(kv), "all back");
 }
 
+/* Sylvester's H_n / sqrt(n) written out: entry (i, j) is -1 to the number
+ * of bits i and j share. */
+static double hadamard(int i, int j, int n)
+{
+    return (__builtin_popcount((unsigned)(i & j)) % 2 ? -1.0 : 1.0) / sqrt((double)n);
+}
+
+static void test_rotation(void)
+{
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++)
+        x[i] = y[i] = sinf(0.37f * (float)i) * (float)(1 + i % 7);
+    eng_kv_rotate(y, 256, 128); /* two runs of 128 */
+    double worst = 0;
+    for (int r = 0; r < 256; r += 128)
+        for (int i = 0; i < 128; i++) {
+            double want = 0;
+            for (int j = 0; j < 128; j++)
+                want += hadamard(i, j, 128) * x[r + j];
+            worst = fmax(worst, fabs(want - y[r + i]));
+        }
+    CHECK(worst < 1e-5, "rotation: %.3g from H_128 x", worst);
+}
+
+static void test_block_types(void)
+{
+    struct fl_err err;
+    enum fl_type t;
+    CHECK(eng_kv_type_parse("q8_0", &t, &err) == 0 && t == FL_TYPE_Q8_0, "q8_0");
+    CHECK(eng_kv_type_parse("IQ4_NL", &t, &err) == 0 && t == FL_TYPE_IQ4_NL, "IQ4_NL");
+    CHECK(eng_kv_type_parse("bf16", &t, &err) == -EINVAL && strstr(err.msg, "q8_0"),
+          "bf16 refused, naming the types: %s", err.msg);
+    CHECK(eng_kv_type_parse(NULL, &t, &err) == -EINVAL, "no name");
+
+    struct eng_model *m = fake_model(false); /* 2 KV heads of 128 (K) and 64 (V) */
+    m->hp.n_embd_head_k = 128, m->hp.n_embd_head_v = 64;
+    m->kv_k_dim[0] = m->kv_k_dim[1] = 256;
+    m->kv_v_dim[0] = m->kv_v_dim[1] = 128;
+    struct eng_kv *kv;
+    CHECK(eng_kv_create(m, 2 * B, 1, FL_TYPE_Q8_0, FL_TYPE_Q4_0, &kv, &err) == 0, "%s", err.msg);
+    CHECK(eng_kv_bytes(kv) == 2u * B * 2 * (256 / 32 * 34 + 128 / 32 * 18), "bytes %llu",
+          (unsigned long long)eng_kv_bytes(kv));
+    CHECK(eng_kv_rot_k(kv) == 128 && eng_kv_rot_v(kv) == 64, "rotations %d %d",
+          eng_kv_rot_k(kv), eng_kv_rot_v(kv));
+    /* a K row is stored rotated and quantized: dequantized and rotated back
+     * it is the row within Q8_0's error */
+    float k[256], back[256];
+    for (int i = 0; i < 256; i++)
+        k[i] = i == 5 ? 40.0f : cosf(0.1f * (float)i); /* an outlier the rotation spreads */
+    const int32_t cell = 3;
+    CHECK(eng_kv_seq_reserve(kv, 0, 4, &err) == 0, "%s", err.msg);
+    eng_kv_write(kv, 1, &cell, 1, k, NULL);
+    fl_type_traits(FL_TYPE_Q8_0)->to_float(eng_kv_k(kv, 1, cell), back, 256);
+    eng_kv_rotate(back, 256, 128);
+    double worst = 0;
+    for (int i = 0; i < 256; i++)
+        worst = fmax(worst, fabs(back[i] - k[i]));
+    CHECK(worst < 0.05, "K row back from the cache: %.3g off", worst);
+    eng_kv_destroy(kv);
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0 &&
+              eng_kv_rot_k(kv) == 0 && eng_kv_rot_v(kv) == 0, "F16: not rotated");
+    eng_kv_destroy(kv);
+
+    m->hp.n_embd_head_v = 48, m->kv_v_dim[0] = m->kv_v_dim[1] = 96; /* heads of 48 */
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_Q8_0, &kv, &err) == -EINVAL &&
+              strstr(err.msg, "32-value blocks"), "heads of 48 refused: %s", err.msg);
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == 0, "K alone: %s",
+          err.msg);
+    eng_kv_destroy(kv);
+    m->kv_v_dim[0] = m->kv_v_dim[1] = 0; /* MLA: one latent row, K only */
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == -EINVAL &&
+              strstr(err.msg, "MLA"), "MLA refused: %s", err.msg);
+    free_fake(m);
+}
+
 int main(void)
 {
     struct fl_err err;
+    test_rotation();
+    test_block_types();
     struct eng_model *m = fake_model(false);
     struct eng_kv *kv;
-    CHECK(eng_kv_create(m, 8 * B - 3, 4, &kv, &err) == 0, "create: %s", err.msg);
+    CHECK(eng_kv_create(m, 8 * B - 3, 4, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0, "create: %s", err.msg);
     test_grow_free(kv);
     test_share(kv);
     test_share_refused(kv);
@@ -139,7 +220,7 @@ int main(void)
     /* a recurrent state sums every position: shared cells leave the state
      * unusable until a copy brings the source's (a prompt cache's snapshot) */
     m = fake_model(true);
-    CHECK(eng_kv_create(m, 4 * B, 3, &kv, &err) == 0, "create: %s", err.msg);
+    CHECK(eng_kv_create(m, 4 * B, 3, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0, "create: %s", err.msg);
     CHECK(eng_kv_seq_reserve(kv, 0, 2 * B, &err) == 0, "reserve: %s", err.msg);
     eng_kv_rs_begin(kv, 0, 0, B);
     for (int l = 0; l < (int)m->hp.n_layer; l++)

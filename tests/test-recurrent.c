@@ -99,7 +99,7 @@ static void rig_open(struct rig *r, struct fl_pool *pool)
     r->a = f32_tensor(r->in[0].a, DN_NV, 1);
     r->c = (struct eng_ctx){ .m = r->m, .pool = pool, .cpu = &eng_cpu_backend,
                              .be = &eng_cpu_backend };
-    CHECK(eng_kv_create(r->m, 64, 2, &r->c.kv, &err) == 0, "kv create: %s", err.msg);
+    CHECK(eng_kv_create(r->m, 64, 2, FL_TYPE_F16, FL_TYPE_F16, &r->c.kv, &err) == 0, "kv create: %s", err.msg);
     CHECK(eng_arena_create(&r->c.arena) == 0, "arena");
 }
 

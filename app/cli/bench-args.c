@@ -266,7 +266,7 @@ int bench_parse(int argc, char **argv, struct bench_opts *o)
     *o = (struct bench_opts){ .reps = 5, .seed = 1234, .format = BENCH_MD };
     eng_session_params_init(&o->sp);
     /* -p is bench's prompt length and the context is sized from -p and -n */
-    struct eng_compat compat = { 0 }; /* --mlock, --no-mmap, -ctk/-ctv, -tb: notes */
+    struct eng_compat compat = { 0 }; /* --mlock, --no-mmap, -tb: notes */
     const struct eng_common_args common = { &o->sp, NULL, NULL, true, &compat };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

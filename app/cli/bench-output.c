@@ -6,6 +6,7 @@
  * construction; md prints llama-bench's table from the same numbers. */
 #include "app/cli/bench-output.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -93,13 +94,23 @@ static int row_stats(const struct bench_result *r, struct row_stats *st, double 
 
 /* --- the row as llama-bench's fields ------------------------------------------ */
 
+/* A cache type as ggml names it ("f16", "q8_0", "iq4_nl"): lower case. */
+static void kv_type_name(enum fl_type t, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", fl_type_name(t ? t : FL_TYPE_F16));
+    for (char *c = buf; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+}
+
 static json_t *row_object(const struct bench_printer *p, const struct bench_result *r,
                           const struct row_stats *st)
 {
     const struct bench_model *m = p->model;
     json_t *o = json_object();
     int bad = !o;
-    /* faultline's KV cache holds f16 rows (model/kv-cache.h) */
+    char tk[16], tv[16];
+    kv_type_name(r->type_k, tk, sizeof(tk));
+    kv_type_name(r->type_v, tv, sizeof(tv));
     const struct { const char *key; json_t *v; } f[] = {
         { "cpu_info", fl_json_string(m->cpu_info) },
         { "backends", fl_json_string(m->backend) },
@@ -111,8 +122,8 @@ static json_t *row_object(const struct bench_printer *p, const struct bench_resu
         { "n_batch", json_integer(r->n_batch) },
         { "n_ubatch", json_integer(r->n_ubatch) },
         { "n_threads", json_integer(r->n_threads) },
-        { "type_k", json_string("f16") },
-        { "type_v", json_string("f16") },
+        { "type_k", fl_json_string(tk) },
+        { "type_v", fl_json_string(tv) },
         { "flash_attn", json_integer(r->flash_attn) },
         { "n_prompt", json_integer(r->n_prompt) },
         { "n_gen", json_integer(r->n_gen) },
@@ -214,6 +225,10 @@ static int md_cols(const struct bench_printer *p, struct md_col *c)
         c[n++] = (struct md_col){ "n_batch", 7 };
     if (p->col_ubatch)
         c[n++] = (struct md_col){ "n_ubatch", 8 };
+    if (p->col_type_k)
+        c[n++] = (struct md_col){ "type_k", 6 };
+    if (p->col_type_v)
+        c[n++] = (struct md_col){ "type_v", 6 };
     if (p->col_fa)
         c[n++] = (struct md_col){ "fa", 3 };
     c[n++] = (struct md_col){ "test", 15 };
@@ -267,6 +282,8 @@ static void md_value(const struct bench_printer *p, const struct bench_result *r
         snprintf(v, cap, "%d", r->n_ubatch);
     else if (!strcmp(col, "fa"))
         snprintf(v, cap, "%d", r->flash_attn);
+    else if (!strcmp(col, "type_k") || !strcmp(col, "type_v"))
+        kv_type_name(col[5] == 'k' ? r->type_k : r->type_v, v, cap);
     else if (!strcmp(col, "test") && r->n_depth) /* llama-bench's "pp512 @ d512" */
         snprintf(v, cap, r->n_gen ? "tg%d @ d%d" : "pp%d @ d%d", r->n_gen ? r->n_gen : r->n_prompt,
                  r->n_depth);

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gguf/tensor-types.h"
+
 #include "base/error.h"
 
 enum bench_format { BENCH_MD = 0, BENCH_CSV, BENCH_JSON, BENCH_JSONL };
@@ -31,6 +33,7 @@ struct bench_result {
     int n_depth;                    /* tokens in the cache before the test (-d) */
     int n_batch, n_ubatch, n_threads;
     int flash_attn;                 /* llama.cpp's values: -1 auto, 0 off, 1 on */
+    enum fl_type type_k, type_v;    /* the KV cache's (-ctk/-ctv; 0 is F16) */
     char test_time[32];             /* RFC 3339, UTC, when the test started */
     int reps;
     const uint64_t *samples_ns;
@@ -40,8 +43,8 @@ struct bench_printer {
     enum bench_format format;
     const struct bench_model *model;
     /* md: the columns llama-bench adds when a flag is given (n_batch,
-     * n_ubatch, fa) */
-    bool col_batch, col_ubatch, col_fa;
+     * n_ubatch, type_k, type_v, fa) */
+    bool col_batch, col_ubatch, col_type_k, col_type_v, col_fa;
     json_t *rows;                   /* json: the rows, written at the end as one array */
     int rows_done;                  /* rows printed (csv's header goes before the first) */
 };

@@ -117,19 +117,6 @@ bool eng_arg_is(const char *a, const char *short_form, const char *long_form)
 }
 
 
-/* -ctk/-ctv: the KV cache holds F16 keys and values. */
-static bool arg_cache_type(const char *cmd, int argc, char **argv, int *i)
-{
-    const char *v;
-    if (!eng_arg_str(cmd, argc, argv, i, &v))
-        return false;
-    if (!strcmp(v, "f16"))
-        return true;
-    fprintf(stderr, "faultline %s: %s %s: the KV cache holds f16 keys and values only "
-            "(leave it out or pass f16)\n", cmd, argv[*i - 1], v);
-    return false;
-}
-
 static bool arg_flash_attn(const char *cmd, int argc, char **argv, int *i, const char **out)
 {
     static const char *const ok[] = { "on", "off", "auto", "1", "0", "true", "false" };
@@ -233,8 +220,6 @@ static int arg_compat(const char *cmd, int argc, char **argv, int *i, struct eng
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &c->threads_batch);
     else if (eng_arg_is(a, "-fa", "--flash-attn"))
         ok = arg_flash_attn(cmd, argc, argv, i, &c->flash_attn);
-    else if (eng_arg_is(a, "-ctk", "--cache-type-k") || eng_arg_is(a, "-ctv", "--cache-type-v"))
-        ok = arg_cache_type(cmd, argc, argv, i);
     else if (eng_arg_is(a, "--mlock", NULL))
         c->mlock = true;
     else if (eng_arg_is(a, "--no-mmap", NULL))

@@ -46,7 +46,7 @@ struct eng_compat {
  * command takes a prompt. A NULL prompt target leaves -p/-f to the command
  * (bench's -p is a token count); with_ctx false leaves -c unknown (bench
  * sizes the context itself). With compat, also -ub/-tb/-fa/--mlock/
- * --no-mmap/-ctk/-ctv/--log-disable/--jinja, and -b is llama.cpp's logical batch
+ * --no-mmap/--log-disable/--jinja, and -b is llama.cpp's logical batch
  * (the forward call takes min(-b, -ub) tokens); without, -b and -ub both
  * set the tokens per forward call. */
 struct eng_common_args {

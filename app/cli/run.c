@@ -72,7 +72,7 @@ static int usage(FILE *out)
         "          --samplers \"penalties;top_k;typ_p;top_p;min_p;temperature\" or\n"
         "          --sampling-seq ekypmt: the order; DRY, XTC, top-n-sigma, mirostat: refused\n"
         "llama.cpp flags taken as notes: -b/-ub (tokens per forward call = min), -tb, -fa,\n"
-        "  --mlock, --no-mmap, -ctk/-ctv f16, -v, --log-disable, --jinja.\n"
+        "  --mlock, --no-mmap, -v, --log-disable, --jinja.\n"
         "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : ENG_EXIT_USAGE;

@@ -7,6 +7,7 @@
 
 #include "app/predict.h"
 #include "backend/cuda/gpu.h"
+#include "model/kv-cache.h"
 #include "pager/pager.h"
 #include "pager/policy.h"
 #include "plan/numa.h"
@@ -80,6 +81,12 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
                               "more, got '%s'", v ? v : "");
         p->offload_min_batch = (int)n;
         p->gpu_flags = true;
+    } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") ||
+               !strcmp(a, "--cache-type-v")) {
+        const bool k = !strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k");
+        struct fl_err why;
+        if ((rc = eng_kv_type_parse(v, k ? &p->cache_type_k : &p->cache_type_v, &why)))
+            return fl_err_set(err, rc, "%s: %s", a, why.msg);
     } else if (!strcmp(a, "--numa")) {
         if (!v || fl_numa_parse(v, &p->numa))
             return fl_err_set(err, -EINVAL,
@@ -112,6 +119,9 @@ void eng_session_print_usage(FILE *out)
         "  --verbose                   say where things go\n"
         "  --no-repack                 keep RAM-tier weights in the file's layout (default:\n"
         "                              Q4_K rebuilt for AVX-512 VNNI kernels; same results)\n"
+        "  -ctk, --cache-type-k TYPE   the KV cache's K as f16 (default), q8_0, q4_0, q4_1,\n"
+        "  -ctv, --cache-type-v TYPE   q5_0, q5_1 or iq4_nl, as llama.cpp's (q8_0: half the\n"
+        "                              bytes; attention then runs on the CPU)\n"
         "gpu:\n"
         "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
         "                              default), managed memory (unified), or on the CPU (cpu)\n"

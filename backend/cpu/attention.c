@@ -1,11 +1,13 @@
-/* attention.c: causal attention of a batch of queries over the F16 KV cache,
+/* attention.c: causal attention of a batch of queries over the KV cache,
  * with the numerics of ggml's CPU flash-attention kernels (llama.cpp's
  * references ran with flash attention on):
- *  - spans of fewer than 64 queries (decode, short prompts) follow the
- *    one-chunk kernel: Q rounded to F16, F16 dot products with K summed as
- *    ggml's AVX-512 build sums them, online softmax, V accumulated in an F16
- *    buffer (each step rounded to F16);
- *  - longer spans (prompt chunks) follow the tiled kernel's arithmetic
+ *  - spans of fewer than 64 queries (decode, short prompts), and every
+ *    query over a cache of a block type (-ctk/-ctv q8_0, ...), follow the
+ *    one-chunk kernel: Q rounded to F16 (or quantized to K's vec_dot_type),
+ *    dot products with K summed as ggml's AVX-512 build sums them, online
+ *    softmax, an F16 V accumulated in an F16 buffer (each step rounded to
+ *    F16), a block type's V dequantized and accumulated in F32;
+ *  - longer spans (prompt chunks) over an F16 cache follow the tiled kernel's arithmetic
  *    class: Q, K and V in F32. The span's keys are transposed once per call
  *    so that scores for all keys of a query are one vectorisable sweep
  *    (shared by the query heads of one KV head), then softmax, then the V
@@ -47,18 +49,23 @@ struct attn_job {
     float *scratch; /* per thread: scratch_per floats */
     int64_t scratch_per;
     float *kt, *vf; /* F32 path: [n_head_kv][dk][n_kv] and [n_head_kv][n_kv][dv] */
+    enum fl_type type_k, type_v; /* the cache's (type_v: K's when V is read from K) */
+    int rot_k, rot_v;            /* the cache's rotations (eng_kv_rot_k): Q in, output out */
 };
 
-static const fl_f16 *key_row(const struct attn_job *j, int cell, int kvh)
+/* Where KV head kvh's K (V) values start in a cell's row: whole blocks of
+ * a block type (the cache checked that heads are). */
+static const void *key_row(const struct attn_job *j, int cell, int kvh)
 {
-    return eng_kv_k(j->c->kv, j->layer, cell) + j->p->k_off + kvh * j->p->k_stride;
+    const uint8_t *row = eng_kv_k(j->c->kv, j->layer, cell);
+    return row + fl_row_size(j->type_k, j->p->k_off + kvh * j->p->k_stride);
 }
 
-static const fl_f16 *val_row(const struct attn_job *j, int cell, int kvh)
+static const void *val_row(const struct attn_job *j, int cell, int kvh)
 {
-    const fl_f16 *row = j->p->v_in_k ? eng_kv_k(j->c->kv, j->layer, cell)
-                                     : eng_kv_v(j->c->kv, j->layer, cell);
-    return row + j->p->v_off + kvh * j->p->v_stride;
+    const uint8_t *row = j->p->v_in_k ? eng_kv_k(j->c->kv, j->layer, cell)
+                                      : eng_kv_v(j->c->kv, j->layer, cell);
+    return row + fl_row_size(j->type_v, j->p->v_off + kvh * j->p->v_stride);
 }
 
 /* First key position query position qpos may see (the window's start). */
@@ -101,36 +108,82 @@ static void finish(const struct attn_job *j, int t, int h, float *acc, float M, 
         o[d] = acc[d] * inv;
 }
 
-/* One (query, head) with the one-chunk kernel's F16 arithmetic; t is the
- * query's token in the batch. */
-static void attend_f16(const struct attn_job *j, int t, int h, float *scr)
+/* Q as ggml's one-chunk kernel gives it to K's dot products: F16 for an
+ * F16 cache, else quantized to K's vec_dot_type by the CPU backend's own
+ * quantizer (integer dots per block, as the matmuls of quantized weights). */
+static void query_for_keys(const struct attn_job *j, const float *q, void *out)
+{
+    if (j->type_k == FL_TYPE_F16) {
+        fl_f16 *q16 = out;
+        for (int64_t d = 0; d < j->p->dk; d++)
+            q16[d] = fl_f32_to_f16(q[d]);
+    } else {
+        fl_type_from_float_act(fl_type_traits(j->type_k)->vec_dot_type)(q, out, j->p->dk);
+    }
+}
+
+static float key_score(const struct attn_job *j, const void *key, const void *qk)
+{
+    if (j->type_k == FL_TYPE_F16)
+        return j->k->dot_f16(key, qk, j->p->dk);
+    float s;
+    fl_type_traits(j->type_k)->vec_dot((int)j->p->dk, &s, key, qk);
+    return s;
+}
+
+/* One (query, head) with the one-chunk kernel's arithmetic; t is the
+ * query's token in the batch. An F16 V accumulates in an F16 buffer (each
+ * step rounded to F16), a block type's rows are dequantized and summed in
+ * F32, as ggml does. */
+static void attend_one_chunk(const struct attn_job *j, int t, int h, float *scr)
 {
     const struct eng_attn *p = j->p;
     const int kvh = h / (p->n_head / p->n_head_kv), qpos = j->b->pos[t];
     const int32_t *cells = eng_kv_seq_cells(j->c->kv, j->b->seq[t]);
-    float *acc = scr;
-    fl_f16 *q16 = (fl_f16 *)(scr + p->dv), *acc16 = q16 + p->dk;
+    const bool v16 = j->type_v == FL_TYPE_F16;
+    float *acc = scr, *v32 = scr + p->dv, *qr = v32 + p->dv;
+    void *qk = qr + p->dk;
+    fl_f16 *acc16 = (fl_f16 *)(qr + 2 * p->dk);
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)h * p->dk;
-    for (int64_t d = 0; d < p->dk; d++)
-        q16[d] = fl_f32_to_f16(q[d]);
-    memset(acc16, 0, (size_t)p->dv * sizeof(fl_f16));
+    if (j->rot_k) { /* the query meets keys the cache holds rotated */
+        memcpy(qr, q, sizeof(float) * (size_t)p->dk);
+        eng_kv_rotate(qr, p->dk, j->rot_k);
+        q = qr;
+    }
+    query_for_keys(j, q, qk);
+    if (v16)
+        memset(acc16, 0, (size_t)p->dv * sizeof(fl_f16));
+    else
+        memset(acc, 0, (size_t)p->dv * sizeof(float));
     float M = -INFINITY, S = 0.0f;
     for (int kp = first_key(p, qpos); kp <= qpos; kp++) {
-        const float s = softcapped(p, j->k->dot_f16(key_row(j, cells[kp], kvh), q16, p->dk));
+        const float s = softcapped(p, key_score(j, key_row(j, cells[kp], kvh), qk));
         float ms = 1.0f, vs = 1.0f;
         if (s > M) {
             const float Mold = M;
             M = s;
             ms = expf(Mold - M);
-            j->k->scale_f16(acc16, ms, p->dv);
+            if (v16)
+                j->k->scale_f16(acc16, ms, p->dv);
+            else
+                j->k->scale_f32(acc, ms, p->dv);
         } else {
             vs = expf(s - M);
         }
-        j->k->mad_f16(acc16, val_row(j, cells[kp], kvh), vs, p->dv);
+        const void *v = val_row(j, cells[kp], kvh);
+        if (v16) {
+            j->k->mad_f16(acc16, v, vs, p->dv);
+        } else {
+            fl_type_traits(j->type_v)->to_float(v, v32, p->dv);
+            j->k->mad_f32(acc, v32, vs, p->dv);
+        }
         S = S * ms + vs;
     }
-    j->k->f16_to_f32(acc16, acc, p->dv);
+    if (v16)
+        j->k->f16_to_f32(acc16, acc, p->dv);
     finish(j, t, h, acc, M, S);
+    if (j->rot_v) /* a sum of rotated values, rotated back */
+        eng_kv_rotate(j->out + (int64_t)t * j->out_stride + (int64_t)h * p->dv, p->dv, j->rot_v);
 }
 
 /* One query (batch token t) and the r query heads of KV head g, F32
@@ -190,10 +243,10 @@ static void convert_worker(void *arg, int ith, int nth)
     for (int g = 0; g < p->n_head_kv; g++) {
         float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
         for (int64_t kp = begin; kp < end; kp++) {
-            j->k->f16_to_f32(key_row(j, j->cells[kp], g), tmp, p->dk);
+            j->k->f16_to_f32((const fl_f16 *)key_row(j, j->cells[kp], g), tmp, p->dk);
             for (int64_t d = 0; d < p->dk; d++)
                 kt[d * j->n_kv + kp] = tmp[d];
-            j->k->f16_to_f32(val_row(j, j->cells[kp], g),
+            j->k->f16_to_f32((const fl_f16 *)val_row(j, j->cells[kp], g),
                              j->vf + ((int64_t)g * j->n_kv + kp) * p->dv, p->dv);
         }
     }
@@ -212,15 +265,16 @@ static void attn_worker(void *arg, int ith, int nth)
         if (j->kt)
             attend_f32(j, t, h, scr);
         else
-            attend_f16(j, t, h, scr);
+            attend_one_chunk(j, t, h, scr);
     }
 }
 
-/* Scratch floats per thread: F32 acc + F16 q + F16 acc, or (F32 path) r
- * rows of acc + scores; and a K row. */
+/* Scratch floats per thread: F32 acc + a V row + the rotated q + q as K's
+ * dots take it (dk floats hold it in F16 or any block type) + F16 acc, or
+ * (F32 path) r rows of acc + scores; and a K row. */
 static int64_t scratch_per(const struct eng_attn *p, bool f32, int n_kv)
 {
-    int64_t per = p->dv + (p->dk + p->dv + 1) / 2 + 1;
+    int64_t per = 2 * p->dv + 2 * p->dk + (p->dv + 1) / 2 + 1;
     if (f32) {
         const int64_t grp = (int64_t)(p->n_head / p->n_head_kv) * (p->dv + n_kv);
         per = grp > per ? grp : per;
@@ -254,12 +308,18 @@ void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
         .c = c, .k = &fl_cpu_kernels()->attn, .layer = layer, .b = b, .q = q,
         .q_stride = q_stride, .out_stride = out_stride, .p = p, .out = out,
         .sinks = p->sinks ? (const float *)p->sinks->data : NULL,
+        .type_k = eng_kv_type_k(c->kv),
+        .type_v = p->v_in_k ? eng_kv_type_k(c->kv) : eng_kv_type_v(c->kv),
+        .rot_k = eng_kv_rot_k(c->kv), .rot_v = p->v_in_k ? 0 : eng_kv_rot_v(c->kv),
     };
-    /* the tokens of short spans together (F16 path); each long span alone */
+    /* ggml tiles only an F16 (or F32) cache of one type: a block type's
+     * queries all take the one-chunk kernel */
+    const bool tiled = j.type_k == FL_TYPE_F16 && j.type_v == FL_TYPE_F16;
+    /* the tokens of short spans together (one-chunk path); each long span alone */
     int32_t *tok = eng_scratch(c, sizeof(int32_t) * (size_t)b->n_tok);
     int n_short = 0;
     for (int t = 0; t < b->n_tok; t++)
-        if (b->spans[b->span[t]].n_tok < ENG_FA_TILE_Q)
+        if (!tiled || b->spans[b->span[t]].n_tok < ENG_FA_TILE_Q)
             tok[n_short++] = t;
     if (n_short) {
         j.tok = tok, j.n_tok = n_short, j.n_kv = 0;
@@ -267,7 +327,7 @@ void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
     }
     for (int i = 0, t0 = 0; i < b->n_spans; t0 += b->spans[i++].n_tok) {
         const struct eng_span *s = &b->spans[i];
-        if (s->n_tok < ENG_FA_TILE_Q)
+        if (!tiled || s->n_tok < ENG_FA_TILE_Q)
             continue;
         for (int t = 0; t < s->n_tok; t++)
             tok[t] = t0 + t;

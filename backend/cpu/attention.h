@@ -1,5 +1,5 @@
-/* attention.h: causal attention of a batch of queries over the host F16 KV
- * cache, with the numerics of ggml's CPU flash-attention kernels (llama.cpp's
+/* attention.h: causal attention of a batch of queries over the host KV cache
+ * (F16 or a block type), with the numerics of ggml's CPU flash-attention kernels (llama.cpp's
  * references ran with flash attention on); the backend's attention op. */
 #ifndef FL_CPU_ATTENTION_H
 #define FL_CPU_ATTENTION_H

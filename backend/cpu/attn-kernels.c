@@ -67,6 +67,20 @@ static void to_f32_scalar(const fl_f16 *x, float *y, int64_t n)
         y[i] = fl_f16_to_f32(x[i]);
 }
 
+/* The F32 accumulator of a quantized V (ggml_vec_mad_f32, ggml_vec_scale_f32):
+ * one fused multiply-add or one product per value, so any width agrees. */
+static void mad_f32_scalar(float *acc, const float *v, float s, int64_t n)
+{
+    for (int64_t d = 0; d < n; d++)
+        acc[d] = fmaf(v[d], s, acc[d]);
+}
+
+static void scale_f32_scalar(float *acc, float s, int64_t n)
+{
+    for (int64_t d = 0; d < n; d++)
+        acc[d] = acc[d] * s;
+}
+
 #if defined(__x86_64__)
 #define F16C_TARGET __attribute__((target("avx2,fma,f16c")))
 
@@ -134,6 +148,25 @@ F16C_TARGET static void scale_f16c(fl_f16 *acc, float s, int64_t n)
         _mm_storeu_si128((__m128i *)(acc + d), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
     }
     scale_scalar(acc + d, s, n - d);
+}
+
+F16C_TARGET static void mad_f32_avx2(float *acc, const float *v, float s, int64_t n)
+{
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(_mm256_loadu_ps(v + d), vs,
+                                                  _mm256_loadu_ps(acc + d)));
+    mad_f32_scalar(acc + d, v + d, s, n - d);
+}
+
+F16C_TARGET static void scale_f32_avx2(float *acc, float s, int64_t n)
+{
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
+    scale_f32_scalar(acc + d, s, n - d);
 }
 
 F16C_TARGET static void to_f32_f16c(const fl_f16 *x, float *y, int64_t n)
@@ -528,7 +561,8 @@ void fl_attn_kernels_scalar(struct fl_attn_kernels *k)
 {
     *k = (struct fl_attn_kernels){
         .dot_f16 = dot_scalar, .mad_f16 = mad_scalar, .scale_f16 = scale_scalar,
-        .f16_to_f32 = to_f32_scalar, .key_scores = key_scores_scalar, .key_scores_group = NULL,
+        .f16_to_f32 = to_f32_scalar, .mad_f32 = mad_f32_scalar, .scale_f32 = scale_f32_scalar,
+        .key_scores = key_scores_scalar, .key_scores_group = NULL,
         .exp_shifted = exp_shifted_scalar, .weighted_rows = weighted_rows_scalar,
         .scale_max = scale_max_scalar,
         .weighted_rows_group = NULL,
@@ -542,6 +576,8 @@ void fl_attn_kernels_avx2(struct fl_attn_kernels *k)
     k->mad_f16 = mad_f16c;
     k->scale_f16 = scale_f16c;
     k->f16_to_f32 = to_f32_f16c;
+    k->mad_f32 = mad_f32_avx2;
+    k->scale_f32 = scale_f32_avx2;
     k->key_scores = key_scores_avx2;
     k->key_scores_group = key_scores_group_avx2;
     k->exp_shifted = exp_shifted_avx2;

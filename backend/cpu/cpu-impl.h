@@ -37,6 +37,9 @@ struct fl_attn_kernels {
     void (*mad_f16)(fl_f16 *acc, const fl_f16 *v, float s, int64_t n);
     void (*scale_f16)(fl_f16 *acc, float s, int64_t n);
     void (*f16_to_f32)(const fl_f16 *x, float *y, int64_t n);
+    /* a quantized V's F32 accumulator: acc = fma(v, s, acc); acc *= s */
+    void (*mad_f32)(float *acc, const float *v, float s, int64_t n);
+    void (*scale_f32)(float *acc, float s, int64_t n);
     /* F32 path: s[i] = q . kt[.][i] for n keys (kt rows ld apart); the same
      * for the r query heads of a KV head at once, the same bits (NULL: one
      * head at a time), s rows lds apart; s[i] = exp(s[i] - M) returning the sum; acc = sum_i w[i] v[i] */
