@@ -257,10 +257,13 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
     const bool experts = s->model->hp.n_expert > 0 && p->gpu_experts != ENG_GPU_EXPERTS_NONE;
     if (!s->have_gpu || (!placement_tier_bytes(s->plan, PL_TIER_GPU) && !experts))
         return 0;
+    /* the device keeps an F16 cache only */
+    const bool kv_on_host = p->no_kv_offload || eng_kv_type_k(s->kv) != FL_TYPE_F16 ||
+                            eng_kv_type_v(s->kv) != FL_TYPE_F16;
     const struct eng_gpu_options o = {
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
-        .vram_budget = p->placement.vram_budget, .log = stderr,
-        .kv_bytes = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv), /* recurrent state too */
+        .vram_budget = p->placement.vram_budget, .log = stderr, .kv_on_host = kv_on_host,
+        .kv_bytes = kv_on_host ? 0 : eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv), /* recurrent state too */
         .verbose = p->placement.verbose, .lru_cache = p->cache == PAGER_CACHE_LRU,
         .host_copy_unused = host_copy_unused, .host_copy_ctx = s,
         .batch_invariant = p->n_seq > 1, /* a request's bits never depend on its neighbours */

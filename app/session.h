@@ -68,6 +68,7 @@ struct eng_session_params {
     /* -ctk/-ctv: the KV cache's types (model/kv-cache.h); 0 (F32, which a
      * cache never is) means F16, llama.cpp's default */
     enum fl_type cache_type_k, cache_type_v;
+    bool no_kv_offload;               /* -nkvo: with a GPU, the KV cache stays in RAM */
 };
 
 /* The defaults (the CLI's flags: app/cli/session-flags.h). */

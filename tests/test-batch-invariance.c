@@ -14,7 +14,8 @@
  * Prompts that start as an earlier one did then read its whole chunks from
  * the prompt cache and must give the same rows as with an empty cache.
  * Some models again with a quantized KV cache (-ctk/-ctv: every query on
- * the one-chunk kernel, the pass on the host where the cache is).
+ * the one-chunk kernel, the pass on the host where the cache is), and one
+ * with its F16 cache kept in RAM beside the device (-nkvo).
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <math.h>
@@ -260,8 +261,10 @@ enum mode { CPU, CPU_PAGED, GPU_VRAM, GPU_CACHE_PAGED, GPU_OFFLOAD, N_MODES };
 static const char *const mode_names[N_MODES] = { "", " paged", " gpu", " gpu cache paged",
                                                  " cpu+gpu" };
 
-/* The KV cache's types for the models run now (-ctk/-ctv; 0: F16). */
+/* The KV cache's types for the models run now (-ctk/-ctv; 0: F16), and
+ * -nkvo (the cache kept in RAM with a device). */
 static enum fl_type cache_k, cache_v;
+static bool no_kv_offload;
 
 static bool paged(enum mode m)
 {
@@ -280,6 +283,7 @@ static int open_session(const char *path, enum mode mode, uint64_t budget, int n
     p.n_threads = 2;
     p.cache_type_k = cache_k;
     p.cache_type_v = cache_v;
+    p.no_kv_offload = no_kv_offload;
     p.placement.disk_moe = paged(mode);
     p.placement.last_all_moe = PL_TIER_DISK;
     p.placement.ram_budget = budget;
@@ -308,9 +312,9 @@ static void check_on_device(struct eng_session *s, enum mode mode, const char *l
         return;
     const struct eng_gpu *g = eng_session_gpu(s);
     CHECK(g && eng_gpu_ops(g) > 0, "%s: nothing ran on the device", label);
-    if (cache_k || cache_v) /* the device keeps an F16 cache only */
-        CHECK(eng_gpu_passes(g) == 0, "%s: a pass ran on the device with a %s/%s cache", label,
-              fl_type_name(cache_k), fl_type_name(cache_v));
+    if (cache_k || cache_v || no_kv_offload) /* the device keeps an F16 cache only */
+        CHECK(eng_gpu_passes(g) == 0, "%s: a pass ran on the device with the cache on the host",
+              label);
     else
         CHECK(mode == GPU_OFFLOAD || eng_gpu_passes(g) > 0, "%s: no pass on the device", label);
 }
@@ -602,7 +606,8 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     run_alone(&ru, alone);
     run_together(&ru, mixed);
     char label[160];
-    snprintf(label, sizeof(label), "%s%s%s%s%s", name, mode_names[mode], cache_k ? " k " : "",
+    snprintf(label, sizeof(label), "%s%s%s%s%s%s", name, mode_names[mode],
+             no_kv_offload ? " -nkvo" : "", cache_k ? " k " : "",
              cache_k ? fl_type_name(cache_k) : "", cache_v ? " v " : "");
     if (cache_v)
         snprintf(label + strlen(label), sizeof(label) - strlen(label), "%s", fl_type_name(cache_v));
@@ -658,20 +663,22 @@ int main(void)
                 test_model(dir, models[i], (enum mode)m);
     }
     /* quantized caches: a plain model, sliding windows and sinks, a hybrid
-     * one (recurrent layers beside attention), K and V of different types */
-    static const struct { const char *model; enum fl_type k, v; } quant[] = {
-        { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
-        { "gpt-oss-tiny-MXFP4", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
-        { "qwen35moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0 },
-        { "mixtral-tiny-Q4_K_M", FL_TYPE_Q4_0, FL_TYPE_F16 },
+     * one (recurrent layers beside attention), K and V of different types;
+     * and an F16 cache kept in RAM beside a device (-nkvo) */
+    static const struct { const char *model; enum fl_type k, v; bool nkvo; } host_kv[] = {
+        { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
+        { "gpt-oss-tiny-MXFP4", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
+        { "qwen35moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
+        { "mixtral-tiny-Q4_K_M", FL_TYPE_Q4_0, FL_TYPE_F16, false },
+        { "qwen3moe-tiny-F16", 0, 0, true },
     };
-    for (size_t i = 0; i < sizeof(quant) / sizeof(quant[0]); i++) {
-        if (only && !strstr(only, quant[i].model))
+    for (size_t i = 0; i < sizeof(host_kv) / sizeof(host_kv[0]); i++) {
+        if (only && !strstr(only, host_kv[i].model))
             continue;
-        cache_k = quant[i].k, cache_v = quant[i].v;
-        for (int m = CPU; m < N_MODES; m++)
+        cache_k = host_kv[i].k, cache_v = host_kv[i].v, no_kv_offload = host_kv[i].nkvo;
+        for (int m = no_kv_offload ? GPU_VRAM : CPU; m < N_MODES; m++)
             if (m < GPU_VRAM || (device && m != GPU_CACHE_PAGED))
-                test_model(dir, quant[i].model, (enum mode)m);
+                test_model(dir, host_kv[i].model, (enum mode)m);
     }
     if (!device)
         printf("device modes not run: %s\n", why);

@@ -141,6 +141,12 @@ ok -m "$model" -p hi -n 2 -ub 16 -b 32 -tb 1
 ok -m "$model" -p hi -n 2 --ignore-eos -r zzz --no-display-prompt -e -s 5 -v --log-disable
 ok -m "$model" -p hi -n 2 -no-cnv --mlock --no-mmap -ctk f16 -ctv f16
 ok -m "$model" -p hi -n 2 -no-cnv -ctk q8_0 -ctv q8_0
+ok -m "$model" -p hi -n 2 -no-cnv --no-warmup --mmap -dio --swa-full -fit on -dt 0.1 --keep 8 \
+  --offline --no-jinja --perf --no-perf --log-colors off --simple-io -lv 3 --poll 50 -C 0x3 \
+  --cpu-strict 1 --prio 2 -nkvo -kvo
+for f in --no-warmup --mmap -dio --swa-full -fit -dt --keep --no-perf -lv --poll -C --cpu-strict --prio; do
+  grep -q "faultline run: $f: " "$dir/err" || fail "no note for $f: $(cat "$dir/err")"
+done
 ok -m "$model" -p hi -n 2 --cache-type-k f16 --cache-type-v f16 --no-conversation
 ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repeat-last-n 32 \
    --repeat-penalty 1.1 --repeat-last-n -1
@@ -152,7 +158,7 @@ ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
 ok -m "$model" --jinja --single-turn -sys "You are a helpful assistant" -p Hello -n 2
 ok -m tests/data/mixtral-tiny-Q4_K_M.gguf --ignore-eos -n 3 -no-cnv
-echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, penalties, typical, --samplers"
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, noted llama.cpp switches, penalties, typical, --samplers"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
 refused() {
@@ -164,6 +170,10 @@ refused() {
   [ "$(wc -l <"$dir/err")" -ge 1 ] || fail "no line for: $*"
 }
 refused 2 run -m "$model" -p hi -ctk bf16
+for f in --check-tensors "--log-file $dir/log" -sp --special --verbose-prompt; do
+  # shellcheck disable=SC2086
+  refused 2 run -m "$model" -p hi $f
+done
 refused 2 run -m "$model" -p hi -ctv q4_K
 refused 2 run -m "$model" -p hi --mirostat 2
 refused 2 run -m "$model" -p hi --dry-multiplier 0.8

@@ -691,6 +691,24 @@ static void test_attn(const struct fl_cpu_kernels *k, int level)
     ref.attn.f16_to_f32(acc_ref, f_ref, N);
     same &= memcmp(acc, acc_ref, sizeof(acc)) == 0 && memcmp(f, f_ref, sizeof(f)) == 0;
     CHECK(same, "level %d: attention's F16 steps differ from the scalar ones", level);
+    /* a quantized V's F32 steps and a Q8_0 row's values: the scalar bits */
+    float fa[N], fb[N];
+    memcpy(fa, v, sizeof(fa));
+    memcpy(fb, v, sizeof(fb));
+    k->attn.mad_f32(fa, w, 0.37f, N - 3);
+    ref.attn.mad_f32(fb, w, 0.37f, N - 3);
+    k->attn.scale_f32(fa, 0.61f, N - 3);
+    ref.attn.scale_f32(fb, 0.61f, N - 3);
+    struct fl_block_q8_0 qb[N / 32];
+    fl_type_from_float_act(FL_TYPE_Q8_0)(v, qb, N / 32 * 32);
+    float qa[N / 32 * 32], qr[N / 32 * 32];
+    fl_type_traits(FL_TYPE_Q8_0)->to_float(qb, qr, N / 32 * 32);
+    if (k->attn.q8_0_to_f32)
+        k->attn.q8_0_to_f32(qb, qa, N / 32 * 32);
+    else
+        memcpy(qa, qr, sizeof(qa));
+    CHECK(memcmp(fa, fb, sizeof(fa)) == 0 && memcmp(qa, qr, sizeof(qa)) == 0,
+          "level %d: a quantized V's F32 steps differ from the scalar ones", level);
     /* key scores: every head of a group, one at a time and together */
     double worst = 0;
     for (int h = 0; h < R; h++) {
@@ -749,6 +767,31 @@ int main(void)
     }
     test_repack_q4_K(top);
     if (top >= FL_CPU_AVX512) {
+        /* row_dot, what attention over a quantized cache dots keys with:
+         * ggml's AVX2 order at both levels, whatever vec_dot the AVX-512
+         * level's matmuls use */
+        struct fl_cpu_kernels k2, k3;
+        fl_cpu_kernels_for(FL_CPU_AVX2, &k2);
+        fl_cpu_kernels_for(FL_CPU_AVX512, &k3);
+        static const enum fl_type kv[] = { FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_Q4_1, FL_TYPE_Q5_0,
+                                           FL_TYPE_Q5_1, FL_TYPE_IQ4_NL };
+        int rows_same = 1;
+        for (size_t ti = 0; ti < sizeof(kv) / sizeof(kv[0]); ti++) {
+            const struct fl_type_traits *tr = fl_type_traits(kv[ti]);
+            float x[256], y[256];
+            for (int i = 0; i < 256; i++)
+                x[i] = rnd_unit(), y[i] = rnd_unit();
+            uint8_t kx[512], qy[512];
+            tr->from_float(x, kx, 256);
+            fl_type_from_float_act(tr->vec_dot_type)(y, qy, 256);
+            for (int n = 32; n <= 256; n += 96) {
+                float a, b;
+                k2.row_dot[kv[ti]](n, &a, kx, qy);
+                k3.row_dot[kv[ti]](n, &b, kx, qy);
+                rows_same &= memcmp(&a, &b, sizeof(a)) == 0;
+            }
+        }
+        CHECK(rows_same, "row_dot: the AVX-512 level's bits differ from the AVX2 level's");
         /* the types both levels run with kernels of one shape: per-row
          * 8-lane kernels, or (Q4_K) the row-transposed one of both */
         int same = 1, n_same = 0;

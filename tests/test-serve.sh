@@ -248,19 +248,20 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 # that cannot be honoured refused with exit 2
 printf 'file-key-1\n\n  \nfile-key-2\n' >"$dir/keys"
 start -np 2 -c 512 --api-key-file "$dir/keys" --chat-template-file tests/data/templates/GLM-4.6.jinja \
-  -cb --metrics --cache-reuse 256 --threads-http 4 -kvu --no-webui
+  -cb --metrics --cache-reuse 256 --threads-http 4 -kvu --no-webui -cram 2048 -ctxcp 4 -sps 0.5 \
+  --swa-full --no-warmup -fit on -to 120 -nkvo -ctk q8_0 -ctv q8_0
 for k in "$key" file-key-1 file-key-2; do
   [ "$(code -H "Authorization: Bearer $k" "$base/models")" = 200 ] || fail "--api-key-file: key $k refused"
 done
 [ "$(code -H "Authorization: Bearer file-key" "$base/models")" = 401 ] || fail "--api-key-file: a wrong key taken"
 want 200 $J -d '{"messages": [{"role": "user", "content": "hi"}]}' "$base/../apply-template"
 grep -q '\[gMASK\]<sop><|user|>' "$dir/body" || fail "--chat-template-file: not GLM's format: $(cat "$dir/body")"
-for f in -cb --metrics --cache-reuse --threads-http -kvu; do
+for f in -cb --metrics --cache-reuse --threads-http -kvu -cram -ctxcp -sps --swa-full --no-warmup -fit; do
   grep -q "faultline serve: $f: " "$dir/server.err" || fail "no note for $f: $(cat "$dir/server.err")"
 done
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 for bad in "--rope-freq-base 1e6" "-md draft.gguf" "--embedding" "-nocb" "--chat-template-file README.md" \
-           "--api-key-file $dir/none"; do
+           "--api-key-file $dir/none" "--slot-save-path $dir" "--special" "-ctk bf16"; do
   # shellcheck disable=SC2086
   "$cli" serve -m $model --port 0 $bad 2>"$dir/err"
   [ $? = 2 ] && [ "$(wc -l <"$dir/err")" = 1 ] || fail "serve $bad: $(cat "$dir/err")"

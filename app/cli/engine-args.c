@@ -162,6 +162,14 @@ static int arg_refused(const char *cmd, const char *a)
         { "--draft-max", "speculative decoding (a draft model) is not supported" },
         { "--embedding", "there is no embeddings endpoint" },
         { "--embeddings", "there is no embeddings endpoint" },
+        { "--check-tensors", "tensor data is not scanned for NaN or inf (the GGUF header and every "
+                             "tensor's extent are validated)" },
+        { "--log-file", "faultline's lines go to standard error: redirect it (2> FILE)" },
+        { "-sp", "special tokens' text is never printed" },
+        { "--special", "special tokens' text is never printed" },
+        { "--verbose-prompt", "`faultline tokenize -m MODEL -p TEXT` prints the prompt's tokens" },
+        { "--slot-save-path", "a slot's cache is not saved to files (held prefixes stay in memory)" },
+        { "--lora-init-without-apply", "LoRA adapters are not supported" },
         { "--ssl-key-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },
         { "--ssl-cert-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },
     };
@@ -190,7 +198,35 @@ static const struct {
     { "--threads-http", NULL, true, "each connection has its own thread; the value is not used" },
     { "--cache-reuse", NULL, true, "the prompt cache reuses a common prefix's whole -b chunks, bit for bit; "
       "chunks are not shifted (the value is not used)" },
+    { "-cram", "--cache-ram", true, "held prompt prefixes live in the KV cache's own cells (no "
+      "separate host cache to size; the value is not used)" },
+    { "-ctxcp", "--ctx-checkpoints", true, "a recurrent model's held prefix keeps one snapshot of its "
+      "state (the value is not used)" },
+    { "-sps", "--slot-prompt-similarity", true, "a request reads the held prefix that shares its "
+      "longest start (the value is not used)" },
+    { "--no-warmup", NULL, false, "faultline runs no warm-up pass at start" },
+    { "--mmap", NULL, false, "the pager maps the whole file always" },
+    { "-dio", "--direct-io", false, "paged experts are read with O_DIRECT already" },
+    { "--swa-full", NULL, false, "a cell holds every layer, so sliding-window layers keep every "
+      "position already" },
+    { "-fit", "--fit", true, "placement fits the RAM and VRAM budgets itself (--ram-budget and "
+      "--vram-budget auto; the value is not used)" },
+    { "-dt", "--defrag-thold", true, "the KV cache is blocks of cells: nothing to defragment" },
+    { "--keep", NULL, true, "a full context ends the generation (no context shift): nothing to keep" },
+    { "--offline", NULL, false, NULL }, /* faultline never downloads */
+    { "--no-jinja", NULL, false, NULL }, /* the built-in chat formats are always used */
+    { "--perf", NULL, false, NULL }, /* the speed line is always printed */
+    { "--no-perf", NULL, false, "the speed line stays (--log-disable hides it)" },
+    { "--log-colors", NULL, true, NULL }, /* faultline's lines have no colours */
+    { "--simple-io", NULL, false, NULL }, /* faultline's output is plain already */
+    { "-lv", "--verbosity", true, "faultline has one more level of detail: -v" },
+    { "--poll", NULL, true, "threads spin briefly, then sleep on a futex (the value is not used)" },
+    { "-C", "--cpu-mask", true, "not applied: run faultline under taskset (-t sets the threads)" },
+    { "--cpu-strict", NULL, true, "not applied: run faultline under taskset" },
+    { "--prio", NULL, true, "not applied: run faultline under nice / chrt" },
 };
+
+_Static_assert(sizeof(noted) / sizeof(noted[0]) <= 64, "eng_compat.noted has a bit per entry");
 
 /* A noted flag: 1 taken (its value skipped), 0 not one, -1 its value missing. */
 static int arg_noted(const char *cmd, int argc, char **argv, int *i, struct eng_compat *c)
@@ -200,7 +236,7 @@ static int arg_noted(const char *cmd, int argc, char **argv, int *i, struct eng_
             const char *v;
             if (noted[k].value && !eng_arg_str(cmd, argc, argv, i, &v))
                 return -1;
-            c->noted |= 1u << k;
+            c->noted |= (uint64_t)1 << k;
             return 1;
         }
     return 0;

@@ -36,7 +36,7 @@ struct eng_compat {
     const char *flash_attn; /* -fa/--flash-attn on|off|auto */
     bool mlock, no_mmap, jinja;
     bool log_disable;       /* --log-disable: no notes or speed lines on stderr */
-    uint32_t noted;         /* llama-server switches taken as they are here (bits of a
+    uint64_t noted;         /* llama-server switches taken as they are here (bits of a
                              * table in engine-args.c: each gets its note at the end) */
 };
 

@@ -147,7 +147,7 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 1, 1 << 20, &o->max_queue);
         else if (!strcmp(a, "--max-conn"))
             ok = eng_arg_int("serve", argc, argv, &i, 4, 1 << 16, &o->max_conn);
-        else if (!strcmp(a, "--timeout"))
+        else if (eng_arg_is(a, "-to", "--timeout"))
             ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
         else if (!strcmp(a, "--spm-infill"))
             o->spm_infill = true;

@@ -42,6 +42,11 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         p->no_repack = true;
         return 1;
     }
+    if (!strcmp(a, "-nkvo") || !strcmp(a, "--no-kv-offload") || !strcmp(a, "-kvo") ||
+        !strcmp(a, "--kv-offload")) {
+        p->no_kv_offload = !strcmp(a, "-nkvo") || !strcmp(a, "--no-kv-offload");
+        return 1;
+    }
     if (!strcmp(a, "--force")) {
         p->force = true;
         return 1;
@@ -122,6 +127,8 @@ void eng_session_print_usage(FILE *out)
         "  -ctk, --cache-type-k TYPE   the KV cache's K as f16 (default), q8_0, q4_0, q4_1,\n"
         "  -ctv, --cache-type-v TYPE   q5_0, q5_1 or iq4_nl, as llama.cpp's (q8_0: half the\n"
         "                              bytes; attention then runs on the CPU)\n"
+        "  -nkvo, --no-kv-offload      with a GPU, keep the KV cache in RAM (attention on the CPU,\n"
+        "                              its VRAM left to weights and experts); -kvo: the default\n"
         "gpu:\n"
         "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
         "                              default), managed memory (unified), or on the CPU (cpu)\n"

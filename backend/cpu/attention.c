@@ -51,6 +51,10 @@ struct attn_job {
     float *kt, *vf; /* F32 path: [n_head_kv][dk][n_kv] and [n_head_kv][n_kv][dv] */
     enum fl_type type_k, type_v; /* the cache's (type_v: K's when V is read from K) */
     int rot_k, rot_v;            /* the cache's rotations (eng_kv_rot_k): Q in, output out */
+    fl_vec_dot_fn kdot;          /* a block-type K row . q, in ggml's order (row_dot) */
+    fl_to_float_fn v_to_f32;     /* a block-type V row to F32 */
+    /* bytes into a cell's row: KV head 0's K and V, and from one head to the next */
+    size_t k_off, k_stride, v_off, v_stride;
 };
 
 /* Where KV head kvh's K (V) values start in a cell's row: whole blocks of
@@ -58,14 +62,14 @@ struct attn_job {
 static const void *key_row(const struct attn_job *j, int cell, int kvh)
 {
     const uint8_t *row = eng_kv_k(j->c->kv, j->layer, cell);
-    return row + fl_row_size(j->type_k, j->p->k_off + kvh * j->p->k_stride);
+    return row + j->k_off + (size_t)kvh * j->k_stride;
 }
 
 static const void *val_row(const struct attn_job *j, int cell, int kvh)
 {
     const uint8_t *row = j->p->v_in_k ? eng_kv_k(j->c->kv, j->layer, cell)
                                       : eng_kv_v(j->c->kv, j->layer, cell);
-    return row + fl_row_size(j->type_v, j->p->v_off + kvh * j->p->v_stride);
+    return row + j->v_off + (size_t)kvh * j->v_stride;
 }
 
 /* First key position query position qpos may see (the window's start). */
@@ -127,63 +131,109 @@ static float key_score(const struct attn_job *j, const void *key, const void *qk
     if (j->type_k == FL_TYPE_F16)
         return j->k->dot_f16(key, qk, j->p->dk);
     float s;
-    fl_type_traits(j->type_k)->vec_dot((int)j->p->dk, &s, key, qk);
+    j->kdot((int)j->p->dk, &s, key, qk);
     return s;
 }
 
-/* One (query, head) with the one-chunk kernel's arithmetic; t is the
- * query's token in the batch. An F16 V accumulates in an F16 buffer (each
- * step rounded to F16), a block type's rows are dequantized and summed in
- * F32, as ggml does. */
-static void attend_one_chunk(const struct attn_job *j, int t, int h, float *scr)
+#define ENG_FA_GROUP 16 /* query heads that go through the keys together */
+
+/* Scratch floats of one head in the one-chunk kernel: F32 sums, the
+ * rotated q, q as K's dots take it (dk floats hold it in F16 or any block
+ * type), F16 sums; whole 64-byte lines. */
+static int64_t head_scratch(const struct eng_attn *p)
+{
+    return (p->dv + 2 * p->dk + (p->dv + 1) / 2 + 15) & ~(int64_t)15;
+}
+
+/* The running state of one query head in the one-chunk kernel. */
+struct head_acc {
+    float *acc;    /* dv: F32 sums (a block type's V), the output at the end */
+    fl_f16 *acc16; /* dv: F16 sums (an F16 V) */
+    void *qk;      /* the query as K's dot products take it */
+    float M, S;
+};
+
+/* One key for one head: ggml's online softmax step. v32 is the key's V row
+ * dequantized (a block type's) or NULL (F16: read from the cache). */
+static void head_step(const struct attn_job *j, struct head_acc *a, const void *key,
+                      const void *v, const float *v32)
+{
+    const int64_t dv = j->p->dv;
+    const float s = softcapped(j->p, key_score(j, key, a->qk));
+    float ms = 1.0f, vs = 1.0f;
+    if (s > a->M) {
+        const float Mold = a->M;
+        a->M = s;
+        ms = expf(Mold - a->M);
+        if (v32)
+            j->k->scale_f32(a->acc, ms, dv);
+        else
+            j->k->scale_f16(a->acc16, ms, dv);
+    } else {
+        vs = expf(s - a->M);
+    }
+    if (v32)
+        j->k->mad_f32(a->acc, v32, vs, dv);
+    else
+        j->k->mad_f16(a->acc16, v, vs, dv);
+    a->S = a->S * ms + vs;
+}
+
+/* Query token t's heads h0 .. h0+n-1, with the one-chunk kernel's
+ * arithmetic, each head's steps exactly ggml's: the heads (which read the
+ * same KV head) go through the keys together so that a block type's V row
+ * is dequantized once for all of them (the same values each time). An F16
+ * V accumulates in an F16 buffer (each step rounded to F16), a block
+ * type's in F32. Scratch: a V row, then head_scratch floats per head. */
+static void attend_heads(const struct attn_job *j, int t, int h0, int n, float *scr)
 {
     const struct eng_attn *p = j->p;
-    const int kvh = h / (p->n_head / p->n_head_kv), qpos = j->b->pos[t];
+    const int g = h0 / (p->n_head / p->n_head_kv), qpos = j->b->pos[t];
     const int32_t *cells = eng_kv_seq_cells(j->c->kv, j->b->seq[t]);
     const bool v16 = j->type_v == FL_TYPE_F16;
-    float *acc = scr, *v32 = scr + p->dv, *qr = v32 + p->dv;
-    void *qk = qr + p->dk;
-    fl_f16 *acc16 = (fl_f16 *)(qr + 2 * p->dk);
-    const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)h * p->dk;
-    if (j->rot_k) { /* the query meets keys the cache holds rotated */
-        memcpy(qr, q, sizeof(float) * (size_t)p->dk);
-        eng_kv_rotate(qr, p->dk, j->rot_k);
-        q = qr;
+    float *v32 = scr;
+    struct head_acc heads[ENG_FA_GROUP];
+    for (int hh = 0; hh < n; hh++) {
+        struct head_acc *a = &heads[hh];
+        float *base = scr + p->dv + (int64_t)hh * head_scratch(p), *qr = base + p->dv;
+        const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)(h0 + hh) * p->dk;
+        *a = (struct head_acc){ .acc = base, .qk = qr + p->dk,
+                                .acc16 = (fl_f16 *)(qr + 2 * p->dk), .M = -INFINITY };
+        if (j->rot_k) { /* the query meets keys the cache holds rotated */
+            memcpy(qr, q, sizeof(float) * (size_t)p->dk);
+            eng_kv_rotate(qr, p->dk, j->rot_k);
+            q = qr;
+        }
+        query_for_keys(j, q, a->qk);
+        if (v16)
+            memset(a->acc16, 0, (size_t)p->dv * sizeof(fl_f16));
+        else
+            memset(a->acc, 0, (size_t)p->dv * sizeof(float));
     }
-    query_for_keys(j, q, qk);
-    if (v16)
-        memset(acc16, 0, (size_t)p->dv * sizeof(fl_f16));
-    else
-        memset(acc, 0, (size_t)p->dv * sizeof(float));
-    float M = -INFINITY, S = 0.0f;
     for (int kp = first_key(p, qpos); kp <= qpos; kp++) {
-        const float s = softcapped(p, key_score(j, key_row(j, cells[kp], kvh), qk));
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-            const float Mold = M;
-            M = s;
-            ms = expf(Mold - M);
-            if (v16)
-                j->k->scale_f16(acc16, ms, p->dv);
-            else
-                j->k->scale_f32(acc, ms, p->dv);
-        } else {
-            vs = expf(s - M);
-        }
-        const void *v = val_row(j, cells[kp], kvh);
-        if (v16) {
-            j->k->mad_f16(acc16, v, vs, p->dv);
-        } else {
-            fl_type_traits(j->type_v)->to_float(v, v32, p->dv);
-            j->k->mad_f32(acc, v32, vs, p->dv);
-        }
-        S = S * ms + vs;
+        const void *key = key_row(j, cells[kp], g), *v = val_row(j, cells[kp], g);
+        if (!v16)
+            j->v_to_f32(v, v32, p->dv);
+        for (int hh = 0; hh < n; hh++)
+            head_step(j, &heads[hh], key, v, v16 ? NULL : v32);
     }
-    if (v16)
-        j->k->f16_to_f32(acc16, acc, p->dv);
-    finish(j, t, h, acc, M, S);
-    if (j->rot_v) /* a sum of rotated values, rotated back */
-        eng_kv_rotate(j->out + (int64_t)t * j->out_stride + (int64_t)h * p->dv, p->dv, j->rot_v);
+    for (int hh = 0; hh < n; hh++) {
+        struct head_acc *a = &heads[hh];
+        if (v16)
+            j->k->f16_to_f32(a->acc16, a->acc, p->dv);
+        finish(j, t, h0 + hh, a->acc, a->M, a->S);
+        if (j->rot_v) /* a sum of rotated values, rotated back */
+            eng_kv_rotate(j->out + (int64_t)t * j->out_stride + (int64_t)(h0 + hh) * p->dv,
+                          p->dv, j->rot_v);
+    }
+}
+
+/* Query token t's heads that read KV head g, ENG_FA_GROUP at a time. */
+static void attend_one_chunk(const struct attn_job *j, int t, int g, float *scr)
+{
+    const int r = j->p->n_head / j->p->n_head_kv;
+    for (int h = 0; h < r; h += ENG_FA_GROUP)
+        attend_heads(j, t, g * r + h, r - h < ENG_FA_GROUP ? r - h : ENG_FA_GROUP, scr);
 }
 
 /* One query (batch token t) and the r query heads of KV head g, F32
@@ -255,8 +305,8 @@ static void convert_worker(void *arg, int ith, int nth)
 static void attn_worker(void *arg, int ith, int nth)
 {
     const struct attn_job *j = arg;
-    /* F16 kernel: one item per (token, head); F32: per (token, KV head) */
-    const int per_tok = j->kt ? j->p->n_head_kv : j->p->n_head;
+    /* one item per (token, KV head): its query heads together */
+    const int per_tok = j->p->n_head_kv;
     int64_t begin, end;
     fl_split_range((int64_t)j->n_tok * per_tok, ith, nth, &begin, &end);
     float *scr = j->scratch + ith * j->scratch_per;
@@ -269,12 +319,13 @@ static void attn_worker(void *arg, int ith, int nth)
     }
 }
 
-/* Scratch floats per thread: F32 acc + a V row + the rotated q + q as K's
- * dots take it (dk floats hold it in F16 or any block type) + F16 acc, or
- * (F32 path) r rows of acc + scores; and a K row. */
+/* Scratch floats per thread: a V row and up to ENG_FA_GROUP heads'
+ * head_scratch (one-chunk path), or r rows of acc + scores (F32 path); and
+ * a K row. */
 static int64_t scratch_per(const struct eng_attn *p, bool f32, int n_kv)
 {
-    int64_t per = 2 * p->dv + 2 * p->dk + (p->dv + 1) / 2 + 1;
+    const int r = p->n_head / p->n_head_kv;
+    int64_t per = p->dv + (r < ENG_FA_GROUP ? r : ENG_FA_GROUP) * head_scratch(p);
     if (f32) {
         const int64_t grp = (int64_t)(p->n_head / p->n_head_kv) * (p->dv + n_kv);
         per = grp > per ? grp : per;
@@ -304,14 +355,20 @@ static void run_job(struct attn_job *j, bool f32)
 void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
                    int64_t q_stride, const struct eng_attn *p, float *out, int64_t out_stride)
 {
+    const struct fl_cpu_kernels *ck = fl_cpu_kernels();
     struct attn_job j = {
-        .c = c, .k = &fl_cpu_kernels()->attn, .layer = layer, .b = b, .q = q,
+        .c = c, .k = &ck->attn, .layer = layer, .b = b, .q = q,
         .q_stride = q_stride, .out_stride = out_stride, .p = p, .out = out,
         .sinks = p->sinks ? (const float *)p->sinks->data : NULL,
         .type_k = eng_kv_type_k(c->kv),
         .type_v = p->v_in_k ? eng_kv_type_k(c->kv) : eng_kv_type_v(c->kv),
         .rot_k = eng_kv_rot_k(c->kv), .rot_v = p->v_in_k ? 0 : eng_kv_rot_v(c->kv),
     };
+    j.kdot = ck->row_dot[j.type_k];
+    j.v_to_f32 = j.type_v == FL_TYPE_Q8_0 && ck->attn.q8_0_to_f32 ? ck->attn.q8_0_to_f32
+                                                                 : fl_type_traits(j.type_v)->to_float;
+    j.k_off = fl_row_size(j.type_k, p->k_off), j.k_stride = fl_row_size(j.type_k, p->k_stride);
+    j.v_off = fl_row_size(j.type_v, p->v_off), j.v_stride = fl_row_size(j.type_v, p->v_stride);
     /* ggml tiles only an F16 (or F32) cache of one type: a block type's
      * queries all take the one-chunk kernel */
     const bool tiled = j.type_k == FL_TYPE_F16 && j.type_v == FL_TYPE_F16;

@@ -169,6 +169,41 @@ F16C_TARGET static void scale_f32_avx2(float *acc, float s, int64_t n)
     scale_f32_scalar(acc + d, s, n - d);
 }
 
+#define AVX512_TARGET __attribute__((target("avx512f,fma")))
+
+AVX512_TARGET static void mad_f32_avx512(float *acc, const float *v, float s, int64_t n)
+{
+    const __m512 vs = _mm512_set1_ps(s);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(acc + d, _mm512_fmadd_ps(_mm512_loadu_ps(v + d), vs,
+                                                  _mm512_loadu_ps(acc + d)));
+    mad_f32_scalar(acc + d, v + d, s, n - d);
+}
+
+AVX512_TARGET static void scale_f32_avx512(float *acc, float s, int64_t n)
+{
+    const __m512 vs = _mm512_set1_ps(s);
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
+    scale_f32_scalar(acc + d, s, n - d);
+}
+
+/* Q8_0 rows to F32: d * q per value (one exact conversion and one product,
+ * as the types module's to_float). */
+F16C_TARGET static void q8_0_to_f32_avx2(const void *src, float *y, int64_t n)
+{
+    const struct fl_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const __m256 d = _mm256_set1_ps(fl_f16_to_f32(b[i].d));
+        for (int j = 0; j < 32; j += 8) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + j)));
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
 F16C_TARGET static void to_f32_f16c(const fl_f16 *x, float *y, int64_t n)
 {
     int64_t i = 0;
@@ -562,6 +597,7 @@ void fl_attn_kernels_scalar(struct fl_attn_kernels *k)
     *k = (struct fl_attn_kernels){
         .dot_f16 = dot_scalar, .mad_f16 = mad_scalar, .scale_f16 = scale_scalar,
         .f16_to_f32 = to_f32_scalar, .mad_f32 = mad_f32_scalar, .scale_f32 = scale_f32_scalar,
+        .q8_0_to_f32 = NULL,
         .key_scores = key_scores_scalar, .key_scores_group = NULL,
         .exp_shifted = exp_shifted_scalar, .weighted_rows = weighted_rows_scalar,
         .scale_max = scale_max_scalar,
@@ -578,6 +614,7 @@ void fl_attn_kernels_avx2(struct fl_attn_kernels *k)
     k->f16_to_f32 = to_f32_f16c;
     k->mad_f32 = mad_f32_avx2;
     k->scale_f32 = scale_f32_avx2;
+    k->q8_0_to_f32 = q8_0_to_f32_avx2;
     k->key_scores = key_scores_avx2;
     k->key_scores_group = key_scores_group_avx2;
     k->exp_shifted = exp_shifted_avx2;
@@ -587,6 +624,8 @@ void fl_attn_kernels_avx2(struct fl_attn_kernels *k)
 
 void fl_attn_kernels_avx512(struct fl_attn_kernels *k)
 {
+    k->mad_f32 = mad_f32_avx512;
+    k->scale_f32 = scale_f32_avx512;
     k->key_scores = key_scores_avx512;
     k->key_scores_group = key_scores_group_avx512;
     k->weighted_rows = weighted_rows_avx512;

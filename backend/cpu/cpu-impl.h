@@ -40,6 +40,8 @@ struct fl_attn_kernels {
     /* a quantized V's F32 accumulator: acc = fma(v, s, acc); acc *= s */
     void (*mad_f32)(float *acc, const float *v, float s, int64_t n);
     void (*scale_f32)(float *acc, float s, int64_t n);
+    /* a Q8_0 V row to F32, the types module's values (NULL: its to_float) */
+    void (*q8_0_to_f32)(const void *src, float *y, int64_t n);
     /* F32 path: s[i] = q . kt[.][i] for n keys (kt rows ld apart); the same
      * for the r query heads of a KV head at once, the same bits (NULL: one
      * head at a time), s rows lds apart; s[i] = exp(s[i] - M) returning the sum; acc = sum_i w[i] v[i] */
@@ -82,6 +84,11 @@ struct fl_cpu_kernels {
     uint8_t amx_c[FL_TYPE_COUNT];
     uint8_t amx_min[FL_TYPE_COUNT];
     fl_vec_dot_fn vec_dot[FL_TYPE_COUNT];
+    /* One row by one row in ggml's own vec_dot order (its type_traits_cpu
+     * vec_dot: the x86 AVX2 kernel, which its AVX-512 build runs too), as
+     * ggml's attention dots queries with a quantized cache's keys; vec_dot
+     * may be another level's order (the one its matmuls match). */
+    fl_vec_dot_fn row_dot[FL_TYPE_COUNT];
     /* by activation type; all levels give the bytes of the types module's
      * fl_type_from_float_act (llama.cpp's x86 activation rounding) */
     fl_act_quant_fn quant[FL_TYPE_COUNT];

@@ -28,7 +28,7 @@ void fl_cpu_kernels_scalar(struct fl_cpu_kernels *k)
     k->name = "scalar";
     for (uint32_t t = 0; t < FL_TYPE_COUNT; t++) {
         const struct fl_type_traits *tr = fl_type_traits(t);
-        k->vec_dot[t] = tr ? tr->vec_dot_ref : NULL;
+        k->vec_dot[t] = k->row_dot[t] = tr ? tr->vec_dot_ref : NULL;
         k->tile_r[t] = k->tile_c[t] = 1;
     }
     for (uint32_t t = 0; t < FL_TYPE_COUNT; t++)

@@ -11,16 +11,10 @@
 
 #include "backend/cpu/cpu-backend.h"
 #include "gguf/tensor-types.h"
-#include "model/kv-cache.h"
 
 static bool usable(const struct eng_gpu *g)
 {
     return g && !g->failed;
-}
-
-static bool kv_fits_device(const struct eng_kv *kv)
-{
-    return eng_kv_type_k(kv) == FL_TYPE_F16 && eng_kv_type_v(kv) == FL_TYPE_F16;
 }
 
 const struct eng_backend *eng_gpu_pick(struct eng_ctx *c)
@@ -28,9 +22,8 @@ const struct eng_backend *eng_gpu_pick(struct eng_ctx *c)
     struct eng_gpu *g = c->gpu;
     /* once the KV cache is in VRAM every later pass must run there too: a
      * failed GPU then fails the pass instead of the CPU reading an empty cache.
-     * The device keeps an F16 cache only: a block type's (-ctk/-ctv) stays
-     * on the host, and its attention with it */
-    if (g->device_pass || (usable(g) && c->kv && g->trunk_in_vram && kv_fits_device(c->kv)))
+     * A cache kept on the host keeps its attention there */
+    if (g->device_pass || (usable(g) && c->kv && g->trunk_in_vram && !g->o.kv_on_host))
         return &gpu_pass_backend;
     return &g->offload;
 }

@@ -77,7 +77,10 @@ struct eng_gpu_options {
     uint64_t vram_budget;    /* --vram-budget; 0: what the device has free */
     uint64_t kv_bytes;       /* the KV cache and recurrent state a pass on the device keeps
                                 in VRAM (eng_kv_bytes + eng_kv_rs_bytes): held back from
-                                the budget, or from free memory */
+                                the budget, or from free memory (0 with kv_on_host) */
+    bool kv_on_host;         /* the KV cache stays in host memory (-nkvo, or a quantized
+                                cache, which the device does not keep): no pass runs wholly
+                                on the device, attention stays on the CPU */
     bool lru_cache;          /* --cache lru: the VRAM expert cache evicts the least recently
                                 used; otherwise lfu-next, as the pager's default */
     int device;
