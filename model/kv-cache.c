@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "model/kv-cache.h"
 
@@ -68,20 +69,30 @@ static int alloc_rs(struct eng_kv *kv)
     return ok;
 }
 
-static const enum fl_type cache_types[] = {
-    FL_TYPE_F16, FL_TYPE_Q8_0, FL_TYPE_Q4_0, FL_TYPE_Q4_1, FL_TYPE_Q5_0, FL_TYPE_Q5_1, FL_TYPE_IQ4_NL,
+/* The types a cache may hold, by the names llama.cpp's -ctk takes. */
+static const struct { enum fl_type type; const char *name; } cache_types[] = {
+    { FL_TYPE_F16, "f16" },   { FL_TYPE_Q8_0, "q8_0" }, { FL_TYPE_Q4_0, "q4_0" },
+    { FL_TYPE_Q4_1, "q4_1" }, { FL_TYPE_Q5_0, "q5_0" }, { FL_TYPE_Q5_1, "q5_1" },
+    { FL_TYPE_IQ4_NL, "iq4_nl" },
 };
 
 int eng_kv_type_parse(const char *name, enum fl_type *out, struct fl_err *err)
 {
-    const int t = name ? fl_type_by_name(name) : -1;
-    for (size_t i = 0; i < sizeof(cache_types) / sizeof(cache_types[0]); i++)
-        if (t == (int)cache_types[i]) {
-            *out = cache_types[i];
+    for (size_t i = 0; name && i < sizeof(cache_types) / sizeof(cache_types[0]); i++)
+        if (!strcasecmp(name, cache_types[i].name)) {
+            *out = cache_types[i].type;
             return 0;
         }
     return fl_err_set(err, -EINVAL, "'%s' is not a KV cache type here (f16, q8_0, q4_0, q4_1, "
                       "q5_0, q5_1 or iq4_nl)", name ? name : "");
+}
+
+const char *eng_kv_type_name(enum fl_type type)
+{
+    for (size_t i = 0; i < sizeof(cache_types) / sizeof(cache_types[0]); i++)
+        if (type == cache_types[i].type)
+            return cache_types[i].name;
+    return NULL;
 }
 
 /* A block type needs whole blocks per head, as ggml's attention reads a
@@ -97,7 +108,8 @@ static int check_blocks(const struct eng_model *m, enum fl_type type, const char
         if (h % blk)
             return fl_err_set(err, -EINVAL, "a %s cache of %s needs heads of whole %lld-value "
                               "blocks; layer %lld's are %lld values (use f16)",
-                              what, fl_type_name(type), (long long)blk, (long long)l, (long long)h);
+                              what, eng_kv_type_name(type), (long long)blk, (long long)l,
+                              (long long)h);
     }
     return 0;
 }
@@ -131,7 +143,7 @@ static int check_mla(const struct eng_model *m, enum fl_type type_k, struct fl_e
     for (int64_t l = 0; type_k != FL_TYPE_F16 && l < m->hp.n_layer; l++)
         if (m->kv_k_dim[l] > 0 && m->kv_v_dim[l] == 0)
             return fl_err_set(err, -EINVAL, "a %s K cache is not supported for an MLA model's "
-                              "latent cache here (use f16)", fl_type_name(type_k));
+                              "latent cache here (use f16)", eng_kv_type_name(type_k));
     return 0;
 }
 
@@ -139,6 +151,9 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type 
                   enum fl_type type_v, struct eng_kv **out, struct fl_err *err)
 {
     int rc;
+    if (!eng_kv_type_name(type_k) || !eng_kv_type_name(type_v))
+        return fl_err_set(err, -EINVAL, "a KV cache cannot hold %s", fl_type_name(
+                              eng_kv_type_name(type_k) ? type_v : type_k));
     if ((rc = check_mla(m, type_k, err)) ||
         (rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
         (rc = check_blocks(m, type_v, "V", m->kv_v_dim, m->hp.n_embd_head_v, err)))

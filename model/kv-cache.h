@@ -31,11 +31,15 @@ struct eng_kv;
  * IQ4_NL). By name ("f16", "q8_0", ...): the type, or -EINVAL with the
  * list in err. */
 int eng_kv_type_parse(const char *name, enum fl_type *out, struct fl_err *err);
+/* Such a type's name as llama.cpp writes it ("f16", "q8_0", "iq4_nl");
+ * NULL for a type a cache cannot hold. */
+const char *eng_kv_type_name(enum fl_type type);
 
 /* n_ctx: positions in all (rounded up to whole blocks); also the most one
  * sequence may hold. n_seq: sequence ids 0 .. n_seq-1 (at least 1).
- * type_k/type_v: what K and V rows are kept as; a block type needs every
- * head and row to be whole blocks (-EINVAL naming the layer otherwise). */
+ * type_k/type_v: what K and V rows are kept as (eng_kv_type_parse's);
+ * a block type needs every head and row to be whole blocks (-EINVAL naming
+ * the layer otherwise). */
 int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type type_k,
                   enum fl_type type_v, struct eng_kv **out, struct fl_err *err);
 void eng_kv_destroy(struct eng_kv *kv);

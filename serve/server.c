@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/kv-cache.h"
 #include "serve/http.h"
 #include "text/grammar.h"
 
@@ -326,7 +327,7 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
         if (!rc)
             fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells (K %s, V %s), "
                     "chat format %s\n", s.model_name, eng_session_n_seq(ses),
-                    eng_session_cells_free(ses), fl_type_name(tk), fl_type_name(tv),
+                    eng_session_cells_free(ses), eng_kv_type_name(tk), eng_kv_type_name(tv),
                     fl_chat_format_name(s.chat));
     }
     while (!rc && !g_signal) {

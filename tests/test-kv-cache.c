@@ -167,6 +167,8 @@ static void test_block_types(void)
     m->kv_k_dim[0] = m->kv_k_dim[1] = 256;
     m->kv_v_dim[0] = m->kv_v_dim[1] = 128;
     struct eng_kv *kv;
+    CHECK(eng_kv_create(m, 2 * B, 1, FL_TYPE_Q8_0, FL_TYPE_Q4_K, &kv, &err) == -EINVAL &&
+              strstr(err.msg, "Q4_K"), "a type a cache cannot hold: %s", err.msg);
     CHECK(eng_kv_create(m, 2 * B, 1, FL_TYPE_Q8_0, FL_TYPE_Q4_0, &kv, &err) == 0, "%s", err.msg);
     CHECK(eng_kv_bytes(kv) == 2u * B * 2 * (256 / 32 * 34 + 128 / 32 * 18), "bytes %llu",
           (unsigned long long)eng_kv_bytes(kv));

@@ -6,7 +6,6 @@
  * construction; md prints llama-bench's table from the same numbers. */
 #include "app/cli/bench-output.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "model/kv-cache.h"
 
 bool bench_format_parse(const char *s, enum bench_format *out)
 {
@@ -94,12 +94,10 @@ static int row_stats(const struct bench_result *r, struct row_stats *st, double 
 
 /* --- the row as llama-bench's fields ------------------------------------------ */
 
-/* A cache type as ggml names it ("f16", "q8_0", "iq4_nl"): lower case. */
-static void kv_type_name(enum fl_type t, char *buf, size_t cap)
+/* A cache type as llama-bench writes it (0: the default, f16). */
+static const char *kv_name(enum fl_type t)
 {
-    snprintf(buf, cap, "%s", fl_type_name(t ? t : FL_TYPE_F16));
-    for (char *c = buf; *c; c++)
-        *c = (char)tolower((unsigned char)*c);
+    return eng_kv_type_name(t ? t : FL_TYPE_F16);
 }
 
 static json_t *row_object(const struct bench_printer *p, const struct bench_result *r,
@@ -108,9 +106,7 @@ static json_t *row_object(const struct bench_printer *p, const struct bench_resu
     const struct bench_model *m = p->model;
     json_t *o = json_object();
     int bad = !o;
-    char tk[16], tv[16];
-    kv_type_name(r->type_k, tk, sizeof(tk));
-    kv_type_name(r->type_v, tv, sizeof(tv));
+    const char *tk = kv_name(r->type_k), *tv = kv_name(r->type_v);
     const struct { const char *key; json_t *v; } f[] = {
         { "cpu_info", fl_json_string(m->cpu_info) },
         { "backends", fl_json_string(m->backend) },
@@ -283,7 +279,7 @@ static void md_value(const struct bench_printer *p, const struct bench_result *r
     else if (!strcmp(col, "fa"))
         snprintf(v, cap, "%d", r->flash_attn);
     else if (!strcmp(col, "type_k") || !strcmp(col, "type_v"))
-        kv_type_name(col[5] == 'k' ? r->type_k : r->type_v, v, cap);
+        snprintf(v, cap, "%s", kv_name(col[5] == 'k' ? r->type_k : r->type_v));
     else if (!strcmp(col, "test") && r->n_depth) /* llama-bench's "pp512 @ d512" */
         snprintf(v, cap, r->n_gen ? "tg%d @ d%d" : "pp%d @ d%d", r->n_gen ? r->n_gen : r->n_prompt,
                  r->n_depth);

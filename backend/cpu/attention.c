@@ -153,6 +153,27 @@ struct head_acc {
     float M, S;
 };
 
+/* A head's state before the first key, in its scratch (head_scratch
+ * floats): sums zeroed, the query rotated as the cache's keys are and
+ * converted for their dot products. */
+static void head_begin(const struct attn_job *j, struct head_acc *a, const float *q, float *base)
+{
+    const struct eng_attn *p = j->p;
+    float *qr = base + p->dv;
+    *a = (struct head_acc){ .acc = base, .qk = qr + p->dk, .acc16 = (fl_f16 *)(qr + 2 * p->dk),
+                            .M = -INFINITY };
+    if (j->rot_k) { /* the query meets keys the cache holds rotated */
+        memcpy(qr, q, sizeof(float) * (size_t)p->dk);
+        eng_kv_rotate(qr, p->dk, j->rot_k);
+        q = qr;
+    }
+    query_for_keys(j, q, a->qk);
+    if (j->type_v == FL_TYPE_F16)
+        memset(a->acc16, 0, (size_t)p->dv * sizeof(fl_f16));
+    else
+        memset(a->acc, 0, (size_t)p->dv * sizeof(float));
+}
+
 /* One key for one head: ggml's online softmax step. v32 is the key's V row
  * dequantized (a block type's) or NULL (F16: read from the cache). */
 static void head_step(const struct attn_job *j, struct head_acc *a, const void *key,
@@ -193,23 +214,9 @@ static void attend_heads(const struct attn_job *j, int t, int h0, int n, float *
     const bool v16 = j->type_v == FL_TYPE_F16;
     float *v32 = scr;
     struct head_acc heads[ENG_FA_GROUP];
-    for (int hh = 0; hh < n; hh++) {
-        struct head_acc *a = &heads[hh];
-        float *base = scr + p->dv + (int64_t)hh * head_scratch(p), *qr = base + p->dv;
-        const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)(h0 + hh) * p->dk;
-        *a = (struct head_acc){ .acc = base, .qk = qr + p->dk,
-                                .acc16 = (fl_f16 *)(qr + 2 * p->dk), .M = -INFINITY };
-        if (j->rot_k) { /* the query meets keys the cache holds rotated */
-            memcpy(qr, q, sizeof(float) * (size_t)p->dk);
-            eng_kv_rotate(qr, p->dk, j->rot_k);
-            q = qr;
-        }
-        query_for_keys(j, q, a->qk);
-        if (v16)
-            memset(a->acc16, 0, (size_t)p->dv * sizeof(fl_f16));
-        else
-            memset(a->acc, 0, (size_t)p->dv * sizeof(float));
-    }
+    for (int hh = 0; hh < n; hh++)
+        head_begin(j, &heads[hh], j->q + (int64_t)t * j->q_stride + (int64_t)(h0 + hh) * p->dk,
+                   scr + p->dv + (int64_t)hh * head_scratch(p));
     for (int kp = first_key(p, qpos); kp <= qpos; kp++) {
         const void *key = key_row(j, cells[kp], g), *v = val_row(j, cells[kp], g);
         if (!v16)
