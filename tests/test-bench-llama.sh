@@ -73,6 +73,8 @@ got=$(md_rows "$dir/ctk" "type_k type_v test")
 bench "$dir/ctk.jsonl" -o jsonl -p 8 -n 0 -t 2 -r 1 -ctv q8_0
 python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert [(x["type_k"], x["type_v"]) for x in r] == [("f16", "q8_0")], r' \
     "$dir/ctk.jsonl" || fail "-ctv jsonl: $(cat "$dir/ctk.jsonl")"
+"$cli" bench -m $model -p 8 -n 0 -r 1 -ctk f16,q8_0 >/dev/null 2>"$dir/err"
+[ $? = 2 ] && grep -q "one type per run" "$dir/err" || fail "-ctk list: $(cat "$dir/err")"
 
 # 2b. -d: each test after D tokens in the cache, named as llama-bench names it
 bench "$dir/depth" -p 8 -n 2 -d 0,16 -t 2 -r 1

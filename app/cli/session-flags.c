@@ -89,6 +89,9 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
     } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") ||
                !strcmp(a, "--cache-type-v")) {
         const bool k = !strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k");
+        if (v && strchr(v, ','))
+            return fl_err_set(err, -EINVAL, "%s %s: one type per run here (llama-bench's lists: "
+                              "run once per type)", a, v);
         struct fl_err why;
         if ((rc = eng_kv_type_parse(v, k ? &p->cache_type_k : &p->cache_type_v, &why)))
             return fl_err_set(err, rc, "%s: %s", a, why.msg);
