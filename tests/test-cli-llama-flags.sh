@@ -147,6 +147,18 @@ ok -m "$model" -p hi -n 2 -no-cnv --no-warmup --mmap -dio --swa-full -fit on -dt
 for f in --no-warmup --mmap -dio --swa-full -fit -dt --keep --no-perf -lv --poll -C --cpu-strict --prio; do
   grep -q "faultline run: $f: " "$dir/err" || fail "no note for $f: $(cat "$dir/err")"
 done
+# -sp prints control tokens' text (here the end of text the bias forces); --verbose-prompt lists
+# the prompt's tokens on stderr
+"$cli" run -m "$model" -p hi -n 4 -no-cnv --no-display-prompt -sp -l 1024+100 </dev/null \
+  >"$dir/out" 2>/dev/null || fail "-sp: exit $?"
+[ "$(cat "$dir/out")" = "<|endoftext|>" ] || fail "-sp: printed '$(cat "$dir/out")'"
+"$cli" run -m "$model" -p hi -n 4 -no-cnv --no-display-prompt -l 1024+100 </dev/null \
+  >"$dir/out" 2>/dev/null || fail "no -sp: exit $?"
+[ -z "$(cat "$dir/out")" ] || fail "without -sp: printed '$(cat "$dir/out")'"
+"$cli" run -m "$model" -p "hi there" -n 1 -no-cnv --verbose-prompt </dev/null >/dev/null 2>"$dir/err" ||
+  fail "--verbose-prompt: exit $?"
+grep -q "number of tokens in prompt = 3$" "$dir/err" && grep -q "^ *612 -> ' there'$" "$dir/err" ||
+  fail "--verbose-prompt: $(cat "$dir/err")"
 ok -m "$model" -p hi -n 2 --cache-type-k f16 --cache-type-v f16 --no-conversation
 ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repeat-last-n 32 \
    --repeat-penalty 1.1 --repeat-last-n -1
@@ -158,7 +170,7 @@ ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
 ok -m "$model" --jinja --single-turn -sys "You are a helpful assistant" -p Hello -n 2
 ok -m tests/data/mixtral-tiny-Q4_K_M.gguf --ignore-eos -n 3 -no-cnv
-echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, noted llama.cpp switches, penalties, typical, --samplers"
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, noted llama.cpp switches, -sp, --verbose-prompt, penalties, typical, --samplers"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
 refused() {
@@ -170,7 +182,7 @@ refused() {
   [ "$(wc -l <"$dir/err")" -ge 1 ] || fail "no line for: $*"
 }
 refused 2 run -m "$model" -p hi -ctk bf16
-for f in --check-tensors "--log-file $dir/log" -sp --special --verbose-prompt; do
+for f in --check-tensors "--log-file $dir/log"; do
   # shellcheck disable=SC2086
   refused 2 run -m "$model" -p hi $f
 done

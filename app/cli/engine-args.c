@@ -165,9 +165,12 @@ static int arg_refused(const char *cmd, const char *a)
         { "--check-tensors", "tensor data is not scanned for NaN or inf (the GGUF header and every "
                              "tensor's extent are validated)" },
         { "--log-file", "faultline's lines go to standard error: redirect it (2> FILE)" },
-        { "-sp", "special tokens' text is never printed" },
-        { "--special", "special tokens' text is never printed" },
-        { "--verbose-prompt", "`faultline tokenize -m MODEL -p TEXT` prints the prompt's tokens" },
+        { "-sp", "special tokens' text is not part of an answer here (`faultline run -sp` "
+                 "prints it)" },
+        { "--special", "special tokens' text is not part of an answer here (`faultline run -sp` "
+                       "prints it)" },
+        { "--verbose-prompt", "`faultline run --verbose-prompt` or `faultline tokenize` list a "
+                              "prompt's tokens" },
         { "--slot-save-path", "a slot's cache is not saved to files (held prefixes stay in memory)" },
         { "--lora-init-without-apply", "LoRA adapters are not supported" },
         { "--ssl-key-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },

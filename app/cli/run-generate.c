@@ -148,14 +148,18 @@ static int32_t sample(struct run_gen *g)
     return fl_sampler_sample(g->smp, g->cons ? g->masked : g->logits);
 }
 
+/* The answer keeps the text a chat's history and the stop strings read;
+ * -sp also prints control tokens' text (the end of turn included). */
 static void emit(struct run_gen *g, int32_t id, bool display)
 {
+    const struct fl_tokenizer *tok = eng_session_tokenizer(g->s);
     char buf[256];
-    int n = fl_token_to_piece(eng_session_tokenizer(g->s), id, buf, sizeof(buf), false, false);
-    if (n <= 0 || (size_t)n > sizeof(buf))
-        return;
-    append(g, buf, (size_t)n);
-    if (display) {
+    int n = fl_token_to_piece(tok, id, buf, sizeof(buf), false, false);
+    if (n > 0 && (size_t)n <= sizeof(buf))
+        append(g, buf, (size_t)n);
+    if (display && g->o->special)
+        n = fl_token_to_piece(tok, id, buf, sizeof(buf), false, true);
+    if (display && n > 0 && (size_t)n <= sizeof(buf)) {
         fwrite(buf, 1, (size_t)n, stdout);
         fflush(stdout);
     }
@@ -200,6 +204,8 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
         }
         if (is_eog(g, id) && !g->o->ignore_eos) {
             *why = RUN_STOP_EOG; /* not fed: the chat format's end-of-turn text says it */
+            if (g->o->special)
+                emit(g, id, display);
             break;
         }
         fl_sampler_accept(g->smp, id);

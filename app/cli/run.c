@@ -45,6 +45,8 @@ static int usage(FILE *out)
         "  -l, --logit-bias ID(+|-)BIAS  add BIAS to token ID's logit (15043+1, 15043-inf\n"
         "                        bans it; repeatable)\n"
         "  --no-display-prompt   print only the generated text\n"
+        "  -sp, --special        print control tokens' text too (<|im_end|>, ...)\n"
+        "  --verbose-prompt      print the prompt's tokens (id -> 'piece') on stderr first\n"
         "  -e, --escape / --no-escape  process escapes in the prompt (default on)\n"
         "  --chat, -st, --single-turn  one answer to the prompt in the chat format\n"
         "conversation (default when the model has a chat format and stdin is a terminal):\n"
@@ -136,6 +138,10 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         o->ignore_eos = true;
     else if (eng_arg_is(a, "--no-display-prompt", NULL))
         o->display_prompt = false;
+    else if (eng_arg_is(a, "-sp", "--special"))
+        o->special = true;
+    else if (eng_arg_is(a, "--verbose-prompt", NULL))
+        o->verbose_prompt = true;
     else if (eng_arg_is(a, "-e", "--escape"))
         o->escape = true;
     else if (eng_arg_is(a, "--no-escape", NULL))
@@ -254,15 +260,29 @@ static int prompt_ids(struct eng_session *s, const struct run_opts *o, const cha
     return n;
 }
 
-static void display(struct eng_session *s, const int32_t *ids, int n)
+static void display(struct eng_session *s, const int32_t *ids, int n, bool special)
 {
     char buf[256];
     for (int i = 0; i < n; i++) {
-        int k = fl_token_to_piece(eng_session_tokenizer(s), ids[i], buf, sizeof(buf), false, false);
+        int k = fl_token_to_piece(eng_session_tokenizer(s), ids[i], buf, sizeof(buf), false,
+                                  special);
         if (k > 0 && (size_t)k <= sizeof(buf))
             fwrite(buf, 1, (size_t)k, stdout);
     }
     fflush(stdout);
+}
+
+/* --verbose-prompt: llama.cpp's listing of the prompt's tokens. */
+static void list_prompt(struct eng_session *s, const char *text, size_t len, const int32_t *ids,
+                        int n)
+{
+    char buf[256];
+    fprintf(stderr, "faultline run: prompt: '%.*s'\n", (int)len, text);
+    fprintf(stderr, "faultline run: number of tokens in prompt = %d\n", n);
+    for (int i = 0; i < n; i++) {
+        int k = fl_token_to_piece(eng_session_tokenizer(s), ids[i], buf, sizeof(buf), false, true);
+        fprintf(stderr, "%6d -> '%.*s'\n", ids[i], k > 0 && (size_t)k <= sizeof(buf) ? k : 0, buf);
+    }
 }
 
 /* One prompt, one answer. */
@@ -285,8 +305,10 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
         memset(&g, 0, sizeof(g));
     if (!rc && o->chat)
         rc = run_gen_think(&g, run_chat_format(s, o), err);
+    if (!rc && o->verbose_prompt)
+        list_prompt(s, text, len, ids, n);
     if (!rc && o->display_prompt)
-        display(s, ids, n);
+        display(s, ids, n, o->special);
     if (!rc)
         rc = run_gen_feed(&g, ids, n, err);
     enum run_stop why = RUN_STOP_LIMIT;

@@ -30,6 +30,8 @@ struct run_opts {
     int conversation;   /* -1 auto (a chat format and a terminal), 0 off, 1 on */
     bool chat;          /* --chat / -st: one answer in the chat format */
     bool seed_given, ignore_eos, display_prompt, escape;
+    bool special;        /* -sp: control tokens' text is printed too (the prompt's and the answer's) */
+    bool verbose_prompt; /* --verbose-prompt: the prompt's tokens on stderr first */
     struct fl_logit_bias bias[RUN_MAX_BIAS]; /* -l TOKEN_ID(+|-)BIAS */
     int n_bias;
     int thinking;       /* -rea / --reasoning, --chat-template-kwargs: -1 the template's
