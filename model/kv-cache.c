@@ -4,6 +4,7 @@
  * whose tables hold it (eng_kv_seq_share), and is free when none does. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -78,13 +79,19 @@ static const struct { enum fl_type type; const char *name; } cache_types[] = {
 
 int eng_kv_type_parse(const char *name, enum fl_type *out, struct fl_err *err)
 {
-    for (size_t i = 0; name && i < sizeof(cache_types) / sizeof(cache_types[0]); i++)
+    const size_t n = sizeof(cache_types) / sizeof(cache_types[0]);
+    for (size_t i = 0; name && i < n; i++)
         if (!strcasecmp(name, cache_types[i].name)) {
             *out = cache_types[i].type;
             return 0;
         }
-    return fl_err_set(err, -EINVAL, "'%s' is not a KV cache type here (f16, q8_0, q4_0, q4_1, "
-                      "q5_0, q5_1 or iq4_nl)", name ? name : "");
+    char list[96] = "";
+    for (size_t i = 0, at = 0; i < n && at < sizeof(list); i++)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i == 0 ? "" : i + 1 < n ?
+                               ", " : " or ", cache_types[i].name);
+    if (!name)
+        return fl_err_set(err, -EINVAL, "a KV cache type is needed (%s)", list);
+    return fl_err_set(err, -EINVAL, "'%s' is not a KV cache type here (%s)", name, list);
 }
 
 const char *eng_kv_type_name(enum fl_type type)

@@ -9,7 +9,7 @@
  * handed out lowest first, so a lone sequence 0 has cell = position.
  * F16 by default because llama.cpp's default cache is F16 and attention
  * scores must round the same way; -ctk/-ctv choose a ggml block type for
- * K or V as llama.cpp's do (Q8_0 halves the bytes; rows are quantized as
+ * K or V as llama.cpp's do (Q8_0 takes 34 bytes per 32 values; rows are quantized as
  * ggml's CPU backend quantizes them). (A device keeps its own copy in
  * VRAM, cell for cell, F16 only: backend/cuda.) */
 #ifndef FL_KV_CACHE_H
