@@ -571,6 +571,7 @@ size_t eng_session_scratch_held(const struct eng_session *s)
     return eng_arena_held(s->arena);
 }
 int eng_session_cells_free(const struct eng_session *s) { return eng_kv_cells_free(s->kv); }
+const struct eng_kv *eng_session_kv(const struct eng_session *s) { return s->kv; }
 
 void eng_session_reset(struct eng_session *s)
 {

@@ -114,6 +114,9 @@ size_t eng_session_scratch_held(const struct eng_session *s);
 int eng_session_set_threads(struct eng_session *s, int n, struct fl_err *err);
 void eng_session_set_batch(struct eng_session *s, int n_batch);
 int eng_session_cells_free(const struct eng_session *s);
+/* The session's KV cache (its types and rotations: model/kv-cache.h). */
+struct eng_kv;
+const struct eng_kv *eng_session_kv(const struct eng_session *s);
 
 /* Sequence seq gets cells for positions 0 .. n_pos-1 (kv-cache.h's
  * eng_kv_seq_reserve: -ENOSPC when the cache is full), or gives all back. */

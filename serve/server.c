@@ -322,12 +322,11 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
         if (o->constraint.grammar) /* --grammar: its tokens are the model's */
             rc = fl_grammar_check(o->constraint.grammar, o->constraint.grammar_len,
                                   eng_session_tokenizer(ses), err);
-        const enum fl_type tk = o->sp.cache_type_k ? o->sp.cache_type_k : FL_TYPE_F16;
-        const enum fl_type tv = o->sp.cache_type_v ? o->sp.cache_type_v : FL_TYPE_F16;
+        const struct eng_kv *kv = eng_session_kv(ses);
         if (!rc)
             fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells (K %s, V %s), "
                     "chat format %s\n", s.model_name, eng_session_n_seq(ses),
-                    eng_session_cells_free(ses), eng_kv_type_name(tk), eng_kv_type_name(tv),
+                    eng_session_cells_free(ses), eng_kv_type_name(eng_kv_type_k(kv)), eng_kv_type_name(eng_kv_type_v(kv)),
                     fl_chat_format_name(s.chat));
     }
     while (!rc && !g_signal) {

@@ -94,19 +94,13 @@ static int row_stats(const struct bench_result *r, struct row_stats *st, double 
 
 /* --- the row as llama-bench's fields ------------------------------------------ */
 
-/* A cache type as llama-bench writes it (0: the default, f16). */
-static const char *kv_name(enum fl_type t)
-{
-    return eng_kv_type_name(t ? t : FL_TYPE_F16);
-}
-
 static json_t *row_object(const struct bench_printer *p, const struct bench_result *r,
                           const struct row_stats *st)
 {
     const struct bench_model *m = p->model;
     json_t *o = json_object();
     int bad = !o;
-    const char *tk = kv_name(r->type_k), *tv = kv_name(r->type_v);
+    const char *tk = eng_kv_type_name(r->type_k), *tv = eng_kv_type_name(r->type_v);
     const struct { const char *key; json_t *v; } f[] = {
         { "cpu_info", fl_json_string(m->cpu_info) },
         { "backends", fl_json_string(m->backend) },
@@ -279,7 +273,7 @@ static void md_value(const struct bench_printer *p, const struct bench_result *r
     else if (!strcmp(col, "fa"))
         snprintf(v, cap, "%d", r->flash_attn);
     else if (!strcmp(col, "type_k") || !strcmp(col, "type_v"))
-        snprintf(v, cap, "%s", kv_name(col[5] == 'k' ? r->type_k : r->type_v));
+        snprintf(v, cap, "%s", eng_kv_type_name(col[5] == 'k' ? r->type_k : r->type_v));
     else if (!strcmp(col, "test") && r->n_depth) /* llama-bench's "pp512 @ d512" */
         snprintf(v, cap, r->n_gen ? "tg%d @ d%d" : "pp%d @ d%d", r->n_gen ? r->n_gen : r->n_prompt,
                  r->n_depth);

@@ -33,7 +33,7 @@ struct bench_result {
     int n_depth;                    /* tokens in the cache before the test (-d) */
     int n_batch, n_ubatch, n_threads;
     int flash_attn;                 /* llama.cpp's values: -1 auto, 0 off, 1 on */
-    enum fl_type type_k, type_v;    /* the KV cache's (-ctk/-ctv; 0 is F16) */
+    enum fl_type type_k, type_v;    /* the KV cache's (-ctk/-ctv) */
     char test_time[32];             /* RFC 3339, UTC, when the test started */
     int reps;
     const uint64_t *samples_ns;

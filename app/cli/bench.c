@@ -195,7 +195,8 @@ static int bench_test(struct bench_run *r, const struct bench_case *c, bool prom
                                 .n_depth = depth,
                                 .n_batch = c->batch, .n_ubatch = c->ubatch,
                                 .n_threads = eng_session_n_threads(r->s), .flash_attn = c->fa,
-                                .type_k = r->o->sp.cache_type_k, .type_v = r->o->sp.cache_type_v,
+                                .type_k = eng_kv_type_k(eng_session_kv(r->s)),
+                                .type_v = eng_kv_type_v(eng_session_kv(r->s)),
                                 .reps = r->o->reps, .samples_ns = r->samples_ns };
     test_time(res.test_time, sizeof(res.test_time));
     if (run_once(r->s, prompt, prompt ? n : 1, depth, r->logits, err) < 0)
@@ -263,11 +264,12 @@ static int bench_tests(struct eng_session *s, const struct bench_opts *o, float 
 {
     struct bench_model model;
     model_info(s, o->sp.model_path, &model);
+    const struct eng_kv *kv = eng_session_kv(s);
     struct bench_printer out = { .format = o->format, .model = &model,
                                  .col_batch = o->col_batch, .col_ubatch = o->col_ubatch,
                                  .col_fa = o->col_fa,
-                                 .col_type_k = o->sp.cache_type_k && o->sp.cache_type_k != FL_TYPE_F16,
-                                 .col_type_v = o->sp.cache_type_v && o->sp.cache_type_v != FL_TYPE_F16 };
+                                 .col_type_k = eng_kv_type_k(kv) != FL_TYPE_F16,
+                                 .col_type_v = eng_kv_type_v(kv) != FL_TYPE_F16 };
     struct bench_run r = { .s = s, .o = o, .out = &out, .logits = logits, .rows = rows,
                            .samples_ns = calloc((size_t)o->reps, sizeof(uint64_t)),
                            .default_threads = eng_session_n_threads(s) };

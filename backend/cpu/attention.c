@@ -51,6 +51,11 @@ struct attn_job {
     float *kt, *vf; /* F32 path: [n_head_kv][dk][n_kv] and [n_head_kv][n_kv][dv] */
     enum fl_type type_k, type_v; /* the cache's (type_v: K's when V is read from K) */
     int rot_k, rot_v;            /* the cache's rotations (eng_kv_rot_k): Q in, output out */
+    /* Q as ggml's one-chunk kernel gives it to K's dot products: converted
+     * to K's vec_dot_type (F16 for an F16 cache) by the kernel table's
+     * quantizer, the bytes of the types module's (integer dots per block
+     * for a block type, as the matmuls of quantized weights) */
+    fl_act_quant_fn q_to_kdot;
     fl_vec_dot_fn kdot;          /* a block-type K row . q, in ggml's order (row_dot) */
     fl_to_float_fn v_to_f32;     /* a block-type V row to F32 */
     /* bytes into a cell's row: KV head 0's K and V, and from one head to the next */
@@ -112,20 +117,6 @@ static void finish(const struct attn_job *j, int t, int h, float *acc, float M, 
         o[d] = acc[d] * inv;
 }
 
-/* Q as ggml's one-chunk kernel gives it to K's dot products: F16 for an
- * F16 cache, else quantized to K's vec_dot_type by the CPU backend's own
- * quantizer (integer dots per block, as the matmuls of quantized weights). */
-static void query_for_keys(const struct attn_job *j, const float *q, void *out)
-{
-    if (j->type_k == FL_TYPE_F16) {
-        fl_f16 *q16 = out;
-        for (int64_t d = 0; d < j->p->dk; d++)
-            q16[d] = fl_f32_to_f16(q[d]);
-    } else {
-        fl_type_from_float_act(fl_type_traits(j->type_k)->vec_dot_type)(q, out, j->p->dk);
-    }
-}
-
 static float key_score(const struct attn_job *j, const void *key, const void *qk)
 {
     if (j->type_k == FL_TYPE_F16)
@@ -134,8 +125,6 @@ static float key_score(const struct attn_job *j, const void *key, const void *qk
     j->kdot((int)j->p->dk, &s, key, qk);
     return s;
 }
-
-#define ENG_FA_GROUP 16 /* query heads that go through the keys together */
 
 /* Scratch floats of one head in the one-chunk kernel: F32 sums, the
  * rotated q, q as K's dots take it (dk floats hold it in F16 or any block
@@ -167,7 +156,7 @@ static void head_begin(const struct attn_job *j, struct head_acc *a, const float
         eng_kv_rotate(qr, p->dk, j->rot_k);
         q = qr;
     }
-    query_for_keys(j, q, a->qk);
+    j->q_to_kdot(q, a->qk, p->dk);
     if (j->type_v == FL_TYPE_F16)
         memset(a->acc16, 0, (size_t)p->dv * sizeof(fl_f16));
     else
@@ -334,7 +323,7 @@ static int64_t scratch_per(const struct eng_attn *p, bool f32, int n_kv)
     const int r = p->n_head / p->n_head_kv;
     int64_t per = p->dv + (r < ENG_FA_GROUP ? r : ENG_FA_GROUP) * head_scratch(p);
     if (f32) {
-        const int64_t grp = (int64_t)(p->n_head / p->n_head_kv) * (p->dv + n_kv);
+        const int64_t grp = (int64_t)r * (p->dv + n_kv);
         per = grp > per ? grp : per;
     }
     per = per > p->dk ? per : p->dk;
@@ -371,6 +360,7 @@ void cpu_attention(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
         .type_v = p->v_in_k ? eng_kv_type_k(c->kv) : eng_kv_type_v(c->kv),
         .rot_k = eng_kv_rot_k(c->kv), .rot_v = p->v_in_k ? 0 : eng_kv_rot_v(c->kv),
     };
+    j.q_to_kdot = ck->quant[fl_type_traits(j.type_k)->vec_dot_type];
     j.kdot = ck->row_dot[j.type_k];
     j.v_to_f32 = j.type_v == FL_TYPE_Q8_0 && ck->attn.q8_0_to_f32 ? ck->attn.q8_0_to_f32
                                                                  : fl_type_traits(j.type_v)->to_float;

@@ -68,18 +68,26 @@ static void to_f32_scalar(const fl_f16 *x, float *y, int64_t n)
 }
 
 /* The F32 accumulator of a quantized V (ggml_vec_mad_f32, ggml_vec_scale_f32):
- * one fused multiply-add or one product per value, so any width agrees. */
-static void mad_f32_scalar(float *acc, const float *v, float s, int64_t n)
-{
-    for (int64_t d = 0; d < n; d++)
-        acc[d] = fmaf(v[d], s, acc[d]);
-}
+ * one fused multiply-add or one product per value, so any width agrees;
+ * each level compiles the same loops for its own vectors. */
+#define F32_STEPS(sfx, TARGET)                                                             \
+    TARGET static void mad_f32_##sfx(float *restrict acc, const float *restrict v, float s, \
+                                     int64_t n)                                            \
+    {                                                                                      \
+        for (int64_t d = 0; d < n; d++)                                                    \
+            acc[d] = fmaf(v[d], s, acc[d]);                                                \
+    }                                                                                      \
+    TARGET static void scale_f32_##sfx(float *acc, float s, int64_t n)                     \
+    {                                                                                      \
+        for (int64_t d = 0; d < n; d++)                                                    \
+            acc[d] = acc[d] * s;                                                           \
+    }
 
-static void scale_f32_scalar(float *acc, float s, int64_t n)
-{
-    for (int64_t d = 0; d < n; d++)
-        acc[d] = acc[d] * s;
-}
+F32_STEPS(scalar, )
+#if defined(__x86_64__)
+F32_STEPS(avx2, __attribute__((target("avx2,fma"))))
+F32_STEPS(avx512, __attribute__((target("avx512f,fma"))))
+#endif
 
 #if defined(__x86_64__)
 #define F16C_TARGET __attribute__((target("avx2,fma,f16c")))
@@ -148,46 +156,6 @@ F16C_TARGET static void scale_f16c(fl_f16 *acc, float s, int64_t n)
         _mm_storeu_si128((__m128i *)(acc + d), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
     }
     scale_scalar(acc + d, s, n - d);
-}
-
-F16C_TARGET static void mad_f32_avx2(float *acc, const float *v, float s, int64_t n)
-{
-    const __m256 vs = _mm256_set1_ps(s);
-    int64_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(_mm256_loadu_ps(v + d), vs,
-                                                  _mm256_loadu_ps(acc + d)));
-    mad_f32_scalar(acc + d, v + d, s, n - d);
-}
-
-F16C_TARGET static void scale_f32_avx2(float *acc, float s, int64_t n)
-{
-    const __m256 vs = _mm256_set1_ps(s);
-    int64_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
-    scale_f32_scalar(acc + d, s, n - d);
-}
-
-#define AVX512_TARGET __attribute__((target("avx512f,fma")))
-
-AVX512_TARGET static void mad_f32_avx512(float *acc, const float *v, float s, int64_t n)
-{
-    const __m512 vs = _mm512_set1_ps(s);
-    int64_t d = 0;
-    for (; d + 16 <= n; d += 16)
-        _mm512_storeu_ps(acc + d, _mm512_fmadd_ps(_mm512_loadu_ps(v + d), vs,
-                                                  _mm512_loadu_ps(acc + d)));
-    mad_f32_scalar(acc + d, v + d, s, n - d);
-}
-
-AVX512_TARGET static void scale_f32_avx512(float *acc, float s, int64_t n)
-{
-    const __m512 vs = _mm512_set1_ps(s);
-    int64_t d = 0;
-    for (; d + 16 <= n; d += 16)
-        _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
-    scale_f32_scalar(acc + d, s, n - d);
 }
 
 /* Q8_0 rows to F32: d * q per value (one exact conversion and one product,

@@ -13,6 +13,7 @@
  * and the 1.5 GB cpu-* models: 1.1-1.5x what passes take at 64-512
  * tokens); test-scratch-bound holds the bound above the arena's measured
  * high water on every architecture and within a factor of it. */
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-backend.h"
 
 #include "backend/cpu/matmul.h"
@@ -61,9 +62,9 @@ static uint64_t attention_bytes(const struct eng_model *m, int il, int64_t n_tok
     const int64_t d = kd > vd ? kd : vd;
     uint64_t b = (uint64_t)((kd + (vd ? vd : kd)) * n_kv) * sizeof(float);
     /* per thread: the F32 path's rows of sums and scores, or the one-chunk
-     * path's V row and up to 16 heads' sums and queries (a head's dims are
-     * at most its row's) */
-    const int64_t heads = m->hp.n_head < 16 ? m->hp.n_head : 16;
+     * path's V row and up to ENG_FA_GROUP heads' sums and queries (a head's
+     * dims are at most its row's) */
+    const int64_t heads = m->hp.n_head < ENG_FA_GROUP ? m->hp.n_head : ENG_FA_GROUP;
     const int64_t f32 = m->hp.n_head * (d + n_kv) + 16, one = d + heads * (d + 2 * kd + d / 2 + 16);
     b += (uint64_t)n_threads * (uint64_t)(f32 > one ? f32 : one) * sizeof(float);
     return b + (uint64_t)n_tok * sizeof(int32_t) + 256;
