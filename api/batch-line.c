@@ -26,14 +26,26 @@ int api_batch_line_parse(const char *line, size_t n, struct api_batch_line *out,
         return api_field_bad(err, "method", "only POST is served");
     enum api_kind kind = API_CHAT;
     out->responses = url && !strcmp(url, "/v1/responses");
+    out->embeddings = url && !strcmp(url, "/v1/embeddings");
     if (url && !strcmp(url, "/v1/completions"))
         kind = API_COMPLETION;
-    else if (!url || (strcmp(url, "/v1/chat/completions") && !out->responses))
-        return api_field_bad(err, "url", "expected \"/v1/chat/completions\", \"/v1/completions\" or "
-                             "\"/v1/responses\"");
+    else if (!url || (strcmp(url, "/v1/chat/completions") && !out->responses && !out->embeddings))
+        return api_field_bad(err, "url", "expected \"/v1/chat/completions\", \"/v1/completions\", "
+                             "\"/v1/responses\" or \"/v1/embeddings\"");
     json_t *body = json_object_get(out->doc, "body"), *chat = NULL;
     if (!json_is_object(body))
         return api_field_bad(err, "body", "expected an object");
+    if (out->embeddings) {
+        rc = api_embd_from_json(body, true, API_EMBD_NORM_DEFAULT, &out->embd, err);
+        if (!rc && !out->embd.oai) /* "content" is llama-server's /embedding: not in a batch */
+            rc = api_field_bad(err, "input", "\"input\" must be provided");
+        if (rc) {
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            fl_err_set(err, rc, "body.%s", why);
+        }
+        return rc;
+    }
     rc = out->responses ? api_responses_to_chat(body, &chat, err) : 0; /* the request keeps chat */
     if (!rc)
         rc = api_request_parse(out->responses ? chat : body, kind, &out->req, err);
@@ -54,6 +66,8 @@ void api_batch_line_free(struct api_batch_line *l)
 {
     if (l->req.doc)
         api_request_free(&l->req);
+    if (l->embd.doc)
+        api_embd_free(&l->embd);
     json_decref(l->doc);
     memset(l, 0, sizeof(*l));
 }

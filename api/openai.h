@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "api/embeddings.h"
 #include "text/chat.h"
 #include "text/logprob.h"
 #include "text/reasoning.h"
@@ -417,13 +418,16 @@ json_t *api_error_json(const char *type, const char *code, const char *message);
 
 /* --- batch files ---------------------------------------------------------------
  * One input line: {"custom_id": "...", "method": "POST", "url":
- * "/v1/chat/completions" | "/v1/completions", "body": {...}}. */
+ * "/v1/chat/completions" | "/v1/completions" | "/v1/responses" |
+ * "/v1/embeddings", "body": {...}}. */
 struct api_batch_line {
     const char *custom_id;    /* NULL when the line had none (then it is an error) */
     struct api_request req;
     json_t *doc;
     bool responses;           /* "/v1/responses": the body read as a chat (api/responses.h),
                                * answered with a response object */
+    bool embeddings;          /* "/v1/embeddings": the body is embd's, req is not read */
+    struct api_embd_request embd;
 };
 
 /* Parses one line (n bytes, no newline). 0, or -EINVAL with "what is

@@ -31,6 +31,10 @@ struct sched_req {
     size_t line_at;      /* n_indent: where the line to check starts (0: no newline yet), */
     bool line_ok;        /* and whether it passed already */
     bool want_lp, no_cache, want_plp;
+    bool embed;                 /* an embedding (eng_req): its rows, pooled ... */
+    enum eng_pooling pool;
+    double *sum;                /* ... ENG_POOL_MEAN: [n_embd] so far, in position order */
+    float *embd;                /* ... the result: [n_prompt or 1][n_embd] */
     struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
     struct fl_grammar *grammar; /* or a grammar ... */
     struct fl_constraint *cons; /* ... and the answer so far against it (NULL: free text) */
@@ -72,11 +76,28 @@ struct eng_sched {
     struct eng_span *spans;
     struct sched_req **span_req;
     float *logits;
+    float *embd;              /* [n_seq + n_batch][n_embd]: embedding rows (at the first) */
+    int n_embd;
     struct eng_pcache *pc;    /* prompts' prefixes kept for later requests */
     struct fl_mask_vocab *jv; /* JSON mode's pieces, made at its first request */
     float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_sched_stats st;
 };
+
+static const char *const pooling_names[] = { "none", "mean", "cls", "last" };
+
+const char *eng_pooling_name(enum eng_pooling p)
+{
+    return (unsigned)p < 4 ? pooling_names[p] : "?";
+}
+
+int eng_pooling_parse(const char *s)
+{
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, pooling_names[i]))
+            return i;
+    return -1;
+}
 
 const char *eng_finish_name(enum eng_finish f)
 {
@@ -99,6 +120,7 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     q->n_seq = eng_session_n_seq(s);
     q->n_batch = eng_session_n_batch(s);
     q->n_ctx = eng_session_n_ctx(s);
+    q->n_embd = (int)eng_session_model(s)->hp.n_embd;
     const size_t n_tok = (size_t)(q->n_seq + q->n_batch), n_span = (size_t)q->n_seq;
     q->slot = calloc(n_span, sizeof(*q->slot));
     q->tokens = malloc(n_tok * sizeof(*q->tokens));
@@ -134,6 +156,8 @@ static void req_free(struct sched_req *r)
     free(r->gen);
     free(r->lp);
     free(r->plp);
+    free(r->sum);
+    free(r->embd);
     free(r->text);
     free(r);
 }
@@ -156,6 +180,7 @@ void eng_sched_free(struct eng_sched *q)
     free(q->spans);
     free(q->span_req);
     free(q->logits);
+    free(q->embd);
     free(q->masked);
     fl_mask_vocab_free(q->jv);
     free(q);
@@ -181,6 +206,21 @@ static int copy_request(struct sched_req *r, const struct eng_req *in, int n_voc
     return rc;
 }
 
+/* An embedding's buffers: its result's rows, the mean's sums, and the
+ * step's embedding rows (made at the first such request). */
+static int embed_init(struct eng_sched *q, struct sched_req *r)
+{
+    const size_t e = (size_t)q->n_embd;
+    const size_t rows = r->pool == ENG_POOL_NONE && r->n_prompt > 0 ? (size_t)r->n_prompt : 1;
+    if (!(r->embd = calloc(rows * e, sizeof(float))))
+        return -ENOMEM;
+    if (r->pool == ENG_POOL_MEAN && !(r->sum = calloc(e, sizeof(double))))
+        return -ENOMEM;
+    if (!q->embd && !(q->embd = malloc((size_t)(q->n_seq + q->n_batch) * e * sizeof(float))))
+        return -ENOMEM;
+    return 0;
+}
+
 /* Why a request can never run, or NULL. */
 static const char *unrunnable(const struct eng_sched *q, const struct sched_req *r)
 {
@@ -200,6 +240,9 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
         in->n_stop > ENG_SCHED_MAX_STOP || in->n_prompt < 0)
         return fl_err_set(err, -EINVAL, "request: max_tokens %d, %d stop strings (at most %d)",
                           in->max_tokens, in->n_stop, ENG_SCHED_MAX_STOP);
+    if (in->embed && (in->max_tokens != 0 || (unsigned)in->pooling > ENG_POOL_LAST))
+        return fl_err_set(err, -EINVAL, "request: an embedding generates nothing (max_tokens %d, "
+                          "pooling %d)", in->max_tokens, (int)in->pooling);
     for (int i = 0; i < in->n_stop; i++)
         if (!in->stop[i] || !in->stop[i][0])
             return fl_err_set(err, -EINVAL, "request: an empty stop string");
@@ -211,12 +254,16 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .n_indent = in->n_indent, .t_max_ms = in->t_max_predict_ms,
                              .sp = in->sampling, .seq = -1, .t_submit = fl_clock_s(),
                              .want_lp = in->logprobs, .top_lp = in->top_logprobs,
-                             .no_cache = in->no_prompt_cache || (in->prompt_logprobs && in->logprobs),
+                             .no_cache = in->no_prompt_cache || in->embed ||
+                                         (in->prompt_logprobs && in->logprobs),
+                             .embed = in->embed, .pool = in->pooling,
                              .want_plp = in->prompt_logprobs && in->logprobs,
                              .think_limit = in->think_limit && !in->json_object &&
                                             !in->json_schema && !in->grammar,
                              .lender = -1, .cut = -1 };
     int rc = copy_request(r, in, q->n_vocab);
+    if (!rc && r->embed)
+        rc = embed_init(q, r);
     if (!rc && r->think_limit)
         rc = fl_think_budget_init(&r->think, q->tok, in->think_tags, in->think_opened,
                                   in->think_budget, in->think_message);
@@ -348,6 +395,8 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL,
         .n_logprobs = n_lp, .prompt_logprobs = r->want_plp ? r->plp : NULL,
         .stop_index = why == ENG_FINISH_STOP ? r->cut : -1,
+        .embd = r->embed && why == ENG_FINISH_STOP ? r->embd : NULL,
+        .n_embd_rows = r->pool == ENG_POOL_NONE ? r->n_prompt : 1, .n_embd = q->n_embd,
     };
     q->st.requests_done++;
     q->st.prompt_cached += (uint64_t)r->n_cached; /* with prompt_tokens: requests that ended */
@@ -498,6 +547,8 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     r->len = r->line_at = 0;
     r->line_ok = false;
     r->t_first = 0;
+    if (r->sum) /* an embedding's mean starts over with its rows */
+        memset(r->sum, 0, sizeof(double) * (size_t)q->n_embd);
     if (r->cons)
         fl_constraint_reset(r->cons);
     fl_think_budget_reset(&r->think);
@@ -557,7 +608,7 @@ static int build_batch(struct eng_sched *q, int *n_tok)
             continue;
         q->tokens[n] = r->next;
         q->span_req[n_span] = r;
-        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true, false };
+        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true, false, false };
         n++;
     }
     bool rows = false; /* one chunk with a row per token a step (q->logits' room) */
@@ -573,7 +624,9 @@ static int build_batch(struct eng_sched *q, int *n_tok)
         rows |= r->want_plp;
         memcpy(q->tokens + n, r->prompt + r->n_done, sizeof(int32_t) * (size_t)chunk);
         q->span_req[n_span] = r;
-        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left, r->want_plp };
+        /* an embedding: every row but with last-token pooling, whose prompt's last */
+        const bool all = r->want_plp || (r->embed && r->pool != ENG_POOL_LAST);
+        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left, all, r->embed };
         n += chunk;
         prompt += chunk;
     }
@@ -773,6 +826,35 @@ static void keep_state(struct eng_sched *q, const struct sched_req *r)
         eng_pcache_keep(q->pc, r->seq, r->prompt, whole);
 }
 
+/* An embedding's prompt chunk ran: its rows (those the span asked for, at
+ * rows) go into the result or the mean's sums, in position order; the
+ * prompt's end ends the request. Returns the rows read. */
+static int pool_rows(struct eng_sched *q, struct sched_req *r, const struct eng_span *sp,
+                     const float *rows)
+{
+    const size_t e = (size_t)q->n_embd;
+    const int n = sp->all_rows ? sp->n_tok : sp->logits;
+    if (r->pool == ENG_POOL_NONE)
+        memcpy(r->embd + (size_t)sp->pos0 * e, rows, sizeof(float) * e * (size_t)n);
+    else if (r->pool == ENG_POOL_CLS && sp->pos0 == 0)
+        memcpy(r->embd, rows, sizeof(float) * e);
+    else if (r->pool == ENG_POOL_LAST && n > 0)
+        memcpy(r->embd, rows, sizeof(float) * e);
+    for (int j = 0; r->pool == ENG_POOL_MEAN && j < n; j++)
+        for (size_t k = 0; k < e; k++)
+            r->sum[k] += rows[(size_t)j * e + k];
+    r->n_done += sp->n_tok;
+    q->st.prompt_tokens += (uint64_t)sp->n_tok;
+    if (r->n_done < r->n_prompt)
+        return n;
+    for (size_t k = 0; r->pool == ENG_POOL_MEAN && k < e; k++)
+        r->embd[k] = (float)(r->sum[k] / r->n_prompt);
+    if (!r->t_first)
+        r->t_first = fl_clock_s();
+    finish(q, r, ENG_FINISH_STOP);
+    return n;
+}
+
 int eng_sched_step(struct eng_sched *q, struct fl_err *err)
 {
     reap(q);
@@ -784,16 +866,20 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
         return q->n_queue > 0 ? fl_err_set(err, -EDEADLK, "scheduler: queued requests cannot start")
                               : 0;
     const struct eng_batch b = { .tokens = q->tokens, .n_tok = n_tok, .spans = q->spans,
-                                 .n_spans = n_span, .logits = q->logits };
+                                 .n_spans = n_span, .logits = q->logits, .embd = q->embd };
     int rc = eng_session_forward(q->s, &b, err);
     if (rc)
         return rc;
     q->st.steps++;
     q->st.max_running = n_span > q->st.max_running ? n_span : q->st.max_running;
-    int row = 0;
+    int row = 0, erow = 0;
     for (int i = 0; i < n_span; i++) {
         struct sched_req *r = q->span_req[i];
         const struct eng_span *sp = &q->spans[i];
+        if (sp->embd) {
+            erow += pool_rows(q, r, sp, q->embd + (size_t)erow * (size_t)q->n_embd);
+            continue;
+        }
         /* a row per token: each scores the prompt token after it */
         for (int j = 0; sp->all_rows && j < sp->n_tok && sp->pos0 + j + 1 < r->n_prompt; j++)
             score_prompt(q, r, sp->pos0 + j + 1, q->logits + (size_t)(row + j) * (size_t)q->n_vocab);

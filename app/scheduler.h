@@ -53,6 +53,16 @@ struct eng_sched;
 #define ENG_SCHED_MAX_STOP 8
 #define ENG_SCHED_PLP_CHUNK 16 /* prompt tokens a step with a row each (prompt_logprobs) */
 
+/* How an embedding request's rows become its vector (llama.cpp's pooling
+ * types less rank): every prompt token's row, their mean, the first's, or
+ * the last's. The rows are the final norm's output (before the output
+ * projection), as llama.cpp's embeddings of a generative model. */
+enum eng_pooling { ENG_POOL_NONE, ENG_POOL_MEAN, ENG_POOL_CLS, ENG_POOL_LAST };
+
+/* "none", "mean", "cls", "last" ... and back (-1: another word). */
+const char *eng_pooling_name(enum eng_pooling p);
+int eng_pooling_parse(const char *s);
+
 struct eng_req {
     const int32_t *prompt; /* copied at submit */
     int n_prompt;
@@ -92,6 +102,10 @@ struct eng_req {
     const char *think_message;
     const struct fl_reasoning_tags *think_tags; /* the format's (NULL: <think>): its
                                                  * close tag is the one forced */
+    /* an embedding: the prompt alone (max_tokens 0), its rows pooled so; it
+     * neither reads nor leaves a cached prefix */
+    bool embed;
+    enum eng_pooling pooling;
     void *user;            /* handed back to the hooks */
 };
 
@@ -124,6 +138,11 @@ struct eng_req_result {
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
     int stop_index;         /* ENG_FINISH_STOP by stop string stop[i]: i; else -1 (an
                              * end-of-generation token, or the constraint's end) */
+    /* an embedding request that ended with ENG_FINISH_STOP: n_embd_rows rows
+     * of n_embd floats (one pooled row; ENG_POOL_NONE: one per prompt
+     * token), not normalized; NULL else */
+    const float *embd;
+    int n_embd_rows, n_embd;
 };
 
 struct eng_sched_hooks {

@@ -84,6 +84,28 @@ json_t *fl_json_real(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* The encoder is a dozen lines: none of the project's libraries exports
+ * one (jansson, libmicrohttpd keep theirs inside). */
+json_t *fl_json_base64(const void *p, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *b = p;
+    char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                           (i + 2 < n ? b[i + 2] : 0);
+        *o++ = abc[v >> 18 & 63];
+        *o++ = abc[v >> 12 & 63];
+        *o++ = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? abc[v & 63] : '=';
+    }
+    json_t *j = json_stringn(s, (size_t)(o - s));
+    free(s);
+    return j;
+}
+
 json_t *fl_json_f32(float v)
 {
     if (!isfinite(v))

@@ -25,6 +25,9 @@ json_t *fl_json_real(double v);
 /* A float32 as the shortest decimal that reads back as it (1e-05, not
  * 9.99999975e-06). */
 json_t *fl_json_f32(float v);
+/* n bytes as a JSON string in base64 (RFC 4648, padded), as OpenAI's
+ * "encoding_format": "base64" carries a vector. NULL on out of memory. */
+json_t *fl_json_base64(const void *p, size_t n);
 /* Sets o[key] to v, taking v's reference (a NULL v sets nothing and
  * reports failure). 0 or -ENOMEM. */
 int fl_json_set(json_t *o, const char *key, json_t *v);

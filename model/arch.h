@@ -22,6 +22,7 @@ struct eng_span {
     int32_t n_tok;
     bool logits;     /* a logits row for its last token */
     bool all_rows;   /* a logits row for each of its tokens (a prompt's log-probabilities) */
+    bool embd;       /* the rows above are the final norm's output (embeddings), not logits */
 };
 
 /* One forward call. A backend may choose an op's arithmetic by the length
@@ -39,6 +40,7 @@ struct eng_batch {
     int n_spans;
     bool all_logits; /* true: a logits row per token; false: per span asking */
     float *logits;   /* [n_out][n_vocab], rows in token order */
+    float *embd;     /* [n_embd_out][n_embd]: the rows of spans with .embd, in token order */
 
     /* Set by eng_forward for the pass (callers leave them zero): */
     const int32_t *pos;   /* [n_tok] each token's position */
@@ -47,6 +49,8 @@ struct eng_batch {
     const int32_t *cell;  /* [n_tok] the KV cell its K/V rows go to */
     const int32_t *out;   /* [n_out] the tokens that get a logits row */
     int n_out;
+    const int32_t *embd_out; /* [n_embd_out] the tokens that get an embedding row */
+    int n_embd_out;
 };
 
 struct eng_arch {

@@ -216,7 +216,9 @@ struct eng_backend {
                float *logits, const struct eng_route *r, const struct eng_moe *e, float *out,
                struct fl_err *err);
     /* The final norm and output projection of the rows the batch wants
-     * (every row or the last) into b->logits; 0, or the pass's first error. */
+     * (every row or the last) into b->logits, and the final norm alone of
+     * the rows its embedding spans want into b->embd; 0, or the pass's first
+     * error. */
     int (*output)(struct eng_ctx *c, const float *x, const struct eng_batch *b,
                   const struct eng_tensor *norm, const struct eng_tensor *w, float eps,
                   struct fl_err *err);

@@ -50,9 +50,9 @@ int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_
     for (int i = 0; i < b->n_spans; i++) /* recurrent state: zeroed at a sequence's start */
         eng_kv_rs_begin(c->kv, b->spans[i].seq, b->spans[i].pos0, b->spans[i].n_tok);
     const size_t n = (size_t)b->n_tok;
-    int32_t *pos = eng_scratch(c, 5 * n * sizeof(int32_t));
-    int32_t *seq = pos + n, *span = seq + n, *cell = span + n, *out = cell + n;
-    int t = 0, n_out = 0;
+    int32_t *pos = eng_scratch(c, 6 * n * sizeof(int32_t));
+    int32_t *seq = pos + n, *span = seq + n, *cell = span + n, *out = cell + n, *eout = out + n;
+    int t = 0, n_out = 0, n_eout = 0;
     for (int i = 0; i < b->n_spans; i++) {
         const struct eng_span *s = &b->spans[i];
         const int32_t *cells = eng_kv_seq_cells(c->kv, s->seq);
@@ -61,11 +61,16 @@ int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_
             seq[t] = s->seq;
             span[t] = i;
             cell[t] = cells[pos[t]];
-            if (b->all_logits || s->all_rows || (s->logits && j == s->n_tok - 1))
+            if (!(b->all_logits || s->all_rows || (s->logits && j == s->n_tok - 1)))
+                continue;
+            if (s->embd)
+                eout[n_eout++] = t;
+            else
                 out[n_out++] = t;
         }
     }
     b->pos = pos, b->seq = seq, b->span = span, b->cell = cell, b->out = out, b->n_out = n_out;
+    b->embd_out = eout, b->n_embd_out = n_eout;
     return 0;
 }
 
@@ -82,6 +87,8 @@ int eng_forward(struct eng_ctx *c, const struct eng_batch *in, struct fl_err *er
     int rc = eng_batch_prepare(c, in, &b, err);
     if (rc)
         return rc;
+    if (b.n_embd_out > 0 && !b.embd)
+        return fl_err_set(err, -EINVAL, "a span asks for embeddings and the batch has no room");
     /* the one place a pass's backend is chosen */
     c->be = c->pick ? c->pick(c) : c->cpu;
     c->batch = &b;

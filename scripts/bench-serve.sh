@@ -28,24 +28,6 @@ n_vocab=$("$FL" inspect "$model" | grep -o 'vocab [0-9]*' | head -1 | cut -d' ' 
 [ -n "$n_vocab" ] || n_vocab=1000
 say "model $model: $((size / 1048576)) MiB; vocab $n_vocab; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# server_start NAME LIMIT CMD...: CMD in a fresh cgroup (0: no cap), caches dropped;
-# sets srv_pid; waits for /health
-srv_pid=
-server_start() {
-  local name=$1 limit=$2; shift 2
-  cg_create "fl-$BENCH_NAME" "$name" "$limit"
-  drop_caches
-  local procs=${cg_mem:-$cg_v2}/cgroup.procs
-  bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$procs" "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  srv_pid=$!
-  for _ in $(seq 1200); do
-    curl -sf "127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
-    kill -0 $srv_pid 2>/dev/null || { say "$name exited: $(tail -2 "$work/$name.err")"; return 1; }
-    sleep 0.5
-  done
-  say "$name: not healthy after 10 min"; return 1
-}
-server_stop() { kill -TERM $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null || true; cg_remove; }
 
 for cap_pct in "${caps[@]}"; do
   for c in $CLIENTS; do

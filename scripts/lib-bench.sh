@@ -124,6 +124,26 @@ PY
   return 0
 }
 
+# server_start NAME LIMIT CMD...: a server CMD (listening on $PORT) in a fresh
+# cgroup (0: no cap), caches dropped; sets srv_pid; waits for /health.
+# server_stop: SIGTERM, wait, the cgroup removed.
+srv_pid=
+server_start() {
+  local name=$1 limit=$2; shift 2
+  cg_create "fl-$BENCH_NAME" "$name" "$limit"
+  drop_caches
+  local procs=${cg_mem:-$cg_v2}/cgroup.procs
+  bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$procs" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  srv_pid=$!
+  for _ in $(seq 1200); do
+    curl -sf "127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
+    kill -0 $srv_pid 2>/dev/null || { say "$name exited: $(tail -2 "$work/$name.err")"; return 1; }
+    sleep 0.5
+  done
+  say "$name: not healthy after 10 min"; return 1
+}
+server_stop() { kill -TERM $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null || true; cg_remove; }
+
 # The EXIT trap: no cgroup left behind; $work removed unless KEEP is set.
 bench_cleanup() {
   cg_remove

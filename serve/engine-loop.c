@@ -60,6 +60,7 @@ static void job_free(struct srv_job *j)
     free(j->text);
     free(j->lp);
     free(j->plp);
+    free(j->embd);
     free(j->echo_text);
     free(j->think_message_owned);
     free(j->grammar_owned);
@@ -223,7 +224,12 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
     j->result.logprobs = NULL;
     j->result.tokens = NULL;
     j->result.error = NULL;
-    if (r->finish == ENG_FINISH_CANCELLED && !j->cancelled && l->fatal[0]) {
+    const size_t embd = r->embd ? sizeof(float) * (size_t)r->n_embd_rows * (size_t)r->n_embd : 0;
+    j->result.embd = embd && (j->embd = malloc(embd)) ? memcpy(j->embd, r->embd, embd) : NULL;
+    if (embd && !j->embd) {
+        j->result.finish = ENG_FINISH_ERROR;
+        snprintf(j->error, sizeof(j->error), "out of memory for the embedding");
+    } else if (r->finish == ENG_FINISH_CANCELLED && !j->cancelled && l->fatal[0]) {
         j->result.finish = ENG_FINISH_ERROR;
         snprintf(j->error, sizeof(j->error), "%s", l->fatal);
     } else if (r->error) {

@@ -46,7 +46,9 @@ struct srv_job {
     struct fl_token_logprob *lp;
     int n_lp, cap_lp, n_lp_final;
     struct fl_token_logprob *plp; /* when done, with echo and logprobs: the prompt's */
-    struct eng_req_result result; /* when done: finish, n_tokens, n_prompt (text/tokens not kept) */
+    struct eng_req_result result; /* when done: finish, n_tokens, n_prompt (text/tokens not kept;
+                                   * an embedding's rows are: embd) */
+    float *embd;            /* when done, an embedding's rows (result.embd points here) */
     char error[256];
     /* the loop's */
     int refs;

@@ -1,7 +1,12 @@
 /* engine-request.c: an OpenAI request as the engine's (engine-request.h). */
 #include "serve/engine-request.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "api/embeddings.h"
+#include "text/tokenizer.h"
 
 void srv_engine_request(const struct api_request *r, const struct api_answer_reader *rd,
                         const struct fl_tokenizer *tok, const struct fl_sampler_params *samp,
@@ -30,4 +35,46 @@ void srv_engine_request(const struct api_request *r, const struct api_answer_rea
     }
     out->max_tokens = api_request_max_tokens(r, dflt_max, n_ctx);
     api_request_sampling(r, samp, &out->sampling);
+}
+
+int srv_embd_tokens(const struct fl_tokenizer *tok, const struct api_embd_input *in, int n_ctx,
+                    int32_t **ids, char *why, size_t why_len)
+{
+    *ids = NULL;
+    int n = in->n_ids;
+    if (in->text)
+        n = fl_tokenize_alloc(tok, in->text, in->len, true, true, ids);
+    else if ((*ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1))) != NULL)
+        memcpy(*ids, in->ids, sizeof(int32_t) * (size_t)n);
+    else
+        n = -1;
+    const int n_vocab = fl_n_vocab(tok);
+    int bad = -1;
+    for (int i = 0; n > 0 && i < n && bad < 0; i++)
+        bad = (*ids)[i] < 0 || (*ids)[i] >= n_vocab ? i : -1;
+    if (n < 0)
+        snprintf(why, why_len, "%s", in->text ? "cannot be tokenized" : "out of memory");
+    else if (n == 0)
+        snprintf(why, why_len, "the input has no tokens");
+    else if (bad >= 0)
+        snprintf(why, why_len, "token id %d is outside the vocabulary [0, %d)", (*ids)[bad], n_vocab);
+    else if (n >= n_ctx)
+        snprintf(why, why_len, "the input has %d tokens; a sequence holds %d (-c)", n, n_ctx);
+    else
+        return n;
+    free(*ids);
+    *ids = NULL;
+    return -1;
+}
+
+enum eng_pooling srv_embd_pooling(const struct eng_session *s, int flag)
+{
+    int64_t t = -1;
+    struct fl_err err;
+    if (flag >= 0)
+        return (enum eng_pooling)flag;
+    if (eng_model_key_int(eng_session_model(s), "pooling_type", false, &t, &err) || t < 0 ||
+        t > ENG_POOL_LAST) /* llama.cpp's numbers: 0 none, 1 mean, 2 cls, 3 last (4 rank) */
+        t = ENG_POOL_LAST;
+    return (enum eng_pooling)t;
 }

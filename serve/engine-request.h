@@ -24,4 +24,18 @@ void srv_engine_request(const struct api_request *r, const struct api_answer_rea
                         int dflt_max, int n_ctx, struct eng_req *out, json_t **call_schema,
                         char **call_grammar);
 
+struct api_embd_input;
+struct eng_session;
+/* An embedding input's tokens (*ids malloc'ed): its text with the model's
+ * special tokens (BOS where it adds one; control tokens' text read as
+ * them), as llama-server tokenizes it, or its ids checked against the
+ * vocabulary. The count (> 0), or -1 with *why: no tokens, an id outside
+ * the vocabulary, more than a sequence of n_ctx cells holds, or memory. */
+int srv_embd_tokens(const struct fl_tokenizer *tok, const struct api_embd_input *in, int n_ctx,
+                    int32_t **ids, char *why, size_t why_len);
+/* The pooling a session's embeddings take: -1 (no --pooling) is the
+ * model's pooling_type key where it has one, else last (the final token
+ * is the only one a causal model's attention lets see the whole text). */
+enum eng_pooling srv_embd_pooling(const struct eng_session *s, int flag);
+
 #endif

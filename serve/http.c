@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/anthropic.h"
+#include "api/embeddings.h"
 #include "api/native.h"
 #include "api/responses.h"
 #include "api/openai.h"
@@ -41,6 +42,8 @@ void srv_opts_init(struct srv_opts *o)
     o->timeout_s = 60;
     o->drain_s = 10;
     o->infill_batch = 2048;
+    o->pooling = -1;
+    o->embd_normalize = API_EMBD_NORM_DEFAULT;
 }
 
 /* --- responses ------------------------------------------------------------------------ */
@@ -199,9 +202,7 @@ static enum MHD_Result reply_native(struct srv_conn *k)
     return srv_reply_json(k, MHD_HTTP_OK, doc);
 }
 
-/* stream: false — wait for the ends (noticing a client that leaves), then
- * one JSON object with a choice per job. */
-static enum MHD_Result reply_whole(struct srv_conn *k)
+bool srv_wait_jobs(struct srv_conn *k)
 {
     srv_loop_lock(k->s->loop);
     for (int c = 0; c < k->n_jobs; c++) {
@@ -210,7 +211,7 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
             srv_loop_unlock(k->s->loop);
             if (client_gone(conn_fd(k->c))) {
                 srv_conn_release_jobs(k);
-                return MHD_NO;
+                return false;
             }
             srv_loop_lock(k->s->loop);
             if (!j->done)
@@ -218,6 +219,15 @@ static enum MHD_Result reply_whole(struct srv_conn *k)
         }
     }
     srv_loop_unlock(k->s->loop);
+    return true;
+}
+
+/* stream: false — wait for the ends (noticing a client that leaves), then
+ * one JSON object with a choice per job. */
+static enum MHD_Result reply_whole(struct srv_conn *k)
+{
+    if (!srv_wait_jobs(k))
+        return MHD_NO;
     if (k->native)
         return reply_native(k);
     if (k->anthropic || k->responses) { /* one answer: these requests have no "n" */
@@ -710,7 +720,7 @@ static int32_t *prompt_tokens(struct srv_conn *k, struct api_request *req, int p
     return NULL;
 }
 
-static enum MHD_Result post_failed(struct srv_conn *k, int rc)
+enum MHD_Result srv_post_failed(struct srv_conn *k, int rc)
 {
     struct srv *s = k->s;
     srv_conn_release_jobs(k); /* the jobs posted before are cancelled */
@@ -739,7 +749,7 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
         return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
                                "invalid_value", "%s", err.msg);
     if (!(k->jobs = calloc((size_t)req->n_prompts * (size_t)req->n, sizeof(*k->jobs))))
-        return post_failed(k, -ENOMEM);
+        return srv_post_failed(k, -ENOMEM);
     k->n_choice = req->n;
     for (int p = 0; p < req->n_prompts; p++) {
         int n;
@@ -758,7 +768,7 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
             if (prc) {
                 srv_job_release(s->loop, j);
                 free(ids);
-                return post_failed(k, prc);
+                return srv_post_failed(k, prc);
             }
             k->jobs[k->n_jobs++] = j;
         }

@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 16
+#define SRV_N_ROUTES 17
 
 struct srv {
     const struct srv_opts *o;
@@ -174,6 +174,12 @@ enum MHD_Result srv_slots(struct srv_conn *k);
 
 /* Releases a connection's jobs: those not done are cancelled. */
 void srv_conn_release_jobs(struct srv_conn *k);
+/* Waits for every job of k to end; false (jobs released) when the client
+ * went away meanwhile. */
+bool srv_wait_jobs(struct srv_conn *k);
+/* The answer when posting a job failed with rc (-ENOMEM: 500, -EAGAIN: 503
+ * queue full, else 503 stopping); k's jobs are released. */
+enum MHD_Result srv_post_failed(struct srv_conn *k, int rc);
 
 enum MHD_Result srv_reply(struct MHD_Connection *c, unsigned status, const char *type,
                           const char *body, size_t n);
@@ -205,5 +211,8 @@ enum MHD_Result srv_tokenize(struct srv_conn *k);
 enum MHD_Result srv_detokenize(struct srv_conn *k);
 /* llama-server's /apply-template: a chat body's prompt text, {"prompt"}. */
 enum MHD_Result srv_apply_template(struct srv_conn *k);
+/* Embeddings (serve/embeddings.c): OpenAI's /v1/embeddings (oai) or
+ * llama-server's /embedding and /embeddings (api/embeddings.h). */
+enum MHD_Result srv_embeddings(struct srv_conn *k, bool oai);
 
 #endif

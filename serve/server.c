@@ -16,8 +16,10 @@
 
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_SLOTS
+    R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_SLOTS, R_EMBD_OAI,
+    R_EMBD
 };
+_Static_assert(R_EMBD + 1 == SRV_N_ROUTES, "a metrics row per route (http.h, endpoints.c)");
 
 struct route {
     const char *path, *method;
@@ -40,6 +42,10 @@ static const struct route routes[] = {
     /* OpenAI's Responses API */
     { "/v1/responses", "POST", R_RESPONSES, true, true },
     { "/responses", "POST", R_RESPONSES, true, true },
+    /* embeddings: OpenAI's answer, and llama-server's own at its two paths */
+    { "/v1/embeddings", "POST", R_EMBD_OAI, true, true },
+    { "/embeddings", "POST", R_EMBD, true, true },
+    { "/embedding", "POST", R_EMBD, true, true },
     { "/props", "GET", R_PROPS, true, false },
     { "/slots", "GET", R_SLOTS, true, false },
     { "/v1/models", "GET", R_MODELS, false, false },
@@ -154,6 +160,8 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_TOKENIZE: return srv_tokenize(k);
     case R_DETOKENIZE: return srv_detokenize(k);
     case R_APPLY_TEMPLATE: return srv_apply_template(k);
+    case R_EMBD_OAI: return srv_embeddings(k, true);
+    case R_EMBD: return srv_embeddings(k, false);
     }
     return MHD_NO;
 }

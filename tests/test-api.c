@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/native.h"
+#include "api/embeddings.h"
 #include "api/openai.h"
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
@@ -68,7 +69,10 @@ static void test_refused(void)
         { "not json", "the line" },
         { "[1]", "expected a JSON object" },
         { "{\"url\":\"/v1/completions\",\"body\":{\"prompt\":\"a\"}}", "custom_id" },
-        { "{\"custom_id\":\"x\",\"url\":\"/v1/embeddings\",\"body\":{}}", "url" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/moderations\",\"body\":{}}", "url" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/embeddings\",\"body\":{}}", "body.input" },
+        { "{\"custom_id\":\"x\",\"url\":\"/v1/embeddings\",\"body\":{\"content\":\"a\"}}",
+          "body.input" },
         { "{\"custom_id\":\"x\",\"method\":\"GET\",\"url\":\"/v1/completions\",\"body\":{}}", "method" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/completions\"}", "body" },
         { "{\"custom_id\":\"x\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[]}}",
@@ -770,8 +774,62 @@ static void test_native(void)
     printf("native: /completion's fields, %zu refusals, its result\n", sizeof(no) / sizeof(no[0]));
 }
 
+/* Embeddings bodies: the input forms, the fields, the refusals; base64
+ * against RFC 4648's vectors; llama-server's scaling rules. */
+static void test_embeddings(void)
+{
+    static const char *const enc[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" },
+                                          { "foo", "Zm9v" }, { "foob", "Zm9vYg==" },
+                                          { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" } };
+    for (size_t i = 0; i < sizeof(enc) / sizeof(enc[0]); i++) {
+        json_t *j = fl_json_base64(enc[i][0], strlen(enc[i][0]));
+        CHECK(j && !strcmp(json_string_value(j), enc[i][1]), "base64 of \"%s\": %s", enc[i][0],
+              j ? json_string_value(j) : "NULL");
+        json_decref(j);
+    }
+    struct api_embd_request r;
+    struct fl_err err = { "" };
+    const char *ok = "{\"input\": [\"a\", [1, 2], \"b c\"], \"encoding_format\": \"base64\", "
+                     "\"embd_normalize\": 0, \"model\": \"m\"}";
+    CHECK(!api_embd_parse(ok, strlen(ok), true, 2, &r, &err) && r.n_in == 3 && r.oai && r.base64 &&
+              r.normalize == 0 && r.has_normalize && !strcmp(r.model, "m") &&
+              !strcmp(r.in[0].text, "a") && r.in[1].n_ids == 2 && r.in[1].ids[1] == 2 &&
+              !strcmp(r.in[2].text, "b c"),
+          "an embeddings body: %s", err.msg);
+    api_embd_free(&r);
+    const char *ids = "{\"input\": [5, 6, 7]}", *native = "{\"content\": \"x\"}";
+    CHECK(!api_embd_parse(ids, strlen(ids), true, 2, &r, &err) && r.n_in == 1 && r.in[0].n_ids == 3 &&
+              r.normalize == 2 && !r.has_normalize, "one list of ids is one input: %s", err.msg);
+    api_embd_free(&r);
+    CHECK(!api_embd_parse(native, strlen(native), true, 2, &r, &err) && !r.oai,
+          "\"content\" is llama-server's body: %s", err.msg);
+    api_embd_free(&r);
+    static const char *const no[] = { "[]", "{}", "{\"input\": 3}", "{\"input\": []}",
+        "{\"input\": [[]]}", "{\"input\": [\"a\", 5]}", "{\"input\": [-1]}",
+        "{\"input\": \"a\", \"encoding_format\": \"hex\"}", "{\"input\": \"a\", \"model\": 1}",
+        "{\"input\": \"a\", \"embd_normalize\": 1.5}", "{\"input\": \"a\", \"embd_normalize\": -2}" };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        err.msg[0] = 0;
+        CHECK(api_embd_parse(no[i], strlen(no[i]), true, 2, &r, &err) == -EINVAL && err.msg[0] &&
+                  !strchr(err.msg, '\n'), "refused: %s (%s)", no[i], err.msg);
+        api_embd_free(&r);
+    }
+    const float v[3] = { 3, -4, 0 };
+    float o[3];
+    api_embd_normalize(v, o, 3, 2);
+    CHECK(o[0] == 0.6f && o[1] == -0.8f && o[2] == 0, "euclidean: %g %g %g", o[0], o[1], o[2]);
+    api_embd_normalize(v, o, 3, 1);
+    CHECK(fabsf(o[0] - 3.0f / 7) < 1e-7f && fabsf(o[1] + 4.0f / 7) < 1e-7f, "taxicab");
+    api_embd_normalize(v, o, 3, 0);
+    CHECK(fabsf(o[1] + 32760.0f) < 1e-2f, "max absolute: %g", o[1]);
+    api_embd_normalize(v, o, 3, -1);
+    CHECK(!memcmp(o, v, sizeof(v)), "none");
+    printf("embeddings: bodies, %zu refusals, base64, scaling\n", sizeof(no) / sizeof(no[0]));
+}
+
 int main(void)
 {
+    test_embeddings();
     test_native();
     test_prefill();
     test_prefill_closes();

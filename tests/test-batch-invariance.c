@@ -16,6 +16,9 @@
  * Some models again with a quantized KV cache (-ctk/-ctv: every query on
  * the one-chunk kernel, the pass on the host where the cache is), and one
  * with its F16 cache kept in RAM beside the device (-nkvo).
+ * Embedding requests (the final norm's rows pooled by mean over three
+ * chunks, last, cls, and every row) give the same vectors alone as beside
+ * each other and two generating requests, in every mode.
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <math.h>
@@ -59,6 +62,8 @@ struct rec {
     enum eng_finish finish;
     bool done;
     struct fl_token_logprob lp[MAX_ROWS]; /* requests 0 and 3 ask for logprobs */
+    float *embd;                          /* an embedding request's rows */
+    size_t n_embd;                        /* ... their floats */
     int n_lp, n_tokens, n_cached;
     int32_t tokens[MAX_ROWS];
 };
@@ -97,6 +102,11 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *res)
     r->n_tokens = res->n_tokens < MAX_ROWS ? res->n_tokens : MAX_ROWS;
     if (r->n_tokens > 0) /* a request cancelled before its first token has none */
         memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
+    r->n_embd = res->embd ? (size_t)res->n_embd_rows * (size_t)res->n_embd : 0;
+    if (r->n_embd) {
+        r->embd = malloc(sizeof(float) * r->n_embd);
+        memcpy(r->embd, res->embd, sizeof(float) * r->n_embd);
+    }
     r->done = true;
 }
 
@@ -104,6 +114,7 @@ static void rec_free(struct rec *r)
 {
     for (int i = 0; i < r->n_rows; i++)
         free(r->rows[i]);
+    free(r->embd);
     memset(r, 0, sizeof(*r));
 }
 
@@ -177,6 +188,92 @@ static uint64_t run_together(struct run *ru, struct rec *mixed)
     eng_sched_get_stats(q, &st);
     eng_sched_free(q);
     return st.restarts;
+}
+
+/* --- embeddings ------------------------------------------------------------ */
+#define N_EMBD 4
+static const enum eng_pooling embd_pool[N_EMBD] = { ENG_POOL_MEAN, ENG_POOL_LAST, ENG_POOL_CLS,
+                                                    ENG_POOL_NONE };
+static const int embd_prompt[N_EMBD] = { 2, 2, 2, 2 }; /* three chunks */
+
+static void submit_embd(struct eng_sched *q, struct run *ru, int k, struct rec *r)
+{
+    struct eng_req req = { .prompt = ru->ids[embd_prompt[k]], .n_prompt = ru->n_ids[embd_prompt[k]],
+                           .embed = true, .pooling = embd_pool[k], .user = r };
+    fl_sampler_defaults(&req.sampling, 1);
+    struct fl_err err;
+    r->id = eng_sched_submit(q, &req, &err);
+    CHECK(r->id >= 0, "submit an embedding: %s", err.msg);
+}
+
+static void drain(struct eng_sched *q, const char *label)
+{
+    struct fl_err err;
+    int rc;
+    while ((rc = eng_sched_step(q, &err)) > 0)
+        ;
+    CHECK(rc == 0, "%s: %s", label, err.msg);
+}
+
+/* Each embedding alone, then all of them submitted at once with requests
+ * 0 and 3 generating beside them: the same vectors, bit for bit. */
+static void test_embeddings(struct run *ru, const char *label)
+{
+    struct rec alone[N_EMBD] = { 0 }, mixed[N_EMBD + 2] = { 0 };
+    struct eng_sched *q;
+    struct fl_err err;
+    const size_t e = (size_t)eng_session_model(ru->s)->hp.n_embd;
+    for (int k = 0; k < N_EMBD; k++) {
+        CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+        submit_embd(q, ru, k, &alone[k]);
+        drain(q, label);
+        eng_sched_free(q);
+    }
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    for (int k = 0; k < N_EMBD; k++)
+        submit_embd(q, ru, k, &mixed[k]);
+    submit(q, ru, 0, &mixed[N_EMBD]);
+    submit(q, ru, 3, &mixed[N_EMBD + 1]);
+    drain(q, label);
+    eng_sched_free(q);
+    for (int k = 0; k < N_EMBD; k++) {
+        const size_t want = embd_pool[k] == ENG_POOL_NONE ? e * (size_t)ru->n_ids[embd_prompt[k]] : e;
+        CHECK(alone[k].done && alone[k].finish == ENG_FINISH_STOP && alone[k].n_embd == want,
+              "%s: embedding %d (%s): finish %d, %zu floats, want %zu", label, k,
+              eng_pooling_name(embd_pool[k]), alone[k].finish, alone[k].n_embd, want);
+        bool finite = alone[k].n_embd > 0;
+        for (size_t v = 0; v < alone[k].n_embd; v++)
+            finite &= isfinite(alone[k].embd[v]) != 0;
+        CHECK(finite, "%s: embedding %d: not finite", label, k);
+        CHECK(mixed[k].n_embd == alone[k].n_embd && mixed[k].embd &&
+                  !memcmp(mixed[k].embd, alone[k].embd, sizeof(float) * alone[k].n_embd),
+              "%s: embedding %d (%s) differs beside other requests", label, k,
+              eng_pooling_name(embd_pool[k]));
+    }
+    /* the pooled vectors are the rows' mean, first and last (the mean's
+     * sums in double, in position order, as the scheduler's) */
+    const int n = ru->n_ids[2];
+    const float *rows = alone[3].embd;
+    for (size_t v = 0; rows && v < e; v++) {
+        double sum = 0;
+        for (int t = 0; t < n; t++)
+            sum += rows[(size_t)t * e + v];
+        const float mean = (float)(sum / n);
+        CHECK(!memcmp(&alone[0].embd[v], &mean, sizeof(float)) &&
+                  !memcmp(&alone[1].embd[v], &rows[(size_t)(n - 1) * e + v], sizeof(float)) &&
+                  !memcmp(&alone[2].embd[v], &rows[v], sizeof(float)),
+              "%s: value %zu: mean %g last %g cls %g, the rows' %g %g %g", label, v,
+              alone[0].embd[v], alone[1].embd[v], alone[2].embd[v], mean,
+              rows[(size_t)(n - 1) * e + v], rows[v]);
+    }
+    for (int k = 0; k < N_EMBD; k++) {
+        rec_free(&alone[k]);
+        rec_free(&mixed[k]);
+    }
+    /* the generating pair kept their course: rows as in the mixed run of their own */
+    CHECK(mixed[N_EMBD].done && mixed[N_EMBD + 1].done, "%s: requests beside the embeddings", label);
+    rec_free(&mixed[N_EMBD]);
+    rec_free(&mixed[N_EMBD + 1]);
 }
 
 /* Request i's logprobs against the test's own log-softmax of its rows (row
@@ -432,14 +529,6 @@ static void submit_ids(struct eng_sched *q, const int32_t *ids, int n, struct re
     CHECK(r->id >= 0, "submit: %s", err.msg);
 }
 
-static void drain(struct eng_sched *q, const char *label)
-{
-    struct fl_err err;
-    int rc;
-    while ((rc = eng_sched_step(q, &err)) > 0)
-        ;
-    CHECK(rc == 0, "%s: %s", label, err.msg);
-}
 
 /* got, run with the prompt cache, against its lone run: the cached
  * positions it read, its text, logprobs and every logits row. */
@@ -628,9 +717,12 @@ static void test_model(const char *dir, const char *name, enum mode mode)
     const int reused = test_prefix(&ru, label);
     CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after the prompt cache, "
           "%d before", label, eng_session_cells_free(ru.s), cells);
+    test_embeddings(&ru, label);
+    CHECK(eng_session_cells_free(ru.s) == cells, "%s: %d KV cells free after the embeddings, "
+          "%d before", label, eng_session_cells_free(ru.s), cells);
     const uint64_t restarts = test_tight(path, mode, budget, &ru, label);
     printf("%-36s 5 requests alone = batched (4 sequences, queue, cancel): %d+%d+%d+%d+%d rows; "
-           "full cache: %llu restarts; prompt cache: %d positions reused\n", label, alone[0].n_rows,
+           "4 embeddings; full cache: %llu restarts; prompt cache: %d positions reused\n", label, alone[0].n_rows,
            alone[1].n_rows, alone[2].n_rows, alone[3].n_rows, alone[4].n_rows,
            (unsigned long long)restarts, reused);
     for (int i = 0; i < N_REQ; i++) {

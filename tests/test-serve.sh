@@ -93,15 +93,9 @@ export NODE_PATH=$node_dir/node_modules:$anth_dir/node_modules:$ai_dir/node_modu
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16
 client() { local mode=$1; shift; node tests/serve-client.js "$mode" "$base" "$key" "$@"; }
 
+. tests/lib-serve.sh
 start() { # ARGS...: a server on a free port; sets pid, base
-  "$cli" serve -m $model --port 0 -t 2 --api-key $key "$@" 2>"$dir/server.err" &
-  pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$dir/server.err")
-    [ -n "$port" ] && curl -sf "127.0.0.1:$port/health" >/dev/null && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || fail "the server did not start: $(cat "$dir/server.err")"
+  serve_start -m $model --api-key $key "$@"
   base=http://127.0.0.1:$port/v1
 }
 code() { # the key unless the arguments bring their own
@@ -249,18 +243,19 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 printf 'file-key-1\n\n  \nfile-key-2\n' >"$dir/keys"
 start -np 2 -c 512 --api-key-file "$dir/keys" --chat-template-file tests/data/templates/GLM-4.6.jinja \
   -cb --metrics --cache-reuse 256 --threads-http 4 -kvu --no-webui -cram 2048 -ctxcp 4 -sps 0.5 \
-  --swa-full --no-warmup -fit on -to 120 -nkvo -ctk q8_0 -ctv q8_0
+  --swa-full --no-warmup -fit on -to 120 -nkvo -ctk q8_0 -ctv q8_0 --embeddings
 for k in "$key" file-key-1 file-key-2; do
   [ "$(code -H "Authorization: Bearer $k" "$base/models")" = 200 ] || fail "--api-key-file: key $k refused"
 done
 [ "$(code -H "Authorization: Bearer file-key" "$base/models")" = 401 ] || fail "--api-key-file: a wrong key taken"
 want 200 $J -d '{"messages": [{"role": "user", "content": "hi"}]}' "$base/../apply-template"
 grep -q '\[gMASK\]<sop><|user|>' "$dir/body" || fail "--chat-template-file: not GLM's format: $(cat "$dir/body")"
-for f in -cb --metrics --cache-reuse --threads-http -kvu -cram -ctxcp -sps --swa-full --no-warmup -fit; do
+for f in -cb --metrics --cache-reuse --threads-http -kvu -cram -ctxcp -sps --swa-full --no-warmup -fit \
+         --embedding; do
   grep -q "faultline serve: $f: " "$dir/server.err" || fail "no note for $f: $(cat "$dir/server.err")"
 done
 kill -9 $pid; wait $pid 2>/dev/null; pid=
-for bad in "--rope-freq-base 1e6" "-md draft.gguf" "--embedding" "-nocb" "--chat-template-file README.md" \
+for bad in "--rope-freq-base 1e6" "-md draft.gguf" "--pooling rank" "-nocb" "--chat-template-file README.md" \
            "--api-key-file $dir/none" "--slot-save-path $dir" "--special" "-ctk bf16"; do
   # shellcheck disable=SC2086
   "$cli" serve -m $model --port 0 $bad 2>"$dir/err"

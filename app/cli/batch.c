@@ -35,6 +35,7 @@ struct batch_opts {
     struct api_constraint_defaults constraint;
     const char *in, *out, *chat_template;
     int max_tokens;
+    int pooling, embd_normalize;  /* --pooling (-1: the model's), --embd-normalize */
     bool seed_given, quiet;
 };
 
@@ -59,6 +60,11 @@ struct job {
     json_t **done;                /* [n]: each finished choice's completion object */
     char error[640];              /* the first failure's message ("" none) */
     const char *error_code;
+    bool embd;                    /* a /v1/embeddings line: an input per request, */
+    bool base64;                  /* its answer's encoding, */
+    int norm;                     /* its scaling (api/embeddings.h), */
+    float **rows;                 /* [n] and each input's vector once done */
+    int *n_tok;                   /* [n] its tokens */
 };
 
 struct batch_run {
@@ -67,6 +73,7 @@ struct batch_run {
     struct eng_sched *q;
     struct batch_out out;
     enum fl_chat_format chat;
+    enum eng_pooling pool;           /* embedding lines' */
     const char *model_name;
     json_t *seen;        /* custom_id -> its line, this run's input */
     int total, done, errors, skipped, in_flight, next_req;
@@ -95,10 +102,11 @@ static int usage(FILE *out)
             "                       [--reasoning-budget N] [--reasoning-budget-message TEXT]\n"
             "                       [--reasoning-effort LEVEL] [--no-prefill-assistant]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
+            "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\",\n"
-            "\"/v1/completions\" or \"/v1/responses\", \"body\": {...}}), -np at a time sharing -c KV\n"
-            "cells, and appends {\"custom_id\", \"response\" | \"error\"} lines as they finish. A\n"
-            "rerun onto the same output skips what is done. -n and the sampling flags are the\n"
+            "\"/v1/completions\", \"/v1/responses\" or \"/v1/embeddings\", \"body\": {...}}), -np at a\n"
+            "time sharing -c KV cells, and appends {\"custom_id\", \"response\" | \"error\"} lines\n"
+            "as they finish. A rerun onto the same output skips what is done. -n and the sampling flags are the\n"
             "defaults for requests that do not say (-n -1: up to the context), -j / --grammar the\n"
             "JSON schema or GBNF grammar of lines that ask for no format, schema, grammar or\n"
             "tools of their own. Prompts that start alike (shared instructions) read the whole\n"
@@ -106,14 +114,17 @@ static int usage(FILE *out)
             "(--no-cache-prompt: off). -q: no progress line. A thinking model's\n"
             "reasoning is the message's reasoning_content (--reasoning-format none: left in\n"
             "content); -rea off asks Qwen3, Qwen3.5, GLM and DeepSeek V3.1 to answer without it\n"
-            "(as serve's flags).\n");
+            "(as serve's flags). Embeddings are the final norm's output pooled by --pooling\n"
+            "(default: the model's pooling_type, else last) and scaled by --embd-normalize (2:\n"
+            "unit length; -1: none), as llama-server's.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
 
 static int parse(int argc, char **argv, struct batch_opts *o)
 {
-    *o = (struct batch_opts){ .max_tokens = -1,
+    *o = (struct batch_opts){ .max_tokens = -1, .pooling = -1,
+                              .embd_normalize = API_EMBD_NORM_DEFAULT,
                               .reasoning = { .format = API_REASONING_DEEPSEEK, .thinking = -1,
                                              .budget = -1 } };
     eng_session_params_init(&o->sp);
@@ -137,6 +148,9 @@ static int parse(int argc, char **argv, struct batch_opts *o)
             ok = eng_arg_str("batch", argc, argv, &i, &o->out);
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
             o->quiet = true;
+        else if ((taken = eng_arg_embd("batch", argc, argv, &i, &o->pooling,
+                                       &o->embd_normalize)) != 0)
+            ok = taken > 0;
         else if ((taken = eng_arg_common("batch", argc, argv, &i, &common)) != 0)
             ok = taken > 0;
         else {
@@ -189,6 +203,10 @@ static void job_free(struct job *j)
         json_decref(j->done[c]);
     for (int c = 0; j->refs && c < j->n; c++)
         free(j->refs[c].echo_text);
+    for (int c = 0; j->rows && c < j->n; c++)
+        free(j->rows[c]);
+    free(j->rows);
+    free(j->n_tok);
     free(j->done);
     free(j->refs);
     free(j->custom_id);
@@ -201,7 +219,20 @@ static void job_write(struct batch_run *b, struct job *j)
 {
     char rid[48];
     json_t *doc = NULL;
-    if (!j->error[0]) { /* the choices are taken over */
+    if (!j->error[0] && j->embd) {
+        const struct api_embd_request r = { .oai = true, .base64 = j->base64, .n_in = j->n };
+        int *one = calloc((size_t)j->n, sizeof(int));
+        for (int i = 0; one && i < j->n; i++)
+            one[i] = 1;
+        doc = one ? api_embd_answer(&r, b->model_name, (const float *const *)j->rows, one,
+                                    (int)eng_session_model(b->s)->hp.n_embd, j->n_tok)
+                  : NULL;
+        free(one);
+        if (!doc) {
+            snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
+            j->error_code = "server_error";
+        }
+    } else if (!j->error[0]) { /* the choices are taken over */
         doc = api_completion_merge(j->done, j->n, j->n_choice);
         memset(j->done, 0, sizeof(*j->done) * (size_t)j->n);
         if (!doc) {
@@ -216,7 +247,7 @@ static void job_write(struct batch_run *b, struct job *j)
         request_id(b, rid, sizeof(rid));
         char cid[64];
         snprintf(cid, sizeof(cid), "%s-%s", j->kind == API_CHAT ? "chatcmpl" : "cmpl", rid + 10);
-        if (!j->responses) /* a response object has its id, its items' ids derive from it */
+        if (!j->responses && !j->embd) /* a response object has its id, its items' from it */
             json_object_set_new(doc, "id", json_string(cid));
         write_line(b, api_batch_output(j->custom_id, j->line_no, rid, doc, NULL, NULL));
     }
@@ -263,6 +294,24 @@ static json_t *choice_json(struct batch_run *b, const struct job_choice *ref,
     return doc;
 }
 
+/* An embedding request's pooled row, scaled as the line asks, kept for
+ * the answer; or the line's error. */
+static void take_embedding(struct job *j, int i, const struct eng_req_result *r)
+{
+    const size_t e = (size_t)r->n_embd;
+    if (r->finish == ENG_FINISH_ERROR || !r->embd) {
+        snprintf(j->error, sizeof(j->error), "line %d: input[%d]: %s", j->line_no, i,
+                 r->error ? r->error : "the request failed");
+        j->error_code = "invalid_request";
+    } else if (!(j->rows[i] = malloc(sizeof(float) * e))) {
+        snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
+        j->error_code = "server_error";
+    } else {
+        api_embd_normalize(r->embd, j->rows[i], r->n_embd, j->norm);
+        j->n_tok[i] = r->n_prompt;
+    }
+}
+
 static void on_done(void *ctx, void *user, const struct eng_req_result *r)
 {
     struct batch_run *b = ctx;
@@ -275,7 +324,9 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
         b->gen_tokens += (uint64_t)r->n_tokens;
         b->prompt_tokens += (uint64_t)r->n_prompt;
         b->prompt_cached += (uint64_t)r->n_cached;
-        if (!j->error[0])
+        if (!j->error[0] && j->embd)
+            take_embedding(j, ref->index, r);
+        else if (!j->error[0])
             j->done[ref->index] = choice_json(b, ref, r);
     }
     if (--j->left > 0)
@@ -392,6 +443,54 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
     } /* else the line ends when its last started choice does, as an error if one did not start */
 }
 
+/* A /v1/embeddings line: one request per input, each its prompt alone. */
+static void submit_embeddings(struct batch_run *b, struct api_batch_line *l, int line_no)
+{
+    const struct api_embd_request *e = &l->embd;
+    struct job *j = b->pool == ENG_POOL_NONE ? NULL : calloc(1, sizeof(*j));
+    if (j) {
+        *j = (struct job){ .custom_id = strdup(l->custom_id), .line_no = line_no, .run = b,
+                           .n = e->n_in, .n_choice = 1, .embd = true, .base64 = e->base64,
+                           .norm = e->has_normalize ? e->normalize : b->o->embd_normalize };
+        j->refs = calloc((size_t)j->n, sizeof(*j->refs));
+        j->rows = calloc((size_t)j->n, sizeof(*j->rows));
+        j->n_tok = calloc((size_t)j->n, sizeof(int));
+    }
+    if (!j || !j->custom_id || !j->refs || !j->rows || !j->n_tok) {
+        refuse_line(b, l->custom_id, line_no, b->pool == ENG_POOL_NONE
+                    ? "--pooling none gives a row per token, which an embeddings answer has no "
+                      "room for: --pooling mean, cls or last" : "out of memory");
+        if (j)
+            job_free(j);
+        return;
+    }
+    for (int i = 0; i < e->n_in && !j->error[0]; i++) {
+        char why[160];
+        int32_t *ids = NULL;
+        struct fl_err err = { "" };
+        const int n = srv_embd_tokens(eng_session_tokenizer(b->s), &e->in[i],
+                                      eng_session_n_ctx(b->s), &ids, why, sizeof(why));
+        j->refs[i] = (struct job_choice){ j, i, NULL, 0 };
+        const struct eng_req req = { .prompt = ids, .n_prompt = n, .embed = true,
+                                     .pooling = b->pool, .sampling = b->o->samp,
+                                     .user = &j->refs[i] };
+        if (n < 0 || eng_sched_submit(b->q, &req, &err) < 0) {
+            snprintf(j->error, sizeof(j->error), "line %d: input[%d]: %s", line_no, i,
+                     n < 0 ? why : err.msg);
+            j->error_code = "invalid_request";
+        } else {
+            j->left++;
+            b->in_flight++;
+        }
+        free(ids);
+    }
+    if (!j->left) { /* none started: the line's error now */
+        write_error(b, j->custom_id, line_no, j->error_code, j->error);
+        b->done++;
+        job_free(j);
+    }
+}
+
 /* One input line: skipped when done before, an error line when malformed
  * or a repeated custom_id, else submitted. */
 static void take_line(struct batch_run *b, const char *line, size_t n, int line_no)
@@ -416,6 +515,8 @@ static void take_line(struct batch_run *b, const char *line, size_t n, int line_
         snprintf(msg, sizeof(msg), "line %d: %s", line_no, err.msg);
         write_error(b, id, line_no, "invalid_request", msg);
         b->done++;
+    } else if (l.embeddings) {
+        submit_embeddings(b, &l, line_no);
     } else {
         submit_line(b, &l, line_no);
     }
@@ -542,6 +643,7 @@ static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *
     if (!rc) {
         const char *slash = strrchr(o->sp.model_path, '/');
         b->model_name = slash ? slash + 1 : o->sp.model_path;
+        b->pool = srv_embd_pooling(b->s, o->pooling);
         b->total = count_lines(o->in);
         b->seen = json_object();
         b->t0 = fl_clock_s();

@@ -13,6 +13,7 @@
 #include "app/cli/session-flags.h"
 #include "api/openai.h"
 #include "app/session.h"
+#include "app/scheduler.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "base/json.h"
@@ -195,6 +196,8 @@ static const struct {
     { "-kvu", "--kv-unified", false, "the KV cache is always one pool of cells the sequences share" },
     { "--no-context-shift", NULL, false, NULL }, /* so it is: no note */
     { "--metrics", NULL, false, "`faultline serve` always answers GET /metrics" },
+    { "--embedding", "--embeddings", false, "embeddings are always served (/v1/embeddings, "
+      "/embedding, batch lines) beside completions" },
     { "--slots", "--no-slots", false, "GET /slots is `faultline serve`'s (it takes --no-slots)" },
     { "--props", NULL, false, "GET /props is always served; POST /props (changing the settings) is not" },
     { "--no-webui", NULL, false, NULL }, /* there is none */
@@ -593,6 +596,23 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
     else
         return eng_arg_sampling(cmd, argc, argv, i, t->samp, t->seed_given);
     return ok ? 1 : -1;
+}
+
+int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize)
+{
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--embd-normalize"))
+        return eng_arg_int(cmd, argc, argv, i, -1, 64, normalize) ? 1 : -1;
+    if (strcmp(a, "--pooling"))
+        return 0;
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return -1;
+    if ((*pooling = eng_pooling_parse(v)) < 0) {
+        fprintf(stderr, "faultline %s: --pooling is none, mean, cls or last, not '%s'%s\n", cmd, v,
+                strcmp(v, "rank") ? "" : " (rank needs a reranker's classifier head)");
+        return -1;
+    }
+    return 1;
 }
 
 int eng_arg_chat_template_file(const char *cmd, int argc, char **argv, int *i, const char **name)

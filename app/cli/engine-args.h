@@ -123,6 +123,11 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
 int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
                       struct api_reasoning_defaults *r);
 
+/* llama-server's embedding flags: --pooling none|mean|cls|last (enum
+ * eng_pooling) and --embd-normalize N (api/embeddings.h). 1 taken, 0 not
+ * one, -1 bad value (said). */
+int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize);
+
 /* --chat-template-file FILE (llama.cpp's): the built-in format whose
  * markers FILE's Jinja text holds, as a name for --chat-template (faultline
  * runs no Jinja). 1 taken, -1 a file it cannot read or a template no

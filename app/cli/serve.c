@@ -25,6 +25,7 @@ static int usage(FILE *out)
             "                       [--reasoning-effort low|medium|high]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "                       [--spm-infill] [--no-slots] [--no-prefill-assistant]\n"
+            "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen3, Qwen3.5, Qwen3-Coder,\n"
             "GLM, MiniMax, gpt-oss, Kimi and DeepSeek V3.1 models; a thinking model's <think> comes back as\n"
@@ -39,7 +40,10 @@ static int usage(FILE *out)
             "suffix, --spm-infill puts the suffix first); Anthropic's POST /v1/messages and\n"
             "/v1/messages/count_tokens (agents written for Claude: ANTHROPIC_BASE_URL=\n"
             "http://127.0.0.1:8080; x-api-key);\n"
-            "OpenAI's POST /v1/responses (Codex, client.responses; stateless).\n"
+            "OpenAI's POST /v1/responses (Codex, client.responses; stateless);\n"
+            "POST /v1/embeddings (client.embeddings) and llama-server's /embedding: the final norm's\n"
+            "output pooled by --pooling (default: the model's pooling_type, else last; none: a row\n"
+            "per token, /embedding only) and scaled by --embd-normalize (2: unit length; -1: none).\n"
             "-j / --grammar hold the answers of requests that ask for no format, schema, grammar or\n"
             "tools of their own to a JSON schema or a GBNF grammar (a request's \"grammar\" or\n"
             "\"json_schema\" does it for itself).\n"
@@ -149,6 +153,9 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 4, 1 << 16, &o->max_conn);
         else if (eng_arg_is(a, "-to", "--timeout"))
             ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
+        else if ((taken = eng_arg_embd("serve", argc, argv, &i, &o->pooling,
+                                       &o->embd_normalize)) != 0)
+            ok = taken > 0;
         else if (!strcmp(a, "--spm-infill"))
             o->spm_infill = true;
         else if (!strcmp(a, "--slots") || !strcmp(a, "--no-slots"))

@@ -174,6 +174,9 @@ static int cpu_output(struct eng_ctx *c, const float *x, const struct eng_batch 
 {
     (void)err;
     const int64_t n_embd = c->m->hp.n_embd, n = b->n_out;
+    for (int64_t i = 0; i < b->n_embd_out; i++) /* embeddings: the norm's output is the row */
+        cpu_rmsnorm_rows(b->embd + i * n_embd, x + (int64_t)b->embd_out[i] * n_embd, norm, n_embd,
+                         1, n_embd, eps);
     if (n == 0)
         return 0;
     float *h = eng_scratch_f32(c, n * n_embd);

@@ -589,18 +589,28 @@ static void release_host_copies(struct eng_gpu *g, const struct eng_tensor *norm
     }
 }
 
-/* The rows that get logits, in order: in place when they are adjacent
- * (one sequence's), else gathered into scratch. */
-static const float *head_rows(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
+/* Rows idx[0..n) of d_x, in order: in place when they are adjacent (one
+ * sequence's), else gathered into scratch. */
+static const float *head_rows(struct eng_ctx *c, const float *d_x, const int32_t *idx, int64_t n,
                               int64_t E)
 {
-    const int64_t n = b->n_out, first = b->out[0];
-    if (b->out[n - 1] == first + n - 1)
+    const int64_t first = idx[0];
+    if (idx[n - 1] == first + n - 1)
         return d_x + first * E;
-    const int32_t *d_idx = (const int32_t *)pass_upload(c, (const float *)b->out, n);
+    const int32_t *d_idx = (const int32_t *)pass_upload(c, (const float *)idx, n);
     float *d_rows = pass_tmp(c, n * E);
     GPU_OP(c, fl_cuda_copy_rows(c->gpu->cu, d_rows, d_x, E, d_idx, NULL, n, &op_err));
     return d_rows;
+}
+
+/* The final norm of rows idx[0..n) on the device: their scratch copy. */
+static float *normed_rows(struct eng_ctx *c, const float *d_x, const int32_t *idx, int64_t n,
+                          const struct eng_tensor *norm, int64_t E, float eps)
+{
+    const float *d_rows = head_rows(c, d_x, idx, n, E);
+    float *d_h = pass_tmp(c, n * E);
+    pass_rmsnorm(c, d_h, d_rows, norm, E, n, E, eps);
+    return d_h;
 }
 
 static int pass_output(struct eng_ctx *c, const float *d_x, const struct eng_batch *b,
@@ -608,17 +618,23 @@ static int pass_output(struct eng_ctx *c, const float *d_x, const struct eng_bat
                        struct fl_err *err)
 {
     struct eng_gpu *g = c->gpu;
-    const int64_t E = c->m->hp.n_embd, V = c->m->hp.n_vocab, n = b->n_out;
-    if (usable(c) && n > 0 && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
-        const float *d_rows = head_rows(c, d_x, b, E);
-        float *d_h = pass_tmp(c, n * E), *d_l = pass_tmp(c, n * V);
-        pass_rmsnorm(c, d_h, d_rows, norm, E, n, E, eps);
-        const void *d_w = gpu_device_of(g, output);
-        GPU_OP(c, gpu_matmul_rows(g, d_w, output->type, E, V, d_h, n, d_l, gpu_row_spans(c, n),
-                                  &op_err));
-        GPU_OP(c, fl_cuda_download(g->cu, b->logits, d_l, sizeof(float) * (size_t)(n * V),
-                                   &op_err));
-    } else if (usable(c) && n > 0) { /* the head on the host: the hidden state comes back */
+    const int64_t E = c->m->hp.n_embd, V = c->m->hp.n_vocab, n = b->n_out, ne = b->n_embd_out;
+    if (usable(c) && n + ne > 0 && gpu_device_of(g, norm) && gpu_device_of(g, output)) {
+        if (n > 0) {
+            const float *d_h = normed_rows(c, d_x, b->out, n, norm, E, eps);
+            float *d_l = pass_tmp(c, n * V);
+            const void *d_w = gpu_device_of(g, output);
+            GPU_OP(c, gpu_matmul_rows(g, d_w, output->type, E, V, d_h, n, d_l,
+                                      gpu_row_spans(c, n), &op_err));
+            GPU_OP(c, fl_cuda_download(g->cu, b->logits, d_l, sizeof(float) * (size_t)(n * V),
+                                       &op_err));
+        }
+        if (ne > 0) { /* embeddings: the norm's rows come back */
+            const float *d_e = normed_rows(c, d_x, b->embd_out, ne, norm, E, eps);
+            GPU_OP(c, fl_cuda_download(g->cu, b->embd, d_e, sizeof(float) * (size_t)(ne * E),
+                                       &op_err));
+        }
+    } else if (usable(c) && n + ne > 0) { /* the head on the host: the hidden state comes back */
         float *x = eng_scratch_f32(c, b->n_tok * E);
         GPU_OP(c, fl_cuda_download(g->cu, x, d_x, sizeof(float) * (size_t)(b->n_tok * E),
                                    &op_err));

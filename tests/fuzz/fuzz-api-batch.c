@@ -23,6 +23,26 @@ static void check_accepted(const struct api_batch_line *l)
     const struct api_request *r = &l->req;
     if (!l->custom_id || !l->custom_id[0])
         die("accepted without a custom_id");
+    if (l->embeddings) { /* inputs, each text or ids; the answer is one line */
+        static const float row[2] = { 0.5f, -1.0f };
+        const float *rows[1] = { row };
+        const int one[1] = { 1 };
+        if (l->embd.n_in < 1 || !l->embd.oai)
+            die("an embeddings line accepted without inputs");
+        for (int i = 0; i < l->embd.n_in; i++)
+            if (!l->embd.in[i].text && l->embd.in[i].n_ids < 1)
+                die("an embeddings input with neither text nor ids");
+        struct api_embd_request e = l->embd;
+        e.n_in = 1;
+        json_t *o = api_batch_output(l->custom_id, 1, "req",
+                                     api_embd_answer(&e, "model", rows, one, 2, one), NULL, NULL);
+        char *dump = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        if (!dump || strchr(dump, '\n'))
+            die("an embeddings output line that is not one line of JSON");
+        free(dump);
+        json_decref(o);
+        return;
+    }
     if (r->kind == API_CHAT ? r->n_msgs == 0
                             : !r->prompt && !r->prompt_mixed && r->n_prompt_ids == 0)
         die("accepted without a prompt");

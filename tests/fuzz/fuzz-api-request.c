@@ -12,7 +12,10 @@
  * byte tokens and the FIM tokens, roomy and cut to a batch of 8. As
  * Anthropic's /v1/messages (api/anthropic.h), a body converts into an
  * OpenAI chat body that goes through the chat checks above, or is refused
- * in one line; so does it as OpenAI's /v1/responses (api/responses.h).
+ * in one line; so does it as OpenAI's /v1/responses (api/responses.h). As
+ * an embeddings body (api/embeddings.h), an accepted one has inputs that
+ * each hold text or token ids, and its answers (OpenAI's in both encodings,
+ * llama-server's) serialise; a refused one says why in one line.
  *
  * Whatever is accepted must have a prompt or messages and its chunks must
  * serialise; whatever is refused must say why in one line. A broken
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "api/anthropic.h"
+#include "api/embeddings.h"
 #include "api/native.h"
 #include "api/responses.h"
 #include "api/openai.h"
@@ -293,6 +297,37 @@ static void infill(json_t *body)
     api_request_free(&r);
 }
 
+/* An embeddings body at /v1/embeddings (oai) and at /embedding. */
+static void embeddings(json_t *body, bool oai)
+{
+    struct api_embd_request r;
+    struct fl_err err = { "" };
+    if (api_embd_from_json(body, oai, API_EMBD_NORM_DEFAULT, &r, &err)) {
+        if (!err.msg[0] || strchr(err.msg, '\n'))
+            die("an embeddings body refused without a one-line reason");
+        api_embd_free(&r);
+        return;
+    }
+    if (r.n_in < 1 || r.n_in > API_MAX_INPUTS || r.normalize < -1)
+        die("embeddings accepted without inputs, or with too many");
+    static const float row[4] = { 1.0f, -2.5f, 0.0f, 3e-8f };
+    const float **rows = calloc((size_t)r.n_in, sizeof(*rows));
+    int *n = calloc((size_t)r.n_in, sizeof(int));
+    for (int i = 0; rows && n && i < r.n_in; i++) {
+        if (!r.in[i].text && r.in[i].n_ids < 1)
+            die("an embeddings input with neither text nor ids");
+        rows[i] = row;
+        n[i] = 1;
+    }
+    for (int b64 = 0; rows && n && b64 < 2; b64++) {
+        r.base64 = b64;
+        serialises(api_embd_answer(&r, "model", rows, n, 4, n), "an embeddings answer");
+    }
+    free(rows);
+    free(n);
+    api_embd_free(&r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *body = NULL;
@@ -303,6 +338,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(body, API_COMPLETION, false);
     one(body, API_COMPLETION, true);
     infill(body);
+    embeddings(body, true);
+    embeddings(body, false);
     /* Anthropic's Messages API and OpenAI's Responses API: a chat body, or one line */
     for (int api = 0; api < 2; api++) {
         json_t *chat = NULL;
