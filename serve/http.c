@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -764,7 +765,9 @@ static enum MHD_Result post_jobs(struct srv_conn *k, struct api_request *req)
             if (own)
                 memcpy(own, ids, sizeof(*own) * (size_t)n);
             struct srv_job *j = own ? new_job(k, req, own, n, c) : NULL;
-            const int prc = j ? srv_job_post(s->loop, j, s->o->max_queue) : -ENOMEM;
+            /* the queue's limit counts requests: a list's later prompts join its first */
+            const int prc = j ? srv_job_post(s->loop, j, k->n_jobs ? INT_MAX : s->o->max_queue)
+                              : -ENOMEM;
             if (prc) {
                 srv_job_release(s->loop, j);
                 free(ids);

@@ -144,6 +144,10 @@ n200=$(grep -l '^HTTP/1.1 200' "$dir"/h* | wc -l)
 [ "$n503" -ge 1 ] && [ $((n503 + n200)) -eq 24 ] || fail "queue full: $n200 x 200, $n503 x 503 of 24"
 grep -l '^HTTP/1.1 503' "$dir"/h* | head -1 | xargs grep -qi '^Retry-After:' || fail "503 without Retry-After"
 echo "queue full: $n503 of 24 got 503 with Retry-After, $n200 got 200"
+# the limit counts requests: one request's 20 prompts (more than --max-queue) are answered
+want 200 $J -d "{\"prompt\": [$(seq -s, -f '"p %g"' 20)], \"max_tokens\": 2}" "$base/completions"
+python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))["choices"]) == 20' "$dir/body" ||
+  fail "20 prompts in one request past --max-queue 6: $(head -c 300 "$dir/body")"
 
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 
