@@ -7,17 +7,19 @@
 # page cache; caches dropped before each server). Prints documents/s and
 # prompt tokens/s per run, the ratios, and how close the two engines'
 # vectors are (cosine similarity per document: the same model, pooling and
-# normalization, so it should be ~1).
+# normalization, so it should be ~1). llama-server runs with its defaults
+# (mmap), capped with --no-repack --no-warmup as bench-oversize's runs.
 #
 # env: MODEL=FILE (default bench-oversize's generated qwen3moe Q4_K)
 #      LLAMA_CPP=DIR (llama-server), DOCS=32, WORDS=100 (words a document),
-#      CLIENTS=4, POOLING=last, THREADS=2, CAP_PCT=25 (0: uncapped only),
-#      RESERVE_MIB=160, PORT=18081, FL=build/faultline, KEEP=1
+#      CLIENTS=4, POOLING=last, THREADS=2, CAP_PCT=25 (0: uncapped only; capped,
+#      faultline's expert budget is its own: --ram-budget auto fits the cgroup's
+#      limit, its KV cache and a -b step's scratch), PORT=18081, FL=build/faultline, KEEP=1
 # Needs root (cgroups, drop_caches) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DOCS=${DOCS:-32} WORDS=${WORDS:-100} CLIENTS=${CLIENTS:-4} POOLING=${POOLING:-last}
-THREADS=${THREADS:-2} CAP_PCT=${CAP_PCT:-25} RESERVE_MIB=${RESERVE_MIB:-160} PORT=${PORT:-18081}
+THREADS=${THREADS:-2} CAP_PCT=${CAP_PCT:-25} RESERVE_MIB=0 PORT=${PORT:-18081}
 FL=${FL:-build/faultline}
 BENCH_NAME=bench-embed
 . scripts/lib-bench.sh
@@ -38,11 +40,13 @@ json.dump(docs, open(sys.argv[1], "w"))
 PY
 cells=$((CLIENTS * (WORDS * 2 + 64)))
 for cap_pct in "${caps[@]}"; do
-  if [ "$cap_pct" -gt 0 ]; then
+  if [ "$cap_pct" -gt 0 ]; then # the budget faultline sets itself under the cgroup's limit
     limit=$((size * cap_pct / 100))
-    fl_place=(--disk-moe --ram-budget "$((limit - ram_tier - RESERVE_MIB * 1048576 - cells * 49152))")
+    fl_place=(--disk-moe)
+    # repacking copies the weights into anonymous memory, which the cap cannot hold
+    ll_place=(--no-repack --no-warmup)
   else
-    limit=0 fl_place=(--cpu-moe --ram-budget "$size")
+    limit=0 fl_place=(--cpu-moe --ram-budget "$size") ll_place=()
   fi
   say "cap $cap_pct %: faultline serve"
   if server_start "fl-cap$cap_pct" "$limit" "$FL" serve -m "$model" -t "$THREADS" -np "$CLIENTS" \
@@ -54,7 +58,8 @@ for cap_pct in "${caps[@]}"; do
   if [ -n "${LLAMA_CPP:-}" ]; then
     say "cap $cap_pct %: llama-server --embeddings"
     if server_start "ll-cap$cap_pct" "$limit" "$LLAMA_CPP/llama-server" -m "$model" -t "$THREADS" \
-        -np "$CLIENTS" -c "$cells" --port "$PORT" --embeddings --pooling "$POOLING" --no-webui; then
+        -np "$CLIENTS" -c "$cells" --port "$PORT" --embeddings --pooling "$POOLING" --no-webui \
+        "${ll_place[@]}"; then
       python3 scripts/embed-load.py "http://127.0.0.1:$PORT/v1" "$CLIENTS" "$work/docs.json" \
         "$work/ll-cap$cap_pct.json" || true
     fi

@@ -142,7 +142,7 @@ server_start() {
   done
   say "$name: not healthy after 10 min"; return 1
 }
-server_stop() { kill -TERM $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null || true; cg_remove; }
+server_stop() { kill -TERM $srv_pid 2>/dev/null || true; wait $srv_pid 2>/dev/null || true; cg_remove; }
 
 # The EXIT trap: no cgroup left behind; $work removed unless KEEP is set.
 bench_cleanup() {
