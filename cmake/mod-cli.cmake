@@ -3,7 +3,7 @@ fl_module(cli
   SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
           app/cli/inspect.c app/cli/inspect-model.c
-          app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c
+          app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c app/cli/embed.c
           app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c app/cli/progress.c
   DEPS serve app api gen trace text model plan pager cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")

@@ -13,6 +13,9 @@
 #   - scaling: the default (euclidean) gives unit vectors, equal to the
 #     unscaled ones divided by their norm; "embd_normalize": 0 / 1 as
 #     llama-server's rules; base64 the same floats;
+#   - faultline embed (llama-embedding's command): its vectors against
+#     llama.cpp's, its plain output (vectors, the cosine similarity matrix),
+#     json+ and raw, refusals in one line;
 #   - serve: /v1/embeddings with curl and the official openai client (its
 #     default asks for base64), equal to the batch's; /embedding with
 #     --pooling none gives every token's row (against llama.cpp's); errors
@@ -175,6 +178,52 @@ close(v['taxi'], [x / sum(abs(y) for y in raw) for x in raw], 'taxicab')
 b = base64.b64decode(v['b64'])
 assert list(struct.unpack('<%df' % (len(b) // 4), b)) == [f32(x) for x in v['l2']], 'base64 is not the floats'
 EOF
+
+# --- faultline embed (llama-embedding's command) -------------------------------------
+for model in qwen3moe-tiny-Q8_0 mixtral-tiny-Q4_K_M; do
+  for pool in mean last; do
+    "$cli" embed -m tests/data/$model.gguf -f tests/data/ref/kv/p2.txt --embd-separator '<no cut>' \
+      --pooling $pool --embd-normalize -1 --embd-output-format array -t 2 >"$dir/embed.out" \
+      2>"$dir/embed.err" || fail "embed $model $pool: $(cat "$dir/embed.err")"
+    python3 - "$dir/embed.out" "$refs/$model.p2.$pool.f32" <<'EOF' || fail "embed $model $pool: not llama.cpp's vector"
+import json, math, struct, sys
+a = json.load(open(sys.argv[1]))
+b = open(sys.argv[2], 'rb').read()
+ref = struct.unpack('<%df' % (len(b) // 4), b)
+assert len(a) == 1 and len(a[0]) == len(ref), (len(a), len(a[0]), len(ref))
+e = math.sqrt(sum((x - y) ** 2 for x, y in zip(a[0], ref))) / math.sqrt(sum(y * y for y in ref))
+assert e < 1e-2, e
+EOF
+  done
+done
+m=tests/data/qwen3moe-tiny-Q8_0.gguf
+"$cli" embed -m $m -p 'Hello world\nThe cat sat\nGoodbye' -t 2 >"$dir/embed.out" 2>/dev/null ||
+  fail "embed: three prompts"
+python3 - "$dir/embed.out" <<'EOF' || fail "embed: llama-embedding's plain output"
+import sys
+lines = open(sys.argv[1]).read().split('\n')
+emb = [l for l in lines if l.startswith('embedding ')]
+assert len(emb) == 3 and all(len(l.split(':')[1].split()) == 16 for l in emb), emb
+i = lines.index('cosine similarity matrix:')
+rows = [l.split() for l in lines[i + 3:i + 6]]
+assert all(float(r[k]) == 1.0 for k, r in enumerate(rows)), rows
+assert all(-1 <= float(x) <= 1 for r in rows for x in r[:3]), rows
+EOF
+"$cli" embed -m $m -p 'one;two' --embd-separator ';' --embd-output-format json+ -t 2 >"$dir/embed.out" 2>/dev/null ||
+  fail "embed: json+"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["data"]) == 2 and len(d["data"][1]["embedding"]) == 128 and len(d["cosineSimilarity"]) == 2' \
+  "$dir/embed.out" || fail "embed: json+ is not llama-embedding's document"
+"$cli" embed -m $m -p 'Hi there' --pooling none --embd-output-format raw -t 2 >"$dir/embed.out" 2>/dev/null ||
+  fail "embed: raw"
+[ "$(wc -l <"$dir/embed.out")" -ge 2 ] && [ "$(head -1 "$dir/embed.out" | wc -w)" = 128 ] ||
+  fail "embed --pooling none raw: a line of 128 values per token: $(head -c 200 "$dir/embed.out")"
+for bad in "-p x --embd-output-format yaml" "--pooling rank -p x" "-f $dir/missing"; do
+  # shellcheck disable=SC2086
+  "$cli" embed -m $m $bad >/dev/null 2>"$dir/embed.err"
+  rc=$?
+  [ $rc -ne 0 ] && [ "$(wc -l <"$dir/embed.err")" = 1 ] || fail "embed $bad: exit $rc, $(cat "$dir/embed.err")"
+done
+echo "  faultline embed: llama.cpp's vectors, llama-embedding's plain, json+ and raw outputs, refusals"
 
 # --- the server -------------------------------------------------------------------
 . tests/lib-serve.sh

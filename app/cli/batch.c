@@ -151,12 +151,8 @@ static int parse(int argc, char **argv, struct batch_opts *o)
         else if ((taken = eng_arg_embd("batch", argc, argv, &i, &o->pooling,
                                        &o->embd_normalize)) != 0)
             ok = taken > 0;
-        else if ((taken = eng_arg_common("batch", argc, argv, &i, &common)) != 0)
-            ok = taken > 0;
-        else {
-            fprintf(stderr, "faultline batch: unknown option '%s'\n", a);
-            ok = false;
-        }
+        else
+            ok = eng_arg_last("batch", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
     }

@@ -598,6 +598,14 @@ int eng_arg_requests(const char *cmd, int argc, char **argv, int *i,
     return ok ? 1 : -1;
 }
 
+int eng_arg_last(const char *cmd, int argc, char **argv, int *i, const struct eng_common_args *t)
+{
+    const int taken = eng_arg_common(cmd, argc, argv, i, t);
+    if (taken == 0)
+        fprintf(stderr, "faultline %s: unknown option '%s'\n", cmd, argv[*i]);
+    return taken > 0 ? 1 : -1;
+}
+
 int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize)
 {
     const char *a = argv[*i], *v;

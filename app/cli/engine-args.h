@@ -60,6 +60,9 @@ struct eng_common_args {
  * 0 when not one of them, -1 after printing a bad value's message. */
 int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
                    const struct eng_common_args *t);
+/* What ends every command's option loop: eng_arg_common's options, else
+ * "unknown option" said. 1 taken, -1 a bad value or not an option. */
+int eng_arg_last(const char *cmd, int argc, char **argv, int *i, const struct eng_common_args *t);
 
 /* After the last option: applies -b/-ub, prints the notes compat's flags
  * call for (-fa under -v, --mlock, --no-mmap, -tb) and warns about -t

@@ -108,7 +108,6 @@ static int parse(int argc, char **argv, struct eval_opts *o)
     eng_session_params_init(&o->sp);
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true, &compat };
-    int taken;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool ok = true;
@@ -122,12 +121,8 @@ static int parse(int argc, char **argv, struct eval_opts *o)
             ok = eng_arg_int("eval", argc, argv, &i, 0, 1 << 20, &o->n_gen);
         else if (!strcmp(a, "--all-logits"))
             o->all_logits = true;
-        else if ((taken = eng_arg_common("eval", argc, argv, &i, &common)) != 0)
-            ok = taken > 0;
-        else {
-            fprintf(stderr, "faultline eval: unknown option '%s'\n", a);
-            ok = false;
-        }
+        else
+            ok = eng_arg_last("eval", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
     }

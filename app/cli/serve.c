@@ -166,12 +166,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             int d = 0;
             ok = eng_arg_int("serve", argc, argv, &i, 0, 3600, &d);
             o->drain_s = d;
-        } else if ((taken = eng_arg_common("serve", argc, argv, &i, &common)) != 0)
-            ok = taken > 0;
-        else {
-            fprintf(stderr, "faultline serve: unknown option '%s'\n", a);
-            ok = false;
-        }
+        } else
+            ok = eng_arg_last("serve", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
     }
