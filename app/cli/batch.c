@@ -554,20 +554,23 @@ static void progress(struct batch_run *b, bool last)
         return;
     b->t_progress = t;
     const int finished = b->done + b->skipped;
-    const double el = t - b->t0, tps = el > 0 ? (double)b->gen_tokens / el : 0;
+    /* a file of embeddings generates nothing: its speed is the prompts' */
+    const bool gen = b->gen_tokens > 0;
+    const double el = t - b->t0;
+    const double tps = el > 0 ? (double)(gen ? b->gen_tokens : b->prompt_tokens) / el : 0;
     const double eta = b->done > 0 ? el / b->done * (b->total - finished) : 0;
-    fprintf(stderr, "\r[%d/%d] %d running, %.1f tokens/s, ETA %02d:%02d%s", finished, b->total,
-            b->in_flight, tps, (int)eta / 60, (int)eta % 60, last ? "\n" : "  ");
+    fprintf(stderr, "\r[%d/%d] %d running, %.1f %stokens/s, ETA %02d:%02d%s", finished, b->total,
+            b->in_flight, tps, gen ? "" : "prompt ", (int)eta / 60, (int)eta % 60, last ? "\n" : "  ");
 }
 
 static void summary(struct batch_run *b)
 {
     const double el = fl_clock_s() - b->t0;
     fprintf(stderr, "batch: %d requests done (%d errors), %d done before, in %.1f s: %llu prompt "
-            "tokens (%llu of them from the prompt cache), %llu generated (%.2f t/s)", b->done,
-            b->errors, b->skipped, el, (unsigned long long)b->prompt_tokens,
-            (unsigned long long)b->prompt_cached, (unsigned long long)b->gen_tokens,
-            el > 0 ? (double)b->gen_tokens / el : 0.0);
+            "tokens (%llu of them from the prompt cache) at %.2f t/s, %llu generated (%.2f t/s)",
+            b->done, b->errors, b->skipped, el, (unsigned long long)b->prompt_tokens,
+            (unsigned long long)b->prompt_cached, el > 0 ? (double)b->prompt_tokens / el : 0.0,
+            (unsigned long long)b->gen_tokens, el > 0 ? (double)b->gen_tokens / el : 0.0);
     struct pager *p = eng_session_pager(b->s);
     struct fl_predictor *pr = eng_session_predictor(b->s);
     if (p && pr) {
