@@ -16,9 +16,10 @@
  * Some models again with a quantized KV cache (-ctk/-ctv: every query on
  * the one-chunk kernel, the pass on the host where the cache is), and one
  * with its F16 cache kept in RAM beside the device (-nkvo).
- * Embedding requests (the final norm's rows pooled by mean over three
- * chunks, last, cls, and every row) give the same vectors alone as beside
- * each other and two generating requests, in every mode.
+ * Embedding requests (every row of a prompt, and its mean, last and first
+ * row) give the lone rows' bits beside each other, in one step, and beside
+ * two generating requests, in every mode (test-embeddings checks prompts
+ * of many chunks against llama.cpp's vectors).
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). */
 #include <errno.h>
 #include <math.h>
@@ -192,14 +193,14 @@ static uint64_t run_together(struct run *ru, struct rec *mixed)
 
 /* --- embeddings ------------------------------------------------------------ */
 #define N_EMBD 4
-static const enum eng_pooling embd_pool[N_EMBD] = { ENG_POOL_MEAN, ENG_POOL_LAST, ENG_POOL_CLS,
-                                                    ENG_POOL_NONE };
-static const int embd_prompt[N_EMBD] = { 2, 2, 2, 2 }; /* three chunks */
+#define EMBD_TOK 14 /* request 2's first 14 tokens: the four requests' chunks share a step */
+static const enum eng_pooling embd_pool[N_EMBD] = { ENG_POOL_NONE, ENG_POOL_MEAN, ENG_POOL_LAST,
+                                                    ENG_POOL_CLS };
 
 static void submit_embd(struct eng_sched *q, struct run *ru, int k, struct rec *r)
 {
-    struct eng_req req = { .prompt = ru->ids[embd_prompt[k]], .n_prompt = ru->n_ids[embd_prompt[k]],
-                           .embed = true, .pooling = embd_pool[k], .user = r };
+    struct eng_req req = { .prompt = ru->ids[2], .n_prompt = EMBD_TOK, .embed = true,
+                           .pooling = embd_pool[k], .user = r };
     fl_sampler_defaults(&req.sampling, 1);
     struct fl_err err;
     r->id = eng_sched_submit(q, &req, &err);
@@ -215,20 +216,20 @@ static void drain(struct eng_sched *q, const char *label)
     CHECK(rc == 0, "%s: %s", label, err.msg);
 }
 
-/* Each embedding alone, then all of them submitted at once with requests
- * 0 and 3 generating beside them: the same vectors, bit for bit. */
+/* Every token's row of one prompt alone; then the four poolings of it at
+ * once, with requests 0 and 3 generating beside them: the rows the same
+ * bits, and the pooled vectors the lone rows' mean (summed in double, in
+ * position order, as the scheduler sums), last and first, bit for bit. */
 static void test_embeddings(struct run *ru, const char *label)
 {
-    struct rec alone[N_EMBD] = { 0 }, mixed[N_EMBD + 2] = { 0 };
+    struct rec alone = { 0 }, mixed[N_EMBD + 2] = { 0 };
     struct eng_sched *q;
     struct fl_err err;
     const size_t e = (size_t)eng_session_model(ru->s)->hp.n_embd;
-    for (int k = 0; k < N_EMBD; k++) {
-        CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
-        submit_embd(q, ru, k, &alone[k]);
-        drain(q, label);
-        eng_sched_free(q);
-    }
+    CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
+    submit_embd(q, ru, 0, &alone);
+    drain(q, label);
+    eng_sched_free(q);
     CHECK(eng_sched_create(ru->s, &hooks, &q, &err) == 0, "sched: %s", err.msg);
     for (int k = 0; k < N_EMBD; k++)
         submit_embd(q, ru, k, &mixed[k]);
@@ -236,44 +237,34 @@ static void test_embeddings(struct run *ru, const char *label)
     submit(q, ru, 3, &mixed[N_EMBD + 1]);
     drain(q, label);
     eng_sched_free(q);
-    for (int k = 0; k < N_EMBD; k++) {
-        const size_t want = embd_pool[k] == ENG_POOL_NONE ? e * (size_t)ru->n_ids[embd_prompt[k]] : e;
-        CHECK(alone[k].done && alone[k].finish == ENG_FINISH_STOP && alone[k].n_embd == want,
-              "%s: embedding %d (%s): finish %d, %zu floats, want %zu", label, k,
-              eng_pooling_name(embd_pool[k]), alone[k].finish, alone[k].n_embd, want);
-        bool finite = alone[k].n_embd > 0;
-        for (size_t v = 0; v < alone[k].n_embd; v++)
-            finite &= isfinite(alone[k].embd[v]) != 0;
-        CHECK(finite, "%s: embedding %d: not finite", label, k);
-        CHECK(mixed[k].n_embd == alone[k].n_embd && mixed[k].embd &&
-                  !memcmp(mixed[k].embd, alone[k].embd, sizeof(float) * alone[k].n_embd),
-              "%s: embedding %d (%s) differs beside other requests", label, k,
-              eng_pooling_name(embd_pool[k]));
-    }
-    /* the pooled vectors are the rows' mean, first and last (the mean's
-     * sums in double, in position order, as the scheduler's) */
-    const int n = ru->n_ids[2];
-    const float *rows = alone[3].embd;
-    for (size_t v = 0; rows && v < e; v++) {
+    bool finite = alone.done && alone.finish == ENG_FINISH_STOP && alone.n_embd == e * EMBD_TOK;
+    for (size_t v = 0; finite && v < alone.n_embd; v++)
+        finite = isfinite(alone.embd[v]) != 0;
+    CHECK(finite, "%s: the rows alone: finish %d, %zu floats (want %zu), or not finite", label,
+          alone.finish, alone.n_embd, e * EMBD_TOK);
+    CHECK(finite && mixed[0].n_embd == alone.n_embd &&
+              !memcmp(mixed[0].embd, alone.embd, sizeof(float) * alone.n_embd),
+          "%s: the rows differ beside other requests", label);
+    for (int k = 1; finite && k < N_EMBD; k++)
+        CHECK(mixed[k].done && mixed[k].n_embd == e, "%s: %s pooling: %zu floats", label,
+              eng_pooling_name(embd_pool[k]), mixed[k].n_embd);
+    const float *rows = alone.embd;
+    for (size_t v = 0; finite && v < e && mixed[3].n_embd == e; v++) {
         double sum = 0;
-        for (int t = 0; t < n; t++)
+        for (int t = 0; t < EMBD_TOK; t++)
             sum += rows[(size_t)t * e + v];
-        const float mean = (float)(sum / n);
-        CHECK(!memcmp(&alone[0].embd[v], &mean, sizeof(float)) &&
-                  !memcmp(&alone[1].embd[v], &rows[(size_t)(n - 1) * e + v], sizeof(float)) &&
-                  !memcmp(&alone[2].embd[v], &rows[v], sizeof(float)),
-              "%s: value %zu: mean %g last %g cls %g, the rows' %g %g %g", label, v,
-              alone[0].embd[v], alone[1].embd[v], alone[2].embd[v], mean,
-              rows[(size_t)(n - 1) * e + v], rows[v]);
+        const float mean = (float)(sum / EMBD_TOK);
+        const float *last = &rows[(size_t)(EMBD_TOK - 1) * e + v];
+        CHECK(!memcmp(&mixed[1].embd[v], &mean, sizeof(float)) &&
+                  !memcmp(&mixed[2].embd[v], last, sizeof(float)) &&
+                  !memcmp(&mixed[3].embd[v], &rows[v], sizeof(float)),
+              "%s: value %zu beside other requests: mean %g last %g cls %g, the lone rows' %g %g %g",
+              label, v, mixed[1].embd[v], mixed[2].embd[v], mixed[3].embd[v], mean, *last, rows[v]);
     }
-    for (int k = 0; k < N_EMBD; k++) {
-        rec_free(&alone[k]);
-        rec_free(&mixed[k]);
-    }
-    /* the generating pair kept their course: rows as in the mixed run of their own */
     CHECK(mixed[N_EMBD].done && mixed[N_EMBD + 1].done, "%s: requests beside the embeddings", label);
-    rec_free(&mixed[N_EMBD]);
-    rec_free(&mixed[N_EMBD + 1]);
+    rec_free(&alone);
+    for (int k = 0; k < N_EMBD + 2; k++)
+        rec_free(&mixed[k]);
 }
 
 /* Request i's logprobs against the test's own log-softmax of its rows (row
