@@ -54,7 +54,8 @@ void api_embd_free(struct api_embd_request *r);
 void api_embd_normalize(const float *in, float *out, int n, int norm);
 
 /* The answer to r: for input i, rows[i] (n_rows[i] rows of n_embd floats,
- * already normalized) and the tokens it read, n_tokens[i]. OpenAI's
+ * already normalized; OpenAI's answer takes the first row, and n_rows may
+ * be NULL for it) and the tokens it read, n_tokens[i]. OpenAI's
  * {"object": "list", "data": [{"embedding", "index", "object"}], "model",
  * "usage"} (model: the request's, else `model`; an input's first row), or
  * llama-server's [{"index", "embedding": [rows]}]. NULL when memory runs

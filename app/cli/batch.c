@@ -217,13 +217,8 @@ static void job_write(struct batch_run *b, struct job *j)
     json_t *doc = NULL;
     if (!j->error[0] && j->embd) {
         const struct api_embd_request r = { .oai = true, .base64 = j->base64, .n_in = j->n };
-        int *one = calloc((size_t)j->n, sizeof(int));
-        for (int i = 0; one && i < j->n; i++)
-            one[i] = 1;
-        doc = one ? api_embd_answer(&r, b->model_name, (const float *const *)j->rows, one,
-                                    (int)eng_session_model(b->s)->hp.n_embd, j->n_tok)
-                  : NULL;
-        free(one);
+        doc = api_embd_answer(&r, b->model_name, (const float *const *)j->rows, NULL,
+                              (int)eng_session_model(b->s)->hp.n_embd, j->n_tok);
         if (!doc) {
             snprintf(j->error, sizeof(j->error), "line %d: out of memory", j->line_no);
             j->error_code = "server_error";
@@ -362,6 +357,18 @@ static struct job *new_job(struct batch_run *b, const struct api_batch_line *l, 
     return j;
 }
 
+/* After a line's requests were submitted: when none started, the line's
+ * error now; else the line ends when its last started request does (an
+ * error if one did not start). */
+static void end_if_none_started(struct batch_run *b, struct job *j)
+{
+    if (j->left)
+        return;
+    write_error(b, j->custom_id, j->line_no, j->error_code, j->error);
+    b->done++;
+    job_free(j);
+}
+
 /* Prompt p's requests, one per choice; choice c samples with seed + c
  * (the later ones read the first's prompt as it is computed). Stops at
  * the first that cannot start, its error the line's. */
@@ -432,11 +439,7 @@ static void submit_line(struct batch_run *b, struct api_batch_line *l, int line_
         submit_prompt(b, l, j, p, &req);
     json_decref(call_schema);
     free(call_grammar);
-    if (!j->left) { /* none started: the line's error now */
-        write_error(b, j->custom_id, line_no, j->error_code, j->error);
-        b->done++;
-        job_free(j);
-    } /* else the line ends when its last started choice does, as an error if one did not start */
+    end_if_none_started(b, j);
 }
 
 /* A /v1/embeddings line: one request per input, each its prompt alone. */
@@ -480,11 +483,7 @@ static void submit_embeddings(struct batch_run *b, struct api_batch_line *l, int
         }
         free(ids);
     }
-    if (!j->left) { /* none started: the line's error now */
-        write_error(b, j->custom_id, line_no, j->error_code, j->error);
-        b->done++;
-        job_free(j);
-    }
+    end_if_none_started(b, j);
 }
 
 /* One input line: skipped when done before, an error line when malformed

@@ -35,7 +35,6 @@ struct embed_item {
     float *v;                     /* [rows][n_embd], scaled */
     int rows, n_tokens;
     char error[256];
-    bool done;
 };
 
 static int usage(FILE *out)
@@ -136,7 +135,6 @@ static void on_done(void *ctx, void *user, const struct eng_req_result *r)
 {
     struct embed_run *run = ctx;
     struct embed_item *it = user;
-    it->done = true;
     const size_t e = (size_t)r->n_embd;
     if (!r->embd || !(it->v = malloc(sizeof(float) * e * (size_t)r->n_embd_rows))) {
         snprintf(it->error, sizeof(it->error), "%s", r->error ? r->error : "out of memory");
