@@ -29,6 +29,17 @@ int fl_tokvec_push(struct fl_tokvec *tv, int32_t id)
     return 0;
 }
 
+/* Up to 40 bytes of a file's string for a one-line message: control bytes
+ * (a newline in a hostile file's token) shown as '?'. */
+static const char *shown(char out[41], const char *s)
+{
+    size_t n = 0;
+    for (; s[n] && n < 40; n++)
+        out[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    out[n] = '\0';
+    return out;
+}
+
 static uint64_t hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -134,8 +145,8 @@ static int build_hash(struct fl_tokenizer *tok, const char *name, struct fl_err 
             int32_t o = tok->hash[i];
             if (tok->text_len[o] == tok->text_len[id] &&
                 memcmp(tok->text[o], tok->text[id], tok->text_len[id]) == 0)
-                return fl_err_set(err, -EINVAL, "%s: tokens %d and %d are both '%.40s'", name, o,
-                                  id, tok->text[id]);
+                return fl_err_set(err, -EINVAL, "%s: tokens %d and %d are both '%s'", name, o,
+                                  id, shown((char[41]){ 0 }, tok->text[id]));
         }
         tok->hash[i] = id;
     }
@@ -199,13 +210,13 @@ static int load_merges(struct fl_tokenizer *tok, const struct gguf_file *f, stru
     for (uint64_t r = 0; r < v->arr.n; r++) {
         const char *sp = s[r].len > 1 ? memchr(s[r].data + 1, ' ', s[r].len - 1) : NULL;
         if (!sp)
-            return fl_err_set(err, -EINVAL, "%s: merge %llu '%.40s' has no space", gguf_name(f),
-                              (unsigned long long)r, s[r].data);
+            return fl_err_set(err, -EINVAL, "%s: merge %llu '%s' has no space", gguf_name(f),
+                              (unsigned long long)r, shown((char[41]){ 0 }, s[r].data));
         int32_t a = fl_tok_find(tok, s[r].data, (size_t)(sp - s[r].data));
         int32_t b = fl_tok_find(tok, sp + 1, s[r].len - (size_t)(sp + 1 - s[r].data));
         if (a < 0 || b < 0)
-            return fl_err_set(err, -EINVAL, "%s: merge %llu '%.40s' names a token not in the vocabulary",
-                              gguf_name(f), (unsigned long long)r, s[r].data);
+            return fl_err_set(err, -EINVAL, "%s: merge %llu '%s' names a token not in the vocabulary",
+                              gguf_name(f), (unsigned long long)r, shown((char[41]){ 0 }, s[r].data));
         uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
         uint32_t i = (uint32_t)mix64(key) & tok->merge_mask;
         while (tok->merge_key[i] != UINT64_MAX && tok->merge_key[i] != key)
@@ -518,8 +529,8 @@ int fl_tokenizer_load(const struct gguf_file *f, struct fl_tokenizer **out, stru
         tok->model = FL_TOK_BPE;
     } else {
         free(tok);
-        return fl_err_set(err, -EINVAL, "%s: tokenizer model '%.40s' is not supported (llama, gpt2)",
-                          gguf_name(f), model);
+        return fl_err_set(err, -EINVAL, "%s: tokenizer model '%s' is not supported (llama, gpt2)",
+                          gguf_name(f), shown((char[41]){ 0 }, model));
     }
     set_defaults(tok);
     rc = load_all(tok, f, err);
