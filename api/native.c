@@ -163,13 +163,18 @@ static json_t *timings_json(const struct api_native_result *r)
 {
     const int prompt_n = r->tokens_evaluated - r->cache_n;
     const double pms = r->prompt_s * 1e3, gms = r->predicted_s * 1e3;
-    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", r->cache_n,
+    json_t *t = json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", r->cache_n,
                      "prompt_n", prompt_n, "prompt_ms", pms, "prompt_per_token_ms",
                      prompt_n > 0 ? pms / prompt_n : 0.0, "prompt_per_second",
                      pms > 0 ? prompt_n * 1e3 / pms : 0.0, "predicted_n", r->tokens_predicted,
                      "predicted_ms", gms, "predicted_per_token_ms",
                      r->tokens_predicted > 0 ? gms / r->tokens_predicted : 0.0,
                      "predicted_per_second", gms > 0 ? r->tokens_predicted * 1e3 / gms : 0.0);
+    if (t && r->draft_n > 0) { /* llama-server's, with speculative decoding */
+        fl_json_set(t, "draft_n", json_integer(r->draft_n));
+        fl_json_set(t, "draft_n_accepted", json_integer(r->draft_n_accepted));
+    }
+    return t;
 }
 
 json_t *api_native_json(const struct api_native_result *r)

@@ -99,6 +99,7 @@ struct api_native_result {
     int tokens_cached;       /* the sequence's positions at its end */
     int cache_n;             /* prompt tokens read from the prompt cache */
     double prompt_s, predicted_s;
+    int draft_n, draft_n_accepted; /* speculative decoding's draft tokens, and those kept */
     json_t *settings;        /* generation_settings (taken over; NULL: left out) */
 };
 json_t *api_native_json(const struct api_native_result *r);

@@ -1,5 +1,5 @@
 /* scheduler.c: continuous batching (scheduler.h). */
-#include "app/scheduler.h"
+#include "app/sched-impl.h"
 
 #include "app/prompt-cache.h"
 
@@ -19,70 +19,6 @@
 #include "text/think-budget.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
-
-struct sched_req {
-    int id;
-    void *user;
-    int32_t *prompt;
-    int n_prompt, max_tokens, limit; /* limit: positions it may fill */
-    bool ignore_eos, cancelled;
-    int cut;             /* the stop string that ended the text, -1: none */
-    int n_indent, t_max_ms; /* eng_req's n_indent and t_max_predict_ms */
-    size_t line_at;      /* n_indent: where the line to check starts (0: no newline yet), */
-    bool line_ok;        /* and whether it passed already */
-    bool want_lp, no_cache, want_plp;
-    bool embed;                 /* an embedding (eng_req): its rows, pooled ... */
-    enum eng_pooling pool;
-    double *sum;                /* ... ENG_POOL_MEAN: [n_embd] so far, in position order */
-    float *embd;                /* ... the result: [n_prompt or 1][n_embd] */
-    struct fl_schema *schema;   /* JSON mode or a JSON schema: what the answer must be, */
-    struct fl_grammar *grammar; /* or a grammar ... */
-    struct fl_constraint *cons; /* ... and the answer so far against it (NULL: free text) */
-    bool think_limit;               /* the reasoning budget (eng_req) ... */
-    struct fl_think_budget think;   /* ... and its state */
-    int top_lp;
-    struct fl_token_logprob *lp; /* [cap_gen] with want_lp */
-    struct fl_token_logprob *plp; /* [n_prompt] with want_plp */
-    char *stop[ENG_SCHED_MAX_STOP];
-    int n_stop;
-    size_t stop_max;
-    struct fl_sampler_params sp;
-    struct fl_sampler *smp;
-    const char *error;   /* set: ends with ENG_FINISH_ERROR at the next step */
-    int seq;             /* -1 while queued */
-    int n_done;          /* prompt tokens evaluated (or read from the prompt cache) */
-    int n_cached;        /* prompt tokens read from the prompt cache */
-    /* waiting for a running request (id, sequence) to compute the first
-     * lend_at positions of this prompt, to read them (-1: not waiting) */
-    int lender, lend_seq, lend_at;
-    int32_t next;        /* generating: the token to feed */
-    int32_t *gen;
-    int n_gen, cap_gen;
-    char *text;
-    size_t len, cap, emitted;
-    double t_submit, t_start, t_first;
-};
-
-struct eng_sched {
-    struct eng_session *s;
-    struct eng_sched_hooks h;
-    const struct fl_tokenizer *tok;
-    int n_vocab, n_seq, n_batch, n_ctx, next_id;
-    struct sched_req **slot;  /* [n_seq]: the request on each sequence, or NULL */
-    struct sched_req **queue; /* FIFO */
-    int n_queue, cap_queue;
-    /* one step's batch: at most n_seq decodes + n_batch prompt tokens */
-    int32_t *tokens;
-    struct eng_span *spans;
-    struct sched_req **span_req;
-    float *logits;
-    float *embd;              /* [n_seq + n_batch][n_embd]: embedding rows (at the first) */
-    int n_embd;
-    struct eng_pcache *pc;    /* prompts' prefixes kept for later requests */
-    struct fl_mask_vocab *jv; /* JSON mode's pieces, made at its first request */
-    float *masked;            /* [n_vocab]: a row masked to JSON */
-    struct eng_sched_stats st;
-};
 
 static const char *const pooling_names[] = { "none", "mean", "cls", "last" };
 
@@ -121,14 +57,18 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     q->n_batch = eng_session_n_batch(s);
     q->n_ctx = eng_session_n_ctx(s);
     q->n_embd = (int)eng_session_model(s)->hp.n_embd;
+    q->spec = ENG_SPEC_PARAMS_DEFAULT;
     const size_t n_tok = (size_t)(q->n_seq + q->n_batch), n_span = (size_t)q->n_seq;
     q->slot = calloc(n_span, sizeof(*q->slot));
     q->tokens = malloc(n_tok * sizeof(*q->tokens));
     q->spans = malloc(n_span * sizeof(*q->spans));
     q->span_req = malloc(n_span * sizeof(*q->span_req));
+    q->chunk = malloc(n_span * sizeof(*q->chunk));
+    q->draft = malloc(ENG_SPEC_DRAFT_MAX * sizeof(*q->draft));
     /* a row per span, and one prompt_logprobs chunk's */
     q->logits = malloc((n_span + ENG_SCHED_PLP_CHUNK) * (size_t)q->n_vocab * sizeof(float));
-    if (!q->slot || !q->tokens || !q->spans || !q->span_req || !q->logits) {
+    if (!q->slot || !q->tokens || !q->spans || !q->span_req || !q->logits || !q->chunk ||
+        !q->draft) {
         eng_sched_free(q);
         return fl_err_set(err, -ENOMEM, "out of memory for %d sequences' batch", q->n_seq);
     }
@@ -138,6 +78,25 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
         return rc;
     }
     *out = q;
+    return 0;
+}
+
+int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, struct fl_err *err)
+{
+    q->spec = *p;
+    q->spec_max = 0;
+    if (p->type == ENG_SPEC_NONE)
+        return 0;
+    if (eng_session_recurrent(q->s)) /* its state cannot take a rejected draft back */
+        return fl_err_set(err, -ENOTSUP, "speculative decoding is off: this model's recurrent "
+                          "state cannot take back a rejected draft");
+    /* the decodes' rows, a prompt_logprobs chunk's and the drafts' */
+    const size_t rows = (size_t)(q->n_seq + ENG_SCHED_PLP_CHUNK + ENG_SCHED_DRAFT_STEP);
+    float *l = realloc(q->logits, rows * (size_t)q->n_vocab * sizeof(float));
+    if (!l)
+        return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
+    q->logits = l;
+    q->spec_max = p->size_m < ENG_SPEC_DRAFT_MAX ? p->size_m : ENG_SPEC_DRAFT_MAX;
     return 0;
 }
 
@@ -179,6 +138,8 @@ void eng_sched_free(struct eng_sched *q)
     free(q->tokens);
     free(q->spans);
     free(q->span_req);
+    free(q->chunk);
+    free(q->draft);
     free(q->logits);
     free(q->embd);
     free(q->masked);
@@ -395,6 +356,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         .prompt_s = first - start, .gen_s = t - first, .logprobs = r->want_lp ? r->lp : NULL,
         .n_logprobs = n_lp, .prompt_logprobs = r->want_plp ? r->plp : NULL,
         .stop_index = why == ENG_FINISH_STOP ? r->cut : -1,
+        .n_drafted = r->n_drafted, .n_accepted = r->n_accepted,
         .embd = r->embed && why == ENG_FINISH_STOP ? r->embd : NULL,
         .n_embd_rows = r->pool == ENG_POOL_NONE ? r->n_prompt : 1, .n_embd = q->n_embd,
     };
@@ -543,6 +505,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     q->slot[r->seq] = NULL;
     r->seq = -1;
     r->n_done = r->n_gen = r->n_cached = 0;
+    r->n_drafted = r->n_accepted = 0;
     r->lender = -1;
     r->len = r->line_at = 0;
     r->line_ok = false;
@@ -597,23 +560,16 @@ static void make_room(struct eng_sched *q)
     }
 }
 
-/* The step's spans: every generating sequence's next token, then prompt
- * chunks while the prompt tokens stay within n_batch. */
-static int build_batch(struct eng_sched *q, int *n_tok)
+/* The step's prompt chunks, into q->chunk (0: none): those still reading
+ * their prompt, while the prompt tokens stay within n_batch (at least one
+ * chunk). Returns their tokens. */
+static int plan_prompts(struct eng_sched *q)
 {
-    int n_span = 0, n = 0, prompt = 0;
-    for (int i = 0; i < q->n_seq; i++) {
-        struct sched_req *r = q->slot[i];
-        if (!r || r->n_done < r->n_prompt)
-            continue;
-        q->tokens[n] = r->next;
-        q->span_req[n_span] = r;
-        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1, true, false, false };
-        n++;
-    }
+    int prompt = 0;
     bool rows = false; /* one chunk with a row per token a step (q->logits' room) */
     for (int i = 0; i < q->n_seq; i++) {
         struct sched_req *r = q->slot[i];
+        q->chunk[i] = 0;
         if (!r || r->n_done >= r->n_prompt || waiting(q, r) || (r->want_plp && rows))
             continue;
         const int most = r->want_plp && ENG_SCHED_PLP_CHUNK < q->n_batch ? ENG_SCHED_PLP_CHUNK
@@ -622,118 +578,70 @@ static int build_batch(struct eng_sched *q, int *n_tok)
         if (prompt > 0 && prompt + chunk > q->n_batch)
             continue;
         rows |= r->want_plp;
+        q->chunk[i] = chunk;
+        prompt += chunk;
+    }
+    return prompt;
+}
+
+/* The draft sequence seq's request r feeds beside its token (into
+ * q->draft): at most budget tokens, none past its token limit or the
+ * context, and only into free cells (a draft never makes another request
+ * give its cells back). Returns its length. */
+static int draft_for(struct eng_sched *q, struct sched_req *r, int seq, int budget)
+{
+    const int pos0 = r->n_prompt + r->n_gen - 1; /* where r->next goes */
+    int most = q->spec_max < budget ? q->spec_max : budget;
+    most = r->limit - 1 - pos0 < most ? r->limit - 1 - pos0 : most;
+    most = r->max_tokens - r->n_gen - 1 < most ? r->max_tokens - r->n_gen - 1 : most;
+    if (most < 1)
+        return 0;
+    const int n = eng_spec_draft(&q->spec, r->prompt, r->n_prompt, r->gen, r->n_gen, q->draft, most);
+    struct fl_err e; /* the pool too short: no draft (nothing is taken) */
+    return n > 0 && !eng_session_seq_reserve(q->s, seq, pos0 + 1 + n, &e) ? n : 0;
+}
+
+/* The step's spans: every generating sequence's next token (and its
+ * draft, in what the prompt chunks leave of n_batch), then the prompt
+ * chunks. */
+static int build_batch(struct eng_sched *q, int *n_tok)
+{
+    const int prompt = plan_prompts(q);
+    int n_span = 0, n = 0;
+    int budget = q->n_batch - prompt < ENG_SCHED_DRAFT_STEP ? q->n_batch - prompt
+                                                             : ENG_SCHED_DRAFT_STEP;
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        if (!r || r->n_done < r->n_prompt)
+            continue;
+        q->tokens[n] = r->next;
+        const int nd = q->spec_max > 0 ? draft_for(q, r, i, budget) : 0;
+        memcpy(q->tokens + n + 1, q->draft, sizeof(int32_t) * (size_t)nd);
+        budget -= nd;
+        r->n_drafted += nd;
+        q->st.drafted += (uint64_t)nd;
+        q->st.draft_spans += nd > 0;
+        q->span_req[n_span] = r;
+        /* with a draft, a row per token: each draft token is checked against the row before it */
+        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1 + nd, true, nd > 0,
+                                                false };
+        n += 1 + nd;
+    }
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        const int chunk = q->chunk[i];
+        if (!chunk)
+            continue;
+        const int left = r->n_prompt - r->n_done;
         memcpy(q->tokens + n, r->prompt + r->n_done, sizeof(int32_t) * (size_t)chunk);
         q->span_req[n_span] = r;
         /* an embedding: every row but with last-token pooling, whose prompt's last */
         const bool all = r->want_plp || (r->embed && r->pool != ENG_POOL_LAST);
         q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left, all, r->embed };
         n += chunk;
-        prompt += chunk;
     }
     *n_tok = n;
     return n_span;
-}
-
-static int grow_gen(struct sched_req *r, size_t piece)
-{
-    if (r->n_gen == r->cap_gen) {
-        const int cap = r->cap_gen ? 2 * r->cap_gen : 64;
-        int32_t *g = realloc(r->gen, sizeof(int32_t) * (size_t)cap);
-        if (!g)
-            return -ENOMEM;
-        r->gen = g;
-        if (r->want_lp) {
-            struct fl_token_logprob *lp = realloc(r->lp, sizeof(*lp) * (size_t)cap);
-            if (!lp)
-                return -ENOMEM;
-            r->lp = lp;
-        }
-        r->cap_gen = cap;
-    }
-    if (r->len + piece + 1 > r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 256;
-        while (cap < r->len + piece + 1)
-            cap *= 2;
-        char *t = realloc(r->text, cap);
-        if (!t)
-            return -ENOMEM;
-        r->text = t, r->cap = cap;
-    }
-    return 0;
-}
-
-/* n_indent (llama-server's): the first line after a newline whose first
- * character other than a space or tab comes after fewer than n_indent of
- * them ends the text there (true: cut before that character). Lines are
- * checked once they have such a character; blank lines pass. */
-static bool indent_cut(struct sched_req *r)
-{
-    for (;;) {
-        if (!r->line_at) {
-            const char *nl = memchr(r->text, '\n', r->len);
-            if (!nl)
-                return false;
-            r->line_at = (size_t)(nl - r->text) + 1;
-        }
-        size_t p = r->line_at;
-        while (!r->line_ok && p < r->len && (r->text[p] == ' ' || r->text[p] == '\t'))
-            p++;
-        if (p == r->len)
-            return false; /* the line has no other character yet */
-        if (!r->line_ok && r->text[p] != '\n' && (int)(p - r->line_at) < r->n_indent) {
-            r->len = p;
-            r->text[p] = '\0';
-            return true;
-        }
-        r->line_ok = true;
-        const char *nl = memchr(r->text + p, '\n', r->len - p);
-        if (!nl)
-            return false; /* the line passed; the next starts after its newline */
-        r->line_at = (size_t)(nl - r->text) + 1;
-        r->line_ok = false;
-    }
-}
-
-enum appended { TEXT_GOES_ON, TEXT_STOPPED, TEXT_LIMITED };
-
-/* Appends token id's text: TEXT_STOPPED when a stop string now ends the
- * text (cut there), TEXT_LIMITED when n_indent cut it or, past
- * t_max_predict_ms, the piece holds a newline. Text that cannot begin a
- * stop string any more (nor be cut) goes to the hook. */
-static enum appended append_text(struct eng_sched *q, struct sched_req *r, int32_t id)
-{
-    char buf[256];
-    int n = fl_token_to_piece(q->tok, id, buf, sizeof(buf), false, false);
-    n = n > 0 && (size_t)n <= sizeof(buf) ? n : 0;
-    memcpy(r->text + r->len, buf, (size_t)n);
-    r->len += (size_t)n;
-    r->text[r->len] = '\0';
-    /* a new match ends in the new piece: search from stop_max before it */
-    const size_t from = r->len - (size_t)n > r->stop_max ? r->len - (size_t)n - r->stop_max : 0;
-    for (int i = 0; i < r->n_stop; i++) {
-        const char *hit = strstr(r->text + from, r->stop[i]);
-        if (hit) {
-            r->len = (size_t)(hit - r->text);
-            r->text[r->len] = '\0';
-            r->cut = i;
-            return TEXT_STOPPED;
-        }
-    }
-    if (r->n_indent > 0 && indent_cut(r))
-        return TEXT_LIMITED;
-    /* a line's indentation is not known until its first other character */
-    size_t hold = r->stop_max ? r->stop_max - 1 : 0;
-    if (r->n_indent > 0 && r->line_at && !r->line_ok && r->len - r->line_at > hold)
-        hold = r->len - r->line_at;
-    /* after a restart, emitted counts what was sent before: the same bytes */
-    if (q->h.text && r->len > r->emitted + hold) {
-        q->h.text(q->h.ctx, r->user, r->text + r->emitted, r->len - hold - r->emitted);
-        r->emitted = r->len - hold;
-    }
-    if (r->t_max_ms > 0 && memchr(buf, '\n', (size_t)n) &&
-        (fl_clock_s() - r->t_first) * 1e3 > r->t_max_ms)
-        return TEXT_LIMITED;
-    return TEXT_GOES_ON;
 }
 
 /* Token id's figures under row (lse: its log-sum-exp): its log-probability
@@ -751,12 +659,13 @@ static void score_prompt(struct eng_sched *q, struct sched_req *r, int p, const 
     figures(q, r, row, fl_logsumexp(row, q->n_vocab), r->prompt[p], &r->plp[p]);
 }
 
-/* A logits row for r: sample, and end r or queue the token for the next step. */
-static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
+/* A logits row for r: sample, and end r or queue the token for the next
+ * step. Returns whether r goes on (else it ended: r is gone). */
+static bool take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 {
     if (r->max_tokens == 0) { /* the prompt alone (its log-probabilities, or the cache) */
         finish(q, r, ENG_FINISH_LENGTH);
-        return;
+        return false;
     }
     const int pos = r->n_prompt + r->n_gen;
     if (q->h.logits)
@@ -769,7 +678,7 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
         r->error = r->grammar ? "grammar: no token of the vocabulary continues the answer"
                               : "JSON mode: no token of the vocabulary continues the answer";
         finish(q, r, ENG_FINISH_ERROR);
-        return;
+        return false;
     }
     const int32_t forced = r->think_limit ? fl_think_budget_next(&r->think, r->text, r->len, r->n_gen)
                                           : -1;
@@ -777,21 +686,21 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     if (id < 0) {
         r->error = "no token can be drawn (the logits are not finite, or logit_bias left none)";
         finish(q, r, ENG_FINISH_ERROR);
-        return;
+        return false;
     }
     if (r->cons && !fl_constraint_accept(r->cons, q->jv, id)) { /* the mask's contract */
         r->error = "a token the mask allowed does not continue the answer";
         finish(q, r, ENG_FINISH_ERROR);
-        return;
+        return false;
     }
     if ((!r->ignore_eos || r->cons) && fl_token_is_eog(q->tok, id)) {
         finish(q, r, ENG_FINISH_STOP);
-        return;
+        return false;
     }
-    if (grow_gen(r, 256)) {
+    if (sched_grow_gen(r, 256)) {
         r->error = "out of memory";
         finish(q, r, ENG_FINISH_ERROR);
-        return;
+        return false;
     }
     fl_sampler_accept(r->smp, id);
     struct fl_token_logprob *e = r->want_lp ? &r->lp[r->n_gen] : NULL;
@@ -802,20 +711,42 @@ static void take_row(struct eng_sched *q, struct sched_req *r, const float *row)
     r->gen[r->n_gen++] = id;
     q->st.gen_tokens++;
     /* the object closed: the answer is whole (a stop string may end it sooner) */
-    const enum appended a = append_text(q, r, id);
+    const enum sched_appended a = sched_append_text(q, r, id);
     const bool stop = a == TEXT_STOPPED || (a == TEXT_GOES_ON && r->cons && fl_constraint_done(r->cons));
     if (e) {
         e->text_end = r->len > e->text_start ? r->len : e->text_start;
         if (q->h.logprob)
             q->h.logprob(q->h.ctx, r->user, r->n_gen - 1, e);
     }
-    if (stop)
-        finish(q, r, ENG_FINISH_STOP);
-    else if (a == TEXT_LIMITED || r->n_gen >= r->max_tokens || pos >= r->limit) /* no cell to feed it */
-        finish(q, r, ENG_FINISH_LENGTH);
+    /* pos >= limit: no cell to feed it */
+    const bool ends = stop || a == TEXT_LIMITED || r->n_gen >= r->max_tokens || pos >= r->limit;
+    if (ends)
+        finish(q, r, stop ? ENG_FINISH_STOP : ENG_FINISH_LENGTH);
     else
         r->next = id;
+    return !ends;
 }
+
+/* A decode span's rows: its token's, then one per draft token. Each is
+ * sampled as a lone decode's would be; a draft token is kept while it is
+ * the token drawn before it, and the cells past the last kept one are
+ * given back (their rows were a rejected future). */
+static void verify(struct eng_sched *q, struct sched_req *r, const struct eng_span *sp,
+                   const int32_t *draft, const float *rows)
+{
+    const int nd = sp->n_tok - 1;
+    for (int k = 0; take_row(q, r, rows + (size_t)k * (size_t)q->n_vocab); k++) {
+        if (k == nd || r->next != draft[k]) {
+            if (k < nd)
+                eng_session_seq_truncate(q->s, r->seq, r->n_prompt + r->n_gen - 1);
+            return;
+        }
+        r->n_accepted++;
+        q->st.accepted++;
+    }
+}
+
+
 
 /* A recurrent model's prompt cache entry is kept when the prompt's last
  * whole unit has just run: its state is at the unit's end only now. */
@@ -873,22 +804,25 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
     q->st.steps++;
     q->st.max_running = n_span > q->st.max_running ? n_span : q->st.max_running;
     int row = 0, erow = 0;
-    for (int i = 0; i < n_span; i++) {
+    for (int i = 0, t0 = 0; i < n_span; t0 += q->spans[i++].n_tok) {
         struct sched_req *r = q->span_req[i];
         const struct eng_span *sp = &q->spans[i];
         if (sp->embd) {
             erow += pool_rows(q, r, sp, q->embd + (size_t)erow * (size_t)q->n_embd);
             continue;
         }
+        if (r->n_done >= r->n_prompt) { /* a decode: its token's row, and its draft's */
+            verify(q, r, sp, q->tokens + t0 + 1, q->logits + (size_t)row * (size_t)q->n_vocab);
+            row += sp->n_tok;
+            continue;
+        }
         /* a row per token: each scores the prompt token after it */
         for (int j = 0; sp->all_rows && j < sp->n_tok && sp->pos0 + j + 1 < r->n_prompt; j++)
             score_prompt(q, r, sp->pos0 + j + 1, q->logits + (size_t)(row + j) * (size_t)q->n_vocab);
         row += sp->all_rows ? sp->n_tok - sp->logits : 0;
-        if (r->n_done < r->n_prompt) { /* a prompt chunk */
-            r->n_done += sp->n_tok;
-            q->st.prompt_tokens += (uint64_t)sp->n_tok;
-            keep_state(q, r);
-        }
+        r->n_done += sp->n_tok;
+        q->st.prompt_tokens += (uint64_t)sp->n_tok;
+        keep_state(q, r);
         if (sp->logits)
             take_row(q, r, q->logits + (size_t)row++ * (size_t)q->n_vocab);
     }

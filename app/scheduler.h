@@ -44,6 +44,7 @@
 #include <jansson.h>
 
 #include "app/session.h"
+#include "app/speculate.h"
 #include "base/error.h"
 #include "text/logprob.h"
 #include "text/sampler.h"
@@ -52,6 +53,7 @@ struct eng_sched;
 
 #define ENG_SCHED_MAX_STOP 8
 #define ENG_SCHED_PLP_CHUNK 16 /* prompt tokens a step with a row each (prompt_logprobs) */
+#define ENG_SCHED_DRAFT_STEP 64 /* draft tokens a step feeds, all sequences together */
 
 /* How an embedding request's rows become its vector (llama.cpp's pooling
  * types less rank): every prompt token's row, their mean, the first's, or
@@ -136,6 +138,7 @@ struct eng_req_result {
     int n_prompt;
     int n_cached;           /* of them, read from the prompt cache (not computed) */
     double queued_s, prompt_s, gen_s; /* waiting, submit-to-first-token after it, the rest */
+    int n_drafted, n_accepted; /* speculative decoding: draft tokens fed, and kept */
     int stop_index;         /* ENG_FINISH_STOP by stop string stop[i]: i; else -1 (an
                              * end-of-generation token, or the constraint's end) */
     /* an embedding request that ended with ENG_FINISH_STOP: n_embd_rows rows
@@ -173,10 +176,19 @@ struct eng_sched_stats {
     int64_t cache_tokens;   /* ... their positions in all */
     uint64_t cache_evicted; /* entries dropped for room */
     int max_running; /* most sequences in one step */
+    uint64_t drafted, accepted; /* speculative decoding: draft tokens fed, and kept, */
+    uint64_t draft_spans;       /* in this many spans */
 };
 
 int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, struct eng_sched **out,
                      struct fl_err *err);
+/* Speculative decoding for the requests that generate (app/speculate.h):
+ * with p's type not none, each step a generating sequence feeds a draft
+ * beside its token, within what the step's prompt chunks leave of n_batch
+ * (and ENG_SCHED_DRAFT_STEP), cells that are free and its token limit.
+ * The text is the same as without. -ENOTSUP for a model with recurrent
+ * state (it then decodes as before), -ENOMEM. */
+int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, struct fl_err *err);
 /* Drops what is queued or running without calling done. */
 void eng_sched_free(struct eng_sched *q);
 

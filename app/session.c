@@ -601,6 +601,11 @@ void eng_session_seq_free(struct eng_session *s, int seq)
     eng_kv_seq_truncate(s->kv, seq, 0);
 }
 
+void eng_session_seq_truncate(struct eng_session *s, int seq, int n_pos)
+{
+    eng_kv_seq_truncate(s->kv, seq, n_pos);
+}
+
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err)
 {
     if (eng_kv_recurrent(s->kv) && n_pos > 0 && eng_kv_rs_pos(s->kv, src) != n_pos)

@@ -122,6 +122,10 @@ const struct eng_kv *eng_session_kv(const struct eng_session *s);
  * eng_kv_seq_reserve: -ENOSPC when the cache is full), or gives all back. */
 int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err);
 void eng_session_seq_free(struct eng_session *s, int seq);
+/* Keeps seq's positions 0 .. n_pos-1 and gives back the blocks past them
+ * (kv-cache.h's eng_kv_seq_truncate); not for a recurrent model's sequence,
+ * whose state has seen the positions past n_pos. */
+void eng_session_seq_truncate(struct eng_session *s, int seq, int n_pos);
 /* The empty sequence dst reads src's first n_pos positions from the same
  * cells (kv-cache.h's eng_kv_seq_share: whole blocks). A recurrent model's
  * state cannot be cut back: src's must cover exactly n_pos positions

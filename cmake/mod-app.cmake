@@ -1,7 +1,7 @@
 # app/: the session the CLI drives (placement plan -> pager region -> model,
 # KV cache, tokenizer, threads, GPU), the calibration pass, and the expert
 # predictors between engine and pager.
-fl_module(app SOURCES app/session.c app/scheduler.c app/prompt-cache.c app/calibrate.c app/predict.c
+fl_module(app SOURCES app/session.c app/scheduler.c app/sched-text.c app/speculate.c app/prompt-cache.c app/calibrate.c app/predict.c
   DEPS model text pager plan cpu cuda record gguf base)
 
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)
@@ -10,4 +10,6 @@ add_dependencies(test-calibrate faultline)
 # gpu: the emulated device stays visible (its modes run in the sanitizer build)
 fl_test(test-scratch-bound SOURCES tests/test-scratch-bound.c MODULES app TIMEOUT 300)
 fl_test(test-batch-invariance SOURCES tests/test-batch-invariance.c MODULES app LABELS gpu TIMEOUT 900)
+# gpu: the emulated device stays visible (its mode runs in the sanitizer build)
+fl_test(test-speculate SOURCES tests/test-speculate.c MODULES app LABELS gpu TIMEOUT 900)
 fl_test(test-prompt-logprobs SOURCES tests/test-prompt-logprobs.c MODULES app)

@@ -19,4 +19,9 @@ add_test(NAME test-embeddings COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-embe
   $<TARGET_FILE:faultline> ${PROJECT_BINARY_DIR} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-embeddings PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 DEPENDS test-serve
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# Speculative decoding through run, batch and serve: the same outputs
+add_test(NAME test-speculate-cli COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-speculate-cli.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-speculate-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 fl_fuzz(api-request SOURCES tests/fuzz/fuzz-api-request.c MODULES api)

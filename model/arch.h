@@ -25,6 +25,13 @@ struct eng_span {
     bool embd;       /* the rows above are the final norm's output (embeddings), not logits */
 };
 
+/* Spans of at most this many tokens give every row the bits of the same
+ * token decoded alone, on every backend: the CPU's attention takes its
+ * one-query path below 64 queries (backend/cpu/attention.c), the device its
+ * matvec products below 32 tokens (backend/cuda/gpu-matmul.c). Speculative
+ * decoding verifies a draft in such a span (app/speculate.h). */
+#define ENG_SPAN_SHORT_MAX 31
+
 /* One forward call. A backend may choose an op's arithmetic by the length
  * of a token's span (a prompt chunk or one decoded token), never by what
  * else shares the batch: that keeps a sequence's logits the same whether it

@@ -84,6 +84,15 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     metric(f, "sequences_max", "gauge", "Sequences at once (-np).", st.n_seq);
     metric(f, "kv_cells_used", "gauge", "KV cells held by sequences and the prompt cache.", st.cells_used);
     metric(f, "kv_cells_total", "gauge", "KV cells in the cache (-c).", st.cells_total);
+    if (st.spec_on) { /* llama-server's spec_decode_* counters */
+        metric(f, "spec_decode_num_draft_tokens_total", "counter",
+               "Speculative decoding: draft tokens fed beside a sampled token.", (double)st.drafted);
+        metric(f, "spec_decode_num_accepted_tokens_total", "counter",
+               "Speculative decoding: draft tokens kept (each the token drawn).",
+               (double)st.accepted);
+        metric(f, "spec_decode_num_drafts_total", "counter",
+               "Speculative decoding: spans that verified a draft.", (double)st.draft_steps);
+    }
     pthread_mutex_lock(&k->s->mu);
     static const char *const names[SRV_N_ROUTES] = {
         "chat_completions", "completions", "models", "health", "metrics", "tokenize",

@@ -18,6 +18,7 @@ struct srv_loop {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* the loop waits here for posts and cancels */
     const struct eng_session_params *params;
+    struct eng_spec_params spec;
     enum loop_state state;
     bool stopped;               /* the thread has been joined */
     struct fl_err load_err;
@@ -286,6 +287,9 @@ static void take_stats(struct srv_loop *l)
     l->st.prompt_cached = ss.prompt_cached;
     l->st.cache_entries = ss.cache_entries;
     l->st.cache_tokens = ss.cache_tokens;
+    l->st.drafted = ss.drafted;
+    l->st.accepted = ss.accepted;
+    l->st.draft_steps = ss.draft_spans;
     l->st.queued = eng_sched_queued(l->q);
     l->st.running = eng_sched_running(l->q);
     l->st.cells_used = l->st.cells_total - eng_session_cells_free(l->s);
@@ -318,6 +322,11 @@ static int loop_open(struct srv_loop *l)
     int rc = eng_session_open(l->params, &l->s, &l->load_err);
     if (!rc)
         rc = eng_sched_create(l->s, &h, &l->q, &l->load_err);
+    struct fl_err e;
+    const int spec = rc ? 0 : eng_sched_set_spec(l->q, &l->spec, &e);
+    if (spec && spec != -ENOTSUP) /* -ENOTSUP: a recurrent model decodes as before */
+        rc = fl_err_set(&l->load_err, spec, "%s", e.msg);
+    l->st.spec_on = !spec && l->spec.type != ENG_SPEC_NONE;
     if (!rc && !(l->slots = calloc((size_t)eng_session_n_seq(l->s), sizeof(*l->slots))))
         rc = fl_err_set(&l->load_err, -ENOMEM, "out of memory");
     pthread_mutex_lock(&l->mu);
@@ -374,8 +383,8 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-int srv_loop_start(const struct eng_session_params *params, struct srv_loop **out,
-                   struct fl_err *err)
+int srv_loop_start(const struct eng_session_params *params, const struct eng_spec_params *spec,
+                   struct srv_loop **out, struct fl_err *err)
 {
     struct srv_loop *l = calloc(1, sizeof(*l));
     if (!l)
@@ -383,6 +392,7 @@ int srv_loop_start(const struct eng_session_params *params, struct srv_loop **ou
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->params = params;
+    l->spec = *spec;
     if (pthread_create(&l->thread, NULL, loop_main, l)) {
         free(l);
         return fl_err_set(err, -EAGAIN, "cannot start the engine's thread");

@@ -71,12 +71,14 @@ struct srv_stats {
     int cells_used, cells_total;
     bool paged;
     uint64_t pager_bytes_read, pager_stall_ns, pager_hits, pager_acquires;
+    bool spec_on;              /* speculative decoding drafts (the model allows it) */
+    uint64_t drafted, accepted, draft_steps; /* draft tokens fed and kept; spans with one */
 };
 
 /* Starts the loop's thread, which opens the session (params must live
  * until srv_loop_stop); srv_loop_wait_loaded says how that went. */
-int srv_loop_start(const struct eng_session_params *params, struct srv_loop **out,
-                   struct fl_err *err);
+int srv_loop_start(const struct eng_session_params *params, const struct eng_spec_params *spec,
+                   struct srv_loop **out, struct fl_err *err);
 /* Blocks until the session is open (0) or failed to open (-errno, err). */
 int srv_loop_wait_loaded(struct srv_loop *l, struct fl_err *err);
 /* The session once loaded (its tokenizer and model are read-only and may be

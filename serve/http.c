@@ -45,6 +45,7 @@ void srv_opts_init(struct srv_opts *o)
     o->infill_batch = 2048;
     o->pooling = -1;
     o->embd_normalize = API_EMBD_NORM_DEFAULT;
+    o->spec = ENG_SPEC_PARAMS_DEFAULT;
 }
 
 /* --- responses ------------------------------------------------------------------------ */

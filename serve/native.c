@@ -74,6 +74,7 @@ static json_t *final_json(struct srv *s, const struct eng_session *ses, struct s
                                                                             : "",
             .tokens_cached = r->n_prompt + r->n_tokens, .cache_n = r->n_cached,
             .prompt_s = r->prompt_s, .predicted_s = r->gen_s, .settings = settings,
+            .draft_n = r->n_drafted, .draft_n_accepted = r->n_accepted,
         };
         o = api_native_json(&res); /* takes settings */
     } else {

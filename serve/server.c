@@ -304,6 +304,16 @@ static void model_name(struct srv *s, const struct srv_opts *o)
     snprintf(s->model_name, sizeof(s->model_name), "%s", slash ? slash + 1 : p);
 }
 
+/* The ready line's words on speculative decoding. */
+static const char *spec_words(const struct srv_opts *o, const struct srv_stats *st)
+{
+    if (o->spec.type == ENG_SPEC_NONE)
+        return "";
+    return st->spec_on ? ", speculative decoding ngram-simple"
+                       : ", no speculative decoding (the model's recurrent state cannot take a "
+                         "draft back)";
+}
+
 int srv_run(const struct srv_opts *o, struct fl_err *err)
 {
     struct srv s = { .o = o, .started = (int64_t)time(NULL) };
@@ -323,7 +333,7 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
     if (!rc)
         rc = start_daemon(&s, o, err);
     if (!rc)
-        rc = srv_loop_start(&o->sp, &s.loop, err);
+        rc = srv_loop_start(&o->sp, &o->spec, &s.loop, err);
     if (!rc && (rc = srv_loop_wait_loaded(s.loop, err)) == 0) {
         struct eng_session *ses = srv_loop_session(s.loop);
         s.chat = o->chat != FL_CHAT_UNKNOWN ? o->chat : fl_chat_detect_file(eng_session_gguf(ses));
@@ -331,11 +341,13 @@ int srv_run(const struct srv_opts *o, struct fl_err *err)
             rc = fl_grammar_check(o->constraint.grammar, o->constraint.grammar_len,
                                   eng_session_tokenizer(ses), err);
         const struct eng_kv *kv = eng_session_kv(ses);
+        struct srv_stats st;
+        srv_loop_stats(s.loop, &st);
         if (!rc)
             fprintf(stderr, "faultline serve: %s ready: %d sequences, %d KV cells (K %s, V %s), "
-                    "chat format %s\n", s.model_name, eng_session_n_seq(ses),
+                    "chat format %s%s\n", s.model_name, eng_session_n_seq(ses),
                     eng_session_cells_free(ses), eng_kv_type_name(eng_kv_type_k(kv)), eng_kv_type_name(eng_kv_type_v(kv)),
-                    fl_chat_format_name(s.chat));
+                    fl_chat_format_name(s.chat), spec_words(o, &st));
     }
     while (!rc && !g_signal) {
         struct timespec ts = { 0, 100 * 1000000L };

@@ -17,6 +17,7 @@
 
 #include "api/openai.h"
 #include "app/session.h"
+#include "app/speculate.h"
 #include "base/error.h"
 #include "text/chat.h"
 #include "text/sampler.h"
@@ -43,6 +44,7 @@ struct srv_opts {
     int pooling;               /* --pooling (enum eng_pooling); -1: the model's pooling_type,
                                 * else last */
     int embd_normalize;        /* --embd-normalize (api/embeddings.h) */
+    struct eng_spec_params spec; /* --spec-type ... (app/speculate.h) */
 };
 
 void srv_opts_init(struct srv_opts *o);

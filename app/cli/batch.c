@@ -36,6 +36,7 @@ struct batch_opts {
     const char *in, *out, *chat_template;
     int max_tokens;
     int pooling, embd_normalize;  /* --pooling (-1: the model's), --embd-normalize */
+    struct eng_spec_params spec;  /* --spec-type ... */
     bool seed_given, quiet;
 };
 
@@ -103,6 +104,8 @@ static int usage(FILE *out)
             "                       [--reasoning-effort LEVEL] [--no-prefill-assistant]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
+            "                       [--spec-type ngram-simple [--spec-ngram-simple-size-n 12]\n"
+            "                        [--spec-ngram-simple-size-m 48]]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\",\n"
             "\"/v1/completions\", \"/v1/responses\" or \"/v1/embeddings\", \"body\": {...}}), -np at a\n"
             "time sharing -c KV cells, and appends {\"custom_id\", \"response\" | \"error\"} lines\n"
@@ -116,7 +119,10 @@ static int usage(FILE *out)
             "content); -rea off asks Qwen3, Qwen3.5, GLM and DeepSeek V3.1 to answer without it\n"
             "(as serve's flags). Embeddings are the final norm's output pooled by --pooling\n"
             "(default: the model's pooling_type, else last) and scaled by --embd-normalize (2:\n"
-            "unit length; -1: none), as llama-server's.\n");
+            "unit length; -1: none), as llama-server's. --spec-type ngram-simple: speculative\n"
+            "decoding without a draft model (llama.cpp's): when the last N tokens appeared\n"
+            "before, the M after them (at most 30) are checked in the same step; the answers\n"
+            "stay byte for byte the same.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
@@ -126,7 +132,8 @@ static int parse(int argc, char **argv, struct batch_opts *o)
     *o = (struct batch_opts){ .max_tokens = -1, .pooling = -1,
                               .embd_normalize = API_EMBD_NORM_DEFAULT,
                               .reasoning = { .format = API_REASONING_DEEPSEEK, .thinking = -1,
-                                             .budget = -1 } };
+                                             .budget = -1 },
+                              .spec = ENG_SPEC_PARAMS_DEFAULT };
     eng_session_params_init(&o->sp);
     o->sp.n_seq = 4;
     fl_sampler_defaults(&o->samp, 0);
@@ -148,6 +155,8 @@ static int parse(int argc, char **argv, struct batch_opts *o)
             ok = eng_arg_str("batch", argc, argv, &i, &o->out);
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
             o->quiet = true;
+        else if ((taken = eng_arg_spec("batch", argc, argv, &i, &o->spec)) != 0)
+            ok = taken > 0;
         else if ((taken = eng_arg_embd("batch", argc, argv, &i, &o->pooling,
                                        &o->embd_normalize)) != 0)
             ok = taken > 0;
@@ -570,6 +579,11 @@ static void summary(struct batch_run *b)
             b->done, b->errors, b->skipped, el, (unsigned long long)b->prompt_tokens,
             (unsigned long long)b->prompt_cached, el > 0 ? (double)b->prompt_tokens / el : 0.0,
             (unsigned long long)b->gen_tokens, el > 0 ? (double)b->gen_tokens / el : 0.0);
+    struct eng_sched_stats ss;
+    eng_sched_get_stats(b->q, &ss);
+    if (ss.drafted)
+        fprintf(stderr, "; %llu draft tokens, %llu kept (%.1f %%)", (unsigned long long)ss.drafted,
+                (unsigned long long)ss.accepted, 100.0 * (double)ss.accepted / (double)ss.drafted);
     struct pager *p = eng_session_pager(b->s);
     struct fl_predictor *pr = eng_session_predictor(b->s);
     if (p && pr) {
@@ -638,6 +652,12 @@ static int batch_main(struct batch_opts *o, struct batch_run *b, struct fl_err *
     const struct eng_sched_hooks hooks = { .ctx = b, .done = on_done };
     if (!rc)
         rc = eng_sched_create(b->s, &hooks, &b->q, err);
+    struct fl_err e;
+    const int spec = rc ? 0 : eng_sched_set_spec(b->q, &o->spec, &e);
+    if (spec == -ENOTSUP && !o->quiet) /* a recurrent model: it decodes as before */
+        fprintf(stderr, "faultline batch: %s\n", e.msg);
+    else if (spec)
+        rc = fl_err_set(err, spec, "%s", e.msg);
     if (!rc) {
         const char *slash = strrchr(o->sp.model_path, '/');
         b->model_name = slash ? slash + 1 : o->sp.model_path;
@@ -669,7 +689,7 @@ int cli_batch(int argc, char **argv)
     struct batch_run b = { .o = &o, .out = { .fd = -1 } };
     struct fl_err err = { "" };
     int rc = batch_main(&o, &b, &err);
-    if (b.s)
+    if (b.q) /* the work started */
         summary(&b);
     if (rc)
         fprintf(stderr, "faultline batch: %s\n", err.msg);

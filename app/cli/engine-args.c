@@ -14,6 +14,7 @@
 #include "api/openai.h"
 #include "app/session.h"
 #include "app/scheduler.h"
+#include "app/speculate.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "base/json.h"
@@ -130,6 +131,9 @@ static bool arg_flash_attn(const char *cmd, int argc, char **argv, int *i, const
     return false;
 }
 
+#define DRAFT_MODEL_WHY "faultline loads no draft model; --spec-type ngram-simple (serve, batch, " \
+                        "run) drafts from the sequence itself"
+
 /* llama.cpp flags for what faultline does not do, each refused with why. */
 static int arg_refused(const char *cmd, const char *a)
 {
@@ -158,11 +162,13 @@ static int arg_refused(const char *cmd, const char *a)
         { "--rope-freq-base", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--rope-freq-scale", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--yarn-orig-ctx", "RoPE and YaRN are taken from the file's metadata; no overrides" },
-        { "-md", "speculative decoding (a draft model) is not supported" },
-        { "--model-draft", "speculative decoding (a draft model) is not supported" },
-        { "--draft-max", "speculative decoding (a draft model) is not supported" },
-        { "--embedding", "there is no embeddings endpoint" },
-        { "--embeddings", "there is no embeddings endpoint" },
+        { "-md", DRAFT_MODEL_WHY },
+        { "--model-draft", DRAFT_MODEL_WHY },
+        { "--spec-draft-model", DRAFT_MODEL_WHY },
+        { "--draft-max", DRAFT_MODEL_WHY },
+        { "--spec-draft-n-max", DRAFT_MODEL_WHY },
+        { "--spec-default", "ngram-mod is not built: --spec-type ngram-simple (serve, batch, run) "
+                            "drafts from the sequence itself" },
         { "--check-tensors", "tensor data is not scanned for NaN or inf (the GGUF header and every "
                              "tensor's extent are validated)" },
         { "--log-file", "faultline's lines go to standard error: redirect it (2> FILE)" },
@@ -604,6 +610,42 @@ int eng_arg_last(const char *cmd, int argc, char **argv, int *i, const struct en
     if (taken == 0)
         fprintf(stderr, "faultline %s: unknown option '%s'\n", cmd, argv[*i]);
     return taken > 0 ? 1 : -1;
+}
+
+/* --spec-type's list (llama.cpp's): ngram-simple or none here. */
+static bool spec_types(const char *cmd, const char *v, struct eng_spec_params *p)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", v);
+    p->type = ENG_SPEC_NONE;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const int k = eng_spec_type_parse(t);
+        if (k < 0) {
+            fprintf(stderr, "faultline %s: --spec-type %s: %s\n", cmd, t,
+                    strncmp(t, "draft", 5) && strncmp(t, "ngram", 5)
+                        ? "not a type (none or ngram-simple)"
+                        : "not built here: ngram-simple is (faultline loads no draft model)");
+            return false;
+        }
+        p->type = k > (int)p->type ? (enum eng_spec_type)k : p->type;
+    }
+    return true;
+}
+
+int eng_arg_spec(const char *cmd, int argc, char **argv, int *i, struct eng_spec_params *p)
+{
+    const char *a = argv[*i], *v;
+    if (!strcmp(a, "--spec-type"))
+        return eng_arg_str(cmd, argc, argv, i, &v) && spec_types(cmd, v, p) ? 1 : -1;
+    if (!strcmp(a, "--spec-ngram-simple-size-n"))
+        return eng_arg_int(cmd, argc, argv, i, 1, 1024, &p->size_n) ? 1 : -1;
+    if (!strcmp(a, "--spec-ngram-simple-size-m"))
+        return eng_arg_int(cmd, argc, argv, i, 1, 1024, &p->size_m) ? 1 : -1;
+    if (!strcmp(a, "--spec-ngram-simple-min-hits")) { /* llama.cpp's ngram-simple reads it not */
+        int hits;
+        return eng_arg_int(cmd, argc, argv, i, 1, 1 << 16, &hits) ? 1 : -1;
+    }
+    return 0;
 }
 
 int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize)

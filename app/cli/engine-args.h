@@ -131,6 +131,14 @@ int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
  * one, -1 bad value (said). */
 int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize);
 
+/* llama.cpp's speculative decoding flags (app/speculate.h): --spec-type
+ * none|ngram-simple, --spec-ngram-simple-size-n N, --spec-ngram-simple-size-m
+ * M, --spec-ngram-simple-min-hits H (taken: ngram-simple reads it not).
+ * 1 taken, 0 not one, -1 bad value (said). A draft model's flags are
+ * refused with the other flags faultline lacks (eng_arg_last). */
+struct eng_spec_params;
+int eng_arg_spec(const char *cmd, int argc, char **argv, int *i, struct eng_spec_params *p);
+
 /* --chat-template-file FILE (llama.cpp's): the built-in format whose
  * markers FILE's Jinja text holds, as a name for --chat-template (faultline
  * runs no Jinja). 1 taken, -1 a file it cannot read or a template no

@@ -43,7 +43,86 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
                                       !(g->masked = malloc(sizeof(float) * (size_t)g->n_vocab)) ||
                                       fl_constraint_new(o->schema, g->grammar, &g->cons)))
         return fl_err_set(err, -ENOMEM, "out of memory");
+    if (o->spec.type == ENG_SPEC_NONE)
+        return 0;
+    if (eng_session_recurrent(s)) { /* a rejected draft cannot be taken back */
+        if (!o->compat.log_disable)
+            fprintf(stderr, "faultline run: no speculative decoding: the model's recurrent state "
+                    "cannot take a draft back\n");
+        return 0;
+    }
+    const size_t rows = (size_t)(1 + ENG_SPEC_DRAFT_MAX) * (size_t)g->n_vocab;
+    if (!(g->rows = malloc(sizeof(float) * rows)))
+        return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
+    g->spec_on = true;
     return 0;
+}
+
+/* Positions the sequence holds that are checked (a draft's unchecked ones
+ * are not). */
+static int valid_past(const struct run_gen *g)
+{
+    return eng_session_n_past(g->s) - (g->n_draft - g->at);
+}
+
+/* The sequence's tokens, for drafts: those still in it (a chat may have
+ * rewound it), then ids. -ENOMEM. */
+static int hist_push(struct run_gen *g, const int32_t *ids, int n)
+{
+    const int past = valid_past(g) - n; /* ids are in the sequence now */
+    g->n_hist = g->n_hist < past ? g->n_hist : past > 0 ? past : 0;
+    if (g->n_hist + n > g->cap_hist) {
+        const int cap = 2 * (g->n_hist + n) + 256;
+        int32_t *h = realloc(g->hist, sizeof(int32_t) * (size_t)cap);
+        if (!h)
+            return -ENOMEM;
+        g->hist = h, g->cap_hist = cap;
+    }
+    memcpy(g->hist + g->n_hist, ids, sizeof(int32_t) * (size_t)n);
+    g->n_hist += n;
+    return 0;
+}
+
+/* A draft's unchecked positions leave the sequence. */
+static void spec_drop(struct run_gen *g)
+{
+    if (g->at < g->n_draft)
+        eng_session_rewind(g->s, valid_past(g));
+    g->n_draft = g->at = 0;
+}
+
+/* The logits after token id: the next row of a draft's span when id is
+ * the draft's next token (already in the sequence), else a new span: id
+ * and, with --spec-type, a draft of what follows it (at most what the
+ * context and limit leave), checked a row at a time by the samples that
+ * follow. */
+static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *err)
+{
+    if (!g->spec_on)
+        return eng_session_eval(g->s, &id, 1, false, g->logits, err);
+    const size_t row = (size_t)g->n_vocab;
+    if (g->at < g->n_draft && g->draft[g->at] == id) { /* kept: its row is there */
+        g->at++, g->kept++;
+        memcpy(g->logits, g->rows + g->at * row, sizeof(float) * row);
+        return hist_push(g, &id, 1) ? fl_err_set(err, -ENOMEM, "out of memory") : 0;
+    }
+    spec_drop(g);
+    int most = eng_session_n_ctx(g->s) - eng_session_n_past(g->s) - 1;
+    most = most < ENG_SPEC_DRAFT_MAX ? most : ENG_SPEC_DRAFT_MAX;
+    if (limit >= 0 && limit - g->n_made - 1 < most)
+        most = limit - g->n_made - 1;
+    int32_t span[1 + ENG_SPEC_DRAFT_MAX] = { id };
+    const int nd = most > 0 ? eng_spec_draft(&g->o->spec, g->hist, g->n_hist, &id, 1, span + 1, most)
+                            : 0;
+    int rc = eng_session_eval(g->s, span, 1 + nd, nd > 0, nd ? g->rows : g->logits, err);
+    if (rc)
+        return rc;
+    if (nd) {
+        memcpy(g->draft, span + 1, sizeof(int32_t) * (size_t)nd);
+        memcpy(g->logits, g->rows, sizeof(float) * row);
+        g->n_draft = nd, g->at = 0, g->drafted += (uint64_t)nd;
+    }
+    return hist_push(g, &id, 1) ? fl_err_set(err, -ENOMEM, "out of memory") : 0;
 }
 
 int run_gen_think(struct run_gen *g, enum fl_chat_format fmt, struct fl_err *err)
@@ -72,6 +151,8 @@ void run_gen_free(struct run_gen *g)
     free(g->logits);
     free(g->eog);
     free(g->answer);
+    free(g->hist);
+    free(g->rows);
     memset(g, 0, sizeof(*g));
 }
 
@@ -95,6 +176,8 @@ int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *er
     g->n_prompt = rc == -EINTR ? -1 : n + extra; /* -1: stopped part way */
     if (!rc)
         g->unfed = false;
+    if (!rc && g->spec_on && hist_push(g, all, n + extra))
+        rc = fl_err_set(err, -ENOMEM, "out of memory");
     free(all);
     return rc;
 }
@@ -225,15 +308,18 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             *why = RUN_STOP_LIMIT;
             break;
         }
-        if (eng_session_n_past(g->s) + 1 > eng_session_n_ctx(g->s)) {
+        /* a draft's next token has its position already */
+        const bool kept = g->at < g->n_draft && g->draft[g->at] == id;
+        if (!kept && valid_past(g) + 1 > eng_session_n_ctx(g->s)) {
             *why = RUN_STOP_CONTEXT;
             break;
         }
         g->unfed = false;
-        if ((rc = eng_session_eval(g->s, &id, 1, false, g->logits, err)))
+        if ((rc = next_logits(g, id, limit, err)))
             break;
         t1 = fl_clock_s();
     }
+    spec_drop(g); /* an answer that ended inside a draft: the rest was not said */
     g->t_gen = t1 - t0;
     return rc;
 }
@@ -252,4 +338,8 @@ void run_gen_print_speed(const struct run_gen *g)
             "(%.2f t/s)\n", g->n_prompt, g->t_prompt,
             g->t_prompt > 0 ? g->n_prompt / g->t_prompt : 0.0, g->n_made, g->t_gen,
             decodes && g->t_gen > 0 ? decodes / g->t_gen : 0.0);
+    if (g->drafted)
+        fprintf(stderr, "speculative decoding: %llu draft tokens, %llu kept (%.1f %%)\n",
+                (unsigned long long)g->drafted, (unsigned long long)g->kept,
+                100.0 * (double)g->kept / (double)g->drafted);
 }

@@ -66,6 +66,10 @@ static int usage(FILE *out)
         "  --reasoning-budget N  in a chat answer, after N tokens of reasoning force\n"
         "                        </think> (0: answer at once; -1, the default: no limit)\n"
         "  --reasoning-budget-message TEXT  forced before </think> when the budget ends it\n"
+        "  --spec-type ngram-simple  speculative decoding without a draft model (llama.cpp's):\n"
+        "                        when the last N tokens appeared before, the M after them (at\n"
+        "                        most 30) are checked in one step; the output stays the same\n"
+        "  --spec-ngram-simple-size-n N, --spec-ngram-simple-size-m M  (12, 48)\n"
         "  In the conversation: /exit ends it; Ctrl-C stops the answer, a Ctrl-C at the\n"
         "  prompt ends it; a line ending in \\ continues on the next.\n"
         "sampling: --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --typical 1.0\n"
@@ -164,6 +168,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         return run_reasoning_arg(argc, argv, i, o);
     else if ((taken = eng_arg_constraint("run", argc, argv, i, &o->cons)) != 0)
         return taken;
+    else if ((taken = eng_arg_spec("run", argc, argv, i, &o->spec)) != 0)
+        return taken;
     else
         return 0;
     return ok ? 1 : -1;
@@ -172,7 +178,8 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     *o = (struct run_opts){ .n_gen = -1, .conversation = -1, .thinking = -1, .display_prompt = true,
-                            .escape = true, .think_budget = -1 };
+                            .escape = true, .think_budget = -1,
+                            .spec = ENG_SPEC_PARAMS_DEFAULT };
     eng_session_params_init(&o->sp);
     const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true,
                                             &o->compat };

@@ -10,6 +10,7 @@
 
 #include "app/cli/engine-args.h"
 #include "app/session.h"
+#include "app/speculate.h"
 #include "base/error.h"
 #include "text/chat.h"
 #include "text/json-mode.h"
@@ -46,6 +47,7 @@ struct run_opts {
                                       * value of the schema or a sentence of the grammar
                                       * (compiled with the vocabulary) */
     struct fl_schema *schema;        /* ... the schema compiled (run.c owns it) */
+    struct eng_spec_params spec;     /* --spec-type ngram-simple ... (app/speculate.h) */
 };
 
 enum run_stop {
@@ -79,6 +81,16 @@ struct run_gen {
     size_t answer_len, answer_cap;
     int n_prompt, n_made;    /* of the last feed and the last answer */
     double t_prompt, t_gen;  /* seconds */
+    /* speculative decoding (--spec-type): the tokens in the sequence (what a
+     * draft is looked up in; n_past of them are), a draft's span's rows not
+     * sampled yet and its tokens they check, and the counts */
+    bool spec_on;
+    int32_t *hist;
+    int n_hist, cap_hist;
+    float *rows;             /* [1 + ENG_SPEC_DRAFT_MAX][n_vocab] */
+    int32_t draft[ENG_SPEC_DRAFT_MAX];
+    int n_draft, at;         /* draft[at .. n_draft) are unchecked; row at+1 is next */
+    uint64_t drafted, kept;
 };
 
 int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts *o,

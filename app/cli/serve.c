@@ -26,6 +26,8 @@ static int usage(FILE *out)
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "                       [--spm-infill] [--no-slots] [--no-prefill-assistant]\n"
             "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
+            "                       [--spec-type ngram-simple [--spec-ngram-simple-size-n 12]\n"
+            "                        [--spec-ngram-simple-size-m 48]]\n"
             "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (\"stream\":\n"
             "true: server-sent events; \"tools\" and \"tool_choice\" for Qwen3, Qwen3.5, Qwen3-Coder,\n"
             "GLM, MiniMax, gpt-oss, Kimi and DeepSeek V3.1 models; a thinking model's <think> comes back as\n"
@@ -50,6 +52,10 @@ static int usage(FILE *out)
             "A chat whose last message is the assistant's is continued from it (a prefill, as\n"
             "llama-server; --no-prefill-assistant closes it and answers anew).\n"
             "-np sequences run at once, sharing -c KV cells and every expert read.\n"
+            "--spec-type ngram-simple: speculative decoding without a draft model (llama.cpp's):\n"
+            "when a sequence's last N tokens appeared in it before, the M after them (at most 30)\n"
+            "are checked in the same step; the answers stay byte for byte the same\n"
+            "(/completion's timings: draft_n, draft_n_accepted).\n"
             "A prompt that starts as an earlier one did reads its whole -b chunks from the prompt\n"
             "cache (the same bits as computing them; --no-cache-prompt, or \"cache_prompt\": false\n"
             "in a request, turns it off). Loopback only unless --host says otherwise.\n"
@@ -153,6 +159,8 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             ok = eng_arg_int("serve", argc, argv, &i, 4, 1 << 16, &o->max_conn);
         else if (eng_arg_is(a, "-to", "--timeout"))
             ok = eng_arg_int("serve", argc, argv, &i, 1, 86400, &o->timeout_s);
+        else if ((taken = eng_arg_spec("serve", argc, argv, &i, &o->spec)) != 0)
+            ok = taken > 0;
         else if ((taken = eng_arg_embd("serve", argc, argv, &i, &o->pooling,
                                        &o->embd_normalize)) != 0)
             ok = taken > 0;

@@ -25,9 +25,11 @@
 #include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/cpu-impl.h"
 #include "backend/cpu/threadpool.h"
+#include "model/arch.h"
 #include "model/kv-cache.h"
 
 #define ENG_FA_TILE_Q 64 /* ggml's GGML_FA_TILE_Q: spans this long use the F32 kernel */
+_Static_assert(ENG_SPAN_SHORT_MAX < ENG_FA_TILE_Q, "a short span's queries take the one-chunk path");
 
 /* --- the job ---------------------------------------------------------------- */
 

@@ -12,6 +12,10 @@
 
 #include <limits.h>
 
+#include "model/arch.h"
+
+_Static_assert(ENG_SPAN_SHORT_MAX < GPU_GEMM_MIN_TOK, "a short span's rows are matvec columns");
+
 static int matvec_rows(struct eng_gpu *g, const void *d_w, uint32_t type, int64_t n_in,
                        int64_t n_out, const float *d_x, int64_t r0, int64_t r1, float *d_y,
                        struct fl_err *err)

@@ -1,0 +1,301 @@
+/* test-speculate: speculative decoding without a draft model
+ * (app/speculate.h) changes no bit of an answer.
+ *
+ * First the draft itself: histories written out by hand, with the draft
+ * llama.cpp's ngram-simple rule gives them (the latest earlier occurrence
+ * of the last n tokens, the tokens after it, at least n and at most m of
+ * them, never a match at position 0, a history longer than n + m + 1).
+ *
+ * Then the scheduler: on several tests/data models (attention with sliding
+ * windows and sinks, MLA, Q4_K, a quantized KV cache; resident, paged under
+ * the smallest budget, and on the device when there is one, the emulated
+ * one in its build), four requests (greedy, sampling with a seed, one with
+ * a stop string, one in JSON mode with log-probabilities) on 2 sequences, first without speculation and then
+ * with drafts of every length up to the limit. Every logits row, token and
+ * text must be the same bytes, drafts must have been fed and kept, and every
+ * KV cell must be free after. A recurrent model refuses speculation
+ * (-ENOTSUP) and decodes as before. FL_SPEC_MODELS=a,b limits the models. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/scheduler.h"
+#include "app/speculate.h"
+#include "backend/cuda/gpu.h"
+#include "tests/check.h"
+#include "text/tokenizer.h"
+
+/* --- the draft ------------------------------------------------------------------ */
+
+static void check_draft(const char *what, const int32_t *a, int na, const int32_t *b, int nb,
+                        int n, int m, int max, const int32_t *want, int n_want)
+{
+    const struct eng_spec_params p = { ENG_SPEC_NGRAM_SIMPLE, n, m };
+    int32_t out[64];
+    const int got = eng_spec_draft(&p, a, na, b, nb, out, max);
+    CHECK(got == n_want, "%s: a draft of %d tokens, want %d", what, got, n_want);
+    for (int i = 0; i < got && i < n_want; i++)
+        CHECK(out[i] == want[i], "%s: draft[%d] = %d, want %d", what, i, out[i], want[i]);
+}
+
+static void test_drafts(void)
+{
+    /* history 1 2 3 4 5 6 7 1 2 | 3: key (2 3) ends with the sampled 3; its
+     * latest earlier start is index 1, followed by 4 5 6 7 1 2 3 */
+    const int32_t h[] = { 1, 2, 3, 4, 5, 6, 7, 1, 2, 3 };
+    const int32_t after[] = { 4, 5, 6, 7, 1 };
+    check_draft("n 2 m 5", h, 10, NULL, 0, 2, 5, 64, after, 5);
+    /* split anywhere between prompt and generated tokens: the same */
+    check_draft("split 4", h, 4, h + 4, 6, 2, 5, 64, after, 5);
+    check_draft("split 9", h, 9, h + 9, 1, 2, 5, 64, after, 5);
+    check_draft("all generated", NULL, 0, h, 10, 2, 5, 64, after, 5);
+    /* the caller's limit cuts it */
+    check_draft("max 3", h, 10, NULL, 0, 2, 5, 3, after, 3);
+    /* m larger than what follows: up to the sampled token's position (the
+     * history without it ends at index 12: 4 5 6 7 1 2 after the key at 5) */
+    const int32_t g[] = { 10, 11, 12, 13, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3 };
+    check_draft("m 8: 6 follow", g, 14, NULL, 0, 2, 8, 64, (const int32_t[]){ 4, 5, 6, 7, 1, 2 }, 6);
+    /* too short a history: 10 tokens <= n + m + 2 */
+    check_draft("n 2 m 7: too short", h, 10, NULL, 0, 2, 7, 64, NULL, 0);
+    /* the key's only earlier occurrence is at position 0: none */
+    const int32_t z[] = { 9, 8, 1, 2, 3, 4, 5, 6, 9, 8 };
+    check_draft("match at 0 only", z, 10, NULL, 0, 2, 3, 64, NULL, 0);
+    /* the latest occurrence wins: 5 6 appears at 1 and at 5 */
+    const int32_t l[] = { 0, 5, 6, 1, 2, 5, 6, 3, 4, 7, 8, 9, 5, 6 };
+    check_draft("latest", l, 14, NULL, 0, 2, 4, 64, (const int32_t[]){ 3, 4, 7, 8 }, 4);
+    /* fewer than n tokens after the match: none (n 3, m 5; key 7 8 9 at 6,
+     * the history before the sampled token ends at index 11: 2 after) */
+    const int32_t f[] = { 0, 1, 2, 3, 4, 5, 7, 8, 9, 4, 4, 7, 8, 9 };
+    check_draft("fewer than n after", f, 12, f + 12, 0, 3, 5, 64, NULL, 0);
+    check_draft("no key", (const int32_t[]){ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 }, 11, NULL, 0, 2, 3,
+                64, NULL, 0);
+    const struct eng_spec_params none = ENG_SPEC_PARAMS_DEFAULT;
+    int32_t out[8];
+    CHECK(eng_spec_draft(&none, h, 10, NULL, 0, out, 8) == 0, "type none drafts nothing");
+    CHECK(eng_spec_type_parse("ngram-simple") == ENG_SPEC_NGRAM_SIMPLE &&
+          eng_spec_type_parse("none") == ENG_SPEC_NONE && eng_spec_type_parse("ngram-mod") < 0,
+          "type names");
+}
+
+/* --- the scheduler ----------------------------------------------------------------- */
+
+#define N_REQ 4
+#define MAX_ROWS 96
+
+static const char *const prompts[N_REQ] = {
+    "the cat sat on the mat, the cat sat on the mat, the cat sat on the",
+    "Once upon a time, in a land far away, there lived a",
+    "def f(x):\n    return x + 1\n\ndef g(x):\n    return",
+    "a list: [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2",
+};
+static const int max_tokens[N_REQ] = { 80, 60, 70, 60 };
+
+struct rec {
+    int n_rows, n_tokens, n_drafted, n_accepted, n_lp;
+    float lp[MAX_ROWS];
+    float *rows[MAX_ROWS];
+    int32_t tokens[MAX_ROWS];
+    char text[2048];
+    enum eng_finish finish;
+    bool done;
+};
+
+static void on_logits(void *ctx, void *user, int pos, const float *row, int n_vocab)
+{
+    (void)ctx, (void)pos;
+    struct rec *r = user;
+    if (r->n_rows == MAX_ROWS)
+        return;
+    r->rows[r->n_rows] = malloc(sizeof(float) * (size_t)n_vocab);
+    memcpy(r->rows[r->n_rows++], row, sizeof(float) * (size_t)n_vocab);
+}
+
+static void on_done(void *ctx, void *user, const struct eng_req_result *res)
+{
+    (void)ctx;
+    struct rec *r = user;
+    snprintf(r->text, sizeof(r->text), "%s", res->text);
+    r->finish = res->finish;
+    r->n_tokens = res->n_tokens < MAX_ROWS ? res->n_tokens : MAX_ROWS;
+    memcpy(r->tokens, res->tokens, sizeof(int32_t) * (size_t)r->n_tokens);
+    r->n_lp = res->n_logprobs < MAX_ROWS ? res->n_logprobs : MAX_ROWS;
+    for (int i = 0; i < r->n_lp; i++)
+        r->lp[i] = res->logprobs[i].token.logprob;
+    r->n_drafted = res->n_drafted;
+    r->n_accepted = res->n_accepted;
+    r->done = true;
+}
+
+static void rec_free(struct rec *r)
+{
+    for (int i = 0; i < r->n_rows; i++)
+        free(r->rows[i]);
+    memset(r, 0, sizeof(*r));
+}
+
+enum mode { CPU, CPU_PAGED, GPU_VRAM, N_MODES };
+static const char *const mode_names[N_MODES] = { "cpu", "cpu-paged", "gpu-vram" };
+
+static int open_session(const char *path, enum mode mode, enum fl_type kv, uint64_t budget,
+                        struct eng_session **s, struct fl_err *err)
+{
+    struct eng_session_params p;
+    eng_session_params_init(&p);
+    p.model_path = path;
+    p.n_ctx = 512;
+    p.n_batch = 64;
+    p.n_seq = 2;
+    p.n_threads = 2;
+    p.cache_type_k = p.cache_type_v = kv;
+    p.placement.disk_moe = mode == CPU_PAGED;
+    p.placement.last_all_moe = PL_TIER_DISK;
+    p.placement.ram_budget = budget;
+    p.gpu_experts = ENG_GPU_EXPERTS_NONE;
+    p.placement.n_gpu_layers = 0;
+    if (mode == GPU_VRAM) {
+        p.placement.n_gpu_layers = -1;
+        p.gpu_experts = ENG_GPU_EXPERTS_COPY;
+        p.pager_mode = 2; /* explicit: no userfaultfd rights needed */
+        p.placement.overrides[0] = "exps=gpu";
+        p.placement.n_overrides = 1;
+    }
+    return eng_session_open(&p, s, err);
+}
+
+/* The three requests on one scheduler with spec; the drafts fed in all. */
+static int run(struct eng_session *s, const struct eng_spec_params *spec, struct rec *out,
+               const char *label)
+{
+    const struct eng_sched_hooks hooks = { .done = on_done, .logits = on_logits };
+    struct eng_sched *q;
+    struct fl_err err;
+    CHECK(eng_sched_create(s, &hooks, &q, &err) == 0, "%s: sched: %s", label, err.msg);
+    const int set = eng_sched_set_spec(q, spec, &err);
+    CHECK(set == 0 || set == -ENOTSUP, "%s: set_spec: %s", label, err.msg);
+    const struct fl_tokenizer *tok = eng_session_tokenizer(s);
+    for (int i = 0; i < N_REQ; i++) {
+        int32_t *ids = NULL;
+        const int n = fl_tokenize_alloc(tok, prompts[i], strlen(prompts[i]), true, false, &ids);
+        const char *stop[] = { "mat, the" };
+        /* request 3: JSON mode (masked rows) with each token's log-probability */
+        struct eng_req req = { .prompt = ids, .n_prompt = n, .max_tokens = max_tokens[i],
+                               .user = &out[i], .ignore_eos = true, .stop = stop,
+                               .n_stop = i == 2 ? 1 : 0, .json_object = i == 3,
+                               .logprobs = i == 3, .top_logprobs = i == 3 ? 3 : 0 };
+        fl_sampler_defaults(&req.sampling, 77 + i);
+        if (i != 1)
+            req.sampling.temperature = 0; /* greedy; request 1 samples with its seed */
+        CHECK(n > 0 && eng_sched_submit(q, &req, &err) >= 0, "%s: submit %d", label, i);
+        free(ids);
+    }
+    int rc;
+    while ((rc = eng_sched_step(q, &err)) > 0)
+        ;
+    CHECK(rc == 0, "%s: step: %s", label, rc ? err.msg : "");
+    struct eng_sched_stats st;
+    eng_sched_get_stats(q, &st);
+    eng_sched_free(q);
+    CHECK(st.accepted <= st.drafted, "%s: %llu kept of %llu drafted", label,
+          (unsigned long long)st.accepted, (unsigned long long)st.drafted);
+    return set == 0 ? (int)st.drafted : -1;
+}
+
+static void compare(const char *label, const struct rec *a, const struct rec *b)
+{
+    for (int i = 0; i < N_REQ; i++) {
+        CHECK(a[i].done && b[i].done, "%s: request %d did not end", label, i);
+        CHECK(a[i].finish == b[i].finish && !strcmp(a[i].text, b[i].text),
+              "%s: request %d's text differs:\n  %s\n  %s", label, i, a[i].text, b[i].text);
+        CHECK(a[i].n_tokens == b[i].n_tokens &&
+                  !memcmp(a[i].tokens, b[i].tokens, sizeof(int32_t) * (size_t)a[i].n_tokens),
+              "%s: request %d's tokens differ", label, i);
+        CHECK(a[i].n_rows == b[i].n_rows, "%s: request %d: %d rows against %d", label, i,
+              b[i].n_rows, a[i].n_rows);
+        CHECK(a[i].n_lp == b[i].n_lp && !memcmp(a[i].lp, b[i].lp, sizeof(float) * (size_t)a[i].n_lp),
+              "%s: request %d's log-probabilities differ", label, i);
+    }
+}
+
+static void test_model(const char *dir, const char *name, enum mode mode, enum fl_type kv)
+{
+    char path[1024], label[160];
+    snprintf(path, sizeof(path), "%s/tests/data/%s.gguf", dir, name);
+    snprintf(label, sizeof(label), "%s %s%s", name, mode_names[mode], kv ? " kv q8_0" : "");
+    struct eng_session *s;
+    struct fl_err err;
+    uint64_t budget = 0;
+    if (mode == CPU_PAGED) { /* the smallest budget the file allows */
+        if (open_session(path, CPU_PAGED, kv, 0, &s, &err)) {
+            CHECK(0, "%s: open: %s", label, err.msg);
+            return;
+        }
+        budget = eng_session_min_budget(s);
+        eng_session_close(s);
+    }
+    if (open_session(path, mode, kv, budget, &s, &err)) {
+        CHECK(0, "%s: open: %s", label, err.msg);
+        return;
+    }
+    const int n_vocab = (int)eng_session_model(s)->hp.n_vocab;
+    const int cells = eng_session_cells_free(s);
+    struct rec plain[N_REQ] = { 0 }, spec[N_REQ] = { 0 };
+    const struct eng_spec_params off = ENG_SPEC_PARAMS_DEFAULT;
+    run(s, &off, plain, label);
+    /* n 1: many drafts, most rejected; n 2 with the longest drafts */
+    static const struct eng_spec_params kinds[] = { { ENG_SPEC_NGRAM_SIMPLE, 1, 8 },
+                                                    { ENG_SPEC_NGRAM_SIMPLE, 2, 48 } };
+    int drafted = 0, kept = 0;
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        const int d = run(s, &kinds[k], spec, label);
+        if (d < 0) { /* refused: a recurrent model */
+            CHECK(eng_session_recurrent(s), "%s: speculation refused", label);
+        } else {
+            CHECK(!eng_session_recurrent(s), "%s: a recurrent model took drafts", label);
+            drafted += d;
+        }
+        for (int i = 0; i < N_REQ; i++) {
+            kept += spec[i].n_accepted;
+            for (int r = 0; r < spec[i].n_rows && r < plain[i].n_rows; r++)
+                CHECK(!memcmp(spec[i].rows[r], plain[i].rows[r], sizeof(float) * (size_t)n_vocab),
+                      "%s: request %d row %d differs (drafts of %d)", label, i, r, kinds[k].size_m);
+        }
+        compare(label, plain, spec);
+        for (int i = 0; i < N_REQ; i++)
+            rec_free(&spec[i]);
+    }
+    if (!eng_session_recurrent(s))
+        CHECK(drafted > 0 && kept > 0, "%s: %d draft tokens, %d kept: the path did not run",
+              label, drafted, kept);
+    CHECK(eng_session_cells_free(s) == cells, "%s: %d of %d cells free after", label,
+          eng_session_cells_free(s), cells);
+    printf("%s: %d draft tokens, %d kept\n", label, drafted, kept);
+    for (int i = 0; i < N_REQ; i++)
+        rec_free(&plain[i]);
+    eng_session_close(s);
+}
+
+int main(void)
+{
+    test_drafts();
+    const char *dir = getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".";
+    const char *only = getenv("FL_SPEC_MODELS");
+    static const struct { const char *model; enum fl_type kv; } models[] = {
+        { "qwen3moe-tiny-Q8_0", 0 },  { "gpt-oss-tiny-MXFP4", 0 }, { "deepseek2-tiny-F16", 0 },
+        { "mixtral-tiny-Q4_K_M", 0 }, { "glm4moe-tiny-Q8_0", 0 },  { "minimax-m2-tiny-Q8_0", 0 },
+        { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0 }, { "qwen35moe-tiny-Q8_0", 0 },
+    };
+    uint64_t vram;
+    const char *why;
+    const bool device = eng_gpu_detect(&vram, &why);
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        if (only && !strstr(only, models[i].model))
+            continue;
+        for (int m = CPU; m < N_MODES; m++)
+            if ((m < GPU_VRAM || device) && (m == CPU || !models[i].kv))
+                test_model(dir, models[i].model, (enum mode)m, models[i].kv);
+    }
+    if (!device)
+        printf("device mode not run: %s\n", why);
+    return check_summary("test-speculate");
+}
