@@ -22,7 +22,8 @@
  * of many chunks against llama.cpp's vectors).
  * FL_BATCH_MODELS=a,b limits the models (tests/data names). An argument
  * `host` runs the resident and paged modes only, `device` the device's
- * (exit 77 without one): ctest runs them as two tests, side by side. */
+ * (exit 77 without one), `device-even` / `device-odd` the device's on every
+ * other model: ctest runs host and the two device halves side by side. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -729,7 +730,9 @@ static void test_model(const char *dir, const char *name, enum mode mode)
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
-    const bool host = strcmp(part, "device") != 0, on_device = strcmp(part, "host") != 0;
+    const bool host = strncmp(part, "device", 6) != 0, on_device = strcmp(part, "host") != 0;
+    /* device-even / device-odd: the models of that parity (index in each list) */
+    const int parity = !strcmp(part, "device-even") ? 0 : !strcmp(part, "device-odd") ? 1 : -1;
     const char *dir = getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".";
     const char *only = getenv("FL_BATCH_MODELS");
     static const char *const models[] = { "qwen3moe-tiny-F16", "qwen3moe-tiny-Q8_0",
@@ -750,7 +753,7 @@ int main(int argc, char **argv)
         if (only && !strstr(only, models[i]))
             continue;
         for (int m = CPU; m < N_MODES; m++)
-            if (m < GPU_VRAM ? host : device)
+            if (m < GPU_VRAM ? host : device && (parity < 0 || (int)(i % 2) == parity))
                 test_model(dir, models[i], (enum mode)m);
     }
     /* quantized caches: a plain model, sliding windows and sinks, a hybrid
@@ -768,7 +771,8 @@ int main(int argc, char **argv)
             continue;
         cache_k = host_kv[i].k, cache_v = host_kv[i].v, no_kv_offload = host_kv[i].nkvo;
         for (int m = no_kv_offload ? GPU_VRAM : CPU; m < N_MODES; m++)
-            if (m < GPU_VRAM ? host : device && m != GPU_CACHE_PAGED)
+            if (m < GPU_VRAM ? host
+                             : device && m != GPU_CACHE_PAGED && (parity < 0 || (int)(i % 2) == parity))
                 test_model(dir, host_kv[i].model, (enum mode)m);
     }
     if (on_device && !found)
