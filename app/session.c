@@ -345,6 +345,29 @@ static int lower_budget(struct eng_session *s, const struct eng_session_params *
  * of a prompt reading the whole context (a GPU keeps its cache in VRAM).
  * *scratch: that bound (0 with a GPU), for the arena to reserve: counted,
  * the scratch must not grow past it. */
+/* The tokens of the largest step: n_seq decodes beside a -b chunk of a
+ * prompt. */
+static int largest_step(const struct eng_session *s, int n_ctx)
+{
+    return s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
+}
+
+/* The scratch of the largest step reading the whole context. */
+static uint64_t step_scratch(const struct eng_session *s, int n_ctx, int n_threads)
+{
+    const int n_tok = largest_step(s, n_ctx);
+    return eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
+}
+
+/* The scheduler's logits rows (one per sequence and a prompt_logprobs
+ * chunk's) and a constrained answer's (the masked row, a row of zeros and a
+ * scratch row): host memory beside the cache and the scratch. */
+static uint64_t logits_rows(const struct eng_session *s)
+{
+    return (uint64_t)(s->n_seq + ENG_SCHED_PLP_CHUNK + 3) * (uint64_t)s->model->hp.n_vocab *
+           sizeof(float);
+}
+
 static int check_memory_fits(struct eng_session *s, const struct eng_session_params *p,
                              int n_threads, uint64_t *scratch_out, struct fl_err *err)
 {
@@ -352,14 +375,9 @@ static int check_memory_fits(struct eng_session *s, const struct eng_session_par
     if (s->have_gpu)
         return 0; /* its cache and activations are in VRAM */
     const int n_ctx = eng_kv_n_cells(s->kv);
-    const int n_tok = s->n_seq + (s->n_batch < n_ctx ? s->n_batch : n_ctx);
-    /* the scheduler's logits rows (one per sequence and a prompt_logprobs
-     * chunk's) and a constrained answer's (the masked row, a row of zeros
-     * and a scratch row): host memory beside the cache and the scratch */
-    const uint64_t rows = (uint64_t)(s->n_seq + ENG_SCHED_PLP_CHUNK + 3) *
-                          (uint64_t)s->model->hp.n_vocab * sizeof(float);
-    const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv) + rows;
-    const uint64_t scratch = eng_cpu_scratch_bound(s->model, n_tok, n_ctx, n_tok, n_threads);
+    const int n_tok = largest_step(s, n_ctx);
+    const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv) + logits_rows(s);
+    const uint64_t scratch = step_scratch(s, n_ctx, n_threads);
     *scratch_out = scratch;
     if (!placement_fits(s->plan, NULL))
         return 0; /* the plan's own misfit was said in open_region */
@@ -377,6 +395,47 @@ static int check_memory_fits(struct eng_session *s, const struct eng_session_par
     return refuse_misfit(m, p->model_path, why, err);
 }
 
+/* Host memory a cache of n_ctx cells of `cell` bytes takes with the
+ * logits rows and the largest step's scratch. */
+static uint64_t ctx_need(const struct eng_session *s, uint64_t cell, int n_ctx, int n_threads)
+{
+    return logits_rows(s) + cell * (uint64_t)n_ctx + step_scratch(s, n_ctx, n_threads);
+}
+
+/* The context without -c (or with -c 0), as llama.cpp's -c 0 and -fit give
+ * it: the model's trained length, cut to what the memory beside the
+ * placement plan holds with llama.cpp's 1 GiB margin (-fitt), in steps of
+ * 256, never under 4096 (or the trained length when shorter). The plan
+ * comes first: an auto expert budget already took its share of the memory,
+ * so a paged model keeps its cache and gets the floor unless memory is
+ * left (--ram-budget, or -c, chooses otherwise); at the floor,
+ * check_memory_fits lowers an auto budget or says what does not fit, as
+ * for any -c. With a GPU the cache lives in VRAM, which this does not
+ * size: the floor. cell: the cache's bytes per cell. */
+static int default_ctx(const struct eng_session *s, uint64_t cell, int n_threads)
+{
+    const int64_t train = s->model->hp.n_ctx_train;
+    const int most = train < ENG_SESSION_MAX_CTX ? (int)train : ENG_SESSION_MAX_CTX;
+    const int floor = most < ENG_SESSION_CTX_FLOOR ? most : ENG_SESSION_CTX_FLOOR;
+    const uint64_t room = placement_ram_room(s->plan), margin = (uint64_t)1 << 30;
+    if (s->have_gpu || room == UINT64_MAX || room <= margin)
+        return floor;
+    if (ctx_need(s, cell, most, n_threads) <= room - margin)
+        return most;
+    /* the largest multiple of 256 that fits, by bisection (the need grows
+     * with the length): lo * 256 fits or is under the floor, hi * 256 does
+     * not fit */
+    int lo = floor / 256, hi = most / 256;
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        if (ctx_need(s, cell, mid * 256, n_threads) <= room - margin)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo * 256 > floor ? lo * 256 : floor;
+}
+
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
@@ -392,9 +451,6 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                              : rc;
     if (fl_tokenizer_warning(s->tok))
         fprintf(stderr, "faultline: %s\n", fl_tokenizer_warning(s->tok));
-    int n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
-    if (p->n_ctx <= 0 && s->model->hp.n_ctx_train < n_ctx)
-        n_ctx = (int)s->model->hp.n_ctx_train;
     s->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     /* held prefixes: a few beyond the running sequences' own, so that
      * several conversations stay cached; they only hold cells no request
@@ -403,9 +459,13 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     s->n_held = p->no_prompt_cache ? 0 : s->model->rs_conv_dim ? s->n_seq + 2 : 2 * s->n_seq + 6;
     const enum fl_type tk = p->cache_type_k ? p->cache_type_k : FL_TYPE_F16;
     const enum fl_type tv = p->cache_type_v ? p->cache_type_v : FL_TYPE_F16;
+    const int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
+    const int n_ctx = p->n_ctx > 0 ? p->n_ctx : default_ctx(s, eng_kv_cell_bytes(s->model, tk, tv), nt);
+    if (p->n_ctx <= 0 && p->placement.verbose)
+        fprintf(stderr, "faultline: context %d cells (the model was trained on %lld; -c for "
+                "another)\n", n_ctx, (long long)s->model->hp.n_ctx_train);
     if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, tk, tv, &s->kv, err)))
         return rc;
-    int nt = p->n_threads > 0 ? p->n_threads : physical_cores();
     uint64_t scratch;
     if ((rc = check_memory_fits(s, p, nt, &scratch, err)))
         return rc;

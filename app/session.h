@@ -32,10 +32,15 @@ struct fl_tokenizer;
 struct eng_batch;
 
 #define ENG_SESSION_MAX_SEQ 1024
+/* -c's largest value, and the least context a session gets without -c
+ * unless the model was trained on less (llama.cpp's -fitc) */
+#define ENG_SESSION_MAX_CTX (1 << 24)
+#define ENG_SESSION_CTX_FLOOR 4096
 
 struct eng_session_params {
     const char *model_path;
-    int n_ctx;      /* KV cache positions; 0: min(4096, training context) */
+    int n_ctx;      /* KV cache positions; 0: the training context, cut to the memory
+                     * left beside the plan, at least min(4096, it) (session.c) */
     int n_batch;    /* most tokens per forward call; 0: 512 */
     int n_seq;      /* sequences at once (-np), sharing n_ctx cells; 0: 1 */
     bool no_prompt_cache; /* --no-cache-prompt: no held prefixes (eng_session_n_held) */

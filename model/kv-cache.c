@@ -236,12 +236,24 @@ int eng_kv_n_seq(const struct eng_kv *kv) { return kv->n_seq; }
 int eng_kv_n_cells(const struct eng_kv *kv) { return kv->n_blocks * ENG_KV_BLOCK; }
 int eng_kv_cells_free(const struct eng_kv *kv) { return kv->n_free * ENG_KV_BLOCK; }
 
-uint64_t eng_kv_bytes(const struct eng_kv *kv)
+static uint64_t cell_bytes(int64_t n_layer, const int64_t *k_dim, const int64_t *v_dim,
+                           enum fl_type type_k, enum fl_type type_v)
 {
     uint64_t row = 0;
-    for (int l = 0; l < kv->n_layer; l++)
-        row += fl_row_size(kv->type_k, kv->k_dim[l]) + fl_row_size(kv->type_v, kv->v_dim[l]);
-    return row * (uint64_t)eng_kv_n_cells(kv);
+    for (int64_t l = 0; l < n_layer; l++)
+        row += fl_row_size(type_k, k_dim[l]) + fl_row_size(type_v, v_dim[l]);
+    return row;
+}
+
+uint64_t eng_kv_bytes(const struct eng_kv *kv)
+{
+    return cell_bytes(kv->n_layer, kv->k_dim, kv->v_dim, kv->type_k, kv->type_v) *
+           (uint64_t)eng_kv_n_cells(kv);
+}
+
+uint64_t eng_kv_cell_bytes(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v)
+{
+    return cell_bytes(m->hp.n_layer, m->kv_k_dim, m->kv_v_dim, type_k, type_v);
 }
 
 int eng_kv_seq_capacity(const struct eng_kv *kv, int seq)

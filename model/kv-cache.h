@@ -50,6 +50,9 @@ int eng_kv_n_cells(const struct eng_kv *kv);
 int eng_kv_cells_free(const struct eng_kv *kv);
 /* K and V of every layer and cell: what a copy of the cache takes. */
 uint64_t eng_kv_bytes(const struct eng_kv *kv);
+/* K and V of every layer of one cell of model m's cache of these types
+ * (a cache of n cells takes n times it), before the cache is made. */
+uint64_t eng_kv_cell_bytes(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v);
 
 /* Positions seq has cells for (a multiple of ENG_KV_BLOCK). */
 int eng_kv_seq_capacity(const struct eng_kv *kv, int seq);

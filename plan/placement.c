@@ -670,6 +670,14 @@ bool placement_fit_auto_budget(struct placement_plan *p, uint64_t extra)
     return true;
 }
 
+uint64_t placement_ram_room(const struct placement_plan *p)
+{
+    if (!p->ram_available)
+        return UINT64_MAX;
+    const uint64_t plan = host_bytes(p);
+    return plan < p->ram_available ? p->ram_available - plan : 0;
+}
+
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,
                      bool verbose)
 {

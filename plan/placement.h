@@ -115,6 +115,10 @@ enum placement_misfit placement_misfit_with(const struct placement_plan *p, uint
  * when the budget is the user's, nothing is paged, or it would fall below
  * the minimum. */
 bool placement_fit_auto_budget(struct placement_plan *p, uint64_t extra);
+/* The memory available beyond the plan (RAM tier, expert budget, staging):
+ * what a KV cache and scratch may take without lowering the budget; 0 when
+ * the plan is over, UINT64_MAX when the memory available is not known. */
+uint64_t placement_ram_room(const struct placement_plan *p);
 
 /* The human report of `faultline inspect --plan`; verbose lists every tensor. */
 void placement_print(const struct placement_plan *p, const struct gguf_file *f, FILE *out,

@@ -14,7 +14,12 @@
 #     and the scratch are allocated as they are used, so those would have
 #     died deep into a long prompt);
 #   - no flags but -c 16384 and a 4,000-token prompt: the auto budget is
-#     lowered so that the KV cache and the scratch fit, and the run finishes.
+#     lowered so that the KV cache and the scratch fit, and the run finishes;
+#   - no -c (or -c 0) on a model trained on 131,072 positions, its weights in
+#     RAM, the cgroup raised to 1.5 GiB: the context is the longest that fits
+#     beside the weights with llama.cpp's 1 GiB margin (a multiple of 256,
+#     above 4,096, under the trained length, within what the limit predicts),
+#     and the run finishes.
 # Before faultline read cgroups, the first run placed the whole file in RAM
 # (the machine's MemAvailable is far larger) and the kernel killed it.
 # Needs root and a memory cgroup controller it may write: exit 77 otherwise.
@@ -30,16 +35,20 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 limit=$((112 << 20))
 
+set_limit() { # the cgroup's limit: v1's file, else v2's
+  if [ -f "$cg/memory.limit_in_bytes" ]; then echo "$1" >"$cg/memory.limit_in_bytes"
+  else echo "$1" >"$cg/memory.max"; fi 2>/dev/null
+}
 # A fresh memory cgroup capped at $limit: v1's controller, else v2's.
 make_cgroup() {
   v1=/sys/fs/cgroup/memory
   if [ -f $v1/memory.limit_in_bytes ]; then
     cg=$v1/fl-test-cgroup-fit-$$
-    mkdir "$cg" 2>/dev/null && echo $limit >"$cg/memory.limit_in_bytes" 2>/dev/null && return 0
+    mkdir "$cg" 2>/dev/null && set_limit $limit && return 0
   elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
     echo +memory >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
     cg=/sys/fs/cgroup/fl-test-cgroup-fit-$$
-    mkdir "$cg" 2>/dev/null && echo $limit >"$cg/memory.max" 2>/dev/null &&
+    mkdir "$cg" 2>/dev/null && set_limit $limit &&
       { echo 0 >"$cg/memory.swap.max" 2>/dev/null; return 0; }
   fi
   echo "no writable memory cgroup: skipped"
@@ -122,4 +131,33 @@ print("%s: -c 16384 lowered the auto budget from %.1f to %.1f MiB (peak resident
       % ("ok" if ok else "FAIL", a["budget"] / 2**20, l["budget"] / 2**20, l["peak_resident"] / 2**20))
 sys.exit(0 if ok else 1)
 EOF
+# 4. the default context fitted to the cgroup (llama.cpp's -c 0 and -fit)
+"$cli" gen --arch gpt-oss --type Q8_0 --size 128M -o "$dir/long-ctx.gguf" >/dev/null 2>&1 ||
+  fail "faultline gen --arch gpt-oss"
+"$cli" inspect "$dir/long-ctx.gguf" >"$dir/long-ctx.txt" 2>&1 || fail "faultline inspect"
+set_limit $((1536 << 20)) || fail "cannot raise the cgroup's limit"
+for c in "" "-c 0"; do
+  in_cgroup ctx run -m "$dir/long-ctx.gguf" -p "Hi" -n 4 -t 2 --cpu-moe -v $c
+  [ $rc -eq 0 ] || fail "default context ($c) in a 1.5 GiB cgroup: exit $rc: $(tail -2 "$dir/ctx.err")"
+  python3 - "$dir/ctx.err" "$dir/long-ctx.txt" "$(stat -c %s "$dir/long-ctx.gguf")" "$c" <<'EOF' || exit 1
+import re, sys
+err, info, size, how = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3]), sys.argv[4]
+key = lambda k: int(re.search(r"^\s*%s\s+(\d+)" % re.escape(k), info, re.M).group(1))
+# a cell: K and V rows of every layer, F16
+cell = key("block_count") * key("attention.head_count_kv") * (
+    key("attention.key_length") + key("attention.value_length")) * 2
+m = re.search(r"context (\d+) cells \(the model was trained on (\d+)", err)
+if not m:
+    print("FAIL: no context line:", err); sys.exit(1)
+n, train = int(m.group(1)), int(m.group(2))
+# the most the room beside the weights allows with the 1 GiB margin; the
+# process's own memory and the scratch take some of it
+most = ((1536 << 20) - size - (1 << 30)) // cell
+ok = train == 131072 and n % 256 == 0 and 4096 < n < train and most * 0.6 <= n <= most
+print("%s: %s: context %d of %d cells (a cell %d bytes; the limit allows at most %d)"
+      % ("ok" if ok else "FAIL", how or "no -c", n, train, cell, most))
+sys.exit(0 if ok else 1)
+EOF
+done
+[ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"
 echo "test-cgroup-fit: all checks passed"

@@ -308,7 +308,7 @@ int eng_arg_common(const char *cmd, int argc, char **argv, int *i,
     else if (eng_arg_is(a, "-t", "--threads"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1024, &sp->n_threads);
     else if (t->with_ctx && eng_arg_is(a, "-c", "--ctx-size"))
-        ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 24, &sp->n_ctx);
+        ok = eng_arg_int(cmd, argc, argv, i, 0, ENG_SESSION_MAX_CTX, &sp->n_ctx);
     else if (eng_arg_is(a, "-b", "--batch-size") || eng_arg_is(a, "-ub", "--ubatch-size"))
         ok = eng_arg_int(cmd, argc, argv, i, 1, 1 << 20, &sp->n_batch);
     else if (eng_arg_is(a, "-v", NULL))
