@@ -40,14 +40,7 @@ json.dump(docs, open(sys.argv[1], "w"))
 PY
 cells=$((CLIENTS * (WORDS * 2 + 64)))
 for cap_pct in "${caps[@]}"; do
-  if [ "$cap_pct" -gt 0 ]; then # the budget faultline sets itself under the cgroup's limit
-    limit=$((size * cap_pct / 100))
-    fl_place=(--disk-moe)
-    # repacking copies the weights into anonymous memory, which the cap cannot hold
-    ll_place=(--no-repack --no-warmup)
-  else
-    limit=0 fl_place=(--cpu-moe --ram-budget "$size") ll_place=()
-  fi
+  cap_placement "$cap_pct" "$size"
   say "cap $cap_pct %: faultline serve"
   if server_start "fl-cap$cap_pct" "$limit" "$FL" serve -m "$model" -t "$THREADS" -np "$CLIENTS" \
       -c "$cells" --port "$PORT" --pooling "$POOLING" "${fl_place[@]}"; then

@@ -78,11 +78,7 @@ run_server() { # NAME LIMIT CMD...
   server_stop
 }
 for cap_pct in "${caps[@]}"; do
-  if [ "$cap_pct" -gt 0 ]; then
-    limit=$((size * cap_pct / 100)) fl_place=(--disk-moe) ll_place=(--no-repack --no-warmup)
-  else
-    limit=0 fl_place=(--cpu-moe --ram-budget "$size") ll_place=()
-  fi
+  cap_placement "$cap_pct" "$size"
   fl=("$FL" serve -m "$model" -t "$THREADS" -np 1 -c 4096 --port "$PORT" "${fl_place[@]}")
   say "cap $cap_pct %: faultline serve, without and with drafts"
   run_server "fl-cap$cap_pct-plain" "$limit" "${fl[@]}"

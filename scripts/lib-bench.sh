@@ -124,6 +124,19 @@ PY
   return 0
 }
 
+# cap_placement CAP_PCT SIZE: for a server under CAP_PCT % of a SIZE-byte model (0:
+# no cap) sets limit (the cgroup's bytes, 0: none), fl_place (faultline's: paged
+# with the budget it sets itself under the cap, else every expert in RAM) and
+# ll_place (llama-server's: under a cap no repacking, which copies the weights
+# into anonymous memory the cap cannot hold, and no warm-up read).
+cap_placement() {
+  if [ "$1" -gt 0 ]; then
+    limit=$(($2 * $1 / 100)) fl_place=(--disk-moe) ll_place=(--no-repack --no-warmup)
+  else
+    limit=0 fl_place=(--cpu-moe --ram-budget "$2") ll_place=()
+  fi
+}
+
 # server_start NAME LIMIT CMD...: a server CMD (listening on $PORT) in a fresh
 # cgroup (0: no cap), caches dropped; sets srv_pid; waits for /health.
 # server_stop: SIGTERM, wait, the cgroup removed.

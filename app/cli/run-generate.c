@@ -83,6 +83,13 @@ static int hist_push(struct run_gen *g, const int32_t *ids, int n)
     return 0;
 }
 
+/* Whether id is the draft's next token: then its position and row are
+ * there already. */
+static bool draft_keeps(const struct run_gen *g, int32_t id)
+{
+    return g->at < g->n_draft && g->draft[g->at] == id;
+}
+
 /* A draft's unchecked positions leave the sequence. */
 static void spec_drop(struct run_gen *g)
 {
@@ -101,7 +108,7 @@ static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *
     if (!g->spec_on)
         return eng_session_eval(g->s, &id, 1, false, g->logits, err);
     const size_t row = (size_t)g->n_vocab;
-    if (g->at < g->n_draft && g->draft[g->at] == id) { /* kept: its row is there */
+    if (draft_keeps(g, id)) {
         g->at++, g->kept++;
         memcpy(g->logits, g->rows + g->at * row, sizeof(float) * row);
         return hist_push(g, &id, 1) ? fl_err_set(err, -ENOMEM, "out of memory") : 0;
@@ -308,9 +315,7 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             *why = RUN_STOP_LIMIT;
             break;
         }
-        /* a draft's next token has its position already */
-        const bool kept = g->at < g->n_draft && g->draft[g->at] == id;
-        if (!kept && valid_past(g) + 1 > eng_session_n_ctx(g->s)) {
+        if (!draft_keeps(g, id) && valid_past(g) + 1 > eng_session_n_ctx(g->s)) {
             *why = RUN_STOP_CONTEXT;
             break;
         }
