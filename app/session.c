@@ -651,6 +651,28 @@ int eng_session_rewind(struct eng_session *s, int n_past)
     return 0;
 }
 
+int eng_session_seq_load(struct eng_session *s, int seq, int n_file, int n_keep, eng_kv_io_fn get,
+                         void *arg, struct fl_err *err)
+{
+    if (s->ctx.gpu)
+        return fl_err_set(err, -ENOTSUP, "with a GPU the KV cache is in VRAM: prompt states "
+                          "are not read there");
+    if (seq == 0)
+        eng_session_reset(s);
+    else
+        eng_kv_seq_truncate(s->kv, seq, 0);
+    int rc = eng_kv_seq_reserve(s->kv, seq, n_keep, err);
+    if (!rc && (rc = eng_kv_seq_load(s->kv, seq, n_file, n_keep, get, arg)))
+        fl_err_set(err, rc, "reading a prompt state: %s", strerror(-rc));
+    if (rc) {
+        eng_kv_seq_truncate(s->kv, seq, 0);
+        return rc;
+    }
+    if (seq == 0)
+        s->n_past = n_keep;
+    return 0;
+}
+
 int eng_session_seq_reserve(struct eng_session *s, int seq, int n_pos, struct fl_err *err)
 {
     return eng_kv_seq_reserve(s->kv, seq, n_pos, err);

@@ -22,6 +22,7 @@
 #include "base/progress.h"
 #include "gguf/tensor-types.h"
 #include "model/expert-source.h"
+#include "model/kv-cache.h"
 #include "model/model.h"
 #include "plan/numa.h"
 #include "plan/placement.h"
@@ -136,6 +137,13 @@ void eng_session_seq_truncate(struct eng_session *s, int seq, int n_pos);
  * state cannot be cut back: src's must cover exactly n_pos positions
  * (else -EINVAL), and dst gets a copy of it (host and VRAM). */
 int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, struct fl_err *err);
+/* The empty sequence seq gets the first n_keep of n_file positions whose
+ * bytes get reads (model/kv-cache.h's eng_kv_seq_load: a prompt-state
+ * file's body; cells reserved here); for sequence 0 they become n_past.
+ * -ENOTSUP with a GPU (its cache is in VRAM), -ENOSPC without the cells,
+ * get's error; on failure seq holds nothing. */
+int eng_session_seq_load(struct eng_session *s, int seq, int n_file, int n_keep, eng_kv_io_fn get,
+                         void *arg, struct fl_err *err);
 /* Whether the model keeps recurrent state (its prompt cache then holds
  * prefixes whole: app/prompt-cache.h). */
 bool eng_session_recurrent(const struct eng_session *s);

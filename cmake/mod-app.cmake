@@ -1,7 +1,7 @@
 # app/: the session the CLI drives (placement plan -> pager region -> model,
 # KV cache, tokenizer, threads, GPU), the calibration pass, and the expert
 # predictors between engine and pager.
-fl_module(app SOURCES app/session.c app/scheduler.c app/sched-text.c app/speculate.c app/prompt-cache.c app/calibrate.c app/predict.c
+fl_module(app SOURCES app/session.c app/scheduler.c app/sched-text.c app/speculate.c app/prompt-cache.c app/prompt-file.c app/calibrate.c app/predict.c
   DEPS model text pager plan cpu cuda record gguf base)
 
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)
@@ -24,3 +24,4 @@ endforeach()
 # gpu: the emulated device stays visible (its mode runs in the sanitizer build)
 fl_test(test-speculate SOURCES tests/test-speculate.c MODULES app LABELS gpu TIMEOUT 900)
 fl_test(test-prompt-logprobs SOURCES tests/test-prompt-logprobs.c MODULES app)
+fl_test(test-prompt-file SOURCES tests/test-prompt-file.c MODULES app TIMEOUT 300)

@@ -4,7 +4,7 @@ fl_module(cli
           app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
           app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c app/cli/embed.c
-          app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c app/cli/progress.c
+          app/cli/interrupt.c app/cli/run-generate.c app/cli/run-chat.c app/cli/run-cache.c app/cli/progress.c
   DEPS serve app api gen trace text model plan pager cuda cpu gguf base)
 target_compile_definitions(fl_cli PRIVATE FL_VERSION="${PROJECT_VERSION}")
 
@@ -56,4 +56,9 @@ set_tests_properties(test-demo PROPERTIES TIMEOUT 600 LABELS nosanitize RUN_SERI
 add_test(NAME test-cgroup-fit COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-cgroup-fit.sh
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-cgroup-fit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS nosanitize
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# run --prompt-cache from outside: same output, refusals (bash, python3).
+add_test(NAME test-prompt-cache-cli COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-prompt-cache-cli.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-prompt-cache-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

@@ -530,3 +530,109 @@ float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq)
 {
     return kv->rs_ssm[layer] + (int64_t)seq * kv->rs_ssm_dim[layer];
 }
+
+/* --- a sequence's positions as bytes ------------------------------------------ */
+
+uint64_t eng_kv_seq_bytes(const struct eng_kv *kv, int n_pos)
+{
+    const uint64_t state = kv->rs_pos ? eng_kv_rs_bytes(kv) / (uint64_t)kv->n_seq : 0;
+    return cell_bytes(kv->n_layer, kv->k_dim, kv->v_dim, kv->type_k, kv->type_v) *
+           (uint64_t)n_pos + state;
+}
+
+/* One layer's rows of positions [0, n) of seq through io (rows NULL: no
+ * such rows); positions from n_cells on go through a scratch row instead
+ * of the cache (read and dropped). */
+static int layer_rows(uint8_t *const *rows, enum fl_type type, const int64_t *dim, int layer,
+                      const int32_t *cells, int n_cells, int n, uint8_t *drop,
+                      eng_kv_io_fn io, void *arg)
+{
+    if (dim[layer] <= 0)
+        return 0;
+    const size_t len = fl_row_size(type, dim[layer]);
+    for (int pos = 0; pos < n; pos++) {
+        int rc = io(arg, pos < n_cells ? row_at(rows, type, dim, layer, cells[pos]) : drop, len);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Every layer's recurrent state of seq through io (into drop when !keep). */
+static int state_rows(struct eng_kv *kv, int seq, bool keep, float *drop, eng_kv_io_fn io,
+                      void *arg)
+{
+    for (int64_t l = 0; kv->rs_pos && l < kv->n_layer; l++) {
+        const int64_t d[2] = { kv->rs_conv_dim[l], kv->rs_ssm_dim[l] };
+        for (int i = 0; i < 2; i++) {
+            if (d[i] <= 0)
+                continue;
+            float *row = !keep ? drop : i ? eng_kv_rs_ssm(kv, (int)l, seq)
+                                          : eng_kv_rs_conv(kv, (int)l, seq);
+            int rc = io(arg, row, sizeof(float) * (size_t)d[i]);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The largest row a walk moves: a K or V row or a layer's state. */
+static size_t widest_bytes(const struct eng_kv *kv)
+{
+    size_t w = 0;
+    for (int64_t l = 0; l < kv->n_layer; l++) {
+        const size_t r[4] = {
+            kv->k_dim[l] > 0 ? fl_row_size(kv->type_k, kv->k_dim[l]) : 0,
+            kv->v_dim[l] > 0 ? fl_row_size(kv->type_v, kv->v_dim[l]) : 0,
+            kv->rs_pos ? sizeof(float) * (size_t)kv->rs_conv_dim[l] : 0,
+            kv->rs_pos ? sizeof(float) * (size_t)kv->rs_ssm_dim[l] : 0,
+        };
+        for (int i = 0; i < 4; i++)
+            w = r[i] > w ? r[i] : w;
+    }
+    return w;
+}
+
+static int seq_walk(struct eng_kv *kv, int seq, int n_file, int n_keep, eng_kv_io_fn io,
+                    void *arg)
+{
+    const int32_t *cells = kv->seq[seq].cells;
+    uint8_t *drop = NULL;
+    if (n_keep < n_file && !(drop = malloc(widest_bytes(kv))))
+        return -ENOMEM;
+    int rc = 0;
+    for (int64_t l = 0; !rc && l < kv->n_layer; l++) {
+        rc = layer_rows(kv->k, kv->type_k, kv->k_dim, (int)l, cells, n_keep, n_file, drop, io, arg);
+        if (!rc)
+            rc = layer_rows(kv->v, kv->type_v, kv->v_dim, (int)l, cells, n_keep, n_file, drop,
+                            io, arg);
+    }
+    if (!rc)
+        rc = state_rows(kv, seq, n_keep == n_file, (float *)drop, io, arg);
+    free(drop);
+    return rc;
+}
+
+int eng_kv_seq_save(const struct eng_kv *kv, int seq, int n_pos, eng_kv_io_fn put, void *arg)
+{
+    if (seq < 0 || seq >= kv->n_seq || n_pos < 0 || n_pos > kv->seq[seq].cap ||
+        (kv->rs_pos && kv->rs_pos[seq] != n_pos))
+        return -EINVAL;
+    /* the walk only reads the cache when saving (put never writes to buf) */
+    return seq_walk((struct eng_kv *)kv, seq, n_pos, n_pos, put, arg);
+}
+
+int eng_kv_seq_load(struct eng_kv *kv, int seq, int n_file, int n_keep, eng_kv_io_fn get,
+                    void *arg)
+{
+    if (seq < 0 || seq >= kv->n_seq || n_keep < 0 || n_keep > n_file ||
+        n_keep > kv->seq[seq].cap || (kv->rs_pos && n_keep != n_file))
+        return -EINVAL;
+    int rc = seq_walk(kv, seq, n_file, n_keep, get, arg);
+    if (!rc && kv->rs_pos)
+        kv->rs_pos[seq] = n_keep;
+    else if (rc && kv->rs_pos)
+        kv->rs_pos[seq] = -1; /* part of a state came in: unusable */
+    return rc;
+}

@@ -128,4 +128,24 @@ void eng_kv_rs_copy(struct eng_kv *kv, int dst, int src);
 float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq); /* rs_conv_dim floats */
 float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq);  /* rs_ssm_dim floats */
 
+/* --- a sequence's positions as bytes (app/prompt-file.h's files) -----------
+ * The first n_pos positions of a sequence, exactly as the cache holds them:
+ * for each layer its n_pos K rows then its n_pos V rows, in position order,
+ * then, for a recurrent model, each layer's state (conv, then ssm), which
+ * must cover exactly n_pos positions. io moves len bytes to or from buf
+ * (0, or a negative errno that ends the walk). */
+typedef int (*eng_kv_io_fn)(void *arg, void *buf, size_t len);
+/* The bytes of n_pos positions so written. */
+uint64_t eng_kv_seq_bytes(const struct eng_kv *kv, int n_pos);
+/* Writes seq's first n_pos positions through put: -EINVAL when seq lacks
+ * the cells or its state covers other positions; put's error. */
+int eng_kv_seq_save(const struct eng_kv *kv, int seq, int n_pos, eng_kv_io_fn put, void *arg);
+/* Reads n_file positions' bytes through get, the first n_keep of them into
+ * seq's cells (which it must hold: eng_kv_seq_reserve); the rest, and the
+ * state when n_keep < n_file, are read and dropped. A recurrent model's
+ * state comes back (covering n_keep) only when n_keep == n_file: anything
+ * shorter is -EINVAL (its state is that of the whole). get's error. */
+int eng_kv_seq_load(struct eng_kv *kv, int seq, int n_file, int n_keep, eng_kv_io_fn get,
+                    void *arg);
+
 #endif

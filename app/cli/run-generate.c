@@ -189,6 +189,15 @@ int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *er
     return rc;
 }
 
+int run_gen_skip(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err)
+{
+    for (int i = 0; i < n; i++)
+        fl_sampler_accept(g->smp, ids[i]);
+    if (n > 0 && g->spec_on && hist_push(g, ids, n))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    return 0;
+}
+
 static void append(struct run_gen *g, const char *s, size_t n)
 {
     if (g->answer_len + n + 1 > g->answer_cap) {

@@ -38,6 +38,9 @@ static int usage(FILE *out)
         "  -n, --n-predict N     tokens to make (default -1: until the model ends its turn or\n"
         "                        the context is full; -2: until the context is full)\n"
         "  -r, --reverse-prompt TEXT  stop when the output shows TEXT (repeatable)\n"
+        "  --prompt-cache FILE   keep the prompt's start in FILE and read it back when a later\n"
+        "                        prompt starts the same (whole -b chunks; same output bits);\n"
+        "                        --prompt-cache-ro reads only; --prompt-cache-all is taken\n"
         "  --ignore-eos          never end early (end-of-generation tokens are not drawn)\n"
         "  -j, --json-schema SCHEMA  every answer is a JSON value of SCHEMA (the subset of\n"
         "                        docs/serve.md's structured outputs); it ends when whole\n"
@@ -173,6 +176,12 @@ static int parse_own(struct run_opts *o, int argc, char **argv, int *i)
         return taken;
     else if ((taken = eng_arg_spec("run", argc, argv, i, &o->spec)) != 0)
         return taken;
+    else if (eng_arg_is(a, "--prompt-cache", NULL))
+        ok = eng_arg_str("run", argc, argv, i, &o->prompt_cache);
+    else if (eng_arg_is(a, "--prompt-cache-ro", NULL))
+        o->prompt_cache_ro = true;
+    else if (eng_arg_is(a, "--prompt-cache-all", NULL))
+        o->prompt_cache_all = true;
     else
         return 0;
     return ok ? 1 : -1;
@@ -210,6 +219,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "faultline run: -p and -f both give the prompt: pick one\n");
         return ENG_EXIT_USAGE;
     }
+    if (o->prompt_cache_all && o->prompt_cache && !o->compat.log_disable)
+        fprintf(stderr, "faultline run: --prompt-cache-all: generated tokens' rows are not those "
+                "a prompt's chunks give, so the file keeps the prompt's as without it\n");
     if (!o->sp.model_path) {
         fprintf(stderr, "faultline run: -m MODEL is required\n");
         return usage(stderr);
@@ -320,7 +332,7 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
     if (!rc && o->display_prompt)
         display(s, ids, n, o->special);
     if (!rc)
-        rc = run_gen_feed(&g, ids, n, err);
+        rc = o->prompt_cache ? run_cache_feed(&g, ids, n, err) : run_gen_feed(&g, ids, n, err);
     enum run_stop why = RUN_STOP_LIMIT;
     if (rc == -EINTR && cli_interrupted())
         rc = 0; /* Ctrl-C during the prompt: no answer; the statistics still stand */
@@ -372,6 +384,9 @@ static int run_main(struct run_opts *o, struct fl_err *err)
     int status = 0, rc = eng_session_open(&sp, &s, err);
     if (!rc)
         eng_args_check_ctx("run", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
+    if (!rc && conversing(s, o) && o->prompt_cache && !o->compat.log_disable)
+        fprintf(stderr, "faultline run: --prompt-cache is for a prompt's run: the conversation "
+                "does not read or write %s\n", o->prompt_cache);
     if (!rc && conversing(s, o)) {
         rc = run_chat(s, o, err);
         status = rc > 0 ? rc : 0;

@@ -48,6 +48,8 @@ struct run_opts {
                                       * (compiled with the vocabulary) */
     struct fl_schema *schema;        /* ... the schema compiled (run.c owns it) */
     struct eng_spec_params spec;     /* --spec-type ngram-simple ... (app/speculate.h) */
+    const char *prompt_cache;        /* --prompt-cache FILE (run-cache.c) */
+    bool prompt_cache_ro, prompt_cache_all;
 };
 
 enum run_stop {
@@ -104,6 +106,17 @@ void run_gen_free(struct run_gen *g);
  * answer's unfed token first); the logits of the last are ready.
  * -ENOSPC when they do not fit the context. */
 int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
+
+/* Tokens the sequence holds already (a prompt cache read their rows): the
+ * sampler's penalties and the drafts' history take them as run_gen_feed
+ * would. */
+int run_gen_skip(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
+
+/* --prompt-cache FILE (run-cache.c): the prompt's first n tokens go in as
+ * run_gen_feed would take them, those whose rows the file holds read from
+ * it, and the file then holds the prompt's whole units (unless
+ * --prompt-cache-ro). Same logits as run_gen_feed, bit for bit. */
+int run_cache_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
 
 /* Samples, prints (when display) and evaluates up to limit tokens (< 0:
  * no limit); *why says what stopped it. The text is in g->answer. */
