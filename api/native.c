@@ -10,6 +10,7 @@
 
 #include "api/request-fields.h"
 #include "text/tokenizer.h"
+#include "text/unicode.h"
 
 /* --- the request ------------------------------------------------------------------ */
 
@@ -210,4 +211,32 @@ const char *api_native_stop_type(const char *finish_reason, int stop_index)
     if (finish_reason && !strcmp(finish_reason, "stop"))
         return stop_index >= 0 ? "word" : "eos";
     return finish_reason && !strcmp(finish_reason, "length") ? "limit" : "none";
+}
+
+/* --- slot file names ------------------------------------------------------------ */
+
+static bool forbidden(uint32_t c, size_t len)
+{
+    return (len == 2 && c < 0x80) || (len == 3 && c < 0x800) || (len == 4 && c < 0x10000) ||
+           c <= 0x1f || c == 0x7f || (c >= 0x80 && c <= 0x9f) || c == 0xff0e || c == 0x2215 ||
+           c == 0x2216 || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff || c == 0xfffd ||
+           c == 0xfeff || (c < 0x80 && strchr(":*?\"<>|/\\", (int)c));
+}
+
+int api_slot_filename(const json_t *body, const char **name)
+{
+    const json_t *v = json_object_get(body, "filename");
+    const char *f = json_string_value(v);
+    const size_t n = f ? json_string_length(v) : 0;
+    if (!f || n == 0 || n > 255 || strlen(f) != n || f[0] == ' ' || f[n - 1] == ' ' ||
+        f[n - 1] == '.' || strstr(f, ".."))
+        return -EINVAL;
+    for (size_t off = 0; off < n;) { /* overlong forms count as forbidden too */
+        const size_t at = off;
+        const uint32_t c = fl_utf8_decode(f, n, &off);
+        if (forbidden(c, off - at))
+            return -EINVAL;
+    }
+    *name = f;
+    return 0;
 }

@@ -23,6 +23,14 @@
  * the answer's fields, api_native_pick) picks what the answer holds. */
 int api_request_parse_native(json_t *body, struct api_request *out, struct fl_err *err);
 
+/* POST /slots/{id}?action=save|restore (serve/slots.c): the body's
+ * "filename", a name by llama-server's rule for one under
+ * --slot-save-path: one name (no folders), valid UTF-8 of at most 255
+ * bytes, no control characters or characters some file systems forbid (or
+ * their look-alikes), no leading or trailing space, no trailing '.', no
+ * "..". 0 and *name (inside body), or -EINVAL. */
+int api_slot_filename(const json_t *body, const char **name);
+
 /* --- /infill (api/infill.c) ---
  * A /completion request with "input_prefix" and "input_suffix" (required:
  * a string, token ids, or both mixed), "input_extra" (other files' chunks,

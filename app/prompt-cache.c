@@ -14,6 +14,7 @@ struct pc_entry {
     int32_t *tokens;  /* [n]; NULL when the entry is free */
     int n;
     uint64_t used;    /* clock of the last match or keep */
+    int from;         /* the running sequence that kept it last (its slot), -1: none */
 };
 
 struct eng_pcache {
@@ -48,7 +49,7 @@ int eng_pcache_create(struct eng_session *s, struct eng_pcache **out, struct fl_
     const int b = eng_session_n_batch(s);
     pc->unit = b / gcd(b, ENG_KV_BLOCK) * ENG_KV_BLOCK;
     for (int i = 0; i < n; i++)
-        pc->e[i].seq = first + i;
+        pc->e[i].seq = first + i, pc->e[i].from = -1;
     *out = pc;
     return 0;
 }
@@ -156,6 +157,9 @@ static bool starts(const int32_t *a, int na, const int32_t *b, int nb)
     return na <= nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na);
 }
 
+static void held(struct eng_pcache *pc, struct pc_entry *e, int from, const int32_t *tokens,
+                 int n);
+
 void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int n)
 {
     if (n <= 0 || pc->n_entries == 0)
@@ -165,6 +169,7 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
         struct pc_entry *e = &pc->e[i];
         if (e->tokens && starts(tokens, n, e->tokens, e->n) && (!pc->whole || e->n == n)) {
             e->used = ++pc->clock; /* held already */
+            e->from = seq;
             return;
         }
         if (!e->tokens && !slot)
@@ -180,17 +185,85 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
         slot->tokens = NULL;
         return;
     }
-    memcpy(slot->tokens, tokens, sizeof(int32_t) * (size_t)n);
-    slot->n = n;
-    slot->used = ++pc->clock;
+    held(pc, slot, seq, tokens, n);
+}
+
+/* Entry e (its cells filled) holds tokens[0, n) for the sequence `from`;
+ * entries that hold a shorter start of them go (e's cells hold theirs). */
+static void held(struct eng_pcache *pc, struct pc_entry *e, int from, const int32_t *tokens,
+                 int n)
+{
+    memcpy(e->tokens, tokens, sizeof(int32_t) * (size_t)n);
+    e->n = n;
+    e->used = ++pc->clock;
+    e->from = from;
     pc->st.entries++;
     pc->st.tokens += n;
-    for (int i = 0; i < pc->n_entries && !pc->whole; i++) { /* shorter prefixes of it: its
-                                                              * cells hold theirs */
-        struct pc_entry *e = &pc->e[i];
-        if (e != slot && e->tokens && starts(e->tokens, e->n, tokens, n))
-            drop(pc, e);
+    for (int i = 0; i < pc->n_entries && !pc->whole; i++) {
+        struct pc_entry *o = &pc->e[i];
+        if (o != e && o->tokens && starts(o->tokens, o->n, tokens, n))
+            drop(pc, o);
     }
+}
+
+/* --- slots ---------------------------------------------------------------------------- */
+
+static struct pc_entry *newest_from(const struct eng_pcache *pc, int from)
+{
+    struct pc_entry *v = NULL;
+    for (int i = 0; i < pc->n_entries; i++) {
+        struct pc_entry *e = &pc->e[i];
+        if (e->tokens && e->from == from && (!v || e->used > v->used))
+            v = e;
+    }
+    return v;
+}
+
+int eng_pcache_of(const struct eng_pcache *pc, int from, int *seq, const int32_t **tokens)
+{
+    const struct pc_entry *e = newest_from(pc, from);
+    *seq = e ? e->seq : -1;
+    *tokens = e ? e->tokens : NULL;
+    return e ? e->n : 0;
+}
+
+int eng_pcache_forget(struct eng_pcache *pc, int from)
+{
+    int n = 0;
+    for (struct pc_entry *e; (e = newest_from(pc, from));) {
+        n += e->n;
+        drop(pc, e);
+    }
+    return n;
+}
+
+int eng_pcache_put(struct eng_pcache *pc, int from, const int32_t *tokens, int n,
+                   eng_pcache_fill_fn fill, void *arg, struct fl_err *err)
+{
+    if (pc->n_entries == 0)
+        return fl_err_set(err, -ENOTSUP, "the prompt cache is off (--no-cache-prompt)");
+    if (n <= 0 || eng_pcache_reusable(pc, n) != n)
+        return fl_err_set(err, -EINVAL, "%d positions are not whole units of %d (-b)", n,
+                          pc->unit);
+    struct pc_entry *slot = NULL;
+    for (int i = 0; i < pc->n_entries && !slot; i++)
+        slot = pc->e[i].tokens ? NULL : &pc->e[i];
+    if (!slot && (slot = lru(pc, false)))
+        drop(pc, slot), pc->st.evicted++;
+    /* room for its cells: held prefixes go, least recently used first */
+    while (eng_session_seq_lacks(pc->s, slot->seq, n) > 0 && eng_pcache_evict(pc))
+        ;
+    if (!(slot->tokens = malloc(sizeof(int32_t) * (size_t)n)))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    int rc = fill(arg, slot->seq, err);
+    if (rc) {
+        free(slot->tokens);
+        slot->tokens = NULL;
+        eng_session_seq_free(pc->s, slot->seq);
+        return rc;
+    }
+    held(pc, slot, from, tokens, n);
+    return 0;
 }
 
 void eng_pcache_get_stats(const struct eng_pcache *pc, struct eng_pcache_stats *out)

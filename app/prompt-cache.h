@@ -73,6 +73,25 @@ bool eng_pcache_evict(struct eng_pcache *pc);
 /* Cells dropping every entry would give back, at least. */
 int eng_pcache_owned(const struct eng_pcache *pc);
 
+/* --- slots (serve's /slots/{id}?action=save|restore|erase) ---------------------
+ * llama-server saves and restores "a slot's prompt cache". Here entries are
+ * not a slot's, but each remembers the running sequence (the slot) whose
+ * request kept it last, or that a file was read back for; a slot's prompt
+ * cache is the newest of those. */
+/* Sequence `from`'s newest entry: its positions (0: none), its held
+ * sequence in *seq (-1: none) and its tokens. */
+int eng_pcache_of(const struct eng_pcache *pc, int from, int *seq, const int32_t **tokens);
+/* Drops every entry of sequence `from`: the positions they held. */
+int eng_pcache_forget(struct eng_pcache *pc, int from);
+/* An entry for sequence `from` holding tokens[0, n) (whole units: -EINVAL
+ * otherwise), whose cells fill (a prompt-state file's body) writes into
+ * the empty held sequence it is given; room is made by dropping the least
+ * recently used entries. fill's error leaves no entry. -ENOTSUP when the
+ * cache holds no entries. */
+typedef int (*eng_pcache_fill_fn)(void *arg, int seq, struct fl_err *err);
+int eng_pcache_put(struct eng_pcache *pc, int from, const int32_t *tokens, int n,
+                   eng_pcache_fill_fn fill, void *arg, struct fl_err *err);
+
 struct eng_pcache_stats {
     int entries;     /* held now */
     int64_t tokens;  /* positions the entries hold (shared ones counted once per entry) */

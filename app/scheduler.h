@@ -46,6 +46,7 @@
 #include "app/session.h"
 #include "app/speculate.h"
 #include "base/error.h"
+#include "base/out-file.h"
 #include "text/logprob.h"
 #include "text/sampler.h"
 
@@ -223,5 +224,18 @@ struct eng_sched_slot {
     bool ignore_eos;
 };
 void eng_sched_slot(const struct eng_sched *q, int i, struct eng_sched_slot *out);
+
+/* llama-server's slot files (POST /slots/{id}?action=...; sched-slots.c):
+ * sequence slot's prompt cache (app/prompt-cache.h: the newest entry its
+ * requests kept) written to, read back from or dropped. *n: the positions
+ * saved, restored or erased; *bytes: the file's size. Errors in err, one
+ * line: -EINVAL (a slot out of range, nothing to save, a file of another
+ * model or settings, damaged), -ENOENT (no such file), -ENOSPC (the cache
+ * has no room now), -ENOTSUP (no prompt cache, or a GPU), -errno. */
+int eng_sched_slot_save(struct eng_sched *q, int slot, struct fl_out *out, int *n,
+                        uint64_t *bytes, struct fl_err *err);
+int eng_sched_slot_restore(struct eng_sched *q, int slot, const char *path, int *n,
+                           uint64_t *bytes, struct fl_err *err);
+int eng_sched_slot_erase(struct eng_sched *q, int slot, int *n, struct fl_err *err);
 
 #endif

@@ -2,7 +2,7 @@
 # over the scheduler: one engine thread, a thread per connection.
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 fl_module(serve SOURCES serve/engine-loop.c serve/engine-request.c serve/http.c serve/endpoints.c serve/embeddings.c
-          serve/server.c serve/native.c serve/anthropic.c serve/responses.c
+          serve/server.c serve/native.c serve/anthropic.c serve/responses.c serve/slots.c
           DEPS app api text pager base LIBS PkgConfig::MHD)
 target_compile_definitions(fl_serve PRIVATE FL_VERSION="${PROJECT_VERSION}") # /props' build_info
 
@@ -25,3 +25,8 @@ add_test(NAME test-speculate-cli COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-s
 set_tests_properties(test-speculate-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
 fl_fuzz(api-request SOURCES tests/fuzz/fuzz-api-request.c MODULES api)
+# llama-server's slot files (--slot-save-path; curl, python3): save, restore in a new server, erase.
+add_test(NAME test-serve-slots COMMAND bash ${PROJECT_SOURCE_DIR}/tests/test-serve-slots.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-serve-slots PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

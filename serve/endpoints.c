@@ -97,7 +97,7 @@ enum MHD_Result srv_metrics(struct srv_conn *k)
     static const char *const names[SRV_N_ROUTES] = {
         "chat_completions", "completions", "models", "health", "metrics", "tokenize",
         "detokenize", "apply_template", "completion", "props", "infill", "messages",
-        "count_tokens", "responses", "slots", "embeddings_openai", "embedding" };
+        "count_tokens", "responses", "slots", "embeddings_openai", "embedding", "slot_action" };
     static const char *const classes[6] = { "2xx", "4xx", "5xx", "401", "413", "503" };
     fprintf(f, "# HELP faultline_http_responses_total HTTP responses by endpoint and status.\n"
                "# TYPE faultline_http_responses_total counter\n");

@@ -31,6 +31,11 @@ struct srv_loop {
     struct srv_stats st;
     struct eng_sched_slot *slots; /* [n_seq]: the sequences after the last step (/slots) */
     char fatal[256];            /* the engine's error that ended the running requests */
+    /* a slot action waiting for the loop (one at a time: action_mu), and
+     * where its poster waits for it */
+    pthread_mutex_t action_mu;
+    pthread_cond_t action_cv;
+    struct srv_slot_action *action;
     /* tokens/s over a window: generated-token count at the window's start */
     double win_t0;
     uint64_t win_tokens0;
@@ -344,6 +349,53 @@ static int loop_open(struct srv_loop *l)
     return rc;
 }
 
+/* The action posted, between steps (mutex not held: it reads or writes a
+ * file); the mutex is held again on return. */
+static void run_action(struct srv_loop *l)
+{
+    struct srv_slot_action *a = l->action;
+    pthread_mutex_unlock(&l->mu);
+    const double t0 = fl_clock_s();
+    struct fl_out out = FL_OUT_NONE;
+    const char *inputs[] = { l->params->model_path };
+    a->err.msg[0] = 0;
+    switch (a->op) {
+    case SRV_SLOT_SAVE:
+        a->rc = fl_out_begin(&out, a->path, inputs, 1, false, &a->err);
+        if (!a->rc)
+            a->rc = eng_sched_slot_save(l->q, a->slot, &out, &a->n, &a->bytes, &a->err);
+        break;
+    case SRV_SLOT_RESTORE:
+        a->rc = eng_sched_slot_restore(l->q, a->slot, a->path, &a->n, &a->bytes, &a->err);
+        break;
+    case SRV_SLOT_ERASE:
+        a->rc = eng_sched_slot_erase(l->q, a->slot, &a->n, &a->err);
+        break;
+    }
+    a->ms = (fl_clock_s() - t0) * 1e3;
+    pthread_mutex_lock(&l->mu);
+    take_stats(l); /* the prompt cache's gauges */
+    l->action = NULL;
+    pthread_cond_broadcast(&l->action_cv);
+}
+
+void srv_loop_slot_action(struct srv_loop *l, struct srv_slot_action *a)
+{
+    pthread_mutex_lock(&l->action_mu);
+    pthread_mutex_lock(&l->mu);
+    a->rc = l->state == LOOP_RUNNING ? 0 : -ESHUTDOWN;
+    if (!a->rc) {
+        l->action = a;
+        pthread_cond_signal(&l->cv);
+        while (l->action == a)
+            pthread_cond_wait(&l->action_cv, &l->mu);
+    }
+    if (a->rc == -ESHUTDOWN)
+        fl_err_set(&a->err, -ESHUTDOWN, "the server is stopping");
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->action_mu);
+}
+
 static void *loop_main(void *arg)
 {
     struct srv_loop *l = arg;
@@ -352,6 +404,8 @@ static void *loop_main(void *arg)
     pthread_mutex_lock(&l->mu);
     for (;;) {
         take_posts(l);
+        if (l->action)
+            run_action(l);
         if (l->state == LOOP_DRAINING && fl_clock_s() >= l->drain_until) {
             eng_sched_cancel_all(l->q);
             l->state = LOOP_STOPPING;
@@ -379,6 +433,11 @@ static void *loop_main(void *arg)
         }
         take_stats(l);
     }
+    if (l->action) { /* posted as the loop stopped */
+        l->action->rc = -ESHUTDOWN;
+        l->action = NULL;
+        pthread_cond_broadcast(&l->action_cv);
+    }
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
@@ -391,6 +450,8 @@ int srv_loop_start(const struct eng_session_params *params, const struct eng_spe
         return fl_err_set(err, -ENOMEM, "out of memory");
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
+    pthread_mutex_init(&l->action_mu, NULL);
+    pthread_cond_init(&l->action_cv, NULL);
     l->params = params;
     l->spec = *spec;
     if (pthread_create(&l->thread, NULL, loop_main, l)) {
@@ -467,5 +528,7 @@ void srv_loop_free(struct srv_loop *l)
     eng_session_close(l->s);
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->action_cv);
+    pthread_mutex_destroy(&l->action_mu);
     free(l);
 }

@@ -99,6 +99,23 @@ void srv_loop_unlock(struct srv_loop *l);
 /* Drops the HTTP side's reference; a job not done is cancelled. */
 void srv_job_release(struct srv_loop *l, struct srv_job *j);
 
+/* A slot file action (POST /slots/{id}?action=...: app/scheduler.h's
+ * eng_sched_slot_*), run on the loop's thread between steps. */
+enum srv_slot_op { SRV_SLOT_SAVE, SRV_SLOT_RESTORE, SRV_SLOT_ERASE };
+struct srv_slot_action {
+    enum srv_slot_op op;
+    int slot;
+    const char *path;       /* the file (save, restore) */
+    /* the outcome */
+    int rc, n;              /* n: positions saved, restored or erased */
+    uint64_t bytes;         /* the file's size */
+    double ms;
+    struct fl_err err;
+};
+/* Runs a (one at a time) and waits for it: a->rc and a->err say how it
+ * went (-ESHUTDOWN when the loop stops first). */
+void srv_loop_slot_action(struct srv_loop *l, struct srv_slot_action *a);
+
 void srv_loop_stats(struct srv_loop *l, struct srv_stats *out);
 /* The sequences as the last step left them (eng_sched_slot's view),
  * *out malloc'ed: their count, 0 before the model is loaded, -ENOMEM. */

@@ -16,7 +16,7 @@
 #include "serve/engine-loop.h"
 #include "serve/server.h"
 
-#define SRV_N_ROUTES 17
+#define SRV_N_ROUTES 18
 
 struct srv {
     const struct srv_opts *o;
@@ -55,6 +55,7 @@ struct srv_conn {
     bool anthropic;                 /* Anthropic's /v1/messages: its answers and errors
                                      * (serve/anthropic.c) */
     bool responses;                 /* OpenAI's /v1/responses (serve/responses.c) */
+    char path_arg[32];              /* the {id} of /slots/{id} (serve/slots.c) */
 };
 
 /* A call as a stream sent it so far. */
@@ -171,6 +172,8 @@ enum MHD_Result srv_props(struct srv_conn *k);
  * progress, tokens, settings); ?fail_on_no_slot=1: 503 when none is idle;
  * 501 with --no-slots. */
 enum MHD_Result srv_slots(struct srv_conn *k);
+/* POST /slots/{id}?action=save|restore|erase (serve/slots.c). */
+enum MHD_Result srv_slot_action(struct srv_conn *k);
 
 /* Releases a connection's jobs: those not done are cancelled. */
 void srv_conn_release_jobs(struct srv_conn *k);

@@ -17,9 +17,9 @@
 enum route_id {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
     R_NATIVE, R_PROPS, R_INFILL, R_MESSAGES, R_COUNT_TOKENS, R_RESPONSES, R_SLOTS, R_EMBD_OAI,
-    R_EMBD
+    R_EMBD, R_SLOT_ACTION
 };
-_Static_assert(R_EMBD + 1 == SRV_N_ROUTES, "a metrics row per route (http.h, endpoints.c)");
+_Static_assert(R_SLOT_ACTION + 1 == SRV_N_ROUTES, "a metrics row per route (http.h, endpoints.c)");
 
 struct route {
     const char *path, *method;
@@ -48,6 +48,8 @@ static const struct route routes[] = {
     { "/embedding", "POST", R_EMBD, true, true },
     { "/props", "GET", R_PROPS, true, false },
     { "/slots", "GET", R_SLOTS, true, false },
+    { "/slots/", "POST", R_SLOT_ACTION, true, true }, /* /slots/{id}: a path ending in '/' is a
+                                                        * prefix */
     { "/v1/models", "GET", R_MODELS, false, false },
     { "/models", "GET", R_MODELS, false, false },
     { "/health", "GET", R_HEALTH, false, false },
@@ -72,12 +74,16 @@ static void on_signal(int sig)
 static int find_route(const char *url, const char *method)
 {
     int other = -1;
-    for (size_t i = 0; i < N_ROUTES; i++)
-        if (!strcmp(url, routes[i].path)) {
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const size_t n = strlen(routes[i].path);
+        const bool prefix = routes[i].path[n - 1] == '/';
+        if (prefix ? !strncmp(url, routes[i].path, n) && !strchr(url + n, '/')
+                   : !strcmp(url, routes[i].path)) {
             if (!strcmp(method, routes[i].method))
                 return (int)i;
             other = -2;
         }
+    }
     return other;
 }
 
@@ -123,6 +129,8 @@ static enum MHD_Result begin(struct srv *s, struct srv_conn *k, const char *url,
         return srv_reply_error(k, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error",
                                "method_not_allowed", "%s does not take %s", url, method);
     const struct route *r = &routes[k->route];
+    if (r->id == R_SLOT_ACTION)
+        snprintf(k->path_arg, sizeof(k->path_arg), "%s", url + strlen(r->path));
     k->anthropic = r->id == R_MESSAGES || r->id == R_COUNT_TOKENS; /* its errors' shape too */
     if (r->id != R_HEALTH && !key_ok(s, k->c))
         return srv_reply_error(k, MHD_HTTP_UNAUTHORIZED, "authentication_error",
@@ -162,6 +170,7 @@ static enum MHD_Result dispatch(struct srv_conn *k)
     case R_APPLY_TEMPLATE: return srv_apply_template(k);
     case R_EMBD_OAI: return srv_embeddings(k, true);
     case R_EMBD: return srv_embeddings(k, false);
+    case R_SLOT_ACTION: return srv_slot_action(k);
     }
     return MHD_NO;
 }

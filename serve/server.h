@@ -41,6 +41,8 @@ struct srv_opts {
     int infill_batch;          /* -b: /infill keeps prefix and suffix within it (2048) */
     bool spm_infill;           /* --spm-infill: /infill's prompt puts the suffix first */
     bool no_slots;             /* --no-slots: GET /slots answers 501 */
+    const char *slot_save_path; /* --slot-save-path DIR: POST /slots/{id}?action=... (NULL:
+                                 * they answer 501) */
     int pooling;               /* --pooling (enum eng_pooling); -1: the model's pooling_type,
                                 * else last */
     int embd_normalize;        /* --embd-normalize (api/embeddings.h) */

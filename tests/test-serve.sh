@@ -260,7 +260,7 @@ for f in -cb --metrics --cache-reuse --threads-http -kvu -cram -ctxcp -sps --swa
 done
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 for bad in "--rope-freq-base 1e6" "-md draft.gguf" "--pooling rank" "-nocb" "--chat-template-file README.md" \
-           "--api-key-file $dir/none" "--slot-save-path $dir" "--special" "-ctk bf16"; do
+           "--api-key-file $dir/none" "--slot-save-path $dir/none" "--special" "-ctk bf16"; do
   # shellcheck disable=SC2086
   "$cli" serve -m $model --port 0 $bad 2>"$dir/err"
   [ $? = 2 ] && [ "$(wc -l <"$dir/err")" = 1 ] || fail "serve $bad: $(cat "$dir/err")"

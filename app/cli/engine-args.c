@@ -178,7 +178,6 @@ static int arg_refused(const char *cmd, const char *a)
                        "prints it)" },
         { "--verbose-prompt", "`faultline run --verbose-prompt` or `faultline tokenize` list a "
                               "prompt's tokens" },
-        { "--slot-save-path", "a slot's cache is not saved to files (held prefixes stay in memory)" },
         { "--lora-init-without-apply", "LoRA adapters are not supported" },
         { "--ssl-key-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },
         { "--ssl-cert-file", "no TLS: put a reverse proxy (nginx, caddy) in front for HTTPS" },

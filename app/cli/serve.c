@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
@@ -25,6 +26,7 @@ static int usage(FILE *out)
             "                       [--reasoning-effort low|medium|high]\n"
             "                       [-j SCHEMA | -jf FILE | --grammar GBNF | --grammar-file FILE]\n"
             "                       [--spm-infill] [--no-slots] [--no-prefill-assistant]\n"
+            "                       [--slot-save-path DIR]\n"
             "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
             "                       [--spec-type ngram-simple [--spec-ngram-simple-size-n 12]\n"
             "                        [--spec-ngram-simple-size-m 48]]\n"
@@ -37,7 +39,10 @@ static int usage(FILE *out)
             "--reasoning-budget N, or \"reasoning_budget_tokens\": N, forces </think> after N tokens),\n"
             "GET /v1/models, /health, /metrics, POST /tokenize, /detokenize, /apply-template;\n"
             "llama-server's POST /completion, GET /props, GET /slots (each sequence's request;\n"
-            "?fail_on_no_slot=1: 503 when all are busy; --no-slots: off), POST /infill (fill in\n"
+            "?fail_on_no_slot=1: 503 when all are busy; --no-slots: off), POST\n"
+            "/slots/{id}?action=save|restore|erase {\"filename\"} (with --slot-save-path DIR: a\n"
+            "slot's prompt cache in DIR/filename, read back by this or a later server with the same\n"
+            "bits), POST /infill (fill in\n"
             "the middle for code editors, on models with FIM tokens; -b sizes its prefix and\n"
             "suffix, --spm-infill puts the suffix first); Anthropic's POST /v1/messages and\n"
             "/v1/messages/count_tokens (agents written for Claude: ANTHROPIC_BASE_URL=\n"
@@ -126,6 +131,16 @@ static int read_keys(struct srv_opts *o, const char *path, char **keys)
     return 0;
 }
 
+/* --slot-save-path's folder exists (llama-server's check). */
+static bool is_folder(const char *path)
+{
+    struct stat st;
+    if (!stat(path, &st) && S_ISDIR(st.st_mode))
+        return true;
+    fprintf(stderr, "faultline serve: --slot-save-path %s: not a folder\n", path);
+    return false;
+}
+
 static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
                  struct eng_constraint_args *cons, char **keys)
 {
@@ -170,6 +185,9 @@ static int parse(int argc, char **argv, struct srv_opts *o, const char **chat,
             o->spm_infill = true;
         else if (!strcmp(a, "--slots") || !strcmp(a, "--no-slots"))
             o->no_slots = !strcmp(a, "--no-slots");
+        else if (!strcmp(a, "--slot-save-path"))
+            ok = eng_arg_str("serve", argc, argv, &i, &o->slot_save_path) &&
+                 is_folder(o->slot_save_path);
         else if (!strcmp(a, "--max-body"))
             ok = arg_size(argc, argv, &i, &o->max_body);
         else if (!strcmp(a, "--drain")) {

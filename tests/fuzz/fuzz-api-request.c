@@ -340,6 +340,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     infill(body);
     embeddings(body, true);
     embeddings(body, false);
+    const char *name = NULL;
+    if (!api_slot_filename(body, &name) &&
+        (!name[0] || strlen(name) > 255 || strpbrk(name, "/\\") || strstr(name, "..")))
+        die("a slot file name with a folder or '..' taken");
     /* Anthropic's Messages API and OpenAI's Responses API: a chat body, or one line */
     for (int api = 0; api < 2; api++) {
         json_t *chat = NULL;
