@@ -61,7 +61,7 @@ static uint64_t settings_sig(const struct eng_session *s)
     return flps_fnv(h, cpu, strlen(cpu));
 }
 
-static int expect(struct eng_session *s, struct flps_expect *e, struct fl_err *err)
+static int expect(const struct eng_session *s, struct flps_expect *e, struct fl_err *err)
 {
     if (eng_session_gpu(s))
         return fl_err_set(err, -ENOTSUP, "--prompt-cache: with a GPU the KV cache is in VRAM; "
@@ -102,7 +102,7 @@ int eng_prompt_file_save(const struct eng_session *s, int seq, const int32_t *to
                          struct fl_out *out, struct fl_err *err)
 {
     struct flps_expect e;
-    int rc = expect((struct eng_session *)s, &e, err);
+    int rc = expect(s, &e, err);
     FILE *f = rc ? NULL : fopen(out->tmp, "wb");
     if (!rc && !f)
         rc = fl_err_set(err, -errno, "%s: %s", out->tmp, strerror(errno));
