@@ -4,13 +4,12 @@
 # and without --prompt-cache FILE, on the same model, threads and prompts,
 # without a memory cap and inside bench-oversize's cap (CAP_PCT % of the
 # file, a memory cgroup covering the page cache; caches dropped before every
-# run). For each engine: one run without a cache, then with a cache a first
-# run (it writes FILE) and REPS runs that read it, each a new question after
-# the same document. Prints each run's wall seconds (start-up included: what
-# a user waits for), the prompt tokens it computed and those it read, the
-# medians and the speed-up of the reading runs over the run without a
-# cache, and whether faultline's answers with a cache are the answers
-# without one (greedy).
+# run). For each engine: a first run with the cache writes FILE (question
+# 0), then for each of REPS questions a run without the cache and one that
+# reads FILE, alternating. Prints each run's wall seconds (start-up
+# included: what a user waits for), the prompt tokens it computed and those
+# it read, the median of each kind and their ratio, and whether faultline's
+# answers with the cache are its answers without it (greedy).
 #
 # env: MODEL=FILE (default bench-oversize's generated qwen3moe Q4_K),
 #      LLAMA_CPP=DIR (llama-completion), WORDS=1200 (the document's words),
@@ -59,11 +58,11 @@ engines=(fl)
 for cap_pct in "${caps[@]}"; do
   cap_placement "$cap_pct" "$size"
   for eng in "${engines[@]}"; do
-    say "cap $cap_pct %: $eng without a cache, then with one"
-    run_engine "$eng" "$cap_pct" "$eng-cap$cap_pct-plain" 1
+    say "cap $cap_pct %: $eng, the cache written, then without it and reading it in turn"
     rm -f "$work/$eng.state"
     run_engine "$eng" "$cap_pct" "$eng-cap$cap_pct-write" 0 --prompt-cache "$work/$eng.state"
     for q in $(seq 1 "$REPS"); do
+      run_engine "$eng" "$cap_pct" "$eng-cap$cap_pct-plain$q" "$q"
       run_engine "$eng" "$cap_pct" "$eng-cap$cap_pct-read$q" "$q" --prompt-cache "$work/$eng.state"
     done
   done
@@ -90,8 +89,9 @@ print("\n| cap | engine | run | wall s | prompt tokens computed | read from the 
 print("|---|---|---|--:|--:|--:|")
 for cap in caps:
     for eng, label in (("fl", "faultline"), ("ll", "llama.cpp")):
-        names = [f"{eng}-cap{cap}-plain", f"{eng}-cap{cap}-write"] + \
-                [f"{eng}-cap{cap}-read{q}" for q in range(1, reps + 1)]
+        names = [f"{eng}-cap{cap}-write"]
+        for q in range(1, reps + 1):
+            names += [f"{eng}-cap{cap}-plain{q}", f"{eng}-cap{cap}-read{q}"]
         runs = {n: run(n) for n in names}
         if runs[names[0]] is None:
             continue
@@ -100,13 +100,16 @@ for cap in caps:
                 fail = "" if r["rc"] == 0 else f" (exit {r['rc']})"
                 print(f"| {cap} % | {label} | {n.split('-')[-1]}{fail} | {r['secs']:.2f} | "
                       f"{r['computed']} | {r['read'] if eng == 'fl' else '-'} |")
-        reads = [runs[n]["secs"] for n in names[2:] if runs[n] and runs[n]["rc"] == 0]
-        plain = runs[names[0]]
-        if reads and plain["rc"] == 0:
-            med = statistics.median(reads)
-            same = runs[names[2]] and runs[names[2]]["out"] == plain["out"] if eng == "fl" else None
-            print(f"cap {cap} %, {label}: without a cache {plain['secs']:.2f} s, reading the file "
-                  f"{med:.2f} s (median of {len(reads)}): {plain['secs'] / med:.2f}x"
-                  + ("" if same is None else f"; the same answer to the same question: "
-                     f"{'yes' if same else 'NO'}"))
+        ok = lambda kind: [runs[f"{eng}-cap{cap}-{kind}{q}"] for q in range(1, reps + 1)
+                           if runs[f"{eng}-cap{cap}-{kind}{q}"] and
+                           runs[f"{eng}-cap{cap}-{kind}{q}"]["rc"] == 0]
+        plain, read = ok("plain"), ok("read")
+        if plain and read:
+            mp = statistics.median(r["secs"] for r in plain)
+            mr = statistics.median(r["secs"] for r in read)
+            same = all(runs[f"{eng}-cap{cap}-plain{q}"]["out"] == runs[f"{eng}-cap{cap}-read{q}"]["out"]
+                       for q in range(1, reps + 1)) if len(plain) == len(read) == reps else False
+            print(f"cap {cap} %, {label}: without the cache {mp:.2f} s, reading it {mr:.2f} s "
+                  f"(medians of {len(plain)} and {len(read)}): {mp / mr:.2f}x; the same answers "
+                  f"with and without it: {'yes' if same else 'no'}")
 PY
