@@ -64,8 +64,8 @@ static uint64_t settings_sig(const struct eng_session *s)
 static int expect(const struct eng_session *s, struct flps_expect *e, struct fl_err *err)
 {
     if (eng_session_gpu(s))
-        return fl_err_set(err, -ENOTSUP, "--prompt-cache: with a GPU the KV cache is in VRAM; "
-                          "prompt states are kept for the CPU's cache only");
+        return fl_err_set(err, -ENOTSUP, "with a GPU the KV cache is in VRAM: prompt states "
+                          "are kept for the CPU's cache only");
     const struct eng_kv *kv = eng_session_kv(s);
     *e = (struct flps_expect){ .settings_sig = settings_sig(s),
                                .n_vocab = eng_session_model(s)->hp.n_vocab,
