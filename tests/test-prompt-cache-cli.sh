@@ -6,9 +6,9 @@
 #     many tokens were read; a longer prompt reads the common start and
 #     keeps its own; a recurrent model (Qwen3.5) too;
 #   - --prompt-cache-ro reads and never writes;
-#   - refusals, exit 1 in one line, FILE unchanged: another -b, another
-#     model; the model itself as FILE (never overwritten); a folder that
-#     does not exist (before any work).
+#   - refusals, exit 1 in one line before the prompt is shown, FILE
+#     unchanged: another -b, another model; the model itself as FILE (never
+#     overwritten); a folder that does not exist (before any work).
 # usage: test-prompt-cache-cli.sh FAULTLINE   (exit 77: no python3)
 set -u
 cli=$1
@@ -60,8 +60,9 @@ rm -f "$dir/new.state"
 # refusals: exit 1, one line, nothing changed
 refuse() { # WHAT EXPECTED-TEXT ARGS...
   local what=$1 want=$2; shift 2
-  "$cli" run -no-cnv -t 2 -n 4 --no-display-prompt "$@" >/dev/null 2>"$dir/err"
+  "$cli" run -no-cnv -t 2 -n 4 "$@" >"$dir/out" 2>"$dir/err"
   local rc=$?
+  [ -z "$(tr -d '\n' <"$dir/out")" ] || fail "$what: the prompt was shown before the refusal"
   [ $rc -eq 1 ] || fail "$what: exit $rc (want 1): $(cat "$dir/err")"
   [ "$(grep -vc '^prompt:' "$dir/err")" -eq 1 ] || fail "$what: not one line: $(cat "$dir/err")"
   grep -q -- "$want" "$dir/err" || fail "$what: the line does not say '$want': $(cat "$dir/err")"

@@ -62,43 +62,46 @@ static int feed_part(struct run_gen *g, const int32_t *ids, int from, int to, do
     return rc;
 }
 
-static int cached_feed(struct run_gen *g, struct eng_pcache *pc, struct fl_out *out,
-                       const int32_t *ids, int n, struct fl_err *err)
+int run_cache_begin(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                    struct fl_err *err)
 {
-    int n_file, rc = read_file(g, pc, ids, n, &n_file, err);
-    const int have = rc > 0 ? rc : 0;
+    const struct run_opts *o = g->o;
+    const char *inputs[] = { o->sp.model_path };
+    *c = (struct run_cache){ .out = FL_OUT_NONE };
+    /* the file is claimed before any work: a path that cannot be written,
+     * or the model itself, fails now */
+    int rc = o->prompt_cache_ro ? 0 : fl_out_begin(&c->out, o->prompt_cache, inputs, 1, false, err);
+    if (!rc)
+        rc = eng_pcache_create(g->s, &c->pc, err);
+    if (!rc)
+        rc = read_file(g, c->pc, ids, n, &c->n_file, err);
+    c->have = rc > 0 ? rc : 0;
+    return rc < 0 ? rc : 0;
+}
+
+int run_cache_feed(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                   struct fl_err *err)
+{
     /* the positions a later prompt may read: whole units of this one's */
-    const int keep = eng_pcache_reusable(pc, n);
+    const int keep = eng_pcache_reusable(c->pc, n);
     double t = 0;
     int count = 0;
-    if (rc >= 0)
-        rc = run_gen_skip(g, ids, have, err);
+    int rc = run_gen_skip(g, ids, c->have, err);
     if (!rc)
-        rc = feed_part(g, ids, have, keep, &t, &count, err);
+        rc = feed_part(g, ids, c->have, keep, &t, &count, err);
     /* nothing new to say when the file holds exactly these positions */
-    const bool same = have == keep && n_file == keep;
+    const bool same = c->have == keep && c->n_file == keep;
     if (!rc && !g->o->prompt_cache_ro && keep > 0 && !same)
-        rc = write_file(g, ids, keep, out, err);
+        rc = write_file(g, ids, keep, &c->out, err);
     if (!rc) /* have <= keep (both whole units, have of n - 1 at most) */
         rc = feed_part(g, ids, keep, n, &t, &count, err);
     g->t_prompt = t, g->n_prompt = count;
     return rc;
 }
 
-int run_cache_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err)
+void run_cache_end(struct run_cache *c)
 {
-    const struct run_opts *o = g->o;
-    struct fl_out out = FL_OUT_NONE;
-    const char *inputs[] = { o->sp.model_path };
-    struct eng_pcache *pc = NULL;
-    /* the file is claimed before any work: a path that cannot be written,
-     * or the model itself, fails now */
-    int rc = o->prompt_cache_ro ? 0 : fl_out_begin(&out, o->prompt_cache, inputs, 1, false, err);
-    if (!rc)
-        rc = eng_pcache_create(g->s, &pc, err);
-    if (!rc)
-        rc = cached_feed(g, pc, &out, ids, n, err);
-    fl_out_abort(&out); /* not written (or committed already: then a no-op) */
-    eng_pcache_free(pc);
-    return rc;
+    fl_out_abort(&c->out); /* not written (or committed already: then a no-op) */
+    eng_pcache_free(c->pc);
+    c->pc = NULL;
 }

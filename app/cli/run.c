@@ -321,10 +321,13 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
     if (!rc && n > eng_session_n_ctx(s))
         rc = fl_err_set(err, -EINVAL, "the prompt (%d tokens) is longer than the context (%d, -c)",
                         n, eng_session_n_ctx(s));
+    struct run_cache cache = { .out = FL_OUT_NONE };
     if (!rc)
         rc = run_gen_init(&g, s, o, err);
     else
         memset(&g, 0, sizeof(g));
+    if (!rc && o->prompt_cache) /* a file that cannot be used fails before the prompt shows */
+        rc = run_cache_begin(&g, &cache, ids, n, err);
     if (!rc && o->chat)
         rc = run_gen_think(&g, run_chat_format(s, o), err);
     if (!rc && o->verbose_prompt)
@@ -332,7 +335,9 @@ static int complete(struct eng_session *s, const struct run_opts *o, const char 
     if (!rc && o->display_prompt)
         display(s, ids, n, o->special);
     if (!rc)
-        rc = o->prompt_cache ? run_cache_feed(&g, ids, n, err) : run_gen_feed(&g, ids, n, err);
+        rc = o->prompt_cache ? run_cache_feed(&g, &cache, ids, n, err)
+                             : run_gen_feed(&g, ids, n, err);
+    run_cache_end(&cache);
     enum run_stop why = RUN_STOP_LIMIT;
     if (rc == -EINTR && cli_interrupted())
         rc = 0; /* Ctrl-C during the prompt: no answer; the statistics still stand */

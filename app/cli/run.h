@@ -12,6 +12,7 @@
 #include "app/session.h"
 #include "app/speculate.h"
 #include "base/error.h"
+#include "base/out-file.h"
 #include "text/chat.h"
 #include "text/json-mode.h"
 #include "text/think-budget.h"
@@ -112,11 +113,24 @@ int run_gen_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *er
  * would. */
 int run_gen_skip(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
 
-/* --prompt-cache FILE (run-cache.c): the prompt's first n tokens go in as
- * run_gen_feed would take them, those whose rows the file holds read from
- * it, and the file then holds the prompt's whole units (unless
- * --prompt-cache-ro). Same logits as run_gen_feed, bit for bit. */
-int run_cache_feed(struct run_gen *g, const int32_t *ids, int n, struct fl_err *err);
+/* --prompt-cache FILE (run-cache.c). run_cache_begin, before anything is
+ * shown: FILE claimed (unless --prompt-cache-ro), and the rows it holds of
+ * the prompt's start read into the sequence; a file of another model or
+ * settings, or damaged, fails here. run_cache_feed: the prompt's n tokens
+ * go in as run_gen_feed would take them, the rows read skipped, and the
+ * file then holds the prompt's whole units. Same logits as run_gen_feed,
+ * bit for bit. run_cache_end after either (also after a failure). */
+struct eng_pcache;
+struct run_cache {
+    struct fl_out out;
+    struct eng_pcache *pc;
+    int have, n_file; /* positions read from the file; the file's */
+};
+int run_cache_begin(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                    struct fl_err *err);
+int run_cache_feed(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                   struct fl_err *err);
+void run_cache_end(struct run_cache *c);
 
 /* Samples, prints (when display) and evaluates up to limit tokens (< 0:
  * no limit); *why says what stopped it. The text is in g->answer. */
