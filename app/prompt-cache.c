@@ -160,11 +160,23 @@ static bool starts(const int32_t *a, int na, const int32_t *b, int nb)
 static void held(struct eng_pcache *pc, struct pc_entry *e, int from, const int32_t *tokens,
                  int n);
 
+/* An empty entry to fill: the first free one, else the least recently used
+ * dropped (n_entries > 0). */
+static struct pc_entry *take_entry(struct eng_pcache *pc)
+{
+    for (int i = 0; i < pc->n_entries; i++)
+        if (!pc->e[i].tokens)
+            return &pc->e[i];
+    struct pc_entry *v = lru(pc, false);
+    drop(pc, v);
+    pc->st.evicted++;
+    return v;
+}
+
 void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int n)
 {
     if (n <= 0 || pc->n_entries == 0)
         return;
-    struct pc_entry *slot = NULL;
     for (int i = 0; i < pc->n_entries; i++) {
         struct pc_entry *e = &pc->e[i];
         if (e->tokens && starts(tokens, n, e->tokens, e->n) && (!pc->whole || e->n == n)) {
@@ -172,11 +184,8 @@ void eng_pcache_keep(struct eng_pcache *pc, int seq, const int32_t *tokens, int 
             e->from = seq;
             return;
         }
-        if (!e->tokens && !slot)
-            slot = e;
     }
-    if (!slot && (slot = lru(pc, false)))
-        drop(pc, slot), pc->st.evicted++;
+    struct pc_entry *slot = take_entry(pc);
     struct fl_err err;
     if (!(slot->tokens = malloc(sizeof(int32_t) * (size_t)n)))
         return;
@@ -245,11 +254,7 @@ int eng_pcache_put(struct eng_pcache *pc, int from, const int32_t *tokens, int n
     if (n <= 0 || eng_pcache_reusable(pc, n) != n)
         return fl_err_set(err, -EINVAL, "%d positions are not whole units of %d (-b)", n,
                           pc->unit);
-    struct pc_entry *slot = NULL;
-    for (int i = 0; i < pc->n_entries && !slot; i++)
-        slot = pc->e[i].tokens ? NULL : &pc->e[i];
-    if (!slot && (slot = lru(pc, false)))
-        drop(pc, slot), pc->st.evicted++;
+    struct pc_entry *slot = take_entry(pc);
     /* room for its cells: held prefixes go, least recently used first */
     while (eng_session_seq_lacks(pc->s, slot->seq, n) > 0 && eng_pcache_evict(pc))
         ;
