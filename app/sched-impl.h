@@ -5,6 +5,7 @@
 #define FL_SCHED_IMPL_H
 
 #include "app/scheduler.h"
+#include "app/draft-model.h"
 #include "app/speculate.h"
 #include "text/think-budget.h"
 
@@ -73,7 +74,10 @@ struct eng_sched {
     float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_spec_params spec; /* speculative decoding (app/speculate.h) */
     int spec_max;             /* the most draft tokens a sequence feeds a step (0: none) */
-    int32_t *draft;           /* [ENG_SPEC_DRAFT_MAX]: one sequence's draft */
+    struct eng_drafter *dr;   /* the draft model's drafts (app/draft-model.h), or NULL */
+    int32_t *draft;           /* [n_seq][ENG_SPEC_DRAFT_MAX]: each sequence's draft, */
+    int *n_draft;             /* [n_seq]: its length this step */
+    struct eng_draft_job *jobs; /* [n_seq]: the step's sequences the draft model drafts for */
     struct eng_sched_stats st;
 };
 

@@ -64,11 +64,13 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     q->spans = malloc(n_span * sizeof(*q->spans));
     q->span_req = malloc(n_span * sizeof(*q->span_req));
     q->chunk = malloc(n_span * sizeof(*q->chunk));
-    q->draft = malloc(ENG_SPEC_DRAFT_MAX * sizeof(*q->draft));
+    q->draft = malloc(n_span * ENG_SPEC_DRAFT_MAX * sizeof(*q->draft));
+    q->n_draft = calloc(n_span, sizeof(*q->n_draft));
+    q->jobs = malloc(n_span * sizeof(*q->jobs));
     /* a row per span, and one prompt_logprobs chunk's */
     q->logits = malloc((n_span + ENG_SCHED_PLP_CHUNK) * (size_t)q->n_vocab * sizeof(float));
     if (!q->slot || !q->tokens || !q->spans || !q->span_req || !q->logits || !q->chunk ||
-        !q->draft) {
+        !q->draft || !q->n_draft || !q->jobs) {
         eng_sched_free(q);
         return fl_err_set(err, -ENOMEM, "out of memory for %d sequences' batch", q->n_seq);
     }
@@ -85,7 +87,11 @@ int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, str
 {
     q->spec = *p;
     q->spec_max = 0;
-    if (p->type == ENG_SPEC_NONE)
+    eng_drafter_close(q->dr);
+    q->dr = NULL;
+    if (p->draft.named && !p->draft.model)
+        return fl_err_set(err, -EINVAL, "--spec-type draft-simple needs a draft model (-md FILE)");
+    if (!eng_spec_on(p))
         return 0;
     if (eng_session_recurrent(q->s)) /* its state cannot take a rejected draft back */
         return fl_err_set(err, -ENOTSUP, "speculative decoding is off: this model's recurrent "
@@ -96,7 +102,12 @@ int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, str
     if (!l)
         return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
     q->logits = l;
-    q->spec_max = p->size_m < ENG_SPEC_DRAFT_MAX ? p->size_m : ENG_SPEC_DRAFT_MAX;
+    int rc = p->draft.model ? eng_drafter_open(q->s, &p->draft, &q->dr, err) : 0;
+    if (rc)
+        return rc;
+    const int most = p->type != ENG_SPEC_NONE ? p->size_m : 0;
+    q->spec_max = q->dr && p->draft.n_max > most ? p->draft.n_max : most;
+    q->spec_max = q->spec_max < ENG_SPEC_DRAFT_MAX ? q->spec_max : ENG_SPEC_DRAFT_MAX;
     return 0;
 }
 
@@ -140,6 +151,9 @@ void eng_sched_free(struct eng_sched *q)
     free(q->span_req);
     free(q->chunk);
     free(q->draft);
+    free(q->n_draft);
+    free(q->jobs);
+    eng_drafter_close(q->dr);
     free(q->logits);
     free(q->embd);
     free(q->masked);
@@ -341,6 +355,7 @@ static void finish(struct eng_sched *q, struct sched_req *r, enum eng_finish why
         if (!r->no_cache && !eng_pcache_whole(q->pc))
             eng_pcache_keep(q->pc, r->seq, r->prompt, eng_pcache_reusable(q->pc, prompt_ran(r)));
         eng_session_seq_free(q->s, r->seq);
+        eng_drafter_forget(q->dr, r->seq);
         q->slot[r->seq] = NULL;
     }
     if (q->h.text && r->len > r->emitted) /* what was held back is final now */
@@ -502,6 +517,7 @@ static void admit(struct eng_sched *q)
 static void restart(struct eng_sched *q, struct sched_req *r)
 {
     eng_session_seq_free(q->s, r->seq);
+    eng_drafter_forget(q->dr, r->seq);
     q->slot[r->seq] = NULL;
     r->seq = -1;
     r->n_done = r->n_gen = r->n_cached = 0;
@@ -584,40 +600,78 @@ static int plan_prompts(struct eng_sched *q)
     return prompt;
 }
 
-/* The draft sequence seq's request r feeds beside its token (into
- * q->draft): at most budget tokens, none past its token limit or the
- * context, and only into free cells (a draft never makes another request
- * give its cells back). Returns its length. */
-static int draft_for(struct eng_sched *q, struct sched_req *r, int seq, int budget)
+/* The most draft tokens sequence seq's request r may feed beside its
+ * token: budget's, none past its token limit or the context. */
+static int draft_room(const struct eng_sched *q, const struct sched_req *r, int budget)
 {
     const int pos0 = r->n_prompt + r->n_gen - 1; /* where r->next goes */
     int most = q->spec_max < budget ? q->spec_max : budget;
     most = r->limit - 1 - pos0 < most ? r->limit - 1 - pos0 : most;
-    most = r->max_tokens - r->n_gen - 1 < most ? r->max_tokens - r->n_gen - 1 : most;
-    if (most < 1)
-        return 0;
-    const int n = eng_spec_draft(&q->spec, r->prompt, r->n_prompt, r->gen, r->n_gen, q->draft, most);
-    struct fl_err e; /* the pool too short: no draft (nothing is taken) */
-    return n > 0 && !eng_session_seq_reserve(q->s, seq, pos0 + 1 + n, &e) ? n : 0;
+    return r->max_tokens - r->n_gen - 1 < most ? r->max_tokens - r->n_gen - 1 : most;
+}
+
+/* Whether the cells of seq's draft of n tokens are free (a draft never
+ * makes another request give its cells back); they are taken. */
+static bool draft_cells(struct eng_sched *q, const struct sched_req *r, int seq, int n)
+{
+    struct fl_err e;
+    return !eng_session_seq_reserve(q->s, seq, r->n_prompt + r->n_gen + n, &e);
+}
+
+/* Every generating sequence's draft (q->draft, q->n_draft) in what budget
+ * leaves: ngram-simple's first, else the draft model's, whose sequences
+ * draft together. Returns 0 or the draft model's error. */
+static int make_drafts(struct eng_sched *q, int budget, struct fl_err *err)
+{
+    int n_jobs = 0;
+    for (int i = 0; i < q->n_seq; i++) {
+        struct sched_req *r = q->slot[i];
+        q->n_draft[i] = 0;
+        if (!r || r->n_done < r->n_prompt || q->spec_max < 1)
+            continue;
+        const int most = draft_room(q, r, budget);
+        int32_t *out = q->draft + (size_t)i * ENG_SPEC_DRAFT_MAX;
+        if (most < 1)
+            continue;
+        const int n = eng_spec_draft(&q->spec, r->prompt, r->n_prompt, r->gen, r->n_gen, out, most);
+        if (n > 0 && draft_cells(q, r, i, n)) {
+            q->n_draft[i] = n;
+            budget -= n;
+        } else if (n == 0 && q->dr) { /* its budget is kept for it */
+            q->jobs[n_jobs++] = (struct eng_draft_job){ .seq = i, .a = r->prompt, .na = r->n_prompt,
+                                                        .b = r->gen, .nb = r->n_gen, .max = most,
+                                                        .out = out };
+            budget -= most < q->spec.draft.n_max ? most : q->spec.draft.n_max;
+        }
+    }
+    int rc = n_jobs ? eng_drafter_draft(q->dr, q->jobs, n_jobs, err) : 0;
+    for (int k = 0; !rc && k < n_jobs; k++) {
+        const struct eng_draft_job *j = &q->jobs[k];
+        q->n_draft[j->seq] = j->n > 0 && draft_cells(q, q->slot[j->seq], j->seq, j->n) ? j->n : 0;
+    }
+    return rc;
 }
 
 /* The step's spans: every generating sequence's next token (and its
  * draft, in what the prompt chunks leave of n_batch), then the prompt
- * chunks. */
-static int build_batch(struct eng_sched *q, int *n_tok)
+ * chunks. Returns the count, or the draft model's error. */
+static int build_batch(struct eng_sched *q, int *n_tok, struct fl_err *err)
 {
     const int prompt = plan_prompts(q);
     int n_span = 0, n = 0;
-    int budget = q->n_batch - prompt < ENG_SCHED_DRAFT_STEP ? q->n_batch - prompt
-                                                             : ENG_SCHED_DRAFT_STEP;
+    const int budget = q->n_batch - prompt < ENG_SCHED_DRAFT_STEP ? q->n_batch - prompt
+                                                                   : ENG_SCHED_DRAFT_STEP;
+    int rc = make_drafts(q, budget, err);
+    if (rc)
+        return rc;
     for (int i = 0; i < q->n_seq; i++) {
         struct sched_req *r = q->slot[i];
         if (!r || r->n_done < r->n_prompt)
             continue;
+        const int nd = q->n_draft[i];
         q->tokens[n] = r->next;
-        const int nd = q->spec_max > 0 ? draft_for(q, r, i, budget) : 0;
-        memcpy(q->tokens + n + 1, q->draft, sizeof(int32_t) * (size_t)nd);
-        budget -= nd;
+        memcpy(q->tokens + n + 1, q->draft + (size_t)i * ENG_SPEC_DRAFT_MAX,
+               sizeof(int32_t) * (size_t)nd);
         r->n_drafted += nd;
         q->st.drafted += (uint64_t)nd;
         q->st.draft_spans += nd > 0;
@@ -792,7 +846,9 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
     make_room(q);
     admit(q);
     end_waits(q);
-    int n_tok, n_span = build_batch(q, &n_tok);
+    int n_tok = 0, n_span = build_batch(q, &n_tok, err);
+    if (n_span < 0)
+        return n_span;
     if (n_span == 0)
         return q->n_queue > 0 ? fl_err_set(err, -EDEADLK, "scheduler: queued requests cannot start")
                               : 0;

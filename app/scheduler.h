@@ -184,11 +184,13 @@ struct eng_sched_stats {
 int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, struct eng_sched **out,
                      struct fl_err *err);
 /* Speculative decoding for the requests that generate (app/speculate.h):
- * with p's type not none, each step a generating sequence feeds a draft
- * beside its token, within what the step's prompt chunks leave of n_batch
- * (and ENG_SCHED_DRAFT_STEP), cells that are free and its token limit.
- * The text is the same as without. -ENOTSUP for a model with recurrent
- * state (it then decodes as before), -ENOMEM. */
+ * with ngram-simple or a draft model (opened here: app/draft-model.h), each
+ * step a generating sequence feeds a draft beside its token, within what
+ * the step's prompt chunks leave of n_batch (and ENG_SCHED_DRAFT_STEP),
+ * cells that are free and its token limit. The text is the same as
+ * without. -ENOTSUP for a model with recurrent state (it then decodes as
+ * before), -ENOMEM, the draft model's refusal (-EINVAL for draft-simple
+ * without one). */
 int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, struct fl_err *err);
 /* Drops what is queued or running without calling done. */
 void eng_sched_free(struct eng_sched *q);

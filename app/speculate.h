@@ -1,5 +1,6 @@
-/* speculate.h: speculative decoding without a draft model (llama.cpp's
- * --spec-type ngram-simple).
+/* speculate.h: speculative decoding's settings, and drafts without a
+ * draft model (llama.cpp's --spec-type ngram-simple; drafts from a draft
+ * model, draft-simple, are app/draft-model.h's).
  *
  * A sequence that is generating often repeats itself: code being edited,
  * a document being quoted or summarised, a reasoning model's answer
@@ -23,17 +24,39 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gguf/tensor-types.h"
 #include "model/arch.h"
 
 enum eng_spec_type { ENG_SPEC_NONE, ENG_SPEC_NGRAM_SIMPLE };
 
-struct eng_spec_params {
-    enum eng_spec_type type;
-    int size_n; /* the key: the last size_n tokens, looked for earlier (llama.cpp's 12) */
-    int size_m; /* the most tokens a draft takes after the key's match (llama.cpp's 48) */
+/* A draft model (llama.cpp's -md, type draft-simple): a smaller model with
+ * the target's vocabulary proposes each sequence's next tokens greedily. */
+struct eng_spec_draft_params {
+    const char *model; /* -md FILE; NULL: none */
+    bool named;        /* --spec-type named draft-simple (it needs -md) */
+    int n_max;         /* --spec-draft-n-max: the most tokens a draft takes (llama.cpp's 3) */
+    int n_min;         /* --spec-draft-n-min: a shorter draft is not fed (0) */
+    float p_min;       /* --spec-draft-p-min: drafting stops at a token whose probability
+                        * among the draft model's 10 likeliest is under it (0) */
+    int n_threads;     /* -td: the draft model's threads; 0: the target's */
+    enum fl_type cache_type_k, cache_type_v; /* -ctkd / -ctvd; 0: F16 */
 };
 
-#define ENG_SPEC_PARAMS_DEFAULT ((struct eng_spec_params){ ENG_SPEC_NONE, 12, 48 })
+struct eng_spec_params {
+    enum eng_spec_type type; /* ngram-simple, tried first (llama.cpp's order) */
+    int size_n; /* the key: the last size_n tokens, looked for earlier (llama.cpp's 12) */
+    int size_m; /* the most tokens a draft takes after the key's match (llama.cpp's 48) */
+    struct eng_spec_draft_params draft; /* then the draft model's */
+};
+
+#define ENG_SPEC_PARAMS_DEFAULT                                                                    \
+    ((struct eng_spec_params){ ENG_SPEC_NONE, 12, 48, { NULL, false, 3, 0, 0.0f, 0, 0, 0 } })
+
+/* Whether p drafts at all (ngram-simple, a draft model or both). */
+static inline bool eng_spec_on(const struct eng_spec_params *p)
+{
+    return p->type != ENG_SPEC_NONE || p->draft.model;
+}
 
 /* The most draft tokens one span verifies: the sampled token and its draft
  * stay a short span, whose rows are decode rows on every backend. */

@@ -331,7 +331,7 @@ static int loop_open(struct srv_loop *l)
     const int spec = rc ? 0 : eng_sched_set_spec(l->q, &l->spec, &e);
     if (spec && spec != -ENOTSUP) /* -ENOTSUP: a recurrent model decodes as before */
         rc = fl_err_set(&l->load_err, spec, "%s", e.msg);
-    l->st.spec_on = !spec && l->spec.type != ENG_SPEC_NONE;
+    l->st.spec_on = !spec && eng_spec_on(&l->spec);
     if (!rc && !(l->slots = calloc((size_t)eng_session_n_seq(l->s), sizeof(*l->slots))))
         rc = fl_err_set(&l->load_err, -ENOMEM, "out of memory");
     pthread_mutex_lock(&l->mu);

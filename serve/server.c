@@ -316,11 +316,14 @@ static void model_name(struct srv *s, const struct srv_opts *o)
 /* The ready line's words on speculative decoding. */
 static const char *spec_words(const struct srv_opts *o, const struct srv_stats *st)
 {
-    if (o->spec.type == ENG_SPEC_NONE)
+    if (!eng_spec_on(&o->spec))
         return "";
-    return st->spec_on ? ", speculative decoding ngram-simple"
-                       : ", no speculative decoding (the model's recurrent state cannot take a "
-                         "draft back)";
+    if (!st->spec_on)
+        return ", no speculative decoding (the model's recurrent state cannot take a draft back)";
+    if (!o->spec.draft.model)
+        return ", speculative decoding ngram-simple";
+    return o->spec.type == ENG_SPEC_NONE ? ", speculative decoding draft-simple"
+                                         : ", speculative decoding ngram-simple, draft-simple";
 }
 
 int srv_run(const struct srv_opts *o, struct fl_err *err)

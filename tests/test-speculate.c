@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/scheduler.h"
 #include "app/speculate.h"
@@ -32,7 +33,8 @@
 static void check_draft(const char *what, const int32_t *a, int na, const int32_t *b, int nb,
                         int n, int m, int max, const int32_t *want, int n_want)
 {
-    const struct eng_spec_params p = { ENG_SPEC_NGRAM_SIMPLE, n, m };
+    struct eng_spec_params p = ENG_SPEC_PARAMS_DEFAULT;
+    p.type = ENG_SPEC_NGRAM_SIMPLE, p.size_n = n, p.size_m = m;
     int32_t out[64];
     const int got = eng_spec_draft(&p, a, na, b, nb, out, max);
     CHECK(got == n_want, "%s: a draft of %d tokens, want %d", what, got, n_want);
@@ -243,11 +245,26 @@ static void test_model(const char *dir, const char *name, enum mode mode, enum f
     struct rec plain[N_REQ] = { 0 }, spec[N_REQ] = { 0 };
     const struct eng_spec_params off = ENG_SPEC_PARAMS_DEFAULT;
     run(s, &off, plain, label);
-    /* n 1: many drafts, most rejected; n 2 with the longest drafts */
-    static const struct eng_spec_params kinds[] = { { ENG_SPEC_NGRAM_SIMPLE, 1, 8 },
-                                                    { ENG_SPEC_NGRAM_SIMPLE, 2, 48 } };
+    /* n 1: many drafts, most rejected; n 2 with the longest drafts; the
+     * model as its own draft model (llama.cpp's 3 tokens, and 8 after
+     * ngram-simple's); its F16 sibling as the draft model where there is one */
+    struct eng_spec_params kinds[5];
+    for (int k = 0; k < 5; k++)
+        kinds[k] = off;
+    kinds[0].type = kinds[1].type = kinds[3].type = ENG_SPEC_NGRAM_SIMPLE;
+    kinds[0].size_n = 1, kinds[0].size_m = 8;
+    kinds[1].size_n = kinds[3].size_n = 2;
+    kinds[2].draft.model = kinds[3].draft.model = path;
+    kinds[3].draft.n_max = 8;
+    char sibling[1024];
+    snprintf(sibling, sizeof(sibling), "%s", path);
+    char *q8 = strstr(sibling, "-Q8_0.gguf");
+    if (q8)
+        memcpy(q8, "-F16.gguf", sizeof("-F16.gguf"));
+    kinds[4].draft.model = sibling;
+    const size_t n_kinds = q8 && !access(sibling, R_OK) ? 5 : 4;
     int drafted = 0, kept = 0;
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+    for (size_t k = 0; k < n_kinds; k++) {
         const int d = run(s, &kinds[k], spec, label);
         if (d < 0) { /* refused: a recurrent model */
             CHECK(eng_session_recurrent(s), "%s: speculation refused", label);
@@ -255,12 +272,22 @@ static void test_model(const char *dir, const char *name, enum mode mode, enum f
             CHECK(!eng_session_recurrent(s), "%s: a recurrent model took drafts", label);
             drafted += d;
         }
+        int kind_kept = 0;
         for (int i = 0; i < N_REQ; i++) {
-            kept += spec[i].n_accepted;
+            kind_kept += spec[i].n_accepted;
             for (int r = 0; r < spec[i].n_rows && r < plain[i].n_rows; r++)
                 CHECK(!memcmp(spec[i].rows[r], plain[i].rows[r], sizeof(float) * (size_t)n_vocab),
-                      "%s: request %d row %d differs (drafts of %d)", label, i, r, kinds[k].size_m);
+                      "%s: request %d row %d differs (kind %zu)", label, i, r, k);
         }
+        kept += kind_kept;
+        /* the model drafting for itself: its greedy requests keep most drafts */
+        if (k == 2 && d >= 0)
+            CHECK(d > 0 && kind_kept > d / 2, "%s: its own draft model: %d drafted, %d kept", label,
+                  d, kind_kept);
+        if (k >= 2 && d >= 0)
+            printf("%s: draft model %s: %d draft tokens, %d kept\n", label,
+                   k == 4 ? "F16 sibling" : k == 3 ? "itself, after ngram-simple" : "itself", d,
+                   kind_kept);
         compare(label, plain, spec);
         for (int i = 0; i < N_REQ; i++)
             rec_free(&spec[i]);
@@ -276,11 +303,61 @@ static void test_model(const char *dir, const char *name, enum mode mode, enum f
     eng_session_close(s);
 }
 
+/* set_spec refuses, in one line naming why, and the scheduler runs on
+ * without drafts. */
+static void refused(struct eng_session *s, const struct eng_spec_params *p, int want,
+                    const char *needle)
+{
+    const struct eng_sched_hooks hooks = { .done = on_done };
+    struct eng_sched *q;
+    struct fl_err err = { 0 };
+    if (eng_sched_create(s, &hooks, &q, &err)) {
+        CHECK(0, "sched: %s", err.msg);
+        return;
+    }
+    const int rc = eng_sched_set_spec(q, p, &err);
+    CHECK(rc == want && strstr(err.msg, needle) && !strchr(err.msg, '\n'),
+          "draft model %s: %d '%s', want %d naming '%s'", p->draft.model ? p->draft.model : "-",
+          rc, err.msg, want, needle);
+    eng_sched_free(q);
+}
+
+static void test_refusals(const char *dir)
+{
+    char path[1024], other[1024], recurrent[1024];
+    snprintf(path, sizeof(path), "%s/tests/data/qwen3moe-tiny-Q8_0.gguf", dir);
+    snprintf(other, sizeof(other), "%s/tests/data/mixtral-tiny-Q4_K_M.gguf", dir); /* SPM */
+    snprintf(recurrent, sizeof(recurrent), "%s/tests/data/qwen35moe-tiny-Q8_0.gguf", dir);
+    struct eng_session *s;
+    struct fl_err err;
+    if (open_session(path, CPU, 0, 0, &s, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    struct eng_spec_params p = ENG_SPEC_PARAMS_DEFAULT;
+    p.draft.named = true;
+    refused(s, &p, -EINVAL, "needs a draft model");
+    p.draft.named = false;
+    p.draft.model = other;
+    refused(s, &p, -EINVAL, "vocabulary");
+    p.draft.model = recurrent;
+    refused(s, &p, -EINVAL, "recurrent state");
+    p.draft.model = "/nonexistent/draft.gguf";
+    refused(s, &p, -ENOENT, "/nonexistent/draft.gguf");
+    p.draft.model = path;
+    p.draft.n_max = ENG_SPEC_DRAFT_MAX + 1;
+    refused(s, &p, -EINVAL, "--spec-draft-n-max");
+    p.draft.n_max = 3, p.draft.n_min = 4;
+    refused(s, &p, -EINVAL, "--spec-draft-n-min");
+    eng_session_close(s);
+}
+
 int main(void)
 {
     test_drafts();
     const char *dir = getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".";
     const char *only = getenv("FL_SPEC_MODELS");
+    test_refusals(dir);
     /* all: every mode, else the CPU's alone (the sanitizer build runs this
      * beside test-batch-invariance: the device and paged modes, the
      * costliest there, on the models whose passes differ most) */

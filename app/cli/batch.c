@@ -106,6 +106,8 @@ static int usage(FILE *out)
             "                       [--pooling none|mean|cls|last] [--embd-normalize 2]\n"
             "                       [--spec-type ngram-simple [--spec-ngram-simple-size-n 12]\n"
             "                        [--spec-ngram-simple-size-m 48]]\n"
+            "                       [-md DRAFT_MODEL [--spec-draft-n-max 3] [--spec-draft-n-min 0]\n"
+            "                        [--spec-draft-p-min 0] [-td N] [-ctkd TYPE] [-ctvd TYPE]]\n"
             "Runs OpenAI Batch API lines ({\"custom_id\", \"url\": \"/v1/chat/completions\",\n"
             "\"/v1/completions\", \"/v1/responses\" or \"/v1/embeddings\", \"body\": {...}}), -np at a\n"
             "time sharing -c KV cells (default: as serve's), and appends {\"custom_id\",\n"
@@ -123,7 +125,8 @@ static int usage(FILE *out)
             "unit length; -1: none), as llama-server's. --spec-type ngram-simple: speculative\n"
             "decoding without a draft model (llama.cpp's): when the last N tokens appeared\n"
             "before, the M after them (at most 30) are checked in the same step; the answers\n"
-            "stay byte for byte the same.\n");
+            "stay byte for byte the same. -md FILE: a draft model with the same vocabulary\n"
+            "proposes up to --spec-draft-n-max tokens (llama.cpp's draft-simple) as serve's.\n");
     eng_session_print_usage(out);
     return out == stdout ? 0 : 2;
 }
@@ -690,7 +693,7 @@ int cli_batch(int argc, char **argv)
     struct batch_run b = { .o = &o, .out = { .fd = -1 } };
     struct fl_err err = { "" };
     int rc = batch_main(&o, &b, &err);
-    if (b.q) /* the work started */
+    if (b.t0 > 0) /* the work started (a refused draft model comes after the scheduler) */
         summary(&b);
     if (rc)
         fprintf(stderr, "faultline batch: %s\n", err.msg);

@@ -131,8 +131,9 @@ static bool arg_flash_attn(const char *cmd, int argc, char **argv, int *i, const
     return false;
 }
 
-#define DRAFT_MODEL_WHY "faultline loads no draft model; --spec-type ngram-simple (serve, batch, " \
-                        "run) drafts from the sequence itself"
+#define DRAFT_CPU_WHY "the draft model (-md) runs on the CPU with its weights as the default " \
+                      "placement puts them (in RAM when they fit)"
+#define DRAFT_REMOVED_WHY "removed in llama.cpp: --spec-draft-n-max and --spec-draft-n-min"
 
 /* llama.cpp flags for what faultline does not do, each refused with why. */
 static int arg_refused(const char *cmd, const char *a)
@@ -162,11 +163,33 @@ static int arg_refused(const char *cmd, const char *a)
         { "--rope-freq-base", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--rope-freq-scale", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--yarn-orig-ctx", "RoPE and YaRN are taken from the file's metadata; no overrides" },
-        { "-md", DRAFT_MODEL_WHY },
-        { "--model-draft", DRAFT_MODEL_WHY },
-        { "--spec-draft-model", DRAFT_MODEL_WHY },
-        { "--draft-max", DRAFT_MODEL_WHY },
-        { "--spec-draft-n-max", DRAFT_MODEL_WHY },
+        { "--draft", DRAFT_REMOVED_WHY },
+        { "--draft-n", DRAFT_REMOVED_WHY },
+        { "--draft-max", DRAFT_REMOVED_WHY },
+        { "--draft-min", DRAFT_REMOVED_WHY },
+        { "--draft-n-min", DRAFT_REMOVED_WHY },
+        { "-ngld", DRAFT_CPU_WHY },
+        { "--gpu-layers-draft", DRAFT_CPU_WHY },
+        { "--n-gpu-layers-draft", DRAFT_CPU_WHY },
+        { "--spec-draft-ngl", DRAFT_CPU_WHY },
+        { "-devd", DRAFT_CPU_WHY },
+        { "--device-draft", DRAFT_CPU_WHY },
+        { "--spec-draft-device", DRAFT_CPU_WHY },
+        { "-otd", DRAFT_CPU_WHY },
+        { "--override-tensor-draft", DRAFT_CPU_WHY },
+        { "--spec-draft-override-tensor", DRAFT_CPU_WHY },
+        { "-cmoed", DRAFT_CPU_WHY },
+        { "--cpu-moe-draft", DRAFT_CPU_WHY },
+        { "--spec-draft-cpu-moe", DRAFT_CPU_WHY },
+        { "-ncmoed", DRAFT_CPU_WHY },
+        { "--n-cpu-moe-draft", DRAFT_CPU_WHY },
+        { "--spec-draft-n-cpu-moe", DRAFT_CPU_WHY },
+        { "--spec-draft-ncmoe", DRAFT_CPU_WHY },
+        { "--spec-draft-p-split", "draft-simple drafts one line of tokens here (no draft trees)" },
+        { "--draft-p-split", "draft-simple drafts one line of tokens here (no draft trees)" },
+        { "-hfd", "faultline reads local GGUF files only: download the draft model and pass -md FILE" },
+        { "--spec-draft-hf", "faultline reads local GGUF files only: download the draft model and "
+                             "pass -md FILE" },
         { "--spec-default", "ngram-mod is not built: --spec-type ngram-simple (serve, batch, run) "
                             "drafts from the sequence itself" },
         { "--check-tensors", "tensor data is not scanned for NaN or inf (the GGUF header and every "
@@ -611,24 +634,59 @@ int eng_arg_last(const char *cmd, int argc, char **argv, int *i, const struct en
     return taken > 0 ? 1 : -1;
 }
 
-/* --spec-type's list (llama.cpp's): ngram-simple or none here. */
+/* --spec-type's list (llama.cpp's): ngram-simple, draft-simple (with -md)
+ * or none here. */
 static bool spec_types(const char *cmd, const char *v, struct eng_spec_params *p)
 {
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", v);
     p->type = ENG_SPEC_NONE;
+    p->draft.named = false;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         const int k = eng_spec_type_parse(t);
+        if (!strcmp(t, "draft-simple")) {
+            p->draft.named = true;
+            continue;
+        }
         if (k < 0) {
             fprintf(stderr, "faultline %s: --spec-type %s: %s\n", cmd, t,
                     strncmp(t, "draft", 5) && strncmp(t, "ngram", 5)
-                        ? "not a type (none or ngram-simple)"
-                        : "not built here: ngram-simple is (faultline loads no draft model)");
+                        ? "not a type (none, ngram-simple or draft-simple)"
+                        : "not built here: ngram-simple and draft-simple (-md FILE) are");
             return false;
         }
         p->type = k > (int)p->type ? (enum eng_spec_type)k : p->type;
     }
     return true;
+}
+
+/* The draft model's flags (llama.cpp's names, old and new). */
+static int arg_spec_draft(const char *cmd, int argc, char **argv, int *i,
+                          struct eng_spec_draft_params *d)
+{
+    const char *a = argv[*i], *v;
+    if (eng_arg_is(a, "-md", "--model-draft") || !strcmp(a, "--spec-draft-model"))
+        return eng_arg_str(cmd, argc, argv, i, &d->model) ? 1 : -1;
+    if (!strcmp(a, "--spec-draft-n-max"))
+        return eng_arg_int(cmd, argc, argv, i, 1, ENG_SPEC_DRAFT_MAX, &d->n_max) ? 1 : -1;
+    if (!strcmp(a, "--spec-draft-n-min"))
+        return eng_arg_int(cmd, argc, argv, i, 0, ENG_SPEC_DRAFT_MAX, &d->n_min) ? 1 : -1;
+    if (eng_arg_is(a, "--draft-p-min", "--spec-draft-p-min"))
+        return eng_arg_float(cmd, argc, argv, i, 0, 1, &d->p_min) ? 1 : -1;
+    if (eng_arg_is(a, "-td", "--threads-draft") || !strcmp(a, "--spec-draft-threads"))
+        return eng_arg_int(cmd, argc, argv, i, 1, 1024, &d->n_threads) ? 1 : -1;
+    const bool k = eng_arg_is(a, "-ctkd", "--cache-type-k-draft") ||
+                   !strcmp(a, "--spec-draft-type-k");
+    if (!k && !eng_arg_is(a, "-ctvd", "--cache-type-v-draft") && strcmp(a, "--spec-draft-type-v"))
+        return 0;
+    struct fl_err why;
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return -1;
+    if (eng_kv_type_parse(v, k ? &d->cache_type_k : &d->cache_type_v, &why)) {
+        fprintf(stderr, "faultline %s: %s: %s\n", cmd, a, why.msg);
+        return -1;
+    }
+    return 1;
 }
 
 int eng_arg_spec(const char *cmd, int argc, char **argv, int *i, struct eng_spec_params *p)
@@ -644,7 +702,7 @@ int eng_arg_spec(const char *cmd, int argc, char **argv, int *i, struct eng_spec
         int hits;
         return eng_arg_int(cmd, argc, argv, i, 1, 1 << 16, &hits) ? 1 : -1;
     }
-    return 0;
+    return arg_spec_draft(cmd, argc, argv, i, &p->draft);
 }
 
 int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize)

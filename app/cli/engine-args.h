@@ -132,10 +132,13 @@ int eng_arg_reasoning(const char *cmd, int argc, char **argv, int *i,
 int eng_arg_embd(const char *cmd, int argc, char **argv, int *i, int *pooling, int *normalize);
 
 /* llama.cpp's speculative decoding flags (app/speculate.h): --spec-type
- * none|ngram-simple, --spec-ngram-simple-size-n N, --spec-ngram-simple-size-m
- * M, --spec-ngram-simple-min-hits H (taken: ngram-simple reads it not).
- * 1 taken, 0 not one, -1 bad value (said). A draft model's flags are
- * refused with the other flags faultline lacks (eng_arg_last). */
+ * none|ngram-simple|draft-simple, --spec-ngram-simple-size-n N,
+ * --spec-ngram-simple-size-m M, --spec-ngram-simple-min-hits H (taken:
+ * ngram-simple reads it not); a draft model's (app/draft-model.h): -md /
+ * --model-draft / --spec-draft-model FILE, --spec-draft-n-max N,
+ * --spec-draft-n-min N, --spec-draft-p-min P, -td N, -ctkd / -ctvd TYPE.
+ * 1 taken, 0 not one, -1 bad value (said). Its placement and device flags
+ * are refused with the other flags faultline lacks (eng_arg_last). */
 struct eng_spec_params;
 int eng_arg_spec(const char *cmd, int argc, char **argv, int *i, struct eng_spec_params *p);
 

@@ -7,6 +7,7 @@
 
 #include "app/cli/interrupt.h"
 #include "app/cli/run.h"
+#include "app/draft-model.h"
 #include "base/clock.h"
 #include "model/model.h"
 #include "text/constrain.h"
@@ -43,7 +44,9 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
                                       !(g->masked = malloc(sizeof(float) * (size_t)g->n_vocab)) ||
                                       fl_constraint_new(o->schema, g->grammar, &g->cons)))
         return fl_err_set(err, -ENOMEM, "out of memory");
-    if (o->spec.type == ENG_SPEC_NONE)
+    if (o->spec.draft.named && !o->spec.draft.model)
+        return fl_err_set(err, -EINVAL, "--spec-type draft-simple needs a draft model (-md FILE)");
+    if (!eng_spec_on(&o->spec))
         return 0;
     if (eng_session_recurrent(s)) { /* a rejected draft cannot be taken back */
         if (!o->compat.log_disable)
@@ -54,6 +57,8 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
     const size_t rows = (size_t)(1 + ENG_SPEC_DRAFT_MAX) * (size_t)g->n_vocab;
     if (!(g->rows = malloc(sizeof(float) * rows)))
         return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
+    if (o->spec.draft.model && (rc = eng_drafter_open(s, &o->spec.draft, &g->dr, err)))
+        return rc;
     g->spec_on = true;
     return 0;
 }
@@ -119,9 +124,14 @@ static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *
     if (limit >= 0 && limit - g->n_made - 1 < most)
         most = limit - g->n_made - 1;
     int32_t span[1 + ENG_SPEC_DRAFT_MAX] = { id };
-    const int nd = most > 0 ? eng_spec_draft(&g->o->spec, g->hist, g->n_hist, &id, 1, span + 1, most)
-                            : 0;
-    int rc = eng_session_eval(g->s, span, 1 + nd, nd > 0, nd ? g->rows : g->logits, err);
+    int nd = most > 0 ? eng_spec_draft(&g->o->spec, g->hist, g->n_hist, &id, 1, span + 1, most) : 0;
+    struct eng_draft_job job = { .seq = 0, .a = g->hist, .na = g->n_hist, .b = &id, .nb = 1,
+                                 .max = most, .out = span + 1 };
+    int rc = nd == 0 && most > 0 && g->dr ? eng_drafter_draft(g->dr, &job, 1, err) : 0;
+    if (rc)
+        return rc;
+    nd = nd ? nd : job.n;
+    rc = eng_session_eval(g->s, span, 1 + nd, nd > 0, nd ? g->rows : g->logits, err);
     if (rc)
         return rc;
     if (nd) {
@@ -160,6 +170,7 @@ void run_gen_free(struct run_gen *g)
     free(g->answer);
     free(g->hist);
     free(g->rows);
+    eng_drafter_close(g->dr);
     memset(g, 0, sizeof(*g));
 }
 

@@ -91,6 +91,7 @@ struct run_gen {
     int32_t *hist;
     int n_hist, cap_hist;
     float *rows;             /* [1 + ENG_SPEC_DRAFT_MAX][n_vocab] */
+    struct eng_drafter *dr;  /* -md: the draft model's drafts (app/draft-model.h), or NULL */
     int32_t draft[ENG_SPEC_DRAFT_MAX];
     int n_draft, at;         /* draft[at .. n_draft) are unchecked; row at+1 is next */
     uint64_t drafted, kept;

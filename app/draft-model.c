@@ -1,0 +1,322 @@
+/* draft-model.c: see app/draft-model.h. */
+#include "app/draft-model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/gpu.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
+
+/* llama.cpp's rules for a draft model's vocabulary (common/speculative.cpp) */
+#define VOCAB_MAX_SIZE_DIFFERENCE 128
+#define VOCAB_CHECK_START_TOKEN_ID 5
+/* the draft's probability is its top token's among the 10 likeliest
+ * (llama.cpp's draft sampler: top-k 10, then the softmax) */
+#define DRAFT_TOP_K 10
+
+struct eng_drafter {
+    struct eng_session *s;
+    struct eng_spec_draft_params p;
+    int n_seq, n_ctx, n_batch, n_vocab, n_target_vocab;
+    int32_t **fed; /* [n_seq]: the tokens each sequence's cells hold, in order */
+    int *n_fed, *cap_fed;
+    int32_t *tokens;          /* [n_batch + n_seq] one forward call's */
+    struct eng_span *spans;   /* [n_seq] */
+    int *job_of;              /* [n_seq]: the job of each span */
+    float *logits;            /* [n_seq][n_vocab] */
+};
+
+/* The vocabularies agree as llama.cpp asks (its wording). */
+static int vocab_check(const struct fl_tokenizer *t, const struct fl_tokenizer *d,
+                       struct fl_err *err)
+{
+    if (fl_tokenizer_model(t) != fl_tokenizer_model(d))
+        return fl_err_set(err, -EINVAL, "the draft model's vocabulary is of another type than "
+                          "the target's");
+    if (fl_tokenizer_add_bos(t) != fl_tokenizer_add_bos(d) ||
+        (fl_tokenizer_add_bos(t) && fl_token_bos(t) != fl_token_bos(d)))
+        return fl_err_set(err, -EINVAL, "the draft model's BOS token is not the target's");
+    if (fl_tokenizer_add_eos(t) != fl_tokenizer_add_eos(d) ||
+        (fl_tokenizer_add_eos(t) && fl_token_eos(t) != fl_token_eos(d)))
+        return fl_err_set(err, -EINVAL, "the draft model's EOS token is not the target's");
+    const int nt = fl_n_vocab(t), nd = fl_n_vocab(d);
+    if (abs(nt - nd) > VOCAB_MAX_SIZE_DIFFERENCE)
+        return fl_err_set(err, -EINVAL, "the draft model's vocabulary has %d tokens, the "
+                          "target's %d (at most %d apart)", nd, nt, VOCAB_MAX_SIZE_DIFFERENCE);
+    for (int i = VOCAB_CHECK_START_TOKEN_ID; i < nt && i < nd; i++) {
+        const char *a = fl_token_text(t, i), *b = fl_token_text(d, i);
+        if (strcmp(a ? a : "", b ? b : ""))
+            return fl_err_set(err, -EINVAL, "token %d of the draft model's vocabulary is not "
+                              "the target's", i);
+    }
+    return 0;
+}
+
+static int check_params(const struct eng_spec_draft_params *p, struct fl_err *err)
+{
+    if (p->n_max < 1 || p->n_max > ENG_SPEC_DRAFT_MAX)
+        return fl_err_set(err, -EINVAL, "--spec-draft-n-max is 1 to %d here (a draft and its "
+                          "token stay a span of decode rows), not %d", ENG_SPEC_DRAFT_MAX, p->n_max);
+    if (p->n_min < 0 || p->n_min > p->n_max)
+        return fl_err_set(err, -EINVAL, "--spec-draft-n-min is 0 to --spec-draft-n-max (%d), "
+                          "not %d", p->n_max, p->n_min);
+    if (!(p->p_min >= 0.0f && p->p_min <= 1.0f))
+        return fl_err_set(err, -EINVAL, "--spec-draft-p-min is a probability (0 to 1)");
+    return 0;
+}
+
+/* The draft model's session: the target's sequences, context, batch and
+ * threads; on the CPU, no prompt cache. */
+static int open_session(struct eng_drafter *d, const struct eng_session *target,
+                        struct fl_err *err)
+{
+    struct eng_session_params sp;
+    eng_session_params_init(&sp);
+    sp.model_path = d->p.model;
+    sp.n_ctx = eng_session_n_ctx(target);
+    sp.n_batch = eng_session_n_batch(target);
+    sp.n_seq = eng_session_n_seq(target);
+    sp.no_prompt_cache = true;
+    sp.n_threads = d->p.n_threads > 0 ? d->p.n_threads : eng_session_n_threads(target);
+    sp.placement.n_gpu_layers = 0;
+    sp.gpu_experts = ENG_GPU_EXPERTS_NONE;
+    sp.cache_type_k = d->p.cache_type_k;
+    sp.cache_type_v = d->p.cache_type_v;
+    struct fl_err e = { 0 };
+    int rc = eng_session_open(&sp, &d->s, &e);
+    if (rc)
+        return fl_err_set(err, rc, "draft model: %s", e.msg);
+    if (eng_session_recurrent(d->s))
+        return fl_err_set(err, -EINVAL, "draft model %s: its recurrent state cannot take back "
+                          "a rejected draft", d->p.model);
+    rc = vocab_check(eng_session_tokenizer(target), eng_session_tokenizer(d->s), &e);
+    return rc ? fl_err_set(err, rc, "draft model %s: %s", d->p.model, e.msg) : 0;
+}
+
+int eng_drafter_open(const struct eng_session *target, const struct eng_spec_draft_params *p,
+                     struct eng_drafter **out, struct fl_err *err)
+{
+    *out = NULL;
+    int rc = check_params(p, err);
+    if (rc)
+        return rc;
+    struct eng_drafter *d = calloc(1, sizeof(*d));
+    if (!d)
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    d->p = *p;
+    if ((rc = open_session(d, target, err))) {
+        eng_drafter_close(d);
+        return rc;
+    }
+    d->n_seq = eng_session_n_seq(d->s);
+    d->n_ctx = eng_session_n_ctx(d->s);
+    d->n_batch = eng_session_n_batch(d->s);
+    d->n_vocab = (int)eng_session_model(d->s)->hp.n_vocab;
+    d->n_target_vocab = (int)eng_session_model(target)->hp.n_vocab;
+    d->fed = calloc((size_t)d->n_seq, sizeof(*d->fed));
+    d->n_fed = calloc((size_t)d->n_seq, sizeof(int));
+    d->cap_fed = calloc((size_t)d->n_seq, sizeof(int));
+    d->tokens = malloc(sizeof(int32_t) * (size_t)(d->n_batch + d->n_seq));
+    d->spans = malloc(sizeof(*d->spans) * (size_t)d->n_seq);
+    d->job_of = malloc(sizeof(int) * (size_t)d->n_seq);
+    d->logits = malloc(sizeof(float) * (size_t)d->n_seq * (size_t)d->n_vocab);
+    if (!d->fed || !d->n_fed || !d->cap_fed || !d->tokens || !d->spans || !d->job_of ||
+        !d->logits) {
+        eng_drafter_close(d);
+        return fl_err_set(err, -ENOMEM, "out of memory for the draft model's batches");
+    }
+    *out = d;
+    return 0;
+}
+
+void eng_drafter_close(struct eng_drafter *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; d->fed && i < d->n_seq; i++)
+        free(d->fed[i]);
+    free(d->fed);
+    free(d->n_fed);
+    free(d->cap_fed);
+    free(d->tokens);
+    free(d->spans);
+    free(d->job_of);
+    free(d->logits);
+    eng_session_close(d->s);
+    free(d);
+}
+
+void eng_drafter_forget(struct eng_drafter *d, int seq)
+{
+    if (!d || seq < 0 || seq >= d->n_seq)
+        return;
+    eng_session_seq_free(d->s, seq);
+    d->n_fed[seq] = 0;
+}
+
+/* Token i of job j's history. */
+static int32_t hist(const struct eng_draft_job *j, int i)
+{
+    return i < j->na ? j->a[i] : j->b[i - j->na];
+}
+
+/* Job j's sequence keeps the start its cells share with the history (never
+ * the last token: its row is wanted). Returns the history's length. */
+static int keep_common(struct eng_drafter *d, const struct eng_draft_job *j)
+{
+    const int nh = j->na + j->nb, seq = j->seq;
+    int c = 0;
+    while (c < d->n_fed[seq] && c < nh - 1 && d->fed[seq][c] == hist(j, c))
+        c++;
+    if (c < d->n_fed[seq]) {
+        eng_session_seq_truncate(d->s, seq, c);
+        d->n_fed[seq] = c;
+    }
+    return nh;
+}
+
+/* Room for seq's tokens up to position n - 1, in the record and the cells. */
+static bool room(struct eng_drafter *d, int seq, int n)
+{
+    if (n > d->cap_fed[seq]) {
+        const int cap = n + n / 2 + 64 < d->n_ctx ? n + n / 2 + 64 : d->n_ctx;
+        int32_t *f = realloc(d->fed[seq], sizeof(int32_t) * (size_t)cap);
+        if (!f)
+            return false;
+        d->fed[seq] = f, d->cap_fed[seq] = cap;
+    }
+    struct fl_err e;
+    return eng_session_seq_reserve(d->s, seq, n, &e) == 0;
+}
+
+/* One forward call over the first n_span spans; their tokens join the
+ * records. */
+static int run(struct eng_drafter *d, int n_span, int n_tok, struct fl_err *err)
+{
+    const struct eng_batch b = { .tokens = d->tokens, .n_tok = n_tok, .spans = d->spans,
+                                 .n_spans = n_span, .logits = d->logits };
+    int rc = eng_session_forward(d->s, &b, err);
+    for (int i = 0, t = 0; !rc && i < n_span; t += d->spans[i++].n_tok) {
+        const struct eng_span *sp = &d->spans[i];
+        memcpy(d->fed[sp->seq] + sp->pos0, d->tokens + t, sizeof(int32_t) * (size_t)sp->n_tok);
+        d->n_fed[sp->seq] = sp->pos0 + sp->n_tok;
+    }
+    return rc;
+}
+
+/* Feeds every active job's history but its last token, n_batch tokens a
+ * call; a job whose cells do not fit drops out (max = 0). */
+static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs,
+                    struct fl_err *err)
+{
+    for (;;) {
+        int n_span = 0, n_tok = 0;
+        for (int k = 0; k < n_jobs && n_tok < d->n_batch; k++) {
+            struct eng_draft_job *j = &jobs[k];
+            const int from = d->n_fed[j->seq], to = j->na + j->nb - 1;
+            if (j->max < 1 || from >= to)
+                continue;
+            const int n = to - from < d->n_batch - n_tok ? to - from : d->n_batch - n_tok;
+            if (!room(d, j->seq, from + n)) {
+                j->max = 0;
+                continue;
+            }
+            for (int i = 0; i < n; i++)
+                d->tokens[n_tok + i] = hist(j, from + i);
+            d->spans[n_span++] = (struct eng_span){ .seq = j->seq, .pos0 = from, .n_tok = n };
+            n_tok += n;
+        }
+        if (!n_span)
+            return 0;
+        int rc = run(d, n_span, n_tok, err);
+        if (rc)
+            return rc;
+    }
+}
+
+/* The draft's token under a logits row, and its probability among the
+ * DRAFT_TOP_K likeliest; -1 when the row has no finite value. */
+static int32_t pick(const float *row, int n, float *p)
+{
+    float top[DRAFT_TOP_K];
+    int k = 0;
+    int32_t best = -1;
+    for (int i = 0; i < n; i++) {
+        const float v = row[i];
+        if (!isfinite(v) || (k == DRAFT_TOP_K && v <= top[k - 1]))
+            continue;
+        int at = k < DRAFT_TOP_K ? k++ : k - 1;
+        while (at > 0 && top[at - 1] < v) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = v;
+        best = at == 0 ? i : best;
+    }
+    double z = 0;
+    for (int i = 0; i < k; i++)
+        z += exp((double)top[i] - (double)top[0]);
+    *p = k ? (float)(1.0 / z) : 0.0f;
+    return best;
+}
+
+/* Job j takes the token under its row, or stops drafting (max = 0). */
+static void take(struct eng_drafter *d, struct eng_draft_job *j, const float *row)
+{
+    float p;
+    const int32_t id = pick(row, d->n_vocab, &p);
+    if (id < 0 || id >= d->n_target_vocab || p < d->p.p_min) {
+        j->max = 0;
+        return;
+    }
+    j->out[j->n++] = id;
+    if (j->n >= j->max)
+        j->max = 0;
+}
+
+int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs,
+                      struct fl_err *err)
+{
+    for (int k = 0; k < n_jobs; k++) {
+        struct eng_draft_job *j = &jobs[k];
+        j->n = 0;
+        const int nh = j->na + j->nb;
+        /* the draft's last token is never fed: positions up to nh + max - 2 */
+        j->max = j->max < d->p.n_max ? j->max : d->p.n_max;
+        j->max = d->n_ctx - nh + 1 < j->max ? d->n_ctx - nh + 1 : j->max;
+        if (nh < 1 || j->seq < 0 || j->seq >= d->n_seq)
+            j->max = 0;
+        if (j->max > 0)
+            keep_common(d, j);
+    }
+    int rc = catch_up(d, jobs, n_jobs, err);
+    for (;;) { /* a token of every drafting job per call: its last, then its draft's */
+        int n_span = 0;
+        for (int k = 0; !rc && k < n_jobs; k++) {
+            struct eng_draft_job *j = &jobs[k];
+            const int pos = d->n_fed[j->seq];
+            if (j->max < 1 || !room(d, j->seq, pos + 1)) {
+                j->max = 0;
+                continue;
+            }
+            d->tokens[n_span] = j->n ? j->out[j->n - 1] : hist(j, j->na + j->nb - 1);
+            d->job_of[n_span] = k;
+            d->spans[n_span++] = (struct eng_span){ .seq = j->seq, .pos0 = pos, .n_tok = 1,
+                                                    .logits = true };
+        }
+        if (rc || !n_span)
+            break;
+        if ((rc = run(d, n_span, n_span, err)))
+            break;
+        for (int i = 0; i < n_span; i++)
+            take(d, &jobs[d->job_of[i]], d->logits + (size_t)i * (size_t)d->n_vocab);
+    }
+    for (int k = 0; k < n_jobs; k++)
+        if (rc || jobs[k].n < d->p.n_min)
+            jobs[k].n = 0;
+    return rc;
+}
