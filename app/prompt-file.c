@@ -87,8 +87,9 @@ int eng_prompt_file_load(struct eng_session *s, struct flps_reader *r, int seq, 
                          struct fl_err *err)
 {
     int rc = eng_session_seq_load(s, seq, (int)r->n_tokens, n_keep, flps_read, r, err);
-    if (rc == -EIO || rc == -EINVAL) /* flps_read's: the file changed since it was opened */
-        return fl_err_set(err, -EINVAL, "%s: cannot read its body: %s", r->name, strerror(-rc));
+    if (rc && r->error) /* the file changed since it was opened */
+        return fl_err_set(err, -EINVAL, "%s: cannot read its body: %s", r->name,
+                          strerror(-r->error));
     if (!rc && (rc = flps_check(r, err))) {
         if (seq == 0)
             eng_session_reset(s);

@@ -120,10 +120,10 @@ int flps_open(const char *path, const struct flps_expect *e, struct flps_reader 
 int flps_read(void *reader, void *buf, size_t len)
 {
     struct flps_reader *r = reader;
-    if (len > r->left)
-        return -EINVAL;
-    if (fread(buf, 1, len, r->f) != len)
-        return -EIO;
+    if (len > r->left || fread(buf, 1, len, r->f) != len) {
+        r->error = r->error ? r->error : len > r->left ? -EINVAL : -EIO;
+        return r->error;
+    }
     r->crc = crc_of(r->crc, buf, len);
     r->left -= len;
     return 0;

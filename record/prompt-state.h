@@ -50,6 +50,7 @@ struct flps_reader {
     uint32_t n_tokens;
     uint32_t crc, want_crc;
     uint64_t left; /* body bytes not read yet */
+    int error;     /* flps_read's first failure (0: none) */
 };
 
 /* Opens path and checks its header and tokens against e: 0; -ENOENT when
@@ -59,7 +60,7 @@ struct flps_reader {
 int flps_open(const char *path, const struct flps_expect *e, struct flps_reader *r,
               struct fl_err *err);
 /* The next len body bytes (an eng_kv_io_fn: arg is the reader): 0,
- * -EINVAL past the body, -EIO when the file ends early. */
+ * -EINVAL past the body, -EIO when the file ends early (kept in error). */
 int flps_read(void *reader, void *buf, size_t len);
 /* After the whole body: 0, or -EINVAL when bytes are left or the crc32
  * differs (the file changed since it was written). */

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench-spec.sh: speculative decoding without a draft model (--spec-type
-# ngram-simple, docs/batching.md) in `faultline serve` and, given LLAMA_CPP,
+# ngram-simple, docs/batching.md), or with one (DRAFT=FILE: -md FILE,
+# llama.cpp's draft-simple), in `faultline serve` and, given LLAMA_CPP,
 # llama-server, on the same model, threads and prompts: one client posts
 # each prompt of PROMPTS (text that asks for a passage to be repeated) to
 # /completion (greedy, N_PREDICT tokens, the prompt cache off so every
 # request runs whole, the text held to plain characters by a grammar:
 # llama-server fails a random model's invalid UTF-8), REPS passes, against a server without drafts and one
-# with --spec-type ngram-simple SPEC_ARGS, without a memory cap and inside
+# with --spec-type ngram-simple SPEC_ARGS (or -md DRAFT DRAFT_ARGS), without a memory cap and inside
 # bench-oversize's cap (CAP_PCT % of the file, a memory cgroup covering the
 # page cache; caches dropped before each server). Servers run in the order
 # faultline plain, faultline drafts, llama.cpp plain, llama.cpp drafts.
@@ -18,7 +19,9 @@
 # env: MODEL=FILE (default bench-oversize's generated qwen3moe Q4_K)
 #      LLAMA_CPP=DIR (llama-server), N_PREDICT=128, REPS=3, THREADS=2,
 #      SPEC_ARGS="--spec-ngram-simple-size-n 12 --spec-ngram-simple-size-m 48" (llama.cpp's
-#      defaults), CAP_PCT=25 (0: uncapped only; capped, faultline's expert
+#      defaults), DRAFT=FILE (a draft model of the same vocabulary in place
+#      of ngram-simple), DRAFT_ARGS="--spec-draft-n-max 3" (llama.cpp's
+#      default), CAP_PCT=25 (0: uncapped only; capped, faultline's expert
 #      budget is its own: --ram-budget auto fits the cgroup's limit),
 #      PORT=18082, FL=build/faultline, KEEP=1
 # Needs root (cgroups, drop_caches), curl and python3.
@@ -34,7 +37,13 @@ caps=(0)
 [ "$CAP_PCT" -gt 0 ] && caps+=("$CAP_PCT")
 bench_start
 [ -z "${LLAMA_CPP:-}" ] || [ -x "$LLAMA_CPP/llama-server" ] || die "$LLAMA_CPP/llama-server not found"
-read -r -a spec <<<"--spec-type ngram-simple $SPEC_ARGS"
+DRAFT_ARGS=${DRAFT_ARGS:---spec-draft-n-max 3}
+if [ -n "${DRAFT:-}" ]; then
+  [ -f "$DRAFT" ] || die "DRAFT=$DRAFT: no such file"
+  read -r -a spec <<<"-md $DRAFT $DRAFT_ARGS"
+else
+  read -r -a spec <<<"--spec-type ngram-simple $SPEC_ARGS"
+fi
 say "model $model: $((size / 1048576)) MiB; $N_PREDICT tokens a request, $REPS passes;" \
     "drafts: ${spec[*]}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -29,26 +29,22 @@ static const char *type_of(unsigned status)
            : status == MHD_HTTP_SERVICE_UNAVAILABLE ? "unavailable_error" : "server_error";
 }
 
-/* The body's "filename" as DIR/filename in path; 0 or an error reply. */
-static enum MHD_Result file_of(struct srv_conn *k, char *path, size_t cap, const char **name,
-                               json_t **keep)
+/* The request's body, whose "filename" (name, which lives as long as the
+ * body) is DIR/filename in path; NULL when it was answered with an error
+ * (reply), as srv_body_object does. */
+static json_t *file_of(struct srv_conn *k, char *path, size_t cap, const char **name,
+                       enum MHD_Result *reply)
 {
-    enum MHD_Result rc;
-    json_t *body = srv_body_object(k, &rc);
-    if (!body)
-        return rc;
-    if (api_slot_filename(body, name)) {
+    json_t *body = srv_body_object(k, reply);
+    if (body && !api_slot_filename(body, name) &&
+        (size_t)snprintf(path, cap, "%s/%s", k->s->o->slot_save_path, *name) < cap)
+        return body;
+    if (body) {
         json_decref(body);
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "invalid_request", "Invalid filename");
+        *reply = srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
+                                 "invalid_request", "Invalid filename");
     }
-    *keep = body;
-    if ((size_t)snprintf(path, cap, "%s/%s", k->s->o->slot_save_path, *name) >= cap) {
-        json_decref(body);
-        return srv_reply_error(k, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                               "invalid_request", "Invalid filename");
-    }
-    return MHD_YES;
+    return NULL;
 }
 
 static json_t *answer(const struct srv_slot_action *a, const char *name)
@@ -94,9 +90,9 @@ enum MHD_Result srv_slot_action(struct srv_conn *k)
     const char *name = NULL;
     json_t *body = NULL;
     if (a.op != SRV_SLOT_ERASE) {
-        const enum MHD_Result rc = file_of(k, path, sizeof(path), &name, &body);
-        if (!body)
-            return rc;
+        enum MHD_Result reply;
+        if (!(body = file_of(k, path, sizeof(path), &name, &reply)))
+            return reply;
         a.path = path;
     }
     srv_loop_slot_action(k->s->loop, &a);
