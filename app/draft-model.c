@@ -2,6 +2,7 @@
 #include "app/draft-model.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,21 +209,24 @@ static int run(struct eng_drafter *d, int n_span, int n_tok, struct fl_err *err)
     return rc;
 }
 
-/* Feeds every active job's history but its last token, n_batch tokens a
- * call; a job whose cells do not fit drops out (max = 0). */
-static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs,
+/* Feeds the jobs' histories but their last tokens, n_batch tokens a call
+ * and read in all (<= 0: no bound); a job whose cells do not fit, or whose
+ * history is not all read, drafts nothing (max = -1). */
+static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs, int read,
                     struct fl_err *err)
 {
-    for (;;) {
+    int left = read > 0 ? read : INT_MAX, rc = 0;
+    while (!rc && left > 0) {
         int n_span = 0, n_tok = 0;
-        for (int k = 0; k < n_jobs && n_tok < d->n_batch; k++) {
+        const int most = left < d->n_batch ? left : d->n_batch;
+        for (int k = 0; k < n_jobs && n_tok < most; k++) {
             struct eng_draft_job *j = &jobs[k];
             const int from = d->n_fed[j->seq], to = j->na + j->nb - 1;
-            if (j->max < 1 || from >= to)
+            if (j->max < 0 || from >= to)
                 continue;
-            const int n = to - from < d->n_batch - n_tok ? to - from : d->n_batch - n_tok;
+            const int n = to - from < most - n_tok ? to - from : most - n_tok;
             if (!room(d, j->seq, from + n)) {
-                j->max = 0;
+                j->max = -1;
                 continue;
             }
             for (int i = 0; i < n; i++)
@@ -231,11 +235,14 @@ static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_job
             n_tok += n;
         }
         if (!n_span)
-            return 0;
-        int rc = run(d, n_span, n_tok, err);
-        if (rc)
-            return rc;
+            break;
+        rc = run(d, n_span, n_tok, err);
+        left -= n_tok;
     }
+    for (int k = 0; k < n_jobs; k++) /* not all read: no draft yet */
+        if (jobs[k].max >= 0 && d->n_fed[jobs[k].seq] < jobs[k].na + jobs[k].nb - 1)
+            jobs[k].max = -1;
+    return rc;
 }
 
 /* The draft's token under a logits row, and its probability among the
@@ -278,7 +285,7 @@ static void take(struct eng_drafter *d, struct eng_draft_job *j, const float *ro
         j->max = 0;
 }
 
-int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs,
+int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs, int read,
                       struct fl_err *err)
 {
     for (int k = 0; k < n_jobs; k++) {
@@ -289,11 +296,11 @@ int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_j
         j->max = j->max < d->p.n_max ? j->max : d->p.n_max;
         j->max = d->n_ctx - nh + 1 < j->max ? d->n_ctx - nh + 1 : j->max;
         if (nh < 1 || j->seq < 0 || j->seq >= d->n_seq)
-            j->max = 0;
-        if (j->max > 0)
+            j->max = -1; /* -1: nothing to do; 0: read the history only */
+        if (j->max >= 0)
             keep_common(d, j);
     }
-    int rc = catch_up(d, jobs, n_jobs, err);
+    int rc = catch_up(d, jobs, n_jobs, read, err);
     for (;;) { /* a token of every drafting job per call: its last, then its draft's */
         int n_span = 0;
         for (int k = 0; !rc && k < n_jobs; k++) {

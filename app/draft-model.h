@@ -43,7 +43,9 @@ void eng_drafter_close(struct eng_drafter *d);
 /* One sequence's draft: its history is a[0..na) then b[0..nb) (the last
  * token is the one just sampled, which the target has not read yet); at
  * most max tokens (and p's n_max) go to out, n says how many (0 when
- * shorter than n_min, or when the draft's cells do not fit). */
+ * shorter than n_min, when the draft's cells do not fit, or when the
+ * history was not all read yet). max 0: the history is only read (a
+ * prompt the target is still reading, so that its first draft is ready). */
 struct eng_draft_job {
     int seq;
     const int32_t *a, *b;
@@ -53,8 +55,11 @@ struct eng_draft_job {
 };
 
 /* The drafts of n_jobs sequences (distinct seqs), their forward calls
- * shared. An error is the draft model's forward's. */
-int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs,
+ * shared; at most read history tokens are read first, in job order (<= 0:
+ * all of them), so that a long prompt read from the prompt cache costs a
+ * step no more than a prompt chunk does. An error is the draft model's
+ * forward's. */
+int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs, int read,
                       struct fl_err *err);
 
 /* Sequence seq's cells go back (its request ended); its next draft feeds

@@ -620,7 +620,8 @@ static bool draft_cells(struct eng_sched *q, const struct sched_req *r, int seq,
 
 /* Every generating sequence's draft (q->draft, q->n_draft) in what budget
  * leaves: ngram-simple's first, else the draft model's, whose sequences
- * draft together. Returns 0 or the draft model's error. */
+ * draft together (and read the prompts being read). Returns 0 or the draft
+ * model's error. */
 static int make_drafts(struct eng_sched *q, int budget, struct fl_err *err)
 {
     int n_jobs = 0;
@@ -644,10 +645,21 @@ static int make_drafts(struct eng_sched *q, int budget, struct fl_err *err)
             budget -= most < q->spec.draft.n_max ? most : q->spec.draft.n_max;
         }
     }
-    int rc = n_jobs ? eng_drafter_draft(q->dr, q->jobs, n_jobs, err) : 0;
+    /* prompts being read: the draft model reads what the target has, so
+     * that their first drafts are ready when they generate */
+    for (int i = 0; q->dr && i < q->n_seq; i++) {
+        const struct sched_req *r = q->slot[i];
+        if (r && r->n_done < r->n_prompt && !r->embed)
+            q->jobs[n_jobs++] = (struct eng_draft_job){ .seq = i, .a = r->prompt,
+                                                        .na = r->n_done + q->chunk[i] };
+    }
+    /* at most -b history tokens a step: a long prompt read from the
+     * prompt cache catches up over several steps, drafting none meanwhile */
+    int rc = n_jobs ? eng_drafter_draft(q->dr, q->jobs, n_jobs, q->n_batch, err) : 0;
     for (int k = 0; !rc && k < n_jobs; k++) {
         const struct eng_draft_job *j = &q->jobs[k];
-        q->n_draft[j->seq] = j->n > 0 && draft_cells(q, q->slot[j->seq], j->seq, j->n) ? j->n : 0;
+        if (j->n > 0 && draft_cells(q, q->slot[j->seq], j->seq, j->n))
+            q->n_draft[j->seq] = j->n;
     }
     return rc;
 }

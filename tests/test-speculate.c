@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/draft-model.h"
 #include "app/scheduler.h"
 #include "app/speculate.h"
 #include "backend/cuda/gpu.h"
@@ -352,12 +353,60 @@ static void test_refusals(const char *dir)
     eng_session_close(s);
 }
 
+/* The drafter alone: a 200-token history read 64 tokens a call drafts
+ * nothing until it is all read, then llama.cpp's 3 tokens; a history that
+ * leaves the read one part way (a rejected draft, a rewound chat) drafts
+ * again at once from the common start. */
+static void test_drafter(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tests/data/qwen3moe-tiny-Q8_0.gguf", dir);
+    struct eng_session *s;
+    struct eng_drafter *d = NULL;
+    struct fl_err err;
+    if (open_session(path, CPU, 0, 0, &s, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    struct eng_spec_params p = ENG_SPEC_PARAMS_DEFAULT;
+    p.draft.model = path;
+    if (eng_drafter_open(s, &p.draft, &d, &err)) {
+        CHECK(0, "drafter: %s", err.msg);
+        eng_session_close(s);
+        return;
+    }
+    int32_t hist[200], out[ENG_SPEC_DRAFT_MAX];
+    for (int i = 0; i < 200; i++)
+        hist[i] = (int32_t)((i * 37 + 11) % 1000);
+    int calls = 0, n = 0;
+    while (n == 0 && calls < 10) {
+        struct eng_draft_job j = { .seq = 1, .a = hist, .na = 200, .max = 8, .out = out };
+        CHECK(eng_drafter_draft(d, &j, 1, 64, &err) == 0, "draft: %s", err.msg);
+        n = j.n, calls++;
+    }
+    CHECK(calls == 4 && n == 3, "a 200-token history at 64 a call: a draft of %d after %d calls "
+          "(want 3 after 4: 199 tokens read first)", n, calls);
+    for (int i = 0; i < n; i++)
+        CHECK(out[i] >= 0 && out[i] < 1025, "draft token %d: %d", i, out[i]);
+    hist[120] ^= 1; /* the history differs from position 120 on: 79 tokens to read again */
+    struct eng_draft_job j = { .seq = 1, .a = hist, .na = 200, .max = 2, .out = out };
+    CHECK(eng_drafter_draft(d, &j, 1, 80, &err) == 0 && j.n == 2,
+          "a changed history: a draft of %d (want 2 at once)", j.n);
+    eng_drafter_forget(d, 1);
+    j = (struct eng_draft_job){ .seq = 1, .a = hist, .na = 200, .max = 2, .out = out };
+    CHECK(eng_drafter_draft(d, &j, 1, 80, &err) == 0 && j.n == 0,
+          "forgotten: a draft of %d before the history is read again", j.n);
+    eng_drafter_close(d);
+    eng_session_close(s);
+}
+
 int main(void)
 {
     test_drafts();
     const char *dir = getenv("FL_SOURCE_DIR") ? getenv("FL_SOURCE_DIR") : ".";
     const char *only = getenv("FL_SPEC_MODELS");
     test_refusals(dir);
+    test_drafter(dir);
     /* all: every mode, else the CPU's alone (the sanitizer build runs this
      * beside test-batch-invariance: the device and paged modes, the
      * costliest there, on the models whose passes differ most) */

@@ -127,7 +127,7 @@ static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *
     int nd = most > 0 ? eng_spec_draft(&g->o->spec, g->hist, g->n_hist, &id, 1, span + 1, most) : 0;
     struct eng_draft_job job = { .seq = 0, .a = g->hist, .na = g->n_hist, .b = &id, .nb = 1,
                                  .max = most, .out = span + 1 };
-    int rc = nd == 0 && most > 0 && g->dr ? eng_drafter_draft(g->dr, &job, 1, err) : 0;
+    int rc = nd == 0 && most > 0 && g->dr ? eng_drafter_draft(g->dr, &job, 1, 0, err) : 0;
     if (rc)
         return rc;
     nd = nd ? nd : job.n;
