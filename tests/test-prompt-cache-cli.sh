@@ -6,6 +6,9 @@
 #     many tokens were read; a longer prompt reads the common start and
 #     keeps its own; a recurrent model (Qwen3.5) too;
 #   - --prompt-cache-ro reads and never writes;
+#   - a conversation (-cnv) keeps its first turn (a long system prompt) and a
+#     later one reads it: the turns' answers the same as without a file; a
+#     file of another model is refused before the first turn is read;
 #   - refusals, exit 1 in one line before the prompt is shown, FILE
 #     unchanged: another -b, another model; the model itself as FILE (never
 #     overwritten); a folder that does not exist (before any work).
@@ -68,6 +71,26 @@ refuse() { # WHAT EXPECTED-TEXT ARGS...
   grep -q -- "$want" "$dir/err" || fail "$what: the line does not say '$want': $(cat "$dir/err")"
   echo "$what: $(cat "$dir/err")"
 }
+# a conversation: the first turn (system prompt and question) kept, then read
+printf 'what is it about\nsay more\n' >"$dir/turns"
+chat() { "$cli" run -m tests/data/qwen3moe-tiny-Q8_0.gguf -cnv -sys "$doc" --temp 0 -n 16 -t 2 \
+  -b 64 "$@" <"$dir/turns"; }
+chat >"$dir/chat.plain" 2>/dev/null || fail "-cnv"
+rm -f "$dir/chat.state"
+for i in 1 2; do
+  chat --prompt-cache "$dir/chat.state" >"$dir/chat.$i" 2>"$dir/chat.err" ||
+    fail "-cnv --prompt-cache ($i): $(cat "$dir/chat.err")"
+  cmp -s "$dir/chat.plain" "$dir/chat.$i" || fail "-cnv --prompt-cache ($i): the answers changed"
+done
+grep -q "prompt cache .*: [1-9][0-9]* of the prompt's [0-9]* tokens read" "$dir/chat.err" ||
+  fail "-cnv: the second conversation read nothing: $(cat "$dir/chat.err")"
+"$cli" run -m tests/data/gpt-oss-tiny-MXFP4.gguf -cnv -t 2 -b 64 -n 4 --prompt-cache \
+  "$dir/chat.state" <"$dir/turns" >"$dir/out" 2>"$dir/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "another model file" "$dir/err" && [ -z "$(tr -d '\n' <"$dir/out")" ] ||
+  fail "-cnv with another model's file: exit $rc: $(cat "$dir/out" "$dir/err")"
+echo "a conversation keeps and reads its first turn"
+
 cp "$file" "$dir/before"
 refuse "another -b" "other settings" -m tests/data/deepseek2-tiny-F16.gguf -b 32 -p "$doc" \
   --prompt-cache "$file"

@@ -32,7 +32,7 @@ static int read_file(struct run_gen *g, struct eng_pcache *pc, const int32_t *id
     if (use > 0)
         rc = eng_prompt_file_load(g->s, &r, 0, use, err);
     flps_close(&r);
-    if (!rc && !o->compat.log_disable)
+    if (!rc && n > 0 && !o->compat.log_disable)
         fprintf(stderr, "faultline run: prompt cache %s: %d of the prompt's %d tokens read "
                 "(the file holds %d)\n", o->prompt_cache, use, n, *n_file);
     return rc ? rc : use;
@@ -62,6 +62,14 @@ static int feed_part(struct run_gen *g, const int32_t *ids, int from, int to, do
     return rc;
 }
 
+int run_cache_read(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                   struct fl_err *err)
+{
+    const int rc = read_file(g, c->pc, ids, n, &c->n_file, err);
+    c->have = rc > 0 ? rc : 0;
+    return rc < 0 ? rc : 0;
+}
+
 int run_cache_begin(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
                     struct fl_err *err)
 {
@@ -73,10 +81,7 @@ int run_cache_begin(struct run_gen *g, struct run_cache *c, const int32_t *ids, 
     int rc = o->prompt_cache_ro ? 0 : fl_out_begin(&c->out, o->prompt_cache, inputs, 1, false, err);
     if (!rc)
         rc = eng_pcache_create(g->s, &c->pc, err);
-    if (!rc)
-        rc = read_file(g, c->pc, ids, n, &c->n_file, err);
-    c->have = rc > 0 ? rc : 0;
-    return rc < 0 ? rc : 0;
+    return rc ? rc : run_cache_read(g, c, ids, n, err);
 }
 
 int run_cache_feed(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,

@@ -36,6 +36,11 @@ struct chat {
         int pos;
     } *marks;
     int n_marks, cap_marks;
+    /* --prompt-cache: the first turn (the system prompt's) is read from and
+     * kept in the file, as llama-completion keeps a conversation's first
+     * prompt */
+    struct run_cache cache;
+    bool cache_open;
 };
 
 static int add_msg(struct chat *c, const char *role, const char *content, size_t len)
@@ -128,8 +133,17 @@ static int feed_turn(struct chat *c, struct fl_err *err)
     int32_t *ids = NULL;
     const struct fl_tokenizer *tok = eng_session_tokenizer(c->g.s);
     int k = fl_tokenize_alloc(tok, r + from, (size_t)n - from, from == 0, true, &ids);
-    int rc = k < 0 ? fl_err_set(err, k, "cannot tokenize the turn: %s", strerror(-k))
-                   : run_gen_feed(&c->g, ids, k, err);
+    int rc = k < 0 ? fl_err_set(err, k, "cannot tokenize the turn: %s", strerror(-k)) : 0;
+    if (!rc && c->cache_open) {
+        if (!(rc = run_cache_read(&c->g, &c->cache, ids, k, err)))
+            rc = run_cache_feed(&c->g, &c->cache, ids, k, err);
+        run_cache_end(&c->cache);
+        c->cache_open = false;
+        if (rc == -EINTR) /* rows read or whole units fed: start the turn again from nothing */
+            eng_session_reset(c->g.s);
+    } else if (!rc) {
+        rc = run_gen_feed(&c->g, ids, k, err);
+    }
     if (rc == -EINTR && cli_interrupted()) {
         /* Ctrl-C while the turn was read in: the turn is dropped; the cache
          * still holds exactly what was fed before (n_past did not move) */
@@ -282,11 +296,16 @@ int run_chat(struct eng_session *s, const struct run_opts *o, struct fl_err *err
         rc = run_gen_think(&c.g, c.fmt, err);
     if (!rc && o->system_prompt && add_msg(&c, "system", o->system_prompt, strlen(o->system_prompt)))
         rc = fl_err_set(err, -ENOMEM, "out of memory");
+    /* a file that cannot be used fails before the first turn is asked for */
+    c.cache = (struct run_cache){ .out = FL_OUT_NONE };
+    if (!rc && o->prompt_cache && !(rc = run_cache_begin(&c.g, &c.cache, NULL, 0, err)))
+        c.cache_open = true;
     if (!rc && !o->compat.log_disable)
         fprintf(stderr, "faultline run: a conversation in the %s format; /exit or Ctrl-C at the "
                 "prompt ends it, Ctrl-C stops an answer\n", fl_chat_format_name(c.fmt));
     if (!rc)
         rc = turns(&c, err);
+    run_cache_end(&c.cache); /* (a no-op after the first turn's) */
     chat_free(&c);
     return rc;
 }

@@ -40,7 +40,8 @@ static int usage(FILE *out)
         "  -r, --reverse-prompt TEXT  stop when the output shows TEXT (repeatable)\n"
         "  --prompt-cache FILE   keep the prompt's start in FILE and read it back when a later\n"
         "                        prompt starts the same (whole -b chunks; same output bits);\n"
-        "                        --prompt-cache-ro reads only; --prompt-cache-all is taken\n"
+        "                        --prompt-cache-ro reads only; --prompt-cache-all is taken;\n"
+        "                        in -cnv, the first turn's (a long -sys system prompt)\n"
         "  --ignore-eos          never end early (end-of-generation tokens are not drawn)\n"
         "  -j, --json-schema SCHEMA  every answer is a JSON value of SCHEMA (the subset of\n"
         "                        docs/serve.md's structured outputs); it ends when whole\n"
@@ -394,9 +395,6 @@ static int run_main(struct run_opts *o, struct fl_err *err)
     int status = 0, rc = eng_session_open(&sp, &s, err);
     if (!rc)
         eng_args_check_ctx("run", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
-    if (!rc && conversing(s, o) && o->prompt_cache && !o->compat.log_disable)
-        fprintf(stderr, "faultline run: --prompt-cache is for a prompt's run: the conversation "
-                "does not read or write %s\n", o->prompt_cache);
     if (!rc && conversing(s, o)) {
         rc = run_chat(s, o, err);
         status = rc > 0 ? rc : 0;

@@ -129,6 +129,10 @@ struct run_cache {
 };
 int run_cache_begin(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
                     struct fl_err *err);
+/* The file read again for the prompt ids (begin with no prompt checked
+ * it: a conversation's first turn comes later). */
+int run_cache_read(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
+                   struct fl_err *err);
 int run_cache_feed(struct run_gen *g, struct run_cache *c, const int32_t *ids, int n,
                    struct fl_err *err);
 void run_cache_end(struct run_cache *c);
