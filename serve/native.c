@@ -200,12 +200,14 @@ enum MHD_Result srv_slots(struct srv_conn *k)
                                "This server does not support slots endpoint. Start it with `--slots`");
     const struct eng_session *ses = srv_loop_session(s->loop);
     struct eng_sched_slot *v = NULL;
+    struct srv_stats st;
+    srv_loop_stats(s->loop, &st);
     const int n = srv_loop_slots(s->loop, &v);
     json_t *arr = n >= 0 ? json_array() : NULL;
     int idle = 0;
     for (int i = 0; arr && i < n; i++) {
         json_t *o = json_pack("{s:i, s:i, s:b, s:b}", "id", i, "n_ctx", eng_session_n_ctx(ses),
-                              "speculative", false, "is_processing", v[i].busy);
+                              "speculative", st.spec_on, "is_processing", v[i].busy);
         idle += !v[i].busy;
         if (o && v[i].busy) {
             const struct api_native_settings st = { .sampling = &v[i].sampling,

@@ -13,7 +13,8 @@
 #     spec_decode counters; a recurrent model starts and says it decodes
 #     without drafts;
 #   - the same with a draft model: run (its F16 sibling or the model itself
-#     drafting), batch and serve (the ready line says draft-simple);
+#     drafting), batch and serve (the ready line says draft-simple, /slots
+#     says "speculative": true);
 #   - refusals in one line: exit status 2 for another type, a size out of
 #     range, a draft model's GPU flags; 1 for a draft model that is missing,
 #     has another vocabulary or recurrent state, or draft-simple without one.
@@ -113,6 +114,10 @@ curl -sf "127.0.0.1:$port/metrics" >"$dir/metrics" || fail "serve /metrics"
 kill $pid; wait $pid; pid=
 serve_start -m "$model"
 curl -sf "127.0.0.1:$port/completion" -d "$body" >"$dir/plain.json" || fail "serve /completion"
+curl -sf "127.0.0.1:$port/slots" | python3 -c "
+import json, sys
+assert all(x['speculative'] is False for x in json.load(sys.stdin))" ||
+  fail "serve: /slots says a server without drafts speculates"
 kill $pid; wait $pid; pid=
 python3 - "$dir/plain.json" "$dir/spec.json" <<'EOF' || fail "serve: $(cat "$dir/spec.json")"
 import json, sys
@@ -129,6 +134,11 @@ grep -q "speculative decoding draft-simple" "$dir/server.err" || fail "serve -md
 curl -sf "127.0.0.1:$port/completion" -d "$body" >"$dir/draft.json" &
 curl -sf "127.0.0.1:$port/completion" -d "$body" >"$dir/draft2.json" || fail "serve -md /completion"
 wait $! || fail "serve -md: the other /completion"
+curl -sf "127.0.0.1:$port/slots" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+assert len(s) == 2 and all(x['speculative'] is True for x in s), s" ||
+  fail "serve -md: /slots does not say the slots speculate"
 kill $pid; wait $pid; pid=
 for f in draft draft2; do
   python3 - "$dir/plain.json" "$dir/$f.json" <<'EOF' || fail "serve -md: $(cat "$dir/$f.json")"
