@@ -18,6 +18,10 @@
 /* the draft's probability is its top token's among the 10 likeliest
  * (llama.cpp's draft sampler: top-k 10, then the softmax) */
 #define DRAFT_TOP_K 10
+/* A history's last tokens up to this many go into the first drafting
+ * call with its last token (a draft kept whole leaves two unread: one
+ * call fewer a step), the rest into calls of their own */
+#define DRAFT_TAIL 16
 
 struct eng_drafter {
     struct eng_session *s;
@@ -121,7 +125,8 @@ int eng_drafter_open(const struct eng_session *target, const struct eng_spec_dra
     d->fed = calloc((size_t)d->n_seq, sizeof(*d->fed));
     d->n_fed = calloc((size_t)d->n_seq, sizeof(int));
     d->cap_fed = calloc((size_t)d->n_seq, sizeof(int));
-    d->tokens = malloc(sizeof(int32_t) * (size_t)(d->n_batch + d->n_seq));
+    const int most = d->n_batch > d->n_seq * DRAFT_TAIL ? d->n_batch : d->n_seq * DRAFT_TAIL;
+    d->tokens = malloc(sizeof(int32_t) * (size_t)most);
     d->spans = malloc(sizeof(*d->spans) * (size_t)d->n_seq);
     d->job_of = malloc(sizeof(int) * (size_t)d->n_seq);
     d->logits = malloc(sizeof(float) * (size_t)d->n_seq * (size_t)d->n_vocab);
@@ -209,9 +214,9 @@ static int run(struct eng_drafter *d, int n_span, int n_tok, struct fl_err *err)
     return rc;
 }
 
-/* Feeds the jobs' histories but their last tokens, n_batch tokens a call
- * and read in all (<= 0: no bound); a job whose cells do not fit, or whose
- * history is not all read, drafts nothing (max = -1). */
+/* Feeds the jobs' histories but their last DRAFT_TAIL tokens, n_batch
+ * tokens a call and read in all (<= 0: no bound); a job whose cells do not
+ * fit, or whose history is not read that far, drafts nothing (max = -1). */
 static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_jobs, int read,
                     struct fl_err *err)
 {
@@ -221,7 +226,7 @@ static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_job
         const int most = left < d->n_batch ? left : d->n_batch;
         for (int k = 0; k < n_jobs && n_tok < most; k++) {
             struct eng_draft_job *j = &jobs[k];
-            const int from = d->n_fed[j->seq], to = j->na + j->nb - 1;
+            const int from = d->n_fed[j->seq], to = j->na + j->nb - DRAFT_TAIL;
             if (j->max < 0 || from >= to)
                 continue;
             const int n = to - from < most - n_tok ? to - from : most - n_tok;
@@ -239,8 +244,8 @@ static int catch_up(struct eng_drafter *d, struct eng_draft_job *jobs, int n_job
         rc = run(d, n_span, n_tok, err);
         left -= n_tok;
     }
-    for (int k = 0; k < n_jobs; k++) /* not all read: no draft yet */
-        if (jobs[k].max >= 0 && d->n_fed[jobs[k].seq] < jobs[k].na + jobs[k].nb - 1)
+    for (int k = 0; k < n_jobs; k++) /* not read that far: no draft yet */
+        if (jobs[k].max >= 0 && d->n_fed[jobs[k].seq] < jobs[k].na + jobs[k].nb - DRAFT_TAIL)
             jobs[k].max = -1;
     return rc;
 }
@@ -301,23 +306,26 @@ int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_j
             keep_common(d, j);
     }
     int rc = catch_up(d, jobs, n_jobs, read, err);
-    for (;;) { /* a token of every drafting job per call: its last, then its draft's */
-        int n_span = 0;
+    for (;;) { /* every drafting job per call: its history's tail, then a draft token */
+        int n_span = 0, n_tok = 0;
         for (int k = 0; !rc && k < n_jobs; k++) {
             struct eng_draft_job *j = &jobs[k];
-            const int pos = d->n_fed[j->seq];
-            if (j->max < 1 || !room(d, j->seq, pos + 1)) {
+            const int pos = d->n_fed[j->seq], nh = j->na + j->nb;
+            const int n = j->n ? 1 : nh - pos;
+            if (j->max < 1 || !room(d, j->seq, pos + n)) {
                 j->max = 0;
                 continue;
             }
-            d->tokens[n_span] = j->n ? j->out[j->n - 1] : hist(j, j->na + j->nb - 1);
+            for (int i = 0; i < n; i++)
+                d->tokens[n_tok + i] = j->n ? j->out[j->n - 1] : hist(j, pos + i);
             d->job_of[n_span] = k;
-            d->spans[n_span++] = (struct eng_span){ .seq = j->seq, .pos0 = pos, .n_tok = 1,
+            d->spans[n_span++] = (struct eng_span){ .seq = j->seq, .pos0 = pos, .n_tok = n,
                                                     .logits = true };
+            n_tok += n;
         }
         if (rc || !n_span)
             break;
-        if ((rc = run(d, n_span, n_span, err)))
+        if ((rc = run(d, n_span, n_tok, err)))
             break;
         for (int i = 0; i < n_span; i++)
             take(d, &jobs[d->job_of[i]], d->logits + (size_t)i * (size_t)d->n_vocab);
