@@ -29,6 +29,12 @@ struct eng_drafter {
     int n_seq, n_ctx, n_batch, n_vocab, n_target_vocab;
     int32_t **fed; /* [n_seq]: the tokens each sequence's cells hold, in order */
     int *n_fed, *cap_fed;
+    /* a recurrent draft model's state after each sequence's history (its
+     * drafts' positions are taken back to it), and the positions it covers
+     * (-1: none) */
+    float *rs_snap;
+    size_t rs_floats;
+    int *snap_pos;
     int32_t *tokens;          /* [n_batch + n_seq] one forward call's */
     struct eng_span *spans;   /* [n_seq] */
     int *job_of;              /* [n_seq]: the job of each span */
@@ -95,9 +101,6 @@ static int open_session(struct eng_drafter *d, const struct eng_session *target,
     int rc = eng_session_open(&sp, &d->s, &e);
     if (rc)
         return fl_err_set(err, rc, "draft model: %s", e.msg);
-    if (eng_session_recurrent(d->s))
-        return fl_err_set(err, -EINVAL, "draft model %s: its recurrent state cannot take back "
-                          "a rejected draft", d->p.model);
     rc = vocab_check(eng_session_tokenizer(target), eng_session_tokenizer(d->s), &e);
     return rc ? fl_err_set(err, rc, "draft model %s: %s", d->p.model, e.msg) : 0;
 }
@@ -130,8 +133,14 @@ int eng_drafter_open(const struct eng_session *target, const struct eng_spec_dra
     d->spans = malloc(sizeof(*d->spans) * (size_t)d->n_seq);
     d->job_of = malloc(sizeof(int) * (size_t)d->n_seq);
     d->logits = malloc(sizeof(float) * (size_t)d->n_seq * (size_t)d->n_vocab);
+    d->rs_floats = eng_session_rs_seq_floats(d->s);
+    d->snap_pos = malloc(sizeof(int) * (size_t)d->n_seq);
+    if (d->rs_floats)
+        d->rs_snap = malloc(sizeof(float) * d->rs_floats * (size_t)d->n_seq);
+    for (int i = 0; d->snap_pos && i < d->n_seq; i++)
+        d->snap_pos[i] = -1;
     if (!d->fed || !d->n_fed || !d->cap_fed || !d->tokens || !d->spans || !d->job_of ||
-        !d->logits) {
+        !d->logits || !d->snap_pos || (d->rs_floats && !d->rs_snap)) {
         eng_drafter_close(d);
         return fl_err_set(err, -ENOMEM, "out of memory for the draft model's batches");
     }
@@ -152,6 +161,8 @@ void eng_drafter_close(struct eng_drafter *d)
     free(d->spans);
     free(d->job_of);
     free(d->logits);
+    free(d->rs_snap);
+    free(d->snap_pos);
     eng_session_close(d->s);
     free(d);
 }
@@ -162,6 +173,7 @@ void eng_drafter_forget(struct eng_drafter *d, int seq)
         return;
     eng_session_seq_free(d->s, seq);
     d->n_fed[seq] = 0;
+    d->snap_pos[seq] = -1;
 }
 
 /* Token i of job j's history. */
@@ -170,19 +182,28 @@ static int32_t hist(const struct eng_draft_job *j, int i)
     return i < j->na ? j->a[i] : j->b[i - j->na];
 }
 
+static float *snap_of(const struct eng_drafter *d, int seq)
+{
+    return d->rs_snap + (size_t)seq * d->rs_floats;
+}
+
 /* Job j's sequence keeps the start its cells share with the history (never
- * the last token: its row is wanted). Returns the history's length. */
-static int keep_common(struct eng_drafter *d, const struct eng_draft_job *j)
+ * the last token: its row is wanted); a recurrent model's state goes back
+ * to its copy when that lies within the start, else to nothing. */
+static void keep_common(struct eng_drafter *d, const struct eng_draft_job *j)
 {
     const int nh = j->na + j->nb, seq = j->seq;
     int c = 0;
     while (c < d->n_fed[seq] && c < nh - 1 && d->fed[seq][c] == hist(j, c))
         c++;
-    if (c < d->n_fed[seq]) {
-        eng_session_seq_truncate(d->s, seq, c);
-        d->n_fed[seq] = c;
-    }
-    return nh;
+    if (c == d->n_fed[seq])
+        return;
+    if (d->rs_snap) /* the copy's positions, or the start */
+        c = d->snap_pos[seq] >= 0 && d->snap_pos[seq] <= c ? d->snap_pos[seq] : 0;
+    eng_session_seq_truncate(d->s, seq, c);
+    if (d->rs_snap && c > 0)
+        eng_session_rs_restore(d->s, seq, snap_of(d, seq), c);
+    d->n_fed[seq] = c;
 }
 
 /* Room for seq's tokens up to position n - 1, in the record and the cells. */
@@ -327,8 +348,14 @@ int eng_drafter_draft(struct eng_drafter *d, struct eng_draft_job *jobs, int n_j
             break;
         if ((rc = run(d, n_span, n_tok, err)))
             break;
-        for (int i = 0; i < n_span; i++)
-            take(d, &jobs[d->job_of[i]], d->logits + (size_t)i * (size_t)d->n_vocab);
+        for (int i = 0; i < n_span; i++) {
+            struct eng_draft_job *j = &jobs[d->job_of[i]];
+            if (d->rs_snap && j->n == 0) { /* the state after the history, before the draft */
+                eng_session_rs_save(d->s, j->seq, snap_of(d, j->seq));
+                d->snap_pos[j->seq] = d->n_fed[j->seq];
+            }
+            take(d, j, d->logits + (size_t)i * (size_t)d->n_vocab);
+        }
     }
     for (int k = 0; k < n_jobs; k++)
         if (rc || jobs[k].n < d->p.n_min)

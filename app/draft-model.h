@@ -17,10 +17,11 @@
  * out right without being told. Its bits do not reach the answer, so its
  * sequences share their forward calls freely.
  *
- * The draft model runs on the CPU with its weights in RAM, with the
- * target's sequences, context, batch size and threads (-td its own). A
- * model with recurrent state cannot be a draft model (nor be drafted for:
- * app/speculate.h). */
+ * The draft model runs on the CPU with the default placement (its weights
+ * in RAM when they fit), with the target's sequences, context, batch size
+ * and threads (-td its own). A draft model with recurrent state (Qwen3.5's
+ * small ones) keeps a copy of each sequence's state after its history, and
+ * goes back to it when the target kept less than the whole draft. */
 #ifndef FL_DRAFT_MODEL_H
 #define FL_DRAFT_MODEL_H
 
@@ -34,8 +35,8 @@ struct eng_drafter;
 
 /* Opens p->model for target's sequences; refused in one line when the
  * vocabularies differ as llama.cpp refuses them (type, BOS/EOS, sizes
- * more than 128 apart, a token's text from id 5 on), the model keeps
- * recurrent state, or p's numbers are out of range. */
+ * more than 128 apart, a token's text from id 5 on), or p's numbers are
+ * out of range. */
 int eng_drafter_open(const struct eng_session *target, const struct eng_spec_draft_params *p,
                      struct eng_drafter **out, struct fl_err *err);
 void eng_drafter_close(struct eng_drafter *d);

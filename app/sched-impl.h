@@ -46,6 +46,10 @@ struct sched_req {
     int lender, lend_seq, lend_at;
     int32_t next;        /* generating: the token to feed */
     int n_drafted, n_accepted; /* speculative decoding: draft tokens fed, and kept */
+    /* a recurrent model's draft taken back: the state went back to the
+     * span's start, and its kept positions (the last refeed before next)
+     * are fed again with next */
+    int refeed;
     int32_t *gen;
     int n_gen, cap_gen;
     char *text;
@@ -78,6 +82,8 @@ struct eng_sched {
     int32_t *draft;           /* [n_seq][ENG_SPEC_DRAFT_MAX]: each sequence's draft, */
     int *n_draft;             /* [n_seq]: its length this step */
     struct eng_draft_job *jobs; /* [n_seq]: the step's sequences the draft model drafts for */
+    float *rs_snap;           /* a recurrent model's: [n_seq][rs_floats] states before drafts */
+    size_t rs_floats;
     struct eng_sched_stats st;
 };
 

@@ -83,6 +83,25 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
     return 0;
 }
 
+/* A recurrent model takes a rejected draft back by its state before the
+ * span (a copy per sequence) and its kept positions fed again with the
+ * next token (up to ENG_SPAN_SHORT_MAX tokens a sequence). */
+static int keep_states(struct eng_sched *q, struct fl_err *err)
+{
+    if (eng_session_gpu(q->s))
+        return fl_err_set(err, -ENOTSUP, "speculative decoding is off: this model's recurrent "
+                          "state is in VRAM, where a rejected draft cannot be taken back");
+    q->rs_floats = eng_session_rs_seq_floats(q->s);
+    free(q->rs_snap);
+    q->rs_snap = malloc(sizeof(float) * q->rs_floats * (size_t)q->n_seq);
+    int32_t *t = realloc(q->tokens, sizeof(int32_t) *
+                                        (size_t)(q->n_seq * ENG_SPAN_SHORT_MAX + q->n_batch));
+    if (t)
+        q->tokens = t;
+    return q->rs_snap && t ? 0 : fl_err_set(err, -ENOMEM, "out of memory for the sequences' "
+                                            "recurrent states");
+}
+
 int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, struct fl_err *err)
 {
     q->spec = *p;
@@ -93,16 +112,16 @@ int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, str
         return fl_err_set(err, -EINVAL, "--spec-type draft-simple needs a draft model (-md FILE)");
     if (!eng_spec_on(p))
         return 0;
-    if (eng_session_recurrent(q->s)) /* its state cannot take a rejected draft back */
-        return fl_err_set(err, -ENOTSUP, "speculative decoding is off: this model's recurrent "
-                          "state cannot take back a rejected draft");
+    int rc = eng_session_recurrent(q->s) ? keep_states(q, err) : 0;
+    if (rc)
+        return rc;
     /* the decodes' rows, a prompt_logprobs chunk's and the drafts' */
     const size_t rows = (size_t)(q->n_seq + ENG_SCHED_PLP_CHUNK + ENG_SCHED_DRAFT_STEP);
     float *l = realloc(q->logits, rows * (size_t)q->n_vocab * sizeof(float));
     if (!l)
         return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
     q->logits = l;
-    int rc = p->draft.model ? eng_drafter_open(q->s, &p->draft, &q->dr, err) : 0;
+    rc = p->draft.model ? eng_drafter_open(q->s, &p->draft, &q->dr, err) : 0;
     if (rc)
         return rc;
     const int most = p->type != ENG_SPEC_NONE ? p->size_m : 0;
@@ -153,6 +172,7 @@ void eng_sched_free(struct eng_sched *q)
     free(q->draft);
     free(q->n_draft);
     free(q->jobs);
+    free(q->rs_snap);
     eng_drafter_close(q->dr);
     free(q->logits);
     free(q->embd);
@@ -520,6 +540,7 @@ static void restart(struct eng_sched *q, struct sched_req *r)
     eng_drafter_forget(q->dr, r->seq);
     q->slot[r->seq] = NULL;
     r->seq = -1;
+    r->refeed = 0;
     r->n_done = r->n_gen = r->n_cached = 0;
     r->n_drafted = r->n_accepted = 0;
     r->lender = -1;
@@ -605,6 +626,8 @@ static int plan_prompts(struct eng_sched *q)
 static int draft_room(const struct eng_sched *q, const struct sched_req *r, int budget)
 {
     const int pos0 = r->n_prompt + r->n_gen - 1; /* where r->next goes */
+    if (r->refeed) /* a span of kept positions again first, without a draft */
+        return 0;
     int most = q->spec_max < budget ? q->spec_max : budget;
     most = r->limit - 1 - pos0 < most ? r->limit - 1 - pos0 : most;
     return r->max_tokens - r->n_gen - 1 < most ? r->max_tokens - r->n_gen - 1 : most;
@@ -680,18 +703,23 @@ static int build_batch(struct eng_sched *q, int *n_tok, struct fl_err *err)
         struct sched_req *r = q->slot[i];
         if (!r || r->n_done < r->n_prompt)
             continue;
-        const int nd = q->n_draft[i];
-        q->tokens[n] = r->next;
-        memcpy(q->tokens + n + 1, q->draft + (size_t)i * ENG_SPEC_DRAFT_MAX,
+        const int nd = q->n_draft[i], back = r->refeed;
+        /* positions a recurrent model feeds again come from the answer */
+        memcpy(q->tokens + n, r->gen + r->n_gen - 1 - back, sizeof(int32_t) * (size_t)back);
+        q->tokens[n + back] = r->next;
+        memcpy(q->tokens + n + back + 1, q->draft + (size_t)i * ENG_SPEC_DRAFT_MAX,
                sizeof(int32_t) * (size_t)nd);
         r->n_drafted += nd;
         q->st.drafted += (uint64_t)nd;
         q->st.draft_spans += nd > 0;
         q->span_req[n_span] = r;
+        if (nd && q->rs_snap) /* a recurrent model's state before the draft */
+            eng_session_rs_save(q->s, i, q->rs_snap + (size_t)i * q->rs_floats);
+        r->refeed = 0;
         /* with a draft, a row per token: each draft token is checked against the row before it */
-        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1, 1 + nd, true, nd > 0,
-                                                false };
-        n += 1 + nd;
+        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1 - back, back + 1 + nd,
+                                                true, nd > 0, false };
+        n += back + 1 + nd;
     }
     for (int i = 0; i < q->n_seq; i++) {
         struct sched_req *r = q->slot[i];
@@ -800,11 +828,17 @@ static bool take_row(struct eng_sched *q, struct sched_req *r, const float *row)
 static void verify(struct eng_sched *q, struct sched_req *r, const struct eng_span *sp,
                    const int32_t *draft, const float *rows)
 {
-    const int nd = sp->n_tok - 1;
+    const int nd = sp->all_rows ? sp->n_tok - 1 : 0; /* a span fed again has no draft */
     for (int k = 0; take_row(q, r, rows + (size_t)k * (size_t)q->n_vocab); k++) {
         if (k == nd || r->next != draft[k]) {
+            const int kept = r->n_prompt + r->n_gen - 1;
             if (k < nd)
-                eng_session_seq_truncate(q->s, r->seq, r->n_prompt + r->n_gen - 1);
+                eng_session_seq_truncate(q->s, r->seq, kept);
+            if (k < nd && q->rs_snap) { /* the state before the span; the kept positions again */
+                eng_session_rs_restore(q->s, r->seq, q->rs_snap + (size_t)r->seq * q->rs_floats,
+                                       sp->pos0);
+                r->refeed = kept - sp->pos0;
+            }
             return;
         }
         r->n_accepted++;
@@ -881,7 +915,7 @@ int eng_sched_step(struct eng_sched *q, struct fl_err *err)
         }
         if (r->n_done >= r->n_prompt) { /* a decode: its token's row, and its draft's */
             verify(q, r, sp, q->tokens + t0 + 1, q->logits + (size_t)row * (size_t)q->n_vocab);
-            row += sp->n_tok;
+            row += sp->all_rows ? sp->n_tok : 1;
             continue;
         }
         /* a row per token: each scores the prompt token after it */

@@ -188,9 +188,11 @@ int eng_sched_create(struct eng_session *s, const struct eng_sched_hooks *h, str
  * step a generating sequence feeds a draft beside its token, within what
  * the step's prompt chunks leave of n_batch (and ENG_SCHED_DRAFT_STEP),
  * cells that are free and its token limit. The text is the same as
- * without. -ENOTSUP for a model with recurrent state (it then decodes as
- * before), -ENOMEM, the draft model's refusal (-EINVAL for draft-simple
- * without one). */
+ * without (a recurrent model's state is copied before each draft, and a
+ * rejected draft's kept positions are fed again in the next step).
+ * -ENOTSUP for a recurrent model with a GPU (it then decodes as before),
+ * -ENOMEM, the draft model's refusal (-EINVAL for draft-simple without
+ * one). */
 int eng_sched_set_spec(struct eng_sched *q, const struct eng_spec_params *p, struct fl_err *err);
 /* Drops what is queued or running without calling done. */
 void eng_sched_free(struct eng_sched *q);

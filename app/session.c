@@ -643,7 +643,8 @@ int eng_session_rewind(struct eng_session *s, int n_past)
 {
     if (n_past < 0 || n_past > s->n_past)
         return -EINVAL;
-    if (n_past < s->n_past && s->model->rs_conv_dim)
+    /* a recurrent state goes back only where eng_session_rs_restore put it */
+    if (n_past < s->n_past && s->model->rs_conv_dim && eng_kv_rs_pos(s->kv, 0) != n_past)
         return -ENOTSUP;
     /* sequence 0 of a single-sequence run shares no block: it keeps them all */
     eng_kv_seq_truncate(s->kv, 0, n_past);
@@ -705,6 +706,27 @@ int eng_session_seq_share(struct eng_session *s, int dst, int src, int n_pos, st
 bool eng_session_recurrent(const struct eng_session *s)
 {
     return eng_kv_recurrent(s->kv);
+}
+
+size_t eng_session_rs_seq_floats(const struct eng_session *s)
+{
+    return (size_t)(eng_kv_rs_bytes(s->kv) / sizeof(float) / (uint64_t)eng_kv_n_seq(s->kv));
+}
+
+int eng_session_rs_save(struct eng_session *s, int seq, float *buf)
+{
+    if (s->ctx.gpu)
+        return -ENOTSUP;
+    eng_kv_rs_save(s->kv, seq, buf);
+    return 0;
+}
+
+int eng_session_rs_restore(struct eng_session *s, int seq, const float *buf, int n_pos)
+{
+    if (s->ctx.gpu)
+        return -ENOTSUP;
+    eng_kv_rs_restore(s->kv, seq, buf, n_pos);
+    return 0;
 }
 
 int eng_session_seq_owned(const struct eng_session *s, int seq)

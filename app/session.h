@@ -97,7 +97,8 @@ int64_t eng_session_n_params(const struct eng_session *s);
 void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */
 /* Forgets sequence 0's positions from n_past on (0 <= n_past <= the current
  * one); -ENOTSUP for a recurrent model (its state sums every position and
- * cannot go back: reset it instead), -EINVAL out of range. */
+ * cannot go back: reset it instead) unless eng_session_rs_restore put its
+ * state at n_past, -EINVAL out of range. */
 int eng_session_rewind(struct eng_session *s, int n_past);
 int eng_session_n_seq(const struct eng_session *s);
 /* Sequence ids n_seq .. n_seq+n_held-1 never run: they hold cells of
@@ -147,6 +148,14 @@ int eng_session_seq_load(struct eng_session *s, int seq, int n_file, int n_keep,
 /* Whether the model keeps recurrent state (its prompt cache then holds
  * prefixes whole: app/prompt-cache.h). */
 bool eng_session_recurrent(const struct eng_session *s);
+/* A recurrent model's state of sequence seq, kept aside before a span that
+ * may be taken back (speculative decoding's drafts) and put back after:
+ * eng_session_rs_seq_floats of them (0: no recurrent state); restore makes
+ * it cover n_pos positions (cut the cells with eng_session_seq_truncate or
+ * eng_session_rewind after it). -ENOTSUP with a GPU (its state is in VRAM). */
+size_t eng_session_rs_seq_floats(const struct eng_session *s);
+int eng_session_rs_save(struct eng_session *s, int seq, float *buf);
+int eng_session_rs_restore(struct eng_session *s, int seq, const float *buf, int n_pos);
 /* Cells that freeing seq would give back (blocks no other sequence holds). */
 int eng_session_seq_owned(const struct eng_session *s, int seq);
 /* Cells eng_session_seq_reserve(seq, n_pos) would lack (0: it fits). */

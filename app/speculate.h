@@ -16,8 +16,10 @@
  * tokens gives each row a lone decode token's bits (model/arch.h), and the
  * sampler draws one number per kept token in the same order, so the text is
  * byte for byte the text without speculation, seeded sampling included.
- * Models with recurrent state (Qwen3-Next, Qwen3.5) cannot take back a
- * rejected draft's positions: they decode one token at a time. */
+ * Models with recurrent state (Qwen3-Next, Qwen3.5) take a rejected draft
+ * back by the state copied before its span and the kept positions fed
+ * again (app/scheduler.c, app/cli/run-generate.c); with a GPU, whose
+ * state is in VRAM, they decode one token at a time. */
 #ifndef FL_SPECULATE_H
 #define FL_SPECULATE_H
 

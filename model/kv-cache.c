@@ -521,6 +521,36 @@ void eng_kv_rs_copy(struct eng_kv *kv, int dst, int src)
     kv->rs_pos[dst] = kv->rs_pos[src];
 }
 
+/* seq's state and buf, one way or the other (to_buf). */
+static void rs_move(const struct eng_kv *kv, int seq, float *buf, bool to_buf)
+{
+    for (int64_t l = 0; kv->rs_pos && l < kv->n_layer; l++) {
+        float *const parts[2] = { kv->rs_conv[l] + (int64_t)seq * kv->rs_conv_dim[l],
+                                  kv->rs_ssm[l] + (int64_t)seq * kv->rs_ssm_dim[l] };
+        const int64_t dims[2] = { kv->rs_conv_dim[l], kv->rs_ssm_dim[l] };
+        for (int k = 0; k < 2; k++) {
+            if (dims[k] <= 0)
+                continue;
+            memcpy(to_buf ? buf : parts[k], to_buf ? parts[k] : buf, sizeof(float) * (size_t)dims[k]);
+            buf += dims[k];
+        }
+    }
+}
+
+void eng_kv_rs_save(const struct eng_kv *kv, int seq, float *buf)
+{
+    if (seq >= 0 && seq < kv->n_seq)
+        rs_move(kv, seq, buf, true);
+}
+
+void eng_kv_rs_restore(struct eng_kv *kv, int seq, const float *buf, int n_pos)
+{
+    if (!kv->rs_pos || seq < 0 || seq >= kv->n_seq)
+        return;
+    rs_move(kv, seq, (float *)buf, false);
+    kv->rs_pos[seq] = n_pos;
+}
+
 float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq)
 {
     return kv->rs_conv[layer] + (int64_t)seq * kv->rs_conv_dim[layer];

@@ -125,6 +125,12 @@ int eng_kv_rs_pos(const struct eng_kv *kv, int seq);
 /* dst's state becomes a copy of src's, with its position (a prompt
  * cache's snapshot taken or read). Nothing for a model without. */
 void eng_kv_rs_copy(struct eng_kv *kv, int dst, int src);
+/* seq's state, every layer's conv then ssm floats (eng_kv_rs_bytes / the
+ * sequences' count), copied out to buf; and back, covering n_pos
+ * positions: a span that may be taken back (speculative decoding's) keeps
+ * the state before it. */
+void eng_kv_rs_save(const struct eng_kv *kv, int seq, float *buf);
+void eng_kv_rs_restore(struct eng_kv *kv, int seq, const float *buf, int n_pos);
 float *eng_kv_rs_conv(struct eng_kv *kv, int layer, int seq); /* rs_conv_dim floats */
 float *eng_kv_rs_ssm(struct eng_kv *kv, int layer, int seq);  /* rs_ssm_dim floats */
 

@@ -319,7 +319,8 @@ static const char *spec_words(const struct srv_opts *o, const struct srv_stats *
     if (!eng_spec_on(&o->spec))
         return "";
     if (!st->spec_on)
-        return ", no speculative decoding (the model's recurrent state cannot take a draft back)";
+        return ", no speculative decoding (the model's recurrent state is in VRAM, where a draft "
+               "cannot be taken back)";
     if (!o->spec.draft.model)
         return ", speculative decoding ngram-simple";
     return o->spec.type == ENG_SPEC_NONE ? ", speculative decoding draft-simple"

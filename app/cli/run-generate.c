@@ -48,15 +48,18 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
         return fl_err_set(err, -EINVAL, "--spec-type draft-simple needs a draft model (-md FILE)");
     if (!eng_spec_on(&o->spec))
         return 0;
-    if (eng_session_recurrent(s)) { /* a rejected draft cannot be taken back */
+    if (eng_session_recurrent(s) && eng_session_gpu(s)) { /* its state is in VRAM */
         if (!o->compat.log_disable)
             fprintf(stderr, "faultline run: no speculative decoding: the model's recurrent state "
-                    "cannot take a draft back\n");
+                    "is in VRAM, where a rejected draft cannot be taken back\n");
         return 0;
     }
     const size_t rows = (size_t)(1 + ENG_SPEC_DRAFT_MAX) * (size_t)g->n_vocab;
     if (!(g->rows = malloc(sizeof(float) * rows)))
         return fl_err_set(err, -ENOMEM, "out of memory for the drafts' logits rows");
+    if (eng_session_recurrent(s) &&
+        !(g->rs_snap = malloc(sizeof(float) * eng_session_rs_seq_floats(s))))
+        return fl_err_set(err, -ENOMEM, "out of memory for the recurrent state's copy");
     if (o->spec.draft.model && (rc = eng_drafter_open(s, &o->spec.draft, &g->dr, err)))
         return rc;
     g->spec_on = true;
@@ -95,12 +98,23 @@ static bool draft_keeps(const struct run_gen *g, int32_t id)
     return g->at < g->n_draft && g->draft[g->at] == id;
 }
 
-/* A draft's unchecked positions leave the sequence. */
-static void spec_drop(struct run_gen *g)
+/* A draft's unchecked positions leave the sequence: a recurrent model's
+ * state goes back to the span's start and the checked positions are fed
+ * again (a span of decode rows: the same bits as before). */
+static int spec_drop(struct run_gen *g, struct fl_err *err)
 {
-    if (g->at < g->n_draft)
-        eng_session_rewind(g->s, valid_past(g));
+    const int valid = valid_past(g);
+    int rc = 0;
+    if (g->at < g->n_draft && !g->rs_snap)
+        eng_session_rewind(g->s, valid);
+    else if (g->at < g->n_draft) {
+        eng_session_rs_restore(g->s, 0, g->rs_snap, g->span_pos0);
+        eng_session_rewind(g->s, g->span_pos0);
+        rc = eng_session_eval(g->s, g->hist + g->span_pos0, valid - g->span_pos0, false, g->rows,
+                              err);
+    }
     g->n_draft = g->at = 0;
+    return rc;
 }
 
 /* The logits after token id: the next row of a draft's span when id is
@@ -118,7 +132,9 @@ static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *
         memcpy(g->logits, g->rows + g->at * row, sizeof(float) * row);
         return hist_push(g, &id, 1) ? fl_err_set(err, -ENOMEM, "out of memory") : 0;
     }
-    spec_drop(g);
+    int rc = spec_drop(g, err);
+    if (rc)
+        return rc;
     int most = eng_session_n_ctx(g->s) - eng_session_n_past(g->s) - 1;
     most = most < ENG_SPEC_DRAFT_MAX ? most : ENG_SPEC_DRAFT_MAX;
     if (limit >= 0 && limit - g->n_made - 1 < most)
@@ -127,10 +143,13 @@ static int next_logits(struct run_gen *g, int32_t id, int limit, struct fl_err *
     int nd = most > 0 ? eng_spec_draft(&g->o->spec, g->hist, g->n_hist, &id, 1, span + 1, most) : 0;
     struct eng_draft_job job = { .seq = 0, .a = g->hist, .na = g->n_hist, .b = &id, .nb = 1,
                                  .max = most, .out = span + 1 };
-    int rc = nd == 0 && most > 0 && g->dr ? eng_drafter_draft(g->dr, &job, 1, 0, err) : 0;
+    rc = nd == 0 && most > 0 && g->dr ? eng_drafter_draft(g->dr, &job, 1, 0, err) : 0;
     if (rc)
         return rc;
     nd = nd ? nd : job.n;
+    g->span_pos0 = eng_session_n_past(g->s);
+    if (nd && g->rs_snap) /* the state the span starts from, should the draft be rejected */
+        eng_session_rs_save(g->s, 0, g->rs_snap);
     rc = eng_session_eval(g->s, span, 1 + nd, nd > 0, nd ? g->rows : g->logits, err);
     if (rc)
         return rc;
@@ -170,6 +189,7 @@ void run_gen_free(struct run_gen *g)
     free(g->answer);
     free(g->hist);
     free(g->rows);
+    free(g->rs_snap);
     eng_drafter_close(g->dr);
     memset(g, 0, sizeof(*g));
 }
@@ -344,7 +364,9 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
             break;
         t1 = fl_clock_s();
     }
-    spec_drop(g); /* an answer that ended inside a draft: the rest was not said */
+    /* an answer that ended inside a draft: the rest was not said */
+    const int dropped = spec_drop(g, rc ? NULL : err);
+    rc = rc ? rc : dropped;
     g->t_gen = t1 - t0;
     return rc;
 }

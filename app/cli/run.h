@@ -94,6 +94,8 @@ struct run_gen {
     struct eng_drafter *dr;  /* -md: the draft model's drafts (app/draft-model.h), or NULL */
     int32_t draft[ENG_SPEC_DRAFT_MAX];
     int n_draft, at;         /* draft[at .. n_draft) are unchecked; row at+1 is next */
+    float *rs_snap;          /* a recurrent model's state before the draft's span, */
+    int span_pos0;           /* and where the span starts */
     uint64_t drafted, kept;
 };
 
