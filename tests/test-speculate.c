@@ -295,6 +295,8 @@ static void test_model(const char *dir, const char *name, enum mode mode, enum f
         compare(label, plain, spec);
         for (int i = 0; i < N_REQ; i++)
             rec_free(&spec[i]);
+        if (d < 0) /* refused: the other kinds would be refused the same way */
+            break;
     }
     if (!eng_session_recurrent(s) || mode != GPU_VRAM)
         CHECK(drafted > 0 && kept > 0, "%s: %d draft tokens, %d kept: the path did not run",
