@@ -82,7 +82,7 @@ static int check_params(const struct eng_spec_draft_params *p, struct fl_err *er
 
 /* The draft model's session: the target's sequences, context, batch and
  * threads; on the CPU, no prompt cache. */
-static int open_session(struct eng_drafter *d, const struct eng_session *target,
+static int open_session(struct eng_drafter *d, struct eng_session *target,
                         struct fl_err *err)
 {
     struct eng_session_params sp;
@@ -102,10 +102,14 @@ static int open_session(struct eng_drafter *d, const struct eng_session *target,
     if (rc)
         return fl_err_set(err, rc, "draft model: %s", e.msg);
     rc = vocab_check(eng_session_tokenizer(target), eng_session_tokenizer(d->s), &e);
-    return rc ? fl_err_set(err, rc, "draft model %s: %s", d->p.model, e.msg) : 0;
+    if (rc)
+        return fl_err_set(err, rc, "draft model %s: %s", d->p.model, e.msg);
+    /* the target's auto expert budget makes room for it (else it is refused
+     * in one line): a memory cgroup would kill the process later */
+    return eng_session_fit_beside(target, eng_session_host_need(d->s), err);
 }
 
-int eng_drafter_open(const struct eng_session *target, const struct eng_spec_draft_params *p,
+int eng_drafter_open(struct eng_session *target, const struct eng_spec_draft_params *p,
                      struct eng_drafter **out, struct fl_err *err)
 {
     *out = NULL;

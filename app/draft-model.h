@@ -35,9 +35,10 @@ struct eng_drafter;
 
 /* Opens p->model for target's sequences; refused in one line when the
  * vocabularies differ as llama.cpp refuses them (type, BOS/EOS, sizes
- * more than 128 apart, a token's text from id 5 on), or p's numbers are
- * out of range. */
-int eng_drafter_open(const struct eng_session *target, const struct eng_spec_draft_params *p,
+ * more than 128 apart, a token's text from id 5 on), p's numbers are out
+ * of range, or the memory does not hold it beside the target (whose auto
+ * expert budget makes room first: eng_session_fit_beside). */
+int eng_drafter_open(struct eng_session *target, const struct eng_spec_draft_params *p,
                      struct eng_drafter **out, struct fl_err *err);
 void eng_drafter_close(struct eng_drafter *d);
 

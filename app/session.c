@@ -57,6 +57,7 @@ struct eng_session {
     int n_seq, n_held; /* running sequences, then held prefixes (kv ids) */
     bool have_gpu;               /* a CUDA device was found (the plan may use the gpu tier) */
     uint64_t gpu_dropped;        /* bytes of host copies given back: only the GPU reads them */
+    struct eng_session_params params; /* as opened (a later memory check's words and budget) */
 };
 
 /* --- the weights region ------------------------------------------------------
@@ -368,8 +369,10 @@ static uint64_t logits_rows(const struct eng_session *s)
            sizeof(float);
 }
 
+/* beside: host bytes another part of the process takes (a draft model). */
 static int check_memory_fits(struct eng_session *s, const struct eng_session_params *p,
-                             int n_threads, uint64_t *scratch_out, struct fl_err *err)
+                             int n_threads, uint64_t beside, uint64_t *scratch_out,
+                             struct fl_err *err)
 {
     *scratch_out = 0;
     if (s->have_gpu)
@@ -377,22 +380,38 @@ static int check_memory_fits(struct eng_session *s, const struct eng_session_par
     const int n_ctx = eng_kv_n_cells(s->kv);
     const int n_tok = largest_step(s, n_ctx);
     const uint64_t kv = eng_kv_bytes(s->kv) + eng_kv_rs_bytes(s->kv) + logits_rows(s);
-    const uint64_t scratch = step_scratch(s, n_ctx, n_threads);
+    const uint64_t scratch = step_scratch(s, n_ctx, n_threads), all = kv + scratch + beside;
     *scratch_out = scratch;
     if (!placement_fits(s->plan, NULL))
         return 0; /* the plan's own misfit was said in open_region */
-    char what[200], why[480], a[32], b[32];
+    char what[260], why[480], a[32], b[32], c[64] = "", d[32];
+    if (beside)
+        snprintf(c, sizeof(c), " and the draft model (%s)", fl_format_size(beside, d, sizeof(d)));
     snprintf(what, sizeof(what), "the KV cache of %d cells and the logits rows (%s) and the "
-             "scratch of a %d-token step (%s)", n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok,
-             fl_format_size(scratch, b, sizeof(b)));
-    enum placement_misfit m = placement_misfit_with(s->plan, kv + scratch, what, why, sizeof(why));
-    if (m != PL_FITS && placement_fit_auto_budget(s->plan, kv + scratch)) {
+             "scratch of a %d-token step (%s)%s", n_ctx, fl_format_size(kv, a, sizeof(a)), n_tok,
+             fl_format_size(scratch, b, sizeof(b)), c);
+    enum placement_misfit m = placement_misfit_with(s->plan, all, what, why, sizeof(why));
+    if (m != PL_FITS && placement_fit_auto_budget(s->plan, all)) {
         int rc = lower_budget(s, p, err);
         if (rc)
             return rc;
-        m = placement_misfit_with(s->plan, kv + scratch, what, why, sizeof(why));
+        m = placement_misfit_with(s->plan, all, what, why, sizeof(why));
     }
     return refuse_misfit(m, p->model_path, why, err);
+}
+
+int eng_session_fit_beside(struct eng_session *s, uint64_t bytes, struct fl_err *err)
+{
+    uint64_t scratch;
+    return check_memory_fits(s, &s->params, s->ctx.n_threads, bytes, &scratch, err);
+}
+
+uint64_t eng_session_host_need(const struct eng_session *s)
+{
+    const int n_ctx = eng_kv_n_cells(s->kv);
+    const uint64_t budget = eng_session_paged(s) ? placement_ram_budget(s->plan) : 0;
+    return placement_tier_bytes(s->plan, PL_TIER_RAM) + budget + eng_kv_bytes(s->kv) +
+           eng_kv_rs_bytes(s->kv) + logits_rows(s) + step_scratch(s, n_ctx, s->ctx.n_threads);
 }
 
 /* Host memory a cache of n_ctx cells of `cell` bytes takes with the
@@ -467,7 +486,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
     if ((rc = eng_kv_create(s->model, n_ctx, s->n_seq + s->n_held, tk, tv, &s->kv, err)))
         return rc;
     uint64_t scratch;
-    if ((rc = check_memory_fits(s, p, nt, &scratch, err)))
+    if ((rc = check_memory_fits(s, p, nt, 0, &scratch, err)))
         return rc;
     if (!(s->pool = fl_pool_create(nt)))
         return fl_err_set(err, -errno, "cannot start %d threads: %s", nt, strerror(errno));
@@ -554,6 +573,7 @@ int eng_session_open(const struct eng_session_params *p, struct eng_session **ou
     if (!s)
         return fl_err_set(err, -ENOMEM, "out of memory");
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    s->params = *p;
     s->stats = p->stats;
     s->stats_json = p->stats_json;
     s->stats_out = (struct fl_out)FL_OUT_NONE;

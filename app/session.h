@@ -106,6 +106,14 @@ int eng_session_n_seq(const struct eng_session *s);
  * cache); a recurrent model's also a copy of the state at the prefix's
  * end. 0 with no_prompt_cache. */
 int eng_session_n_held(const struct eng_session *s);
+/* Host bytes the session takes at most: its RAM tier, expert budget, KV
+ * cache at every cell, logits rows and the largest step's scratch. */
+uint64_t eng_session_host_need(const struct eng_session *s);
+/* The memory check of opening again, with bytes more taken beside the
+ * session (a draft model opened after it): an auto expert budget is
+ * lowered to make room, else a refusal in one line says what does not fit
+ * (as at opening). */
+int eng_session_fit_beside(struct eng_session *s, uint64_t bytes, struct fl_err *err);
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
 int eng_session_n_batch(const struct eng_session *s);

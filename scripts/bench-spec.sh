@@ -40,7 +40,8 @@ bench_start
 DRAFT_ARGS=${DRAFT_ARGS:---spec-draft-n-max 3}
 if [ -n "${DRAFT:-}" ]; then
   [ -f "$DRAFT" ] || die "DRAFT=$DRAFT: no such file"
-  read -r -a spec <<<"-md $DRAFT $DRAFT_ARGS"
+  # llama.cpp 34af94c loads -md but drafts only with --spec-type draft-simple
+  read -r -a spec <<<"-md $DRAFT --spec-type draft-simple $DRAFT_ARGS"
 else
   read -r -a spec <<<"--spec-type ngram-simple $SPEC_ARGS"
 fi

@@ -15,6 +15,8 @@
 #     died deep into a long prompt);
 #   - no flags but -c 16384 and a 4,000-token prompt: the auto budget is
 #     lowered so that the KV cache and the scratch fit, and the run finishes;
+#   - a draft model (-md): a small one makes the auto budget room (the answer
+#     unchanged), one as large as the model is refused in one line;
 #   - no -c (or -c 0) on a model trained on 131,072 positions, its weights in
 #     RAM, the cgroup raised to 1.5 GiB: the context is the longest that fits
 #     beside the weights with llama.cpp's 1 GiB margin (a multiple of 256,
@@ -160,4 +162,23 @@ sys.exit(0 if ok else 1)
 EOF
 done
 [ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"
+
+# 5. a draft model (-md) in the 112 MiB cgroup: the auto budget makes room
+# for a small one, and the answer is the one without it; one that cannot
+# fit beside the model is refused in one line
+set_limit $limit || fail "cannot lower the cgroup's limit"
+in_cgroup plain run -m "$dir/m.gguf" -p "The capital of France is" -n 24 -t 2 --temp 0 -c 1024
+[ $rc -eq 0 ] || fail "-c 1024 in a 112 MiB cgroup: exit $rc: $(tail -2 "$dir/plain.err")"
+in_cgroup draft run -m "$dir/m.gguf" -p "The capital of France is" -n 24 -t 2 --temp 0 -c 1024 \
+  -md tests/data/qwen3moe-tiny-Q8_0.gguf -v --stats-json "$dir/draft.json"
+[ $rc -eq 0 ] || fail "a small draft model in a 112 MiB cgroup: exit $rc: $(tail -2 "$dir/draft.err")"
+cmp -s "$dir/plain.out" "$dir/draft.out" || fail "the answer changed with a draft model"
+grep -q "auto RAM budget lowered" "$dir/draft.err" ||
+  fail "the auto budget did not make room for the draft model: $(cat "$dir/draft.err")"
+in_cgroup big run -m "$dir/m.gguf" -p "Hi" -n 4 -t 2 -c 1024 -md "$dir/m.gguf"
+[ $rc -eq 1 ] && [ "$(wc -l <"$dir/big.err")" -eq 1 ] &&
+  grep -q "the draft model (.*memory cgroup's limit of 112.00 MiB" "$dir/big.err" ||
+  fail "a draft model as large as the model: exit $rc: $(cat "$dir/big.err")"
+[ "$(oom_kills)" -eq 0 ] || fail "oom_kill in the cgroup"
+echo "a draft model: the budget made room for a small one; $(cat "$dir/big.err")"
 echo "test-cgroup-fit: all checks passed"
