@@ -15,13 +15,13 @@
 #     died deep into a long prompt);
 #   - no flags but -c 16384 and a 4,000-token prompt: the auto budget is
 #     lowered so that the KV cache and the scratch fit, and the run finishes;
-#   - a draft model (-md): a small one makes the auto budget room (the answer
-#     unchanged), one as large as the model is refused in one line;
 #   - no -c (or -c 0) on a model trained on 131,072 positions, its weights in
 #     RAM, the cgroup raised to 1.5 GiB: the context is the longest that fits
 #     beside the weights with llama.cpp's 1 GiB margin (a multiple of 256,
 #     above 4,096, under the trained length, within what the limit predicts),
-#     and the run finishes.
+#     and the run finishes;
+#   - a draft model (-md): a small one makes the auto budget room (the answer
+#     unchanged), one as large as the model is refused in one line.
 # Before faultline read cgroups, the first run placed the whole file in RAM
 # (the machine's MemAvailable is far larger) and the kernel killed it.
 # Needs root and a memory cgroup controller it may write: exit 77 otherwise.
