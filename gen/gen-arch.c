@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gen/gen-internal.h"
@@ -58,6 +59,11 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_ff_exp, round256(w * 7 / 2));
         break;
     case GEN_ARCH_DEEPSEEK2:
+    case GEN_ARCH_DEEPSEEK32:
+    case GEN_ARCH_GLM_DSA: /* V3.2: 64 indexer heads of 128, top 2048 */
+        DEF(idx_n_head, max64(4, w / 112));
+        DEF(idx_head_dim, w >= 2048 ? 128 : 64);
+        DEF(idx_top_k, 2048);
         DEF(n_head, max64(2, w / 128));
         DEF(q_lora_rank, max64(32, w * 3 / 4 / 32 * 32));
         DEF(kv_lora_rank, max64(32, w / 4 / 32 * 32));
@@ -122,7 +128,12 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
 
 bool gen_arch_has_dense(enum gen_arch a)
 {
-    return a == GEN_ARCH_DEEPSEEK2 || a == GEN_ARCH_GLM4MOE;
+    return gen_arch_is_mla(a) || a == GEN_ARCH_GLM4MOE;
+}
+
+bool gen_arch_is_mla(enum gen_arch a)
+{
+    return a == GEN_ARCH_DEEPSEEK2 || a == GEN_ARCH_DEEPSEEK32 || a == GEN_ARCH_GLM_DSA;
 }
 
 int64_t gen_arch_base_width(enum gen_arch a)
@@ -141,7 +152,7 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
         return fl_err_set(err, -EINVAL, "--top-k %lld exceeds --experts %lld",
                           (long long)p->n_expert_used, (long long)p->n_expert);
     const int64_t g = p->n_expert_groups, gu = p->n_expert_groups_used;
-    if (g > 1 && (p->arch != GEN_ARCH_DEEPSEEK2 || p->n_expert % g || p->n_expert / g < 2 ||
+    if (g > 1 && (!gen_arch_is_mla(p->arch) || p->n_expert % g || p->n_expert / g < 2 ||
                   gu < 1 || gu > g || p->n_expert_used > gu * (p->n_expert / g)))
         return fl_err_set(err, -EINVAL, "bad expert groups %lld (%lld used) for %lld experts",
                           (long long)g, (long long)gu, (long long)p->n_expert);
@@ -157,7 +168,7 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
     if (p->n_rot % 2 || p->n_rot > p->head_dim)
         return fl_err_set(err, -EINVAL, "--rope-dims %lld must be even and at most --head-dim",
                           (long long)p->n_rot);
-    if (p->arch == GEN_ARCH_DEEPSEEK2) {
+    if (gen_arch_is_mla(p->arch)) {
         /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
          * which has no q_lora and would not load these tensors */
         if (p->n_layer == 26 || p->n_layer == 27)
@@ -165,6 +176,12 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
                               "(llama.cpp reads those as DeepSeek-V2-Lite)");
         if (p->qk_rope % 2 || p->qk_nope % 32 || p->kv_lora_rank % 32 || p->q_lora_rank % 32)
             return fl_err_set(err, -EINVAL, "deepseek2 MLA ranks must be multiples of 32");
+        const int64_t d = p->idx_head_dim;
+        if (p->arch != GEN_ARCH_DEEPSEEK2 && (d < 64 || d > 4096 || (d & (d - 1)) ||
+                                              p->qk_rope > d || p->idx_n_head < 1 ||
+                                              p->idx_top_k < 1))
+            return fl_err_set(err, -EINVAL, "the indexer's head must be a power of two from 64 "
+                              "and at least the rope dims");
     } else if (p->head_dim % 2 || p->head_dim < 2 || p->head_dim > 1024) {
         return fl_err_set(err, -EINVAL, "%s --head-dim %lld must be even and at most 1024",
                           arch, (long long)p->head_dim);
@@ -325,6 +342,26 @@ static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
     swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
 }
 
+/* glm-dsa's blocks alternate a full indexer and one reading its choice. */
+static bool full_indexer(const struct gen_params *p, int il)
+{
+    return p->arch == GEN_ARCH_DEEPSEEK32 || il % 2 == 0;
+}
+
+/* deepseek2's block plus the lightning indexer (model/dsa.h). */
+static void sparse_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t e = p->n_embd, h = p->idx_n_head, d = p->idx_head_dim;
+    deepseek2_layer(b, p, il);
+    if (!full_indexer(p, il))
+        return;
+    mat(b, il, "indexer.attn_q_b.weight", false, p->q_lora_rank, h * d, 0);
+    mat(b, il, "indexer.attn_k.weight", false, e, d, 0);
+    norm(b, il, "indexer.k_norm.weight", d);
+    noise(b, il, "indexer.k_norm.bias", 0.02f, false, d, 0);
+    mat(b, il, "indexer.proj.weight", false, e, h, 0);
+}
+
 static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
 {
     int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
@@ -470,6 +507,8 @@ int gen_arch_tensors(struct gen_plan *plan)
     for (int il = 0; il < p->n_layer; il++) {
         switch (p->arch) {
         case GEN_ARCH_DEEPSEEK2: deepseek2_layer(&b, p, il); break;
+        case GEN_ARCH_DEEPSEEK32:
+        case GEN_ARCH_GLM_DSA: sparse_layer(&b, p, il); break;
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
@@ -665,10 +704,30 @@ static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
         ku32(k, "expert_group_used_count", p->n_expert_groups_used);
     }
     ku32(k, "rope.dimension_count", p->qk_rope);
+    if (p->arch == GEN_ARCH_GLM_DSA) /* GLM-5: plain rope */
+        return;
     kstr(k, "rope.scaling.type", "yarn");
     kf32(k, "rope.scaling.factor", 40.0f);
     ku32(k, "rope.scaling.original_context_length", 4096);
     kf32(k, "rope.scaling.yarn_log_multiplier", 0.1f);
+}
+
+static void sparse_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "attention.indexer.head_count", p->idx_n_head);
+    ku32(k, "attention.indexer.key_length", p->idx_head_dim);
+    ku32(k, "attention.indexer.top_k", p->idx_top_k);
+    if (p->arch != GEN_ARCH_GLM_DSA)
+        return;
+    int32_t *types = malloc(sizeof(int32_t) * (size_t)p->n_layer);
+    if (!types) {
+        k->rc = k->rc ? k->rc : -ENOMEM;
+        return;
+    }
+    for (int il = 0; il < p->n_layer; il++)
+        types[il] = full_indexer(p, il);
+    kint_arr(k, "attention.indexer.types", types, (uint64_t)p->n_layer);
+    free(types);
 }
 
 int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
@@ -700,6 +759,11 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         break;
     case GEN_ARCH_DEEPSEEK2:
         deepseek2_hparams(&k, p);
+        break;
+    case GEN_ARCH_DEEPSEEK32:
+    case GEN_ARCH_GLM_DSA:
+        deepseek2_hparams(&k, p);
+        sparse_hparams(&k, p);
         break;
     case GEN_ARCH_GLM4MOE:
         glm4moe_hparams(&k, p);

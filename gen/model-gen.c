@@ -32,6 +32,8 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_MINIMAX_M2] = "minimax-m2",
     [GEN_ARCH_QWEN35MOE] = "qwen35moe",
     [GEN_ARCH_QWEN3NEXT] = "qwen3next",
+    [GEN_ARCH_DEEPSEEK32] = "deepseek32",
+    [GEN_ARCH_GLM_DSA] = "glm-dsa",
 };
 
 const char *gen_arch_name(enum gen_arch a)
@@ -182,7 +184,7 @@ static int fit(struct gen_params *p, struct fl_err *err)
     int64_t lmin = min_layers(p);
     if (free_l) {
         int64_t l = clamp64(fit_count(p, true, lmin, target), lmin, GEN_MAX_LAYERS);
-        if (p->arch == GEN_ARCH_DEEPSEEK2 && (l == 26 || l == 27))
+        if (gen_arch_is_mla(p->arch) && (l == 26 || l == 27))
             l = l == 26 ? 25 : 28; /* see gen_arch_check */
         p->n_layer = l;
     }

@@ -32,6 +32,8 @@ enum gen_arch {
     GEN_ARCH_MINIMAX_M2,
     GEN_ARCH_QWEN35MOE,
     GEN_ARCH_QWEN3NEXT,
+    GEN_ARCH_DEEPSEEK32,  /* deepseek2 with DeepSeek sparse attention (V3.2) */
+    GEN_ARCH_GLM_DSA,     /* the same as GLM-5 writes it */
     GEN_ARCH_COUNT
 };
 
@@ -63,6 +65,8 @@ struct gen_params {
                               converted before attn_qkv/attn_gate */
     int64_t n_layer_dense;     /* deepseek2, glm4moe: leading dense layers */
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
+    int64_t idx_n_head, idx_head_dim, idx_top_k; /* deepseek32, glm-dsa: the lightning
+                                                    indexer (glm-dsa: full every other block) */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
                                                     routing (0/1: none); library only */
     const struct gguf_file *vocab; /* NULL: gen's byte-level BPE vocabulary; else every
@@ -72,6 +76,9 @@ struct gen_params {
 const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe" */
 /* Whether the architecture has leading dense layers and shared experts. */
 bool gen_arch_has_dense(enum gen_arch a);
+/* Whether its attention is DeepSeek's latent attention (deepseek2 and the
+ * sparse kinds built on it). */
+bool gen_arch_is_mla(enum gen_arch a);
 int gen_arch_by_name(const char *name);     /* enum gen_arch or -1 */
 
 /* Fills the free shape fields, fitting target_size, and validates them all.

@@ -8,7 +8,14 @@
  * scale, optional group-limited choice) plus shared experts (ffn_*_shexp)
  * added to the routed output, as llama.cpp's src/models/deepseek2.cpp.
  * Trailing next-token-prediction blocks (nextn_predict_layers) are not part
- * of the normal forward pass; they are neither loaded nor run. */
+ * of the normal forward pass; they are neither loaded nor run.
+ *
+ * DeepSeek V3.2 ("deepseek32") and GLM-5 ("glm-dsa") are this network with
+ * DeepSeek sparse attention: a lightning indexer per block (model/dsa.h)
+ * chooses the positions its latent attention reads, as llama.cpp's
+ * src/models/deepseek32.cpp and glm-dsa.cpp. They differ in the indexer's
+ * rope pairing, its LayerNorm's eps, the YaRN log multiplier and GLM-5.2's
+ * shared-indexer blocks (attention.indexer.types). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +24,7 @@
 #include "gguf/tensor-types.h"
 #include "model/arch-prenorm.h"
 #include "model/arch.h"
+#include "model/dsa.h"
 #include "model/mla.h"
 #include "model/yarn.h"
 
@@ -27,9 +35,15 @@ struct ds2_layer {
     const struct eng_tensor *router, *sel_bias;               /* MoE blocks */
     const struct eng_tensor *gate_exps, *up_exps, *down_exps;
     const struct eng_tensor *gate_sh, *up_sh, *down_sh;
+    struct dsa_tensors dsa;                                   /* sparse attention */
+    bool shared_index;                                        /* glm-dsa: the last full layer's choice */
 };
 
+enum ds2_kind { DS2_DEEPSEEK2, DS2_DEEPSEEK32, DS2_GLM_DSA };
+
 struct ds2 {
+    enum ds2_kind kind;
+    struct dsa_dims dsa;        /* sparse kinds only */
     struct mla_dims d;
     int n_groups, n_group_used; /* DeepSeek-V3 group-limited routing; 0/1: off */
     int n_trunk;                /* blocks run per token: block_count minus the
@@ -129,6 +143,8 @@ static int load_layer(struct eng_model *m, const struct ds2 *a, int il,
         !(L->ffn_norm = need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
         return -EINVAL;
     int rc = mla_find_tensors(m, il, &a->d, &L->mla, err);
+    if (!rc && a->kind != DS2_DEEPSEEK2 && !L->shared_index)
+        rc = dsa_find_tensors(m, il, &a->dsa, a->d.q_lora, &L->dsa, err);
     if (rc)
         return rc;
     return il < m->hp.n_layer_dense_lead ? load_dense(m, il, L, err) : load_moe(m, il, L, err);
@@ -216,12 +232,76 @@ static int load_layout(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     return 0;
 }
 
-static int ds2_load(struct eng_model *m, struct fl_err *err)
+/* GLM-5.2's indexer types: 1 = full, 0 = shared, per block
+ * (attention.indexer.types, a number or one per block); without the key,
+ * a model trained for fewer than 1M positions (GLM-5, 5.1) has only full
+ * ones and a longer one (GLM-5.2) llama.cpp's default: full at blocks 0, 1
+ * and every fourth from 2. */
+static int load_indexer_types(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t ctx = 0, one = -1;
+    int rc = eng_model_key_int(m, "context_length", false, &ctx, err);
+    if (rc)
+        return rc;
+    for (int il = 0; il < a->n_trunk; il++)
+        a->layers[il].shared_index = ctx >= 1048576 && il >= 2 && (il - 2) % 4 != 0;
+    char key[96];
+    snprintf(key, sizeof(key), "%s.attention.indexer.types", m->hp.arch);
+    const struct gguf_value *v;
+    if (gguf_get_arr(m->gguf, key, &v) == 0) {
+        if (v->arr.n < (uint64_t)a->n_trunk ||
+            (v->arr.type != GGUF_VT_INT32 && v->arr.type != GGUF_VT_UINT32))
+            return fl_err_set(err, -EINVAL, "%s: %s must be %d integers", fname(m), key,
+                              a->n_trunk);
+        for (int il = 0; il < a->n_trunk; il++)
+            a->layers[il].shared_index = ((const int32_t *)v->arr.elems)[il] == 0;
+    } else if ((rc = eng_model_key_int(m, "attention.indexer.types", false, &one, err))) {
+        return rc;
+    } else if (one >= 0) {
+        for (int il = 0; il < a->n_trunk; il++)
+            a->layers[il].shared_index = one == 0;
+    }
+    if (a->layers[0].shared_index) /* llama.cpp asserts this too */
+        return fl_err_set(err, -EINVAL, "%s: block 0's indexer is shared: no full one before it",
+                          fname(m));
+    return 0;
+}
+
+/* The indexer's sizes and the kind's own rules (dsa.h). */
+static int load_sparse(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    int64_t gating = 0;
+    int rc = dsa_load_dims(m, &a->dsa, err);
+    if (rc)
+        return rc;
+    if (a->d.q_lora < 1)
+        return fl_err_set(err, -EINVAL, "%s: the indexer reads the q LoRA, which the file lacks",
+                          fname(m));
+    m->hp.indexer_n_head = a->dsa.ix.n_head;
+    m->hp.indexer_head_dim = a->dsa.ix.head_dim;
+    m->hp.indexer_top_k = a->dsa.ix.top_k;
+    if (a->kind == DS2_DEEPSEEK32) {
+        a->dsa.rope = ENG_ROPE_NEOX;
+        a->dsa.eps = 1e-6f; /* llama.cpp's f_norm_eps for deepseek32 */
+        return 0;
+    }
+    /* glm-dsa: NORM pairs; llama.cpp leaves f_norm_eps at its zero */
+    a->dsa.rope = ENG_ROPE_NORM;
+    a->dsa.eps = 0.0f;
+    if ((rc = eng_model_key_int(m, "expert_gating_func", false, &gating, err)))
+        return rc;
+    if (gating == 0)
+        m->hp.gating = ENG_GATING_SIGMOID; /* GLM's, where the file does not say */
+    return load_indexer_types(m, a, err);
+}
+
+static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err *err)
 {
     struct ds2 *a = calloc(1, sizeof(*a));
     if (!a)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
     m->arch_data = a;
+    a->kind = kind;
     int rc = eng_model_load_common_hparams(m, err);
     rc = rc ? rc : load_mla_dims(m, &a->d, err);
     rc = rc ? rc : load_rope(m, a, err);
@@ -233,19 +313,39 @@ static int ds2_load(struct eng_model *m, struct fl_err *err)
     a->layers = calloc((size_t)a->n_trunk, sizeof(*a->layers));
     if (!a->layers)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    if (kind != DS2_DEEPSEEK2 && (rc = load_sparse(m, a, err)))
+        return rc;
     for (int il = 0; il < a->n_trunk && !rc; il++) {
         const struct ds2_layer *L = &a->layers[il];
         rc = load_layer(m, a, il, &a->layers[il], err);
         if (!rc && L->router)
             rc = eng_model_set_router(m, il, L->router, NULL, L->ffn_norm, err);
     }
-    /* The cache holds the latent + rope key only; V is read from it. */
+    /* The cache holds the latent + rope key; V is read from it. A V row is
+     * a full indexer block's key. */
     rc = rc ? rc : eng_model_default_kv_dims(m, err);
+    m->kv_latent = true;
     for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
-        m->kv_k_dim[l] = l < a->n_trunk ? mla_cache_row(&a->d) : 0;
-        m->kv_v_dim[l] = 0;
+        const bool trunk = l < a->n_trunk;
+        m->kv_k_dim[l] = trunk ? mla_cache_row(&a->d) : 0;
+        m->kv_v_dim[l] = trunk && a->layers[l].dsa.q_b ? a->dsa.ix.head_dim : 0;
     }
     return rc;
+}
+
+static int ds2_load(struct eng_model *m, struct fl_err *err)
+{
+    return ds2_load_kind(m, DS2_DEEPSEEK2, err);
+}
+
+static int ds32_load(struct eng_model *m, struct fl_err *err)
+{
+    return ds2_load_kind(m, DS2_DEEPSEEK32, err);
+}
+
+static int glm_dsa_load(struct eng_model *m, struct fl_err *err)
+{
+    return ds2_load_kind(m, DS2_GLM_DSA, err);
 }
 
 /* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
@@ -279,11 +379,15 @@ static void ds2_norms(const void *arch, int il, const struct eng_tensor **attn_n
     *ffn_norm = L->ffn_norm;
 }
 
+/* The sparse kinds' pass holds the positions the indexer chose (p->pass),
+ * kept across blocks: GLM-5.2's shared blocks read the last full one's. */
 static void ds2_attention(struct eng_ctx *c, const struct eng_prenorm *p, int il,
                           const float *x, const struct eng_batch *b, float *out)
 {
     const struct ds2 *a = p->arch;
-    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, x, b, out);
+    const struct mla_sparse sp = { .d = &a->dsa, .t = &a->layers[il].dsa, .sel = p->pass };
+    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, p->pass ? &sp : NULL,
+                  x, b, out);
 }
 
 /* The leading dense layers run a plain FFN, the others the MoE block. */
@@ -302,9 +406,17 @@ static int ds2_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, const
 static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
 {
     const struct ds2 *a = c->m->arch_data;
+    struct eng_attn_sel sel = { 0 };
+    if (a->kind != DS2_DEEPSEEK2) { /* the pass's scratch, not a block's */
+        const int k = a->dsa.ix.top_k;
+        sel = (struct eng_attn_sel){
+            .pos = eng_scratch(c, sizeof(int32_t) * (size_t)b->n_tok * (size_t)k),
+            .n = eng_scratch(c, sizeof(int32_t) * (size_t)b->n_tok), .stride = k,
+        };
+    }
     const struct eng_prenorm p = {
-        .arch = a, .n_layer = a->n_trunk, .norms = ds2_norms, .attention = ds2_attention,
-        .ffn = ds2_ffn,
+        .arch = a, .pass = a->kind != DS2_DEEPSEEK2 ? &sel : NULL, .n_layer = a->n_trunk,
+        .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
 }
@@ -312,6 +424,20 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
 const struct eng_arch eng_arch_deepseek2 = {
     .name = "deepseek2",
     .load = ds2_load,
+    .unload = ds2_unload,
+    .forward = ds2_forward,
+};
+
+const struct eng_arch eng_arch_deepseek32 = {
+    .name = "deepseek32",
+    .load = ds32_load,
+    .unload = ds2_unload,
+    .forward = ds2_forward,
+};
+
+const struct eng_arch eng_arch_glm_dsa = {
+    .name = "glm-dsa",
+    .load = glm_dsa_load,
     .unload = ds2_unload,
     .forward = ds2_forward,
 };

@@ -38,6 +38,7 @@ struct eng_kv;
 struct fl_pool;
 struct eng_gpu;
 struct eng_backend;
+struct eng_attn_sel;
 
 /* Everything a forward pass needs besides the batch. Owned by the session. */
 struct eng_ctx {
@@ -84,6 +85,23 @@ struct eng_attn {
     float softcap;             /* 0 = none */
     int window;                /* >0: key p0 masked for query p1 iff p1 - p0 >= window */
     const struct eng_tensor *sinks; /* NULL or F32 [n_head] logits in the softmax denominator */
+    const struct eng_attn_sel *sel; /* NULL, or the only positions each query reads (DSA) */
+};
+
+/* DeepSeek's sparse attention (model/dsa.h): the positions each query of a
+ * batch reads, chosen by the lightning indexer. Host memory. */
+struct eng_attn_sel {
+    int32_t *pos;  /* [n_tok][stride]: token t's positions, ascending */
+    int32_t *n;    /* [n_tok]: how many; -1: every position up to its own */
+    int stride;    /* the indexer's top_k */
+};
+
+/* The lightning indexer's sizes: n_head query heads of head_dim against one
+ * key of head_dim per position; top_k positions chosen. */
+struct eng_indexer {
+    int n_head;
+    int64_t head_dim;
+    int top_k;
 };
 
 struct eng_route {
@@ -189,6 +207,24 @@ struct eng_backend {
     /* n_rows rows of width floats; strides in floats */
     void (*copy_2d)(struct eng_ctx *c, float *dst, int64_t dst_stride, const float *src,
                     int64_t src_stride, int64_t width, int64_t n_rows);
+    /* y = (x - mean(x)) / sqrt(var(x) + eps) * w + bias over n_rows rows
+     * of n, `stride` floats apart (w, bias F32 [n]); y may equal x. */
+    void (*layernorm)(struct eng_ctx *c, float *y, const float *x, const struct eng_tensor *w,
+                      const struct eng_tensor *bias, int64_t n, int64_t n_rows, int64_t stride,
+                      float eps);
+    /* Each run of n floats of x (n_rows runs, contiguous) multiplied by the
+     * orthonormal Walsh-Hadamard matrix H_n (n a power of two). */
+    void (*hadamard)(struct eng_ctx *c, float *x, int64_t n_rows, int64_t n);
+    /* The lightning indexer of block `layer` (may be NULL: a backend
+     * without it never runs a model that has it): for each token t, the
+     * positions j <= its own of its sequence scored sum_h w[t][h] *
+     * relu(q[t][h] . k_j), k_j the F16 V row the layer holds at j; the
+     * top_k best into sel (ties: the earlier position), or n = -1 when the
+     * sequence has no more than top_k. q [n_tok][n_head * head_dim], w
+     * [n_tok][n_head] (the op scales it by 1/sqrt(head_dim * n_head) first,
+     * as llama.cpp pre-scales it). */
+    void (*indexer)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
+                    const float *w, const struct eng_indexer *p, const struct eng_attn_sel *sel);
     /* Recurrent layers (may be NULL: a backend without them never runs a
      * model that has them). out[t] = silu(causal depthwise conv of the
      * sequence's window then x's rows, kernel w F32 [d_conv][width]) over
@@ -342,6 +378,25 @@ static inline void eng_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride
                                int64_t n_rows)
 {
     c->be->copy_2d(c, dst, dst_stride, src, src_stride, width, n_rows);
+}
+
+static inline void eng_layernorm(struct eng_ctx *c, float *y, const float *x,
+                                 const struct eng_tensor *w, const struct eng_tensor *bias,
+                                 int64_t n, int64_t n_rows, int64_t stride, float eps)
+{
+    c->be->layernorm(c, y, x, w, bias, n, n_rows, stride, eps);
+}
+
+static inline void eng_hadamard(struct eng_ctx *c, float *x, int64_t n_rows, int64_t n)
+{
+    c->be->hadamard(c, x, n_rows, n);
+}
+
+static inline void eng_indexer(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                               const float *q, const float *w, const struct eng_indexer *p,
+                               const struct eng_attn_sel *sel)
+{
+    c->be->indexer(c, layer, b, q, w, p, sel);
 }
 
 static inline void eng_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b,

@@ -144,13 +144,18 @@ static int64_t widest_row(const struct eng_model *m)
 }
 
 /* MLA's latent row serves as K and V at once (its V is a view of K), which
- * llama.cpp rotates and reads in ways this cache does not follow: kept F16. */
-static int check_mla(const struct eng_model *m, enum fl_type type_k, struct fl_err *err)
+ * llama.cpp rotates and reads in ways this cache does not follow: kept F16;
+ * so are DSA's indexer keys (its V rows), which llama.cpp keeps in K's type. */
+static int check_mla(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v,
+                     struct fl_err *err)
 {
-    for (int64_t l = 0; type_k != FL_TYPE_F16 && l < m->hp.n_layer; l++)
-        if (m->kv_k_dim[l] > 0 && m->kv_v_dim[l] == 0)
-            return fl_err_set(err, -EINVAL, "a %s K cache is not supported for an MLA model's "
-                              "latent cache here (use f16)", eng_kv_type_name(type_k));
+    if (m->kv_latent && type_k != FL_TYPE_F16)
+        return fl_err_set(err, -EINVAL, "a %s K cache is not supported for an MLA model's "
+                          "latent cache here (use f16)", eng_kv_type_name(type_k));
+    for (int64_t l = 0; m->kv_latent && type_v != FL_TYPE_F16 && l < m->hp.n_layer; l++)
+        if (m->kv_v_dim[l] > 0)
+            return fl_err_set(err, -EINVAL, "a %s V cache is not supported for the sparse "
+                              "attention's indexer keys here (use f16)", eng_kv_type_name(type_v));
     return 0;
 }
 
@@ -161,7 +166,7 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type 
     if (!eng_kv_type_name(type_k) || !eng_kv_type_name(type_v))
         return fl_err_set(err, -EINVAL, "a KV cache cannot hold %s", fl_type_name(
                               eng_kv_type_name(type_k) ? type_v : type_k));
-    if ((rc = check_mla(m, type_k, err)) ||
+    if ((rc = check_mla(m, type_k, type_v, err)) ||
         (rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
         (rc = check_blocks(m, type_v, "V", m->kv_v_dim, m->hp.n_embd_head_v, err)))
         return rc;

@@ -42,17 +42,20 @@ int mla_find_tensors(struct eng_model *m, int layer, const struct mla_dims *d,
     return 0;
 }
 
-/* q [n_tok][n_head][nope+rope] with q_pe roped. */
+/* q [n_tok][n_head][nope+rope] with q_pe roped; *qa_out the q LoRA's
+ * normed output (NULL without one). */
 static float *project_q(struct eng_ctx *c, const struct mla_dims *d, const struct mla_tensors *t,
-                        const float *x, int n_tok, const float *cs)
+                        const float *x, int n_tok, const float *cs, float **qa_out)
 {
     const int64_t hk = d->qk_nope + d->qk_rope, nq = d->n_head * hk;
     float *q = eng_tmp(c, n_tok * nq);
+    *qa_out = NULL;
     if (t->q_a) {
         float *qa = eng_tmp(c, (int64_t)n_tok * d->q_lora);
         eng_matmul(c, t->q_a, x, n_tok, qa);
         eng_rmsnorm(c, qa, qa, t->q_a_norm, d->q_lora, n_tok, d->q_lora, d->eps);
         eng_matmul(c, t->q_b, qa, n_tok, q);
+        *qa_out = qa;
     } else {
         eng_matmul(c, t->q, x, n_tok, q);
     }
@@ -60,10 +63,11 @@ static float *project_q(struct eng_ctx *c, const struct mla_dims *d, const struc
     return q;
 }
 
-/* Latent + shared rope key per token, normed/roped, into the K cache. */
+/* Latent + shared rope key per token, normed/roped, into the K cache (v:
+ * the indexer's keys, vd floats a token, as its V rows; or NULL). */
 static void project_kv(struct eng_ctx *c, int layer, const struct mla_dims *d,
                        const struct mla_tensors *t, const float *x, const struct eng_batch *b,
-                       const float *cs)
+                       const float *cs, const float *v, int64_t vd)
 {
     const int64_t row = mla_cache_row(d);
     float *kv = eng_tmp(c, b->n_tok * row);
@@ -71,7 +75,7 @@ static void project_kv(struct eng_ctx *c, int layer, const struct mla_dims *d,
     eng_rope(c, kv ? kv + d->kv_lora : NULL, b->n_tok, row, 1, d->qk_rope, d->qk_rope,
              ENG_ROPE_NORM, cs);
     eng_rmsnorm(c, kv, kv, t->kv_a_norm, d->kv_lora, b->n_tok, row, d->eps);
-    eng_kv_store(c, layer, b, kv, row, NULL, 0);
+    eng_kv_store(c, layer, b, kv, row, v, vd);
 }
 
 /* query [n_tok][n_head][kv_lora+rope] = [k_b_h q_nope_h | q_pe_h] (k_b's
@@ -105,7 +109,8 @@ static float *decompress(struct eng_ctx *c, const struct mla_dims *d, const stru
 
 void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
                    const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
-                   const float *x, const struct eng_batch *b, float *out)
+                   const struct mla_sparse *sp, const float *x, const struct eng_batch *b,
+                   float *out)
 {
     const int n_tok = b->n_tok;
     const int64_t dk = mla_cache_row(d);
@@ -113,14 +118,21 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
     yarn_rope_table(rope, cs, b->pos, n_tok);
     const float *d_cs = eng_upload(c, cs, (int64_t)n_tok * d->qk_rope);
 
-    float *q = project_q(c, d, t, x, n_tok, d_cs);
-    project_kv(c, layer, d, t, x, b, d_cs);
+    float *qa;
+    float *q = project_q(c, d, t, x, n_tok, d_cs, &qa);
+    /* a full indexer layer keeps its keys beside the latent, then chooses */
+    const bool index = sp && sp->t->q_b;
+    const float *ik = index ? dsa_keys(c, sp->d, sp->t, x, n_tok, d_cs) : NULL;
+    project_kv(c, layer, d, t, x, b, d_cs, ik, index ? sp->d->ix.head_dim : 0);
+    if (index)
+        dsa_select(c, layer, sp->d, sp->t, x, qa, b, d_cs, sp->sel);
     float *query = absorb(c, d, t, q, n_tok);
 
     /* MQA over the latent: one KV head whose value is its key's first kv_lora. */
     const struct eng_attn a = {
         .n_head = d->n_head, .n_head_kv = 1, .dk = dk, .dv = d->kv_lora,
         .k_stride = dk, .v_stride = dk, .v_in_k = true, .scale = kq_scale,
+        .sel = sp ? sp->sel : NULL,
     };
     float *att = eng_tmp(c, (int64_t)n_tok * d->n_head * d->kv_lora);
     eng_attention(c, layer, b, query, d->n_head * dk, &a, att, (int64_t)d->n_head * d->kv_lora);

@@ -21,6 +21,7 @@
 #define FL_MLA_H
 
 #include "base/error.h"
+#include "model/dsa.h"
 #include "model/model.h"
 #include "model/yarn.h"
 
@@ -53,12 +54,22 @@ static inline int64_t mla_cache_row(const struct mla_dims *d)
 int mla_find_tensors(struct eng_model *m, int layer, const struct mla_dims *d,
                      struct mla_tensors *t, struct fl_err *err);
 
+/* DeepSeek sparse attention over the latent cache (model/dsa.h); NULL in
+ * mla_attention: dense. */
+struct mla_sparse {
+    const struct dsa_dims *d;
+    const struct dsa_tensors *t; /* t->q_b NULL: sel is the last full layer's */
+    const struct eng_attn_sel *sel; /* host, n_tok rows of top_k */
+};
+
 /* The attention block of `layer` on x [n_tok][n_embd] (normed input, the
  * backend's memory) for the batch's positions into out [n_tok][n_embd]
  * (before the residual add). rope has n_dims = qk_rope (NORM pairing);
- * kq_scale is applied to q.k. The layer's K cache rows are written. */
+ * kq_scale is applied to q.k. The layer's K cache rows are written (and
+ * with sp, the indexer's keys as its V rows). */
 void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
                    const struct mla_tensors *t, const struct yarn_rope *rope, float kq_scale,
-                   const float *x, const struct eng_batch *b, float *out);
+                   const struct mla_sparse *sp, const float *x, const struct eng_batch *b,
+                   float *out);
 
 #endif

@@ -69,6 +69,9 @@ struct eng_hparams {
      * key heads (ssm.group_count) and value heads (ssm.time_step_rank) of
      * ssm_d_state dims each */
     int64_t ssm_d_conv, ssm_n_k_head, ssm_n_v_head, ssm_d_state;
+    /* DeepSeek sparse attention's lightning indexer (model/dsa.h; 0 in a
+     * dense model): query heads, key length, positions each query reads */
+    int64_t indexer_n_head, indexer_head_dim, indexer_top_k;
 };
 
 struct eng_arch;
@@ -90,6 +93,9 @@ struct eng_model {
      * heads together). Set by the arch's load; 0 = that layer caches nothing
      * of that kind (MLA stores only K). */
     int64_t *kv_k_dim, *kv_v_dim;
+    /* MLA: a layer's K row is its latent cache and its value at once; a V
+     * row, where a layer has one, holds DSA's indexer key. Both F16 only. */
+    bool kv_latent;
     /* Per layer (NULL: no layer has any): floats of one sequence's
      * recurrent state beside the KV cache, the conv window and the
      * delta-rule matrices (model/kv-cache.h); 0 = none in that layer. */

@@ -139,6 +139,9 @@ int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
     float ctx_train = 0.0f, ctx_orig = 0.0f;
     int yarn = 0, none = 0, rc;
     bool ds2 = !strcmp(arch, "deepseek2");
+    /* llama.cpp's deepseek32 cancels the converter's 0.1 as deepseek2 does
+     * (without deepseek2's mscale case); glm-dsa never reads the key */
+    bool cancel_tenth = ds2 || !strcmp(arch, "deepseek32"), ignore_log_mul = !strcmp(arch, "glm-dsa");
 
     if ((rc = opt_float(f, arch, "rope.freq_base", &base, err)) < 0 ||
         (rc = opt_float(f, arch, "rope.scaling.factor", &factor, err)) < 0 ||
@@ -151,8 +154,10 @@ int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
     if (factor == 0.0f) /* the older key name */
         if ((rc = opt_float(f, arch, "rope.scale_linear", &factor, err)) < 0)
             return rc;
-    if (ds2 && log_mul != 0.0f)
-        log_mul /= 0.1f; /* llama.cpp cancels the converter's 0.1 for deepseek2 */
+    if (cancel_tenth && log_mul != 0.0f)
+        log_mul /= 0.1f;
+    if (ignore_log_mul)
+        log_mul = 0.0f;
     if (ctx_orig == 0.0f)
         ctx_orig = ctx_train;
     if (!(base > 0) || factor < 0 || n_dims <= 0 || n_dims % 2)

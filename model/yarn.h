@@ -78,7 +78,8 @@ float yarn_context_attn_factor(float factor, float ext_factor, float log_mul, fl
  *   .rope.scaling.attn_factor, .rope.scaling.yarn_log_multiplier.
  * n_dims is the rotated dimension count the caller settled. log_mul_out
  * (may be NULL) receives the yarn_log_multiplier as llama.cpp holds it
- * (after the deepseek2 /0.1 fix) for kq-scale computations.
+ * (after the deepseek2 and deepseek32 /0.1 fix; 0 for glm-dsa, which does
+ * not read it) for kq-scale computations.
  * Returns 0, or -EINVAL/-ENOENT with a one-line message. */
 int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
                    struct yarn_params *out, float *log_mul_out, struct fl_err *err);

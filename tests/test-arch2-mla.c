@@ -238,12 +238,12 @@ static void run_case(int q_lora)
     struct eng_batch b;
     const struct eng_batch prefill = { .tokens = toks, .n_tok = n_prefill, .pos0 = 0 };
     CHECK(eng_batch_prepare(&c, &prefill, &b, &err) == 0, "batch: %s", err.msg);
-    mla_attention(&c, 0, &L.d, &L.t, &r, scale, x, &b, out);
+    mla_attention(&c, 0, &L.d, &L.t, &r, scale, NULL, x, &b, out);
     for (int t = n_prefill; t < n_tok; t++) { /* decode, one token at a time */
         const struct eng_batch step = { .tokens = toks, .n_tok = 1, .pos0 = t };
         eng_arena_reset(arena);
         CHECK(eng_batch_prepare(&c, &step, &b, &err) == 0, "batch: %s", err.msg);
-        mla_attention(&c, 0, &L.d, &L.t, &r, scale, x + t * e, &b, out + t * e);
+        mla_attention(&c, 0, &L.d, &L.t, &r, scale, NULL, x + t * e, &b, out + t * e);
     }
     double worst = 0, mag = 0;
     for (int t = 0; t < n_tok; t++) {

@@ -11,6 +11,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/cpu-ops.h"
+#include "backend/cpu/indexer.h"
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 #include "model/moe-route.h"
@@ -36,7 +37,14 @@ static void test_rmsnorm_softmax(void)
     float g[2] = { 0, 2 }, u[2] = { 5, 3 };
     cpu_swiglu(g, u, 2);
     CHECK(g[0] == 0 && near(g[1], 2 / (1 + exp(-2.0)) * 3, 1e-6), "swiglu gave %g %g", g[0], g[1]);
-    printf("rmsnorm, softmax, swiglu: checked\n");
+    /* LayerNorm of 1, 2, 3, 6: mean 3, variance 3.5 */
+    float xl[4] = { 1, 2, 3, 6 }, yl[4], wl[4] = { 1, 2, 1, 1 }, bl[4] = { 0, 0, 1, -1 };
+    cpu_layernorm(yl, xl, wl, bl, 4, 0.0f);
+    const double sd = sqrt(3.5);
+    CHECK(near(yl[0], -2 / sd, 1e-6) && near(yl[1], 2 * -1 / sd, 1e-6) && near(yl[2], 1, 1e-6) &&
+              near(yl[3], 3 / sd - 1, 1e-6),
+          "layernorm gave %g %g %g %g", yl[0], yl[1], yl[2], yl[3]);
+    printf("rmsnorm, layernorm, softmax, swiglu: checked\n");
 }
 
 static void test_rope(void)
@@ -118,6 +126,17 @@ static float f16r(float x)
     return fl_f16_to_f32(fl_f32_to_f16(x));
 }
 
+/* Whether query t reads position kp under p's selection (DSA). */
+static bool selected(const struct eng_attn *p, int t, int kp)
+{
+    if (!p->sel || p->sel->n[t] < 0)
+        return true;
+    for (int i = 0; i < p->sel->n[t]; i++)
+        if (p->sel->pos[t * p->sel->stride + i] == kp)
+            return true;
+    return false;
+}
+
 /* Plain softmax attention in double over F16-rounded q, k, v. */
 static void ref_attention(const float *q, const float *k, const float *v, int qpos,
                           const struct eng_attn *p, const float *sinks, int h, int64_t kdim,
@@ -127,7 +146,7 @@ static void ref_attention(const float *q, const float *k, const float *v, int qp
     double s[256], max = -INFINITY, sum = 0;
     for (int kp = 0; kp <= qpos; kp++) {
         s[kp] = -INFINITY;
-        if (p->window && qpos - kp >= p->window)
+        if ((p->window && qpos - kp >= p->window) || !selected(p, qpos, kp))
             continue;
         double d = 0;
         for (int64_t i = 0; i < p->dk; i++)
@@ -151,7 +170,8 @@ static void ref_attention(const float *q, const float *k, const float *v, int qp
         out[d] /= sum;
 }
 
-static void check_attention(struct eng_ctx *c, int n_tok, int window, const float *sinks)
+static void check_attention(struct eng_ctx *c, int n_tok, int window, const float *sinks,
+                            const struct eng_attn_sel *sel)
 {
     enum { NH = 4, NKV = 2, DK = 32, DV = 16 };
     const int64_t kdim = NKV * DK, vdim = NKV * DV;
@@ -175,7 +195,7 @@ static void check_attention(struct eng_ctx *c, int n_tok, int window, const floa
                                    .type = FL_TYPE_F32, .n_dims = 1, .ne = { NH, 1, 1, 1 } };
     const struct eng_attn p = { .n_head = NH, .n_head_kv = NKV, .dk = DK, .dv = DV, .k_stride = DK,
                                 .v_stride = DV, .scale = 0.7f, .window = window,
-                                .sinks = sinks ? &ts : NULL };
+                                .sinks = sinks ? &ts : NULL, .sel = sel };
     cpu_attention(c, 0, &b, q, NH * DK, &p, o, NH * DV);
     double worst = 0, ref[DV];
     for (int t = 0; t < n_tok; t++)
@@ -187,10 +207,10 @@ static void check_attention(struct eng_ctx *c, int n_tok, int window, const floa
             }
         }
     /* the short-batch kernel accumulates V in F16: ~1e-3 relative */
-    CHECK(worst < 4e-3, "attention n_tok %d window %d sinks %d: max error %g", n_tok, window,
-          sinks != NULL, worst);
-    printf("attention n_tok %3d window %2d sinks %d: max |error| %.2g vs double reference\n", n_tok,
-           window, sinks != NULL, worst);
+    CHECK(worst < 4e-3, "attention n_tok %d window %d sinks %d sel %d: max error %g", n_tok,
+          window, sinks != NULL, sel != NULL, worst);
+    printf("attention n_tok %3d window %2d sinks %d sel %d: max |error| %.2g vs double reference\n",
+           n_tok, window, sinks != NULL, sel != NULL, worst);
     free(q);
     free(k);
     free(v);
@@ -208,11 +228,107 @@ static void test_attention(struct fl_pool *pool)
           (unsigned long long)eng_kv_bytes(c.kv));
     CHECK(eng_arena_create(&c.arena) == 0, "arena");
     const float sinks[4] = { 0.5f, -1.0f, 2.0f, 0.0f };
-    check_attention(&c, 1, 0, NULL);
-    check_attention(&c, 9, 0, NULL);
-    check_attention(&c, 9, 4, sinks);
-    check_attention(&c, 70, 0, NULL); /* the F32 (tiled) kernel */
-    check_attention(&c, 70, 16, sinks);
+    check_attention(&c, 1, 0, NULL, NULL);
+    check_attention(&c, 9, 0, NULL, NULL);
+    check_attention(&c, 9, 4, sinks, NULL);
+    check_attention(&c, 70, 0, NULL, NULL); /* the F32 (tiled) kernel */
+    check_attention(&c, 70, 16, sinks, NULL);
+    /* DSA's selection: from position 6 on, every third position and its own */
+    static int32_t pos[70 * 32], n[70];
+    for (int t = 0; t < 70; t++) {
+        n[t] = t < 6 ? -1 : 0;
+        for (int kp = 0; t >= 6 && kp <= t; kp++)
+            if (kp % 3 == 0 || kp == t)
+                pos[t * 32 + n[t]++] = kp;
+    }
+    const struct eng_attn_sel sel = { .pos = pos, .n = n, .stride = 32 };
+    check_attention(&c, 9, 0, NULL, &sel);  /* the one-chunk kernel, skipping */
+    check_attention(&c, 70, 0, sinks, &sel); /* the F32 kernel, gathering */
+    eng_kv_destroy(c.kv);
+    eng_arena_destroy(c.arena);
+    free_fake(m);
+}
+
+/* --- the lightning indexer (DSA) ---------------------------------------------- */
+
+/* Query t's top_k positions by a double-precision score over F16 keys, the
+ * earlier position first among equals; -1 when it sees no more than top_k. */
+static int ref_select(const float *q, const float *w, const float *keys, int t, int n_head,
+                      int dim, int top_k, int32_t *out)
+{
+    if (t + 1 <= top_k)
+        return -1;
+    double s[64];
+    bool taken[64] = { false };
+    const double scale = 1.0 / sqrt((double)dim * n_head);
+    for (int j = 0; j <= t; j++) {
+        s[j] = 0;
+        for (int h = 0; h < n_head; h++) {
+            double d = 0;
+            for (int i = 0; i < dim; i++)
+                d += (double)q[(t * n_head + h) * dim + i] * f16r(keys[j * dim + i]);
+            s[j] += (d > 0 ? d : 0) * w[t * n_head + h] * scale;
+        }
+    }
+    for (int got = 0; got < top_k; got++) {
+        int best = -1;
+        for (int j = 0; j <= t; j++)
+            if (!taken[j] && (best < 0 || s[j] > s[best]))
+                best = j;
+        taken[best] = true;
+    }
+    int n = 0;
+    for (int j = 0; j <= t; j++)
+        if (taken[j])
+            out[n++] = j;
+    return n;
+}
+
+/* n_tok positions of one sequence; same_keys: every key alike (all scores
+ * tie: the earliest top_k win). */
+static void check_indexer(struct eng_ctx *c, int n_tok, bool same_keys)
+{
+    enum { H = 3, DIM = 16, TOP = 5 };
+    unsigned seed = 11 + (unsigned)n_tok;
+    static float q[64 * H * DIM], w[64 * H], k[64 * DIM], v[64 * 8];
+    for (int i = 0; i < n_tok * H * DIM; i++)
+        q[i] = rnd(&seed);
+    for (int i = 0; i < n_tok * H; i++)
+        w[i] = rnd(&seed);
+    for (int i = 0; i < n_tok * DIM; i++)
+        k[i] = same_keys ? k[i % DIM] : rnd(&seed);
+    static int32_t toks[64], pos[64 * TOP], n[64], want[TOP];
+    const struct eng_batch in = { .tokens = toks, .n_tok = n_tok, .pos0 = 0 };
+    struct eng_batch b;
+    struct fl_err err;
+    eng_arena_reset(c->arena);
+    CHECK(eng_batch_prepare(c, &in, &b, &err) == 0, "batch: %s", err.msg);
+    eng_kv_write(c->kv, 0, b.cell, n_tok, v, k); /* the indexer's keys are the V rows */
+    const struct eng_indexer p = { .n_head = H, .head_dim = DIM, .top_k = TOP };
+    const struct eng_attn_sel sel = { .pos = pos, .n = n, .stride = TOP };
+    cpu_indexer(c, 0, &b, q, w, &p, &sel);
+    int bad = 0;
+    for (int t = 0; t < n_tok; t++) {
+        const int nw = ref_select(q, w, k, t, H, DIM, TOP, want);
+        bad += n[t] != nw || (nw > 0 && memcmp(pos + t * TOP, want, sizeof(int32_t) * TOP));
+    }
+    CHECK(bad == 0, "indexer, %d tokens%s: %d selections differ from the reference", n_tok,
+          same_keys ? ", equal keys" : "", bad);
+    printf("indexer %2d tokens%s: every token's top %d as the reference\n", n_tok,
+           same_keys ? " (all scores tied)" : "", TOP);
+}
+
+static void test_indexer(struct fl_pool *pool)
+{
+    struct eng_model *m = fake_model(1, 8, 16); /* K: a latent; V: the indexer's key */
+    m->kv_latent = true;
+    struct eng_ctx c = { .m = m, .pool = pool, .cpu = &eng_cpu_backend, .be = &eng_cpu_backend };
+    struct fl_err err;
+    CHECK(eng_kv_create(m, 64, 1, FL_TYPE_F16, FL_TYPE_F16, &c.kv, &err) == 0, "kv: %s", err.msg);
+    CHECK(eng_arena_create(&c.arena) == 0, "arena");
+    check_indexer(&c, 4, false);  /* no more than top_k: every position */
+    check_indexer(&c, 40, false);
+    check_indexer(&c, 40, true);
     eng_kv_destroy(c.kv);
     eng_arena_destroy(c.arena);
     free_fake(m);
@@ -399,6 +515,8 @@ int main(void)
     test_rope();
     test_routing();
     test_attention(pool);
+    test_indexer(pool);
+    test_indexer(NULL);
     test_moe(pool);
     test_moe(NULL);
     fl_pool_destroy(pool);

@@ -47,6 +47,8 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_MINIMAX_M2] = "tests/data/minimax-m2-tiny-F16.gguf",
     [GEN_ARCH_QWEN35MOE] = "tests/data/qwen35moe-tiny-F16.gguf",
     [GEN_ARCH_QWEN3NEXT] = "tests/data/qwen3next-tiny-F16.gguf",
+    [GEN_ARCH_DEEPSEEK32] = "tests/data/deepseek32-tiny-F16.gguf",
+    [GEN_ARCH_GLM_DSA] = "tests/data/glm-dsa-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -89,6 +91,16 @@ static const struct rule rules_deepseek2[] = {
     { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" },
     { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" }, { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" },
     { "blk.#.ffn_up_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
+    { NULL, 0, NULL },
+};
+
+/* deepseek2's tensors (the same rules, read first) plus the lightning
+ * indexer's: 'I' = the blocks attention.indexer.types marks full (all when
+ * the file has no such key). */
+static const struct rule rules_sparse[] = {
+    { "blk.#.indexer.attn_q_b.weight", 'I', "ql,iq" }, { "blk.#.indexer.attn_k.weight", 'I', "D,id" },
+    { "blk.#.indexer.k_norm.weight", 'I', "id" }, { "blk.#.indexer.k_norm.bias", 'I', "id" },
+    { "blk.#.indexer.proj.weight", 'I', "D,ih" },
     { NULL, 0, NULL },
 };
 
@@ -198,6 +210,11 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     if (!strcmp(s, "S")) return F * kv_int(f, arch, "expert_shared_count");
     if (!strcmp(s, "Q2")) return 2 * N * hd;
     if (!strcmp(s, "Ss")) return kv_int(f, arch, "expert_shared_feed_forward_length");
+    if (!strcmp(s, "id")) return kv_int(f, arch, "attention.indexer.key_length");
+    if (!strcmp(s, "ih")) return kv_int(f, arch, "attention.indexer.head_count");
+    if (!strcmp(s, "iq"))
+        return kv_int(f, arch, "attention.indexer.key_length") *
+               kv_int(f, arch, "attention.indexer.head_count");
     if (!strcmp(s, "Hv")) return kv_int(f, arch, "ssm.time_step_rank");
     if (!strcmp(s, "Hv2")) return 2 * kv_int(f, arch, "ssm.time_step_rank");
     if (!strcmp(s, "Ds")) return kv_int(f, arch, "ssm.state_size");
@@ -212,7 +229,9 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
 static const struct rule *rules_for(enum gen_arch a)
 {
     switch (a) {
-    case GEN_ARCH_DEEPSEEK2: return rules_deepseek2;
+    case GEN_ARCH_DEEPSEEK2:
+    case GEN_ARCH_DEEPSEEK32:
+    case GEN_ARCH_GLM_DSA: return rules_deepseek2;
     case GEN_ARCH_GPT_OSS: return rules_gpt_oss;
     case GEN_ARCH_GLM4MOE: return rules_glm4moe;
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
@@ -234,12 +253,22 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         rules[n_rules++] = rules_common[r];
     for (int r = 0; own[r].name && n_rules < 63; r++)
         rules[n_rules++] = own[r];
+    for (int r = 0; gen_arch_is_mla(a) && a != GEN_ARCH_DEEPSEEK2 && rules_sparse[r].name; r++)
+        rules[n_rules++] = rules_sparse[r];
     rules[n_rules] = (struct rule){ NULL, 0, NULL };
     int64_t nl = kv_int(f, arch, "block_count");
     int64_t nd = gen_arch_has_dense(a) ? kv_int(f, arch, "leading_dense_block_count") : 0;
     int64_t nn = a == GEN_ARCH_GLM4MOE ? kv_int(f, arch, "nextn_predict_layers") : 0;
     int64_t every = kv_int(f, arch, "full_attention_interval"), ng = every > 0 ? nl / every : 0;
-    int64_t count[64] = {0};
+    int64_t count[64] = {0}, ni = nl; /* blocks with a full indexer */
+    char key[128];
+    const struct gguf_value *types;
+    snprintf(key, sizeof(key), "%s.attention.indexer.types", arch);
+    if (!gguf_get_arr(f, key, &types)) {
+        ni = 0;
+        for (uint64_t i = 0; i < types->arr.n; i++)
+            ni += ((const int32_t *)types->arr.elems)[i] != 0;
+    }
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
         char pat[96];
@@ -272,7 +301,8 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
                      : rules[r].where == 'M' ? nl - nd : rules[r].where == 'N' ? nn
                      : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng
                      : rules[r].where == 'b' ? (a == GEN_ARCH_QWEN35MOE ? nl - ng : 0)
-                     : rules[r].where == 'B' ? (a == GEN_ARCH_QWEN3NEXT ? nl - ng : 0) : nl;
+                     : rules[r].where == 'B' ? (a == GEN_ARCH_QWEN3NEXT ? nl - ng : 0)
+                     : rules[r].where == 'I' ? ni : nl;
         if ((qk_norm || qk_norm2) && own == rules_gqa && a != GEN_ARCH_QWEN3MOE)
             want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
@@ -459,7 +489,10 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     p.n_head = 4;
     p.n_head_kv = 2;
     p.head_dim = 32;
-    if (a == GEN_ARCH_DEEPSEEK2) {
+    if (gen_arch_is_mla(a)) {
+        p.idx_n_head = 4;
+        p.idx_head_dim = 64;
+        p.idx_top_k = 16;
         p.q_lora_rank = 160;
         p.kv_lora_rank = 96;
         p.qk_nope = 32;

@@ -200,8 +200,15 @@ static void test_block_types(void)
           err.msg);
     eng_kv_destroy(kv);
     m->kv_v_dim[0] = m->kv_v_dim[1] = 0; /* MLA: one latent row, K only */
+    m->kv_latent = true;
     CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == -EINVAL &&
               strstr(err.msg, "MLA"), "MLA refused: %s", err.msg);
+    m->kv_v_dim[1] = 128; /* DSA: layer 1's V row is its indexer key */
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_Q8_0, &kv, &err) == -EINVAL &&
+              strstr(err.msg, "indexer"), "quantized indexer keys refused: %s", err.msg);
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0, "DSA F16: %s",
+          err.msg);
+    eng_kv_destroy(kv);
     free_fake(m);
 }
 

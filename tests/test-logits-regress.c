@@ -89,6 +89,12 @@ static const struct model models[] = {
     { "gen-qwen3next-Q8_0", NULL, "qwen3next", "Q8_0", false },
     { "gen-qwen3next-Q4_K", NULL, "qwen3next", "Q4_K", false },
     { "gen-qwen3next-MXFP4", NULL, "qwen3next", "MXFP4", false },
+    /* DeepSeek sparse attention (avx2 data from an AVX2 host) */
+    { "deepseek32-tiny-F16", "tests/data/deepseek32-tiny-F16.gguf", NULL, NULL, false },
+    { "glm-dsa-tiny-F16", "tests/data/glm-dsa-tiny-F16.gguf", NULL, NULL, false },
+    { "gen-deepseek32-Q8_0", NULL, "deepseek32", "Q8_0", false },
+    { "gen-deepseek32-Q4_K", NULL, "deepseek32", "Q4_K", false },
+    { "gen-glm-dsa-MXFP4", NULL, "glm-dsa", "MXFP4", false },
 };
 #define N_MODELS (int)(sizeof(models) / sizeof(models[0]))
 

@@ -139,8 +139,12 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
         return FL_CHAT_DEEPSEEK3; /* V3, R1 and Kimi K2 all load as deepseek2 */
     if (strcmp(arch, "gpt-oss") == 0)
         return FL_CHAT_GPT_OSS;
+    if (strcmp(arch, "deepseek32") == 0)
+        return FL_CHAT_DEEPSEEK_V31; /* V3.2's plain turns are V3.1's */
     if (strcmp(arch, "glm4moe") == 0)
         return FL_CHAT_GLM45; /* GLM-4.5 and later: their own template's format */
+    if (strcmp(arch, "glm-dsa") == 0)
+        return FL_CHAT_GLM47; /* GLM-5 writes GLM-4.7's turns and calls */
     if (strcmp(arch, "minimax-m2") == 0)
         return FL_CHAT_MINIMAX_M2;
     return FL_CHAT_UNKNOWN;

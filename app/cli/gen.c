@@ -24,7 +24,8 @@ static void usage(FILE *out)
         "\n"
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
         "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
-        "                     minimax-m2, qwen35moe, qwen3next\n"
+        "                     minimax-m2, qwen35moe, qwen3next, deepseek32 (DeepSeek V3.2),\n"
+        "                     glm-dsa (GLM-5)\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -37,6 +38,10 @@ static void usage(FILE *out)
         "  --heads N --heads-kv N --head-dim N\n"
         "  --rope-dims N                         (glm4moe, minimax-m2, qwen35moe: partial RoPE)\n"
         "  --shared-experts N --dense-layers N   (deepseek2, glm4moe; qwen35moe: shared only)\n"
+        "  --indexer-heads N --indexer-dim N --indexer-top-k N\n"
+        "                     (deepseek32, glm-dsa: the sparse attention's lightning indexer;\n"
+        "                     default top-k 2048 as DeepSeek V3.2; glm-dsa's blocks alternate\n"
+        "                     a full indexer and one that reuses its choice)\n"
         "  --ssm-state N --ssm-groups N --ssm-heads N\n"
         "                     (qwen35moe, qwen3next: Gated DeltaNet head dims, key heads,\n"
         "                     value heads)\n"
@@ -55,7 +60,8 @@ static void usage(FILE *out)
 
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
        O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE,
-       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN, O_VOCAB };
+       O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN, O_VOCAB, O_IDX_HEADS, O_IDX_DIM,
+       O_IDX_TOPK };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -72,6 +78,9 @@ static const struct option long_opts[] = {
     { "ssm-groups", required_argument, 0, O_SSM_GROUPS },
     { "ssm-heads", required_argument, 0, O_SSM_HEADS }, { "ssm-in", no_argument, 0, O_SSM_IN },
     { "vocab", required_argument, 0, O_VOCAB },
+    { "indexer-heads", required_argument, 0, O_IDX_HEADS },
+    { "indexer-dim", required_argument, 0, O_IDX_DIM },
+    { "indexer-top-k", required_argument, 0, O_IDX_TOPK },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -123,6 +132,9 @@ static int64_t *count_field(struct gen_params *p, int o)
     case O_SSM_STATE: return &p->ssm_d_state;
     case O_SSM_GROUPS: return &p->ssm_n_k_head;
     case O_SSM_HEADS: return &p->ssm_n_v_head;
+    case O_IDX_HEADS: return &p->idx_n_head;
+    case O_IDX_DIM: return &p->idx_head_dim;
+    case O_IDX_TOPK: return &p->idx_top_k;
     default: return NULL;
     }
 }
@@ -135,7 +147,7 @@ static int parse_one(struct opts *o, int c, const char *arg, const char *name)
     case O_ARCH:
         if (gen_arch_by_name(arg) < 0)
             return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                       "minimax-m2, qwen35moe, qwen3next)", arg);
+                       "minimax-m2, qwen35moe, qwen3next, deepseek32, glm-dsa)", arg);
         o->p.arch = (enum gen_arch)gen_arch_by_name(arg);
         return 0;
     case O_SIZE:
@@ -212,7 +224,7 @@ static int parse(int argc, char **argv, struct opts *o)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!have_arch)
         return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                   "minimax-m2, qwen35moe, qwen3next)");
+                   "minimax-m2, qwen35moe, qwen3next, deepseek32, glm-dsa)");
     if (!o->out && !o->dry)
         return bad("-o FILE is required");
     return 0;
@@ -227,10 +239,13 @@ static void print_shape(const struct gen_params *p, uint64_t size)
     if (gen_arch_has_dense(p->arch))
         printf(", %lld shared, %lld dense layers", (long long)p->n_expert_shared,
                (long long)p->n_layer_dense);
-    if (p->arch == GEN_ARCH_DEEPSEEK2)
+    if (gen_arch_is_mla(p->arch))
         printf(", q/kv lora %lld/%lld", (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
+    if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_DEEPSEEK2)
+        printf(", indexer %lld x %lld top %lld", (long long)p->idx_n_head,
+               (long long)p->idx_head_dim, (long long)p->idx_top_k);
     printf("), expert n_ff %lld, %lld heads", (long long)p->n_ff_exp, (long long)p->n_head);
-    if (p->arch != GEN_ARCH_DEEPSEEK2)
+    if (!gen_arch_is_mla(p->arch))
         printf(" (%lld kv) x %lld", (long long)p->n_head_kv, (long long)p->head_dim);
     if (p->n_rot)
         printf(", RoPE on %lld dims", (long long)p->n_rot);

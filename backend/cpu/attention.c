@@ -208,7 +208,11 @@ static void attend_heads(const struct attn_job *j, int t, int h0, int n, float *
     for (int hh = 0; hh < n; hh++)
         head_begin(j, &heads[hh], j->q + (int64_t)t * j->q_stride + (int64_t)(h0 + hh) * p->dk,
                    scr + p->dv + (int64_t)hh * head_scratch(p));
-    for (int kp = first_key(p, qpos); kp <= qpos; kp++) {
+    /* the positions it reads: its selection (DSA), else all it may see */
+    const int ns = p->sel ? p->sel->n[t] : -1, k0 = first_key(p, qpos);
+    const int32_t *sp = ns >= 0 ? p->sel->pos + (int64_t)t * p->sel->stride : NULL;
+    for (int i = 0, nk = sp ? ns : qpos + 1 - k0; i < nk; i++) {
+        const int kp = sp ? sp[i] : k0 + i;
         const void *key = key_row(j, cells[kp], g), *v = val_row(j, cells[kp], g);
         if (!v16)
             j->v_to_f32(v, v32, p->dv);
@@ -234,12 +238,47 @@ static void attend_one_chunk(const struct attn_job *j, int t, int g, float *scr)
         attend_heads(j, t, g * r + h, r - h < ENG_FA_GROUP ? r - h : ENG_FA_GROUP, scr);
 }
 
+/* attend_f32 for a query that reads only the ns positions sp (DSA's
+ * selection): their scores from the transposed keys, softmax, the V sum in
+ * position order. The positions it skips count for nothing, as the keys
+ * ggml's kernels see masked. */
+static void attend_f32_sel(const struct attn_job *j, int t, int g, const int32_t *sp, int ns,
+                           float *scr)
+{
+    const struct eng_attn *p = j->p;
+    const int r = p->n_head / p->n_head_kv;
+    const int64_t lds = p->dv + j->n_kv;
+    const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
+    const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
+    for (int h = 0; h < r; h++) {
+        const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)(g * r + h) * p->dk;
+        float *acc = scr + h * lds, *s = acc + p->dv, M = -INFINITY;
+        for (int i = 0; i < ns; i++) {
+            float d = 0.0f;
+            for (int64_t k = 0; k < p->dk; k++)
+                d += q[k] * kt[k * j->n_kv + sp[i]];
+            s[i] = softcapped(p, d);
+            M = s[i] > M ? s[i] : M;
+        }
+        const float S = j->k->exp_shifted(s, ns, M);
+        memset(acc, 0, sizeof(float) * (size_t)p->dv);
+        for (int i = 0; i < ns; i++)
+            for (int64_t d = 0; d < p->dv; d++)
+                acc[d] += s[i] * vf[(int64_t)sp[i] * p->dv + d];
+        finish(j, t, g * r + h, acc, M, S);
+    }
+}
+
 /* One query (batch token t) and the r query heads of KV head g, F32
  * arithmetic: scores for all keys, softmax, V sum. Scratch: r rows of
  * (dv + n_kv) floats. */
 static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
 {
     const struct eng_attn *p = j->p;
+    if (p->sel && p->sel->n[t] >= 0) {
+        attend_f32_sel(j, t, g, p->sel->pos + (int64_t)t * p->sel->stride, p->sel->n[t], scr);
+        return;
+    }
     const int r = p->n_head / p->n_head_kv, qpos = j->b->pos[t];
     const int k0 = first_key(p, qpos), nk = qpos + 1 - k0;
     const int64_t lds = p->dv + j->n_kv;

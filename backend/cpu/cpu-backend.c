@@ -8,6 +8,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-ops.h"
+#include "backend/cpu/indexer.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/recurrent.h"
 #include "backend/cpu/threadpool.h"
@@ -49,6 +50,24 @@ static void cpu_rmsnorm_op(struct eng_ctx *c, float *y, const float *x,
 {
     (void)c;
     cpu_rmsnorm_rows(y, x, w, n, n_rows, stride, eps);
+}
+
+static void cpu_layernorm_op(struct eng_ctx *c, float *y, const float *x,
+                             const struct eng_tensor *w, const struct eng_tensor *bias, int64_t n,
+                             int64_t n_rows, int64_t stride, float eps)
+{
+    (void)c;
+    for (int64_t r = 0; r < n_rows; r++)
+        cpu_layernorm(y + r * stride, x + r * stride, w ? (const float *)w->data : NULL,
+                      bias ? (const float *)bias->data : NULL, n, eps);
+}
+
+/* The cache's fast transform (the same matrix as llama.cpp's product with
+ * it; rounding may differ in the last bit). */
+static void cpu_hadamard(struct eng_ctx *c, float *x, int64_t n_rows, int64_t n)
+{
+    (void)c;
+    eng_kv_rotate(x, n_rows * n, (int)n);
 }
 
 static void cpu_matmul(struct eng_ctx *c, const struct eng_tensor *w, int64_t slice,
@@ -202,6 +221,9 @@ const struct eng_backend eng_cpu_backend = {
     .add_bias = cpu_add_bias_op,
     .swiglu = cpu_swiglu_op,
     .copy_2d = cpu_copy_2d,
+    .layernorm = cpu_layernorm_op,
+    .hadamard = cpu_hadamard,
+    .indexer = cpu_indexer,
     .ssm_conv = cpu_ssm_conv,
     .delta_net = cpu_delta_net,
     .sigmoid_gate = cpu_sigmoid_gate,

@@ -30,6 +30,29 @@ void cpu_rmsnorm_rows(float *y, const float *x, const struct eng_tensor *w, int6
         cpu_rmsnorm(y + r * stride, x + r * stride, wf, n, eps);
 }
 
+/* ggml_norm's steps: the mean and the variance summed in double, then the
+ * scale; ggml_mul and ggml_add apply the weight and the bias after it. */
+void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    double var = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] - mean;
+        var += (double)(y[i] * y[i]);
+    }
+    const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) {
+        y[i] *= scale;
+        if (w)
+            y[i] *= w[i];
+        if (b)
+            y[i] += b[i];
+    }
+}
+
 void cpu_swiglu(float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

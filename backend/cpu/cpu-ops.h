@@ -16,6 +16,9 @@ void cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
  * tensor of n values (or NULL). For per-head norms pass n = head_dim. */
 void cpu_rmsnorm_rows(float *y, const float *x, const struct eng_tensor *w, int64_t n,
                       int64_t n_rows, int64_t stride, float eps);
+/* y = (x - mean) / sqrt(var + eps) * w + b over one row of n (w, b NULL:
+ * none), as ggml_norm then ggml_mul and ggml_add. y may equal x. */
+void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps);
 /* g[i] = silu(g[i]) * u[i] (SwiGLU, as ggml_swiglu_split). */
 void cpu_swiglu(float *g, const float *u, int64_t n);
 void cpu_add(float *y, const float *x, int64_t n); /* y += x */

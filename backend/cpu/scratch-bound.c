@@ -15,6 +15,7 @@
  * high water on every architecture and within a factor of it. */
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-backend.h"
+#include "backend/cpu/indexer.h"
 
 #include "backend/cpu/matmul.h"
 #include "gguf/tensor-names.h"
@@ -70,6 +71,21 @@ static uint64_t attention_bytes(const struct eng_model *m, int il, int64_t n_tok
     return b + (uint64_t)n_tok * sizeof(int32_t) + 256;
 }
 
+/* A lightning indexer's (DSA's, a layer with an indexer key row): the
+ * scores of a group of tokens, each thread's copy of a token's scores, the
+ * weights and the token list; all but the list given back when it ends. */
+static uint64_t indexer_bytes(const struct eng_model *m, int il, int64_t n_tok, int64_t n_kv,
+                              int n_threads)
+{
+    if (!m->kv_latent || !m->kv_v_dim || !m->kv_v_dim[il])
+        return 0;
+    const int64_t one = n_kv > CPU_INDEXER_SCORE_FLOATS ? n_kv : CPU_INDEXER_SCORE_FLOATS;
+    const int64_t scores = n_tok * n_kv < one ? n_tok * n_kv : one;
+    const int64_t row = (n_kv > m->kv_v_dim[il] ? n_kv : m->kv_v_dim[il]) + 16;
+    return (uint64_t)(scores + n_threads * row + n_tok * (m->hp.indexer_n_head + 2)) *
+               sizeof(float) + 256;
+}
+
 uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t n_kv,
                                int64_t n_out, int n_threads)
 {
@@ -77,7 +93,10 @@ uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t
     const int64_t n_layer = hp->n_layer;
     uint64_t worst = 0;
     for (int il = 0; il < n_layer; il++) {
-        uint64_t layer = attention_bytes(m, il, n_tok, n_kv, n_threads);
+        /* the indexer gives its scratch back before attention takes its own */
+        const uint64_t attn = attention_bytes(m, il, n_tok, n_kv, n_threads),
+                       index = indexer_bytes(m, il, n_tok, n_kv, n_threads);
+        uint64_t layer = attn > index ? attn : index;
         const struct eng_tensor *gate = NULL, *down = NULL;
         for (int64_t i = 0; i < m->n_tensors; i++) {
             const struct eng_tensor *t = &m->tensors[i];
@@ -99,6 +118,7 @@ uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t
     /* the residual rows, positions and rope tables, and the head's rows */
     uint64_t pass = 3 * (uint64_t)(n_tok * hp->n_embd) * sizeof(float);
     pass += (uint64_t)n_tok * (8 * sizeof(int32_t) + 2 * (uint64_t)hp->n_rot * sizeof(float));
+    pass += (uint64_t)n_tok * (uint64_t)(hp->indexer_top_k + 1) * sizeof(int32_t); /* DSA's choice */
     if (m->output)
         pass += (uint64_t)(n_out * hp->n_embd) * sizeof(float) +
                 quantized_input(m->output->type, hp->n_embd, n_out);
