@@ -87,17 +87,30 @@ static void value_rule(struct gbnf *g, const json_t *schema)
     }
 }
 
-/* One pair of a call: open key mid value close, in the format's tags. */
+/* One pair of a call: open key mid value close, in the format's tags;
+ * mid_json (DeepSeek V3.2's typed pairs): mid before a string, mid_json
+ * before any other value (a schema without a type: either). */
 struct tags {
-    const char *open, *mid, *close;
+    const char *open, *mid, *close, *mid_json;
 };
 
 static void pair(struct gbnf *g, const struct tags *t, const char *key, const json_t *schema)
 {
     add(g, "\"%s\" ", t->open);
     literal(g, key);
-    add(g, " \"%s\" ", t->mid);
-    value_rule(g, schema);
+    const char *type = json_string_value(json_object_get(schema, "type"));
+    const json_t *e = json_object_get(schema, "enum");
+    const bool str = (type && !strcmp(type, "string")) ||
+                     (json_is_array(e) && json_is_string(json_array_get(e, 0)));
+    if (!t->mid_json || str) {
+        add(g, " \"%s\" ", t->mid);
+        value_rule(g, schema);
+    } else if (type || json_is_array(e)) {
+        add(g, " \"%s\" ", t->mid_json);
+        value_rule(g, schema);
+    } else {
+        add(g, " (\"%s\" text | \"%s\" value)", t->mid, t->mid_json);
+    }
     add(g, " \"%s\"", t->close);
 }
 
@@ -234,16 +247,24 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
          t->fmt == FL_CHAT_KIMI_K2_THINKING || t->fmt == FL_CHAT_DEEPSEEK_V31 ||
          t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1))
         return named_json_call(req, t, tok);
-    if ((!glm && !minimax && !qwen) || (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
+    const bool dsml = t->fmt == FL_CHAT_DEEPSEEK_V32;
+    if ((!glm && !minimax && !qwen && !dsml) ||
+        (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;
     static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",
-                                          "</arg_value>\\n" };
-    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n" };
-    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n" };
-    static const struct tags glm47_tags = { "<arg_key>", "</arg_key><arg_value>", "</arg_value>" };
-    const struct tags *tg = glm47 ? &glm47_tags : glm ? &glm_tags : qwen ? &qwen_tags : &mm_tags;
+                                          "</arg_value>\\n", NULL };
+    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n", NULL };
+    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n", NULL };
+    static const struct tags glm47_tags = { "<arg_key>", "</arg_key><arg_value>", "</arg_value>",
+                                            NULL };
+    static const struct tags dsml_tags = { "<｜DSML｜parameter name=\\\"", "\\\" string=\\\"true\\\">",
+                                           "</｜DSML｜parameter>\\n",
+                                           "\\\" string=\\\"false\\\">" };
+    const struct tags *tg = glm47 ? &glm47_tags : glm ? &glm_tags : qwen ? &qwen_tags
+                            : dsml ? &dsml_tags : &mm_tags;
     const char *end = glm    ? "\"</tool_call>\""
                       : qwen ? "\"</function>\\n</tool_call>\""
+                      : dsml ? "\"</｜DSML｜invoke>\\n</｜DSML｜function_calls>\""
                              : "\"</invoke>\\n</minimax:tool_call>\"";
     struct gbnf g = { 0 };
     if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
@@ -257,7 +278,8 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
         add(&g, "root ::= (");
         for (size_t i = 0; i < req->n_tools; i++) {
             add(&g, "%s", i ? " | " : "");
-            add(&g, glm || qwen ? "" : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
+            add(&g, glm || qwen ? "" : dsml ? "\"<｜DSML｜invoke name=\\\"\" "
+                                            : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
             literal(&g, req->tool_names[i]);
             add(&g, glm47 ? " " : glm ? " \"\\n\" " : qwen ? " \">\\n\" " : " \"\\\">\\n\" ");
             args_rule(&g, req, i, tg);

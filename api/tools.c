@@ -221,6 +221,10 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_MINIMAX_M2)
         return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
                     : snprintf(buf, n, "<minimax:tool_call>\n");
+    if (fmt == FL_CHAT_DEEPSEEK_V32) /* the template's blank line before the block */
+        return name ? snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"%s\">\n",
+                               name)
+                    : snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n");
     if (fmt == FL_CHAT_GPT_OSS) /* the answer's header, after the prompt's <|start|>assistant */
         return name ? snprintf(buf, n, "<|channel|>commentary to=functions.%s <|constrain|>json"
                                "<|message|>", name)
@@ -266,7 +270,8 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
                "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, openai-gpt-oss, "
-               "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3-0324 or deepseek-r1; "
+               "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3.2, deepseek-v3-0324 or "
+               "deepseek-r1; "
                "this model's is another";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
@@ -456,6 +461,11 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         if (open_left)
             strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
                                                              : close);
+        break;
+    case FL_CHAT_DEEPSEEK_V32:
+        if (open_left)
+            strcpy(out, args && !has(text, len, "</｜DSML｜invoke>")
+                            ? "</｜DSML｜invoke>\n</｜DSML｜function_calls>" : close);
         break;
     case FL_CHAT_QWEN35:
     case FL_CHAT_QWEN3_CODER:

@@ -5,7 +5,7 @@ POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, Qwen3.5's
 for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5, GLM-4.7-Flash's for glm-4.7,
-MiniMax-M2's for minimax-m2; rendered by jinja2 as Hugging
+MiniMax-M2's for minimax-m2, DeepSeek V3.2's for deepseek-v3.2; rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
 kimi-k2-thinking / deepseek-v3.1, DeepSeek V3-0324's and R1's told
@@ -35,6 +35,7 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
 env.filters["tojson"] = tojson
+env.filters["from_json"] = json.loads  # DeepSeek V3.2's, for arguments given as text
 
 
 def raise_exception(message):
@@ -54,11 +55,12 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
            "Qwen3-Coder": "<tool_call>\n<function=%s>\n",
            "GLM-4.7-Flash": "</think><tool_call>%s",
-           "DeepSeek-V3-0324": fenced, "DeepSeek-R1": "</think>" + fenced}[name]
+           "DeepSeek-V3-0324": fenced, "DeepSeek-R1": "</think>" + fenced,
+           "DeepSeek-V3.2": "</think>\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"%s\">\n"}[name]
 xml = name in ("Qwen3.5-4B", "Qwen3-Coder")  # Qwen's XML calls: <function=NAME> <parameter=K>
 # llama-server passes enable_thinking (true unless turned off); DeepSeek
 # V3.1's template reads it (undefined: no thinking), the others' default to it
-thinking_default = {"enable_thinking": True} if name == "DeepSeek-V3.1" else {}
+thinking_default = {"enable_thinking": True} if name in ("DeepSeek-V3.1", "DeepSeek-V3.2") else {}
 
 
 def render_as_is(messages, tools=None, **kwargs):
@@ -211,7 +213,8 @@ failed += not ok
 print(("ok" if ok else "FAIL") + ": a prefilled answer goes on from it: %r" % text)
 
 # DeepSeek V3.1's own "thinking" kwarg, which its template reads before enable_thinking
-if name == "DeepSeek-V3.1":
+# (V3.2's too)
+if name in ("DeepSeek-V3.1", "DeepSeek-V3.2"):
     messages = cases["tools, a system turn"][0]
     for kw in ({"thinking": False}, {"thinking": True, "enable_thinking": False}):
         got = post("/apply-template", {"messages": messages, "chat_template_kwargs": kw})["prompt"]
@@ -251,7 +254,7 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
                                "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
 want = render(messages, [weather, clock], enable_thinking=False) + \
     (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
-     opening.replace("</think>", "") if name in ("DeepSeek-V3.1", "GLM-4.7-Flash") else
+     opening.replace("</think>", "") if name in ("DeepSeek-V3.1", "DeepSeek-V3.2", "GLM-4.7-Flash") else
      opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
@@ -262,7 +265,8 @@ if got["prompt"] != want:
 # so the call comes back with no arguments (the block closed for it: the
 # model ended)
 glm = name in ("GLM-4.6", "GLM-4.7-Flash")
-if glm or name == "MiniMax-M2" or xml:
+dsml = name == "DeepSeek-V3.2"
+if glm or name == "MiniMax-M2" or xml or dsml:
     lt = post("/tokenize", {"content": "<"})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
                                       "tool_choice": {"type": "function", "function": {"name": "get_time"}},
@@ -275,12 +279,14 @@ if glm or name == "MiniMax-M2" or xml:
 # ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
 # random model writes at temperature 1, a named get_weather call starts with its required
 # city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
-if glm or name == "MiniMax-M2" or xml:
+if glm or name == "MiniMax-M2" or xml or dsml:
     nl = "\n" if name == "GLM-4.6" else ""  # GLM-4.7 writes its pairs without newlines
     named = "<arg_key>city</arg_key>%s<arg_value>" % nl if glm else "<parameter=city>\n" if xml else \
-        '<parameter name="city">'
+        '<｜DSML｜parameter name="city" string="true">' if dsml else '<parameter name="city">'
     starts = ("get_weather%s<arg_key>city</arg_key>" % nl, "get_time" + nl) if glm else \
         ("get_weather>\n<parameter=city>\n", "get_time>\n") if xml else \
+        ('<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">',
+         '<｜DSML｜invoke name="get_time">\n') if dsml else \
         ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
     for seed in range(3):
         for choice, want in (({"type": "function", "function": {"name": "get_weather"}}, (named,)),
@@ -349,8 +355,9 @@ if deepseek_fenced:
         failed += not ok
         print(("ok" if ok else "FAIL") + ": a named call read back (seed %d): %s %r"
               % (seed, c["finish_reason"], (c["message"]["content"] or json.dumps(calls))[:70]))
-# a result with no call before it: the template raises, the server says 400
-if name == "MiniMax-M2":
+# a result with no call before it: the template raises (V3.2's reads a message that is not
+# there), the server says 400
+if name in ("MiniMax-M2", "DeepSeek-V3.2"):
     code, _ = post("/apply-template", {"messages": [{"role": "user", "content": "x"},
                                                     {"role": "tool", "content": "rain"}]},
                    status=True)

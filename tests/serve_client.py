@@ -45,6 +45,7 @@ THINK_TAGS = {"Qwen3": ("<think>\n", "\n</think>\n\n"), "MiniMax-M2": ("<think>\
               "Qwen3.5-4B": ("<think>\n", "\n</think>\n\n"), "Qwen3-Coder": None,
               "GLM-4.6": ("<think>", "</think>\n"), "GLM-4.7-Flash": ("<think>", "</think>"), "Kimi-K2-Instruct": ("<think>", "</think>"),
               "Kimi-K2-Thinking": ("<think>", "</think>"), "DeepSeek-V3.1": ("<think>", "</think>"),
+              "DeepSeek-V3.2": ("<think>", "</think>"),
               "DeepSeek-V3-0324": None, "DeepSeek-R1": ("<think>", "</think>"),
               "openai-gpt-oss-120b": ("<|channel|>analysis<|message|>",
                                       "<|end|><|start|>assistant<|channel|>final<|message|>")}

@@ -169,7 +169,7 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("qwen3moe", NULL) == FL_CHAT_CHATML, "qwen3moe -> chatml");
     CHECK(fl_chat_detect("llama", NULL) == FL_CHAT_LLAMA2, "llama -> [INST]");
     CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
-    CHECK(fl_chat_detect("deepseek32", NULL) == FL_CHAT_DEEPSEEK_V31, "deepseek32 -> deepseek-v3.1");
+    CHECK(fl_chat_detect("deepseek32", NULL) == FL_CHAT_DEEPSEEK_V32, "deepseek32 -> deepseek-v3.2");
     CHECK(fl_chat_detect("glm-dsa", NULL) == FL_CHAT_GLM47, "glm-dsa -> glm-4.7");
     CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_GPT_OSS, "gpt-oss -> its own template");
     CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
@@ -211,7 +211,8 @@ static void test_chat_detect(void)
                   { "tests/data/templates/GLM-4.6.jinja", FL_CHAT_GLM45 },
                   { "tests/data/templates/GLM-4.7-Flash.jinja", FL_CHAT_GLM47 },
                   { "tests/data/templates/DeepSeek-V3-0324.jinja", FL_CHAT_DEEPSEEK_V3_0324 },
-                  { "tests/data/templates/DeepSeek-R1.jinja", FL_CHAT_DEEPSEEK_R1 } };
+                  { "tests/data/templates/DeepSeek-R1.jinja", FL_CHAT_DEEPSEEK_R1 },
+                  { "tests/data/templates/DeepSeek-V3.2.jinja", FL_CHAT_DEEPSEEK_V32 } };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char *t = NULL;
         size_t len;

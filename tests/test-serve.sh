@@ -309,6 +309,10 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 start -np 2 -c 1024 --chat-template deepseek-v3.1
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-V3.1 || fail "DeepSeek V3.1 prompts"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# DeepSeek V3.2's (DSML calls), as its GGUFs carry it (the deepseek2 model told so)
+start -np 2 -c 1024 --chat-template deepseek-v3.2
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" DeepSeek-V3.2 || fail "DeepSeek V3.2 prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 # DeepSeek V3-0324's and R1's (```json calls), as their GGUFs carry them
 for t in V3-0324 R1; do
   start -np 2 -c 1024 --chat-template "deepseek-$(echo $t | tr 'VR' 'vr')"

@@ -125,6 +125,51 @@ static void test_minimax(void)
           "minimax: content up to where its block may start");
 }
 
+/* DeepSeek V3.2: DSML invokes whose parameters say whether they are
+ * strings (taken as written) or JSON */
+static void test_dsml(void)
+{
+    const char *t = "<think>Two at once.</think>Checking.\n\n<｜DSML｜function_calls>\n"
+                    "<｜DSML｜invoke name=\"get_weather\">\n"
+                    "<｜DSML｜parameter name=\"city\" string=\"true\">New York</｜DSML｜parameter>\n"
+                    "<｜DSML｜parameter name=\"code\" string=\"true\">42</｜DSML｜parameter>\n"
+                    "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+                    "<｜DSML｜parameter name=\"opts\" string=\"false\">{\"units\": \"C\"}"
+                    "</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_time\">\n"
+                    "</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+    struct fl_tool_answer a;
+    CHECK(fl_tool_calls_parse(FL_CHAT_DEEPSEEK_V32, t, strlen(t), &a) == 0 && a.n_calls == 2,
+          "dsml: two invokes in one block");
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments,
+                      "{\"city\":\"New York\",\"code\":\"42\",\"days\":3,\"opts\":{\"units\":\"C\"}}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.calls[1].arguments, "{}"),
+          "dsml: names and arguments (string=\"true\" as written, else JSON): %s",
+          a.n_calls ? a.calls[0].arguments : "");
+    CHECK(!strcmp(a.content, "<think>Two at once.</think>Checking."), "dsml content '%s'", a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<｜DSML｜function_calls>\n</｜DSML｜function_calls>",                    /* no invoke */
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+        "<｜DSML｜parameter name=\"a\" string=\"false\">not json</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",                           /* a JSON value that is none */
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+        "<｜DSML｜parameter name=\"a\" string=\"maybe\">1</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",                           /* no type */
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+        "<｜DSML｜parameter name=\"a\">1</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",                           /* untyped */
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+        "<｜DSML｜parameter name=\"a\">1</｜DSML｜parameter>\n"
+        "<｜DSML｜parameter name=\"b\" string=\"true\">2</｜DSML｜parameter>\n"
+        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",                           /* untyped, then typed */
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n", /* cut */
+    };
+    all_content(FL_CHAT_DEEPSEEK_V32, bad, sizeof(bad) / sizeof(bad[0]));
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_DEEPSEEK_V32, "Hi\n\n<｜DSML", 10) == 4,
+          "dsml: content up to where its block may start");
+}
+
 /* gpt-oss: a message to functions.NAME, the recipient in the role or in
  * the channel header, after a commentary preamble or not */
 static void test_gpt_oss(void)
@@ -414,6 +459,11 @@ static void test_partial(void)
     grow(FL_CHAT_MINIMAX_M2, "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
          "name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n<parameter "
          "name=\"x\">y</parameter>\n</invoke>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>");
+    grow(FL_CHAT_DEEPSEEK_V32, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+         "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+         "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+         "<｜DSML｜parameter name=\"x\" string=\"false\">[1, 2]</｜DSML｜parameter>\n"
+         "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>");
     grow(FL_CHAT_QWEN35, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>"
          "\n<parameter=days>\n3\n</parameter>\n<parameter=x>\ny\n</parameter>\n</function>\n</tool_call>");
     grow(FL_CHAT_KIMI_K2_INSTRUCT, "<|tool_calls_section_begin|><|tool_call_begin|>functions."
@@ -437,7 +487,7 @@ static void test_partial(void)
     grow(FL_CHAT_GPT_OSS, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
          "\"Paris\", \"days\": 3, \"x\": [1]}<|call|>");
-    printf("calls read as the answer grows: names, then arguments that only grow (9 formats)\n");
+    printf("calls read as the answer grows: names, then arguments that only grow (10 formats)\n");
 }
 
 int main(void)
@@ -445,6 +495,7 @@ int main(void)
     test_calls();
     test_glm();
     test_minimax();
+    test_dsml();
     test_gpt_oss();
     test_kimi();
     test_deepseek();

@@ -100,6 +100,14 @@ bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
 /* Whether that template's generation prompt opens the reasoning. */
 bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o);
 
+/* DeepSeek V3.2's own template (chat-deepseek.c): 0, or -EINVAL for a
+ * call whose arguments are no JSON object or a tool that is no function. */
+int fl_chat_deepseek_v32(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                         const struct fl_chat_opts *o);
+/* Whether it opens an answer after m[0..n): after a user turn, or after
+ * the results of the last calls. */
+bool fl_chat_deepseek_v32_opens(const struct fl_chat_msg *m, size_t n);
+
 /* DeepSeek V3-0324's (r1 false) or R1's own template (chat-deepseek.c):
  * 0, or -EINVAL for a call whose arguments are no JSON. */
 int fl_chat_deepseek_v3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

@@ -31,6 +31,7 @@ static const struct {
     { "deepseek2", FL_CHAT_DEEPSEEK2 },
     { "deepseek3", FL_CHAT_DEEPSEEK3 },
     { "deepseek-v3.1", FL_CHAT_DEEPSEEK_V31 },
+    { "deepseek-v3.2", FL_CHAT_DEEPSEEK_V32 },
     { "deepseek-v3-0324", FL_CHAT_DEEPSEEK_V3_0324 },
     { "deepseek-r1", FL_CHAT_DEEPSEEK_R1 },
     { "gpt-oss", FL_CHAT_HARMONY },
@@ -87,6 +88,8 @@ static enum fl_chat_format detect_inst(const char *t)
  * <think>\n, V3-0324 opens the answer with the user's turn (is_last_user). */
 static enum fl_chat_format detect_deepseek(const char *t)
 {
+    if (strstr(t, "DSML") && strstr(t, "function_calls")) /* V3.2's calls, as llama.cpp tells them */
+        return FL_CHAT_DEEPSEEK_V32;
     if (!strstr(t, "<｜tool▁sep｜>"))
         return FL_CHAT_DEEPSEEK3;
     if (!strstr(t, "```json"))
@@ -140,7 +143,7 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
     if (strcmp(arch, "gpt-oss") == 0)
         return FL_CHAT_GPT_OSS;
     if (strcmp(arch, "deepseek32") == 0)
-        return FL_CHAT_DEEPSEEK_V31; /* V3.2's plain turns are V3.1's */
+        return FL_CHAT_DEEPSEEK_V32;
     if (strcmp(arch, "glm4moe") == 0)
         return FL_CHAT_GLM45; /* GLM-4.5 and later: their own template's format */
     if (strcmp(arch, "glm-dsa") == 0)
@@ -526,7 +529,8 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
            fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 || fmt == FL_CHAT_MINIMAX_M2 ||
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
            fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31 ||
-           fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1;
+           fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1 ||
+           fmt == FL_CHAT_DEEPSEEK_V32;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -558,6 +562,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     case FL_CHAT_KIMI_K2_THINKING:
     case FL_CHAT_GLM47:
     case FL_CHAT_DEEPSEEK_V31:
+    case FL_CHAT_DEEPSEEK_V32:
     case FL_CHAT_DEEPSEEK_R1: return &bare;
     case FL_CHAT_GPT_OSS: return &harmony;
     default: return NULL;
@@ -578,6 +583,9 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_DEEPSEEK_V31)
         return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
+    if (fmt == FL_CHAT_DEEPSEEK_V32) /* after a user turn or the results */
+        return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
+               (!msgs || fl_chat_deepseek_v32_opens(msgs, n));
     if (fmt == FL_CHAT_DEEPSEEK_R1) /* <think>\n whatever enable_thinking says */
         return o->add_assistant && (!msgs || fl_chat_deepseek_r1_opens(msgs, n));
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
@@ -685,6 +693,7 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_DEEPSEEK2: apply_deepseek(&b, false, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK3: apply_deepseek(&b, true, msgs, n, add_assistant); break;
     case FL_CHAT_DEEPSEEK_V31: rc = fl_chat_deepseek_v31(&b, msgs, n, o); break;
+    case FL_CHAT_DEEPSEEK_V32: rc = fl_chat_deepseek_v32(&b, msgs, n, o); break;
     case FL_CHAT_DEEPSEEK_V3_0324: rc = fl_chat_deepseek_v3(&b, msgs, n, o, false); break;
     case FL_CHAT_DEEPSEEK_R1: rc = fl_chat_deepseek_v3(&b, msgs, n, o, true); break;
     case FL_CHAT_HARMONY: apply_harmony(&b, msgs, n, add_assistant); break;

@@ -59,6 +59,7 @@ enum fl_chat_format {
     FL_CHAT_GLM45,            /* GLM-4.5 / 4.6's own template (tools, <think>) */
     FL_CHAT_GLM47,            /* GLM-4.7's own template (its calls without newlines) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
+    FL_CHAT_DEEPSEEK_V32,     /* DeepSeek V3.2's own template (DSML calls, <think>) */
 };
 
 /* A call an assistant message made (OpenAI's tool_calls[i].function). */
@@ -80,7 +81,7 @@ struct fl_chat_msg {
  * "llama2-sys", "mistral-v7", "deepseek3", "gpt-oss", ...); "harmony" is
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
  * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
- * "deepseek-v3.1", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
+ * "deepseek-v3.1", "deepseek-v3.2", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
  * "qwen3-coder", "glm-4.7". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);

@@ -20,12 +20,15 @@ struct fl_tool_entry_tags {
 const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt);
 
 /* The XML-style calls (MiniMax-M2's <invoke name="NAME">, Qwen3.5's and
- * Qwen3-Coder's <function=NAME>): the tags around a call's name and its
- * pairs, the pairs' around key and value, and whether a value loses the
- * newline the template writes on each side of it. */
+ * Qwen3-Coder's <function=NAME>, DeepSeek V3.2's <｜DSML｜invoke
+ * name="NAME">): the tags around a call's name and its pairs, the pairs'
+ * around key and value, whether a value loses the newline the template
+ * writes on each side of it, and whether the key is followed by its type
+ * (DeepSeek V3.2: key_end is `" string="`, then `true">` before a string
+ * taken as it is or `false">` before JSON). */
 struct fl_tool_xml_tags {
     const char *call, *name_end, *call_end, *key, *key_end, *value_end;
-    bool newlines;
+    bool newlines, typed;
 };
 /* fmt's, or NULL: its calls are not such XML. */
 const struct fl_tool_xml_tags *fl_tool_xml_tags(enum fl_chat_format fmt);

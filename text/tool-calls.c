@@ -44,6 +44,7 @@ const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt)
 const char *fl_tool_block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
+           : fmt == FL_CHAT_DEEPSEEK_V32 ? "<｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁begin｜>"
                                          : "<tool_call>";
@@ -73,6 +74,7 @@ static size_t before_marks(const char *text, size_t len, const char *const *mark
 const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "</minimax:tool_call>"
+           : fmt == FL_CHAT_DEEPSEEK_V32 ? "</｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_end|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁end｜>"
                                          : "</tool_call>";
@@ -185,6 +187,27 @@ static int set_pair(json_t *args, const char *k, size_t kn, const char *v, size_
     return rc;
 }
 
+/* DeepSeek V3.2's pair: v starts with its type, true"> (v the string as it
+ * is) or false"> (v JSON, the call none when it is not). */
+static int set_typed_pair(json_t *args, const char *k, size_t kn, const char *v, size_t vn)
+{
+    const bool str = vn >= 6 && !memcmp(v, "true\">", 6);
+    if (!str && (vn < 7 || memcmp(v, "false\">", 7)))
+        return -EINVAL;
+    v += str ? 6 : 7, vn -= str ? 6 : 7;
+    json_t *key = json_stringn(k, kn), *value = str ? json_stringn(v, vn)
+                                                    : json_loadb(v, vn, JSON_DECODE_ANY, NULL);
+    /* a key holding the tags' quote or bracket ran past its own pair */
+    int rc = key && value && !memchr(k, 0, kn) && !memchr(k, '"', kn) && !memchr(k, '<', kn) &&
+                     !json_object_get(args, json_string_value(key))
+                 ? 0 : -EINVAL;
+    if (!rc && json_object_set(args, json_string_value(key), value))
+        rc = -ENOMEM;
+    json_decref(key);
+    json_decref(value);
+    return rc;
+}
+
 /* glm-4.5: NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n... */
 static int read_glm_call(const char *s, size_t n, struct fl_tool_call *out)
 {
@@ -219,9 +242,13 @@ const struct fl_tool_xml_tags *fl_tool_xml_tags(enum fl_chat_format fmt)
 {
     static const struct fl_tool_xml_tags
         invoke = { "<invoke name=\"", "\">", "</invoke>", "<parameter name=\"", "\">",
-                   "</parameter>", false },
-        function = { "<function=", ">", "</function>", "<parameter=", ">", "</parameter>", true };
+                   "</parameter>", false, false },
+        function = { "<function=", ">", "</function>", "<parameter=", ">", "</parameter>", true,
+                     false },
+        dsml = { "<｜DSML｜invoke name=\"", "\">", "</｜DSML｜invoke>", "<｜DSML｜parameter name=\"",
+                 "\" string=\"", "</｜DSML｜parameter>", false, true };
     return fmt == FL_CHAT_MINIMAX_M2                               ? &invoke
+           : fmt == FL_CHAT_DEEPSEEK_V32                           ? &dsml
            : fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ? &function
                                                                    : NULL;
 }
@@ -252,7 +279,7 @@ static int read_xml_call(const struct fl_tool_xml_tags *t, const char **p, const
             v++, vn--;
         if (t->newlines && vn && v[vn - 1] == '\n')
             vn--;
-        rc = set_pair(args, k, kn, v, vn);
+        rc = t->typed ? set_typed_pair(args, k, kn, v, vn) : set_pair(args, k, kn, v, vn);
     }
     if (!rc)
         rc = make_call(name, nn, args, out);
@@ -263,6 +290,11 @@ static int read_xml_call(const struct fl_tool_xml_tags *t, const char **p, const
 static int read_invoke(const char **p, const char *end, struct fl_tool_call *out)
 {
     return read_xml_call(fl_tool_xml_tags(FL_CHAT_MINIMAX_M2), p, end, out);
+}
+
+static int read_dsml(const char **p, const char *end, struct fl_tool_call *out)
+{
+    return read_xml_call(fl_tool_xml_tags(FL_CHAT_DEEPSEEK_V32), p, end, out);
 }
 
 static int read_function(const char **p, const char *end, struct fl_tool_call *out)
@@ -379,7 +411,8 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
 {
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
-    if (fmt != FL_CHAT_MINIMAX_M2 && !kimi(fmt) && !deepseek(fmt) && !xml)
+    if (fmt != FL_CHAT_MINIMAX_M2 && fmt != FL_CHAT_DEEPSEEK_V32 && !kimi(fmt) && !deepseek(fmt) &&
+        !xml)
         return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
                         &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
@@ -387,6 +420,7 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
         : deepseek_fenced(fmt) ? read_fenced_call
         : deepseek(fmt)        ? read_deepseek_call
         : xml                  ? read_function
+        : fmt == FL_CHAT_DEEPSEEK_V32 ? read_dsml
                                : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))

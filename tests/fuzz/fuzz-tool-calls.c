@@ -1,6 +1,6 @@
 /* fuzz-tool-calls: libFuzzer target for reading the tool calls in an answer
  * (text/tool-calls.h), whose text a model writes, in chatml's, GLM's,
- * MiniMax-M2's, gpt-oss's, Kimi K2's, DeepSeek V3.1's and Qwen3.5's formats: parsing never fails but
+ * MiniMax-M2's, gpt-oss's, Kimi K2's, DeepSeek V3.1's and V3.2's and Qwen3.5's formats: parsing never fails but
  * for memory; an answer without calls is its whole text as content; every
  * call has a name and arguments that are a JSON object; the content prefix
  * a stream may send is within the text and ends before the first call; the
@@ -53,6 +53,7 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
         json_decref(v);
     }
     const char *open = fmt == FL_CHAT_MINIMAX_M2        ? "<minimax:tool_call>"
+                       : fmt == FL_CHAT_DEEPSEEK_V32     ? "<｜DSML｜function_calls>"
                        : fmt == FL_CHAT_GPT_OSS         ? "to=functions."
                        : fmt == FL_CHAT_KIMI_K2_THINKING ? "<|tool_calls_section_begin|>"
                        : fmt == FL_CHAT_DEEPSEEK_V31 || fmt == FL_CHAT_DEEPSEEK_V3_0324
@@ -103,5 +104,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(FL_CHAT_DEEPSEEK_V31, (const char *)data, size);
     one(FL_CHAT_DEEPSEEK_V3_0324, (const char *)data, size);
     one(FL_CHAT_QWEN35, (const char *)data, size);
+    one(FL_CHAT_DEEPSEEK_V32, (const char *)data, size);
     return 0;
 }
