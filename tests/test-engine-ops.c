@@ -284,19 +284,21 @@ static int ref_select(const float *q, const float *w, const float *keys, int t, 
     return n;
 }
 
-/* n_tok positions of one sequence; same_keys: every key alike (all scores
- * tie: the earliest top_k win). */
+/* n_tok positions of one sequence; same_keys: every key alike and every
+ * product exact (queries in quarters, keys +-1), so that the scores tie
+ * whatever order or fused steps a kernel sums them with: the earliest
+ * top_k win. */
 static void check_indexer(struct eng_ctx *c, int n_tok, bool same_keys)
 {
     enum { H = 3, DIM = 16, TOP = 5 };
     unsigned seed = 11 + (unsigned)n_tok;
     static float q[64 * H * DIM], w[64 * H], k[64 * DIM], v[64 * 8];
     for (int i = 0; i < n_tok * H * DIM; i++)
-        q[i] = rnd(&seed);
+        q[i] = same_keys ? floorf(rnd(&seed) * 4) / 4 : rnd(&seed);
     for (int i = 0; i < n_tok * H; i++)
         w[i] = rnd(&seed);
     for (int i = 0; i < n_tok * DIM; i++)
-        k[i] = same_keys ? k[i % DIM] : rnd(&seed);
+        k[i] = !same_keys ? rnd(&seed) : i >= DIM ? k[i % DIM] : rnd(&seed) > 0 ? 1.0f : -1.0f;
     static int32_t toks[64], pos[64 * TOP], n[64], want[TOP];
     const struct eng_batch in = { .tokens = toks, .n_tok = n_tok, .pos0 = 0 };
     struct eng_batch b;

@@ -3,9 +3,12 @@
  * ggml's CPU op (ggml_lightning_indexer) converts each key to F32 and sums,
  * per head, the F32 dot product, ReLU and the head's weight, in head order;
  * the scores are then cut to the top_k by a partial sort. Here the same
- * sums run over (token, block of positions) items on the pool, then each
- * token's top_k is found by selection on a copy of its scores, and the
- * positions are taken in ascending order (the order attention reads them).
+ * sums run over (token, block of positions) items on the pool: a block's
+ * keys converted and transposed once, each head's dot products with all of
+ * them in one sweep of attention's F32 key-score kernel (each key's sum in
+ * dimension order, whatever the CPU level's width), then each token's
+ * top_k is found by selection on a copy of its scores, and the positions
+ * are taken in ascending order (the order attention reads them).
  * Tokens are scored a group at a time so that the scores stay within a
  * fixed scratch whatever the context. */
 #include "backend/cpu/indexer.h"
@@ -17,7 +20,6 @@
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 
-#define KEY_BLOCK 256          /* positions per scoring item */
 
 struct idx_job {
     struct eng_ctx *c;
@@ -29,38 +31,37 @@ struct idx_job {
     const int32_t *tok; /* the group's tokens (each sees more than top_k positions) */
     int n_tok;
     int64_t n_kv;       /* scores row length: the group's last position + 1 */
-    int64_t n_blocks;   /* KEY_BLOCK blocks per row */
+    int64_t n_blocks;   /* CPU_INDEXER_KEY_BLOCK blocks per row */
     float *scores;      /* [n_tok][n_kv] */
     float *tmp;         /* per thread: tmp_per floats */
     int64_t tmp_per;
 };
 
-static float dot(const float *a, const float *b, int64_t n)
-{
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-/* Scores of token tok[i] for positions [j0, j1) of its sequence. */
-static void score_block(const struct idx_job *j, int i, int64_t j0, int64_t j1, float *key)
+/* Scores of token tok[i] for positions [j0, j1) of its sequence (at most a
+ * key block). buf: the keys transposed [head_dim][block], a key row, and
+ * one head's dot products. */
+static void score_block(const struct idx_job *j, int i, int64_t j0, int64_t j1, float *buf)
 {
     const struct eng_indexer *p = j->p;
-    const int t = j->tok[i];
+    const int t = j->tok[i], nb = (int)(j1 - j0);
+    const int64_t dim = p->head_dim, ld = CPU_INDEXER_KEY_BLOCK;
     const int32_t *cells = eng_kv_seq_cells(j->c->kv, j->b->seq[t]);
-    const float *q = j->q + (int64_t)t * p->n_head * p->head_dim, *w = j->w + (int64_t)t * p->n_head;
-    const float scale = 1.0f / sqrtf((float)(p->head_dim * p->n_head));
+    const float *q = j->q + (int64_t)t * p->n_head * dim, *w = j->w + (int64_t)t * p->n_head;
+    const float scale = 1.0f / sqrtf((float)(dim * p->n_head));
     const struct fl_attn_kernels *k = &fl_cpu_kernels()->attn;
-    float *s = j->scores + (int64_t)i * j->n_kv;
-    for (int64_t pos = j0; pos < j1; pos++) {
-        k->f16_to_f32(eng_kv_v(j->c->kv, j->layer, cells[pos]), key, p->head_dim);
-        float score = 0.0f;
-        for (int h = 0; h < p->n_head; h++) {
-            const float qk = dot(q + (int64_t)h * p->head_dim, key, p->head_dim);
-            score += (qk > 0.0f ? qk : 0.0f) * (w[h] * scale); /* ggml_scale's product first */
-        }
-        s[pos] = score;
+    float *kt = buf, *row = kt + dim * ld, *qk = row + dim, *s = j->scores + (int64_t)i * j->n_kv;
+    for (int c = 0; c < nb; c++) {
+        k->f16_to_f32(eng_kv_v(j->c->kv, j->layer, cells[j0 + c]), row, dim);
+        for (int64_t d = 0; d < dim; d++)
+            kt[d * ld + c] = row[d];
+    }
+    for (int c = 0; c < nb; c++)
+        s[j0 + c] = 0.0f;
+    for (int h = 0; h < p->n_head; h++) { /* heads in order, as ggml sums them */
+        k->key_scores(qk, q + (int64_t)h * dim, kt, ld, dim, nb);
+        const float wh = w[h] * scale; /* ggml_scale's product first */
+        for (int c = 0; c < nb; c++)
+            s[j0 + c] += (qk[c] > 0.0f ? qk[c] : 0.0f) * wh;
     }
 }
 
@@ -69,12 +70,13 @@ static void score_worker(void *arg, int ith, int nth)
     const struct idx_job *j = arg;
     int64_t begin, end;
     fl_split_range((int64_t)j->n_tok * j->n_blocks, ith, nth, &begin, &end);
-    float *key = j->tmp + ith * j->tmp_per;
+    float *buf = j->tmp + ith * j->tmp_per;
     for (int64_t it = begin; it < end; it++) {
         const int i = (int)(it / j->n_blocks);
-        const int64_t j0 = (it % j->n_blocks) * KEY_BLOCK, last = j->b->pos[j->tok[i]] + 1;
+        const int64_t j0 = (it % j->n_blocks) * CPU_INDEXER_KEY_BLOCK, last = j->b->pos[j->tok[i]] + 1;
         if (j0 < last)
-            score_block(j, i, j0, j0 + KEY_BLOCK < last ? j0 + KEY_BLOCK : last, key);
+            score_block(j, i, j0, last - j0 > CPU_INDEXER_KEY_BLOCK ? j0 + CPU_INDEXER_KEY_BLOCK : last,
+                        buf);
     }
 }
 
@@ -147,11 +149,11 @@ static void run_group(struct idx_job *j)
     j->n_kv = 0;
     for (int i = 0; i < j->n_tok; i++)
         j->n_kv = j->b->pos[j->tok[i]] + 1 > j->n_kv ? j->b->pos[j->tok[i]] + 1 : j->n_kv;
-    j->n_blocks = (j->n_kv + KEY_BLOCK - 1) / KEY_BLOCK;
+    j->n_blocks = (j->n_kv + CPU_INDEXER_KEY_BLOCK - 1) / CPU_INDEXER_KEY_BLOCK;
     const double work = (double)j->n_tok * (double)j->n_kv * p->n_head * (double)p->head_dim;
     struct fl_pool *pool = eng_cpu_pool_for(j->c, work);
     const int nth = fl_pool_size(pool);
-    j->tmp_per = ((j->n_kv > p->head_dim ? j->n_kv : p->head_dim) + 15) & ~(int64_t)15;
+    j->tmp_per = (cpu_indexer_thread_floats(p->head_dim, j->n_kv) + 15) & ~(int64_t)15;
     const struct eng_scratch_mark mark = eng_scratch_mark(j->c->arena);
     j->tmp = eng_scratch_f32(j->c, j->tmp_per * nth);
     j->scores = eng_scratch_f32(j->c, (int64_t)j->n_tok * j->n_kv);

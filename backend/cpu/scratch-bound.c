@@ -81,7 +81,7 @@ static uint64_t indexer_bytes(const struct eng_model *m, int il, int64_t n_tok, 
         return 0;
     const int64_t one = n_kv > CPU_INDEXER_SCORE_FLOATS ? n_kv : CPU_INDEXER_SCORE_FLOATS;
     const int64_t scores = n_tok * n_kv < one ? n_tok * n_kv : one;
-    const int64_t row = (n_kv > m->kv_v_dim[il] ? n_kv : m->kv_v_dim[il]) + 16;
+    const int64_t row = cpu_indexer_thread_floats(m->kv_v_dim[il], n_kv) + 16;
     return (uint64_t)(scores + n_threads * row + n_tok * (m->hp.indexer_n_head + 2)) *
                sizeof(float) + 256;
 }
