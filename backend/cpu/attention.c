@@ -239,9 +239,10 @@ static void attend_one_chunk(const struct attn_job *j, int t, int g, float *scr)
 }
 
 /* attend_f32 for a query that reads only the ns positions sp (DSA's
- * selection): their scores from the transposed keys, softmax, the V sum in
- * position order. The positions it skips count for nothing, as the keys
- * ggml's kernels see masked. */
+ * selection): their keys and values gathered (after the r heads' rows of
+ * scratch), then attend_f32's kernels over them (vectorised over the kept
+ * keys); the positions it skips count for nothing, as the keys ggml's
+ * kernels see masked. */
 static void attend_f32_sel(const struct attn_job *j, int t, int g, const int32_t *sp, int ns,
                            float *scr)
 {
@@ -250,21 +251,26 @@ static void attend_f32_sel(const struct attn_job *j, int t, int g, const int32_t
     const int64_t lds = p->dv + j->n_kv;
     const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
     const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
+    float *kg = scr + r * lds, *vg = kg + p->dk * (int64_t)ns;
+    for (int64_t d = 0; d < p->dk; d++)
+        for (int i = 0; i < ns; i++)
+            kg[d * ns + i] = kt[d * j->n_kv + sp[i]];
+    for (int i = 0; i < ns; i++)
+        memcpy(vg + (int64_t)i * p->dv, vf + (int64_t)sp[i] * p->dv, sizeof(float) * (size_t)p->dv);
     for (int h = 0; h < r; h++) {
         const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)(g * r + h) * p->dk;
         float *acc = scr + h * lds, *s = acc + p->dv, M = -INFINITY;
-        for (int i = 0; i < ns; i++) {
-            float d = 0.0f;
-            for (int64_t k = 0; k < p->dk; k++)
-                d += q[k] * kt[k * j->n_kv + sp[i]];
-            s[i] = softcapped(p, d);
-            M = s[i] > M ? s[i] : M;
+        j->k->key_scores(s, q, kg, ns, p->dk, ns);
+        if (p->softcap == 0.0f) {
+            M = j->k->scale_max(s, ns, p->scale);
+        } else {
+            for (int i = 0; i < ns; i++) {
+                s[i] = softcapped(p, s[i]);
+                M = s[i] > M ? s[i] : M;
+            }
         }
         const float S = j->k->exp_shifted(s, ns, M);
-        memset(acc, 0, sizeof(float) * (size_t)p->dv);
-        for (int i = 0; i < ns; i++)
-            for (int64_t d = 0; d < p->dv; d++)
-                acc[d] += s[i] * vf[(int64_t)sp[i] * p->dv + d];
+        j->k->weighted_rows(acc, s, vg, ns, p->dv);
         finish(j, t, g * r + h, acc, M, S);
     }
 }
@@ -363,8 +369,9 @@ static int64_t scratch_per(const struct eng_attn *p, bool f32, int n_kv)
 {
     const int r = p->n_head / p->n_head_kv;
     int64_t per = p->dv + (r < ENG_FA_GROUP ? r : ENG_FA_GROUP) * head_scratch(p);
-    if (f32) {
-        const int64_t grp = (int64_t)r * (p->dv + n_kv);
+    if (f32) { /* with a selection, its keys and values gathered after the rows */
+        const int64_t grp = (int64_t)r * (p->dv + n_kv) +
+                            (p->sel ? (p->dk + p->dv) * (int64_t)p->sel->stride : 0);
         per = grp > per ? grp : per;
     }
     per = per > p->dk ? per : p->dk;

@@ -66,7 +66,10 @@ static uint64_t attention_bytes(const struct eng_model *m, int il, int64_t n_tok
      * path's V row and up to ENG_FA_GROUP heads' sums and queries (a head's
      * dims are at most its row's) */
     const int64_t heads = m->hp.n_head < ENG_FA_GROUP ? m->hp.n_head : ENG_FA_GROUP;
-    const int64_t f32 = m->hp.n_head * (d + n_kv) + 16, one = d + heads * (d + 2 * kd + d / 2 + 16);
+    /* DSA: the selected keys and values gathered, up to top_k of each */
+    const int64_t sel = m->hp.indexer_top_k < n_kv ? m->hp.indexer_top_k : n_kv;
+    const int64_t f32 = m->hp.n_head * (d + n_kv) + 2 * d * sel + 16,
+                  one = d + heads * (d + 2 * kd + d / 2 + 16);
     b += (uint64_t)n_threads * (uint64_t)(f32 > one ? f32 : one) * sizeof(float);
     return b + (uint64_t)n_tok * sizeof(int32_t) + 256;
 }
@@ -77,8 +80,8 @@ static uint64_t attention_bytes(const struct eng_model *m, int il, int64_t n_tok
 static uint64_t indexer_bytes(const struct eng_model *m, int il, int64_t n_tok, int64_t n_kv,
                               int n_threads)
 {
-    if (!m->kv_latent || !m->kv_v_dim || !m->kv_v_dim[il])
-        return 0;
+    if (!m->kv_latent || !m->kv_v_dim || !m->kv_v_dim[il] || n_kv <= m->hp.indexer_top_k)
+        return 0; /* no query sees more than top_k positions: none is scored */
     const int64_t one = n_kv > CPU_INDEXER_SCORE_FLOATS ? n_kv : CPU_INDEXER_SCORE_FLOATS;
     const int64_t scores = n_tok * n_kv < one ? n_tok * n_kv : one;
     const int64_t row = cpu_indexer_thread_floats(m->kv_v_dim[il], n_kv) + 16;
