@@ -20,7 +20,6 @@
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 
-
 struct idx_job {
     struct eng_ctx *c;
     int layer;
