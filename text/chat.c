@@ -147,7 +147,8 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
     if (strcmp(arch, "glm4moe") == 0)
         return FL_CHAT_GLM45; /* GLM-4.5 and later: their own template's format */
     if (strcmp(arch, "glm-dsa") == 0)
-        return FL_CHAT_GLM47; /* GLM-5 writes GLM-4.7's turns and calls */
+        return FL_CHAT_GLM47; /* GLM-5: the newest GLM format here (its files carry
+                               * their template, which the detection above reads) */
     if (strcmp(arch, "minimax-m2") == 0)
         return FL_CHAT_MINIMAX_M2;
     return FL_CHAT_UNKNOWN;
