@@ -270,5 +270,25 @@ int main(void)
         }
         free(file.data);
     }
+    /* DeepSeek sparse attention: a missing indexer key or tensor; glm-dsa
+     * without its indexer types: every block full, so the shared ones'
+     * tensors are missing */
+    struct blob ds32 = { NULL, 0 }, glm = { NULL, 0 };
+    if (slurp("tests/data/deepseek32-tiny-F16.gguf", &ds32) == 0) {
+        const char *f = "tests/data/deepseek32-tiny-F16.gguf";
+        check_broken(&ds32, f, "deepseek32.attention.indexer.top_k", "indexer.top_k");
+        check_broken(&ds32, f, "deepseek32.attention.indexer.key_length", "indexer.key_length");
+        check_broken(&ds32, f, "blk.1.indexer.attn_q_b.weight", "indexer.attn_q_b");
+        check_broken(&ds32, f, "blk.0.indexer.k_norm.bias", "indexer.k_norm.bias");
+    } else {
+        CHECK(0, "cannot read tests/data/deepseek32-tiny-F16.gguf");
+    }
+    if (slurp("tests/data/glm-dsa-tiny-F16.gguf", &glm) == 0)
+        check_broken(&glm, "tests/data/glm-dsa-tiny-F16.gguf", "glm-dsa.attention.indexer.types",
+                     "blk.1.indexer");
+    else
+        CHECK(0, "cannot read tests/data/glm-dsa-tiny-F16.gguf");
+    free(ds32.data);
+    free(glm.data);
     return check_summary("test-arch2-model");
 }
