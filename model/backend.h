@@ -218,7 +218,8 @@ struct eng_backend {
     /* The lightning indexer of block `layer` (may be NULL: a backend
      * without it never runs a model that has it): for each token t, the
      * positions j <= its own of its sequence scored sum_h w[t][h] *
-     * relu(q[t][h] . k_j), k_j the F16 V row the layer holds at j; the
+     * relu(q[t][h] . k_j), k_j the V row the layer holds at j (F16, or
+     * K's block type in a quantized cache); the
      * top_k best into sel (ties: the earlier position), or n = -1 when the
      * sequence has no more than top_k. q [n_tok][n_head * head_dim], w
      * [n_tok][n_head] (the op scales it by 1/sqrt(head_dim * n_head) first,

@@ -143,20 +143,12 @@ static int64_t widest_row(const struct eng_model *m)
     return w;
 }
 
-/* MLA's latent row serves as K and V at once (its V is a view of K), which
- * llama.cpp rotates and reads in ways this cache does not follow: kept F16;
- * so are DSA's indexer keys (its V rows), which llama.cpp keeps in K's type. */
-static int check_mla(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v,
-                     struct fl_err *err)
+/* The type of V rows: K's in an MLA model, whose latent row serves as K
+ * and V at once and whose V rows, where a layer has them, are DSA's indexer
+ * keys, which llama.cpp keeps in K's type too (-ctv is not read). */
+static enum fl_type v_type(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v)
 {
-    if (m->kv_latent && type_k != FL_TYPE_F16)
-        return fl_err_set(err, -EINVAL, "a %s K cache is not supported for an MLA model's "
-                          "latent cache here (use f16)", eng_kv_type_name(type_k));
-    for (int64_t l = 0; m->kv_latent && type_v != FL_TYPE_F16 && l < m->hp.n_layer; l++)
-        if (m->kv_v_dim[l] > 0)
-            return fl_err_set(err, -EINVAL, "a %s V cache is not supported for the sparse "
-                              "attention's indexer keys here (use f16)", eng_kv_type_name(type_v));
-    return 0;
+    return m->kv_latent ? type_k : type_v;
 }
 
 int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type type_k,
@@ -166,8 +158,8 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type 
     if (!eng_kv_type_name(type_k) || !eng_kv_type_name(type_v))
         return fl_err_set(err, -EINVAL, "a KV cache cannot hold %s", fl_type_name(
                               eng_kv_type_name(type_k) ? type_v : type_k));
-    if ((rc = check_mla(m, type_k, type_v, err)) ||
-        (rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
+    type_v = v_type(m, type_k, type_v);
+    if ((rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
         (rc = check_blocks(m, type_v, "V", m->kv_v_dim, m->hp.n_embd_head_v, err)))
         return rc;
     if (n_ctx < 1)
@@ -188,8 +180,10 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type 
     kv->v_dim = m->kv_v_dim;
     kv->type_k = type_k;
     kv->type_v = type_v;
-    kv->rot_k = rotation(type_k, m->hp.n_embd_head_k, true);
-    kv->rot_v = rotation(type_v, m->hp.n_embd_head_v, false);
+    /* llama.cpp's latent (K-only) attention stores and reads K unrotated, and
+     * DSA's model code rotates the indexer keys itself */
+    kv->rot_k = m->kv_latent ? 0 : rotation(type_k, m->hp.n_embd_head_k, true);
+    kv->rot_v = m->kv_latent ? 0 : rotation(type_v, m->hp.n_embd_head_v, false);
     kv->rs_conv_dim = m->rs_conv_dim;
     kv->rs_ssm_dim = m->rs_ssm_dim;
     kv->free_stack = malloc(sizeof(int32_t) * (size_t)kv->n_blocks);
@@ -258,7 +252,7 @@ uint64_t eng_kv_bytes(const struct eng_kv *kv)
 
 uint64_t eng_kv_cell_bytes(const struct eng_model *m, enum fl_type type_k, enum fl_type type_v)
 {
-    return cell_bytes(m->hp.n_layer, m->kv_k_dim, m->kv_v_dim, type_k, type_v);
+    return cell_bytes(m->hp.n_layer, m->kv_k_dim, m->kv_v_dim, type_k, v_type(m, type_k, type_v));
 }
 
 int eng_kv_seq_capacity(const struct eng_kv *kv, int seq)

@@ -37,9 +37,10 @@ const char *eng_kv_type_name(enum fl_type type);
 
 /* n_ctx: positions in all (rounded up to whole blocks); also the most one
  * sequence may hold. n_seq: sequence ids 0 .. n_seq-1 (at least 1).
- * type_k/type_v: what K and V rows are kept as (eng_kv_type_parse's);
- * a block type needs every head and row to be whole blocks (-EINVAL naming
- * the layer otherwise). */
+ * type_k/type_v: what K and V rows are kept as (eng_kv_type_parse's; an
+ * MLA model's V rows, DSA's indexer keys, take K's type, and its rows are
+ * not rotated, as llama.cpp keeps them); a block type needs every head and
+ * row to be whole blocks (-EINVAL naming the layer otherwise). */
 int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type type_k,
                   enum fl_type type_v, struct eng_kv **out, struct fl_err *err);
 void eng_kv_destroy(struct eng_kv *kv);

@@ -759,14 +759,16 @@ int main(int argc, char **argv)
                 test_model(dir, models[i], (enum mode)m);
     }
     /* quantized caches: a plain model, sliding windows and sinks, a hybrid
-     * one (recurrent layers beside attention), K and V of different types;
-     * and an F16 cache kept in RAM beside a device (-nkvo) */
+     * one (recurrent layers beside attention), K and V of different types,
+     * a latent cache with sparse attention's keys beside it; and an F16
+     * cache kept in RAM beside a device (-nkvo) */
     static const struct { const char *model; enum fl_type k, v; bool nkvo; } host_kv[] = {
         { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
         { "gpt-oss-tiny-MXFP4", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
         { "qwen35moe-tiny-Q8_0", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
         { "mixtral-tiny-Q4_K_M", FL_TYPE_Q4_0, FL_TYPE_F16, false },
         { "qwen3moe-tiny-F16", 0, 0, true },
+        { "deepseek32-tiny-F16", FL_TYPE_Q8_0, FL_TYPE_Q8_0, false },
     };
     for (size_t i = 0; i < sizeof(host_kv) / sizeof(host_kv[0]); i++) {
         if (only && !strstr(only, host_kv[i].model))

@@ -199,16 +199,27 @@ static void test_block_types(void)
     CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == 0, "K alone: %s",
           err.msg);
     eng_kv_destroy(kv);
-    m->kv_v_dim[0] = m->kv_v_dim[1] = 0; /* MLA: one latent row, K only */
+    /* MLA: one latent row, K only; DSA: layer 1's V row is its indexer key.
+     * Both in K's type (-ctv is not read), neither rotated, as llama.cpp
+     * keeps a latent cache */
+    m->kv_v_dim[0] = 0, m->kv_v_dim[1] = 128;
     m->kv_latent = true;
-    CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == -EINVAL &&
-              strstr(err.msg, "MLA"), "MLA refused: %s", err.msg);
-    m->kv_v_dim[1] = 128; /* DSA: layer 1's V row is its indexer key */
-    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_Q8_0, &kv, &err) == -EINVAL &&
-              strstr(err.msg, "indexer"), "quantized indexer keys refused: %s", err.msg);
-    CHECK(eng_kv_create(m, B, 1, FL_TYPE_F16, FL_TYPE_F16, &kv, &err) == 0, "DSA F16: %s",
-          err.msg);
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_F16, &kv, &err) == 0 &&
+              eng_kv_type_v(kv) == FL_TYPE_Q8_0 && eng_kv_rot_k(kv) == 0 &&
+              eng_kv_rot_v(kv) == 0 &&
+              eng_kv_bytes(kv) == (uint64_t)B * (2 * 256 + 128) / 32 * 34 &&
+              eng_kv_cell_bytes(m, FL_TYPE_Q8_0, FL_TYPE_F16) == (2 * 256 + 128) / 32 * 34,
+          "MLA q8_0: V in K's type, unrotated: %s", err.msg);
+    eng_kv_write(kv, 1, &cell, 1, k, k);
+    fl_type_traits(FL_TYPE_Q8_0)->to_float(eng_kv_k(kv, 1, cell), back, 256);
+    worst = 0;
+    for (int i = 0; i < 256; i++)
+        worst = fmax(worst, fabs(back[i] - k[i]));
+    CHECK(worst < 0.5, "a latent row back from the cache as it went in: %.3g off", worst);
     eng_kv_destroy(kv);
+    m->kv_k_dim[0] = 80; /* deepseek2-tiny's latent rows: 80 values */
+    CHECK(eng_kv_create(m, B, 1, FL_TYPE_Q8_0, FL_TYPE_Q8_0, &kv, &err) == -EINVAL &&
+              strstr(err.msg, "32-value blocks"), "latent rows of 80 refused: %s", err.msg);
     free_fake(m);
 }
 

@@ -48,9 +48,15 @@ static void score_block(const struct idx_job *j, int i, int64_t j0, int64_t j1, 
     const float *q = j->q + (int64_t)t * p->n_head * dim, *w = j->w + (int64_t)t * p->n_head;
     const float scale = 1.0f / sqrtf((float)(dim * p->n_head));
     const struct fl_attn_kernels *k = &fl_cpu_kernels()->attn;
+    const enum fl_type type = eng_kv_type_v(j->c->kv); /* F16, or K's block type */
+    const fl_to_float_fn to_f32 = fl_type_traits(type)->to_float;
     float *kt = buf, *row = kt + dim * ld, *qk = row + dim, *s = j->scores + (int64_t)i * j->n_kv;
     for (int c = 0; c < nb; c++) {
-        k->f16_to_f32(eng_kv_v(j->c->kv, j->layer, cells[j0 + c]), row, dim);
+        const void *key = eng_kv_v(j->c->kv, j->layer, cells[j0 + c]);
+        if (type == FL_TYPE_F16)
+            k->f16_to_f32(key, row, dim);
+        else
+            to_f32(key, row, dim);
         for (int64_t d = 0; d < dim; d++)
             kt[d * ld + c] = row[d];
     }

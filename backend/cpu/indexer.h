@@ -6,8 +6,8 @@
 #include "model/backend.h"
 
 /* For each token of b, the top p->top_k positions of its sequence (up to
- * its own) by sum_h w[t][h] * relu(q[t][h] . k_j), k_j the layer's F16 V
- * row at position j, ascending, into sel; ties go to the earlier position
+ * its own) by sum_h w[t][h] * relu(q[t][h] . k_j), k_j the layer's V row
+ * at position j (F16 or K's block type, as F32), ascending, into sel; ties go to the earlier position
  * (llama.cpp's partial sort leaves them unordered). n = -1 for a token
  * that sees no more than top_k positions. Scores are a token's own
  * arithmetic, so a selection never depends on the batch around it. */
