@@ -379,10 +379,25 @@ static void test_nextn_and_shared(void)
     gguf_close(g);
 }
 
+/* DeepSeek sparse attention: the layers with an indexer and the top-k
+ * (glm-dsa-tiny: full indexers in blocks 0 and 2 of 4; deepseek2: none). */
+static void test_sparse(void)
+{
+    static struct run r;
+    run_inspect(&r, NULL, (char *[]){ (char *)data_path("glm-dsa-tiny-F16.gguf"), NULL }, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "sparse attention: a lightning indexer in 2 layers, each "
+                                         "query reads its top 8 positions\n"),
+          "glm-dsa-tiny: no sparse attention line in:\n%s", r.out);
+    run_inspect(&r, NULL, (char *[]){ (char *)data_path("deepseek2-tiny-F16.gguf"), NULL }, NULL);
+    CHECK(r.status == 0 && !strstr(r.out, "sparse attention"), "deepseek2-tiny: a sparse line");
+    printf("ok   sparse attention: glm-dsa-tiny's 2 indexer layers, top 8; none in deepseek2\n");
+}
+
 int main(void)
 {
     for (size_t i = 0; i < N_MODELS; i++)
         test_layout(&models[i]);
+    test_sparse();
     test_nextn_and_shared();
     test_bad_layouts();
 

@@ -160,6 +160,13 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
         json_decref(d);
         d = NULL;
     }
+    if (d && m->n_indexer_layers &&
+        fl_json_set(d, "sparse_attention",
+                    json_pack("{s:i, s:I}", "n_indexer_layers", m->n_indexer_layers, "top_k",
+                              (json_int_t)m->indexer_top_k))) {
+        json_decref(d);
+        d = NULL;
+    }
     if (d && tensors && fl_json_set(d, "tensors", json_tensors(m->f))) {
         json_decref(d);
         d = NULL;

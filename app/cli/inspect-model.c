@@ -82,6 +82,19 @@ static void gather_recurrent(struct inspect_model *m)
                           ((d_conv - 1) * (2 * K * D + H * D) + H * D * D);
 }
 
+static void gather_sparse(struct inspect_model *m)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%s.attention.indexer.top_k", m->arch ? m->arch : "");
+    if ((m->indexer_top_k = int_or(m->f, key, 0)) < 1)
+        return;
+    for (int64_t i = 0; i < gguf_n_tensors(m->f); i++) {
+        const char *name = gguf_tensor(m->f, i)->name, *dot = strchr(name, '.');
+        dot = dot && !strncmp(name, "blk.", 4) ? strchr(dot + 1, '.') : NULL;
+        m->n_indexer_layers += dot && !strcmp(dot, ".indexer.attn_q_b.weight");
+    }
+}
+
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err)
 {
     memset(m, 0, sizeof(*m));
@@ -98,6 +111,7 @@ int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err 
     gather_tokenizer(m);
     gather_types(m);
     gather_recurrent(m);
+    gather_sparse(m);
     return 0;
 }
 

@@ -36,6 +36,11 @@ struct inspect_model {
      * window + delta-rule matrices), from the ssm.* keys; 0 when none. */
     int n_rs_layers;
     uint64_t rs_bytes_per_seq;
+    /* DeepSeek sparse attention: layers with a lightning indexer (an
+     * indexer.attn_q_b tensor) and the positions each query reads
+     * (attention.indexer.top_k); 0 when none. */
+    int n_indexer_layers;
+    int64_t indexer_top_k;
 };
 
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err);
