@@ -26,9 +26,11 @@ gen() {
 }
 gen --arch qwen3moe --type Q8_0 --head-dim 128 -o "$dir/qwen3moe-h128-Q8_0.gguf"
 gen --arch gpt-oss --type MXFP4 --head-dim 64 -o "$dir/gpt-oss-h64-MXFP4.gguf"
+gen --arch deepseek2 --type Q8_0 -o "$dir/deepseek2-r96-Q8_0.gguf" # MLA: latent rows of 96
 (cd "$dir" && sha256sum -c --quiet) <<EOF || fail "faultline gen writes other bytes than the references' models: regenerate tests/data/ref/kv"
 4bbe3987b9dc9ecab05cf20a35dedf31cc011dafac707bf8341be52570f3b0e1  qwen3moe-h128-Q8_0.gguf
 6480b7ddec9882dcfb6aa7e41de1483ad71aa22e17f3bf7c8ab4593e1076c8c3  gpt-oss-h64-MXFP4.gguf
+8ba3499c6b8e28963f194338f15a6d29c9d502d45d342385cad523fbbaef6cee  deepseek2-r96-Q8_0.gguf
 EOF
 
 # --- every reference -------------------------------------------------------
