@@ -139,6 +139,18 @@ static json_t *json_tensors(const struct gguf_file *f)
     return a;
 }
 
+/* d with d[key] = v (v taken either way); NULL, d freed, when d is NULL
+ * or the member cannot be set (out of memory). */
+static json_t *with_member(json_t *d, const char *key, json_t *v)
+{
+    if (d && fl_json_set(d, key, v) == 0)
+        return d;
+    if (!d)
+        json_decref(v);
+    json_decref(d);
+    return NULL;
+}
+
 int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
 {
     json_t *d = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o}",
@@ -153,24 +165,16 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
                           "n_tensors", (json_int_t)gguf_n_tensors(m->f), "tensor_bytes",
                           (json_int_t)m->tensor_bytes, "bytes_by_type", json_types(m), "moe",
                           json_moe(m->moe));
-    if (d && m->n_rs_layers &&
-        fl_json_set(d, "linear_attention",
-                    json_pack("{s:i, s:I}", "n_layers", m->n_rs_layers, "state_bytes_per_seq",
-                              (json_int_t)m->rs_bytes_per_seq))) {
-        json_decref(d);
-        d = NULL;
-    }
-    if (d && m->n_indexer_layers &&
-        fl_json_set(d, "sparse_attention",
-                    json_pack("{s:i, s:I}", "n_indexer_layers", m->n_indexer_layers, "top_k",
-                              (json_int_t)m->indexer_top_k))) {
-        json_decref(d);
-        d = NULL;
-    }
-    if (d && tensors && fl_json_set(d, "tensors", json_tensors(m->f))) {
-        json_decref(d);
-        d = NULL;
-    }
+    if (m->n_rs_layers)
+        d = with_member(d, "linear_attention",
+                        json_pack("{s:i, s:I}", "n_layers", m->n_rs_layers, "state_bytes_per_seq",
+                                  (json_int_t)m->rs_bytes_per_seq));
+    if (m->n_indexer_layers)
+        d = with_member(d, "sparse_attention",
+                        json_pack("{s:i, s:I}", "n_indexer_layers", m->n_indexer_layers, "top_k",
+                                  (json_int_t)m->indexer_top_k));
+    if (tensors)
+        d = with_member(d, "tensors", json_tensors(m->f));
     int rc = d ? fl_json_write(out, d, FL_JSON_INDENT) : -ENOMEM;
     json_decref(d);
     return rc;

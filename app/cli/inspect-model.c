@@ -57,6 +57,18 @@ static void gather_types(struct inspect_model *m)
     }
 }
 
+/* Layers with a tensor blk.N.SUFFIX (suffix with its leading dot). */
+static int layers_with(const struct gguf_file *f, const char *suffix)
+{
+    int n = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
+        const char *name = gguf_tensor(f, i)->name, *dot = strchr(name, '.');
+        dot = dot && !strncmp(name, "blk.", 4) ? strchr(dot + 1, '.') : NULL;
+        n += dot && !strcmp(dot, suffix);
+    }
+    return n;
+}
+
 /* One sequence's recurrent state per layer, as the engine sizes it
  * (model/arch-qwen35moe.c): (d_conv - 1) rows of the conv's width and
  * value heads x d_state^2. */
@@ -71,11 +83,7 @@ static void gather_recurrent(struct inspect_model *m)
         if ((v[i] = int_or(m->f, key, -1)) < 1 || v[i] > 1 << 20)
             return;
     }
-    for (int64_t i = 0; i < gguf_n_tensors(m->f); i++) {
-        const char *name = gguf_tensor(m->f, i)->name, *dot = strchr(name, '.');
-        dot = dot && !strncmp(name, "blk.", 4) ? strchr(dot + 1, '.') : NULL;
-        m->n_rs_layers += dot && !strcmp(dot, ".ssm_a");
-    }
+    m->n_rs_layers = layers_with(m->f, ".ssm_a");
     const uint64_t d_conv = (uint64_t)v[0], D = (uint64_t)v[1], K = (uint64_t)v[2];
     const uint64_t H = (uint64_t)v[3];
     m->rs_bytes_per_seq = (uint64_t)m->n_rs_layers * 4 *
@@ -86,13 +94,8 @@ static void gather_sparse(struct inspect_model *m)
 {
     char key[256];
     snprintf(key, sizeof(key), "%s.attention.indexer.top_k", m->arch ? m->arch : "");
-    if ((m->indexer_top_k = int_or(m->f, key, 0)) < 1)
-        return;
-    for (int64_t i = 0; i < gguf_n_tensors(m->f); i++) {
-        const char *name = gguf_tensor(m->f, i)->name, *dot = strchr(name, '.');
-        dot = dot && !strncmp(name, "blk.", 4) ? strchr(dot + 1, '.') : NULL;
-        m->n_indexer_layers += dot && !strcmp(dot, ".indexer.attn_q_b.weight");
-    }
+    if ((m->indexer_top_k = int_or(m->f, key, 0)) >= 1)
+        m->n_indexer_layers = layers_with(m->f, ".indexer.attn_q_b.weight");
 }
 
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err)
