@@ -238,64 +238,21 @@ static void attend_one_chunk(const struct attn_job *j, int t, int g, float *scr)
         attend_heads(j, t, g * r + h, r - h < ENG_FA_GROUP ? r - h : ENG_FA_GROUP, scr);
 }
 
-/* attend_f32 for a query that reads only the ns positions sp (DSA's
- * selection): their keys and values gathered (after the r heads' rows of
- * scratch), then attend_f32's kernels over them (vectorised over the kept
- * keys); the positions it skips count for nothing, as the keys ggml's
- * kernels see masked. */
-static void attend_f32_sel(const struct attn_job *j, int t, int g, const int32_t *sp, int ns,
-                           float *scr)
+/* The F32 steps of one query (batch token t) and the r query heads of KV
+ * head g over nk keys: kt their transposed keys (rows ld apart), v their
+ * value rows; scores, softmax, V sum. Scratch: r rows of (dv + n_kv). */
+static void attend_f32_keys(const struct attn_job *j, int t, int g, const float *kt, int64_t ld,
+                            const float *v, int nk, float *scr)
 {
     const struct eng_attn *p = j->p;
     const int r = p->n_head / p->n_head_kv;
     const int64_t lds = p->dv + j->n_kv;
-    const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
-    const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
-    float *kg = scr + r * lds, *vg = kg + p->dk * (int64_t)ns;
-    for (int64_t d = 0; d < p->dk; d++)
-        for (int i = 0; i < ns; i++)
-            kg[d * ns + i] = kt[d * j->n_kv + sp[i]];
-    for (int i = 0; i < ns; i++)
-        memcpy(vg + (int64_t)i * p->dv, vf + (int64_t)sp[i] * p->dv, sizeof(float) * (size_t)p->dv);
-    for (int h = 0; h < r; h++) {
-        const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)(g * r + h) * p->dk;
-        float *acc = scr + h * lds, *s = acc + p->dv, M = -INFINITY;
-        j->k->key_scores(s, q, kg, ns, p->dk, ns);
-        if (p->softcap == 0.0f) {
-            M = j->k->scale_max(s, ns, p->scale);
-        } else {
-            for (int i = 0; i < ns; i++) {
-                s[i] = softcapped(p, s[i]);
-                M = s[i] > M ? s[i] : M;
-            }
-        }
-        const float S = j->k->exp_shifted(s, ns, M);
-        j->k->weighted_rows(acc, s, vg, ns, p->dv);
-        finish(j, t, g * r + h, acc, M, S);
-    }
-}
-
-/* One query (batch token t) and the r query heads of KV head g, F32
- * arithmetic: scores for all keys, softmax, V sum. Scratch: r rows of
- * (dv + n_kv) floats. */
-static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
-{
-    const struct eng_attn *p = j->p;
-    if (p->sel && p->sel->n[t] >= 0) {
-        attend_f32_sel(j, t, g, p->sel->pos + (int64_t)t * p->sel->stride, p->sel->n[t], scr);
-        return;
-    }
-    const int r = p->n_head / p->n_head_kv, qpos = j->b->pos[t];
-    const int k0 = first_key(p, qpos), nk = qpos + 1 - k0;
-    const int64_t lds = p->dv + j->n_kv;
     const float *q = j->q + (int64_t)t * j->q_stride + (int64_t)g * r * p->dk;
-    const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
-    const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
     if (j->k->key_scores_group) /* each block of keys loaded once for several heads */
-        j->k->key_scores_group(scr + p->dv, lds, q, r, kt + k0, j->n_kv, p->dk, nk);
+        j->k->key_scores_group(scr + p->dv, lds, q, r, kt, ld, p->dk, nk);
     else
         for (int h = 0; h < r; h++)
-            j->k->key_scores(scr + p->dv + h * lds, q + h * p->dk, kt + k0, j->n_kv, p->dk, nk);
+            j->k->key_scores(scr + p->dv + h * lds, q + h * p->dk, kt, ld, p->dk, nk);
     for (int h0 = 0; h0 < r; h0 += 8) { /* 8 heads' softmax, their V sums, their outputs */
         const int rr = r - h0 < 8 ? r - h0 : 8;
         float M[8], S[8];
@@ -313,7 +270,6 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
             S[hh] = j->k->exp_shifted(s, nk, M[hh]);
         }
         float *acc0 = scr + h0 * lds;
-        const float *v = vf + (int64_t)k0 * p->dv;
         if (j->k->weighted_rows_group)
             j->k->weighted_rows_group(acc0, lds, acc0 + p->dv, rr, v, nk, p->dv);
         else
@@ -322,6 +278,33 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
         for (int hh = 0; hh < rr; hh++)
             finish(j, t, g * r + h0 + hh, acc0 + hh * lds, M[hh], S[hh]);
     }
+}
+
+/* One query (batch token t) and the r query heads of KV head g, F32
+ * arithmetic: the keys it may see, or only the positions DSA chose for it
+ * (their keys and values gathered after the r heads' rows of scratch; the
+ * positions it skips count for nothing, as the keys ggml's kernels see
+ * masked). */
+static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
+{
+    const struct eng_attn *p = j->p;
+    const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
+    const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
+    if (!p->sel || p->sel->n[t] < 0) {
+        const int k0 = first_key(p, j->b->pos[t]);
+        attend_f32_keys(j, t, g, kt + k0, j->n_kv, vf + (int64_t)k0 * p->dv,
+                        j->b->pos[t] + 1 - k0, scr);
+        return;
+    }
+    const int r = p->n_head / p->n_head_kv, ns = p->sel->n[t];
+    const int32_t *sp = p->sel->pos + (int64_t)t * p->sel->stride;
+    float *kg = scr + r * (p->dv + j->n_kv), *vg = kg + p->dk * (int64_t)ns;
+    for (int64_t d = 0; d < p->dk; d++)
+        for (int i = 0; i < ns; i++)
+            kg[d * ns + i] = kt[d * j->n_kv + sp[i]];
+    for (int i = 0; i < ns; i++)
+        memcpy(vg + (int64_t)i * p->dv, vf + (int64_t)sp[i] * p->dv, sizeof(float) * (size_t)p->dv);
+    attend_f32_keys(j, t, g, kg, ns, vg, ns, scr);
 }
 
 /* F32 path, phase 1: the span's K transposed and V converted, split by
