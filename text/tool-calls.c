@@ -172,19 +172,26 @@ static json_t *glm_value(const char *v, size_t n)
     return json_stringn(v, n);
 }
 
-/* A key or value is UTF-8 text without NUL (what a JSON string holds); a
- * key given twice makes no call (as JSON's duplicate keys do: a stream
- * sent the first value already, text/tool-stream.c). */
-static int set_pair(json_t *args, const char *k, size_t kn, const char *v, size_t vn)
+/* args[k] = value (taken): a key is UTF-8 text without NUL (what a JSON
+ * string holds) and given once (a key given twice makes no call, as JSON's
+ * duplicate keys do: a stream sent the first value already,
+ * text/tool-stream.c); a NULL value makes no call either. */
+static int put_pair(json_t *args, const char *k, size_t kn, json_t *value)
 {
-    json_t *key = json_stringn(k, kn), *value = glm_value(v, vn);
-    int rc = key && value && !memchr(k, 0, kn) && !memchr(v, 0, vn) &&
-                     !json_object_get(args, json_string_value(key)) ? 0 : -EINVAL;
+    json_t *key = json_stringn(k, kn);
+    int rc = key && value && !memchr(k, 0, kn) && !json_object_get(args, json_string_value(key))
+                 ? 0 : -EINVAL;
     if (!rc && json_object_set(args, json_string_value(key), value))
         rc = -ENOMEM;
     json_decref(key);
     json_decref(value);
     return rc;
+}
+
+/* A value is UTF-8 text without NUL, read as glm_value reads it. */
+static int set_pair(json_t *args, const char *k, size_t kn, const char *v, size_t vn)
+{
+    return put_pair(args, k, kn, memchr(v, 0, vn) ? NULL : glm_value(v, vn));
 }
 
 /* DeepSeek V3.2's pair: v starts with its type, true"> (v the string as it
@@ -194,18 +201,11 @@ static int set_typed_pair(json_t *args, const char *k, size_t kn, const char *v,
     const bool str = vn >= 6 && !memcmp(v, "true\">", 6);
     if (!str && (vn < 7 || memcmp(v, "false\">", 7)))
         return -EINVAL;
+    if (memchr(k, '"', kn) || memchr(k, '<', kn)) /* the key ran past its own pair's tags */
+        return -EINVAL;
     v += str ? 6 : 7, vn -= str ? 6 : 7;
-    json_t *key = json_stringn(k, kn), *value = str ? json_stringn(v, vn)
-                                                    : json_loadb(v, vn, JSON_DECODE_ANY, NULL);
-    /* a key holding the tags' quote or bracket ran past its own pair */
-    int rc = key && value && !memchr(k, 0, kn) && !memchr(k, '"', kn) && !memchr(k, '<', kn) &&
-                     !json_object_get(args, json_string_value(key))
-                 ? 0 : -EINVAL;
-    if (!rc && json_object_set(args, json_string_value(key), value))
-        rc = -ENOMEM;
-    json_decref(key);
-    json_decref(value);
-    return rc;
+    return put_pair(args, k, kn,
+                    str ? json_stringn(v, vn) : json_loadb(v, vn, JSON_DECODE_ANY, NULL));
 }
 
 /* glm-4.5: NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n... */
