@@ -245,6 +245,7 @@ static const char v32_tools_header[] =
 static int v32_system(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                       const struct fl_chat_opts *o)
 {
+    const size_t start = b->n;
     bool any = false; /* a system turn so far */
     for (size_t i = 0; i < n; i++)
         if (is(m[i].role, "system")) {
@@ -254,7 +255,7 @@ static int v32_system(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         }
     if (!o->n_tools)
         return 0;
-    put(b, b->n ? "\n\n" : ""); /* the joined system turns, when they say anything */
+    put(b, b->n > start ? "\n\n" : ""); /* the joined system turns, when they say anything */
     put(b, v32_tools_header);
     for (size_t i = 0; i < o->n_tools; i++) {
         json_t *t = json_loads(o->tools[i], 0, NULL);
