@@ -204,6 +204,8 @@ static int set_typed_pair(json_t *args, const char *k, size_t kn, const char *v,
     if (memchr(k, '"', kn) || memchr(k, '<', kn)) /* the key ran past its own pair's tags */
         return -EINVAL;
     v += str ? 6 : 7, vn -= str ? 6 : 7;
+    if (memchr(v, 0, vn)) /* no JSON string holds a NUL (a call's arguments are read back) */
+        return put_pair(args, k, kn, NULL);
     return put_pair(args, k, kn,
                     str ? json_stringn(v, vn) : json_loadb(v, vn, JSON_DECODE_ANY, NULL));
 }
