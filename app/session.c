@@ -258,12 +258,12 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
     const bool experts = s->model->hp.n_expert > 0 && p->gpu_experts != ENG_GPU_EXPERTS_NONE;
     if (!s->have_gpu || (!placement_tier_bytes(s->plan, PL_TIER_GPU) && !experts))
         return 0;
-    /* the device keeps an F16 cache only, and its whole pass has no
-     * lightning indexer (DeepSeek sparse attention): attention stays on the
-     * host then, the weights the device holds multiply there */
+    /* the device keeps an F16 cache only, and its whole pass lacks some
+     * attention kinds (the arch says which): attention stays on the host
+     * then, the weights the device holds multiply there */
+    const char *host_only = s->model->hp.attention_host_only;
     const bool kv_on_host = p->no_kv_offload || eng_kv_type_k(s->kv) != FL_TYPE_F16 ||
-                            eng_kv_type_v(s->kv) != FL_TYPE_F16 ||
-                            s->model->hp.indexer_top_k > 0;
+                            eng_kv_type_v(s->kv) != FL_TYPE_F16 || host_only;
     const struct eng_gpu_options o = {
         .experts = (enum eng_gpu_experts)p->gpu_experts, .min_batch = p->offload_min_batch,
         .vram_budget = p->placement.vram_budget, .log = stderr, .kv_on_host = kv_on_host,
@@ -275,9 +275,9 @@ static int open_gpu(struct eng_session *s, const struct eng_session_params *p,
     int rc = eng_gpu_open(s->model, s->gguf, s->plan, &o, &s->ctx.gpu, err);
     if (!rc && s->ctx.gpu)
         s->ctx.pick = eng_gpu_pick; /* each pass: on the device, or the CPU's with offloads */
-    if (!rc && s->ctx.gpu && s->model->hp.indexer_top_k > 0)
-        fprintf(stderr, "faultline: sparse attention (the lightning indexer) runs on the CPU: "
-                        "the KV cache stays in RAM; the GPU multiplies the weights it holds\n");
+    if (!rc && s->ctx.gpu && host_only)
+        fprintf(stderr, "faultline: %s runs on the CPU: the KV cache stays in RAM; the GPU "
+                        "multiplies the weights it holds\n", host_only);
     /* experts the VRAM cache holds are not read ahead from disk: the GPU
      * will not touch their host bytes */
     if (!rc && s->ctx.gpu && s->pager)

@@ -5,7 +5,7 @@
 fl_module(model
   SOURCES model/model.c model/forward.c model/scratch.c model/kv-cache.c model/moe-route.c
           model/activation.c model/yarn.c model/arch.c model/arch-prenorm.c model/arch-llama.c
-          model/arch-qwen3moe.c model/mla.c model/dsa.c model/arch-deepseek2.c model/arch-gpt-oss.c
+          model/arch-qwen3moe.c model/mla.c model/dsa.c model/kda.c model/arch-deepseek2.c model/arch-gpt-oss.c
           model/arch-glm4moe.c model/arch-minimax-m2.c model/arch-qwen35moe.c
   DEPS gguf base)
 

@@ -77,6 +77,20 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_ff_exp, round256(w * 11 / 16));
         DEF(n_ff, round256(w * 21 / 4));
         break;
+    case GEN_ARCH_KIMI_LINEAR: /* Kimi-Linear-48B-A3B: 2304 wide, 32 heads, KDA heads of 128 */
+        DEF(n_head, max64(2, w / 72));
+        DEF(kv_lora_rank, max64(32, w * 2 / 9 / 32 * 32));
+        DEF(qk_nope, w >= 2048 ? 128 : 64);
+        DEF(qk_rope, p->qk_nope / 2);
+        DEF(v_head, p->qk_nope);
+        DEF(ssm_d_state, w >= 2048 ? 128 : 32);
+        DEF(n_expert, 256);
+        DEF(n_expert_used, 8);
+        DEF(n_expert_shared, 1);
+        DEF(n_layer_dense, 1);
+        DEF(n_ff_exp, round256(w * 4 / 9));
+        DEF(n_ff, round256(w * 4));
+        break;
     case GEN_ARCH_GPT_OSS:
         DEF(head_dim, 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
@@ -133,7 +147,12 @@ bool gen_arch_has_dense(enum gen_arch a)
 
 bool gen_arch_is_mla(enum gen_arch a)
 {
-    return a == GEN_ARCH_DEEPSEEK2 || a == GEN_ARCH_DEEPSEEK32 || a == GEN_ARCH_GLM_DSA;
+    return a == GEN_ARCH_DEEPSEEK2 || gen_arch_has_indexer(a) || a == GEN_ARCH_KIMI_LINEAR;
+}
+
+bool gen_arch_has_indexer(enum gen_arch a)
+{
+    return a == GEN_ARCH_DEEPSEEK32 || a == GEN_ARCH_GLM_DSA;
 }
 
 int64_t gen_arch_base_width(enum gen_arch a)
@@ -171,13 +190,13 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
     if (gen_arch_is_mla(p->arch)) {
         /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
          * which has no q_lora and would not load these tensors */
-        if (p->n_layer == 26 || p->n_layer == 27)
+        if ((p->n_layer == 26 || p->n_layer == 27) && p->arch != GEN_ARCH_KIMI_LINEAR)
             return fl_err_set(err, -EINVAL, "deepseek2 cannot have 26 or 27 layers "
                               "(llama.cpp reads those as DeepSeek-V2-Lite)");
         if (p->qk_rope % 2 || p->qk_nope % 32 || p->kv_lora_rank % 32 || p->q_lora_rank % 32)
             return fl_err_set(err, -EINVAL, "deepseek2 MLA ranks must be multiples of 32");
         const int64_t d = p->idx_head_dim;
-        if (p->arch != GEN_ARCH_DEEPSEEK2 && (d < 64 || d > 4096 || (d & (d - 1)) ||
+        if (gen_arch_has_indexer(p->arch) && (d < 64 || d > 4096 || (d & (d - 1)) ||
                                               p->qk_rope > d || p->idx_n_head < 1 ||
                                               p->idx_top_k < 1))
             return fl_err_set(err, -EINVAL, "the indexer's head must be a power of two from 64 "
@@ -362,6 +381,60 @@ static void sparse_layer(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "indexer.proj.weight", false, e, h, 0);
 }
 
+/* Kimi-Linear's KDA blocks: all but every fourth and the last (its
+ * full_attn_layers 4, 8, ..., counted from 1, and the last). */
+static bool kimi_recurrent(const struct gen_params *p, int il)
+{
+    return (il + 1) % 4 != 0 && il != p->n_layer - 1;
+}
+
+/* Kimi Delta Attention: q, k, v with a short conv each, the decay's and
+ * the output gate's low-rank pairs, beta, A (as -exp(A_log)) and dt bias. */
+static void kda_block(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t e = p->n_embd, d = p->ssm_d_state, w = p->n_head * d;
+    mat(b, il, "attn_q.weight", false, e, w, 0);
+    mat(b, il, "attn_k.weight", false, e, w, 0);
+    mat(b, il, "attn_v.weight", false, e, w, 0);
+    static const char *const convs[3] = { "ssm_conv1d_q.weight", "ssm_conv1d_k.weight",
+                                          "ssm_conv1d_v.weight" };
+    for (int i = 0; i < 3; i++)
+        add(b, il, convs[i], ROLE_F32, GEN_INIT_NOISE, 0.5f, false, 4, 1, w);
+    mat(b, il, "ssm_f_a.weight", false, e, d, 0);
+    mat(b, il, "ssm_f_b.weight", false, d, w, 0);
+    mat(b, il, "ssm_beta.weight", false, e, p->n_head, 0);
+    add(b, il, "ssm_a", ROLE_F32, GEN_INIT_SSM_A, 0, false, 1, p->n_head, 0);
+    add(b, il, "ssm_dt.bias", ROLE_F32, GEN_INIT_SSM_DT, 0.5f, false, w, 0, 0);
+    mat(b, il, "ssm_g_a.weight", false, e, d, 0);
+    mat(b, il, "ssm_g_b.weight", false, d, w, 0);
+    norm(b, il, "ssm_norm.weight", d);
+    mat(b, il, "attn_output.weight", true, w, e, 0);
+}
+
+/* Kimi-Linear: KDA or MLA (no q LoRA, no rope), then deepseek2's FFN. */
+static void kimi_linear_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t e = p->n_embd, h = p->n_head, kvl = p->kv_lora_rank;
+    norm(b, il, "attn_norm.weight", e);
+    if (kimi_recurrent(p, il)) {
+        kda_block(b, p, il);
+    } else {
+        norm(b, il, "attn_kv_a_norm.weight", kvl);
+        mat(b, il, "attn_q.weight", false, e, h * (p->qk_nope + p->qk_rope), 0);
+        mat(b, il, "attn_kv_a_mqa.weight", false, e, kvl + p->qk_rope, 0);
+        mat(b, il, "attn_k_b.weight", false, p->qk_nope, kvl, h);
+        mat(b, il, "attn_v_b.weight", false, kvl, p->v_head, h);
+        mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
+    }
+    norm(b, il, "ffn_norm.weight", e);
+    if (il < p->n_layer_dense) {
+        swiglu_ffn(b, p, il, "", p->n_ff);
+        return;
+    }
+    routed_experts(b, p, il, true);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
+}
+
 static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
 {
     int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim;
@@ -509,6 +582,7 @@ int gen_arch_tensors(struct gen_plan *plan)
         case GEN_ARCH_DEEPSEEK2: deepseek2_layer(&b, p, il); break;
         case GEN_ARCH_DEEPSEEK32:
         case GEN_ARCH_GLM_DSA: sparse_layer(&b, p, il); break;
+        case GEN_ARCH_KIMI_LINEAR: kimi_linear_layer(&b, p, il); break;
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
@@ -712,6 +786,36 @@ static void deepseek2_hparams(struct kw *k, const struct gen_params *p)
     kf32(k, "rope.scaling.yarn_log_multiplier", 0.1f);
 }
 
+/* Kimi-Linear as its converter writes it: head_count_kv per block (1 for
+ * MLA, as MQA over the latent; 0 for KDA), no value_length, no q LoRA. */
+static void kimi_linear_hparams(struct kw *k, const struct gen_params *p)
+{
+    int32_t *kv = malloc(sizeof(int32_t) * (size_t)p->n_layer);
+    if (!kv) {
+        k->rc = k->rc ? k->rc : -ENOMEM;
+        return;
+    }
+    for (int il = 0; il < p->n_layer; il++)
+        kv[il] = !kimi_recurrent(p, il);
+    kint_arr(k, "attention.head_count_kv", kv, (uint64_t)p->n_layer);
+    free(kv);
+    ku32(k, "feed_forward_length", p->n_ff);
+    kf32(k, "rope.freq_base", 10000.0f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-5f);
+    ku32(k, "leading_dense_block_count", p->n_layer_dense);
+    ku32(k, "attention.kv_lora_rank", p->kv_lora_rank);
+    ku32(k, "attention.key_length", p->kv_lora_rank + p->qk_rope);
+    ku32(k, "attention.key_length_mla", p->qk_nope + p->qk_rope);
+    ku32(k, "attention.value_length_mla", p->v_head);
+    ku32(k, "rope.dimension_count", p->qk_rope);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_shared_count", p->n_expert_shared);
+    kf32(k, "expert_weights_scale", 2.446f);
+    ku32(k, "expert_gating_func", 2); /* sigmoid */
+    ku32(k, "ssm.conv_kernel", 4);
+    ku32(k, "kda.head_dim", p->ssm_d_state);
+}
+
 static void sparse_hparams(struct kw *k, const struct gen_params *p)
 {
     ku32(k, "attention.indexer.head_count", p->idx_n_head);
@@ -764,6 +868,9 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
     case GEN_ARCH_GLM_DSA:
         deepseek2_hparams(&k, p);
         sparse_hparams(&k, p);
+        break;
+    case GEN_ARCH_KIMI_LINEAR:
+        kimi_linear_hparams(&k, p);
         break;
     case GEN_ARCH_GLM4MOE:
         glm4moe_hparams(&k, p);

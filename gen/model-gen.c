@@ -34,11 +34,22 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_QWEN3NEXT] = "qwen3next",
     [GEN_ARCH_DEEPSEEK32] = "deepseek32",
     [GEN_ARCH_GLM_DSA] = "glm-dsa",
+    [GEN_ARCH_KIMI_LINEAR] = "kimi-linear",
 };
 
 const char *gen_arch_name(enum gen_arch a)
 {
     return (unsigned)a < GEN_ARCH_COUNT ? arch_names[a] : "?";
+}
+
+const char *gen_arch_names(void)
+{
+    static char names[256];
+    if (!names[0])
+        for (int a = 0; a < GEN_ARCH_COUNT; a++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", a ? ", " : "",
+                     arch_names[a]);
+    return names;
 }
 
 int gen_arch_by_name(const char *name)
@@ -184,7 +195,7 @@ static int fit(struct gen_params *p, struct fl_err *err)
     int64_t lmin = min_layers(p);
     if (free_l) {
         int64_t l = clamp64(fit_count(p, true, lmin, target), lmin, GEN_MAX_LAYERS);
-        if (gen_arch_is_mla(p->arch) && (l == 26 || l == 27))
+        if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_KIMI_LINEAR && (l == 26 || l == 27))
             l = l == 26 ? 25 : 28; /* see gen_arch_check */
         p->n_layer = l;
     }

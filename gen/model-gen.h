@@ -34,6 +34,7 @@ enum gen_arch {
     GEN_ARCH_QWEN3NEXT,
     GEN_ARCH_DEEPSEEK32,  /* deepseek2 with DeepSeek sparse attention (V3.2) */
     GEN_ARCH_GLM_DSA,     /* the same as GLM-5 writes it */
+    GEN_ARCH_KIMI_LINEAR, /* Kimi Delta Attention blocks and MLA without rope */
     GEN_ARCH_COUNT
 };
 
@@ -60,7 +61,9 @@ struct gen_params {
     int64_t n_rot;         /* glm4moe/minimax-m2/qwen35moe: rotated dims per head (partial RoPE) */
     int64_t n_expert_shared;   /* deepseek2, glm4moe, qwen35moe */
     int64_t ssm_d_state, ssm_n_k_head, ssm_n_v_head; /* qwen35moe/qwen3next's Gated DeltaNet:
-                                                      head dims, key and value heads */
+                                                      head dims, key and value heads
+                                                      (kimi-linear: KDA's head dim; its
+                                                      heads are --heads) */
     bool ssm_in;           /* qwen3next: one ssm_in matrix for q, k, v and z, as files
                               converted before attn_qkv/attn_gate */
     int64_t n_layer_dense;     /* deepseek2, glm4moe: leading dense layers */
@@ -77,9 +80,12 @@ const char *gen_arch_name(enum gen_arch a); /* llama.cpp's name, e.g. "qwen3moe"
 /* Whether the architecture has leading dense layers and shared experts. */
 bool gen_arch_has_dense(enum gen_arch a);
 /* Whether its attention is DeepSeek's latent attention (deepseek2 and the
- * sparse kinds built on it). */
+ * sparse kinds built on it; kimi-linear's attention blocks). */
 bool gen_arch_is_mla(enum gen_arch a);
+/* Whether it has DeepSeek sparse attention's indexer (deepseek32, glm-dsa). */
+bool gen_arch_has_indexer(enum gen_arch a);
 int gen_arch_by_name(const char *name);     /* enum gen_arch or -1 */
+const char *gen_arch_names(void);           /* "qwen3moe, llama, ...": every name, in order */
 
 /* Fills the free shape fields, fitting target_size, and validates them all.
  * -EINVAL with a one-line message in err for an impossible request. */

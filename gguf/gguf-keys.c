@@ -83,6 +83,8 @@ static const struct gguf_key_info arch_keys[] = {
     { "attention.indexer.key_length", GGUF_KEY_COUNT, "indexer key size", false },
     { "attention.indexer.top_k", GGUF_KEY_COUNT, "positions each query reads (DSA)", false },
     { "attention.indexer.types", GGUF_KEY_INT_ARR, "indexer per layer (1 full, 0 shared)", false },
+    { "kda.head_dim", GGUF_KEY_COUNT, "Kimi Delta Attention head size", false },
+    { "ssm.conv_kernel", GGUF_KEY_COUNT, "linear attention's short conv width", false },
     { "attention.layer_norm_epsilon", GGUF_KEY_FLOAT, "LayerNorm epsilon", false },
     { "attention.layer_norm_rms_epsilon", GGUF_KEY_FLOAT, "RMSNorm epsilon", false },
     { "attention.sliding_window", GGUF_KEY_COUNT, "sliding window", false },

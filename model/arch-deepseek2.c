@@ -15,7 +15,13 @@
  * chooses the positions its latent attention reads, as llama.cpp's
  * src/models/deepseek32.cpp and glm-dsa.cpp. They differ in the indexer's
  * rope pairing, its LayerNorm's eps, the YaRN log multiplier and GLM-5.2's
- * shared-indexer blocks (attention.indexer.types). */
+ * shared-indexer blocks (attention.indexer.types).
+ *
+ * Kimi-Linear ("kimi-linear", llama.cpp's src/models/kimi-linear.cpp) is
+ * this network with most blocks' attention Kimi Delta Attention (model/
+ * kda.h, linear attention over a per-sequence state: the blocks whose
+ * head_count_kv is 0) and the others MLA without any rope (its key's rope
+ * part is used as projected); its routing always renormalises. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +31,7 @@
 #include "model/arch-prenorm.h"
 #include "model/arch.h"
 #include "model/dsa.h"
+#include "model/kda.h"
 #include "model/mla.h"
 #include "model/yarn.h"
 
@@ -37,18 +44,22 @@ struct ds2_layer {
     const struct eng_tensor *gate_sh, *up_sh, *down_sh;
     struct dsa_tensors dsa;                                   /* sparse attention */
     bool shared_index;                                        /* glm-dsa: the last full layer's choice */
+    bool recurrent;                                           /* kimi-linear: a KDA block */
+    struct kda_tensors kda;
 };
 
-enum ds2_kind { DS2_DEEPSEEK2, DS2_DEEPSEEK32, DS2_GLM_DSA };
+enum ds2_kind { DS2_DEEPSEEK2, DS2_DEEPSEEK32, DS2_GLM_DSA, DS2_KIMI_LINEAR };
 
 struct ds2 {
     enum ds2_kind kind;
     struct dsa_dims dsa;        /* sparse kinds only */
+    struct kda_dims kda;        /* kimi-linear only */
     struct mla_dims d;
     int n_groups, n_group_used; /* DeepSeek-V3 group-limited routing; 0/1: off */
     int n_trunk;                /* blocks run per token: block_count minus the
                                    nextn (multi-token-prediction) blocks */
     struct yarn_rope rope;
+    bool no_rope;               /* kimi-linear's MLA */
     float kq_scale;
     struct ds2_layer *layers;
 };
@@ -56,7 +67,8 @@ struct ds2 {
 static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
 
 /* The MLA sizes: q/kv LoRA ranks and the MLA head lengths. */
-static int load_mla_dims(struct eng_model *m, struct mla_dims *d, struct fl_err *err)
+static int load_mla_dims(struct eng_model *m, enum ds2_kind kind, struct mla_dims *d,
+                         struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
     int64_t q_lora = 0, kv_lora = 0, k_mla = 0, v_mla = 0;
@@ -73,9 +85,10 @@ static int load_mla_dims(struct eng_model *m, struct mla_dims *d, struct fl_err 
                           "%lld, value_length_mla %lld, rope dims %lld)",
                           fname(m), (long long)q_lora, (long long)kv_lora, (long long)k_mla,
                           (long long)v_mla, (long long)hp->n_rot);
-    /* The MQA view the file advertises must be the latent cache. */
+    /* The MQA view the file advertises must be the latent cache (Kimi-Linear's
+     * converter writes no value_length: llama.cpp reads the latent anyway). */
     if (hp->n_head_kv != 1 || hp->n_embd_head_k != kv_lora + hp->n_rot ||
-        hp->n_embd_head_v != kv_lora)
+        (hp->n_embd_head_v != kv_lora && kind != DS2_KIMI_LINEAR))
         return fl_err_set(err, -EINVAL,
                           "%s: not an absorbed-MLA file (head_count_kv %lld, key_length %lld, "
                           "value_length %lld; expected 1, %lld, %lld)",
@@ -142,8 +155,9 @@ static int load_layer(struct eng_model *m, const struct ds2 *a, int il,
     if (!(L->attn_norm = need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
         !(L->ffn_norm = need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
         return -EINVAL;
-    int rc = mla_find_tensors(m, il, &a->d, &L->mla, err);
-    if (!rc && a->kind != DS2_DEEPSEEK2 && !L->shared_index)
+    int rc = L->recurrent ? kda_find_tensors(m, il, &a->kda, &L->kda, err)
+                          : mla_find_tensors(m, il, &a->d, &L->mla, err);
+    if (!rc && (a->kind == DS2_DEEPSEEK32 || a->kind == DS2_GLM_DSA) && !L->shared_index)
         rc = dsa_find_tensors(m, il, &a->dsa, a->d.q_lora, &L->dsa, err);
     if (rc)
         return rc;
@@ -173,6 +187,11 @@ static int load_groups(struct eng_model *m, struct ds2 *a, struct fl_err *err)
 
 static int load_rope(struct eng_model *m, struct ds2 *a, struct fl_err *err)
 {
+    if (a->kind == DS2_KIMI_LINEAR) { /* no rope, no YaRN: 1/sqrt of the MLA key */
+        a->no_rope = true;
+        a->kq_scale = 1.0f / sqrtf((float)(a->d.qk_nope + a->d.qk_rope));
+        return 0;
+    }
     struct yarn_params yp;
     float log_mul = 0.0f, temp_scale = 0.0f;
     int rc = eng_model_key_float(m, "attention.temperature_scale", false, &temp_scale, err);
@@ -277,6 +296,7 @@ static int load_sparse(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     if (a->d.q_lora < 1)
         return fl_err_set(err, -EINVAL, "%s: the indexer reads the q LoRA, which the file lacks",
                           fname(m));
+    m->hp.attention_host_only = "sparse attention (the lightning indexer)";
     m->hp.indexer_n_head = a->dsa.ix.n_head;
     m->hp.indexer_head_dim = a->dsa.ix.head_dim;
     m->hp.indexer_top_k = a->dsa.ix.top_k;
@@ -295,6 +315,62 @@ static int load_sparse(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     return load_indexer_types(m, a, err);
 }
 
+/* Kimi-Linear: the KDA sizes, which blocks are KDA (head_count_kv 0 in
+ * the per-block array), and the routing llama.cpp fixes (renormalised; the
+ * gating function is a required key). */
+static int load_kimi(struct eng_model *m, struct ds2 *a, struct fl_err *err)
+{
+    struct eng_hparams *hp = &m->hp;
+    int64_t gating = 0, head_dim = 0;
+    int rc = eng_model_key_int(m, "expert_gating_func", true, &gating, err);
+    rc = rc ? rc : eng_model_key_int(m, "kda.head_dim", true, &head_dim, err);
+    rc = rc ? rc : eng_model_key_int(m, "ssm.conv_kernel", true, &hp->ssm_d_conv, err);
+    if (rc)
+        return rc;
+    if (head_dim < 1 || head_dim > 1024 || hp->ssm_d_conv < 2 || hp->ssm_d_conv > 16)
+        return fl_err_set(err, -EINVAL, "%s: bad KDA sizes (head_dim %lld, conv kernel %lld)",
+                          fname(m), (long long)head_dim, (long long)hp->ssm_d_conv);
+    hp->expert_weights_norm = true;
+    hp->ssm_n_k_head = hp->ssm_n_v_head = hp->n_head;
+    hp->ssm_d_state = head_dim;
+    hp->attention_host_only = "Kimi Delta Attention";
+    a->kda = (struct kda_dims){ .n_head = (int)hp->n_head, .head_dim = head_dim,
+                                .d_conv = hp->ssm_d_conv, .eps = hp->rms_eps };
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", hp->arch);
+    const struct gguf_value *v;
+    if (gguf_get_arr(m->gguf, key, &v) == 0) /* eng_model_load_common_hparams checked it */
+        for (int il = 0; il < a->n_trunk; il++)
+            a->layers[il].recurrent = ((const int32_t *)v->arr.elems)[il] == 0;
+    return 0;
+}
+
+/* The cache holds the latent + rope key of MLA blocks (V is read from it;
+ * a V row is a full indexer block's key); KDA blocks keep state instead. */
+static int set_state_dims(struct eng_model *m, const struct ds2 *a, struct fl_err *err)
+{
+    int rc = eng_model_default_kv_dims(m, err);
+    if (rc)
+        return rc;
+    m->kv_latent = true;
+    if (a->kind == DS2_KIMI_LINEAR) {
+        m->rs_conv_dim = calloc((size_t)m->hp.n_layer, sizeof(int64_t));
+        m->rs_ssm_dim = calloc((size_t)m->hp.n_layer, sizeof(int64_t));
+        if (!m->rs_conv_dim || !m->rs_ssm_dim)
+            return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
+    }
+    for (int64_t l = 0; l < m->hp.n_layer; l++) {
+        const bool trunk = l < a->n_trunk, kda = trunk && a->layers[l].recurrent;
+        m->kv_k_dim[l] = trunk && !kda ? mla_cache_row(&a->d) : 0;
+        m->kv_v_dim[l] = trunk && a->layers[l].dsa.q_b ? a->dsa.ix.head_dim : 0;
+        if (kda) {
+            m->rs_conv_dim[l] = kda_conv_state(&a->kda);
+            m->rs_ssm_dim[l] = kda_ssm_state(&a->kda);
+        }
+    }
+    return 0;
+}
+
 static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err *err)
 {
     struct ds2 *a = calloc(1, sizeof(*a));
@@ -302,8 +378,9 @@ static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err 
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
     m->arch_data = a;
     a->kind = kind;
+    m->hp.kv_heads_zero_ok = kind == DS2_KIMI_LINEAR;
     int rc = eng_model_load_common_hparams(m, err);
-    rc = rc ? rc : load_mla_dims(m, &a->d, err);
+    rc = rc ? rc : load_mla_dims(m, kind, &a->d, err);
     rc = rc ? rc : load_rope(m, a, err);
     rc = rc ? rc : load_groups(m, a, err);
     rc = rc ? rc : load_globals(m, err);
@@ -313,7 +390,9 @@ static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err 
     a->layers = calloc((size_t)a->n_trunk, sizeof(*a->layers));
     if (!a->layers)
         return fl_err_set(err, -ENOMEM, "%s: out of memory", fname(m));
-    if (kind != DS2_DEEPSEEK2 && (rc = load_sparse(m, a, err)))
+    if ((kind == DS2_DEEPSEEK32 || kind == DS2_GLM_DSA) && (rc = load_sparse(m, a, err)))
+        return rc;
+    if (kind == DS2_KIMI_LINEAR && (rc = load_kimi(m, a, err)))
         return rc;
     for (int il = 0; il < a->n_trunk && !rc; il++) {
         const struct ds2_layer *L = &a->layers[il];
@@ -321,16 +400,7 @@ static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err 
         if (!rc && L->router)
             rc = eng_model_set_router(m, il, L->router, NULL, L->ffn_norm, err);
     }
-    /* The cache holds the latent + rope key; V is read from it. A V row is
-     * a full indexer block's key. */
-    rc = rc ? rc : eng_model_default_kv_dims(m, err);
-    m->kv_latent = true;
-    for (int64_t l = 0; !rc && l < m->hp.n_layer; l++) {
-        const bool trunk = l < a->n_trunk;
-        m->kv_k_dim[l] = trunk ? mla_cache_row(&a->d) : 0;
-        m->kv_v_dim[l] = trunk && a->layers[l].dsa.q_b ? a->dsa.ix.head_dim : 0;
-    }
-    return rc;
+    return rc ? rc : set_state_dims(m, a, err);
 }
 
 static int ds2_load(struct eng_model *m, struct fl_err *err)
@@ -346,6 +416,11 @@ static int ds32_load(struct eng_model *m, struct fl_err *err)
 static int glm_dsa_load(struct eng_model *m, struct fl_err *err)
 {
     return ds2_load_kind(m, DS2_GLM_DSA, err);
+}
+
+static int kimi_linear_load(struct eng_model *m, struct fl_err *err)
+{
+    return ds2_load_kind(m, DS2_KIMI_LINEAR, err);
 }
 
 /* Routed experts + shared experts of one MoE block: out = moe(x) + shexp(x). */
@@ -385,9 +460,14 @@ static void ds2_attention(struct eng_ctx *c, const struct eng_prenorm *p, int il
                           const float *x, const struct eng_batch *b, float *out)
 {
     const struct ds2 *a = p->arch;
-    const struct mla_sparse sp = { .d = &a->dsa, .t = &a->layers[il].dsa, .sel = p->pass };
-    mla_attention(c, il, &a->d, &a->layers[il].mla, &a->rope, a->kq_scale, p->pass ? &sp : NULL,
-                  x, b, out);
+    const struct ds2_layer *L = &a->layers[il];
+    if (L->recurrent) {
+        kda_attention(c, il, &a->kda, &L->kda, x, b, out);
+        return;
+    }
+    const struct mla_sparse sp = { .d = &a->dsa, .t = &L->dsa, .sel = p->pass };
+    mla_attention(c, il, &a->d, &L->mla, a->no_rope ? NULL : &a->rope, a->kq_scale,
+                  p->pass ? &sp : NULL, x, b, out);
 }
 
 /* The leading dense layers run a plain FFN, the others the MoE block. */
@@ -407,7 +487,8 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
 {
     const struct ds2 *a = c->m->arch_data;
     struct eng_attn_sel sel = { 0 };
-    if (a->kind != DS2_DEEPSEEK2) { /* the pass's scratch, not a block's */
+    const bool sparse = a->kind == DS2_DEEPSEEK32 || a->kind == DS2_GLM_DSA;
+    if (sparse) { /* the pass's scratch, not a block's */
         const int k = a->dsa.ix.top_k;
         sel = (struct eng_attn_sel){
             .pos = eng_scratch(c, sizeof(int32_t) * (size_t)b->n_tok * (size_t)k),
@@ -415,7 +496,7 @@ static int ds2_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
         };
     }
     const struct eng_prenorm p = {
-        .arch = a, .pass = a->kind != DS2_DEEPSEEK2 ? &sel : NULL, .n_layer = a->n_trunk,
+        .arch = a, .pass = sparse ? &sel : NULL, .n_layer = a->n_trunk,
         .norms = ds2_norms, .attention = ds2_attention, .ffn = ds2_ffn,
     };
     return eng_prenorm_forward(c, b, &p, err);
@@ -438,6 +519,13 @@ const struct eng_arch eng_arch_deepseek32 = {
 const struct eng_arch eng_arch_glm_dsa = {
     .name = "glm-dsa",
     .load = glm_dsa_load,
+    .unload = ds2_unload,
+    .forward = ds2_forward,
+};
+
+const struct eng_arch eng_arch_kimi_linear = {
+    .name = "kimi-linear",
+    .load = kimi_linear_load,
     .unload = ds2_unload,
     .forward = ds2_forward,
 };

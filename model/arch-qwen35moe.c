@@ -426,7 +426,7 @@ static void q35_delta_net(struct eng_ctx *c, const struct q35_layer *L, int il, 
     float *beta = eng_tmp(c, n * H), *alpha = eng_tmp(c, n * H);
     float *conv = eng_tmp(c, n * W), *o = eng_tmp(c, n * H * D);
     q35_project(c, L, x, n, qkv, z, beta, alpha);
-    eng_ssm_conv(c, il, b, qkv, L->conv, conv);
+    eng_ssm_conv(c, il, b, qkv, L->conv, 0, conv);
     const struct eng_delta_net dn = {
         .n_k_head = (int)hp->ssm_n_k_head, .n_v_head = (int)H, .d_state = D,
         .k_grouped = ((const struct q35_data *)c->m->arch_data)->o.k_grouped,

@@ -8,6 +8,7 @@ extern const struct eng_arch eng_arch_qwen3moe;
 extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_deepseek32; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_glm_dsa;   /* model/arch-deepseek2.c */
+extern const struct eng_arch eng_arch_kimi_linear; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
 extern const struct eng_arch eng_arch_glm4moe;   /* model/arch-glm4moe.c */
 extern const struct eng_arch eng_arch_minimax_m2; /* model/arch-minimax-m2.c */
@@ -20,6 +21,7 @@ static const struct eng_arch *const archs[] = {
     &eng_arch_deepseek2,
     &eng_arch_deepseek32,
     &eng_arch_glm_dsa,
+    &eng_arch_kimi_linear,
     &eng_arch_gpt_oss,
     &eng_arch_glm4moe,
     &eng_arch_minimax_m2,

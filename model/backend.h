@@ -133,12 +133,14 @@ struct eng_moe {
  * h % n_k_head (qwen35moe's tiling) or, k_grouped, h / (n_v_head /
  * n_k_head) (qwen3next's repeat-interleave) L2-normed (eps), decay g = softplus(alpha + dt_bias) * a,
  * beta = sigmoid(beta), then S = exp(g) S; S += k (beta (v - S^T k))^T;
- * out = S^T q / sqrt(d_state). */
+ * out = S^T q / sqrt(d_state). per_channel (Kimi Delta Attention, ggml's
+ * "kda" form): alpha and dt_bias hold one value per key channel, and row i
+ * of S (key channel i) decays by exp(g_i). */
 struct eng_delta_net {
     int n_k_head, n_v_head;
-    bool k_grouped;
+    bool k_grouped, per_channel;
     int64_t d_state;                      /* dims of each head's q, k and v */
-    const struct eng_tensor *dt_bias, *a; /* F32 [n_v_head] */
+    const struct eng_tensor *dt_bias, *a; /* F32 [n_v_head] (dt_bias per_channel: [n_v_head * d_state]) */
     float eps;
 };
 
@@ -230,13 +232,15 @@ struct eng_backend {
      * model that has them). out[t] = silu(causal depthwise conv of the
      * sequence's window then x's rows, kernel w F32 [d_conv][width]) over
      * n_tok rows of width = w->ne[1]; each span's sequence keeps its last
-     * d_conv-1 rows (the layer's rs_conv state). */
+     * d_conv-1 rows in the layer's rs_conv state from float state_off on
+     * (Kimi Delta Attention keeps q's, k's and v's windows there one after
+     * the other, as llama.cpp does). */
     void (*ssm_conv)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *x,
-                     const struct eng_tensor *w, float *out);
+                     const struct eng_tensor *w, int64_t state_off, float *out);
     /* The delta-rule recurrence over each span's tokens in order, from and
      * into its sequence's rs_ssm state: qkv rows [n_tok][q | k | v] (q and k
-     * n_k_head heads, v n_v_head), alpha and beta [n_tok][n_v_head], out
-     * [n_tok][n_v_head * d_state]. */
+     * n_k_head heads, v n_v_head), alpha and beta [n_tok][n_v_head] (alpha
+     * per_channel [n_tok][n_v_head * d_state]), out [n_tok][n_v_head * d_state]. */
     void (*delta_net)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *qkv,
                       const float *alpha, const float *beta, const struct eng_delta_net *p,
                       float *out);
@@ -401,9 +405,10 @@ static inline void eng_indexer(struct eng_ctx *c, int layer, const struct eng_ba
 }
 
 static inline void eng_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b,
-                                const float *x, const struct eng_tensor *w, float *out)
+                                const float *x, const struct eng_tensor *w, int64_t state_off,
+                                float *out)
 {
-    c->be->ssm_conv(c, layer, b, x, w, out);
+    c->be->ssm_conv(c, layer, b, x, w, state_off, out);
 }
 
 static inline void eng_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,

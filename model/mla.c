@@ -59,7 +59,9 @@ static float *project_q(struct eng_ctx *c, const struct mla_dims *d, const struc
     } else {
         eng_matmul(c, t->q, x, n_tok, q);
     }
-    eng_rope(c, q ? q + d->qk_nope : NULL, n_tok, nq, d->n_head, hk, d->qk_rope, ENG_ROPE_NORM, cs);
+    if (cs)
+        eng_rope(c, q ? q + d->qk_nope : NULL, n_tok, nq, d->n_head, hk, d->qk_rope,
+                 ENG_ROPE_NORM, cs);
     return q;
 }
 
@@ -72,8 +74,9 @@ static void project_kv(struct eng_ctx *c, int layer, const struct mla_dims *d,
     const int64_t row = mla_cache_row(d);
     float *kv = eng_tmp(c, b->n_tok * row);
     eng_matmul(c, t->kv_a, x, b->n_tok, kv);
-    eng_rope(c, kv ? kv + d->kv_lora : NULL, b->n_tok, row, 1, d->qk_rope, d->qk_rope,
-             ENG_ROPE_NORM, cs);
+    if (cs)
+        eng_rope(c, kv ? kv + d->kv_lora : NULL, b->n_tok, row, 1, d->qk_rope, d->qk_rope,
+                 ENG_ROPE_NORM, cs);
     eng_rmsnorm(c, kv, kv, t->kv_a_norm, d->kv_lora, b->n_tok, row, d->eps);
     eng_kv_store(c, layer, b, kv, row, v, vd);
 }
@@ -114,9 +117,12 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
 {
     const int n_tok = b->n_tok;
     const int64_t dk = mla_cache_row(d);
-    float *cs = eng_scratch_f32(c, (int64_t)n_tok * d->qk_rope);
-    yarn_rope_table(rope, cs, b->pos, n_tok);
-    const float *d_cs = eng_upload(c, cs, (int64_t)n_tok * d->qk_rope);
+    const float *d_cs = NULL; /* no rope (Kimi-Linear): the rope part is used as projected */
+    if (rope) {
+        float *cs = eng_scratch_f32(c, (int64_t)n_tok * d->qk_rope);
+        yarn_rope_table(rope, cs, b->pos, n_tok);
+        d_cs = eng_upload(c, cs, (int64_t)n_tok * d->qk_rope);
+    }
 
     float *qa;
     float *q = project_q(c, d, t, x, n_tok, d_cs, &qa);

@@ -64,7 +64,8 @@ struct mla_sparse {
 
 /* The attention block of `layer` on x [n_tok][n_embd] (normed input, the
  * backend's memory) for the batch's positions into out [n_tok][n_embd]
- * (before the residual add). rope has n_dims = qk_rope (NORM pairing);
+ * (before the residual add). rope has n_dims = qk_rope (NORM pairing;
+ * NULL: no rope, as Kimi-Linear's MLA);
  * kq_scale is applied to q.k. The layer's K cache rows are written (and
  * with sp, the indexer's keys as its V rows). */
 void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,

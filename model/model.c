@@ -166,13 +166,44 @@ static int check_positive(const struct eng_model *m, const char *what, int64_t v
     return 0;
 }
 
+/* attention.head_count_kv: a number, or one per block as llama.cpp also
+ * reads it. Per block, every count must be the same but for the zeros of
+ * blocks without attention, which only an architecture that says so
+ * (hp.kv_heads_zero_ok: Kimi-Linear's KDA blocks) may have. */
+static int kv_heads(struct eng_model *m, struct fl_err *err)
+{
+    struct eng_hparams *hp = &m->hp;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", hp->arch);
+    const struct gguf_value *v;
+    if (gguf_get_arr(m->gguf, key, &v) != 0)
+        return eng_model_key_int(m, "attention.head_count_kv", false, &hp->n_head_kv, err);
+    if ((v->arr.type != GGUF_VT_INT32 && v->arr.type != GGUF_VT_UINT32) ||
+        v->arr.n != (uint64_t)hp->n_layer)
+        return fl_err_set(err, -EINVAL, "%s: %s must be %lld integers", gguf_name(m->gguf), key,
+                          (long long)hp->n_layer);
+    int64_t n = 0;
+    for (uint64_t l = 0; l < v->arr.n; l++) {
+        const int64_t x = ((const int32_t *)v->arr.elems)[l];
+        if (x == 0 && hp->kv_heads_zero_ok)
+            continue;
+        if (x < 1 || (n && x != n))
+            return fl_err_set(err, -EINVAL, "%s: %s[%llu] = %lld: per-block KV head counts "
+                              "must all be the same and positive", gguf_name(m->gguf), key,
+                              (unsigned long long)l, (long long)x);
+        n = x;
+    }
+    hp->n_head_kv = n ? n : hp->n_head;
+    return 0;
+}
+
 static int load_attention_hparams(struct eng_model *m, struct fl_err *err)
 {
     struct eng_hparams *hp = &m->hp;
     int rc = 0;
     rc = rc ? rc : eng_model_key_int(m, "attention.head_count", true, &hp->n_head, err);
     hp->n_head_kv = hp->n_head;
-    rc = rc ? rc : eng_model_key_int(m, "attention.head_count_kv", false, &hp->n_head_kv, err);
+    rc = rc ? rc : kv_heads(m, err);
     if (rc)
         return rc;
     rc = check_positive(m, "attention.head_count", hp->n_head, 1 << 16, err);

@@ -72,6 +72,12 @@ struct eng_hparams {
     /* DeepSeek sparse attention's lightning indexer (model/dsa.h; 0 in a
      * dense model): query heads, key length, positions each query reads */
     int64_t indexer_n_head, indexer_head_dim, indexer_top_k;
+    /* Set by an arch before the common keys are read: blocks whose
+     * head_count_kv is 0 have no attention (Kimi-Linear's KDA blocks) */
+    bool kv_heads_zero_ok;
+    /* Why the device cannot run this model's attention (NULL: it can):
+     * the KV cache and attention stay on the host with a GPU */
+    const char *attention_host_only;
 };
 
 struct eng_arch;

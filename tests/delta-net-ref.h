@@ -42,8 +42,12 @@ static void dn_make_inputs(struct dn_inputs *in, unsigned seed)
     }
 }
 
-/* The conv then the delta rule in double, straight from the formulas. */
-static void dn_reference(const struct dn_inputs *in, bool grouped, double out[DN_NTOK][DN_NV * DN_D])
+/* The conv then the delta rule in double, straight from the formulas, with
+ * each token's log-decay g[t][h][i] per value head and key channel (a
+ * plain Gated DeltaNet's is the same for every channel). */
+static void dn_reference_decay(const struct dn_inputs *in, bool grouped,
+                               const double g[DN_NTOK][DN_NV][DN_D],
+                               double out[DN_NTOK][DN_NV * DN_D])
 {
     static double S[DN_NV][DN_D][DN_D]; /* S[h][i][j]: key dim i, value dim j */
     double c[DN_NTOK][DN_W];
@@ -71,12 +75,11 @@ static void dn_reference(const struct dn_inputs *in, bool grouped, double out[DN
                 q[i] /= fmax(sqrt(nq), 1e-6);
                 k[i] /= fmax(sqrt(nk), 1e-6);
             }
-            const double g = log1p(exp(in->alpha[t][h] + in->dt[h])) * in->a[h];
             const double beta = 1 / (1 + exp(-in->beta[t][h]));
             for (int j = 0; j < DN_D; j++) {
                 double sk = 0;
                 for (int i = 0; i < DN_D; i++)
-                    sk += (S[h][i][j] *= exp(g)) * k[i];
+                    sk += (S[h][i][j] *= exp(g[t][h][i])) * k[i];
                 const double delta = (c[t][2 * DN_NK * DN_D + h * DN_D + j] - sk) * beta;
                 for (int i = 0; i < DN_D; i++)
                     S[h][i][j] += k[i] * delta;
@@ -88,6 +91,17 @@ static void dn_reference(const struct dn_inputs *in, bool grouped, double out[DN
                 out[t][h * DN_D + j] = o / sqrt((double)DN_D);
             }
         }
+}
+
+/* Gated DeltaNet: one decay per head, softplus(alpha + dt) * a. */
+static void dn_reference(const struct dn_inputs *in, bool grouped, double out[DN_NTOK][DN_NV * DN_D])
+{
+    static double g[DN_NTOK][DN_NV][DN_D];
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int h = 0; h < DN_NV; h++)
+            for (int i = 0; i < DN_D; i++)
+                g[t][h][i] = log1p(exp(in->alpha[t][h] + in->dt[h])) * in->a[h];
+    dn_reference_decay(in, grouped, g, out);
 }
 
 #endif

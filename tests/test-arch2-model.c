@@ -290,5 +290,20 @@ int main(void)
         CHECK(0, "cannot read tests/data/glm-dsa-tiny-F16.gguf");
     free(ds32.data);
     free(glm.data);
+    /* Kimi-Linear: a missing KDA key or tensor; without its per-block KV
+     * head counts no block is KDA and the MLA view is wrong */
+    struct blob kimi = { NULL, 0 };
+    if (slurp("tests/data/kimi-linear-tiny-F16.gguf", &kimi) == 0) {
+        const char *f = "tests/data/kimi-linear-tiny-F16.gguf";
+        check_broken(&kimi, f, "kimi-linear.kda.head_dim", "kda.head_dim");
+        check_broken(&kimi, f, "kimi-linear.expert_gating_func", "expert_gating_func");
+        check_broken(&kimi, f, "kimi-linear.attention.head_count_kv", "absorbed-MLA");
+        check_broken(&kimi, f, "blk.1.ssm_f_b.weight", "ssm_f_b");
+        check_broken(&kimi, f, "blk.0.ssm_conv1d_v.weight", "ssm_conv1d_v");
+        check_broken(&kimi, f, "blk.4.attn_kv_a_mqa.weight", "attn_kv_a_mqa");
+    } else {
+        CHECK(0, "cannot read tests/data/kimi-linear-tiny-F16.gguf");
+    }
+    free(kimi.data);
     return check_summary("test-arch2-model");
 }

@@ -403,8 +403,9 @@ static void check_on_device(struct eng_session *s, enum mode mode, const char *l
         return;
     const struct eng_gpu *g = eng_session_gpu(s);
     CHECK(g && eng_gpu_ops(g) > 0, "%s: nothing ran on the device", label);
-    /* the device keeps an F16 cache only, and has no lightning indexer */
-    if (cache_k || cache_v || no_kv_offload || eng_session_model(s)->hp.indexer_top_k > 0)
+    /* the device keeps an F16 cache only, and has no lightning indexer nor
+     * per-channel delta rule (hp.attention_host_only) */
+    if (cache_k || cache_v || no_kv_offload || eng_session_model(s)->hp.attention_host_only)
         CHECK(eng_gpu_passes(g) == 0, "%s: a pass ran on the device with the cache on the host",
               label);
     else
@@ -743,7 +744,8 @@ int main(int argc, char **argv)
                                           "minimax-m2-tiny-Q8_0", "qwen35moe-tiny-F16",
                                           "qwen35moe-tiny-Q8_0", "qwen3next-tiny-F16",
                                           "qwen3next-tiny-Q8_0", "qwen3next-ssm-in-tiny-F16",
-                                          "deepseek32-tiny-F16", "glm-dsa-tiny-F16" };
+                                          "deepseek32-tiny-F16", "glm-dsa-tiny-F16",
+                                          "kimi-linear-tiny-F16" };
     uint64_t vram;
     const char *why;
     const bool found = eng_gpu_detect(&vram, &why), device = found && on_device;

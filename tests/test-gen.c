@@ -49,6 +49,7 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_QWEN3NEXT] = "tests/data/qwen3next-tiny-F16.gguf",
     [GEN_ARCH_DEEPSEEK32] = "tests/data/deepseek32-tiny-F16.gguf",
     [GEN_ARCH_GLM_DSA] = "tests/data/glm-dsa-tiny-F16.gguf",
+    [GEN_ARCH_KIMI_LINEAR] = "tests/data/kimi-linear-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -101,6 +102,29 @@ static const struct rule rules_sparse[] = {
     { "blk.#.indexer.attn_q_b.weight", 'I', "ql,iq" }, { "blk.#.indexer.attn_k.weight", 'I', "D,id" },
     { "blk.#.indexer.k_norm.weight", 'I', "id" }, { "blk.#.indexer.k_norm.bias", 'I', "id" },
     { "blk.#.indexer.proj.weight", 'I', "D,ih" },
+    { NULL, 0, NULL },
+};
+
+/* Kimi-Linear: 'K' = the KDA blocks (head_count_kv 0), 'm' = the MLA
+ * blocks (no q LoRA); a name both have is matched by the block's kind. */
+static const struct rule rules_kimi_linear[] = {
+    { "blk.#.attn_kv_a_norm.weight", 'm', "kl" }, { "blk.#.attn_q.weight", 'm', "D,qb" },
+    { "blk.#.attn_kv_a_mqa.weight", 'm', "D,kva" }, { "blk.#.attn_k_b.weight", 'm', "nope,kl,N" },
+    { "blk.#.attn_v_b.weight", 'm', "kl,vmla,N" }, { "blk.#.attn_output.weight", 'm', "o,D" },
+    { "blk.#.attn_q.weight", 'K', "D,kw" }, { "blk.#.attn_k.weight", 'K', "D,kw" },
+    { "blk.#.attn_v.weight", 'K', "D,kw" }, { "blk.#.ssm_conv1d_q.weight", 'K', "C,1,kw" },
+    { "blk.#.ssm_conv1d_k.weight", 'K', "C,1,kw" }, { "blk.#.ssm_conv1d_v.weight", 'K', "C,1,kw" },
+    { "blk.#.ssm_f_a.weight", 'K', "D,kd" }, { "blk.#.ssm_f_b.weight", 'K', "kd,kw" },
+    { "blk.#.ssm_beta.weight", 'K', "D,N" }, { "blk.#.ssm_a", 'K', "1,N" },
+    { "blk.#.ssm_dt.bias", 'K', "kw" }, { "blk.#.ssm_g_a.weight", 'K', "D,kd" },
+    { "blk.#.ssm_g_b.weight", 'K', "kd,kw" }, { "blk.#.ssm_norm.weight", 'K', "kd" },
+    { "blk.#.attn_output.weight", 'K', "kw,D" },
+    { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate.weight", 'D', "D,dff" },
+    { "blk.#.ffn_up.weight", 'D', "D,dff" }, { "blk.#.ffn_down.weight", 'D', "dff,D" },
+    { "blk.#.ffn_gate_inp.weight", 'M', "D,X" }, { "blk.#.exp_probs_b.bias", 'M', "X" },
+    { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" },
+    { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" }, { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" },
+    { "blk.#.ffn_up_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
     { NULL, 0, NULL },
 };
 
@@ -191,6 +215,9 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     int64_t vmla = kv_int(f, arch, "attention.value_length_mla");
     int64_t kl = kv_int(f, arch, "attention.kv_lora_rank");
     if (!strcmp(s, "D")) return D;
+    if (!strcmp(s, "1")) return 1;
+    if (!strcmp(s, "kd")) return kv_int(f, arch, "kda.head_dim");
+    if (!strcmp(s, "kw")) return N * kv_int(f, arch, "kda.head_dim");
     if (!strcmp(s, "D2")) return 2 * D;
     if (!strcmp(s, "V")) return gguf_get_arr(f, "tokenizer.ggml.tokens", &toks) ? -1 : (int64_t)toks->arr.n;
     if (!strcmp(s, "X")) return kv_int(f, arch, "expert_count");
@@ -237,6 +264,7 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
     case GEN_ARCH_QWEN35MOE:
     case GEN_ARCH_QWEN3NEXT: return rules_qwen35;
+    case GEN_ARCH_KIMI_LINEAR: return rules_kimi_linear;
     default: return rules_gqa;
     }
 }
@@ -253,7 +281,7 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         rules[n_rules++] = rules_common[r];
     for (int r = 0; own[r].name && n_rules < 63; r++)
         rules[n_rules++] = own[r];
-    for (int r = 0; gen_arch_is_mla(a) && a != GEN_ARCH_DEEPSEEK2 && rules_sparse[r].name; r++)
+    for (int r = 0; gen_arch_has_indexer(a) && rules_sparse[r].name; r++)
         rules[n_rules++] = rules_sparse[r];
     rules[n_rules] = (struct rule){ NULL, 0, NULL };
     int64_t nl = kv_int(f, arch, "block_count");
@@ -262,7 +290,13 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
     int64_t every = kv_int(f, arch, "full_attention_interval"), ng = every > 0 ? nl / every : 0;
     int64_t count[64] = {0}, ni = nl; /* blocks with a full indexer */
     char key[128];
-    const struct gguf_value *types;
+    const struct gguf_value *types, *kv;
+    bool kda[64] = { false }; /* kimi-linear: the blocks without KV heads */
+    int64_t nk = 0;
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", arch);
+    if (!gguf_get_arr(f, key, &kv) && kv->arr.n <= 64)
+        for (uint64_t i = 0; i < kv->arr.n; i++)
+            nk += kda[i] = ((const int32_t *)kv->arr.elems)[i] == 0;
     snprintf(key, sizeof(key), "%s.attention.indexer.types", arch);
     if (!gguf_get_arr(f, key, &types)) {
         ni = 0;
@@ -278,7 +312,9 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         else
             snprintf(pat, sizeof(pat), "%s", t->name);
         int r = 0;
-        while (rules[r].name && strcmp(rules[r].name, pat))
+        while (rules[r].name && (strcmp(rules[r].name, pat) ||
+                                 (rules[r].where == 'K' && !(il >= 0 && il < 64 && kda[il])) ||
+                                 (rules[r].where == 'm' && (il >= 0 && il < 64 && kda[il]))))
             r++;
         if (!rules[r].name) {
             CHECK(0, "%s: unexpected tensor %s", what, t->name);
@@ -302,7 +338,8 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
                      : rules[r].where == 'G' ? ng : rules[r].where == 'L' ? nl - ng
                      : rules[r].where == 'b' ? (a == GEN_ARCH_QWEN35MOE ? nl - ng : 0)
                      : rules[r].where == 'B' ? (a == GEN_ARCH_QWEN3NEXT ? nl - ng : 0)
-                     : rules[r].where == 'I' ? ni : nl;
+                     : rules[r].where == 'I' ? ni : rules[r].where == 'K' ? nk
+                     : rules[r].where == 'm' ? nl - nk : nl;
         if ((qk_norm || qk_norm2) && own == rules_gqa && a != GEN_ARCH_QWEN3MOE)
             want = 0; /* rules_gqa's QK norms are qwen3moe's */
         CHECK(count[r] == want, "%s: %lld x %s, want %lld", what, (long long)count[r],
@@ -503,6 +540,8 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     }
     if (a == GEN_ARCH_GLM4MOE)
         p.n_ff = 512;
+    if (a == GEN_ARCH_KIMI_LINEAR) /* blocks 0, 1 KDA (0 dense), 2 MLA */
+        p.ssm_d_state = 40;
     if (a == GEN_ARCH_QWEN35MOE || a == GEN_ARCH_QWEN3NEXT) { /* 3 DeltaNet blocks, 1 attention */
         p.n_layer = 4;
         p.head_dim = 40;

@@ -393,11 +393,29 @@ static void test_sparse(void)
     printf("ok   sparse attention: glm-dsa-tiny's 2 indexer layers, top 8; none in deepseek2\n");
 }
 
+/* Linear attention's kind, layers and state per sequence: kimi-linear-tiny
+ * has 3 KDA blocks of 4 heads x 32 with 4-wide convs: each keeps 3 rows of
+ * q, k and v (3 x 3 x 128 floats) and 4 x 32 x 32 of state. */
+static void test_linear(void)
+{
+    static struct run r;
+    const long bytes = 3L * 4 * (3 * 3 * 128 + 4 * 32 * 32);
+    char want[160];
+    snprintf(want, sizeof(want), "linear attention: 3 Kimi Delta Attention layers, recurrent "
+             "state %ld bytes", bytes);
+    run_inspect(&r, NULL, (char *[]){ (char *)data_path("kimi-linear-tiny-F16.gguf"), NULL }, NULL);
+    CHECK(r.status == 0 && strstr(r.out, want), "kimi-linear-tiny: no \"%s\" in:\n%s", want, r.out);
+    run_inspect(&r, NULL, (char *[]){ (char *)data_path("qwen3next-tiny-F16.gguf"), NULL }, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "Gated DeltaNet layers"), "qwen3next-tiny: %s", r.out);
+    printf("ok   linear attention: kimi-linear-tiny's 3 KDA layers, %ld bytes a sequence\n", bytes);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < N_MODELS; i++)
         test_layout(&models[i]);
     test_sparse();
+    test_linear();
     test_nextn_and_shared();
     test_bad_layouts();
 

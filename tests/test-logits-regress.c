@@ -95,6 +95,10 @@ static const struct model models[] = {
     { "gen-deepseek32-Q8_0", NULL, "deepseek32", "Q8_0", false },
     { "gen-deepseek32-Q4_K", NULL, "deepseek32", "Q4_K", false },
     { "gen-glm-dsa-MXFP4", NULL, "glm-dsa", "MXFP4", false },
+    /* Kimi-Linear (avx2 data from an AVX2 host) */
+    { "kimi-linear-tiny-F16", "tests/data/kimi-linear-tiny-F16.gguf", NULL, NULL, false },
+    { "gen-kimi-linear-Q8_0", NULL, "kimi-linear", "Q8_0", false },
+    { "gen-kimi-linear-Q4_K", NULL, "kimi-linear", "Q4_K", false },
 };
 #define N_MODELS (int)(sizeof(models) / sizeof(models[0]))
 

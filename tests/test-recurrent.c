@@ -76,7 +76,7 @@ static void run_batch(struct rig *r, const struct eng_span *sp, int n_spans, flo
         memcpy(al + t * DN_NV, src->alpha[b.pos[t]], sizeof(float) * DN_NV);
         memcpy(be + t * DN_NV, src->beta[b.pos[t]], sizeof(float) * DN_NV);
     }
-    cpu_ssm_conv(&r->c, 0, &b, x, &r->conv, cv);
+    cpu_ssm_conv(&r->c, 0, &b, x, &r->conv, 0, cv);
     const struct eng_delta_net p = { .n_k_head = DN_NK, .n_v_head = DN_NV, .d_state = DN_D,
                                      .k_grouped = r->grouped,
                                      .dt_bias = &r->dt, .a = &r->a, .eps = 1e-6f };
@@ -145,6 +145,97 @@ static void test_delta_net(struct fl_pool *pool, bool grouped)
     rig_close(&r);
 }
 
+/* Kimi Delta Attention's form: a decay per key channel (alpha and dt_bias
+ * per channel), against the double reference, whole and over two batches. */
+static void test_per_channel(struct fl_pool *pool)
+{
+    struct rig r;
+    struct fl_err err;
+    rig_open(&r, pool);
+    static float alpha[DN_NTOK][DN_NV * DN_D], dt[DN_NV * DN_D];
+    static double g[DN_NTOK][DN_NV][DN_D], ref[DN_NTOK][DN_NV * DN_D];
+    for (int i = 0; i < DN_NV * DN_D; i++)
+        dt[i] = r.in[0].dt[i / DN_D] + 0.4f * sinf((float)i);
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_NV * DN_D; i++) {
+            alpha[t][i] = r.in[0].alpha[t][i / DN_D] + 0.7f * cosf((float)(3 * i + t));
+            g[t][i / DN_D][i % DN_D] = log1p(exp((double)alpha[t][i] + dt[i])) * r.in[0].a[i / DN_D];
+        }
+    dn_reference_decay(&r.in[0], false, g, ref);
+    const struct eng_tensor dt_t = f32_tensor(dt, DN_NV * DN_D, 1);
+    const struct eng_delta_net p = { .n_k_head = DN_NK, .n_v_head = DN_NV, .d_state = DN_D,
+                                     .per_channel = true, .dt_bias = &dt_t, .a = &r.a,
+                                     .eps = 1e-6f };
+    float whole[DN_NTOK * DN_NV * DN_D], split[DN_NTOK * DN_NV * DN_D];
+    const int cuts[2][2] = { { 0, DN_NTOK }, { 0, 3 } };
+    for (int run = 0; run < 2; run++)
+        for (int t0 = 0; t0 < DN_NTOK; t0 = cuts[run][1]) {
+            const int n = t0 ? DN_NTOK - t0 : cuts[run][1];
+            const struct eng_span sp = { 0, t0, n, true, false, false };
+            int32_t tok[DN_NTOK] = { 0 };
+            const struct eng_batch in = { .tokens = tok, .n_tok = n, .spans = &sp, .n_spans = 1 };
+            struct eng_batch b;
+            eng_arena_reset(r.c.arena);
+            CHECK(eng_batch_prepare(&r.c, &in, &b, &err) == 0, "prepare: %s", err.msg);
+            float *cv = eng_scratch_f32(&r.c, n * DN_W), *be = eng_scratch_f32(&r.c, n * DN_NV);
+            for (int t = 0; t < n; t++)
+                memcpy(be + t * DN_NV, r.in[0].beta[t0 + t], sizeof(float) * DN_NV);
+            cpu_ssm_conv(&r.c, 0, &b, r.in[0].x[t0], &r.conv, 0, cv);
+            float *out = (run ? split : whole) + t0 * DN_NV * DN_D;
+            cpu_delta_net(&r.c, 0, &b, cv, alpha[t0], be, &p, out);
+            if (t0 + n >= DN_NTOK)
+                break;
+        }
+    double worst = 0;
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_NV * DN_D; i++)
+            worst = fmax(worst, fabs(whole[t * DN_NV * DN_D + i] - ref[t][i]));
+    CHECK(worst < 1e-5, "per-channel decay vs the double reference: max |diff| %g", worst);
+    CHECK(!memcmp(whole, split, sizeof(whole)), "per-channel: 3 + 4 tokens over two batches differ");
+    printf("delta rule, decay per key channel: max |diff| %.2g vs double; split runs "
+           "bit-identical\n", worst);
+    rig_close(&r);
+}
+
+/* The conv of two halves of the channels, each from its own offset in the
+ * state, is the conv of the whole: outputs and kept windows bit for bit. */
+static void test_conv_offsets(struct fl_pool *pool)
+{
+    enum { HALF = DN_W / 2 };
+    struct rig r;
+    struct fl_err err;
+    rig_open(&r, pool);
+    const struct eng_tensor lo = f32_tensor(r.in[0].conv_w, DN_CONV, HALF);
+    const struct eng_tensor hi = f32_tensor(r.in[0].conv_w + HALF * DN_CONV, DN_CONV, HALF);
+    static float xs[2][DN_NTOK][HALF], whole[DN_NTOK * DN_W], halves[2][DN_NTOK * HALF];
+    static float keep[(DN_CONV - 1) * DN_W];
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_W; i++)
+            xs[i / HALF][t][i % HALF] = r.in[0].x[t][i];
+    for (int run = 0; run < 2; run++) {
+        const struct eng_span sp = { run, 0, DN_NTOK, true, false, false };
+        int32_t tok[DN_NTOK] = { 0 };
+        const struct eng_batch in = { .tokens = tok, .n_tok = DN_NTOK, .spans = &sp, .n_spans = 1 };
+        struct eng_batch b;
+        eng_arena_reset(r.c.arena);
+        CHECK(eng_batch_prepare(&r.c, &in, &b, &err) == 0, "prepare: %s", err.msg);
+        if (!run) {
+            cpu_ssm_conv(&r.c, 0, &b, r.in[0].x[0], &r.conv, 0, whole);
+            memcpy(keep, eng_kv_rs_conv(r.c.kv, 0, 0), sizeof(keep));
+        } else {
+            cpu_ssm_conv(&r.c, 0, &b, xs[0][0], &lo, 0, halves[0]);
+            cpu_ssm_conv(&r.c, 0, &b, xs[1][0], &hi, (DN_CONV - 1) * HALF, halves[1]);
+        }
+    }
+    bool same = !memcmp(keep, eng_kv_rs_conv(r.c.kv, 0, 1), sizeof(keep));
+    for (int t = 0; t < DN_NTOK; t++)
+        for (int i = 0; i < DN_W; i++)
+            same &= whole[t * DN_W + i] == halves[i / HALF][t * HALF + i % HALF];
+    CHECK(same, "the conv in two halves at state offsets differs from the whole");
+    printf("conv windows at state offsets: the same bits as one conv\n");
+    rig_close(&r);
+}
+
 /* Restarting at 0 zeroes the state; a batch that skips or repeats
  * positions is refused with one line; truncating to 0 allows a restart. */
 static void test_state_rules(void)
@@ -192,6 +283,8 @@ int main(void)
     struct fl_pool *pool = fl_pool_create(2);
     test_delta_net(pool, false);
     test_delta_net(pool, true);
+    test_per_channel(pool);
+    test_conv_offsets(pool);
     test_state_rules();
     test_sigmoid_gate();
     fl_pool_destroy(pool);

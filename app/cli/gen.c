@@ -25,7 +25,7 @@ static void usage(FILE *out)
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
         "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
         "                     minimax-m2, qwen35moe, qwen3next, deepseek32 (DeepSeek V3.2),\n"
-        "                     glm-dsa (GLM-5)\n"
+        "                     glm-dsa (GLM-5), kimi-linear (Kimi-Linear)\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -44,7 +44,8 @@ static void usage(FILE *out)
         "                     a full indexer and one that reuses its choice)\n"
         "  --ssm-state N --ssm-groups N --ssm-heads N\n"
         "                     (qwen35moe, qwen3next: Gated DeltaNet head dims, key heads,\n"
-        "                     value heads)\n"
+        "                     value heads; kimi-linear: --ssm-state is the KDA head dim,\n"
+        "                     its heads are --heads)\n"
         "  --ssm-in           (qwen3next) one ssm_in matrix for q, k, v and z, as files\n"
         "                     converted before attn_qkv/attn_gate\n"
         "other:\n"
@@ -146,8 +147,7 @@ static int parse_one(struct opts *o, int c, const char *arg, const char *name)
     switch (c) {
     case O_ARCH:
         if (gen_arch_by_name(arg) < 0)
-            return bad("unknown --arch '%s' (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                       "minimax-m2, qwen35moe, qwen3next, deepseek32, glm-dsa)", arg);
+            return bad("unknown --arch '%s' (%s)", arg, gen_arch_names());
         o->p.arch = (enum gen_arch)gen_arch_by_name(arg);
         return 0;
     case O_SIZE:
@@ -223,8 +223,7 @@ static int parse(int argc, char **argv, struct opts *o)
     if (optind < argc)
         return bad("unexpected argument '%s'", argv[optind]);
     if (!have_arch)
-        return bad("--arch is required (qwen3moe, llama, deepseek2, gpt-oss, glm4moe, "
-                   "minimax-m2, qwen35moe, qwen3next, deepseek32, glm-dsa)");
+        return bad("--arch is required (%s)", gen_arch_names());
     if (!o->out && !o->dry)
         return bad("-o FILE is required");
     return 0;
@@ -239,9 +238,12 @@ static void print_shape(const struct gen_params *p, uint64_t size)
     if (gen_arch_has_dense(p->arch))
         printf(", %lld shared, %lld dense layers", (long long)p->n_expert_shared,
                (long long)p->n_layer_dense);
-    if (gen_arch_is_mla(p->arch))
+    if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_KIMI_LINEAR)
         printf(", q/kv lora %lld/%lld", (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
-    if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_DEEPSEEK2)
+    if (p->arch == GEN_ARCH_KIMI_LINEAR)
+        printf(", kv lora %lld, KDA heads of %lld", (long long)p->kv_lora_rank,
+               (long long)p->ssm_d_state);
+    if (gen_arch_has_indexer(p->arch))
         printf(", indexer %lld x %lld top %lld", (long long)p->idx_n_head,
                (long long)p->idx_head_dim, (long long)p->idx_top_k);
     printf("), expert n_ff %lld, %lld heads", (long long)p->n_ff_exp, (long long)p->n_head);

@@ -167,7 +167,8 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
                           json_moe(m->moe));
     if (m->n_rs_layers)
         d = with_member(d, "linear_attention",
-                        json_pack("{s:i, s:I}", "n_layers", m->n_rs_layers, "state_bytes_per_seq",
+                        json_pack("{s:s, s:i, s:I}", "kind", m->rs_kind, "n_layers",
+                                  m->n_rs_layers, "state_bytes_per_seq",
                                   (json_int_t)m->rs_bytes_per_seq));
     if (m->n_indexer_layers)
         d = with_member(d, "sparse_attention",

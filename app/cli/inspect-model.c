@@ -69,6 +69,25 @@ static int layers_with(const struct gguf_file *f, const char *suffix)
     return n;
 }
 
+/* Kimi-Linear's KDA blocks (model/kda.h): a window of d_conv - 1 rows for
+ * each of q, k and v, and heads x head_dim^2 of state. */
+static void gather_kda(struct inspect_model *m)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%s.kda.head_dim", m->arch ? m->arch : "");
+    const int64_t D = int_or(m->f, key, -1);
+    snprintf(key, sizeof(key), "%s.ssm.conv_kernel", m->arch ? m->arch : "");
+    const int64_t d_conv = int_or(m->f, key, -1);
+    snprintf(key, sizeof(key), "%s.attention.head_count", m->arch ? m->arch : "");
+    const int64_t H = int_or(m->f, key, -1);
+    if (D < 1 || D > 1 << 20 || d_conv < 1 || d_conv > 1 << 20 || H < 1 || H > 1 << 20)
+        return;
+    m->rs_kind = "Kimi Delta Attention";
+    m->n_rs_layers = layers_with(m->f, ".ssm_f_a.weight");
+    m->rs_bytes_per_seq = (uint64_t)m->n_rs_layers * 4 *
+                          (uint64_t)(3 * (d_conv - 1) * H * D + H * D * D);
+}
+
 /* One sequence's recurrent state per layer, as the engine sizes it
  * (model/arch-qwen35moe.c): (d_conv - 1) rows of the conv's width and
  * value heads x d_state^2. */
@@ -83,6 +102,7 @@ static void gather_recurrent(struct inspect_model *m)
         if ((v[i] = int_or(m->f, key, -1)) < 1 || v[i] > 1 << 20)
             return;
     }
+    m->rs_kind = "Gated DeltaNet";
     m->n_rs_layers = layers_with(m->f, ".ssm_a");
     const uint64_t d_conv = (uint64_t)v[0], D = (uint64_t)v[1], K = (uint64_t)v[2];
     const uint64_t H = (uint64_t)v[3];
@@ -114,6 +134,7 @@ int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err 
     gather_tokenizer(m);
     gather_types(m);
     gather_recurrent(m);
+    gather_kda(m);
     gather_sparse(m);
     return 0;
 }

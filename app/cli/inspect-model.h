@@ -35,6 +35,7 @@ struct inspect_model {
      * the F32 recurrent state one sequence keeps for all of them (conv
      * window + delta-rule matrices), from the ssm.* keys; 0 when none. */
     int n_rs_layers;
+    const char *rs_kind;     /* "Gated DeltaNet" or "Kimi Delta Attention" */
     uint64_t rs_bytes_per_seq;
     /* DeepSeek sparse attention: layers with a lightning indexer (an
      * indexer.attn_q_b tensor) and the positions each query reads

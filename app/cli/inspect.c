@@ -227,7 +227,8 @@ static void print_text(FILE *out, const struct inspect_model *m, bool tensors)
     text_types(out, m);
     text_moe(out, m->moe);
     if (m->n_rs_layers) {
-        fprintf(out, "linear attention: %d Gated DeltaNet layers, recurrent state ", m->n_rs_layers);
+        fprintf(out, "linear attention: %d %s layers, recurrent state ", m->n_rs_layers,
+                m->rs_kind);
         print_size(out, m->rs_bytes_per_seq);
         fprintf(out, " per sequence\n");
     }

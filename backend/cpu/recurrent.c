@@ -35,7 +35,7 @@ struct conv_job {
     const struct eng_batch *b;
     const int32_t *start;
     const float *x, *w;
-    int64_t width, k;
+    int64_t width, k, state_off;
     float *out;
 };
 
@@ -70,7 +70,7 @@ static void conv_run(void *arg, int ith, int nth)
     fl_split_range(j->width, ith, nth, &c0, &c1);
     for (int s = 0; s < j->b->n_spans; s++) {
         const struct eng_span *sp = &j->b->spans[s];
-        float *st = eng_kv_rs_conv(j->c->kv, j->layer, sp->seq);
+        float *st = eng_kv_rs_conv(j->c->kv, j->layer, sp->seq) + j->state_off;
         const int64_t t0 = j->start[s];
         for (int64_t ch = c0; ch < c1; ch++)
             conv_channel(j, st + ch * (j->k - 1), j->x + t0 * j->width, j->out + t0 * j->width,
@@ -79,11 +79,11 @@ static void conv_run(void *arg, int ith, int nth)
 }
 
 void cpu_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *x,
-                  const struct eng_tensor *w, float *out)
+                  const struct eng_tensor *w, int64_t state_off, float *out)
 {
     struct conv_job j = { .c = c, .layer = layer, .b = b, .start = span_starts(c, b), .x = x,
                           .w = (const float *)w->data, .width = w->ne[1], .k = w->ne[0],
-                          .out = out };
+                          .state_off = state_off, .out = out };
     fl_pool_run(eng_cpu_pool_for(c, (double)b->n_tok * (double)j.width * (double)j.k), conv_run,
                 &j);
 }
@@ -95,7 +95,7 @@ struct delta_job {
     const int32_t *start;
     const float *qkv, *alpha, *beta, *dt_bias, *a;
     const struct eng_delta_net *p;
-    float *out, *work; /* work: 2 * d_state floats per thread */
+    float *out, *work; /* work: 3 * d_state floats per thread */
 };
 
 /* y = x / max(|x|, eps), the sum of squares in double (ggml_l2_norm). */
@@ -153,6 +153,26 @@ static void scale_add(float *y, const float *x, float s, int64_t n)
         y[i] = x ? y[i] + x[i] * s : y[i] * s;
 }
 
+/* y = y * x, elementwise. */
+static void mul(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const f4 r = load4(y + i) * load4(x + i);
+        memcpy(y + i, &r, sizeof(r));
+    }
+    for (; i < n; i++)
+        y[i] *= x[i];
+}
+
+/* Kimi Delta Attention's decay of token t, head h: exp(g_i) per key channel. */
+static void channel_decay(const struct delta_job *j, int64_t t, int h, float *decay)
+{
+    const int64_t D = j->p->d_state, at = (t * j->p->n_v_head + h) * D;
+    for (int64_t i = 0; i < D; i++)
+        decay[i] = expf(softplus(j->alpha[at + i] + j->dt_bias[h * D + i]) * j->a[h]);
+}
+
 /* One token of value head h: M is the head's state stored transposed
  * (M[j][i] = S[i][j], ggml's layout), so every product reads rows; a row
  * depends on no other, so each is decayed, read, updated and read again
@@ -163,17 +183,24 @@ static void delta_step(const struct delta_job *j, float *M, int64_t t, int h, fl
     const int64_t D = p->d_state, nk = p->n_k_head, H = p->n_v_head;
     const int64_t width = 2 * nk * D + H * D, kh = p->k_grouped ? h / (H / nk) : h % nk;
     const float *in = j->qkv + t * width; /* this token's [q | k | v] */
-    float *q = w, *k = w + D;
+    float *q = w, *k = w + D, *channel = w + 2 * D;
     l2norm(q, in + kh * D, D, p->eps);
     l2norm(k, in + nk * D + kh * D, D, p->eps);
     const float *v = in + 2 * nk * D + h * D;
-    const float g = softplus(j->alpha[t * H + h] + j->dt_bias[h]) * j->a[h];
-    const float beta = sigmoid(j->beta[t * H + h]), decay = expf(g);
+    float decay = 0.0f;
+    if (p->per_channel)
+        channel_decay(j, t, h, channel);
+    else
+        decay = expf(softplus(j->alpha[t * H + h] + j->dt_bias[h]) * j->a[h]);
+    const float beta = sigmoid(j->beta[t * H + h]);
     const float scale = 1.0f / sqrtf((float)D);
     float *o = j->out + t * H * D + h * D;
     for (int64_t r = 0; r < D; r++) {
         float *row = M + r * D;
-        scale_add(row, NULL, decay, D);
+        if (p->per_channel)
+            mul(row, channel, D);
+        else
+            scale_add(row, NULL, decay, D);
         const float delta = (v[r] - dot(row, k, D)) * beta;
         scale_add(row, k, delta, D);
         o[r] = dot(row, q, D) * scale;
@@ -184,7 +211,7 @@ static void delta_run(void *arg, int ith, int nth)
 {
     const struct delta_job *j = arg;
     const int64_t H = j->p->n_v_head, D = j->p->d_state;
-    float *w = j->work + (int64_t)ith * 2 * D;
+    float *w = j->work + (int64_t)ith * 3 * D;
     int64_t b0, b1;
     fl_split_range((int64_t)j->b->n_spans * H, ith, nth, &b0, &b1);
     for (int64_t job = b0; job < b1; job++) {
@@ -207,7 +234,7 @@ void cpu_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
         .c = c, .layer = layer, .b = b, .start = span_starts(c, b), .qkv = qkv, .alpha = alpha,
         .beta = beta, .dt_bias = (const float *)p->dt_bias->data, .a = (const float *)p->a->data,
         .p = p, .out = out,
-        .work = eng_scratch_f32(c, (int64_t)fl_pool_size(pool) * 2 * D),
+        .work = eng_scratch_f32(c, (int64_t)fl_pool_size(pool) * 3 * D),
     };
     fl_pool_run(pool, delta_run, &j);
 }

@@ -10,7 +10,7 @@
 #include "model/backend.h"
 
 void cpu_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *x,
-                  const struct eng_tensor *w, float *out);
+                  const struct eng_tensor *w, int64_t state_off, float *out);
 void cpu_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *qkv,
                    const float *alpha, const float *beta, const struct eng_delta_net *p,
                    float *out);

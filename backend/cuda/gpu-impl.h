@@ -125,7 +125,7 @@ void gpu_pass_free(struct eng_gpu *g);
 
 /* gpu-recurrent.c: the device pass's recurrent ops (model/backend.h) */
 void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *d_x,
-                       const struct eng_tensor *w, float *d_out);
+                       const struct eng_tensor *w, int64_t state_off, float *d_out);
 void gpu_pass_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
                         const float *d_qkv, const float *d_alpha, const float *d_beta,
                         const struct eng_delta_net *p, float *d_out);

@@ -76,7 +76,7 @@ void eng_gpu_rs_copy(struct eng_gpu *g, int dst, int src)
 }
 
 void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *d_x,
-                       const struct eng_tensor *w, float *d_out)
+                       const struct eng_tensor *w, int64_t state_off, float *d_out)
 {
     if (!usable(c))
         return;
@@ -89,7 +89,7 @@ void gpu_pass_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b, 
         float *d_st = NULL;
         rc = state_of(c, layer, false, sp->seq, &d_st, &err);
         if (!rc)
-            rc = fl_cuda_ssm_conv(c->gpu->cu, d_x + (int64_t)t0 * width, d_w, d_st,
+            rc = fl_cuda_ssm_conv(c->gpu->cu, d_x + (int64_t)t0 * width, d_w, d_st + state_off,
                                   d_out + (int64_t)t0 * width, sp->n_tok, width, (int)w->ne[0],
                                   sp->pos0 == 0, &err);
     }
@@ -114,7 +114,9 @@ void gpu_pass_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
     const int64_t w_qkv = (2 * (int64_t)p->n_k_head + p->n_v_head) * p->d_state;
     const int64_t w_out = (int64_t)p->n_v_head * p->d_state, w_ab = p->n_v_head;
     int rc = 0;
-    if (!k.d_dt_bias || !k.d_a)
+    if (p->per_channel) /* the device's kernel has one decay per head */
+        rc = fl_err_set(&err, -EINVAL, "gpu: the per-channel gated delta rule runs on the CPU");
+    else if (!k.d_dt_bias || !k.d_a)
         rc = fl_err_set(&err, -EINVAL, "gpu: %s is not in VRAM",
                         k.d_a ? p->dt_bias->name : p->a->name);
     for (int s = 0, t0 = 0; !rc && s < b->n_spans; t0 += b->spans[s++].n_tok) {
