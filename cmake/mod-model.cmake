@@ -5,7 +5,7 @@
 fl_module(model
   SOURCES model/model.c model/forward.c model/scratch.c model/kv-cache.c model/moe-route.c
           model/activation.c model/yarn.c model/arch.c model/arch-prenorm.c model/arch-llama.c
-          model/arch-qwen3moe.c model/mla.c model/dsa.c model/kda.c model/arch-deepseek2.c model/arch-gpt-oss.c
+          model/arch-qwen3moe.c model/mla.c model/dsa.c model/kda.c model/arch-kimi-k3.c model/arch-deepseek2.c model/arch-gpt-oss.c
           model/arch-glm4moe.c model/arch-minimax-m2.c model/arch-qwen35moe.c
   DEPS gguf base)
 
@@ -14,4 +14,5 @@ fl_test(test-arch2-mla SOURCES tests/test-arch2-mla.c MODULES model cpu)
 fl_test(test-arch2-model SOURCES tests/test-arch2-model.c MODULES model cpu app TIMEOUT 120)
 fl_test(test-engine-ops SOURCES tests/test-engine-ops.c MODULES model cpu)
 fl_test(test-recurrent SOURCES tests/test-recurrent.c MODULES model cpu)
+fl_test(test-activation SOURCES tests/test-activation.c MODULES model)
 fl_test(test-kv-cache SOURCES tests/test-kv-cache.c MODULES model)

@@ -78,6 +78,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_ff, round256(w * 21 / 4));
         break;
     case GEN_ARCH_KIMI_LINEAR: /* Kimi-Linear-48B-A3B: 2304 wide, 32 heads, KDA heads of 128 */
+    case GEN_ARCH_KIMI_K3:     /* its shapes; K3's experts at half the width */
         DEF(n_head, max64(2, w / 72));
         DEF(kv_lora_rank, max64(32, w * 2 / 9 / 32 * 32));
         DEF(qk_nope, w >= 2048 ? 128 : 64);
@@ -90,6 +91,10 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_layer_dense, 1);
         DEF(n_ff_exp, round256(w * 4 / 9));
         DEF(n_ff, round256(w * 4));
+        if (p->arch == GEN_ARCH_KIMI_K3) {
+            DEF(expert_latent, w / 2);
+            DEF(res_block, 4);
+        }
         break;
     case GEN_ARCH_GPT_OSS:
         DEF(head_dim, 64);
@@ -147,7 +152,12 @@ bool gen_arch_has_dense(enum gen_arch a)
 
 bool gen_arch_is_mla(enum gen_arch a)
 {
-    return a == GEN_ARCH_DEEPSEEK2 || gen_arch_has_indexer(a) || a == GEN_ARCH_KIMI_LINEAR;
+    return a == GEN_ARCH_DEEPSEEK2 || gen_arch_has_indexer(a) || gen_arch_is_kimi(a);
+}
+
+bool gen_arch_is_kimi(enum gen_arch a)
+{
+    return a == GEN_ARCH_KIMI_LINEAR || a == GEN_ARCH_KIMI_K3;
 }
 
 bool gen_arch_has_indexer(enum gen_arch a)
@@ -184,13 +194,18 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
         (p->ssm_n_k_head < 1 || p->ssm_n_v_head % p->ssm_n_k_head || p->ssm_d_state < 1))
         return fl_err_set(err, -EINVAL, "--ssm-heads %lld must be a multiple of --ssm-groups %lld",
                           (long long)p->ssm_n_v_head, (long long)p->ssm_n_k_head);
+    if (p->arch == GEN_ARCH_KIMI_K3 &&
+        (p->expert_latent < 32 || p->expert_latent > p->n_embd || p->expert_latent % 32 ||
+         p->res_block < 1))
+        return fl_err_set(err, -EINVAL, "--expert-latent %lld must be a multiple of 32 up to "
+                          "--n-embd, --res-block at least 1", (long long)p->expert_latent);
     if (p->n_rot % 2 || p->n_rot > p->head_dim)
         return fl_err_set(err, -EINVAL, "--rope-dims %lld must be even and at most --head-dim",
                           (long long)p->n_rot);
     if (gen_arch_is_mla(p->arch)) {
         /* llama.cpp takes 26- and 27-layer deepseek2 files for V2-Lite,
          * which has no q_lora and would not load these tensors */
-        if ((p->n_layer == 26 || p->n_layer == 27) && p->arch != GEN_ARCH_KIMI_LINEAR)
+        if ((p->n_layer == 26 || p->n_layer == 27) && !gen_arch_is_kimi(p->arch))
             return fl_err_set(err, -EINVAL, "deepseek2 cannot have 26 or 27 layers "
                               "(llama.cpp reads those as DeepSeek-V2-Lite)");
         if (p->qk_rope % 2 || p->qk_nope % 32 || p->kv_lora_rank % 32 || p->q_lora_rank % 32)
@@ -321,6 +336,8 @@ static void edges(struct tb *b, const struct gen_params *p)
     /* std 10/sqrt(n_embd): logits of std ~9, clearly peaked */
     add(b, -1, "output.weight", ROLE_EDGE, GEN_INIT_OUTPUT, 10.0f / sqrtf((float)p->n_embd),
         true, p->n_embd, nv, 0);
+    if (p->arch == GEN_ARCH_KIMI_K3) /* the residual attention's scores of order 1 */
+        noise(b, -1, "output_res_score.weight", 1.0f / sqrtf((float)p->n_embd), false, p->n_embd, 0);
 }
 
 /* qwen3moe and llama share the plain GQA block; qwen3moe adds QK-norm. */
@@ -389,9 +406,11 @@ static bool kimi_recurrent(const struct gen_params *p, int il)
 }
 
 /* Kimi Delta Attention: q, k, v with a short conv each, the decay's and
- * the output gate's low-rank pairs, beta, A (as -exp(A_log)) and dt bias. */
+ * the output gate's low-rank pairs (K3: one full-rank gate), beta, A (as
+ * -exp(A_log); K3's 1-D) and dt bias. */
 static void kda_block(struct tb *b, const struct gen_params *p, int il)
 {
+    const bool k3 = p->arch == GEN_ARCH_KIMI_K3;
     const int64_t e = p->n_embd, d = p->ssm_d_state, w = p->n_head * d;
     mat(b, il, "attn_q.weight", false, e, w, 0);
     mat(b, il, "attn_k.weight", false, e, w, 0);
@@ -403,19 +422,45 @@ static void kda_block(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "ssm_f_a.weight", false, e, d, 0);
     mat(b, il, "ssm_f_b.weight", false, d, w, 0);
     mat(b, il, "ssm_beta.weight", false, e, p->n_head, 0);
-    add(b, il, "ssm_a", ROLE_F32, GEN_INIT_SSM_A, 0, false, 1, p->n_head, 0);
+    add(b, il, "ssm_a", ROLE_F32, GEN_INIT_SSM_A, 0, false, k3 ? p->n_head : 1, k3 ? 0 : p->n_head,
+        0);
     add(b, il, "ssm_dt.bias", ROLE_F32, GEN_INIT_SSM_DT, 0.5f, false, w, 0, 0);
-    mat(b, il, "ssm_g_a.weight", false, e, d, 0);
-    mat(b, il, "ssm_g_b.weight", false, d, w, 0);
+    if (k3) {
+        mat(b, il, "ssm_g.weight", false, e, w, 0);
+    } else {
+        mat(b, il, "ssm_g_a.weight", false, e, d, 0);
+        mat(b, il, "ssm_g_b.weight", false, d, w, 0);
+    }
     norm(b, il, "ssm_norm.weight", d);
     mat(b, il, "attn_output.weight", true, w, e, 0);
 }
 
-/* Kimi-Linear: KDA or MLA (no q LoRA, no rope), then deepseek2's FFN. */
+/* Kimi K3's routed experts at the latent width between their projections. */
+static void latent_experts(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t e = p->n_embd, la = p->expert_latent, ff = p->n_ff_exp, ne = p->n_expert;
+    router(b, il, p);
+    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, la, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, la, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", false, ff, la, ne);
+    mat(b, il, "ffn_routed_down.weight", false, e, la, 0);
+    norm(b, il, "ffn_routed_norm.weight", la);
+    mat(b, il, "ffn_routed_up.weight", true, la, e, 0);
+}
+
+/* Kimi-Linear: KDA or MLA (no q LoRA, no rope), then deepseek2's FFN.
+ * Kimi K3 adds the residual attention's scores, MLA's output gate and the
+ * latent experts. */
 static void kimi_linear_layer(struct tb *b, const struct gen_params *p, int il)
 {
     const int64_t e = p->n_embd, h = p->n_head, kvl = p->kv_lora_rank;
+    const bool k3 = p->arch == GEN_ARCH_KIMI_K3;
     norm(b, il, "attn_norm.weight", e);
+    if (k3) {
+        noise(b, il, "attn_res_score.weight", 1.0f / sqrtf((float)e), false, e, 0);
+        noise(b, il, "ffn_res_score.weight", 1.0f / sqrtf((float)e), false, e, 0);
+    }
     if (kimi_recurrent(p, il)) {
         kda_block(b, p, il);
     } else {
@@ -424,6 +469,8 @@ static void kimi_linear_layer(struct tb *b, const struct gen_params *p, int il)
         mat(b, il, "attn_kv_a_mqa.weight", false, e, kvl + p->qk_rope, 0);
         mat(b, il, "attn_k_b.weight", false, p->qk_nope, kvl, h);
         mat(b, il, "attn_v_b.weight", false, kvl, p->v_head, h);
+        if (k3)
+            mat(b, il, "attn_gate.weight", false, e, h * p->v_head, 0);
         mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
     }
     norm(b, il, "ffn_norm.weight", e);
@@ -431,7 +478,10 @@ static void kimi_linear_layer(struct tb *b, const struct gen_params *p, int il)
         swiglu_ffn(b, p, il, "", p->n_ff);
         return;
     }
-    routed_experts(b, p, il, true);
+    if (k3)
+        latent_experts(b, p, il);
+    else
+        routed_experts(b, p, il, true);
     swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
 }
 
@@ -582,7 +632,8 @@ int gen_arch_tensors(struct gen_plan *plan)
         case GEN_ARCH_DEEPSEEK2: deepseek2_layer(&b, p, il); break;
         case GEN_ARCH_DEEPSEEK32:
         case GEN_ARCH_GLM_DSA: sparse_layer(&b, p, il); break;
-        case GEN_ARCH_KIMI_LINEAR: kimi_linear_layer(&b, p, il); break;
+        case GEN_ARCH_KIMI_LINEAR:
+        case GEN_ARCH_KIMI_K3: kimi_linear_layer(&b, p, il); break;
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
@@ -814,6 +865,16 @@ static void kimi_linear_hparams(struct kw *k, const struct gen_params *p)
     ku32(k, "expert_gating_func", 2); /* sigmoid */
     ku32(k, "ssm.conv_kernel", 4);
     ku32(k, "kda.head_dim", p->ssm_d_state);
+    if (p->arch != GEN_ARCH_KIMI_K3)
+        return;
+    /* K3's converter also writes value_length and the renormalisation */
+    ku32(k, "attention.value_length", p->kv_lora_rank);
+    kbool(k, "expert_weights_norm", true);
+    ku32(k, "attn_res.block_size", p->res_block);
+    kf32(k, "activation.situ_beta", 2.0f);
+    kf32(k, "activation.situ_linear_beta", 4.0f);
+    ku32(k, "expert_latent_length", p->expert_latent);
+    kf32(k, "kda.gate_lower_bound", -5.0f);
 }
 
 static void sparse_hparams(struct kw *k, const struct gen_params *p)
@@ -870,6 +931,7 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         sparse_hparams(&k, p);
         break;
     case GEN_ARCH_KIMI_LINEAR:
+    case GEN_ARCH_KIMI_K3:
         kimi_linear_hparams(&k, p);
         break;
     case GEN_ARCH_GLM4MOE:

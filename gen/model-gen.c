@@ -35,6 +35,7 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_DEEPSEEK32] = "deepseek32",
     [GEN_ARCH_GLM_DSA] = "glm-dsa",
     [GEN_ARCH_KIMI_LINEAR] = "kimi-linear",
+    [GEN_ARCH_KIMI_K3] = "kimi-k3",
 };
 
 const char *gen_arch_name(enum gen_arch a)
@@ -195,7 +196,7 @@ static int fit(struct gen_params *p, struct fl_err *err)
     int64_t lmin = min_layers(p);
     if (free_l) {
         int64_t l = clamp64(fit_count(p, true, lmin, target), lmin, GEN_MAX_LAYERS);
-        if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_KIMI_LINEAR && (l == 26 || l == 27))
+        if (gen_arch_is_mla(p->arch) && !gen_arch_is_kimi(p->arch) && (l == 26 || l == 27))
             l = l == 26 ? 25 : 28; /* see gen_arch_check */
         p->n_layer = l;
     }
@@ -233,6 +234,8 @@ static int check_ranges(const struct gen_params *p, bool free_ok, struct fl_err 
         { "kv_lora_rank", p->kv_lora_rank, 1 << 16, false },
         { "qk_nope", p->qk_nope, 1024, false }, { "qk_rope", p->qk_rope, 1024, false },
         { "v_head", p->v_head, 1024, false },
+        { "--expert-latent", p->expert_latent, 1 << 16, false },
+        { "--res-block", p->res_block, 4096, false },
         { "--ssm-state", p->ssm_d_state, 1024, false },
         { "--ssm-groups", p->ssm_n_k_head, 1024, false },
         { "--ssm-heads", p->ssm_n_v_head, 1024, false },

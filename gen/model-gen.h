@@ -35,6 +35,7 @@ enum gen_arch {
     GEN_ARCH_DEEPSEEK32,  /* deepseek2 with DeepSeek sparse attention (V3.2) */
     GEN_ARCH_GLM_DSA,     /* the same as GLM-5 writes it */
     GEN_ARCH_KIMI_LINEAR, /* Kimi Delta Attention blocks and MLA without rope */
+    GEN_ARCH_KIMI_K3,     /* kimi-linear with residual attention, latent experts, situ */
     GEN_ARCH_COUNT
 };
 
@@ -70,6 +71,8 @@ struct gen_params {
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
     int64_t idx_n_head, idx_head_dim, idx_top_k; /* deepseek32, glm-dsa: the lightning
                                                     indexer (glm-dsa: full every other block) */
+    int64_t expert_latent, res_block; /* kimi-k3: the routed experts' width; every
+                                         res_block-th block banks its input */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited
                                                     routing (0/1: none); library only */
     const struct gguf_file *vocab; /* NULL: gen's byte-level BPE vocabulary; else every
@@ -84,6 +87,8 @@ bool gen_arch_has_dense(enum gen_arch a);
 bool gen_arch_is_mla(enum gen_arch a);
 /* Whether it has DeepSeek sparse attention's indexer (deepseek32, glm-dsa). */
 bool gen_arch_has_indexer(enum gen_arch a);
+/* Whether it is Moonshot's KDA + MLA stack (kimi-linear, kimi-k3). */
+bool gen_arch_is_kimi(enum gen_arch a);
 int gen_arch_by_name(const char *name);     /* enum gen_arch or -1 */
 const char *gen_arch_names(void);           /* "qwen3moe, llama, ...": every name, in order */
 

@@ -17,4 +17,12 @@
 void eng_swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float alpha,
                     float limit);
 
+/* Kimi K3's situ (llama.cpp's LLM_FFN_SITU, in ggml's float steps):
+ *   out = (beta * tanh(g / beta)) * sigmoid(g) * u',
+ *   u' = linear_beta * tanh(u / linear_beta), or u when linear_beta <= 0.
+ * tanh is computed through expf (within a few ulp of tanhf, several times
+ * faster). out may alias gate. */
+void eng_situ_f32(const float *gate, const float *up, float *out, int64_t n, float beta,
+                  float linear_beta);
+
 #endif

@@ -66,64 +66,6 @@ struct ds2 {
 
 static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
 
-/* The MLA sizes: q/kv LoRA ranks and the MLA head lengths. */
-static int load_mla_dims(struct eng_model *m, enum ds2_kind kind, struct mla_dims *d,
-                         struct fl_err *err)
-{
-    const struct eng_hparams *hp = &m->hp;
-    int64_t q_lora = 0, kv_lora = 0, k_mla = 0, v_mla = 0;
-    int rc = eng_model_key_int(m, "attention.q_lora_rank", false, &q_lora, err);
-    rc = rc ? rc : eng_model_key_int(m, "attention.kv_lora_rank", true, &kv_lora, err);
-    rc = rc ? rc : eng_model_key_int(m, "attention.key_length_mla", true, &k_mla, err);
-    rc = rc ? rc : eng_model_key_int(m, "attention.value_length_mla", true, &v_mla, err);
-    if (rc)
-        return rc;
-    if (q_lora < 0 || q_lora > (1 << 16) || kv_lora < 1 || kv_lora > (1 << 16) ||
-        k_mla <= hp->n_rot || k_mla > (1 << 16) || v_mla < 1 || v_mla > (1 << 16) || hp->n_rot < 2)
-        return fl_err_set(err, -EINVAL,
-                          "%s: bad MLA sizes (q_lora_rank %lld, kv_lora_rank %lld, key_length_mla "
-                          "%lld, value_length_mla %lld, rope dims %lld)",
-                          fname(m), (long long)q_lora, (long long)kv_lora, (long long)k_mla,
-                          (long long)v_mla, (long long)hp->n_rot);
-    /* The MQA view the file advertises must be the latent cache (Kimi-Linear's
-     * converter writes no value_length: llama.cpp reads the latent anyway). */
-    if (hp->n_head_kv != 1 || hp->n_embd_head_k != kv_lora + hp->n_rot ||
-        (hp->n_embd_head_v != kv_lora && kind != DS2_KIMI_LINEAR))
-        return fl_err_set(err, -EINVAL,
-                          "%s: not an absorbed-MLA file (head_count_kv %lld, key_length %lld, "
-                          "value_length %lld; expected 1, %lld, %lld)",
-                          fname(m), (long long)hp->n_head_kv, (long long)hp->n_embd_head_k,
-                          (long long)hp->n_embd_head_v, (long long)(kv_lora + hp->n_rot),
-                          (long long)kv_lora);
-    *d = (struct mla_dims){
-        .n_embd = (int)hp->n_embd, .n_head = (int)hp->n_head, .q_lora = (int)q_lora,
-        .kv_lora = (int)kv_lora, .qk_nope = (int)(k_mla - hp->n_rot), .qk_rope = (int)hp->n_rot,
-        .v_head = (int)v_mla, .eps = hp->rms_eps,
-    };
-    return 0;
-}
-
-static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
-                                     int n_dims, int64_t a, int64_t b, int64_t c,
-                                     struct fl_err *err)
-{
-    const int64_t ne[3] = { a, b, c };
-    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
-}
-
-static int load_dense(struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
-{
-    const int64_t e = m->hp.n_embd, f = m->hp.n_ff;
-    if (f < 1)
-        return fl_err_set(err, -EINVAL, "%s: missing key %s.feed_forward_length", fname(m),
-                          m->hp.arch);
-    if (!(L->gate = need(m, il, "ffn_gate.weight", 2, e, f, 1, err)) ||
-        !(L->up = need(m, il, "ffn_up.weight", 2, e, f, 1, err)) ||
-        !(L->down = need(m, il, "ffn_down.weight", 2, f, e, 1, err)))
-        return -EINVAL;
-    return 0;
-}
-
 static int load_moe(struct eng_model *m, int il, struct ds2_layer *L, struct fl_err *err)
 {
     const struct eng_hparams *hp = &m->hp;
@@ -134,13 +76,13 @@ static int load_moe(struct eng_model *m, int il, struct ds2_layer *L, struct fl_
                           "%s: MoE block %d needs expert_count, expert_used_count, "
                           "expert_feed_forward_length and expert_shared_count",
                           fname(m), il);
-    if (!(L->router = need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
-        !(L->gate_exps = need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
-        !(L->up_exps = need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
-        !(L->down_exps = need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
-        !(L->gate_sh = need(m, il, "ffn_gate_shexp.weight", 2, e, fs, 1, err)) ||
-        !(L->up_sh = need(m, il, "ffn_up_shexp.weight", 2, e, fs, 1, err)) ||
-        !(L->down_sh = need(m, il, "ffn_down_shexp.weight", 2, fs, e, 1, err)))
+    if (!(L->router = eng_model_need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
+        !(L->gate_exps = eng_model_need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
+        !(L->up_exps = eng_model_need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
+        !(L->down_exps = eng_model_need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
+        !(L->gate_sh = eng_model_need(m, il, "ffn_gate_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->up_sh = eng_model_need(m, il, "ffn_up_shexp.weight", 2, e, fs, 1, err)) ||
+        !(L->down_sh = eng_model_need(m, il, "ffn_down_shexp.weight", 2, fs, e, 1, err)))
         return -EINVAL;
     L->sel_bias = eng_model_tensor(m, il, "exp_probs_b.bias", false, 1, nb, err);
     if (L->sel_bias && L->sel_bias->type != FL_TYPE_F32)
@@ -152,8 +94,8 @@ static int load_layer(struct eng_model *m, const struct ds2 *a, int il,
                       struct ds2_layer *L, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd;
-    if (!(L->attn_norm = need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
-        !(L->ffn_norm = need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
+    if (!(L->attn_norm = eng_model_need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
+        !(L->ffn_norm = eng_model_need(m, il, "ffn_norm.weight", 1, e, 1, 1, err)))
         return -EINVAL;
     int rc = L->recurrent ? kda_find_tensors(m, il, &a->kda, &L->kda, err)
                           : mla_find_tensors(m, il, &a->d, &L->mla, err);
@@ -161,7 +103,9 @@ static int load_layer(struct eng_model *m, const struct ds2 *a, int il,
         rc = dsa_find_tensors(m, il, &a->dsa, a->d.q_lora, &L->dsa, err);
     if (rc)
         return rc;
-    return il < m->hp.n_layer_dense_lead ? load_dense(m, il, L, err) : load_moe(m, il, L, err);
+    return il < m->hp.n_layer_dense_lead
+               ? eng_model_dense_ffn(m, il, &L->gate, &L->up, &L->down, err)
+               : load_moe(m, il, L, err);
 }
 
 /* expert_group_count / expert_group_used_count (DeepSeek-V3: 8 / 4). */
@@ -221,7 +165,7 @@ static int load_globals(struct eng_model *m, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd;
     m->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
-    m->out_norm = m->embd ? need(m, -1, "output_norm.weight", 1, e, 1, 1, err) : NULL;
+    m->out_norm = m->embd ? eng_model_need(m, -1, "output_norm.weight", 1, e, 1, 1, err) : NULL;
     if (!m->out_norm)
         return -EINVAL;
     /* Untied head when present, else the embedding (as llama.cpp). */
@@ -315,34 +259,18 @@ static int load_sparse(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     return load_indexer_types(m, a, err);
 }
 
-/* Kimi-Linear: the KDA sizes, which blocks are KDA (head_count_kv 0 in
- * the per-block array), and the routing llama.cpp fixes (renormalised; the
- * gating function is a required key). */
+/* Kimi-Linear: the KDA blocks (model/kda.h) and the routing llama.cpp
+ * fixes (renormalised; the gating function is a required key). */
 static int load_kimi(struct eng_model *m, struct ds2 *a, struct fl_err *err)
 {
-    struct eng_hparams *hp = &m->hp;
-    int64_t gating = 0, head_dim = 0;
+    int64_t gating = 0;
     int rc = eng_model_key_int(m, "expert_gating_func", true, &gating, err);
-    rc = rc ? rc : eng_model_key_int(m, "kda.head_dim", true, &head_dim, err);
-    rc = rc ? rc : eng_model_key_int(m, "ssm.conv_kernel", true, &hp->ssm_d_conv, err);
-    if (rc)
-        return rc;
-    if (head_dim < 1 || head_dim > 1024 || hp->ssm_d_conv < 2 || hp->ssm_d_conv > 16)
-        return fl_err_set(err, -EINVAL, "%s: bad KDA sizes (head_dim %lld, conv kernel %lld)",
-                          fname(m), (long long)head_dim, (long long)hp->ssm_d_conv);
-    hp->expert_weights_norm = true;
-    hp->ssm_n_k_head = hp->ssm_n_v_head = hp->n_head;
-    hp->ssm_d_state = head_dim;
-    hp->attention_host_only = "Kimi Delta Attention";
-    a->kda = (struct kda_dims){ .n_head = (int)hp->n_head, .head_dim = head_dim,
-                                .d_conv = hp->ssm_d_conv, .eps = hp->rms_eps };
-    char key[128];
-    snprintf(key, sizeof(key), "%s.attention.head_count_kv", hp->arch);
-    const struct gguf_value *v;
-    if (gguf_get_arr(m->gguf, key, &v) == 0) /* eng_model_load_common_hparams checked it */
-        for (int il = 0; il < a->n_trunk; il++)
-            a->layers[il].recurrent = ((const int32_t *)v->arr.elems)[il] == 0;
-    return 0;
+    if (!rc)
+        rc = kda_load_dims(m, &a->kda, err);
+    for (int il = 0; !rc && il < a->n_trunk; il++)
+        a->layers[il].recurrent = kda_is_block(m, il);
+    m->hp.expert_weights_norm = true;
+    return rc;
 }
 
 /* The cache holds the latent + rope key of MLA blocks (V is read from it;
@@ -380,7 +308,7 @@ static int ds2_load_kind(struct eng_model *m, enum ds2_kind kind, struct fl_err 
     a->kind = kind;
     m->hp.kv_heads_zero_ok = kind == DS2_KIMI_LINEAR;
     int rc = eng_model_load_common_hparams(m, err);
-    rc = rc ? rc : load_mla_dims(m, kind, &a->d, err);
+    rc = rc ? rc : mla_load_dims(m, kind == DS2_KIMI_LINEAR, &a->d, err);
     rc = rc ? rc : load_rope(m, a, err);
     rc = rc ? rc : load_groups(m, a, err);
     rc = rc ? rc : load_globals(m, err);

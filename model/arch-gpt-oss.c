@@ -39,14 +39,6 @@ struct oss {
 
 static const char *fname(const struct eng_model *m) { return gguf_name(m->gguf); }
 
-static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
-                                     int n_dims, int64_t a, int64_t b, int64_t c,
-                                     struct fl_err *err)
-{
-    const int64_t ne[3] = { a, b, c };
-    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
-}
-
 /* All of these are added/used as float arrays. */
 static int check_f32(const struct eng_model *m, int il, const struct oss_layer *L,
                      struct fl_err *err)
@@ -64,17 +56,18 @@ static int load_attn(struct eng_model *m, int il, struct oss_layer *L, struct fl
     const struct eng_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, nq = hp->n_head * hp->n_embd_head_k;
     const int64_t nk = hp->n_head_kv * hp->n_embd_head_k, nv = hp->n_head_kv * hp->n_embd_head_v;
-    if (!(L->attn_norm = need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
-        !(L->post_norm = need(m, il, "post_attention_norm.weight", 1, e, 1, 1, err)) ||
-        !(L->wq = need(m, il, "attn_q.weight", 2, e, nq, 1, err)) ||
-        !(L->bq = need(m, il, "attn_q.bias", 1, nq, 1, 1, err)) ||
-        !(L->wk = need(m, il, "attn_k.weight", 2, e, nk, 1, err)) ||
-        !(L->bk = need(m, il, "attn_k.bias", 1, nk, 1, 1, err)) ||
-        !(L->wv = need(m, il, "attn_v.weight", 2, e, nv, 1, err)) ||
-        !(L->bv = need(m, il, "attn_v.bias", 1, nv, 1, 1, err)) ||
-        !(L->wo = need(m, il, "attn_output.weight", 2, hp->n_head * hp->n_embd_head_v, e, 1, err)) ||
-        !(L->bo = need(m, il, "attn_output.bias", 1, e, 1, 1, err)) ||
-        !(L->sinks = need(m, il, "attn_sinks.weight", 1, hp->n_head, 1, 1, err)))
+    if (!(L->attn_norm = eng_model_need(m, il, "attn_norm.weight", 1, e, 1, 1, err)) ||
+        !(L->post_norm = eng_model_need(m, il, "post_attention_norm.weight", 1, e, 1, 1, err)) ||
+        !(L->wq = eng_model_need(m, il, "attn_q.weight", 2, e, nq, 1, err)) ||
+        !(L->bq = eng_model_need(m, il, "attn_q.bias", 1, nq, 1, 1, err)) ||
+        !(L->wk = eng_model_need(m, il, "attn_k.weight", 2, e, nk, 1, err)) ||
+        !(L->bk = eng_model_need(m, il, "attn_k.bias", 1, nk, 1, 1, err)) ||
+        !(L->wv = eng_model_need(m, il, "attn_v.weight", 2, e, nv, 1, err)) ||
+        !(L->bv = eng_model_need(m, il, "attn_v.bias", 1, nv, 1, 1, err)) ||
+        !(L->wo = eng_model_need(m, il, "attn_output.weight", 2, hp->n_head * hp->n_embd_head_v, e,
+                                 1, err)) ||
+        !(L->bo = eng_model_need(m, il, "attn_output.bias", 1, e, 1, 1, err)) ||
+        !(L->sinks = eng_model_need(m, il, "attn_sinks.weight", 1, hp->n_head, 1, 1, err)))
         return -EINVAL;
     return 0;
 }
@@ -83,14 +76,14 @@ static int load_moe(struct eng_model *m, int il, struct oss_layer *L, struct fl_
 {
     const struct eng_hparams *hp = &m->hp;
     const int64_t e = hp->n_embd, f = hp->n_ff_exp, n = hp->n_expert;
-    if (!(L->router = need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
-        !(L->router_b = need(m, il, "ffn_gate_inp.bias", 1, n, 1, 1, err)) ||
-        !(L->gate_exps = need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
-        !(L->gate_b = need(m, il, "ffn_gate_exps.bias", 2, f, n, 1, err)) ||
-        !(L->up_exps = need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
-        !(L->up_b = need(m, il, "ffn_up_exps.bias", 2, f, n, 1, err)) ||
-        !(L->down_exps = need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
-        !(L->down_b = need(m, il, "ffn_down_exps.bias", 2, e, n, 1, err)))
+    if (!(L->router = eng_model_need(m, il, "ffn_gate_inp.weight", 2, e, n, 1, err)) ||
+        !(L->router_b = eng_model_need(m, il, "ffn_gate_inp.bias", 1, n, 1, 1, err)) ||
+        !(L->gate_exps = eng_model_need(m, il, "ffn_gate_exps.weight", 3, e, f, n, err)) ||
+        !(L->gate_b = eng_model_need(m, il, "ffn_gate_exps.bias", 2, f, n, 1, err)) ||
+        !(L->up_exps = eng_model_need(m, il, "ffn_up_exps.weight", 3, e, f, n, err)) ||
+        !(L->up_b = eng_model_need(m, il, "ffn_up_exps.bias", 2, f, n, 1, err)) ||
+        !(L->down_exps = eng_model_need(m, il, "ffn_down_exps.weight", 3, f, e, n, err)) ||
+        !(L->down_b = eng_model_need(m, il, "ffn_down_exps.bias", 2, e, n, 1, err)))
         return -EINVAL;
     return 0;
 }
@@ -142,8 +135,11 @@ static int load_globals(struct eng_model *m, struct fl_err *err)
         return fl_err_set(err, -EINVAL, "%s: key_length %lld != value_length %lld", fname(m),
                           (long long)hp->n_embd_head_k, (long long)hp->n_embd_head_v);
     m->embd = eng_model_tensor(m, -1, "token_embd.weight", true, 0, NULL, err);
-    m->out_norm = m->embd ? need(m, -1, "output_norm.weight", 1, hp->n_embd, 1, 1, err) : NULL;
-    m->output = m->out_norm ? need(m, -1, "output.weight", 2, hp->n_embd, hp->n_vocab, 1, err) : NULL;
+    m->out_norm =
+        m->embd ? eng_model_need(m, -1, "output_norm.weight", 1, hp->n_embd, 1, 1, err) : NULL;
+    m->output = m->out_norm
+                    ? eng_model_need(m, -1, "output.weight", 2, hp->n_embd, hp->n_vocab, 1, err)
+                    : NULL;
     if (!m->output)
         return -EINVAL;
     return 0;

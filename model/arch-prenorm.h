@@ -6,7 +6,11 @@
  * attention and the FFN (dense, MoE, shared experts) differ, so an
  * architecture gives those two callbacks and its norms; the loop owns the
  * residual buffers and the per-layer scratch marks (a layer's scratch dies
- * with the layer). It runs on whichever backend eng_forward picked. */
+ * with the layer). It runs on whichever backend eng_forward picked.
+ * With res (Kimi K3's residual attention, model/backend.h) each norm reads
+ * a mix of the checkpoints and the stream instead of the stream, every
+ * res->block-th layer banks its input and restarts the stream from its
+ * attention output, and the output reads the last mix. */
 #ifndef FL_ARCH_PRENORM_H
 #define FL_ARCH_PRENORM_H
 
@@ -25,6 +29,7 @@ struct eng_prenorm {
     /* out = FFN of the normed input x; -errno from the expert source */
     int (*ffn)(struct eng_ctx *c, const struct eng_prenorm *p, int il, const float *x,
                const struct eng_batch *b, float *out, struct fl_err *err);
+    const struct eng_res_attn *res; /* NULL: the plain residual stream */
 };
 
 int eng_prenorm_forward(struct eng_ctx *c, const struct eng_batch *b,

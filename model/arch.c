@@ -9,6 +9,7 @@ extern const struct eng_arch eng_arch_deepseek2; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_deepseek32; /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_glm_dsa;   /* model/arch-deepseek2.c */
 extern const struct eng_arch eng_arch_kimi_linear; /* model/arch-deepseek2.c */
+extern const struct eng_arch eng_arch_kimi_k3;   /* model/arch-kimi-k3.c */
 extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
 extern const struct eng_arch eng_arch_glm4moe;   /* model/arch-glm4moe.c */
 extern const struct eng_arch eng_arch_minimax_m2; /* model/arch-minimax-m2.c */
@@ -22,6 +23,7 @@ static const struct eng_arch *const archs[] = {
     &eng_arch_deepseek32,
     &eng_arch_glm_dsa,
     &eng_arch_kimi_linear,
+    &eng_arch_kimi_k3,
     &eng_arch_gpt_oss,
     &eng_arch_glm4moe,
     &eng_arch_minimax_m2,

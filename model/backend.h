@@ -119,6 +119,7 @@ struct eng_route {
 enum eng_act {
     ENG_ACT_SWIGLU = 0,        /* silu(gate) * up (ggml_swiglu_split) */
     ENG_ACT_SWIGLU_OAI,        /* gpt-oss's clamped form (model/activation.h) */
+    ENG_ACT_SITU,              /* Kimi K3's situ (model/activation.h) */
 };
 
 struct eng_moe {
@@ -126,6 +127,28 @@ struct eng_moe {
     const struct eng_tensor *gate_b, *up_b, *down_b; /* NULL or 2-D [n_out, n_expert] F32 */
     enum eng_act act;
     float alpha, limit;                              /* ENG_ACT_SWIGLU_OAI's */
+    float beta, linear_beta;                         /* ENG_ACT_SITU's */
+    /* What the routers read when the experts take another input (Kimi K3's
+     * latent experts: x is the latent, this the full-width normed input the
+     * expert source's predictor routes); NULL: x */
+    const float *router_in;
+};
+
+/* The hidden rows an expert source's predictor reads for a MoE call. */
+static inline const float *eng_moe_router_in(const struct eng_moe *e, const float *x)
+{
+    return e->router_in ? e->router_in : x;
+}
+
+/* Kimi K3's residual attention (NULL in struct eng_prenorm: the plain
+ * residual stream): every block-th layer banks its input as a checkpoint
+ * and restarts the stream from its attention output; each sublayer (and
+ * the output) reads a softmax-weighted mix of the checkpoints and the
+ * stream, scored by a weight of its own. */
+struct eng_res_attn {
+    int block;
+    const struct eng_tensor *const *attn_score, *const *ffn_score; /* [n_layer], F32 [n_embd] */
+    const struct eng_tensor *out_score;
 };
 
 /* A Gated DeltaNet layer's recurrence (qwen35moe, qwen3next; llama.cpp's
@@ -135,10 +158,12 @@ struct eng_moe {
  * beta = sigmoid(beta), then S = exp(g) S; S += k (beta (v - S^T k))^T;
  * out = S^T q / sqrt(d_state). per_channel (Kimi Delta Attention, ggml's
  * "kda" form): alpha and dt_bias hold one value per key channel, and row i
- * of S (key channel i) decays by exp(g_i). */
+ * of S (key channel i) decays by exp(g_i). bounded (Kimi K3's gate lower
+ * bound lb): g = lb * sigmoid(-(alpha + dt_bias) * a) instead. */
 struct eng_delta_net {
     int n_k_head, n_v_head;
-    bool k_grouped, per_channel;
+    bool k_grouped, per_channel, bounded;
+    float lower_bound;
     int64_t d_state;                      /* dims of each head's q, k and v */
     const struct eng_tensor *dt_bias, *a; /* F32 [n_v_head] (dt_bias per_channel: [n_v_head * d_state]) */
     float eps;
@@ -206,6 +231,17 @@ struct eng_backend {
     void (*add_bias)(struct eng_ctx *c, float *y, const struct eng_tensor *b, int64_t n_rows);
     /* g[i] = silu(g[i]) * u[i] */
     void (*swiglu)(struct eng_ctx *c, float *g, const float *u, int64_t n);
+    /* g[i] = situ(g[i], u[i]) (model/activation.h; may be NULL: a backend
+     * without it never runs a model that has it) */
+    void (*situ)(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
+                 float linear_beta);
+    /* Kimi K3's residual mix (struct eng_res_attn; may be NULL likewise): per
+     * token t, over the checkpoints stack[k] (n_ckpt of [n_tok][width]) and
+     * x: s = rmsnorm(row, eps) . score, p = softmax(s over the n_ckpt + 1
+     * rows, x last), out[t] = sum_k p_k stack[k][t] + p_x x[t]. */
+    void (*res_mix)(struct eng_ctx *c, const float *stack, int n_ckpt, const float *x,
+                    const struct eng_tensor *score, int64_t n_tok, int64_t width, float eps,
+                    float *out);
     /* n_rows rows of width floats; strides in floats */
     void (*copy_2d)(struct eng_ctx *c, float *dst, int64_t dst_stride, const float *src,
                     int64_t src_stride, int64_t width, int64_t n_rows);
@@ -378,6 +414,19 @@ static inline void eng_swiglu(struct eng_ctx *c, float *g, const float *u, int64
     c->be->swiglu(c, g, u, n);
 }
 
+static inline void eng_situ(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
+                            float linear_beta)
+{
+    c->be->situ(c, g, u, n, beta, linear_beta);
+}
+
+static inline void eng_res_mix(struct eng_ctx *c, const float *stack, int n_ckpt, const float *x,
+                               const struct eng_tensor *score, int64_t n_tok, int64_t width,
+                               float eps, float *out)
+{
+    c->be->res_mix(c, stack, n_ckpt, x, score, n_tok, width, eps, out);
+}
+
 static inline void eng_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride,
                                const float *src, int64_t src_stride, int64_t width,
                                int64_t n_rows)
@@ -441,6 +490,10 @@ static inline int eng_output(struct eng_ctx *c, const float *x, const struct eng
 /* Dense gated FFN (gate, up, down 2-D): out = down(silu(gate x) * up x). */
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
              const struct eng_tensor *up, const struct eng_tensor *down, float *out);
+/* The same with Kimi K3's situ: out = down(situ(gate x, up x)). */
+void eng_ffn_situ(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+                  const struct eng_tensor *up, const struct eng_tensor *down, float beta,
+                  float linear_beta, float *out);
 
 /* The GQA attention of the llama family and Qwen3.5's full attention, after
  * their projections and norms: RoPE on q [n_tok][n_head * hd] and k

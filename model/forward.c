@@ -110,6 +110,18 @@ void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_
     eng_matmul(c, down, g, n_tok, out);
 }
 
+void eng_ffn_situ(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+                  const struct eng_tensor *up, const struct eng_tensor *down, float beta,
+                  float linear_beta, float *out)
+{
+    const int64_t n_ff = gate->ne[1];
+    float *g = eng_tmp(c, n_tok * n_ff), *u = eng_tmp(c, n_tok * n_ff);
+    const struct eng_tensor *gu[2] = { gate, up };
+    eng_matmul_shared(c, 2, gu, x, n_tok, (float *const[2]){ g, u });
+    eng_situ(c, g, u, n_tok * n_ff, beta, linear_beta);
+    eng_matmul(c, down, g, n_tok, out);
+}
+
 void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float *q, float *k,
                     const float *v, const float *cs, float *out)
 {

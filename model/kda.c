@@ -4,6 +4,7 @@
 #include "model/kda.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 #include "gguf/tensor-types.h"
 
@@ -15,6 +16,35 @@ int64_t kda_conv_state(const struct kda_dims *d)
 int64_t kda_ssm_state(const struct kda_dims *d)
 {
     return (int64_t)d->n_head * d->head_dim * d->head_dim;
+}
+
+int kda_load_dims(struct eng_model *m, struct kda_dims *d, struct fl_err *err)
+{
+    struct eng_hparams *hp = &m->hp;
+    int64_t head_dim = 0;
+    int rc = eng_model_key_int(m, "kda.head_dim", true, &head_dim, err);
+    rc = rc ? rc : eng_model_key_int(m, "ssm.conv_kernel", true, &hp->ssm_d_conv, err);
+    if (rc)
+        return rc;
+    if (head_dim < 1 || head_dim > 1024 || hp->ssm_d_conv < 2 || hp->ssm_d_conv > 16)
+        return fl_err_set(err, -EINVAL, "%s: bad KDA sizes (head_dim %lld, conv kernel %lld)",
+                          gguf_name(m->gguf), (long long)head_dim, (long long)hp->ssm_d_conv);
+    hp->ssm_n_k_head = hp->ssm_n_v_head = hp->n_head;
+    hp->ssm_d_state = head_dim;
+    hp->attention_host_only = "Kimi Delta Attention";
+    *d = (struct kda_dims){ .n_head = (int)hp->n_head, .head_dim = head_dim,
+                            .d_conv = hp->ssm_d_conv, .eps = hp->rms_eps };
+    return 0;
+}
+
+bool kda_is_block(const struct eng_model *m, int layer)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", m->hp.arch);
+    const struct gguf_value *v;
+    /* eng_model_load_common_hparams checked the array: block_count integers */
+    return gguf_get_arr(m->gguf, key, &v) == 0 && layer >= 0 && (uint64_t)layer < v->arr.n &&
+           ((const int32_t *)v->arr.elems)[layer] == 0;
 }
 
 static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
@@ -39,6 +69,31 @@ static int conv_view(struct eng_model *m, int layer, const char *name, const str
     view->n_dims = 2;
     view->ne[1] = w;
     view->ne[2] = 1;
+    return 0;
+}
+
+/* A per-head vector: [1, n_head] as Kimi-Linear's files hold it, or
+ * [n_head] as Kimi K3's. */
+static const struct eng_tensor *per_head(struct eng_model *m, int layer, const char *name,
+                                         int64_t h, struct fl_err *err)
+{
+    char full[96];
+    snprintf(full, sizeof(full), "blk.%d.%s", layer, name);
+    const struct eng_tensor *t = eng_model_find(m, full);
+    const bool lead_1 = t && t->ne[0] == 1;
+    return need(m, layer, name, lead_1 ? 1 : h, lead_1 ? h : 1, 1, err);
+}
+
+/* The output gate: Kimi K3's full-rank ssm_g or Kimi-Linear's pair. */
+static int find_gate(struct eng_model *m, int layer, const struct kda_dims *d,
+                     struct kda_tensors *t, struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd, hd = d->head_dim, w = d->n_head * hd;
+    if (d->full_gate)
+        return (t->g = need(m, layer, "ssm_g.weight", e, w, 1, err)) ? 0 : -EINVAL;
+    if (!(t->g_a = need(m, layer, "ssm_g_a.weight", e, hd, 1, err)) ||
+        !(t->g_b = need(m, layer, "ssm_g_b.weight", hd, w, 1, err)))
+        return -EINVAL;
     return 0;
 }
 
@@ -67,10 +122,9 @@ int kda_find_tensors(struct eng_model *m, int layer, const struct kda_dims *d,
         !(t->f_a = need(m, layer, "ssm_f_a.weight", e, hd, 1, err)) ||
         !(t->f_b = need(m, layer, "ssm_f_b.weight", hd, w, 1, err)) ||
         !(t->beta = need(m, layer, "ssm_beta.weight", e, h, 1, err)) ||
-        !(t->a = need(m, layer, "ssm_a", 1, h, 1, err)) ||
+        !(t->a = per_head(m, layer, "ssm_a", h, err)) ||
         !(t->dt_bias = need(m, layer, "ssm_dt.bias", w, 1, 1, err)) ||
-        !(t->g_a = need(m, layer, "ssm_g_a.weight", e, hd, 1, err)) ||
-        !(t->g_b = need(m, layer, "ssm_g_b.weight", hd, w, 1, err)) ||
+        find_gate(m, layer, d, t, err) ||
         !(t->o_norm = need(m, layer, "ssm_norm.weight", hd, 1, 1, err)) ||
         !(t->o = need(m, layer, "attn_output.weight", w, e, 1, err)))
         return -EINVAL;
@@ -102,14 +156,21 @@ void kda_attention(struct eng_ctx *c, int layer, const struct kda_dims *d,
     const int n = b->n_tok;
     const int64_t hd = d->head_dim, w = d->n_head * hd;
     float *qkv = convolve(c, layer, d, t, x, b);
-    float *fa = eng_tmp(c, n * hd), *ga = eng_tmp(c, n * hd), *beta = eng_tmp(c, n * d->n_head);
-    const struct eng_tensor *ws[3] = { t->f_a, t->g_a, t->beta };
-    eng_matmul_shared(c, 3, ws, x, n, (float *const[3]){ fa, ga, beta });
+    float *fa = eng_tmp(c, n * hd), *beta = eng_tmp(c, n * d->n_head);
     float *alpha = eng_tmp(c, n * w), *gate = eng_tmp(c, n * w), *o = eng_tmp(c, n * w);
+    if (t->g) {
+        const struct eng_tensor *ws[3] = { t->f_a, t->g, t->beta };
+        eng_matmul_shared(c, 3, ws, x, n, (float *const[3]){ fa, gate, beta });
+    } else {
+        float *ga = eng_tmp(c, n * hd);
+        const struct eng_tensor *ws[3] = { t->f_a, t->g_a, t->beta };
+        eng_matmul_shared(c, 3, ws, x, n, (float *const[3]){ fa, ga, beta });
+        eng_matmul(c, t->g_b, ga, n, gate);
+    }
     eng_matmul(c, t->f_b, fa, n, alpha);
-    eng_matmul(c, t->g_b, ga, n, gate);
     const struct eng_delta_net dn = {
         .n_k_head = d->n_head, .n_v_head = d->n_head, .d_state = hd, .per_channel = true,
+        .bounded = d->bounded, .lower_bound = d->lower_bound,
         .dt_bias = t->dt_bias, .a = t->a, .eps = d->eps,
     };
     eng_delta_net(c, layer, b, qkv, alpha, beta, &dn, o);

@@ -13,7 +13,10 @@
  *             beta = sigmoid(beta), from the sequence's state
  *   o       = rmsnorm(o per head) * sigmoid(g_b (g_a x))
  *   out     = Wo o
- * The file's ssm_a already holds -exp(A_log) (the converter applies it). */
+ * The file's ssm_a already holds -exp(A_log) (the converter applies it).
+ * Kimi K3's blocks ("kimi-k3") differ in two places: a full-rank output gate
+ * (ssm_g x instead of g_b (g_a x)) and, with kda.gate_lower_bound lb, the
+ * decay exp(lb * sigmoid(-(alpha + dt_bias) * a)). */
 #ifndef FL_KDA_H
 #define FL_KDA_H
 
@@ -23,14 +26,29 @@
 struct kda_dims {
     int n_head;
     int64_t head_dim, d_conv;
-    float eps; /* the L2 norms' and the output RMSNorm's */
+    float eps;          /* the L2 norms' and the output RMSNorm's */
+    bool full_gate;     /* Kimi K3: ssm_g */
+    bool bounded;       /* Kimi K3: the gate's lower bound */
+    float lower_bound;
 };
 
 struct kda_tensors {
     const struct eng_tensor *wq, *wk, *wv;
     struct eng_tensor conv[3]; /* q's, k's, v's kernels viewed as [d_conv, width] */
-    const struct eng_tensor *f_a, *f_b, *beta, *a, *dt_bias, *g_a, *g_b, *o_norm, *o;
+    const struct eng_tensor *f_a, *f_b, *beta, *a, *dt_bias, *o_norm, *o;
+    const struct eng_tensor *g_a, *g_b; /* the low-rank output gate, or */
+    const struct eng_tensor *g;         /* the full-rank one (full_gate) */
 };
+
+/* Reads <arch>.kda.head_dim and ssm.conv_kernel into d (heads: the
+ * attention's; eps the RMSNorm's) and marks the model's attention as the
+ * host's with a GPU (the device's delta rule has one decay per head).
+ * -EINVAL with a one-line message. */
+int kda_load_dims(struct eng_model *m, struct kda_dims *d, struct fl_err *err);
+
+/* Whether block `layer` is a KDA block: head_count_kv 0 in the per-block
+ * array (as llama.cpp marks them). */
+bool kda_is_block(const struct eng_model *m, int layer);
 
 /* Floats of one sequence's conv and delta-rule state in a KDA block. */
 int64_t kda_conv_state(const struct kda_dims *d);

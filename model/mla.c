@@ -2,17 +2,46 @@
 #include "model/mla.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gguf/tensor-types.h"
 #include "model/backend.h"
 
-static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
-                                     int n_dims, int64_t a, int64_t b, int64_t c,
-                                     struct fl_err *err)
+int mla_load_dims(struct eng_model *m, bool any_value_length, struct mla_dims *d,
+                  struct fl_err *err)
 {
-    const int64_t ne[3] = { a, b, c };
-    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
+    const struct eng_hparams *hp = &m->hp;
+    const char *f = gguf_name(m->gguf);
+    int64_t q_lora = 0, kv_lora = 0, k_mla = 0, v_mla = 0;
+    int rc = eng_model_key_int(m, "attention.q_lora_rank", false, &q_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.kv_lora_rank", true, &kv_lora, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.key_length_mla", true, &k_mla, err);
+    rc = rc ? rc : eng_model_key_int(m, "attention.value_length_mla", true, &v_mla, err);
+    if (rc)
+        return rc;
+    if (q_lora < 0 || q_lora > (1 << 16) || kv_lora < 1 || kv_lora > (1 << 16) ||
+        k_mla <= hp->n_rot || k_mla > (1 << 16) || v_mla < 1 || v_mla > (1 << 16) || hp->n_rot < 2)
+        return fl_err_set(err, -EINVAL,
+                          "%s: bad MLA sizes (q_lora_rank %lld, kv_lora_rank %lld, key_length_mla "
+                          "%lld, value_length_mla %lld, rope dims %lld)",
+                          f, (long long)q_lora, (long long)kv_lora, (long long)k_mla,
+                          (long long)v_mla, (long long)hp->n_rot);
+    /* The MQA view the file advertises must be the latent cache. */
+    if (hp->n_head_kv != 1 || hp->n_embd_head_k != kv_lora + hp->n_rot ||
+        (hp->n_embd_head_v != kv_lora && !any_value_length))
+        return fl_err_set(err, -EINVAL,
+                          "%s: not an absorbed-MLA file (head_count_kv %lld, key_length %lld, "
+                          "value_length %lld; expected 1, %lld, %lld)",
+                          f, (long long)hp->n_head_kv, (long long)hp->n_embd_head_k,
+                          (long long)hp->n_embd_head_v, (long long)(kv_lora + hp->n_rot),
+                          (long long)kv_lora);
+    *d = (struct mla_dims){
+        .n_embd = (int)hp->n_embd, .n_head = (int)hp->n_head, .q_lora = (int)q_lora,
+        .kv_lora = (int)kv_lora, .qk_nope = (int)(k_mla - hp->n_rot), .qk_rope = (int)hp->n_rot,
+        .v_head = (int)v_mla, .eps = hp->rms_eps,
+    };
+    return 0;
 }
 
 int mla_find_tensors(struct eng_model *m, int layer, const struct mla_dims *d,
@@ -21,19 +50,31 @@ int mla_find_tensors(struct eng_model *m, int layer, const struct mla_dims *d,
     const int64_t nq = (int64_t)d->n_head * (d->qk_nope + d->qk_rope);
     memset(t, 0, sizeof(*t));
     if (d->q_lora > 0) {
-        if (!(t->q_a = need(m, layer, "attn_q_a.weight", 2, d->n_embd, d->q_lora, 1, err)) ||
-            !(t->q_a_norm = need(m, layer, "attn_q_a_norm.weight", 1, d->q_lora, 1, 1, err)) ||
-            !(t->q_b = need(m, layer, "attn_q_b.weight", 2, d->q_lora, nq, 1, err)))
+        if (!(t->q_a =
+                  eng_model_need(m, layer, "attn_q_a.weight", 2, d->n_embd, d->q_lora, 1, err)) ||
+            !(t->q_a_norm =
+                  eng_model_need(m, layer, "attn_q_a_norm.weight", 1, d->q_lora, 1, 1, err)) ||
+            !(t->q_b = eng_model_need(m, layer, "attn_q_b.weight", 2, d->q_lora, nq, 1, err)))
             return -EINVAL;
-    } else if (!(t->q = need(m, layer, "attn_q.weight", 2, d->n_embd, nq, 1, err))) {
+    } else if (!(t->q = eng_model_need(m, layer, "attn_q.weight", 2, d->n_embd, nq, 1, err))) {
         return -EINVAL;
     }
-    if (!(t->kv_a = need(m, layer, "attn_kv_a_mqa.weight", 2, d->n_embd, mla_cache_row(d), 1, err)) ||
-        !(t->kv_a_norm = need(m, layer, "attn_kv_a_norm.weight", 1, d->kv_lora, 1, 1, err)) ||
-        !(t->k_b = need(m, layer, "attn_k_b.weight", 3, d->qk_nope, d->kv_lora, d->n_head, err)) ||
-        !(t->v_b = need(m, layer, "attn_v_b.weight", 3, d->kv_lora, d->v_head, d->n_head, err)) ||
-        !(t->o = need(m, layer, "attn_output.weight", 2, (int64_t)d->n_head * d->v_head,
-                      d->n_embd, 1, err)))
+    if (!(t->kv_a = eng_model_need(m, layer, "attn_kv_a_mqa.weight", 2, d->n_embd, mla_cache_row(d),
+                                   1, err)) ||
+        !(t->kv_a_norm =
+              eng_model_need(m, layer, "attn_kv_a_norm.weight", 1, d->kv_lora, 1, 1, err)) ||
+        !(t->k_b = eng_model_need(m, layer, "attn_k_b.weight", 3, d->qk_nope, d->kv_lora, d->n_head,
+                                  err)) ||
+        !(t->v_b = eng_model_need(m, layer, "attn_v_b.weight", 3, d->kv_lora, d->v_head, d->n_head,
+                                  err)) ||
+        !(t->o = eng_model_need(m, layer, "attn_output.weight", 2, (int64_t)d->n_head * d->v_head,
+                                d->n_embd, 1, err)))
+        return -EINVAL;
+    char gate[64];
+    snprintf(gate, sizeof(gate), "blk.%d.attn_gate.weight", layer);
+    if (d->out_gate && eng_model_find(m, gate) &&
+        !(t->gate = eng_model_need(m, layer, "attn_gate.weight", 2, d->n_embd,
+                                   (int64_t)d->n_head * d->v_head, 1, err)))
         return -EINVAL;
     /* The norms are applied as float arrays. */
     if (t->kv_a_norm->type != FL_TYPE_F32 || (t->q_a_norm && t->q_a_norm->type != FL_TYPE_F32))
@@ -143,5 +184,11 @@ void mla_attention(struct eng_ctx *c, int layer, const struct mla_dims *d,
     float *att = eng_tmp(c, (int64_t)n_tok * d->n_head * d->kv_lora);
     eng_attention(c, layer, b, query, d->n_head * dk, &a, att, (int64_t)d->n_head * d->kv_lora);
     float *o = decompress(c, d, t, query ? att : NULL, n_tok);
+    if (t->gate) {
+        const int64_t no = (int64_t)d->n_head * d->v_head;
+        float *g = eng_tmp(c, n_tok * no);
+        eng_matmul(c, t->gate, x, n_tok, g);
+        eng_sigmoid_gate(c, o, g, no, n_tok, false);
+    }
     eng_matmul(c, t->o, o, n_tok, out);
 }

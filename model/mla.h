@@ -10,7 +10,7 @@
  *            length kv_lora + qk_rope; the value is the row's first kv_lora)
  *   query  = [k_b_h q_nope_h | q_pe_h] per head (k_b "absorbed" into q)
  *   o_h    = v_b_h attention(query_h, cache)   (decompression to v_head)
- *   out    = wo [o_0 .. o_{n_head-1}]
+ *   out    = wo [o_0 .. o_{n_head-1}]  (Kimi K3: wo ([o ..] * sigmoid(attn_gate x)))
  * which equals standard attention with k_nope_h = k_b_h^T c and
  * v_h = v_b_h c, with a cache of kv_lora + qk_rope values per position.
  *
@@ -34,6 +34,7 @@ struct mla_dims {
     int kv_lora;
     int qk_nope, qk_rope, v_head;
     float eps;    /* rms norm epsilon */
+    bool out_gate; /* Kimi K3: an optional attn_gate [n_embd, n_head * v_head] */
 };
 
 struct mla_tensors {
@@ -41,6 +42,7 @@ struct mla_tensors {
     const struct eng_tensor *q;                    /* without */
     const struct eng_tensor *kv_a, *kv_a_norm;
     const struct eng_tensor *k_b, *v_b, *o;
+    const struct eng_tensor *gate;                 /* NULL: no output gate */
 };
 
 /* F16 values of one K cache row (no V cache: V lives in K). */
@@ -48,6 +50,14 @@ static inline int64_t mla_cache_row(const struct mla_dims *d)
 {
     return (int64_t)d->kv_lora + d->qk_rope;
 }
+
+/* Reads the MLA sizes (<arch>.attention.q_lora_rank, kv_lora_rank,
+ * key_length_mla, value_length_mla; the rope dims) into d and checks that
+ * the file's MQA view is the latent cache (head_count_kv 1, key_length
+ * kv_lora + rope; value_length kv_lora unless any_value_length: Kimi's
+ * converters write none). -EINVAL with a one-line message. */
+int mla_load_dims(struct eng_model *m, bool any_value_length, struct mla_dims *d,
+                  struct fl_err *err);
 
 /* Finds and shape-checks the MLA tensors of block `layer` of m. Returns 0
  * or -EINVAL with "FILE: missing tensor ..."/"... has shape ..." in err. */

@@ -76,6 +76,29 @@ const struct eng_tensor *eng_model_tensor(struct eng_model *m, int layer, const 
     return t;
 }
 
+const struct eng_tensor *eng_model_need(struct eng_model *m, int layer, const char *name,
+                                        int n_dims, int64_t a, int64_t b, int64_t c,
+                                        struct fl_err *err)
+{
+    const int64_t ne[3] = { a, b, c };
+    return eng_model_tensor(m, layer, name, true, n_dims < 3 ? n_dims : 3, ne, err);
+}
+
+int eng_model_dense_ffn(struct eng_model *m, int layer, const struct eng_tensor **gate,
+                        const struct eng_tensor **up, const struct eng_tensor **down,
+                        struct fl_err *err)
+{
+    const int64_t e = m->hp.n_embd, f = m->hp.n_ff;
+    if (f < 1)
+        return fl_err_set(err, -EINVAL, "%s: missing key %s.feed_forward_length",
+                          gguf_name(m->gguf), m->hp.arch);
+    if (!(*gate = eng_model_need(m, layer, "ffn_gate.weight", 2, e, f, 1, err)) ||
+        !(*up = eng_model_need(m, layer, "ffn_up.weight", 2, e, f, 1, err)) ||
+        !(*down = eng_model_need(m, layer, "ffn_down.weight", 2, f, e, 1, err)))
+        return -EINVAL;
+    return 0;
+}
+
 int eng_model_set_router(struct eng_model *m, int il, const struct eng_tensor *w,
                          const struct eng_tensor *bias, const struct eng_tensor *norm,
                          struct fl_err *err)

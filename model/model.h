@@ -75,6 +75,9 @@ struct eng_hparams {
     /* Set by an arch before the common keys are read: blocks whose
      * head_count_kv is 0 have no attention (Kimi-Linear's KDA blocks) */
     bool kv_heads_zero_ok;
+    /* Kimi K3's residual attention: every res_attn_block-th block banks its
+     * input (0: none; the pass's scratch holds the banked rows) */
+    int64_t res_attn_block;
     /* Why the device cannot run this model's attention (NULL: it can):
      * the KV cache and attention stay on the host with a GPU */
     const char *attention_host_only;
@@ -139,6 +142,16 @@ const struct eng_tensor *eng_model_find(const struct eng_model *m, const char *n
  * found is marked in_pass: the pass reads it (the device pass is taken only
  * when every such tensor but the experts, the embedding and the output
  * matrix is in VRAM). */
+/* eng_model_tensor, required, of n_dims (up to 3) dims [a, b, c]. */
+const struct eng_tensor *eng_model_need(struct eng_model *m, int layer, const char *name,
+                                        int n_dims, int64_t a, int64_t b, int64_t c,
+                                        struct fl_err *err);
+/* Block `layer`'s dense FFN: ffn_gate and ffn_up [n_embd, n_ff], ffn_down
+ * [n_ff, n_embd]; -EINVAL with a one-line message (also for a file without
+ * feed_forward_length). */
+int eng_model_dense_ffn(struct eng_model *m, int layer, const struct eng_tensor **gate,
+                        const struct eng_tensor **up, const struct eng_tensor **down,
+                        struct fl_err *err);
 const struct eng_tensor *eng_model_tensor(struct eng_model *m, int layer, const char *name,
                                           bool required, int n_dims, const int64_t *ne,
                                           struct fl_err *err);

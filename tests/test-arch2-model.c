@@ -305,5 +305,19 @@ int main(void)
         CHECK(0, "cannot read tests/data/kimi-linear-tiny-F16.gguf");
     }
     free(kimi.data);
+    /* Kimi K3: its own keys and tensors */
+    struct blob k3 = { NULL, 0 };
+    if (slurp("tests/data/kimi-k3-tiny-F16.gguf", &k3) == 0) {
+        const char *f = "tests/data/kimi-k3-tiny-F16.gguf";
+        check_broken(&k3, f, "kimi-k3.attn_res.block_size", "attn_res.block_size");
+        check_broken(&k3, f, "kimi-k3.activation.situ_linear_beta", "situ_linear_beta");
+        check_broken(&k3, f, "output_res_score.weight", "output_res_score");
+        check_broken(&k3, f, "blk.2.ffn_routed_up.weight", "ffn_routed_up");
+        check_broken(&k3, f, "blk.1.ssm_g.weight", "ssm_g");
+        check_broken(&k3, f, "blk.3.ffn_res_score.weight", "ffn_res_score");
+    } else {
+        CHECK(0, "cannot read tests/data/kimi-k3-tiny-F16.gguf");
+    }
+    free(k3.data);
     return check_summary("test-arch2-model");
 }

@@ -171,8 +171,9 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("deepseek2", NULL) == FL_CHAT_DEEPSEEK3, "deepseek2 -> deepseek3");
     CHECK(fl_chat_detect("deepseek32", NULL) == FL_CHAT_DEEPSEEK_V32, "deepseek32 -> deepseek-v3.2");
     CHECK(fl_chat_detect("glm-dsa", NULL) == FL_CHAT_GLM47, "glm-dsa -> glm-4.7");
-    CHECK(fl_chat_detect("kimi-linear", NULL) == FL_CHAT_KIMI_K2_INSTRUCT,
-          "kimi-linear -> kimi-k2-instruct");
+    CHECK(fl_chat_detect("kimi-linear", NULL) == FL_CHAT_KIMI_K2_INSTRUCT &&
+              fl_chat_detect("kimi-k3", NULL) == FL_CHAT_KIMI_K2_INSTRUCT,
+          "kimi-linear, kimi-k3 -> kimi-k2-instruct");
     CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_GPT_OSS, "gpt-oss -> its own template");
     CHECK(fl_chat_detect("bert", NULL) == FL_CHAT_UNKNOWN, "bert -> unknown");
     CHECK(fl_chat_detect("glm4moe", NULL) == FL_CHAT_GLM45, "glm4moe -> glm-4.5");

@@ -50,6 +50,7 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_DEEPSEEK32] = "tests/data/deepseek32-tiny-F16.gguf",
     [GEN_ARCH_GLM_DSA] = "tests/data/glm-dsa-tiny-F16.gguf",
     [GEN_ARCH_KIMI_LINEAR] = "tests/data/kimi-linear-tiny-F16.gguf",
+    [GEN_ARCH_KIMI_K3] = "tests/data/kimi-k3-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -125,6 +126,33 @@ static const struct rule rules_kimi_linear[] = {
     { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" },
     { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" }, { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" },
     { "blk.#.ffn_up_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
+    { NULL, 0, NULL },
+};
+
+/* Kimi K3: Kimi-Linear's blocks with a full-rank KDA gate, a 1-D ssm_a, an
+ * MLA output gate, the residual attention's scores and latent experts. */
+static const struct rule rules_kimi_k3[] = {
+    { "output_res_score.weight", 'T', "D" },
+    { "blk.#.attn_res_score.weight", 'A', "D" }, { "blk.#.ffn_res_score.weight", 'A', "D" },
+    { "blk.#.attn_kv_a_norm.weight", 'm', "kl" }, { "blk.#.attn_q.weight", 'm', "D,qb" },
+    { "blk.#.attn_kv_a_mqa.weight", 'm', "D,kva" }, { "blk.#.attn_k_b.weight", 'm', "nope,kl,N" },
+    { "blk.#.attn_v_b.weight", 'm', "kl,vmla,N" }, { "blk.#.attn_gate.weight", 'm', "D,o" },
+    { "blk.#.attn_output.weight", 'm', "o,D" },
+    { "blk.#.attn_q.weight", 'K', "D,kw" }, { "blk.#.attn_k.weight", 'K', "D,kw" },
+    { "blk.#.attn_v.weight", 'K', "D,kw" }, { "blk.#.ssm_conv1d_q.weight", 'K', "C,1,kw" },
+    { "blk.#.ssm_conv1d_k.weight", 'K', "C,1,kw" }, { "blk.#.ssm_conv1d_v.weight", 'K', "C,1,kw" },
+    { "blk.#.ssm_f_a.weight", 'K', "D,kd" }, { "blk.#.ssm_f_b.weight", 'K', "kd,kw" },
+    { "blk.#.ssm_beta.weight", 'K', "D,N" }, { "blk.#.ssm_a", 'K', "N" },
+    { "blk.#.ssm_dt.bias", 'K', "kw" }, { "blk.#.ssm_g.weight", 'K', "D,kw" },
+    { "blk.#.ssm_norm.weight", 'K', "kd" }, { "blk.#.attn_output.weight", 'K', "kw,D" },
+    { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate.weight", 'D', "D,dff" },
+    { "blk.#.ffn_up.weight", 'D', "D,dff" }, { "blk.#.ffn_down.weight", 'D', "dff,D" },
+    { "blk.#.ffn_gate_inp.weight", 'M', "D,X" }, { "blk.#.exp_probs_b.bias", 'M', "X" },
+    { "blk.#.ffn_gate_exps.weight", 'M', "la,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "la,F,X" },
+    { "blk.#.ffn_down_exps.weight", 'M', "F,la,X" }, { "blk.#.ffn_routed_down.weight", 'M', "D,la" },
+    { "blk.#.ffn_routed_norm.weight", 'M', "la" }, { "blk.#.ffn_routed_up.weight", 'M', "la,D" },
+    { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_up_shexp.weight", 'M', "D,S" },
+    { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
     { NULL, 0, NULL },
 };
 
@@ -218,6 +246,7 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     if (!strcmp(s, "1")) return 1;
     if (!strcmp(s, "kd")) return kv_int(f, arch, "kda.head_dim");
     if (!strcmp(s, "kw")) return N * kv_int(f, arch, "kda.head_dim");
+    if (!strcmp(s, "la")) return kv_int(f, arch, "expert_latent_length");
     if (!strcmp(s, "D2")) return 2 * D;
     if (!strcmp(s, "V")) return gguf_get_arr(f, "tokenizer.ggml.tokens", &toks) ? -1 : (int64_t)toks->arr.n;
     if (!strcmp(s, "X")) return kv_int(f, arch, "expert_count");
@@ -265,6 +294,7 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_QWEN35MOE:
     case GEN_ARCH_QWEN3NEXT: return rules_qwen35;
     case GEN_ARCH_KIMI_LINEAR: return rules_kimi_linear;
+    case GEN_ARCH_KIMI_K3: return rules_kimi_k3;
     default: return rules_gqa;
     }
 }
@@ -420,7 +450,7 @@ static float *read_rows(const char *path, const struct gguf_tensor *t, int64_t n
 static bool is_writer(const char *name)
 {
     return strstr(name, "attn_output.weight") || strstr(name, "ffn_down") ||
-           strstr(name, "ssm_out.weight");
+           strstr(name, "ssm_out.weight") || strstr(name, "ffn_routed_up");
 }
 
 /* Matrices: std * sqrt(fan_in) near 1 (residual writers: scaled down by
@@ -540,8 +570,12 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     }
     if (a == GEN_ARCH_GLM4MOE)
         p.n_ff = 512;
-    if (a == GEN_ARCH_KIMI_LINEAR) /* blocks 0, 1 KDA (0 dense), 2 MLA */
+    if (gen_arch_is_kimi(a)) /* blocks 0, 1 KDA (0 dense), 2 MLA */
         p.ssm_d_state = 40;
+    if (a == GEN_ARCH_KIMI_K3) { /* latent experts of whole Q4_K blocks, unlike n_embd */
+        p.n_embd = 512;
+        p.expert_latent = 256;
+    }
     if (a == GEN_ARCH_QWEN35MOE || a == GEN_ARCH_QWEN3NEXT) { /* 3 DeltaNet blocks, 1 attention */
         p.n_layer = 4;
         p.head_dim = 40;

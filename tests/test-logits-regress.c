@@ -99,6 +99,9 @@ static const struct model models[] = {
     { "kimi-linear-tiny-F16", "tests/data/kimi-linear-tiny-F16.gguf", NULL, NULL, false },
     { "gen-kimi-linear-Q8_0", NULL, "kimi-linear", "Q8_0", false },
     { "gen-kimi-linear-Q4_K", NULL, "kimi-linear", "Q4_K", false },
+    { "kimi-k3-tiny-F16", "tests/data/kimi-k3-tiny-F16.gguf", NULL, NULL, false },
+    { "gen-kimi-k3-Q8_0", NULL, "kimi-k3", "Q8_0", false },
+    { "gen-kimi-k3-Q4_K", NULL, "kimi-k3", "Q4_K", false },
 };
 #define N_MODELS (int)(sizeof(models) / sizeof(models[0]))
 

@@ -25,7 +25,7 @@ static void usage(FILE *out)
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
         "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
         "                     minimax-m2, qwen35moe, qwen3next, deepseek32 (DeepSeek V3.2),\n"
-        "                     glm-dsa (GLM-5), kimi-linear (Kimi-Linear)\n"
+        "                     glm-dsa (GLM-5), kimi-linear (Kimi-Linear), kimi-k3 (Kimi K3)\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -46,6 +46,9 @@ static void usage(FILE *out)
         "                     (qwen35moe, qwen3next: Gated DeltaNet head dims, key heads,\n"
         "                     value heads; kimi-linear: --ssm-state is the KDA head dim,\n"
         "                     its heads are --heads)\n"
+        "  --expert-latent N --res-block N\n"
+        "                     (kimi-k3: the routed experts' width, default n_embd / 2; every\n"
+        "                     N-th block banks its input for the residual attention, default 4)\n"
         "  --ssm-in           (qwen3next) one ssm_in matrix for q, k, v and z, as files\n"
         "                     converted before attn_qkv/attn_gate\n"
         "other:\n"
@@ -62,7 +65,7 @@ static void usage(FILE *out)
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
        O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE,
        O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN, O_VOCAB, O_IDX_HEADS, O_IDX_DIM,
-       O_IDX_TOPK };
+       O_IDX_TOPK, O_LATENT, O_RES_BLOCK };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -82,6 +85,8 @@ static const struct option long_opts[] = {
     { "indexer-heads", required_argument, 0, O_IDX_HEADS },
     { "indexer-dim", required_argument, 0, O_IDX_DIM },
     { "indexer-top-k", required_argument, 0, O_IDX_TOPK },
+    { "expert-latent", required_argument, 0, O_LATENT },
+    { "res-block", required_argument, 0, O_RES_BLOCK },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -136,6 +141,8 @@ static int64_t *count_field(struct gen_params *p, int o)
     case O_IDX_HEADS: return &p->idx_n_head;
     case O_IDX_DIM: return &p->idx_head_dim;
     case O_IDX_TOPK: return &p->idx_top_k;
+    case O_LATENT: return &p->expert_latent;
+    case O_RES_BLOCK: return &p->res_block;
     default: return NULL;
     }
 }
@@ -238,11 +245,14 @@ static void print_shape(const struct gen_params *p, uint64_t size)
     if (gen_arch_has_dense(p->arch))
         printf(", %lld shared, %lld dense layers", (long long)p->n_expert_shared,
                (long long)p->n_layer_dense);
-    if (gen_arch_is_mla(p->arch) && p->arch != GEN_ARCH_KIMI_LINEAR)
+    if (gen_arch_is_mla(p->arch) && !gen_arch_is_kimi(p->arch))
         printf(", q/kv lora %lld/%lld", (long long)p->q_lora_rank, (long long)p->kv_lora_rank);
-    if (p->arch == GEN_ARCH_KIMI_LINEAR)
+    if (gen_arch_is_kimi(p->arch))
         printf(", kv lora %lld, KDA heads of %lld", (long long)p->kv_lora_rank,
                (long long)p->ssm_d_state);
+    if (p->arch == GEN_ARCH_KIMI_K3)
+        printf(", experts at %lld wide, residual attention every %lld blocks",
+               (long long)p->expert_latent, (long long)p->res_block);
     if (gen_arch_has_indexer(p->arch))
         printf(", indexer %lld x %lld top %lld", (long long)p->idx_n_head,
                (long long)p->idx_head_dim, (long long)p->idx_top_k);

@@ -12,6 +12,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/recurrent.h"
 #include "backend/cpu/threadpool.h"
+#include "model/activation.h"
 #include "model/kv-cache.h"
 
 /* Below this many multiply-adds a job runs on the calling thread: a pool
@@ -166,6 +167,53 @@ static void cpu_swiglu_op(struct eng_ctx *c, float *g, const float *u, int64_t n
     cpu_swiglu(g, u, n);
 }
 
+static void cpu_situ_op(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
+                        float linear_beta)
+{
+    (void)c;
+    eng_situ_f32(g, u, g, n, beta, linear_beta);
+}
+
+struct res_mix_job {
+    const float *stack, *x, *w;
+    int n_ckpt;
+    int64_t n_tok, width;
+    float eps, *out;
+    const float **rows; /* n_ckpt + 1 per thread */
+    float *p;           /* likewise */
+};
+
+/* A range of tokens: each one's rows are the checkpoints' rows and its
+ * stream's, its numbers its own whichever thread runs it. */
+static void res_mix_run(void *arg, int ith, int nth)
+{
+    const struct res_mix_job *j = arg;
+    const float **rows = j->rows + (int64_t)ith * (j->n_ckpt + 1);
+    float *p = j->p + (int64_t)ith * (j->n_ckpt + 1);
+    int64_t t0, t1;
+    fl_split_range(j->n_tok, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        for (int k = 0; k < j->n_ckpt; k++)
+            rows[k] = j->stack + ((int64_t)k * j->n_tok + t) * j->width;
+        rows[j->n_ckpt] = j->x + t * j->width;
+        cpu_res_mix(rows, j->n_ckpt + 1, j->w, j->width, j->eps, p, j->out + t * j->width);
+    }
+}
+
+static void cpu_res_mix_op(struct eng_ctx *c, const float *stack, int n_ckpt, const float *x,
+                           const struct eng_tensor *score, int64_t n_tok, int64_t width,
+                           float eps, float *out)
+{
+    struct fl_pool *pool = eng_cpu_pool_for(c, 4.0 * (double)n_tok * (n_ckpt + 1) * width);
+    const size_t per = (size_t)fl_pool_size(pool) * (size_t)(n_ckpt + 1);
+    struct res_mix_job j = {
+        .stack = stack, .x = x, .w = (const float *)score->data, .n_ckpt = n_ckpt,
+        .n_tok = n_tok, .width = width, .eps = eps, .out = out,
+        .rows = eng_scratch(c, sizeof(float *) * per), .p = eng_scratch_f32(c, (int64_t)per),
+    };
+    fl_pool_run(pool, res_mix_run, &j);
+}
+
 static void cpu_copy_2d(struct eng_ctx *c, float *dst, int64_t dst_stride, const float *src,
                         int64_t src_stride, int64_t width, int64_t n_rows)
 {
@@ -183,7 +231,8 @@ static int cpu_moe(struct eng_ctx *c, int layer, const struct eng_batch *b, cons
     int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n * k));
     eng_moe_route(logits, n, r, ids, w);
     struct eng_expert_lists L;
-    int rc = eng_moe_begin(c, layer, b, x, ids, w, k, e->gate->ne[2], &L, err);
+    int rc = eng_moe_begin(c, layer, b, eng_moe_router_in(e, x), ids, w, k, e->gate->ne[2], &L,
+                           err);
     return rc ? rc : eng_cpu_moe_experts(c, layer, x, n, &L, w, k, e, out, err);
 }
 
@@ -220,6 +269,8 @@ const struct eng_backend eng_cpu_backend = {
     .add = cpu_add_op,
     .add_bias = cpu_add_bias_op,
     .swiglu = cpu_swiglu_op,
+    .situ = cpu_situ_op,
+    .res_mix = cpu_res_mix_op,
     .copy_2d = cpu_copy_2d,
     .layernorm = cpu_layernorm_op,
     .hadamard = cpu_hadamard,

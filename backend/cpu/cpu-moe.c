@@ -64,6 +64,8 @@ static void activate_expert(const struct moe_state *s, const struct expert_bufs 
         float *g = b->g + i * n_ff;
         if (m->act == ENG_ACT_SWIGLU_OAI)
             eng_swiglu_oai(g, b->u + i * n_ff, g, n_ff, m->alpha, m->limit);
+        else if (m->act == ENG_ACT_SITU)
+            eng_situ_f32(g, b->u + i * n_ff, g, n_ff, m->beta, m->linear_beta);
         else
             cpu_swiglu(g, b->u + i * n_ff, n_ff);
     }

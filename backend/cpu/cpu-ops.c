@@ -113,3 +113,40 @@ void cpu_rope_rows(float *x, int n_tok, int64_t stride, int n_head, int64_t head
     for (int t = 0; t < n_tok; t++)
         cpu_rope(x + (int64_t)t * stride, n_head, head_dim, n_rot, mode, cs + (int64_t)t * n_rot);
 }
+
+/* sum_i rmsnorm(x)_i * w_i, in ggml's steps: the normed row in float,
+ * times the weight in float, summed in double (ggml_sum_rows). */
+static float res_score(const float *x, const float *w, int64_t n, float eps)
+{
+    double sq = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sq += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sq / (double)n) + eps);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)((x[i] * scale) * w[i]);
+    return (float)sum;
+}
+
+void cpu_res_mix(const float *const *rows, int n_rows, const float *w, int64_t n, float eps,
+                 float *p, float *out)
+{
+    float max = -INFINITY;
+    for (int k = 0; k < n_rows; k++) {
+        p[k] = res_score(rows[k], w, n, eps);
+        max = p[k] > max ? p[k] : max;
+    }
+    double sum = 0.0; /* ggml_soft_max: exp(s - max), summed in double, then one scale */
+    for (int k = 0; k < n_rows; k++)
+        sum += (double)(p[k] = expf(p[k] - max));
+    const float inv = (float)(1.0 / sum);
+    for (int k = 0; k < n_rows; k++)
+        p[k] *= inv;
+    const float *cur = rows[n_rows - 1];
+    for (int64_t i = 0; i < n; i++) { /* the checkpoints in order, then the stream */
+        float acc = 0.0f;
+        for (int k = 0; k + 1 < n_rows; k++)
+            acc += rows[k][i] * p[k];
+        out[i] = acc + cur[i] * p[n_rows - 1];
+    }
+}

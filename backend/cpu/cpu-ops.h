@@ -22,6 +22,11 @@ void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int
 /* g[i] = silu(g[i]) * u[i] (SwiGLU, as ggml_swiglu_split). */
 void cpu_swiglu(float *g, const float *u, int64_t n);
 void cpu_add(float *y, const float *x, int64_t n); /* y += x */
+/* Kimi K3's residual mix of one token (model/backend.h, res_mix): rows[k]
+ * the n_rows rows of n (the checkpoints, the stream last), w the score
+ * weight; p gets the n_rows probabilities; out = sum_k p_k rows[k]. */
+void cpu_res_mix(const float *const *rows, int n_rows, const float *w, int64_t n, float eps,
+                 float *p, float *out);
 /* y[t][:] += b for n_tok rows of b->ne[0] (F32 bias). */
 void cpu_add_bias(float *y, const struct eng_tensor *b, int64_t n_tok);
 /* Row lookup (get_rows): out[i] = dequantized row ids[i] of a 2-D tensor.

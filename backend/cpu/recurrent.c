@@ -165,12 +165,18 @@ static void mul(float *y, const float *x, int64_t n)
         y[i] *= x[i];
 }
 
-/* Kimi Delta Attention's decay of token t, head h: exp(g_i) per key channel. */
+/* Kimi Delta Attention's decay of token t, head h: exp(g_i) per key channel
+ * (Kimi K3's bounded gate: ggml's add, mul, negate, sigmoid, scale). */
 static void channel_decay(const struct delta_job *j, int64_t t, int h, float *decay)
 {
-    const int64_t D = j->p->d_state, at = (t * j->p->n_v_head + h) * D;
-    for (int64_t i = 0; i < D; i++)
-        decay[i] = expf(softplus(j->alpha[at + i] + j->dt_bias[h * D + i]) * j->a[h]);
+    const struct eng_delta_net *p = j->p;
+    const int64_t D = p->d_state, at = (t * p->n_v_head + h) * D;
+    for (int64_t i = 0; i < D; i++) {
+        const float y = j->alpha[at + i] + j->dt_bias[h * D + i];
+        const float g = p->bounded ? p->lower_bound * sigmoid(-(y * j->a[h]))
+                                   : softplus(y) * j->a[h];
+        decay[i] = expf(g);
+    }
 }
 
 /* One token of value head h: M is the head's state stored transposed

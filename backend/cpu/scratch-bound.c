@@ -122,6 +122,9 @@ uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t
     uint64_t pass = 3 * (uint64_t)(n_tok * hp->n_embd) * sizeof(float);
     pass += (uint64_t)n_tok * (8 * sizeof(int32_t) + 2 * (uint64_t)hp->n_rot * sizeof(float));
     pass += (uint64_t)n_tok * (uint64_t)(hp->indexer_top_k + 1) * sizeof(int32_t); /* DSA's choice */
+    if (hp->res_attn_block > 0) /* Kimi K3's banked inputs and their mix */
+        pass += (uint64_t)((n_layer + hp->res_attn_block - 1) / hp->res_attn_block + 1) *
+                (uint64_t)(n_tok * hp->n_embd) * sizeof(float);
     if (m->output)
         pass += (uint64_t)(n_out * hp->n_embd) * sizeof(float) +
                 quantized_input(m->output->type, hp->n_embd, n_out);

@@ -82,7 +82,8 @@ static int offload_moe(struct eng_ctx *c, int layer, const struct eng_batch *b, 
     int32_t *ids = eng_scratch(c, sizeof(int32_t) * (size_t)(n * k));
     eng_moe_route(logits, n, r, ids, w);
     struct eng_expert_lists L;
-    int rc = eng_moe_begin(c, layer, b, x, ids, w, k, e->gate->ne[2], &L, err);
+    int rc = eng_moe_begin(c, layer, b, eng_moe_router_in(e, x), ids, w, k, e->gate->ne[2], &L,
+                           err);
     /* experts in VRAM, or brought there by --gpu-experts */
     if (!rc && (rc = gpu_moe_host(c, layer, x, n, &L, w, k, e, out, err)) != 0)
         return rc < 0 ? rc : 0;

@@ -555,6 +555,8 @@ static int pass_moe(struct eng_ctx *c, int layer, const struct eng_batch *b, con
 {
     if (!usable(c))
         return 0; /* the pass's end reports the failure */
+    if (e->router_in) /* latent experts' models keep attention on the host (no pass here) */
+        return fl_err_set(err, -EINVAL, "gpu: latent experts run in the CPU's pass");
     int rc = r->n_groups > 1 ? route_on_host(c, layer, b, d_x, d_logits, r, e, d_out, err)
                              : route_on_device(c, layer, b, d_x, d_logits, r, e, d_out, err);
     if (rc < 0)

@@ -114,7 +114,7 @@ void gpu_pass_delta_net(struct eng_ctx *c, int layer, const struct eng_batch *b,
     const int64_t w_qkv = (2 * (int64_t)p->n_k_head + p->n_v_head) * p->d_state;
     const int64_t w_out = (int64_t)p->n_v_head * p->d_state, w_ab = p->n_v_head;
     int rc = 0;
-    if (p->per_channel) /* the device's kernel has one decay per head */
+    if (p->per_channel || p->bounded) /* the device's kernel has one softplus decay per head */
         rc = fl_err_set(&err, -EINVAL, "gpu: the per-channel gated delta rule runs on the CPU");
     else if (!k.d_dt_bias || !k.d_a)
         rc = fl_err_set(&err, -EINVAL, "gpu: %s is not in VRAM",
