@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "model/backend.h"
+
 void eng_swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float alpha,
                     float limit)
 {
@@ -41,4 +43,13 @@ void eng_situ_f32(const float *gate, const float *up, float *out, int64_t n, flo
         const float a = fast_tanhf(g * inv) * beta * (1.0f / (1.0f + expf(-g)));
         out[i] = a * (linear_beta > 0.0f ? fast_tanhf(u * linv) * linear_beta : u);
     }
+}
+
+void eng_gated_f32(const struct eng_gated *a, const float *gate, const float *up, float *out,
+                   int64_t n)
+{
+    if (a->act == ENG_ACT_SWIGLU_OAI)
+        eng_swiglu_oai(gate, up, out, n, a->alpha, a->limit);
+    else
+        eng_situ_f32(gate, up, out, n, a->beta, a->linear_beta);
 }

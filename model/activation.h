@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+struct eng_gated;
+
 #define ENG_OAI_ALPHA 1.702f
 #define ENG_OAI_LIMIT 7.0f
 
@@ -24,5 +26,10 @@ void eng_swiglu_oai(const float *gate, const float *up, float *out, int64_t n, f
  * faster). out may alias gate. */
 void eng_situ_f32(const float *gate, const float *up, float *out, int64_t n, float beta,
                   float linear_beta);
+
+/* out[i] = a's activation of (gate[i], up[i]) for SwiGLU-OAI or situ (a's
+ * constants); out may alias gate. SwiGLU is the CPU's own kernel. */
+void eng_gated_f32(const struct eng_gated *a, const float *gate, const float *up, float *out,
+                   int64_t n);
 
 #endif

@@ -230,7 +230,7 @@ static int oss_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, const
     const struct eng_moe moe = {
         .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
         .gate_b = L->gate_b, .up_b = L->up_b, .down_b = L->down_b,
-        .act = ENG_ACT_SWIGLU_OAI, .alpha = ENG_OAI_ALPHA, .limit = ENG_OAI_LIMIT,
+        .act = { .act = ENG_ACT_SWIGLU_OAI, .alpha = ENG_OAI_ALPHA, .limit = ENG_OAI_LIMIT },
     };
     return eng_moe(c, il, b, x, logits, &r, &moe, out, err);
 }

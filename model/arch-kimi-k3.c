@@ -42,7 +42,8 @@ struct k3_layer {
 struct k3 {
     struct kda_dims kda;
     struct mla_dims d;
-    float kq_scale, situ_beta, situ_linear_beta;
+    float kq_scale;
+    struct eng_gated situ;              /* every FFN's activation */
     int64_t latent;                     /* the experts' width */
     bool latent_proj;                   /* expert_latent_length given: routed_down/up */
     struct eng_res_attn res;
@@ -131,19 +132,20 @@ static int load_keys(struct eng_model *m, struct k3 *a, struct fl_err *err)
     int64_t block = 0, gating = 0, latent = 0;
     float lb = -INFINITY;
     int rc = eng_model_key_int(m, "attn_res.block_size", true, &block, err);
-    rc = rc ? rc : eng_model_key_float(m, "activation.situ_beta", true, &a->situ_beta, err);
+    a->situ.act = ENG_ACT_SITU;
+    rc = rc ? rc : eng_model_key_float(m, "activation.situ_beta", true, &a->situ.beta, err);
     rc = rc ? rc : eng_model_key_float(m, "activation.situ_linear_beta", true,
-                                       &a->situ_linear_beta, err);
+                                       &a->situ.linear_beta, err);
     rc = rc ? rc : eng_model_key_int(m, "expert_latent_length", false, &latent, err);
     rc = rc ? rc : eng_model_key_float(m, "kda.gate_lower_bound", false, &lb, err);
     rc = rc ? rc : eng_model_key_int(m, "expert_gating_func", true, &gating, err);
     if (rc)
         return rc;
-    if (block < 0 || block > INT32_MAX || !(a->situ_beta > 0.0f) ||
-        isnan(a->situ_linear_beta) || latent < 0 || latent > m->hp.n_embd || isnan(lb))
+    if (block < 0 || block > INT32_MAX || !(a->situ.beta > 0.0f) ||
+        isnan(a->situ.linear_beta) || latent < 0 || latent > m->hp.n_embd || isnan(lb))
         return fl_err_set(err, -EINVAL, "%s: bad Kimi K3 settings (attn_res.block_size %lld, "
                           "situ betas %g / %g, expert_latent_length %lld)", fname(m),
-                          (long long)block, a->situ_beta, a->situ_linear_beta, (long long)latent);
+                          (long long)block, a->situ.beta, a->situ.linear_beta, (long long)latent);
     a->res.block = (int)block;
     a->latent = latent > 0 ? latent : m->hp.n_embd;
     a->latent_proj = latent > 0;
@@ -189,6 +191,17 @@ static int set_state_dims(struct eng_model *m, const struct k3 *a, struct fl_err
     return 0;
 }
 
+/* The residual attention's scores are read as float rows. */
+static int check_scores(const struct eng_model *m, const struct k3 *a, struct fl_err *err)
+{
+    for (int64_t i = 0; a->res.block > 0 && i <= 2 * m->hp.n_layer; i++) {
+        const struct eng_tensor *t = i < 2 * m->hp.n_layer ? a->scores[i] : a->res.out_score;
+        if (t->type != FL_TYPE_F32)
+            return fl_err_set(err, -EINVAL, "%s: %s must be F32", fname(m), t->name);
+    }
+    return 0;
+}
+
 static int k3_load(struct eng_model *m, struct fl_err *err)
 {
     struct k3 *a = calloc(1, sizeof(*a));
@@ -218,6 +231,7 @@ static int k3_load(struct eng_model *m, struct fl_err *err)
         a->layers[il].recurrent = kda_is_block(m, il);
         rc = load_layer(m, a, il, &a->layers[il], err);
     }
+    rc = rc ? rc : check_scores(m, a, err);
     return rc ? rc : set_state_dims(m, a, err);
 }
 
@@ -274,8 +288,8 @@ static int k3_moe(struct eng_ctx *c, const struct k3 *a, const struct k3_layer *
         .sel_bias = L->sel_bias,
     };
     const struct eng_moe moe = {
-        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps, .act = ENG_ACT_SITU,
-        .beta = a->situ_beta, .linear_beta = a->situ_linear_beta, .router_in = x,
+        .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps, .act = a->situ,
+        .router_in = x,
     };
     int rc = eng_moe(c, il, b, in, logits, &r, &moe, lat, err);
     if (rc)
@@ -286,8 +300,7 @@ static int k3_moe(struct eng_ctx *c, const struct k3 *a, const struct k3_layer *
         eng_matmul(c, L->routed_up, lat, n, out);
     if (L->gate_sh) {
         float *sh = eng_tmp(c, n * e);
-        eng_ffn_situ(c, x, n, L->gate_sh, L->up_sh, L->down_sh, a->situ_beta,
-                     a->situ_linear_beta, sh);
+        eng_ffn_act(c, x, n, L->gate_sh, L->up_sh, L->down_sh, &a->situ, sh);
         eng_add(c, out, sh, n * e);
     }
     return 0;
@@ -299,8 +312,7 @@ static int k3_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, const 
     const struct k3 *a = p->arch;
     const struct k3_layer *L = &a->layers[il];
     if (!L->router) {
-        eng_ffn_situ(c, x, b->n_tok, L->gate, L->up, L->down, a->situ_beta, a->situ_linear_beta,
-                     out);
+        eng_ffn_act(c, x, b->n_tok, L->gate, L->up, L->down, &a->situ, out);
         return 0;
     }
     return k3_moe(c, a, L, il, x, b, out, err);

@@ -122,12 +122,17 @@ enum eng_act {
     ENG_ACT_SITU,              /* Kimi K3's situ (model/activation.h) */
 };
 
+/* A gated activation and its constants. */
+struct eng_gated {
+    enum eng_act act;
+    float alpha, limit;      /* ENG_ACT_SWIGLU_OAI's */
+    float beta, linear_beta; /* ENG_ACT_SITU's */
+};
+
 struct eng_moe {
     const struct eng_tensor *gate, *up, *down;       /* 3-D [n_in, n_out, n_expert] */
     const struct eng_tensor *gate_b, *up_b, *down_b; /* NULL or 2-D [n_out, n_expert] F32 */
-    enum eng_act act;
-    float alpha, limit;                              /* ENG_ACT_SWIGLU_OAI's */
-    float beta, linear_beta;                         /* ENG_ACT_SITU's */
+    struct eng_gated act;
     /* What the routers read when the experts take another input (Kimi K3's
      * latent experts: x is the latent, this the full-width normed input the
      * expert source's predictor routes); NULL: x */
@@ -231,10 +236,11 @@ struct eng_backend {
     void (*add_bias)(struct eng_ctx *c, float *y, const struct eng_tensor *b, int64_t n_rows);
     /* g[i] = silu(g[i]) * u[i] */
     void (*swiglu)(struct eng_ctx *c, float *g, const float *u, int64_t n);
-    /* g[i] = situ(g[i], u[i]) (model/activation.h; may be NULL: a backend
-     * without it never runs a model that has it) */
-    void (*situ)(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
-                 float linear_beta);
+    /* g[i] = act(g[i], u[i]) for the activations other than SwiGLU
+     * (model/activation.h; may be NULL: a backend without it never runs a
+     * model whose dense FFNs have them) */
+    void (*gated)(struct eng_ctx *c, float *g, const float *u, int64_t n,
+                  const struct eng_gated *a);
     /* Kimi K3's residual mix (struct eng_res_attn; may be NULL likewise): per
      * token t, over the checkpoints stack[k] (n_ckpt of [n_tok][width]) and
      * x: s = rmsnorm(row, eps) . score, p = softmax(s over the n_ckpt + 1
@@ -414,10 +420,14 @@ static inline void eng_swiglu(struct eng_ctx *c, float *g, const float *u, int64
     c->be->swiglu(c, g, u, n);
 }
 
-static inline void eng_situ(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
-                            float linear_beta)
+/* g[i] = act(g[i], u[i]): SwiGLU through the swiglu op, the others gated. */
+static inline void eng_gated_act(struct eng_ctx *c, float *g, const float *u, int64_t n,
+                                 const struct eng_gated *a)
 {
-    c->be->situ(c, g, u, n, beta, linear_beta);
+    if (a->act == ENG_ACT_SWIGLU)
+        c->be->swiglu(c, g, u, n);
+    else
+        c->be->gated(c, g, u, n, a);
 }
 
 static inline void eng_res_mix(struct eng_ctx *c, const float *stack, int n_ckpt, const float *x,
@@ -490,10 +500,10 @@ static inline int eng_output(struct eng_ctx *c, const float *x, const struct eng
 /* Dense gated FFN (gate, up, down 2-D): out = down(silu(gate x) * up x). */
 void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
              const struct eng_tensor *up, const struct eng_tensor *down, float *out);
-/* The same with Kimi K3's situ: out = down(situ(gate x, up x)). */
-void eng_ffn_situ(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
-                  const struct eng_tensor *up, const struct eng_tensor *down, float beta,
-                  float linear_beta, float *out);
+/* The same with another gated activation: out = down(act(gate x, up x)). */
+void eng_ffn_act(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+                 const struct eng_tensor *up, const struct eng_tensor *down,
+                 const struct eng_gated *a, float *out);
 
 /* The GQA attention of the llama family and Qwen3.5's full attention, after
  * their projections and norms: RoPE on q [n_tok][n_head * hd] and k

@@ -99,27 +99,23 @@ int eng_forward(struct eng_ctx *c, const struct eng_batch *in, struct fl_err *er
     return rc;
 }
 
-void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
-             const struct eng_tensor *up, const struct eng_tensor *down, float *out)
+void eng_ffn_act(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+                 const struct eng_tensor *up, const struct eng_tensor *down,
+                 const struct eng_gated *a, float *out)
 {
     const int64_t n_ff = gate->ne[1];
     float *g = eng_tmp(c, n_tok * n_ff), *u = eng_tmp(c, n_tok * n_ff);
     const struct eng_tensor *gu[2] = { gate, up };
     eng_matmul_shared(c, 2, gu, x, n_tok, (float *const[2]){ g, u });
-    eng_swiglu(c, g, u, n_tok * n_ff);
+    eng_gated_act(c, g, u, n_tok * n_ff, a);
     eng_matmul(c, down, g, n_tok, out);
 }
 
-void eng_ffn_situ(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
-                  const struct eng_tensor *up, const struct eng_tensor *down, float beta,
-                  float linear_beta, float *out)
+void eng_ffn(struct eng_ctx *c, const float *x, int64_t n_tok, const struct eng_tensor *gate,
+             const struct eng_tensor *up, const struct eng_tensor *down, float *out)
 {
-    const int64_t n_ff = gate->ne[1];
-    float *g = eng_tmp(c, n_tok * n_ff), *u = eng_tmp(c, n_tok * n_ff);
-    const struct eng_tensor *gu[2] = { gate, up };
-    eng_matmul_shared(c, 2, gu, x, n_tok, (float *const[2]){ g, u });
-    eng_situ(c, g, u, n_tok * n_ff, beta, linear_beta);
-    eng_matmul(c, down, g, n_tok, out);
+    const struct eng_gated swiglu = { .act = ENG_ACT_SWIGLU };
+    eng_ffn_act(c, x, n_tok, gate, up, down, &swiglu, out);
 }
 
 void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float *q, float *k,

@@ -167,11 +167,11 @@ static void cpu_swiglu_op(struct eng_ctx *c, float *g, const float *u, int64_t n
     cpu_swiglu(g, u, n);
 }
 
-static void cpu_situ_op(struct eng_ctx *c, float *g, const float *u, int64_t n, float beta,
-                        float linear_beta)
+static void cpu_gated_op(struct eng_ctx *c, float *g, const float *u, int64_t n,
+                         const struct eng_gated *a)
 {
     (void)c;
-    eng_situ_f32(g, u, g, n, beta, linear_beta);
+    eng_gated_f32(a, g, u, g, n);
 }
 
 struct res_mix_job {
@@ -269,7 +269,7 @@ const struct eng_backend eng_cpu_backend = {
     .add = cpu_add_op,
     .add_bias = cpu_add_bias_op,
     .swiglu = cpu_swiglu_op,
-    .situ = cpu_situ_op,
+    .gated = cpu_gated_op,
     .res_mix = cpu_res_mix_op,
     .copy_2d = cpu_copy_2d,
     .layernorm = cpu_layernorm_op,

@@ -62,10 +62,8 @@ static void activate_expert(const struct moe_state *s, const struct expert_bufs 
     add_bias_rows(b->u, n_ff, NULL, n, m->up_b, e);
     for (int64_t i = 0; i < n; i++) {
         float *g = b->g + i * n_ff;
-        if (m->act == ENG_ACT_SWIGLU_OAI)
-            eng_swiglu_oai(g, b->u + i * n_ff, g, n_ff, m->alpha, m->limit);
-        else if (m->act == ENG_ACT_SITU)
-            eng_situ_f32(g, b->u + i * n_ff, g, n_ff, m->beta, m->linear_beta);
+        if (m->act.act != ENG_ACT_SWIGLU)
+            eng_gated_f32(&m->act, g, b->u + i * n_ff, g, n_ff);
         else
             cpu_swiglu(g, b->u + i * n_ff, n_ff);
     }

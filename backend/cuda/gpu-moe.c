@@ -20,7 +20,7 @@ static bool bias_ok(const struct eng_tensor *b, const struct eng_tensor *w)
  * expect. */
 static bool experts_supported(const struct eng_moe *e)
 {
-    if (e->act != ENG_ACT_SWIGLU && e->act != ENG_ACT_SWIGLU_OAI)
+    if (e->act.act != ENG_ACT_SWIGLU && e->act.act != ENG_ACT_SWIGLU_OAI)
         return false;
     const int64_t n_ff = e->gate->ne[1];
     if (e->up->ne[1] != n_ff || e->down->ne[0] != n_ff || e->up->ne[0] != e->gate->ne[0] ||
@@ -154,8 +154,8 @@ static struct xdev slot_expert(const struct gpu_moe *s, const uint8_t *base)
 static int activate(const struct gpu_moe *s, float *d_g, const float *d_u, int64_t n,
                     struct fl_err *err)
 {
-    if (s->e->act == ENG_ACT_SWIGLU_OAI)
-        return fl_cuda_swiglu_oai(s->g->cu, d_g, d_u, n, s->e->alpha, s->e->limit, err);
+    if (s->e->act.act == ENG_ACT_SWIGLU_OAI)
+        return fl_cuda_swiglu_oai(s->g->cu, d_g, d_u, n, s->e->act.alpha, s->e->act.limit, err);
     return fl_cuda_swiglu(s->g->cu, d_g, d_u, n, err);
 }
 
