@@ -6,7 +6,7 @@
 fl_module(cpu
   SOURCES backend/cpu/dispatch.c backend/cpu/kern-avx2.c backend/cpu/kern-avx512.c backend/cpu/kern-amx.c
           backend/cpu/threadpool.c backend/cpu/matmul.c backend/cpu/repack.c
-          backend/cpu/cpu-backend.c backend/cpu/cpu-ops.c backend/cpu/indexer.c backend/cpu/attention.c backend/cpu/attn-kernels.c
+          backend/cpu/cpu-backend.c backend/cpu/cpu-ops.c backend/cpu/indexer.c backend/cpu/msa.c backend/cpu/attention.c backend/cpu/attn-kernels.c
           backend/cpu/cpu-moe.c backend/cpu/model-repack.c backend/cpu/recurrent.c
           backend/cpu/scratch-bound.c
   DEPS model gguf base)

@@ -5,8 +5,8 @@
 fl_module(model
   SOURCES model/model.c model/forward.c model/scratch.c model/kv-cache.c model/moe-route.c
           model/activation.c model/yarn.c model/arch.c model/arch-prenorm.c model/arch-llama.c
-          model/arch-qwen3moe.c model/mla.c model/dsa.c model/kda.c model/arch-kimi-k3.c model/arch-deepseek2.c model/arch-gpt-oss.c
-          model/arch-glm4moe.c model/arch-minimax-m2.c model/arch-qwen35moe.c
+          model/arch-qwen3moe.c model/mla.c model/dsa.c model/kda.c model/msa.c model/arch-kimi-k3.c model/arch-deepseek2.c model/arch-gpt-oss.c
+          model/arch-glm4moe.c model/arch-minimax-m2.c model/arch-minimax-m3.c model/arch-qwen35moe.c
   DEPS gguf base)
 
 fl_test(test-arch2-yarn SOURCES tests/test-arch2-yarn.c MODULES model)

@@ -5,7 +5,7 @@ foreach(model qwen3moe-tiny-F16 qwen3moe-tiny-Q8_0 mixtral-tiny-Q4_K_M deepseek2
               gpt-oss-tiny-MXFP4 glm4moe-tiny-F16 glm4moe-tiny-Q8_0 minimax-m2-tiny-F16
               minimax-m2-tiny-Q8_0 qwen35moe-tiny-F16 qwen35moe-tiny-Q8_0 qwen3next-tiny-F16
               qwen3next-tiny-Q8_0 qwen3next-ssm-in-tiny-F16 deepseek32-tiny-F16 glm-dsa-tiny-F16
-              kimi-linear-tiny-F16 kimi-k3-tiny-F16)
+              kimi-linear-tiny-F16 kimi-k3-tiny-F16 minimax-m3-tiny-F16)
   fl_test(test-paged-logits-${model} SOURCES tests/test-paged-logits.c MODULES plan gguf
     ARGS tests/data/${model}.gguf TIMEOUT 120)
   add_dependencies(test-paged-logits-${model} faultline)

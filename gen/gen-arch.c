@@ -116,6 +116,15 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
         DEF(n_ff_exp, round256(w * 11 / 32));
         DEF(n_ff, round256(w * 8 / 3));
         break;
+    case GEN_ARCH_MINIMAX_M3: /* MiniMax-M3: M2's attention, a dense lead, a shared expert */
+        DEF(idx_head_dim, w >= 2048 ? 128 : 64);
+        DEF(idx_top_k, 16);
+        DEF(msa_block, 64);
+        DEF(msa_local, 1);
+        DEF(n_expert_shared, 1);
+        DEF(n_layer_dense, 1);
+        DEF(n_ff, round256(w * 8 / 3));
+        /* fall through */
     case GEN_ARCH_MINIMAX_M2: /* MiniMax-M2: 3072 wide, 48 x 128 heads, 8 kv */
         DEF(head_dim, w >= 2048 ? 128 : 64);
         DEF(n_head, max64(1, 2 * w / p->head_dim));
@@ -147,7 +156,7 @@ void gen_arch_defaults(struct gen_params *p, int64_t w)
 
 bool gen_arch_has_dense(enum gen_arch a)
 {
-    return gen_arch_is_mla(a) || a == GEN_ARCH_GLM4MOE;
+    return gen_arch_is_mla(a) || a == GEN_ARCH_GLM4MOE || a == GEN_ARCH_MINIMAX_M3;
 }
 
 bool gen_arch_is_mla(enum gen_arch a)
@@ -194,6 +203,11 @@ int gen_arch_check(const struct gen_params *p, struct fl_err *err)
         (p->ssm_n_k_head < 1 || p->ssm_n_v_head % p->ssm_n_k_head || p->ssm_d_state < 1))
         return fl_err_set(err, -EINVAL, "--ssm-heads %lld must be a multiple of --ssm-groups %lld",
                           (long long)p->ssm_n_v_head, (long long)p->ssm_n_k_head);
+    if (p->arch == GEN_ARCH_MINIMAX_M3 &&
+        (p->idx_head_dim < 2 || p->idx_head_dim % 2 || p->n_rot > p->idx_head_dim ||
+         p->idx_top_k < 1 || p->msa_block < 1 || p->msa_local > p->idx_top_k))
+        return fl_err_set(err, -EINVAL, "minimax-m3's indexer: an even --indexer-dim of at least "
+                          "the rope dims, --indexer-top-k blocks from 1, --indexer-local at most that");
     if (p->arch == GEN_ARCH_KIMI_K3 &&
         (p->expert_latent < 32 || p->expert_latent > p->n_embd || p->expert_latent % 32 ||
          p->res_block < 1))
@@ -562,6 +576,32 @@ static void minimax_m2_layer(struct tb *b, const struct gen_params *p, int il)
     routed_experts(b, p, il, true);
 }
 
+/* MiniMax-M3: M2's attention with a norm per head, a dense lead, routed and
+ * shared experts, and the sparse attention's indexer in the routed blocks. */
+static void minimax_m3_layer(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t nq = p->n_head * p->head_dim, nkv = p->n_head_kv * p->head_dim, e = p->n_embd;
+    const int64_t d = p->idx_head_dim;
+    norm(b, il, "attn_norm.weight", e);
+    mat(b, il, "attn_q.weight", false, e, nq, 0);
+    mat(b, il, "attn_k.weight", false, e, nkv, 0);
+    mat(b, il, "attn_v.weight", false, e, nkv, 0);
+    mat(b, il, "attn_output.weight", true, nq, e, 0);
+    norm(b, il, "attn_q_norm.weight", p->head_dim);
+    norm(b, il, "attn_k_norm.weight", p->head_dim);
+    norm(b, il, "ffn_norm.weight", e);
+    if (il < p->n_layer_dense) {
+        swiglu_ffn(b, p, il, "", p->n_ff);
+        return;
+    }
+    routed_experts(b, p, il, true);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
+    mat(b, il, "indexer.q_proj.weight", false, e, p->n_head_kv * d, 0);
+    mat(b, il, "indexer.k_proj.weight", false, e, d, 0);
+    norm(b, il, "indexer.q_norm.weight", d);
+    norm(b, il, "indexer.k_norm.weight", d);
+}
+
 /* Qwen3.5's blocks: Gated DeltaNet but every fourth (full_attention_interval). */
 static bool qwen35_recurrent(int il)
 {
@@ -637,6 +677,7 @@ int gen_arch_tensors(struct gen_plan *plan)
         case GEN_ARCH_GPT_OSS: gpt_oss_layer(&b, p, il); break;
         case GEN_ARCH_GLM4MOE: glm4moe_layer(&b, p, il); break;
         case GEN_ARCH_MINIMAX_M2: minimax_m2_layer(&b, p, il); break;
+        case GEN_ARCH_MINIMAX_M3: minimax_m3_layer(&b, p, il); break;
         case GEN_ARCH_QWEN35MOE:
         case GEN_ARCH_QWEN3NEXT: qwen35moe_layer(&b, p, il); break;
         default: gqa_layer(&b, p, il); break;
@@ -699,7 +740,8 @@ static const char *vocab_pre(enum gen_arch a)
 {
     switch (a) {
     case GEN_ARCH_GLM4MOE: return "glm4";
-    case GEN_ARCH_MINIMAX_M2: return "minimax-m2";
+    case GEN_ARCH_MINIMAX_M2:
+    case GEN_ARCH_MINIMAX_M3: return "minimax-m2";
     case GEN_ARCH_QWEN35MOE: return "qwen35";
     case GEN_ARCH_QWEN3NEXT: return "qwen2";
     default: return "gpt-2";
@@ -779,6 +821,31 @@ static void kint_arr(struct kw *k, const char *suffix, const int32_t *v, uint64_
     char key[128];
     if (!k->rc)
         k->rc = gguf_writer_kv_arr(k->w, akey(k, suffix, key, sizeof(key)), GGUF_VT_INT32, v, n);
+}
+
+/* MiniMax-M3: M2's keys but feed_forward_length the dense blocks' width,
+ * plus the dense lead, the shared expert, renormalisation and the sparse
+ * attention's indexer. */
+static void minimax_m3_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "feed_forward_length", p->n_ff); /* the dense blocks' width */
+    ku32(k, "attention.head_count_kv", p->n_head_kv);
+    ku32(k, "attention.key_length", p->head_dim);
+    ku32(k, "attention.value_length", p->head_dim);
+    ku32(k, "rope.dimension_count", p->n_rot);
+    kf32(k, "rope.freq_base", 5e6f);
+    kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
+    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
+    ku32(k, "expert_gating_func", 2); /* sigmoid */
+    ku32(k, "leading_dense_block_count", p->n_layer_dense);
+    ku32(k, "expert_shared_count", p->n_expert_shared);
+    kf32(k, "expert_weights_scale", 2.0f);
+    kbool(k, "expert_weights_norm", true);
+    ku32(k, "attention.indexer.head_count", p->n_head_kv);
+    ku32(k, "attention.indexer.key_length", p->idx_head_dim);
+    ku32(k, "attention.indexer.top_k", p->idx_top_k);
+    ku32(k, "attention.indexer.block_size", p->msa_block);
+    ku32(k, "attention.indexer.local_blocks", p->msa_local);
 }
 
 /* Qwen3.5 MoE: M-RoPE sections that give text positions plain NEOX RoPE
@@ -939,6 +1006,9 @@ int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w)
         break;
     case GEN_ARCH_MINIMAX_M2:
         minimax_m2_hparams(&k, p);
+        break;
+    case GEN_ARCH_MINIMAX_M3:
+        minimax_m3_hparams(&k, p);
         break;
     case GEN_ARCH_QWEN35MOE:
     case GEN_ARCH_QWEN3NEXT:

@@ -36,6 +36,7 @@ static const char *const arch_names[GEN_ARCH_COUNT] = {
     [GEN_ARCH_GLM_DSA] = "glm-dsa",
     [GEN_ARCH_KIMI_LINEAR] = "kimi-linear",
     [GEN_ARCH_KIMI_K3] = "kimi-k3",
+    [GEN_ARCH_MINIMAX_M3] = "minimax-m3",
 };
 
 const char *gen_arch_name(enum gen_arch a)
@@ -236,6 +237,8 @@ static int check_ranges(const struct gen_params *p, bool free_ok, struct fl_err 
         { "v_head", p->v_head, 1024, false },
         { "--expert-latent", p->expert_latent, 1 << 16, false },
         { "--res-block", p->res_block, 4096, false },
+        { "--indexer-block", p->msa_block, 1 << 16, false },
+        { "--indexer-local", p->msa_local, 1 << 16, false },
         { "--ssm-state", p->ssm_d_state, 1024, false },
         { "--ssm-groups", p->ssm_n_k_head, 1024, false },
         { "--ssm-heads", p->ssm_n_v_head, 1024, false },

@@ -36,6 +36,7 @@ enum gen_arch {
     GEN_ARCH_GLM_DSA,     /* the same as GLM-5 writes it */
     GEN_ARCH_KIMI_LINEAR, /* Kimi Delta Attention blocks and MLA without rope */
     GEN_ARCH_KIMI_K3,     /* kimi-linear with residual attention, latent experts, situ */
+    GEN_ARCH_MINIMAX_M3,  /* MiniMax-M2's attention with MiniMax Sparse Attention */
     GEN_ARCH_COUNT
 };
 
@@ -71,6 +72,9 @@ struct gen_params {
     int64_t q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head; /* deepseek2 MLA */
     int64_t idx_n_head, idx_head_dim, idx_top_k; /* deepseek32, glm-dsa: the lightning
                                                     indexer (glm-dsa: full every other block) */
+    int64_t msa_block, msa_local;     /* minimax-m3: positions per block; local blocks
+                                         (its indexer: --indexer-dim, --indexer-top-k
+                                         blocks, one head per KV head) */
     int64_t expert_latent, res_block; /* kimi-k3: the routed experts' width; every
                                          res_block-th block banks its input */
     int64_t n_expert_groups, n_expert_groups_used; /* deepseek2: DeepSeek-V3's group-limited

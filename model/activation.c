@@ -3,8 +3,6 @@
 
 #include <math.h>
 
-#include "model/backend.h"
-
 void eng_swiglu_oai(const float *gate, const float *up, float *out, int64_t n, float alpha,
                     float limit)
 {

@@ -10,7 +10,19 @@
 
 #include <stdint.h>
 
-struct eng_gated;
+/* The gated activation between a FFN's (gate, up) and down products. */
+enum eng_act {
+    ENG_ACT_SWIGLU = 0,        /* silu(gate) * up (ggml_swiglu_split) */
+    ENG_ACT_SWIGLU_OAI,        /* gpt-oss's clamped form (below) */
+    ENG_ACT_SITU,              /* Kimi K3's situ (below) */
+};
+
+/* A gated activation and its constants. */
+struct eng_gated {
+    enum eng_act act;
+    float alpha, limit;      /* ENG_ACT_SWIGLU_OAI's */
+    float beta, linear_beta; /* ENG_ACT_SITU's */
+};
 
 #define ENG_OAI_ALPHA 1.702f
 #define ENG_OAI_LIMIT 7.0f

@@ -22,6 +22,7 @@
 #include "gguf/tensor-types.h"
 #include "model/arch-prenorm.h"
 #include "model/arch.h"
+#include "model/msa.h"
 
 struct llama_layer {
     const struct eng_tensor *attn_norm, *wq, *wk, *wv, *wo, *wo_b, *q_norm, *k_norm;
@@ -30,10 +31,13 @@ struct llama_layer {
     const struct eng_tensor *gate_inp, *sel_bias, *gate_exps, *up_exps, *down_exps; /* MoE */
     const struct eng_tensor *gate_sh, *up_sh, *down_sh;                  /* shared expert */
     const struct eng_tensor *ffn_gate, *ffn_up, *ffn_down;               /* dense */
+    struct msa_tensors msa;                                              /* sparse attention */
 };
 
 struct llama_data {
     struct eng_llama_opts o;
+    struct eng_msa msa;
+    bool *msa_layers;  /* [n_trunk] */
     int n_trunk; /* blocks run: block_count minus the nextn blocks */
     struct llama_layer *layers;
 };
@@ -82,6 +86,7 @@ static int load_ffn(struct eng_model *m, int l, struct llama_layer *L, int64_t n
     const struct eng_hparams *hp = &m->hp;
     const struct llama_data *d = m->arch_data;
     const int64_t E = hp->n_embd;
+    int rc;
     if (hp->n_expert == 0 || (d->o.biased_routing && l < hp->n_layer_dense_lead))
         return load_dense(m, l, L, err);
     const int64_t X = hp->n_expert;
@@ -94,6 +99,8 @@ static int load_ffn(struct eng_model *m, int l, struct llama_layer *L, int64_t n
     if (L->gate_inp->type != FL_TYPE_F32)
         return fl_err_set(err, -EINVAL, "%s: blk.%d.ffn_gate_inp.weight must be F32",
                           gguf_name(m->gguf), l);
+    if (d->o.msa && (rc = msa_find_tensors(m, l, &d->msa, &L->msa, err)))
+        return rc;
     return d->o.biased_routing ? load_biased(m, l, L, n_ff_exp, err) : 0;
 }
 
@@ -210,6 +217,18 @@ static int load_routing(struct eng_model *m, struct llama_data *d, struct fl_err
     return 0;
 }
 
+/* MiniMax's sparse attention: its sizes; its indexer keys ride at the end
+ * of the V rows, which stay F16, and the device has no selection. */
+static int load_msa(struct eng_model *m, struct llama_data *d, struct fl_err *err)
+{
+    m->hp.attention_host_only = "sparse attention (MiniMax's block selection)";
+    m->hp.kv_f16_only = "MiniMax's sparse attention keeps its indexer keys in the V rows";
+    int rc = msa_load_dims(m, &d->msa, err);
+    m->hp.msa = (struct eng_msa_sizes){ .n_head = d->msa.n_head, .block = d->msa.block,
+                                        .top_k = d->msa.top_k, .head_dim = d->msa.head_dim };
+    return rc;
+}
+
 int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, struct fl_err *err)
 {
     struct llama_data *d = calloc(1, sizeof(*d));
@@ -219,6 +238,7 @@ int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, s
     m->arch_data = d;
     int rc = eng_model_load_common_hparams(m, err);
     rc = rc ? rc : load_routing(m, d, err);
+    rc = rc ? rc : o->msa ? load_msa(m, d, err) : 0;
     if (rc)
         return rc;
     struct eng_hparams *hp = &m->hp;
@@ -237,7 +257,8 @@ int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, s
     if (!m->output)
         m->output = m->embd; /* tied head */
     d->layers = calloc((size_t)d->n_trunk, sizeof(*d->layers));
-    if (!d->layers)
+    d->msa_layers = calloc((size_t)d->n_trunk, sizeof(*d->msa_layers));
+    if (!d->layers || !d->msa_layers)
         return fl_err_set(err, -ENOMEM, "out of memory");
     for (int l = 0; l < d->n_trunk; l++) {
         const struct llama_layer *L = &d->layers[l];
@@ -248,14 +269,20 @@ int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, s
     rc = eng_model_default_kv_dims(m, err);
     for (int64_t l = d->n_trunk; !rc && l < hp->n_layer; l++)
         m->kv_k_dim[l] = m->kv_v_dim[l] = 0; /* nextn blocks cache nothing */
+    for (int l = 0; !rc && l < d->n_trunk; l++)
+        if ((d->msa_layers[l] = d->layers[l].msa.q_proj)) /* the indexer key after the values */
+            m->kv_v_dim[l] += d->msa.head_dim;
+    hp->msa_layers = d->o.msa ? d->msa_layers : NULL;
     return rc;
 }
 
 void eng_llama_family_unload(struct eng_model *m)
 {
     struct llama_data *d = m->arch_data;
-    if (d)
+    if (d) {
         free(d->layers);
+        free(d->msa_layers);
+    }
     free(d);
     m->arch_data = NULL;
 }
@@ -289,7 +316,10 @@ static void llama_attention(struct eng_ctx *c, const struct eng_prenorm *p, int 
         eng_rmsnorm(c, q, q, L->q_norm, dk, n * hp->n_head, dk, hp->rms_eps);
         eng_rmsnorm(c, k, k, L->k_norm, dk, n * hp->n_head_kv, dk, hp->rms_eps);
     }
-    eng_gqa_attend(c, il, b, q, k, v, p->pass, a); /* key_length = value_length: checked */
+    if (L->msa.q_proj)
+        msa_attend(c, il, &d->msa, &L->msa, x, b, q, k, v, p->pass, a);
+    else
+        eng_gqa_attend(c, il, b, q, k, v, p->pass, a); /* key_length = value_length: checked */
     eng_matmul(c, L->wo, a, n, out);
     if (L->wo_b)
         eng_add_bias(c, out, L->wo_b, n);
@@ -301,9 +331,10 @@ static int llama_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, con
                      const struct eng_batch *b, float *out, struct fl_err *err)
 {
     const struct eng_hparams *hp = &c->m->hp;
-    const struct llama_layer *L = &((const struct llama_data *)p->arch)->layers[il];
+    const struct llama_data *d = p->arch;
+    const struct llama_layer *L = &d->layers[il];
     if (!L->gate_inp) {
-        eng_ffn(c, x, b->n_tok, L->ffn_gate, L->ffn_up, L->ffn_down, out);
+        eng_ffn_act(c, x, b->n_tok, L->ffn_gate, L->ffn_up, L->ffn_down, &d->o.act, out);
         return 0;
     }
     float *logits = eng_tmp(c, b->n_tok * hp->n_expert);
@@ -311,12 +342,13 @@ static int llama_ffn(struct eng_ctx *c, const struct eng_prenorm *p, int il, con
     const struct eng_route r = { .n_expert = hp->n_expert, .k = hp->n_expert_used,
                                  .gating = hp->gating, .norm = hp->expert_weights_norm,
                                  .scale = hp->expert_weights_scale, .sel_bias = L->sel_bias };
-    const struct eng_moe e = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps };
+    const struct eng_moe e = { .gate = L->gate_exps, .up = L->up_exps, .down = L->down_exps,
+                               .act = d->o.act };
     int rc = eng_moe(c, il, b, x, logits, &r, &e, out, err);
     if (rc || !L->gate_sh)
         return rc;
     float *sh = eng_tmp(c, b->n_tok * hp->n_embd);
-    eng_ffn(c, x, b->n_tok, L->gate_sh, L->up_sh, L->down_sh, sh);
+    eng_ffn_act(c, x, b->n_tok, L->gate_sh, L->up_sh, L->down_sh, &d->o.act, sh);
     eng_add(c, out, sh, b->n_tok * hp->n_embd);
     return 0;
 }

@@ -13,6 +13,7 @@ extern const struct eng_arch eng_arch_kimi_k3;   /* model/arch-kimi-k3.c */
 extern const struct eng_arch eng_arch_gpt_oss;   /* model/arch-gpt-oss.c */
 extern const struct eng_arch eng_arch_glm4moe;   /* model/arch-glm4moe.c */
 extern const struct eng_arch eng_arch_minimax_m2; /* model/arch-minimax-m2.c */
+extern const struct eng_arch eng_arch_minimax_m3; /* model/arch-minimax-m3.c */
 extern const struct eng_arch eng_arch_qwen35moe; /* model/arch-qwen35moe.c */
 extern const struct eng_arch eng_arch_qwen3next; /* model/arch-qwen35moe.c */
 
@@ -27,6 +28,7 @@ static const struct eng_arch *const archs[] = {
     &eng_arch_gpt_oss,
     &eng_arch_glm4moe,
     &eng_arch_minimax_m2,
+    &eng_arch_minimax_m3,
     &eng_arch_qwen35moe,
     &eng_arch_qwen3next,
 };

@@ -9,6 +9,7 @@
 #define FL_ARCH_H
 
 #include "base/error.h"
+#include "model/activation.h"
 #include "model/model.h"
 
 struct eng_ctx;
@@ -103,6 +104,8 @@ struct eng_llama_opts {
     bool biased_routing;
     enum eng_gating gating_default;
     bool norm_always;
+    struct eng_gated act;      /* every FFN's (zero: SwiGLU) */
+    bool msa;                  /* MiniMax's sparse attention in the routed blocks (model/msa.h) */
 };
 int eng_llama_family_load(struct eng_model *m, const struct eng_llama_opts *o, struct fl_err *err);
 void eng_llama_family_unload(struct eng_model *m);

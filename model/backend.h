@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "model/activation.h"
 #include "model/arch.h"
 #include "model/expert-source.h"
 #include "model/model.h"
@@ -88,12 +89,30 @@ struct eng_attn {
     const struct eng_attn_sel *sel; /* NULL, or the only positions each query reads (DSA) */
 };
 
-/* DeepSeek's sparse attention (model/dsa.h): the positions each query of a
- * batch reads, chosen by the lightning indexer. Host memory. */
+/* Sparse attention's choice: the positions each query of a batch reads,
+ * one set per token (DeepSeek's lightning indexer, model/dsa.h) or, per_kv,
+ * one per token and KV head (MiniMax's block selection, model/msa.h): row
+ * r = t, or t * n_head_kv + g. Host memory. */
 struct eng_attn_sel {
-    int32_t *pos;  /* [n_tok][stride]: token t's positions, ascending */
-    int32_t *n;    /* [n_tok]: how many; -1: every position up to its own */
-    int stride;    /* the indexer's top_k */
+    int32_t *pos;  /* [rows][stride]: the row's positions, ascending */
+    int32_t *n;    /* [rows]: how many; -1: every position up to its own */
+    int stride;    /* the most a row holds */
+    bool per_kv;
+};
+
+static inline int64_t eng_attn_sel_row(const struct eng_attn_sel *s, int t, int g, int n_head_kv)
+{
+    return s->per_kv ? (int64_t)t * n_head_kv + g : t;
+}
+
+/* MiniMax's sparse attention (model/msa.h): n_head indexer heads (one per
+ * KV head) of head_dim against one key per position, kept in the layer's V
+ * rows from float key_off on; positions in blocks of `block`; each query
+ * and KV head reads the top_k blocks (its own local blocks first). */
+struct eng_msa {
+    int n_head;
+    int64_t head_dim, key_off;
+    int block, top_k, local;
 };
 
 /* The lightning indexer's sizes: n_head query heads of head_dim against one
@@ -113,20 +132,6 @@ struct eng_route {
     /* DeepSeek-V3's group-limited choice: n_groups > 1 consecutive groups of
      * experts, only the n_group_used best of which may be chosen (0: none) */
     int n_groups, n_group_used;
-};
-
-/* The gated activation between an expert's (gate, up) and down products. */
-enum eng_act {
-    ENG_ACT_SWIGLU = 0,        /* silu(gate) * up (ggml_swiglu_split) */
-    ENG_ACT_SWIGLU_OAI,        /* gpt-oss's clamped form (model/activation.h) */
-    ENG_ACT_SITU,              /* Kimi K3's situ (model/activation.h) */
-};
-
-/* A gated activation and its constants. */
-struct eng_gated {
-    enum eng_act act;
-    float alpha, limit;      /* ENG_ACT_SWIGLU_OAI's */
-    float beta, linear_beta; /* ENG_ACT_SITU's */
 };
 
 struct eng_moe {
@@ -270,6 +275,14 @@ struct eng_backend {
      * as llama.cpp pre-scales it). */
     void (*indexer)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
                     const float *w, const struct eng_indexer *p, const struct eng_attn_sel *sel);
+    /* MiniMax's block selection (may be NULL likewise): for each token t and
+     * indexer head g, per block of positions up to its own the largest
+     * q[t][g] . k_j (k_j: the layer's V row at j from p->key_off, F16), the
+     * p->local newest blocks forced, the top_k blocks' positions ascending
+     * into sel's row t * n_head + g (n = -1 when it sees no more than top_k
+     * blocks). q [n_tok][n_head * head_dim]. */
+    void (*msa_select)(struct eng_ctx *c, int layer, const struct eng_batch *b, const float *q,
+                       const struct eng_msa *p, const struct eng_attn_sel *sel);
     /* Recurrent layers (may be NULL: a backend without them never runs a
      * model that has them). out[t] = silu(causal depthwise conv of the
      * sequence's window then x's rows, kernel w F32 [d_conv][width]) over
@@ -461,6 +474,13 @@ static inline void eng_indexer(struct eng_ctx *c, int layer, const struct eng_ba
                                const struct eng_attn_sel *sel)
 {
     c->be->indexer(c, layer, b, q, w, p, sel);
+}
+
+static inline void eng_msa_select(struct eng_ctx *c, int layer, const struct eng_batch *b,
+                                  const float *q, const struct eng_msa *p,
+                                  const struct eng_attn_sel *sel)
+{
+    c->be->msa_select(c, layer, b, q, p, sel);
 }
 
 static inline void eng_ssm_conv(struct eng_ctx *c, int layer, const struct eng_batch *b,

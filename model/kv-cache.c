@@ -159,6 +159,10 @@ int eng_kv_create(const struct eng_model *m, int n_ctx, int n_seq, enum fl_type 
         return fl_err_set(err, -EINVAL, "a KV cache cannot hold %s", fl_type_name(
                               eng_kv_type_name(type_k) ? type_v : type_k));
     type_v = v_type(m, type_k, type_v);
+    if (m->hp.kv_f16_only && (type_k != FL_TYPE_F16 || type_v != FL_TYPE_F16))
+        return fl_err_set(err, -EINVAL, "%s: the KV cache stays F16 (-ctk/-ctv %s/%s are not "
+                          "supported)", m->hp.kv_f16_only, eng_kv_type_name(type_k),
+                          eng_kv_type_name(type_v));
     if ((rc = check_blocks(m, type_k, "K", m->kv_k_dim, m->hp.n_embd_head_k, err)) ||
         (rc = check_blocks(m, type_v, "V", m->kv_v_dim, m->hp.n_embd_head_v, err)))
         return rc;

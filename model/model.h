@@ -81,6 +81,12 @@ struct eng_hparams {
     /* Why the device cannot run this model's attention (NULL: it can):
      * the KV cache and attention stay on the host with a GPU */
     const char *attention_host_only;
+    /* MiniMax's sparse attention (model/msa.h; all 0 without): its sizes,
+     * and which blocks have it (msa_layers[il]; NULL: none) */
+    struct eng_msa_sizes { int n_head, block, top_k; int64_t head_dim; } msa;
+    const bool *msa_layers;
+    /* Why the KV cache must stay F16 (NULL: -ctk/-ctv may quantize it) */
+    const char *kv_f16_only;
 };
 
 struct eng_arch;

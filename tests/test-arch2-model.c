@@ -319,5 +319,18 @@ int main(void)
         CHECK(0, "cannot read tests/data/kimi-k3-tiny-F16.gguf");
     }
     free(k3.data);
+    /* MiniMax-M3: the sparse attention's keys and tensors */
+    struct blob m3 = { NULL, 0 };
+    if (slurp("tests/data/minimax-m3-tiny-F16.gguf", &m3) == 0) {
+        const char *f = "tests/data/minimax-m3-tiny-F16.gguf";
+        check_broken(&m3, f, "minimax-m3.attention.indexer.block_size", "indexer.block_size");
+        check_broken(&m3, f, "minimax-m3.attention.indexer.local_blocks", "indexer.local_blocks");
+        check_broken(&m3, f, "blk.1.indexer.k_proj.weight", "indexer.k_proj");
+        check_broken(&m3, f, "blk.2.indexer.q_norm.weight", "indexer.q_norm");
+        check_broken(&m3, f, "blk.1.ffn_up_shexp.weight", "ffn_up_shexp");
+    } else {
+        CHECK(0, "cannot read tests/data/minimax-m3-tiny-F16.gguf");
+    }
+    free(m3.data);
     return check_summary("test-arch2-model");
 }

@@ -745,7 +745,8 @@ int main(int argc, char **argv)
                                           "qwen35moe-tiny-Q8_0", "qwen3next-tiny-F16",
                                           "qwen3next-tiny-Q8_0", "qwen3next-ssm-in-tiny-F16",
                                           "deepseek32-tiny-F16", "glm-dsa-tiny-F16",
-                                          "kimi-linear-tiny-F16", "kimi-k3-tiny-F16" };
+                                          "kimi-linear-tiny-F16", "kimi-k3-tiny-F16",
+                                          "minimax-m3-tiny-F16" };
     uint64_t vram;
     const char *why;
     const bool found = eng_gpu_detect(&vram, &why), device = found && on_device;

@@ -51,6 +51,7 @@ static const char *const ref_model[GEN_ARCH_COUNT] = {
     [GEN_ARCH_GLM_DSA] = "tests/data/glm-dsa-tiny-F16.gguf",
     [GEN_ARCH_KIMI_LINEAR] = "tests/data/kimi-linear-tiny-F16.gguf",
     [GEN_ARCH_KIMI_K3] = "tests/data/kimi-k3-tiny-F16.gguf",
+    [GEN_ARCH_MINIMAX_M3] = "tests/data/minimax-m3-tiny-F16.gguf",
 };
 
 /* --- shape rules -------------------------------------------------------------- */
@@ -187,6 +188,23 @@ static const struct rule rules_glm4moe[] = {
     { NULL, 0, NULL },
 };
 
+/* MiniMax-M3: per-head QK norms, a dense lead, shared experts, and the
+ * sparse attention's indexer in the MoE blocks. */
+static const struct rule rules_minimax_m3[] = {
+    { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_k.weight", 'A', "D,K" },
+    { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_output.weight", 'A', "Q,D" },
+    { "blk.#.attn_q_norm.weight", 'A', "H" }, { "blk.#.attn_k_norm.weight", 'A', "H" },
+    { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate.weight", 'D', "D,dff" },
+    { "blk.#.ffn_up.weight", 'D', "D,dff" }, { "blk.#.ffn_down.weight", 'D', "dff,D" },
+    { "blk.#.ffn_gate_inp.weight", 'M', "D,X" }, { "blk.#.exp_probs_b.bias", 'M', "X" },
+    { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" },
+    { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" }, { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" },
+    { "blk.#.ffn_up_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
+    { "blk.#.indexer.q_proj.weight", 'M', "D,iqk" }, { "blk.#.indexer.k_proj.weight", 'M', "D,id" },
+    { "blk.#.indexer.q_norm.weight", 'M', "id" }, { "blk.#.indexer.k_norm.weight", 'M', "id" },
+    { NULL, 0, NULL },
+};
+
 static const struct rule rules_minimax_m2[] = {
     { "blk.#.attn_q.weight", 'A', "D,Q" }, { "blk.#.attn_k.weight", 'A', "D,K" },
     { "blk.#.attn_v.weight", 'A', "D,K" }, { "blk.#.attn_output.weight", 'A', "Q,D" },
@@ -247,6 +265,9 @@ static int64_t sym(const struct gguf_file *f, const char *arch, const char *s)
     if (!strcmp(s, "kd")) return kv_int(f, arch, "kda.head_dim");
     if (!strcmp(s, "kw")) return N * kv_int(f, arch, "kda.head_dim");
     if (!strcmp(s, "la")) return kv_int(f, arch, "expert_latent_length");
+    if (!strcmp(s, "iqk")) /* one indexer head per KV head */
+        return kv_int(f, arch, "attention.indexer.key_length") *
+               kv_int(f, arch, "attention.indexer.head_count");
     if (!strcmp(s, "D2")) return 2 * D;
     if (!strcmp(s, "V")) return gguf_get_arr(f, "tokenizer.ggml.tokens", &toks) ? -1 : (int64_t)toks->arr.n;
     if (!strcmp(s, "X")) return kv_int(f, arch, "expert_count");
@@ -291,6 +312,7 @@ static const struct rule *rules_for(enum gen_arch a)
     case GEN_ARCH_GPT_OSS: return rules_gpt_oss;
     case GEN_ARCH_GLM4MOE: return rules_glm4moe;
     case GEN_ARCH_MINIMAX_M2: return rules_minimax_m2;
+    case GEN_ARCH_MINIMAX_M3: return rules_minimax_m3;
     case GEN_ARCH_QWEN35MOE:
     case GEN_ARCH_QWEN3NEXT: return rules_qwen35;
     case GEN_ARCH_KIMI_LINEAR: return rules_kimi_linear;
@@ -570,6 +592,12 @@ static struct gen_params small(enum gen_arch a, uint32_t type, uint64_t seed)
     }
     if (a == GEN_ARCH_GLM4MOE)
         p.n_ff = 512;
+    if (a == GEN_ARCH_MINIMAX_M3) { /* block 0 dense, 1-2 sparse */
+        p.n_ff = 512;
+        p.n_expert_shared = 2;
+        p.idx_head_dim = 48;
+        p.n_rot = 16;
+    }
     if (gen_arch_is_kimi(a)) /* blocks 0, 1 KDA (0 dense), 2 MLA */
         p.ssm_d_state = 40;
     if (a == GEN_ARCH_KIMI_K3) { /* latent experts of whole Q4_K blocks, unlike n_embd */

@@ -390,7 +390,12 @@ static void test_sparse(void)
           "glm-dsa-tiny: no sparse attention line in:\n%s", r.out);
     run_inspect(&r, NULL, (char *[]){ (char *)data_path("deepseek2-tiny-F16.gguf"), NULL }, NULL);
     CHECK(r.status == 0 && !strstr(r.out, "sparse attention"), "deepseek2-tiny: a sparse line");
-    printf("ok   sparse attention: glm-dsa-tiny's 2 indexer layers, top 8; none in deepseek2\n");
+    run_inspect(&r, NULL, (char *[]){ (char *)data_path("minimax-m3-tiny-F16.gguf"), NULL }, NULL);
+    CHECK(r.status == 0 && strstr(r.out, "sparse attention: MiniMax's block selection in 2 layers, "
+                                         "each query reads its top 2 blocks of 4 positions\n"),
+          "minimax-m3-tiny: no block selection line in:\n%s", r.out);
+    printf("ok   sparse attention: glm-dsa-tiny's 2 indexer layers, top 8; none in deepseek2; "
+           "minimax-m3-tiny's 2 layers, 2 blocks of 4\n");
 }
 
 /* Linear attention's kind, layers and state per sequence: kimi-linear-tiny

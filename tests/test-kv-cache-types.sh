@@ -100,4 +100,5 @@ refused 2 "not a KV cache type" -- -m tests/data/qwen3moe-tiny-Q8_0.gguf -ctv q4
 refused 1 "whole 32-value blocks" -- -m tests/data/deepseek2-tiny-F16.gguf -ctk q8_0 # rows of 80
 gen --arch qwen3moe --type Q8_0 --head-dim 48 -o "$dir/h48.gguf"
 refused 1 "whole 32-value blocks" -- -m "$dir/h48.gguf" -ctv q8_0
+refused 1 "the KV cache stays F16" -- -m tests/data/minimax-m3-tiny-F16.gguf -ctk q8_0 # MSA's keys
 echo "ok: $(wc -l < "$dir/results") references, refusals"

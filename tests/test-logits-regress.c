@@ -102,6 +102,10 @@ static const struct model models[] = {
     { "kimi-k3-tiny-F16", "tests/data/kimi-k3-tiny-F16.gguf", NULL, NULL, false },
     { "gen-kimi-k3-Q8_0", NULL, "kimi-k3", "Q8_0", false },
     { "gen-kimi-k3-Q4_K", NULL, "kimi-k3", "Q4_K", false },
+    /* MiniMax-M3 (avx2 data from an AVX2 host) */
+    { "minimax-m3-tiny-F16", "tests/data/minimax-m3-tiny-F16.gguf", NULL, NULL, false },
+    { "gen-minimax-m3-Q8_0", NULL, "minimax-m3", "Q8_0", false },
+    { "gen-minimax-m3-Q4_K", NULL, "minimax-m3", "Q4_K", false },
 };
 #define N_MODELS (int)(sizeof(models) / sizeof(models[0]))
 

@@ -143,7 +143,7 @@ int main(void)
                                           "qwen35moe-tiny-Q8_0", "qwen3next-tiny-F16",
                                           "qwen3next-ssm-in-tiny-F16", "deepseek32-tiny-F16",
                                           "glm-dsa-tiny-F16", "kimi-linear-tiny-F16",
-                                          "kimi-k3-tiny-F16" };
+                                          "kimi-k3-tiny-F16", "minimax-m3-tiny-F16" };
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/tests/data/%s.gguf", dir, models[i]);

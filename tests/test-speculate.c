@@ -419,6 +419,7 @@ int main(void)
         { "qwen3moe-tiny-Q8_0", FL_TYPE_Q8_0, false }, { "qwen35moe-tiny-Q8_0", 0, true },
         { "qwen3next-tiny-F16", 0, false },   { "glm-dsa-tiny-F16", 0, false },
         { "kimi-linear-tiny-F16", 0, false }, { "kimi-k3-tiny-F16", 0, false },
+        { "minimax-m3-tiny-F16", 0, false },
     };
     uint64_t vram;
     const char *why;

@@ -25,7 +25,8 @@ static void usage(FILE *out)
         "Writes a synthetic MoE model with random weights that llama.cpp and faultline load.\n"
         "  --arch ARCH        qwen3moe, llama (Mixtral layout), deepseek2, gpt-oss, glm4moe,\n"
         "                     minimax-m2, qwen35moe, qwen3next, deepseek32 (DeepSeek V3.2),\n"
-        "                     glm-dsa (GLM-5), kimi-linear (Kimi-Linear), kimi-k3 (Kimi K3)\n"
+        "                     glm-dsa (GLM-5), kimi-linear (Kimi-Linear), kimi-k3 (Kimi K3),\n"
+        "                     minimax-m3 (MiniMax-M3)\n"
         "  --size SIZE        target file size, e.g. 256M, 20G: picks the width, the layer\n"
         "                     and expert counts left free (default 1G unless --layers)\n"
         "  --type TYPE        F16, Q8_0, Q4_K or MXFP4 for the big matrices (default Q8_0)\n"
@@ -41,7 +42,11 @@ static void usage(FILE *out)
         "  --indexer-heads N --indexer-dim N --indexer-top-k N\n"
         "                     (deepseek32, glm-dsa: the sparse attention's lightning indexer;\n"
         "                     default top-k 2048 as DeepSeek V3.2; glm-dsa's blocks alternate\n"
-        "                     a full indexer and one that reuses its choice)\n"
+        "                     a full indexer and one that reuses its choice; minimax-m3:\n"
+        "                     one head per KV head, top-k in blocks, default 16)\n"
+        "  --indexer-block N --indexer-local N\n"
+        "                     (minimax-m3: positions per block, default 64; the newest\n"
+        "                     blocks always read, default 1)\n"
         "  --ssm-state N --ssm-groups N --ssm-heads N\n"
         "                     (qwen35moe, qwen3next: Gated DeltaNet head dims, key heads,\n"
         "                     value heads; kimi-linear: --ssm-state is the KDA head dim,\n"
@@ -65,7 +70,7 @@ static void usage(FILE *out)
 enum { O_ARCH = 256, O_SIZE, O_TYPE, O_SEED, O_EMBD, O_LAYERS, O_EXPERTS, O_TOPK, O_EFF,
        O_FF, O_HEADS, O_HKV, O_HDIM, O_ROT, O_SHARED, O_DENSE, O_SKEW, O_THREADS, O_DRY, O_FORCE,
        O_SSM_STATE, O_SSM_GROUPS, O_SSM_HEADS, O_SSM_IN, O_VOCAB, O_IDX_HEADS, O_IDX_DIM,
-       O_IDX_TOPK, O_LATENT, O_RES_BLOCK };
+       O_IDX_TOPK, O_LATENT, O_RES_BLOCK, O_IDX_BLOCK, O_IDX_LOCAL };
 
 static const struct option long_opts[] = {
     { "arch", required_argument, 0, O_ARCH }, { "size", required_argument, 0, O_SIZE },
@@ -87,6 +92,8 @@ static const struct option long_opts[] = {
     { "indexer-top-k", required_argument, 0, O_IDX_TOPK },
     { "expert-latent", required_argument, 0, O_LATENT },
     { "res-block", required_argument, 0, O_RES_BLOCK },
+    { "indexer-block", required_argument, 0, O_IDX_BLOCK },
+    { "indexer-local", required_argument, 0, O_IDX_LOCAL },
     { "quiet", no_argument, 0, 'q' }, { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
 };
 
@@ -143,6 +150,8 @@ static int64_t *count_field(struct gen_params *p, int o)
     case O_IDX_TOPK: return &p->idx_top_k;
     case O_LATENT: return &p->expert_latent;
     case O_RES_BLOCK: return &p->res_block;
+    case O_IDX_BLOCK: return &p->msa_block;
+    case O_IDX_LOCAL: return &p->msa_local;
     default: return NULL;
     }
 }

@@ -172,8 +172,9 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
                                   (json_int_t)m->rs_bytes_per_seq));
     if (m->n_indexer_layers)
         d = with_member(d, "sparse_attention",
-                        json_pack("{s:i, s:I}", "n_indexer_layers", m->n_indexer_layers, "top_k",
-                                  (json_int_t)m->indexer_top_k));
+                        json_pack("{s:i, s:I, s:I}", "n_indexer_layers", m->n_indexer_layers,
+                                  "top_k", (json_int_t)m->indexer_top_k, "block_size",
+                                  (json_int_t)(m->indexer_block > 0 ? m->indexer_block : 1)));
     if (tensors)
         d = with_member(d, "tensors", json_tensors(m->f));
     int rc = d ? fl_json_write(out, d, FL_JSON_INDENT) : -ENOMEM;

@@ -114,8 +114,12 @@ static void gather_sparse(struct inspect_model *m)
 {
     char key[256];
     snprintf(key, sizeof(key), "%s.attention.indexer.top_k", m->arch ? m->arch : "");
-    if ((m->indexer_top_k = int_or(m->f, key, 0)) >= 1)
-        m->n_indexer_layers = layers_with(m->f, ".indexer.attn_q_b.weight");
+    if ((m->indexer_top_k = int_or(m->f, key, 0)) < 1)
+        return;
+    snprintf(key, sizeof(key), "%s.attention.indexer.block_size", m->arch ? m->arch : "");
+    m->indexer_block = int_or(m->f, key, 0);
+    m->n_indexer_layers = layers_with(m->f, m->indexer_block > 0 ? ".indexer.q_proj.weight"
+                                                                 : ".indexer.attn_q_b.weight");
 }
 
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err)

@@ -42,6 +42,7 @@ struct inspect_model {
      * (attention.indexer.top_k); 0 when none. */
     int n_indexer_layers;
     int64_t indexer_top_k;
+    int64_t indexer_block;   /* MiniMax's: positions per block (0: DeepSeek's, per position) */
 };
 
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err);

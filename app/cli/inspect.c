@@ -232,7 +232,11 @@ static void print_text(FILE *out, const struct inspect_model *m, bool tensors)
         print_size(out, m->rs_bytes_per_seq);
         fprintf(out, " per sequence\n");
     }
-    if (m->n_indexer_layers)
+    if (m->n_indexer_layers && m->indexer_block > 0)
+        fprintf(out, "sparse attention: MiniMax's block selection in %d layers, each query reads "
+                     "its top %lld blocks of %lld positions\n", m->n_indexer_layers,
+                (long long)m->indexer_top_k, (long long)m->indexer_block);
+    else if (m->n_indexer_layers)
         fprintf(out, "sparse attention: a lightning indexer in %d layers, each query reads its "
                      "top %lld positions\n", m->n_indexer_layers, (long long)m->indexer_top_k);
     if (tensors)

@@ -208,9 +208,10 @@ static void attend_heads(const struct attn_job *j, int t, int h0, int n, float *
     for (int hh = 0; hh < n; hh++)
         head_begin(j, &heads[hh], j->q + (int64_t)t * j->q_stride + (int64_t)(h0 + hh) * p->dk,
                    scr + p->dv + (int64_t)hh * head_scratch(p));
-    /* the positions it reads: its selection (DSA), else all it may see */
-    const int ns = p->sel ? p->sel->n[t] : -1, k0 = first_key(p, qpos);
-    const int32_t *sp = ns >= 0 ? p->sel->pos + (int64_t)t * p->sel->stride : NULL;
+    /* the positions it reads: its selection (DSA, MSA), else all it may see */
+    const int64_t row = p->sel ? eng_attn_sel_row(p->sel, t, g, p->n_head_kv) : 0;
+    const int ns = p->sel ? p->sel->n[row] : -1, k0 = first_key(p, qpos);
+    const int32_t *sp = ns >= 0 ? p->sel->pos + row * p->sel->stride : NULL;
     for (int i = 0, nk = sp ? ns : qpos + 1 - k0; i < nk; i++) {
         const int kp = sp ? sp[i] : k0 + i;
         const void *key = key_row(j, cells[kp], g), *v = val_row(j, cells[kp], g);
@@ -290,14 +291,15 @@ static void attend_f32(const struct attn_job *j, int t, int g, float *scr)
     const struct eng_attn *p = j->p;
     const float *kt = j->kt + (int64_t)g * p->dk * j->n_kv;
     const float *vf = j->vf + (int64_t)g * j->n_kv * p->dv;
-    if (!p->sel || p->sel->n[t] < 0) {
+    const int64_t row = p->sel ? eng_attn_sel_row(p->sel, t, g, p->n_head_kv) : 0;
+    if (!p->sel || p->sel->n[row] < 0) {
         const int k0 = first_key(p, j->b->pos[t]);
         attend_f32_keys(j, t, g, kt + k0, j->n_kv, vf + (int64_t)k0 * p->dv,
                         j->b->pos[t] + 1 - k0, scr);
         return;
     }
-    const int r = p->n_head / p->n_head_kv, ns = p->sel->n[t];
-    const int32_t *sp = p->sel->pos + (int64_t)t * p->sel->stride;
+    const int r = p->n_head / p->n_head_kv, ns = p->sel->n[row];
+    const int32_t *sp = p->sel->pos + row * p->sel->stride;
     float *kg = scr + r * (p->dv + j->n_kv), *vg = kg + p->dk * (int64_t)ns;
     for (int64_t d = 0; d < p->dk; d++)
         for (int i = 0; i < ns; i++)

@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu-ops.h"
 #include "backend/cpu/indexer.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/msa.h"
 #include "backend/cpu/recurrent.h"
 #include "backend/cpu/threadpool.h"
 #include "model/activation.h"
@@ -275,6 +276,7 @@ const struct eng_backend eng_cpu_backend = {
     .layernorm = cpu_layernorm_op,
     .hadamard = cpu_hadamard,
     .indexer = cpu_indexer,
+    .msa_select = cpu_msa_select,
     .ssm_conv = cpu_ssm_conv,
     .delta_net = cpu_delta_net,
     .sigmoid_gate = cpu_sigmoid_gate,

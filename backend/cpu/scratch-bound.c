@@ -16,6 +16,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu-backend.h"
 #include "backend/cpu/indexer.h"
+#include "backend/cpu/msa.h"
 
 #include "backend/cpu/matmul.h"
 #include "gguf/tensor-names.h"
@@ -89,6 +90,22 @@ static uint64_t indexer_bytes(const struct eng_model *m, int il, int64_t n_tok, 
                sizeof(float) + 256;
 }
 
+/* MiniMax's block selection in block il: the pass's selection rows and
+ * each thread's key block and block maxima (cpu_msa_thread_floats). */
+static uint64_t msa_bytes(const struct eng_model *m, int il, int64_t n_tok, int64_t n_kv,
+                          int n_threads)
+{
+    const struct eng_msa_sizes *s = &m->hp.msa;
+    if (!m->hp.msa_layers || il >= m->hp.n_layer || !m->hp.msa_layers[il])
+        return 0;
+    const struct eng_msa p = { .n_head = s->n_head, .head_dim = s->head_dim, .block = s->block,
+                               .top_k = s->top_k };
+    const int64_t rows = n_tok * s->n_head;
+    return (uint64_t)(rows * ((int64_t)s->top_k * s->block + 1)) * sizeof(int32_t) +
+           (uint64_t)n_threads * (uint64_t)(cpu_msa_thread_floats(&p, n_kv) + 16) * sizeof(float) +
+           256;
+}
+
 uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t n_kv,
                                int64_t n_out, int n_threads)
 {
@@ -100,6 +117,7 @@ uint64_t eng_cpu_scratch_bound(const struct eng_model *m, int64_t n_tok, int64_t
         const uint64_t attn = attention_bytes(m, il, n_tok, n_kv, n_threads),
                        index = indexer_bytes(m, il, n_tok, n_kv, n_threads);
         uint64_t layer = attn > index ? attn : index;
+        layer += msa_bytes(m, il, n_tok, n_kv, n_threads); /* the selection lives on into attention */
         const struct eng_tensor *gate = NULL, *down = NULL;
         for (int64_t i = 0; i < m->n_tensors; i++) {
             const struct eng_tensor *t = &m->tensors[i];
