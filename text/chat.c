@@ -151,8 +151,9 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
                                * their template, which the detection above reads) */
     if (strcmp(arch, "minimax-m2") == 0)
         return FL_CHAT_MINIMAX_M2;
-    if (strcmp(arch, "kimi-linear") == 0 || strcmp(arch, "kimi-k3") == 0)
-        return FL_CHAT_KIMI_K2_INSTRUCT; /* Moonshot's format, as Kimi K2 Instruct writes it */
+    if (strcmp(arch, "kimi-linear") == 0)
+        return FL_CHAT_KIMI_K2_INSTRUCT; /* Moonshot's format, as Kimi K2 Instruct writes it
+                                          * (Kimi K3 has a format of its own, not built) */
     return FL_CHAT_UNKNOWN;
 }
 
