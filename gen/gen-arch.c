@@ -801,11 +801,9 @@ static void glm4moe_hparams(struct kw *k, const struct gen_params *p)
     ku32(k, "expert_gating_func", 2); /* sigmoid */
 }
 
-/* llama.cpp sizes MiniMax-M2's experts by feed_forward_length and requires
- * expert_feed_forward_length too: its GGUFs carry both, equal. */
-static void minimax_m2_hparams(struct kw *k, const struct gen_params *p)
+/* MiniMax's attention and routing keys (M2 and M3). */
+static void minimax_hparams(struct kw *k, const struct gen_params *p)
 {
-    ku32(k, "feed_forward_length", p->n_ff_exp);
     ku32(k, "attention.head_count_kv", p->n_head_kv);
     ku32(k, "attention.key_length", p->head_dim);
     ku32(k, "attention.value_length", p->head_dim);
@@ -814,6 +812,14 @@ static void minimax_m2_hparams(struct kw *k, const struct gen_params *p)
     kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
     ku32(k, "expert_feed_forward_length", p->n_ff_exp);
     ku32(k, "expert_gating_func", 2); /* sigmoid */
+}
+
+/* llama.cpp sizes MiniMax-M2's experts by feed_forward_length and requires
+ * expert_feed_forward_length too: its GGUFs carry both, equal. */
+static void minimax_m2_hparams(struct kw *k, const struct gen_params *p)
+{
+    ku32(k, "feed_forward_length", p->n_ff_exp);
+    minimax_hparams(k, p);
 }
 
 static void kint_arr(struct kw *k, const char *suffix, const int32_t *v, uint64_t n)
@@ -829,14 +835,7 @@ static void kint_arr(struct kw *k, const char *suffix, const int32_t *v, uint64_
 static void minimax_m3_hparams(struct kw *k, const struct gen_params *p)
 {
     ku32(k, "feed_forward_length", p->n_ff); /* the dense blocks' width */
-    ku32(k, "attention.head_count_kv", p->n_head_kv);
-    ku32(k, "attention.key_length", p->head_dim);
-    ku32(k, "attention.value_length", p->head_dim);
-    ku32(k, "rope.dimension_count", p->n_rot);
-    kf32(k, "rope.freq_base", 5e6f);
-    kf32(k, "attention.layer_norm_rms_epsilon", 1e-6f);
-    ku32(k, "expert_feed_forward_length", p->n_ff_exp);
-    ku32(k, "expert_gating_func", 2); /* sigmoid */
+    minimax_hparams(k, p);
     ku32(k, "leading_dense_block_count", p->n_layer_dense);
     ku32(k, "expert_shared_count", p->n_expert_shared);
     kf32(k, "expert_weights_scale", 2.0f);

@@ -107,9 +107,10 @@ static const struct rule rules_sparse[] = {
     { NULL, 0, NULL },
 };
 
-/* Kimi-Linear: 'K' = the KDA blocks (head_count_kv 0), 'm' = the MLA
- * blocks (no q LoRA); a name both have is matched by the block's kind. */
-static const struct rule rules_kimi_linear[] = {
+/* Kimi-Linear and Kimi K3 (their own rows follow): 'K' = the KDA blocks
+ * (head_count_kv 0), 'm' = the MLA blocks (no q LoRA); a name both have is
+ * matched by the block's kind. */
+static const struct rule rules_kimi[] = {
     { "blk.#.attn_kv_a_norm.weight", 'm', "kl" }, { "blk.#.attn_q.weight", 'm', "D,qb" },
     { "blk.#.attn_kv_a_mqa.weight", 'm', "D,kva" }, { "blk.#.attn_k_b.weight", 'm', "nope,kl,N" },
     { "blk.#.attn_v_b.weight", 'm', "kl,vmla,N" }, { "blk.#.attn_output.weight", 'm', "o,D" },
@@ -117,43 +118,34 @@ static const struct rule rules_kimi_linear[] = {
     { "blk.#.attn_v.weight", 'K', "D,kw" }, { "blk.#.ssm_conv1d_q.weight", 'K', "C,1,kw" },
     { "blk.#.ssm_conv1d_k.weight", 'K', "C,1,kw" }, { "blk.#.ssm_conv1d_v.weight", 'K', "C,1,kw" },
     { "blk.#.ssm_f_a.weight", 'K', "D,kd" }, { "blk.#.ssm_f_b.weight", 'K', "kd,kw" },
-    { "blk.#.ssm_beta.weight", 'K', "D,N" }, { "blk.#.ssm_a", 'K', "1,N" },
-    { "blk.#.ssm_dt.bias", 'K', "kw" }, { "blk.#.ssm_g_a.weight", 'K', "D,kd" },
-    { "blk.#.ssm_g_b.weight", 'K', "kd,kw" }, { "blk.#.ssm_norm.weight", 'K', "kd" },
-    { "blk.#.attn_output.weight", 'K', "kw,D" },
-    { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate.weight", 'D', "D,dff" },
-    { "blk.#.ffn_up.weight", 'D', "D,dff" }, { "blk.#.ffn_down.weight", 'D', "dff,D" },
-    { "blk.#.ffn_gate_inp.weight", 'M', "D,X" }, { "blk.#.exp_probs_b.bias", 'M', "X" },
-    { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" },
-    { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" }, { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" },
-    { "blk.#.ffn_up_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
-    { NULL, 0, NULL },
-};
-
-/* Kimi K3: Kimi-Linear's blocks with a full-rank KDA gate, a 1-D ssm_a, an
- * MLA output gate, the residual attention's scores and latent experts. */
-static const struct rule rules_kimi_k3[] = {
-    { "output_res_score.weight", 'T', "D" },
-    { "blk.#.attn_res_score.weight", 'A', "D" }, { "blk.#.ffn_res_score.weight", 'A', "D" },
-    { "blk.#.attn_kv_a_norm.weight", 'm', "kl" }, { "blk.#.attn_q.weight", 'm', "D,qb" },
-    { "blk.#.attn_kv_a_mqa.weight", 'm', "D,kva" }, { "blk.#.attn_k_b.weight", 'm', "nope,kl,N" },
-    { "blk.#.attn_v_b.weight", 'm', "kl,vmla,N" }, { "blk.#.attn_gate.weight", 'm', "D,o" },
-    { "blk.#.attn_output.weight", 'm', "o,D" },
-    { "blk.#.attn_q.weight", 'K', "D,kw" }, { "blk.#.attn_k.weight", 'K', "D,kw" },
-    { "blk.#.attn_v.weight", 'K', "D,kw" }, { "blk.#.ssm_conv1d_q.weight", 'K', "C,1,kw" },
-    { "blk.#.ssm_conv1d_k.weight", 'K', "C,1,kw" }, { "blk.#.ssm_conv1d_v.weight", 'K', "C,1,kw" },
-    { "blk.#.ssm_f_a.weight", 'K', "D,kd" }, { "blk.#.ssm_f_b.weight", 'K', "kd,kw" },
-    { "blk.#.ssm_beta.weight", 'K', "D,N" }, { "blk.#.ssm_a", 'K', "N" },
-    { "blk.#.ssm_dt.bias", 'K', "kw" }, { "blk.#.ssm_g.weight", 'K', "D,kw" },
+    { "blk.#.ssm_beta.weight", 'K', "D,N" }, { "blk.#.ssm_dt.bias", 'K', "kw" },
     { "blk.#.ssm_norm.weight", 'K', "kd" }, { "blk.#.attn_output.weight", 'K', "kw,D" },
     { "blk.#.ffn_norm.weight", 'A', "D" }, { "blk.#.ffn_gate.weight", 'D', "D,dff" },
     { "blk.#.ffn_up.weight", 'D', "D,dff" }, { "blk.#.ffn_down.weight", 'D', "dff,D" },
     { "blk.#.ffn_gate_inp.weight", 'M', "D,X" }, { "blk.#.exp_probs_b.bias", 'M', "X" },
+    { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_up_shexp.weight", 'M', "D,S" },
+    { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
+    { NULL, 0, NULL },
+};
+
+/* Kimi-Linear's own: the low-rank KDA gate, [1, n_head] A, full-width experts. */
+static const struct rule rules_kimi_linear[] = {
+    { "blk.#.ssm_a", 'K', "1,N" }, { "blk.#.ssm_g_a.weight", 'K', "D,kd" },
+    { "blk.#.ssm_g_b.weight", 'K', "kd,kw" }, { "blk.#.ffn_gate_exps.weight", 'M', "D,F,X" },
+    { "blk.#.ffn_up_exps.weight", 'M', "D,F,X" }, { "blk.#.ffn_down_exps.weight", 'M', "F,D,X" },
+    { NULL, 0, NULL },
+};
+
+/* Kimi K3's own: the full-rank KDA gate, a 1-D A, the MLA output gate, the
+ * residual attention's scores and the latent experts. */
+static const struct rule rules_kimi_k3[] = {
+    { "output_res_score.weight", 'T', "D" },
+    { "blk.#.attn_res_score.weight", 'A', "D" }, { "blk.#.ffn_res_score.weight", 'A', "D" },
+    { "blk.#.attn_gate.weight", 'm', "D,o" }, { "blk.#.ssm_a", 'K', "N" },
+    { "blk.#.ssm_g.weight", 'K', "D,kw" },
     { "blk.#.ffn_gate_exps.weight", 'M', "la,F,X" }, { "blk.#.ffn_up_exps.weight", 'M', "la,F,X" },
     { "blk.#.ffn_down_exps.weight", 'M', "F,la,X" }, { "blk.#.ffn_routed_down.weight", 'M', "D,la" },
     { "blk.#.ffn_routed_norm.weight", 'M', "la" }, { "blk.#.ffn_routed_up.weight", 'M', "la,D" },
-    { "blk.#.ffn_gate_shexp.weight", 'M', "D,S" }, { "blk.#.ffn_up_shexp.weight", 'M', "D,S" },
-    { "blk.#.ffn_down_shexp.weight", 'M', "S,D" },
     { NULL, 0, NULL },
 };
 
@@ -335,6 +327,8 @@ static void check_layout(const struct gguf_file *f, enum gen_arch a, const char 
         rules[n_rules++] = own[r];
     for (int r = 0; gen_arch_has_indexer(a) && rules_sparse[r].name; r++)
         rules[n_rules++] = rules_sparse[r];
+    for (int r = 0; gen_arch_is_kimi(a) && rules_kimi[r].name && n_rules < 63; r++)
+        rules[n_rules++] = rules_kimi[r];
     rules[n_rules] = (struct rule){ NULL, 0, NULL };
     int64_t nl = kv_int(f, arch, "block_count");
     int64_t nd = gen_arch_has_dense(a) ? kv_int(f, arch, "leading_dense_block_count") : 0;
