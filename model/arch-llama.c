@@ -1,7 +1,7 @@
 /* arch-llama.c: the llama-family decoder (llama dense, Mixtral-style MoE
- * under arch "llama", and qwen3moe, glm4moe, minimax-m2 through their own
- * arch files), written after llama.cpp's models/llama.cpp, qwen3moe.cpp,
- * glm4-moe.cpp and minimax-m2.cpp graphs:
+ * under arch "llama", and qwen3moe, glm4moe, minimax-m2, minimax-m3 through
+ * their own arch files), written after llama.cpp's models/llama.cpp,
+ * qwen3moe.cpp, glm4-moe.cpp, minimax-m2.cpp and minimax-m3.cpp graphs:
  *
  *   x = token_embd[tok]
  *   per block: h = rmsnorm(x)*attn_norm; q,k,v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
@@ -13,7 +13,9 @@
  *
  * ffn is dense SwiGLU, or routed experts: softmax renormalised over the top
  * k (llama, qwen3moe), or biased routing (sigmoid + exp_probs_b, glm4moe and
- * minimax-m2) plus GLM's shared expert and leading dense blocks. */
+ * minimax-m2/m3) plus GLM's and M3's shared expert and leading dense blocks;
+ * M3's FFNs use SwiGLU-OAI (opts.act) and its routed blocks attend through
+ * MiniMax Sparse Attention (opts.msa, model/msa.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

@@ -6,6 +6,8 @@
  * expert_weights_norm says), SwiGLU-OAI in every FFN (gpt-oss's constants,
  * as llama.cpp fixes them), and MiniMax Sparse Attention in the routed
  * blocks (model/msa.h). */
+#include <errno.h>
+
 #include "model/activation.h"
 #include "model/arch.h"
 
@@ -16,7 +18,11 @@ static int minimax_m3_load(struct eng_model *m, struct fl_err *err)
         .biased_routing = true, .msa = true,
         .act = { .act = ENG_ACT_SWIGLU_OAI, .alpha = ENG_OAI_ALPHA, .limit = ENG_OAI_LIMIT },
     };
-    return eng_llama_family_load(m, &o, err);
+    int rc = eng_llama_family_load(m, &o, err);
+    if (!rc && m->hp.n_expert_shared < 1) /* llama.cpp requires the shared expert */
+        rc = fl_err_set(err, -EINVAL, "%s: missing key %s.expert_shared_count",
+                        gguf_name(m->gguf), m->hp.arch);
+    return rc;
 }
 
 const struct eng_arch eng_arch_minimax_m3 = {

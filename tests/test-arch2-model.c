@@ -328,6 +328,7 @@ int main(void)
         check_broken(&m3, f, "blk.1.indexer.k_proj.weight", "indexer.k_proj");
         check_broken(&m3, f, "blk.2.indexer.q_norm.weight", "indexer.q_norm");
         check_broken(&m3, f, "blk.1.ffn_up_shexp.weight", "ffn_up_shexp");
+        check_broken(&m3, f, "minimax-m3.expert_shared_count", "expert_shared_count");
     } else {
         CHECK(0, "cannot read tests/data/minimax-m3-tiny-F16.gguf");
     }
