@@ -43,11 +43,19 @@ struct gen_plan {
     float *offsets; /* [n_layer][n_expert] planted router logit offsets, or NULL */
 };
 
-/* gen-arch.c: per-architecture shapes, tensor lists and metadata. */
+/* gen-arch.c: per-architecture shapes and tensor lists. */
 void gen_arch_defaults(struct gen_params *p, int64_t width);
 int64_t gen_arch_base_width(enum gen_arch a);
 int gen_arch_check(const struct gen_params *p, struct fl_err *err);
 int gen_arch_tensors(struct gen_plan *plan);
+/* Which blocks are which, for the tensors and the keys alike: glm-dsa's
+ * blocks alternate a full indexer and one reading its choice; Kimi's KDA
+ * blocks are all but every fourth and the last (its full_attn_layers 4,
+ * 8, ..., counted from 1, and the last). */
+bool gen_full_indexer(const struct gen_params *p, int il);
+bool gen_kimi_kda_block(const struct gen_params *p, int il);
+
+/* gen-meta.c: per-architecture metadata keys. */
 int gen_arch_metadata(const struct gen_params *p, struct gguf_writer *w);
 
 /* model-gen.c: appends a tensor to the plan (returns -ENOMEM on failure). */
