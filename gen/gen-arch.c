@@ -371,6 +371,37 @@ static void gqa_layer(struct tb *b, const struct gen_params *p, int il)
     routed_experts(b, p, il, false);
 }
 
+/* Kimi K3's routed experts at the latent width between their projections. */
+static void latent_experts(struct tb *b, const struct gen_params *p, int il)
+{
+    const int64_t e = p->n_embd, la = p->expert_latent, ff = p->n_ff_exp, ne = p->n_expert;
+    router(b, il, p);
+    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
+    mat(b, il, "ffn_gate_exps.weight", false, la, ff, ne);
+    mat(b, il, "ffn_up_exps.weight", false, la, ff, ne);
+    mat(b, il, "ffn_down_exps.weight", false, ff, la, ne);
+    mat(b, il, "ffn_routed_down.weight", false, e, la, 0);
+    norm(b, il, "ffn_routed_norm.weight", la);
+    mat(b, il, "ffn_routed_up.weight", true, la, e, 0);
+}
+
+/* The FFN of a family with leading dense blocks: dense SwiGLU there, else
+ * the routed experts (Kimi K3's latent ones) and the shared ones. Whether
+ * the block is routed. */
+static bool dense_or_experts(struct tb *b, const struct gen_params *p, int il)
+{
+    if (il < p->n_layer_dense) {
+        swiglu_ffn(b, p, il, "", p->n_ff);
+        return false;
+    }
+    if (p->arch == GEN_ARCH_KIMI_K3)
+        latent_experts(b, p, il);
+    else
+        routed_experts(b, p, il, true);
+    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
+    return true;
+}
+
 static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
 {
     int64_t e = p->n_embd, h = p->n_head, kvl = p->kv_lora_rank;
@@ -384,12 +415,7 @@ static void deepseek2_layer(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "attn_v_b.weight", false, kvl, p->v_head, h);
     mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
     norm(b, il, "ffn_norm.weight", e);
-    if (il < p->n_layer_dense) {
-        swiglu_ffn(b, p, il, "", p->n_ff);
-        return;
-    }
-    routed_experts(b, p, il, true);
-    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
+    dense_or_experts(b, p, il);
 }
 
 bool gen_full_indexer(const struct gen_params *p, int il)
@@ -446,20 +472,6 @@ static void kda_block(struct tb *b, const struct gen_params *p, int il)
     mat(b, il, "attn_output.weight", true, w, e, 0);
 }
 
-/* Kimi K3's routed experts at the latent width between their projections. */
-static void latent_experts(struct tb *b, const struct gen_params *p, int il)
-{
-    const int64_t e = p->n_embd, la = p->expert_latent, ff = p->n_ff_exp, ne = p->n_expert;
-    router(b, il, p);
-    noise(b, il, "exp_probs_b.bias", 0.05f, false, ne, 0);
-    mat(b, il, "ffn_gate_exps.weight", false, la, ff, ne);
-    mat(b, il, "ffn_up_exps.weight", false, la, ff, ne);
-    mat(b, il, "ffn_down_exps.weight", false, ff, la, ne);
-    mat(b, il, "ffn_routed_down.weight", false, e, la, 0);
-    norm(b, il, "ffn_routed_norm.weight", la);
-    mat(b, il, "ffn_routed_up.weight", true, la, e, 0);
-}
-
 /* Kimi-Linear: KDA or MLA (no q LoRA, no rope), then deepseek2's FFN.
  * Kimi K3 adds the residual attention's scores, MLA's output gate and the
  * latent experts. */
@@ -485,15 +497,7 @@ static void kimi_linear_layer(struct tb *b, const struct gen_params *p, int il)
         mat(b, il, "attn_output.weight", true, h * p->v_head, e, 0);
     }
     norm(b, il, "ffn_norm.weight", e);
-    if (il < p->n_layer_dense) {
-        swiglu_ffn(b, p, il, "", p->n_ff);
-        return;
-    }
-    if (k3)
-        latent_experts(b, p, il);
-    else
-        routed_experts(b, p, il, true);
-    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
+    dense_or_experts(b, p, il);
 }
 
 static void gpt_oss_layer(struct tb *b, const struct gen_params *p, int il)
@@ -544,13 +548,7 @@ static void glm4moe_layer(struct tb *b, const struct gen_params *p, int il)
 {
     int64_t e = p->n_embd;
     glm4moe_attention(b, p, il);
-    if (il < p->n_layer_dense) {
-        swiglu_ffn(b, p, il, "", p->n_ff);
-        return;
-    }
-    routed_experts(b, p, il, true);
-    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
-    if (il < p->n_layer)
+    if (!dense_or_experts(b, p, il) || il < p->n_layer)
         return;
     mat(b, il, "nextn.eh_proj.weight", false, 2 * e, e, 0);
     norm(b, il, "nextn.enorm.weight", e);
@@ -587,12 +585,8 @@ static void minimax_m3_layer(struct tb *b, const struct gen_params *p, int il)
     norm(b, il, "attn_q_norm.weight", p->head_dim);
     norm(b, il, "attn_k_norm.weight", p->head_dim);
     norm(b, il, "ffn_norm.weight", e);
-    if (il < p->n_layer_dense) {
-        swiglu_ffn(b, p, il, "", p->n_ff);
+    if (!dense_or_experts(b, p, il))
         return;
-    }
-    routed_experts(b, p, il, true);
-    swiglu_ffn(b, p, il, "_shexp", p->n_ff_exp * p->n_expert_shared);
     mat(b, il, "indexer.q_proj.weight", false, e, p->n_head_kv * d, 0);
     mat(b, il, "indexer.k_proj.weight", false, e, d, 0);
     norm(b, il, "indexer.q_norm.weight", d);

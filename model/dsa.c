@@ -5,13 +5,6 @@
 
 #include "gguf/tensor-types.h"
 
-static const struct eng_tensor *need(struct eng_model *m, int layer, const char *name,
-                                     int n_dims, int64_t a, int64_t b, struct fl_err *err)
-{
-    const int64_t ne[3] = { a, b, 1 };
-    return eng_model_tensor(m, layer, name, true, n_dims, ne, err);
-}
-
 int dsa_load_dims(struct eng_model *m, struct dsa_dims *d, struct fl_err *err)
 {
     int64_t heads = 0, dim = 0, top_k = 0;
@@ -37,11 +30,12 @@ int dsa_find_tensors(struct eng_model *m, int layer, const struct dsa_dims *d, i
                      struct dsa_tensors *t, struct fl_err *err)
 {
     const int64_t e = m->hp.n_embd, h = d->ix.n_head, dim = d->ix.head_dim;
-    if (!(t->q_b = need(m, layer, "indexer.attn_q_b.weight", 2, q_lora, h * dim, err)) ||
-        !(t->k = need(m, layer, "indexer.attn_k.weight", 2, e, dim, err)) ||
-        !(t->k_norm = need(m, layer, "indexer.k_norm.weight", 1, dim, 1, err)) ||
-        !(t->k_norm_b = need(m, layer, "indexer.k_norm.bias", 1, dim, 1, err)) ||
-        !(t->proj = need(m, layer, "indexer.proj.weight", 2, e, h, err)))
+    if (!(t->q_b = eng_model_need(m, layer, "indexer.attn_q_b.weight", 2, q_lora, h * dim, 1,
+                                  err)) ||
+        !(t->k = eng_model_need(m, layer, "indexer.attn_k.weight", 2, e, dim, 1, err)) ||
+        !(t->k_norm = eng_model_need(m, layer, "indexer.k_norm.weight", 1, dim, 1, 1, err)) ||
+        !(t->k_norm_b = eng_model_need(m, layer, "indexer.k_norm.bias", 1, dim, 1, 1, err)) ||
+        !(t->proj = eng_model_need(m, layer, "indexer.proj.weight", 2, e, h, 1, err)))
         return -EINVAL;
     if (t->k_norm->type != FL_TYPE_F32 || t->k_norm_b->type != FL_TYPE_F32)
         return fl_err_set(err, -EINVAL, "%s: blk.%d.indexer.k_norm must be F32",
