@@ -505,8 +505,9 @@ int api_reasoning_format_from_name(const char *name)
 
 /* llama-server's fields about reasoning: "reasoning_format";
  * "chat_template_kwargs" (of which the built-in templates read
- * enable_thinking; the rest is for Jinja templates, which faultline does
- * not run, and is ignored); OpenAI's "reasoning_effort" ("none": no
+ * enable_thinking, DeepSeek's thinking, GLM-4.7's clear_thinking and
+ * MiniMax-M3's thinking_mode; the rest is for Jinja templates, which
+ * faultline does not run, and is ignored); OpenAI's "reasoning_effort" ("none": no
  * thinking; a level goes to templates that take one: gpt-oss's). */
 static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err *err)
 {
@@ -533,6 +534,10 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
         return api_field_bad(err, "chat_template_kwargs.clear_thinking", "expected a boolean");
     if (clear)
         r->keep_reasoning = json_is_false(clear);
+    const json_t *mode = json_object_get(kw, "thinking_mode"); /* MiniMax-M3's */
+    if (mode && (r->think_mode = fl_chat_think_mode_from_name(json_string_value(mode))) < 0)
+        return api_field_bad(err, "chat_template_kwargs.thinking_mode",
+                             "expected \"enabled\", \"disabled\" or \"adaptive\"");
     const json_t *effort = json_object_get(b, "reasoning_effort");
     if (effort && !json_is_null(effort) && !json_is_string(effort))
         return api_field_bad(err, "reasoning_effort", "expected a string");
@@ -573,6 +578,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->keep_reasoning = d->keep_reasoning == 1;
     if (!r->ds_thinking)
         r->ds_thinking = d->ds_thinking;
+    if (!r->think_mode)
+        r->think_mode = d->think_mode;
     if (d->no_prefill && r->continue_final < 0)
         r->continue_final = FL_CHAT_CONTINUE_NONE;
 }

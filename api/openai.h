@@ -57,6 +57,7 @@ struct api_reasoning_defaults {
     bool no_prefill; /* --no-prefill-assistant: a last assistant message is not continued */
     int keep_reasoning; /* --chat-template-kwargs' clear_thinking false: 1 (-1 / 0: no) */
     int ds_thinking;    /* --chat-template-kwargs' thinking (DeepSeek V3.1's): 1, -1; 0 none */
+    int think_mode;     /* ... its thinking_mode (MiniMax-M3's): enum fl_chat_think_mode */
 };
 
 /* continue_final_message: true (the last message's content, or its
@@ -137,6 +138,8 @@ struct api_request {
     int thinking;
     int keep_reasoning; /* chat_template_kwargs.clear_thinking false: 1, true: 0, -1 not given */
     int ds_thinking;    /* chat_template_kwargs.thinking (DeepSeek V3.1's): 1 true, -1 false, 0 */
+    int think_mode;     /* chat_template_kwargs.thinking_mode (MiniMax-M3's): enum
+                         * fl_chat_think_mode, 0 when not given */
     const char *reasoning_effort; /* "reasoning_effort" other than "none", or
                                    * chat_template_kwargs.reasoning_effort (NULL) */
     /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not

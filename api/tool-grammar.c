@@ -89,13 +89,42 @@ static void value_rule(struct gbnf *g, const json_t *schema)
 
 /* One pair of a call: open key mid value close, in the format's tags;
  * mid_json (DeepSeek V3.2's typed pairs): mid before a string, mid_json
- * before any other value (a schema without a type: either). */
+ * before any other value (a schema without a type: either); nested
+ * (MiniMax-M3's): ns <KEY> value ns </KEY>, objects and arrays as nested
+ * tags (the rules below). */
 struct tags {
     const char *open, *mid, *close, *mid_json;
+    bool nested;
 };
+
+/* MiniMax-M3's pair: its value as its type allows, objects and arrays as
+ * tags (any keys: a grammar cannot tie a close to its opening's name, a
+ * mismatched one makes no call when read back). */
+static void nested_pair(struct gbnf *g, const char *key, const json_t *schema)
+{
+    const char *type = json_string_value(json_object_get(schema, "type"));
+    add(g, "ns \"<\" ");
+    literal(g, key);
+    add(g, " \">\" ");
+    if (type && !strcmp(type, "object"))
+        add(g, "xobj");
+    else if (type && !strcmp(type, "array"))
+        add(g, "xarr");
+    else if (!type && !json_object_get(schema, "enum"))
+        add(g, "xval");
+    else
+        value_rule(g, schema);
+    add(g, " ns \"</\" ");
+    literal(g, key);
+    add(g, " \">\"");
+}
 
 static void pair(struct gbnf *g, const struct tags *t, const char *key, const json_t *schema)
 {
+    if (t->nested) {
+        nested_pair(g, key, schema);
+        return;
+    }
     add(g, "\"%s\" ", t->open);
     literal(g, key);
     const char *type = json_string_value(json_object_get(schema, "type"));
@@ -123,6 +152,10 @@ static void args_rule(struct gbnf *g, const struct api_request *req, size_t i,
     const json_t *f = api_tool_function(req, i);
     const json_t *p = json_object_get(json_object_get(f, "parameters"), "properties");
     const json_t *req_keys = json_object_get(json_object_get(f, "parameters"), "required");
+    if ((!json_is_object(p) || !json_object_size(p)) && t->nested) {
+        add(g, "xobj");
+        return;
+    }
     if (!json_is_object(p) || !json_object_size(p)) {
         add(g, "(\"%s\" key \"%s\" text \"%s\")*", t->open, t->mid, t->close);
         return;
@@ -196,6 +229,18 @@ static void tool_names(struct gbnf *g, const struct api_request *req)
     add(g, ")");
 }
 
+/* MiniMax-M3's nested values and its namespace token (a token of tok's
+ * where it is one). */
+static void nested_rules(struct gbnf *g, const struct fl_tokenizer *tok)
+{
+    add(g, "ns ::= ");
+    marker(g, tok, FL_MINIMAX_M3_NS);
+    add(g, "\nxkey ::= [^<>/\\n]+\n"
+           "xobj ::= (ns \"<\" xkey \">\" xval ns \"</\" xkey \">\")*\n"
+           "xarr ::= (ns \"<item>\" xval ns \"</item>\")*\n"
+           "xval ::= (ns \"<\" xkey \">\" xval ns \"</\" xkey \">\")+ | text\n");
+}
+
 /* "required" in Kimi K2's, DeepSeek's and gpt-oss's formats, after the
  * prompt's opening (Kimi's and gpt-oss's `functions.`, DeepSeek's
  * <｜tool▁call▁begin｜>, V3-0324's and R1's with function<｜tool▁sep｜>): one
@@ -241,6 +286,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
 {
     const bool glm47 = t->fmt == FL_CHAT_GLM47;
     const bool glm = t->fmt == FL_CHAT_GLM45 || glm47, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
+    const bool m3 = t->fmt == FL_CHAT_MINIMAX_M3;
     const bool qwen = t->fmt == FL_CHAT_QWEN35 || t->fmt == FL_CHAT_QWEN3_CODER;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
@@ -248,23 +294,25 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
          t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1))
         return named_json_call(req, t, tok);
     const bool dsml = t->fmt == FL_CHAT_DEEPSEEK_V32;
-    if ((!glm && !minimax && !qwen && !dsml) ||
+    if ((!glm && !minimax && !qwen && !dsml && !m3) ||
         (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;
     static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",
-                                          "</arg_value>\\n", NULL };
-    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n", NULL };
-    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n", NULL };
+                                          "</arg_value>\\n", NULL, false };
+    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n", NULL, false };
+    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n", NULL, false };
     static const struct tags glm47_tags = { "<arg_key>", "</arg_key><arg_value>", "</arg_value>",
-                                            NULL };
+                                            NULL, false };
     static const struct tags dsml_tags = { "<｜DSML｜parameter name=\\\"", "\\\" string=\\\"true\\\">",
                                            "</｜DSML｜parameter>\\n",
-                                           "\\\" string=\\\"false\\\">" };
+                                           "\\\" string=\\\"false\\\">", false };
+    static const struct tags m3_tags = { .nested = true };
     const struct tags *tg = glm47 ? &glm47_tags : glm ? &glm_tags : qwen ? &qwen_tags
-                            : dsml ? &dsml_tags : &mm_tags;
+                            : dsml ? &dsml_tags : m3 ? &m3_tags : &mm_tags;
     const char *end = glm    ? "\"</tool_call>\""
                       : qwen ? "\"</function>\\n</tool_call>\""
                       : dsml ? "\"</｜DSML｜invoke>\\n</｜DSML｜function_calls>\""
+                      : m3   ? "ns \"</invoke>\\n\" ns \"</tool_call>\""
                              : "\"</invoke>\\n</minimax:tool_call>\"";
     struct gbnf g = { 0 };
     if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
@@ -279,12 +327,16 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
         for (size_t i = 0; i < req->n_tools; i++) {
             add(&g, "%s", i ? " | " : "");
             add(&g, glm || qwen ? "" : dsml ? "\"<｜DSML｜invoke name=\\\"\" "
-                                            : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
+                                    : m3   ? "ns \"<invoke name=\\\"\" "
+                                           : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
             literal(&g, req->tool_names[i]);
-            add(&g, glm47 ? " " : glm ? " \"\\n\" " : qwen ? " \">\\n\" " : " \"\\\">\\n\" ");
+            add(&g, glm47 ? " " : glm ? " \"\\n\" " : qwen ? " \">\\n\" " : m3 ? " \"\\\">\" "
+                                                                                  : " \"\\\">\\n\" ");
             args_rule(&g, req, i, tg);
         }
         add(&g, ") %s\n", end);
     }
+    if (m3)
+        nested_rules(&g, tok);
     return finished(&g);
 }

@@ -221,6 +221,9 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_MINIMAX_M2)
         return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
                     : snprintf(buf, n, "<minimax:tool_call>\n");
+    if (fmt == FL_CHAT_MINIMAX_M3)
+        return name ? snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n" FL_MINIMAX_M3_NS "<invoke name=\"%s\">", name)
+                    : snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n");
     if (fmt == FL_CHAT_DEEPSEEK_V32) /* the template's blank line before the block */
         return name ? snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"%s\">\n",
                                name)
@@ -269,7 +272,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
         free(msgs);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, openai-gpt-oss, "
+               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, minimax-m3, openai-gpt-oss, "
                "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3.2, deepseek-v3-0324 or "
                "deepseek-r1; "
                "this model's is another";
@@ -279,14 +282,19 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
      * reasoning (MiniMax-M2's, DeepSeek V3.1's) closes it first, as a
      * forced call's does */
     const bool opened = n >= 0 && fl_chat_opens_reasoning(chat, r->msgs, r->n_msgs, &o);
+    /* MiniMax-M3's answers without reasoning start with a bare </mm:think>
+     * (unless its prompt wrote it: thinking_mode "disabled") */
+    const bool mm_bare = n >= 0 && chat == FL_CHAT_MINIMAX_M3 && !opened && !o.cont &&
+                         fl_chat_minimax_m3_mode(&o) != FL_THINK_MODE_DISABLED;
     const bool gpt_oss = chat == FL_CHAT_GPT_OSS;
     /* a continued message's reasoning closes with the format's own tag
      * (gpt-oss: its analysis message ends and the final one starts) */
     const char *close = o.cont == FL_CHAT_CONTINUE_REASONING ? fl_chat_reasoning_close(chat)
                         : chat == FL_CHAT_MINIMAX_M2        ? "</think>\n\n"
+                        : chat == FL_CHAT_MINIMAX_M3        ? "</mm:think>"
                         : chat == FL_CHAT_QWEN35 ? "\n</think>\n\n" /* its opening's "<think>\n" */
                                                  : "</think>";
-    if (opened && (r->json_object || r->json_schema))
+    if ((opened || mm_bare) && (r->json_object || r->json_schema))
         return append(text, n, close);
     if (n < 0 || !tools || r->tool_choice < API_TOOL_REQUIRED)
         return n;
@@ -296,7 +304,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
      * opening holds already without thinking) */
     char open[320];
     const char *head = o.cont && gpt_oss                  ? "<|end|><|start|>assistant"
-                       : opened                           ? close
+                       : opened || mm_bare                ? close
                        : o.cont                           ? ""
                        : chat == FL_CHAT_GLM45 ? (o.no_thinking ? "\n" : "\n<think></think>\n")
                        : chat == FL_CHAT_KIMI_K2_THINKING ? "<think></think>"
@@ -461,6 +469,11 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         if (open_left)
             strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
                                                              : close);
+        break;
+    case FL_CHAT_MINIMAX_M3:
+        if (open_left)
+            strcpy(out, args && !has(text, len, FL_MINIMAX_M3_NS "</invoke>")
+                            ? FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>" : close);
         break;
     case FL_CHAT_DEEPSEEK_V32:
         if (open_left)

@@ -9,7 +9,9 @@ here at the first </think>, as llama-server's "deepseek" format reads it.
 A reasoning budget of N forces </think> after N tokens (counted from the
 answer's logprobs); streamed deltas joined equal the whole answer's fields;
 "deepseek-legacy" keeps the text in content; bad fields get a 400.
-usage: serve-reasoning.py BASE_URL KEY"""
+With FORMAT minimax-m3: the same on a MiniMax-M3 model whose server was
+told thinking_mode "enabled" (its prompt opens <mm:think>).
+usage: serve-reasoning.py BASE_URL KEY [FORMAT]"""
 import codecs
 import json
 import sys
@@ -18,6 +20,8 @@ import serve_client
 from serve_client import Server, check
 
 base, key = sys.argv[1], sys.argv[2]
+m3 = sys.argv[3:] == ["minimax-m3"]
+OPEN, CLOSE = ("<mm:think>", "</mm:think>") if m3 else ("<think>\n", "</think>")
 srv = Server(base, key)
 
 
@@ -28,9 +32,9 @@ BLANKS = " \n\r\t"
 
 def split(raw):
     """the rule, on the text of a prompt that opened <think>"""
-    if "</think>" not in raw:
+    if CLOSE not in raw:
         return raw.strip(BLANKS), ""
-    r, c = raw.split("</think>", 1)
+    r, c = raw.split(CLOSE, 1)
     return r.strip(BLANKS), c.lstrip(BLANKS)
 
 
@@ -62,8 +66,8 @@ for budget in (None, 0, 4):
                 break
             k += 1
         before = b"".join(toks[:k]).decode(errors="replace")
-        check(raw.startswith(before) and raw[len(before):].startswith("</think>"),
-              "budget %d: </think> follows the first %d tokens (%d: a character whole) (%r)"
+        check(raw.startswith(before) and raw[len(before):].startswith(CLOSE),
+              "budget %d: the close tag follows the first %d tokens (%d: a character whole) (%r)"
               % (budget, budget, k, raw))
     # the stream's deltas, joined, are the whole answer's parts
     events = [json.loads(l[6:]) for l in post(dict(
@@ -84,8 +88,8 @@ check(legacy["content"] == raw and legacy.get("reasoning_content") == split(raw)
 # an answer held to JSON: the prompt closes the reasoning it opened, the answer is the value
 prompt = srv.post("/apply-template", {"messages": [{"role": "user", "content": "Hi"}],
                                       "response_format": {"type": "json_object"}})["prompt"]
-check(prompt.endswith("]~b]ai\n<think>\n</think>\n\n"), "JSON mode closes the prompt's <think>: %r"
-      % prompt[-30:])
+check(prompt.endswith("]~b]ai\n" + OPEN + ("</mm:think>" if m3 else "</think>\n\n")),
+      "JSON mode closes the prompt's reasoning: %r" % prompt[-30:])
 msg = ask(response_format={"type": "json_object"}, max_tokens=40, temperature=0)["message"]
 check(msg["content"].startswith("{") and "reasoning_content" not in msg,
       "JSON mode: the answer is the object, no reasoning: %r" % msg["content"][:40])

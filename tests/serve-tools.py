@@ -5,7 +5,8 @@ POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, Qwen3.5's
 for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5, GLM-4.7-Flash's for glm-4.7,
-MiniMax-M2's for minimax-m2, DeepSeek V3.2's for deepseek-v3.2; rendered by jinja2 as Hugging
+MiniMax-M2's for minimax-m2, MiniMax-M3's for minimax-m3, DeepSeek V3.2's for deepseek-v3.2;
+rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
 kimi-k2-thinking / deepseek-v3.1, DeepSeek V3-0324's and R1's told
@@ -44,12 +45,15 @@ def raise_exception(message):
 
 env.globals["raise_exception"] = raise_exception
 template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
+NS = "]<]minimax[>["  # MiniMax-M3's namespace token
+m3 = name == "MiniMax-M3"
 # the call's opening a named tool_choice leaves at the prompt's end
 kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:0<|tool_call_argument_begin|>"
 fenced = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n"
 opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
+           "MiniMax-M3": "</mm:think>%s<tool_call>\n%s<invoke name=\"%%s\">" % (NS, NS),
            "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi,
            "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>",
            "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
@@ -79,6 +83,10 @@ def render_as_is(messages, tools=None, **kwargs):
 
 
 def render(messages, tools, **kwargs):
+    # MiniMax-M3's template does not read enable_thinking: faultline takes it
+    # as its thinking_mode "disabled"
+    if m3 and kwargs.get("enable_thinking") is False:
+        kwargs = dict(kwargs, thinking_mode="disabled")
     # a last assistant message is continued (llama-server's prefill)
     if messages[-1]["role"] == "assistant":
         return continued(lambda m, **k: render_as_is(m, tools, **k), messages, THINK_TAGS.get(name),
@@ -255,7 +263,8 @@ got = post("/apply-template", {"messages": messages, "tools": [weather, clock],
 want = render(messages, [weather, clock], enable_thinking=False) + \
     (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
      opening.replace("</think>", "") if name in ("DeepSeek-V3.1", "DeepSeek-V3.2", "GLM-4.7-Flash") else
-     opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else opening) % "get_time"
+     opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else
+     opening.replace("</mm:think>", "") if m3 else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
 if got["prompt"] != want:
@@ -266,11 +275,12 @@ if got["prompt"] != want:
 # model ended)
 glm = name in ("GLM-4.6", "GLM-4.7-Flash")
 dsml = name == "DeepSeek-V3.2"
-if glm or name == "MiniMax-M2" or xml or dsml:
-    lt = post("/tokenize", {"content": "<"})["tokens"][0]
+if glm or name == "MiniMax-M2" or xml or dsml or m3:
+    first = "]" if m3 else "<"  # what every pair and close starts with
+    lt = post("/tokenize", {"content": first})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
                                       "tool_choice": {"type": "function", "function": {"name": "get_time"}},
-                                      "logit_bias": {str(lt): 100}, "stop": ["<"], "max_tokens": 4})
+                                      "logit_bias": {str(lt): 100}, "stop": [first], "max_tokens": 4})
     c = r["choices"][0]
     ok = c["finish_reason"] == "tool_calls" and c["message"]["content"] is None and \
         [t["function"] for t in c["message"]["tool_calls"]] == [{"name": "get_time", "arguments": "{}"}]
@@ -279,14 +289,16 @@ if glm or name == "MiniMax-M2" or xml or dsml:
 # ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
 # random model writes at temperature 1, a named get_weather call starts with its required
 # city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
-if glm or name == "MiniMax-M2" or xml or dsml:
+if glm or name == "MiniMax-M2" or xml or dsml or m3:
     nl = "\n" if name == "GLM-4.6" else ""  # GLM-4.7 writes its pairs without newlines
     named = "<arg_key>city</arg_key>%s<arg_value>" % nl if glm else "<parameter=city>\n" if xml else \
-        '<｜DSML｜parameter name="city" string="true">' if dsml else '<parameter name="city">'
+        '<｜DSML｜parameter name="city" string="true">' if dsml else NS + "<city>" if m3 else \
+        '<parameter name="city">'
     starts = ("get_weather%s<arg_key>city</arg_key>" % nl, "get_time" + nl) if glm else \
         ("get_weather>\n<parameter=city>\n", "get_time>\n") if xml else \
         ('<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">',
          '<｜DSML｜invoke name="get_time">\n') if dsml else \
+        (NS + '<invoke name="get_weather">' + NS + "<city>", NS + '<invoke name="get_time">') if m3 else \
         ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
     for seed in range(3):
         for choice, want in (({"type": "function", "function": {"name": "get_weather"}}, (named,)),
@@ -357,10 +369,36 @@ if deepseek_fenced:
               % (seed, c["finish_reason"], (c["message"]["content"] or json.dumps(calls))[:70]))
 # a result with no call before it: the template raises (V3.2's reads a message that is not
 # there), the server says 400
-if name in ("MiniMax-M2", "DeepSeek-V3.2"):
+if name in ("MiniMax-M2", "MiniMax-M3", "DeepSeek-V3.2"):
     code, _ = post("/apply-template", {"messages": [{"role": "user", "content": "x"},
                                                     {"role": "tool", "content": "rain"}]},
                    status=True)
     failed += code != 400
     print(("ok" if code == 400 else "FAIL") + ": a result with no call: %d" % code)
+# MiniMax-M3's own kwarg, thinking_mode (the system turn says it; "enabled" opens
+# <mm:think>, "disabled" writes </mm:think>), its "root" role (the system turn's text,
+# a system or developer message after it the developer turn's), and a later system
+# message left out as the template leaves it
+if m3:
+    root = [{"role": "root", "content": "You are M3."}, {"role": "developer", "content": "Be terse."},
+            {"role": "user", "content": "Hi"}, {"role": "system", "content": "(not written)"},
+            {"role": "assistant", "content": "<mm:think>\nx\n</mm:think>\nHello\n"},
+            {"role": "user", "content": "Again"}]
+    for mode in ("enabled", "disabled", "adaptive"):
+        for case, (messages, tools) in (("tools, a system turn", cases["tools, a system turn"]),
+                                        ("a call, two results", cases["a call, two results"]),
+                                        ("the root role", (root, None))):
+            body = {"messages": messages, "chat_template_kwargs": {"thinking_mode": mode}}
+            if tools:
+                body["tools"] = tools
+            got = post("/apply-template", body)["prompt"]
+            want = render(messages, tools, thinking_mode=mode)
+            failed += got != want
+            print(("ok" if got == want else "FAIL") + ": %s, thinking_mode %s (%r)" % (case, mode, got[-24:]))
+            if got != want:
+                print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+    code, r = post("/apply-template", {"messages": root, "chat_template_kwargs": {"thinking_mode": "maybe"}},
+                   status=True)
+    failed += code != 400
+    print(("ok" if code == 400 else "FAIL") + ": thinking_mode maybe: %d %s" % (code, r))
 sys.exit(1 if failed else 0)

@@ -42,6 +42,7 @@ def check(ok, what):
 # Where each template's answers write their reasoning, as llama-server's
 # template analysis finds the tags (checked against llama-server 34af94c).
 THINK_TAGS = {"Qwen3": ("<think>\n", "\n</think>\n\n"), "MiniMax-M2": ("<think>\n", "\n</think>\n\n"),
+              "MiniMax-M3": ("<mm:think>", "</mm:think>"),
               "Qwen3.5-4B": ("<think>\n", "\n</think>\n\n"), "Qwen3-Coder": None,
               "GLM-4.6": ("<think>", "</think>\n"), "GLM-4.7-Flash": ("<think>", "</think>"), "Kimi-K2-Instruct": ("<think>", "</think>"),
               "Kimi-K2-Thinking": ("<think>", "</think>"), "DeepSeek-V3.1": ("<think>", "</think>"),

@@ -316,6 +316,17 @@ static void test_tool_grammars(void)
         { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>",
           (size_t)-1 },
         { FL_CHAT_MINIMAX_M2, "required", "<invoke name=\"later\">", 14 },
+        /* MiniMax-M3's: every tag after its namespace token, nested values for any type */
+        { FL_CHAT_MINIMAX_M3, "named", FL_MINIMAX_M3_NS "<city>Paris" FL_MINIMAX_M3_NS "</city>"
+          FL_MINIMAX_M3_NS "<unit>c" FL_MINIMAX_M3_NS "</unit>" FL_MINIMAX_M3_NS "</invoke>\n"
+          FL_MINIMAX_M3_NS "</tool_call>", (size_t)-1 },
+        { FL_CHAT_MINIMAX_M3, "named", FL_MINIMAX_M3_NS "<unit>", 14 },        /* city first */
+        { FL_CHAT_MINIMAX_M3, "named", FL_MINIMAX_M3_NS "<city>P" FL_MINIMAX_M3_NS "</city>"
+          FL_MINIMAX_M3_NS "<days>x", 59 },                                   /* not an integer */
+        { FL_CHAT_MINIMAX_M3, "required", FL_MINIMAX_M3_NS "<invoke name=\"now\">" FL_MINIMAX_M3_NS
+          "<a>" FL_MINIMAX_M3_NS "<item>1" FL_MINIMAX_M3_NS "</item>" FL_MINIMAX_M3_NS "</a>"
+          FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>", (size_t)-1 },
+        { FL_CHAT_MINIMAX_M3, "required", FL_MINIMAX_M3_NS "<invoke name=\"later\">", 27 },
         /* Kimi K2's and gpt-oss's "required": a tool's name, the markers, a JSON object */
         { FL_CHAT_KIMI_K2_INSTRUCT, "required", "now:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
           "<|tool_calls_section_end|>", (size_t)-1 },
@@ -394,7 +405,7 @@ static void test_tool_grammars(void)
     api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
     CHECK(!api_tool_grammar(&r, &t, NULL), "no tools: no grammar");
     api_request_free(&r);
-    printf("tool grammars: GLM-4.5's and MiniMax-M2's forced calls held to the tools' parameters\n");
+    printf("tool grammars: GLM-4.5's and MiniMax-M2/M3's forced calls held to the tools' parameters\n");
 }
 
 int main(void)

@@ -173,16 +173,22 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("glm-dsa", NULL) == FL_CHAT_GLM47, "glm-dsa -> glm-4.7");
     CHECK(fl_chat_detect("kimi-linear", NULL) == FL_CHAT_KIMI_K2_INSTRUCT,
           "kimi-linear -> kimi-k2-instruct");
-    /* formats not built: no guess (a chat request is refused in one line) */
-    static const char *const own[][2] = { { "kimi-k3", "tests/data/templates/Kimi-K3.jinja" },
-                                          { "minimax-m3", "tests/data/templates/MiniMax-M3.jinja" } };
-    for (int i = 0; i < 2; i++) {
+    /* a format not built: no guess (a chat request is refused in one line);
+     * MiniMax-M3's own template and architecture, its format */
+    static const struct { const char *arch, *file; enum fl_chat_format want; } own[] = {
+        { "kimi-k3", "tests/data/templates/Kimi-K3.jinja", FL_CHAT_UNKNOWN },
+        { "minimax-m3", "tests/data/templates/MiniMax-M3.jinja", FL_CHAT_MINIMAX_M3 },
+        { NULL, "tests/data/templates/MiniMax-M3.jinja", FL_CHAT_MINIMAX_M3 },
+        { NULL, "tests/data/templates/MiniMax-M2.jinja", FL_CHAT_MINIMAX_M2 },
+    };
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
         char *t = NULL;
         size_t len;
-        CHECK(fl_read_whole_file(own[i][1], 1 << 20, &t, &len) == 0 &&
-                  fl_chat_detect(own[i][0], t) == FL_CHAT_UNKNOWN &&
-                  fl_chat_detect(own[i][0], NULL) == FL_CHAT_UNKNOWN,
-              "%s's own format taken for another", own[i][0]);
+        CHECK(fl_read_whole_file(own[i].file, 1 << 20, &t, &len) == 0 &&
+                  fl_chat_detect(own[i].arch, t) == own[i].want &&
+                  (!own[i].arch || fl_chat_detect(own[i].arch, NULL) == own[i].want),
+              "%s (%s): format %d", own[i].file, own[i].arch ? own[i].arch : "-",
+              (int)fl_chat_detect(own[i].arch, t));
         free(t);
     }
     CHECK(fl_chat_detect("gpt-oss", NULL) == FL_CHAT_GPT_OSS, "gpt-oss -> its own template");
@@ -196,7 +202,7 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect(NULL, "{{ ']~!b[' ~ ']~b]' ~ role }}{{ '[e~[' }}") == FL_CHAT_MINIMAX_M2,
           "minimax-m2 markers");
     CHECK(fl_chat_detect(NULL, "{%- set think_begin_token = '<mm:think>' -%}{{ ']~b]' }}{{ '[e~[' }}") ==
-              FL_CHAT_UNKNOWN, "MiniMax-M3's markers (another format) -> none");
+              FL_CHAT_UNKNOWN, "MiniMax's markers with <mm:think> but no M3 tool tags -> none");
     CHECK(fl_chat_detect("llama", "{{ '<|im_start|>' + role }}") == FL_CHAT_CHATML,
           "template markers win over the architecture");
     CHECK(fl_chat_detect("llama", "{{ '[INST] ' + content }}{{ '[SYSTEM_PROMPT]' }}") ==

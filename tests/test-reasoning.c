@@ -4,7 +4,8 @@
  * here from the rule as llama-server's "deepseek" format states it
  * (strip, find, split on NUL-terminated copies), on fixed answers and on
  * 200,000 random ones built from the pieces that matter (tags, partial
- * tags, blanks, text), and 100,000 in gpt-oss's harmony channels. A growing answer's split is checked, at every
+ * tags, blanks, text), 100,000 in gpt-oss's harmony channels and 100,000 in MiniMax-M3's
+ * <mm:think> (whose answers without reasoning open with a bare </mm:think>). A growing answer's split is checked, at every
  * length, to be a prefix of the finished one at the same place, settled no
  * further than its bytes, and never going back: what a stream sends is
  * exactly what the whole answer says. */
@@ -109,6 +110,14 @@ static void test_fixed(void)
                      "commentary<|message|>B", false, "A", "<|start|>assistant<|channel|>commentary"
                      "<|message|>B");
     check_split_tags(h, "plain", false, "", "plain");
+    /* MiniMax-M3's: a bare </mm:think> opens an answer without reasoning */
+    const struct fl_reasoning_tags *mm = &fl_mm_think_tags;
+    check_split_tags(mm, "<mm:think>plan</mm:think>Hi", false, "plan", "Hi");
+    check_split_tags(mm, "</mm:think>Hi", false, "", "Hi");
+    check_split_tags(mm, "\n</mm:think> Hi", false, "", " Hi");
+    check_split_tags(mm, "Hi</mm:think>", false, "", "Hi</mm:think>");
+    check_split_tags(mm, "<think>x</think>y", false, "", "<think>x</think>y");
+    check_split_tags(mm, "plan</mm:think>\nok", true, "plan", "ok");
     struct fl_reasoning_split sp;
     for (int k = 0; k < 4; k++) { /* nothing written yet: a NULL text */
         fl_reasoning_split(NULL, 0, k & 1, k & 2, &sp);
@@ -172,6 +181,9 @@ static void test_random(void)
         "\n", "a", "b c", "<|channel|>commentary<|message|>"
     };
     random_answers(&fl_harmony_tags, harmony, (int)(sizeof(harmony) / sizeof(harmony[0])), 100000);
+    static const char *const mm[] = { "<mm:think>", "</mm:think>", "<", "</", "</mm:", "<mm:",
+                                      " ", "\n", "a", "b c", "<think>", ">" };
+    random_answers(&fl_mm_think_tags, mm, (int)(sizeof(mm) / sizeof(mm[0])), 100000);
 }
 
 /* The reasoning budget: nothing forced before the reasoning opens, while
@@ -203,6 +215,12 @@ static void test_budget(void)
     for (int32_t id; (id = fl_think_budget_next(&b, " <think>a\xc3\xa9", 11, 6 + k)) >= 0; k++)
         CHECK(k < n_want && id == want[k], "forced token %d: %d", k, id);
     CHECK(k == n_want, "%d forced, want %d", k, n_want);
+    fl_think_budget_reset(&b); /* a byte that starts no character is a whole bad one */
+    CHECK(fl_think_budget_next(&b, " <think>", 8, 3) == -1 &&
+              fl_think_budget_next(&b, " <think>a\xfe", 10, 5) >= 0, "after 0xFE: forced");
+    fl_think_budget_reset(&b);
+    CHECK(fl_think_budget_next(&b, " <think>", 8, 3) == -1 &&
+              fl_think_budget_next(&b, " <think>a\xf0\x9f", 11, 5) == -1, "inside a 4-byte one: nothing");
     fl_think_budget_reset(&b);
     CHECK(fl_think_budget_next(&b, "<think>a</think>", 16, 9) == -1 &&
               fl_think_budget_next(&b, "<think>a</think>bcd", 19, 12) == -1, "closed: nothing");

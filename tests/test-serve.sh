@@ -285,6 +285,15 @@ python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M2 || fail "Mini
 # its prompt opens <think>: reasoning_content, budgets, streams (tests/serve-reasoning.py)
 python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" || fail "reasoning"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
+# MiniMax-M3's (minimax-m3 model): prompts as its template writes them, its nested calls
+model=tests/data/minimax-m3-tiny-F16.gguf
+start -np 2 -c 4096 # (its system turn alone is ~800 of these byte tokens)
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M3 || fail "MiniMax-M3 tool prompts"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+# ... told thinking_mode "enabled": its prompt opens <mm:think> (tests/serve-reasoning.py)
+start -np 2 -c 4096 --chat-template-kwargs '{"thinking_mode": "enabled"}'
+python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" minimax-m3 || fail "MiniMax-M3 reasoning"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
 # gpt-oss's (gpt-oss model): prompts as its own template writes them (tests/serve-harmony.py)
 model=tests/data/gpt-oss-tiny-MXFP4.gguf
 start -np 2 -c 1024

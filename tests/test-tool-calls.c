@@ -1,6 +1,6 @@
 /* test-tool-calls: the calls in an answer (text/tool-calls.h): chatml's
  * and GLM-4.5's <tool_call> blocks and MiniMax-M2's <minimax:tool_call>
- * blocks of <invoke>s read into names and arguments with the
+ * blocks of <invoke>s (M3's namespaced and nested) read into names and arguments with the
  * text around them as content; anything not well-formed stays content, whole; and the
  * bytes a stream may send before it knows whether a call starts. */
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tests/check.h"
+#include "text/chat.h"
 #include "text/tool-calls.h"
 
 static void parse_as(enum fl_chat_format fmt, const char *text, struct fl_tool_answer *a)
@@ -123,6 +124,87 @@ static void test_minimax(void)
     CHECK(fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <minimax:to", 14) == 3 &&
               fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M2, "Hi <tool_call>", 14) == 14,
           "minimax: content up to where its block may start");
+}
+
+#define NS FL_MINIMAX_M3_NS
+
+/* MiniMax-M3: every tag after its namespace token, objects and arrays
+ * nested (an array's entries as <item>s), strings bare, the rest JSON */
+static void test_minimax_m3(void)
+{
+    const char *t = "<mm:think>plan</mm:think>Checking.\n" NS "<tool_call>\n" NS
+                    "<invoke name=\"get_weather\">" NS "<city>New York" NS "</city>" NS "<days>3" NS
+                    "</days>" NS "<opts>" NS "<units>C" NS "</units>" NS "<hours>" NS "<item>6" NS
+                    "</item>" NS "<item>12.5" NS "</item>" NS "</hours>" NS "</opts>" NS "<raw>true" NS
+                    "</raw>" NS "<note>" NS "</note>" NS "</invoke>\n" NS "<invoke name=\"get_time\">"
+                    NS "</invoke>\n" NS "</tool_call>";
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_MINIMAX_M3, t, &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"New York\",\"days\":3,\"opts\":{\"units\":"
+                      "\"C\",\"hours\":[6,12.5]},\"raw\":true,\"note\":\"\"}") &&
+              !strcmp(a.calls[1].name, "get_time") && !strcmp(a.calls[1].arguments, "{}"),
+          "minimax-m3: nested arguments: %d %s", a.n_calls, a.n_calls ? a.calls[0].arguments : "");
+    CHECK(!strcmp(a.content, "<mm:think>plan</mm:think>Checking."), "minimax-m3 content '%s'",
+          a.content);
+    fl_tool_answer_free(&a);
+    /* blanks between tags (a model may write newlines) are no values */
+    parse_as(FL_CHAT_MINIMAX_M3, NS "<tool_call>\n" NS "<invoke name=\"f\">\n  " NS "<a>\n" NS
+             "<item> x " NS "</item>\n" NS "</a>\n" NS "</invoke>\n" NS "</tool_call>", &a);
+    CHECK(a.n_calls == 1 && !strcmp(a.calls[0].arguments, "{\"a\":[\" x \"]}"),
+          "minimax-m3: blanks between tags: %s", a.n_calls ? a.calls[0].arguments : "");
+    fl_tool_answer_free(&a);
+    char deep[2048] = NS "<tool_call>" NS "<invoke name=\"f\">";
+    for (int i = 0; i < 40; i++)
+        strcat(deep, NS "<a>");
+    for (int i = 0; i < 40; i++)
+        strcat(deep, NS "</a>");
+    strcat(deep, NS "</invoke>" NS "</tool_call>");
+    const char *const bad[] = {
+        NS "<tool_call>\n" NS "</tool_call>",                                         /* no invoke */
+        NS "<tool_call>\n" NS "<invoke name=\"f\">" NS "</tool_call>",                 /* not closed */
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<a>1" NS "</b>" NS "</invoke>" NS "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<a>1" NS "</a>" NS "<a>2" NS "</a>" NS
+        "</invoke>" NS "</tool_call>",                                                /* a key twice */
+        NS "<tool_call>" NS "<invoke name=\"f g\">" NS "</invoke>" NS "</tool_call>",    /* a bad name */
+        NS "<tool_call>" NS "<invoke name=\"f\">stray" NS "</invoke>" NS "</tool_call>",
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "<a>" NS "<b>1" NS "</b>x" NS "</a>" NS
+        "</invoke>" NS "</tool_call>",                                     /* text after a nested tag */
+        NS "<tool_call>" NS "<invoke name=\"f\">" NS "</invoke>",                      /* cut */
+        deep,                                                                /* nested too deep */
+    };
+    all_content(FL_CHAT_MINIMAX_M3, bad, sizeof(bad) / sizeof(bad[0]));
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M3, "Hi ]<]mini", 10) == 3 &&
+              fl_tool_calls_content_prefix(FL_CHAT_MINIMAX_M3, "Hi <tool_call>", 14) == 14,
+          "minimax-m3: content up to where its block may start");
+}
+
+/* Calls rendered as MiniMax-M3's template writes them read back as the
+ * same arguments (nulls left out, as the template leaves them) */
+static void test_minimax_m3_round_trip(void)
+{
+    static const struct fl_chat_tool_call calls[] = {
+        { "f", "{\"s\": \"a <b> c\", \"n\": -2.5e-3, \"o\": {\"k\": [1, {\"x\": false}, [\"y\"]], "
+               "\"z\": null}, \"i\": 7}" },
+        { "g", "{}" },
+    };
+    const struct fl_chat_msg m[] = { { .role = "user", .content = "q" },
+                                     { .role = "assistant", .content = "", .calls = calls, .n_calls = 2 } };
+    const struct fl_chat_opts o = { 0 };
+    char *out = NULL;
+    CHECK(fl_chat_render(FL_CHAT_MINIMAX_M3, m, 2, &o, &out) > 0, "minimax-m3: render the calls");
+    const char *block = out ? strstr(out, "]~b]ai\n</mm:think>") : NULL;
+    const char *end = block ? strstr(block, "[e~[") : NULL;
+    struct fl_tool_answer a = { 0 };
+    if (end)
+        CHECK(fl_tool_calls_parse(FL_CHAT_MINIMAX_M3, block + 18, (size_t)(end - block - 18), &a) == 0,
+              "minimax-m3: parse the rendered calls");
+    CHECK(a.n_calls == 2 &&
+              !strcmp(a.calls[0].arguments, "{\"s\":\"a <b> c\",\"n\":-0.0025,\"o\":{\"k\":[1,{\"x\":"
+                      "false},[\"y\"]]},\"i\":7}") && !strcmp(a.calls[1].arguments, "{}"),
+          "minimax-m3: the calls read back: %d %s", a.n_calls, a.n_calls ? a.calls[0].arguments : "");
+    fl_tool_answer_free(&a);
+    free(out);
 }
 
 /* DeepSeek V3.2: DSML invokes whose parameters say whether they are
@@ -459,6 +541,10 @@ static void test_partial(void)
     grow(FL_CHAT_MINIMAX_M2, "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter "
          "name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n<parameter "
          "name=\"x\">y</parameter>\n</invoke>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>");
+    grow(FL_CHAT_MINIMAX_M3, NS "<tool_call>\n" NS "<invoke name=\"get_weather\">" NS "<city>Paris" NS
+         "</city>" NS "<o>" NS "<a>" NS "<item>1" NS "</item>" NS "</a>" NS "<b>x" NS "</b>" NS "</o>" NS
+         "<days>3" NS "</days>" NS "</invoke>\n" NS "<invoke name=\"now\">" NS "</invoke>\n" NS
+         "</tool_call>");
     grow(FL_CHAT_DEEPSEEK_V32, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
          "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
          "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
@@ -487,7 +573,7 @@ static void test_partial(void)
     grow(FL_CHAT_GPT_OSS, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
          "\"Paris\", \"days\": 3, \"x\": [1]}<|call|>");
-    printf("calls read as the answer grows: names, then arguments that only grow (10 formats)\n");
+    printf("calls read as the answer grows: names, then arguments that only grow (11 formats)\n");
 }
 
 int main(void)
@@ -495,6 +581,8 @@ int main(void)
     test_calls();
     test_glm();
     test_minimax();
+    test_minimax_m3();
+    test_minimax_m3_round_trip();
     test_dsml();
     test_gpt_oss();
     test_kimi();

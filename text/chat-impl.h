@@ -85,6 +85,14 @@ int chat_xml_args(struct sbuf *b, const char *arguments, const char *open, const
 int fl_chat_glm45(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                   const struct fl_chat_opts *o, bool glm47);
 
+/* MiniMax-M2's own template (chat-minimax.c): 0, or -EINVAL for a result
+ * with no call before it or a call whose arguments are no JSON object. */
+int fl_chat_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                       const struct fl_chat_opts *o);
+/* MiniMax-M3's (chat-minimax.c): the same errors. */
+int fl_chat_minimax_m3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                       const struct fl_chat_opts *o);
+
 /* Kimi K2's own templates (chat-kimi.c), Instruct's or Thinking's: 0 or
  * -ENOMEM. */
 int fl_chat_kimi(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

@@ -44,6 +44,7 @@ static const struct {
     { "glm-4.5", FL_CHAT_GLM45 },
     { "glm-4.7", FL_CHAT_GLM47 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
+    { "minimax-m3", FL_CHAT_MINIMAX_M3 },
 };
 
 enum fl_chat_format fl_chat_format_from_name(const char *name)
@@ -120,7 +121,9 @@ static enum fl_chat_format detect_template(const char *t)
         return FL_CHAT_GLM47;
     if (strstr(t, "[gMASK]<sop>"))
         return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
-    if (strstr(t, "]~b]") && strstr(t, "[e~[") && !strstr(t, "<mm:think>")) /* not M3's */
+    if (strstr(t, "]<]minimax[>[") && strstr(t, "<tool_call>") && strstr(t, "<invoke name="))
+        return FL_CHAT_MINIMAX_M3; /* as llama.cpp tells it from M2's */
+    if (strstr(t, "]~b]") && strstr(t, "[e~[") && !strstr(t, "<mm:think>")) /* not M3-like */
         return FL_CHAT_MINIMAX_M2;
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
         return FL_CHAT_GPT_OSS;
@@ -151,6 +154,8 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
                                * their template, which the detection above reads) */
     if (strcmp(arch, "minimax-m2") == 0)
         return FL_CHAT_MINIMAX_M2;
+    if (strcmp(arch, "minimax-m3") == 0)
+        return FL_CHAT_MINIMAX_M3;
     if (strcmp(arch, "kimi-linear") == 0)
         return FL_CHAT_KIMI_K2_INSTRUCT; /* Moonshot's format, as Kimi K2 Instruct writes it
                                           * (Kimi K3 has a format of its own, not built) */
@@ -427,106 +432,6 @@ static void apply_chatglm4(struct sbuf *b, const struct fl_chat_msg *m, size_t n
         put(b, "<|assistant|>\n");
 }
 
-/* MiniMax-M2's tools block: each tool's function as JSON in <tool>, and
- * the call format. -EINVAL when a tool is not {"function": {...}}. */
-static int minimax_tools(struct sbuf *b, const char *const *tools, size_t n_tools)
-{
-    put(b, "\n\n# Tools\nYou may call one or more tools to assist with the user query.\nHere "
-           "are the tools available in JSONSchema format:\n\n<tools>\n");
-    for (size_t i = 0; i < n_tools; i++) {
-        json_t *t = json_loads(tools[i], 0, NULL);
-        char *f = fl_json_dumps_python(json_object_get(t, "function"));
-        json_decref(t);
-        if (!f)
-            return -EINVAL;
-        put(b, "<tool>");
-        put(b, f);
-        put(b, "</tool>\n");
-        free(f);
-    }
-    put(b, "</tools>\n\nWhen making tool calls, use XML format to invoke tools and pass "
-           "parameters:\n\n<minimax:tool_call>\n<invoke name=\"tool-name-1\">\n<parameter "
-           "name=\"param-key-1\">param-value-1</parameter>\n<parameter name=\"param-key-2\">"
-           "param-value-2</parameter>\n...\n</invoke>\n</minimax:tool_call>");
-    return 0;
-}
-
-/* An assistant turn: reasoning (kept after the last user turn) as the
- * template splits it at </think>, the answer with newlines trimmed, and
- * each call as <invoke> with <parameter>s (strings bare, other values as
- * JSON). */
-static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
-{
-    const char *r, *a;
-    size_t rn, an;
-    chat_reasoning_of(m, &r, &rn, &a, &an);
-    while (an && a[an - 1] == '\n' && !m->reasoning && strstr(m->content, "</think>")) /* the template strips then */
-        an--;
-    put(b, "]~b]ai\n");
-    if (rn && after_user) {
-        put(b, "<think>\n");
-        put_n(b, r, rn);
-        put(b, "\n</think>\n\n");
-    }
-    put_n(b, a, an);
-    if (m->n_calls)
-        put(b, "\n<minimax:tool_call>\n");
-    for (size_t j = 0; j < m->n_calls; j++) {
-        put(b, "<invoke name=\"");
-        put(b, m->calls[j].name);
-        put(b, "\">\n");
-        if (chat_xml_args(b, m->calls[j].arguments, "<parameter name=\"", "\">", "</parameter>\n"))
-            return -EINVAL;
-        put(b, "</invoke>\n");
-    }
-    if (m->n_calls)
-        put(b, "</minimax:tool_call>");
-    put(b, "[e~[\n");
-    return 0;
-}
-
-/* MiniMax-M2's Jinja template (MiniMax-M2.jinja in llama.cpp's models): the
- * assistant's role is "ai", a system turn always comes first (the
- * template's default when the conversation has none; a later system turn
- * is not written), tools in it, results in a "tool" turn, and the
- * generation prompt opens the model's thinking. -EINVAL for a result with
- * no call before it (the template raises). */
-static int apply_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
-                            const struct fl_chat_opts *o)
-{
-    const char *const *tools = o->tools;
-    const size_t n_tools = o->n_tools;
-    const bool sys = n && is(m[0].role, "system");
-    put(b, "]~!b[]~b]system\n");
-    put(b, sys && m[0].content[0] ? m[0].content : "You are a helpful assistant.");
-    if (n_tools && minimax_tools(b, tools, n_tools))
-        return -EINVAL;
-    put(b, "[e~[\n");
-    size_t last_user = SIZE_MAX;
-    for (size_t i = sys; i < n; i++)
-        if (is(m[i].role, "user"))
-            last_user = i;
-    bool called = false; /* the last assistant turn made calls */
-    for (size_t i = sys; i < n; i++) {
-        if (is(m[i].role, "assistant")) {
-            if (minimax_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
-                return -EINVAL;
-            called = m[i].n_calls > 0;
-        } else if (is(m[i].role, "tool")) {
-            if (!called)
-                return -EINVAL;
-            chat_put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
-        } else if (is(m[i].role, "user")) {
-            put(b, "]~b]user\n");
-            put(b, m[i].content);
-            put(b, "[e~[\n");
-        }
-    }
-    if (o->add_assistant)
-        put(b, "]~b]ai\n<think>\n");
-    return 0;
-}
-
 bool fl_chat_has_tools(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_CHATML || fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER ||
@@ -534,7 +439,16 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
            fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31 ||
            fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1 ||
-           fmt == FL_CHAT_DEEPSEEK_V32;
+           fmt == FL_CHAT_DEEPSEEK_V32 || fmt == FL_CHAT_MINIMAX_M3;
+}
+
+int fl_chat_think_mode_from_name(const char *name)
+{
+    return !name                        ? -1
+           : !strcmp(name, "enabled")   ? FL_THINK_MODE_ENABLED
+           : !strcmp(name, "disabled")  ? FL_THINK_MODE_DISABLED
+           : !strcmp(name, "adaptive")  ? FL_THINK_MODE_ADAPTIVE
+                                        : -1;
 }
 
 int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -555,6 +469,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     static const struct think_marks qwen = { "<think>\n", "\n</think>\n\n" },
                                     glm = { "<think>", "</think>\n" },
                                     bare = { "<think>", "</think>" },
+                                    mm = { "<mm:think>", "</mm:think>" },
                                     harmony = { "<|channel|>analysis<|message|>",
                                                 "<|end|><|start|>assistant<|channel|>final<|message|>" };
     switch (fmt) {
@@ -569,6 +484,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     case FL_CHAT_DEEPSEEK_V32:
     case FL_CHAT_DEEPSEEK_R1: return &bare;
     case FL_CHAT_GPT_OSS: return &harmony;
+    case FL_CHAT_MINIMAX_M3: return &mm;
     default: return NULL;
     }
 }
@@ -595,12 +511,15 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
                                                        * enable_thinking=false */
         return o->add_assistant && !o->no_thinking;
+    if (fmt == FL_CHAT_MINIMAX_M3) /* thinking_mode "enabled" opens <mm:think> */
+        return o->add_assistant && fl_chat_minimax_m3_mode(o) == FL_THINK_MODE_ENABLED;
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
 }
 
 const struct fl_reasoning_tags *fl_chat_reasoning_tags(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_GPT_OSS ? &fl_harmony_tags : &fl_think_tags;
+    return fmt == FL_CHAT_GPT_OSS ? &fl_harmony_tags : fmt == FL_CHAT_MINIMAX_M3 ? &fl_mm_think_tags
+                                                                                : &fl_think_tags;
 }
 
 static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -708,7 +627,8 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_CHATGLM4: apply_chatglm4(&b, msgs, n, add_assistant); break;
     case FL_CHAT_GLM45: rc = fl_chat_glm45(&b, msgs, n, o, false); break;
     case FL_CHAT_GLM47: rc = fl_chat_glm45(&b, msgs, n, o, true); break;
-    case FL_CHAT_MINIMAX_M2: rc = apply_minimax_m2(&b, msgs, n, o); break;
+    case FL_CHAT_MINIMAX_M2: rc = fl_chat_minimax_m2(&b, msgs, n, o); break;
+    case FL_CHAT_MINIMAX_M3: rc = fl_chat_minimax_m3(&b, msgs, n, o); break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */

@@ -20,6 +20,8 @@
  *   glm-4.5       [gMASK]<sop><|user|>\n... <|assistant|>\n<think></think>\n... <|assistant|>
  *                 (GLM-4.5/4.6/4.7's Jinja: tools, <arg_key> calls, <|observation|> results)
  *   minimax-m2    ]~!b[]~b]system\n...[e~[\n]~b]user\n...[e~[\n ... ]~b]ai\n<think>\n
+ *   minimax-m3    ]~!b[]~b]system\n...[e~[\n]~b]developer\n...[e~[\n ... ]~b]ai\n
+ *                 (MiniMax-M3's: <mm:think>, its thinking_mode, namespaced tool tags)
  *
  * The result contains special-token texts: tokenize it with parse_special
  * (and add_special, so the file's BOS is added). */
@@ -60,6 +62,7 @@ enum fl_chat_format {
     FL_CHAT_GLM47,            /* GLM-4.7's own template (its calls without newlines) */
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
     FL_CHAT_DEEPSEEK_V32,     /* DeepSeek V3.2's own template (DSML calls, <think>) */
+    FL_CHAT_MINIMAX_M3,       /* MiniMax-M3's own template (<mm:think>, ]<]minimax[>[ calls) */
 };
 
 /* A call an assistant message made (OpenAI's tool_calls[i].function). */
@@ -82,7 +85,7 @@ struct fl_chat_msg {
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
  * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
  * "deepseek-v3.1", "deepseek-v3.2", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
- * "qwen3-coder", "glm-4.7". Unknown
+ * "qwen3-coder", "glm-4.7", "minimax-m3". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
@@ -90,7 +93,8 @@ const char *fl_chat_format_name(enum fl_chat_format fmt);
 /* Picks the format: markers in the Jinja template text (may be NULL) as
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
  * chatml, qwen35moe -> qwen3.5, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
- * openai-gpt-oss, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2). FL_CHAT_UNKNOWN
+ * openai-gpt-oss, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2, minimax-m3 ->
+ * minimax-m3). FL_CHAT_UNKNOWN
  * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
 
@@ -123,6 +127,12 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            name="NAME"> with <parameter name="K">V</parameter> lines,
  *            results as <response> lines in a tool turn (-EINVAL for one
  *            with no call before it, where the template raises);
+ *   minimax-m3  as MiniMax-M3's: the same tools and results, calls as one
+ *            ]<]minimax[>[<tool_call> block of ]<]minimax[>[<invoke
+ *            name="NAME"> with a ]<]minimax[>[<K>V]<]minimax[>[</K> tag per
+ *            argument (every tag after that namespace token; objects and
+ *            arrays as nested tags, an array's as <item>s; strings bare,
+ *            booleans and numbers as JSON, nulls left out);
  *   openai-gpt-oss  as gpt-oss's: the functions as a TypeScript namespace in
  *            the developer turn, a call (an answer's first) as
  *            <|start|>assistant to=functions.NAME<|channel|>commentary json
@@ -146,6 +156,21 @@ bool fl_chat_has_tools(enum fl_chat_format fmt);
  * reasoning. */
 enum fl_chat_continue { FL_CHAT_CONTINUE_NONE = 0, FL_CHAT_CONTINUE_CONTENT, FL_CHAT_CONTINUE_REASONING };
 
+/* MiniMax-M3's namespace token: its template writes it before every tool
+ * tag (]<]minimax[>[<tool_call>, ]<]minimax[>[<invoke name="...">, ...). */
+#define FL_MINIMAX_M3_NS "]<]minimax[>["
+
+/* MiniMax-M3's thinking_mode (its template's own kwarg): not given (the
+ * template's adaptive, or disabled under no_thinking), or as named. */
+enum fl_chat_think_mode {
+    FL_THINK_MODE_DEFAULT = 0,
+    FL_THINK_MODE_ENABLED,  /* its answer opens <mm:think> */
+    FL_THINK_MODE_DISABLED, /* its answer starts after </mm:think> */
+    FL_THINK_MODE_ADAPTIVE, /* the model decides */
+};
+/* "enabled", "disabled", "adaptive"; -1 for another word. */
+int fl_chat_think_mode_from_name(const char *name);
+
 /* How a conversation is rendered. */
 struct fl_chat_opts {
     const char *const *tools; /* n_tools tool definitions (each the JSON text */
@@ -160,6 +185,11 @@ struct fl_chat_opts {
                                * before enable_thinking: 0 not given, 1 on, -1 off */
     bool keep_reasoning;      /* GLM-4.7's clear_thinking=false: every answer in the history
                                * keeps its reasoning, not only those after the last user turn */
+    enum fl_chat_think_mode think_mode; /* MiniMax-M3's namespace token: its template writes it before every tool
+ * tag (]<]minimax[>[<tool_call>, ]<]minimax[>[<invoke name="...">, ...). */
+#define FL_MINIMAX_M3_NS "]<]minimax[>["
+
+/* MiniMax-M3's thinking_mode */
     /* the last message continued (as llama-server does it: the messages
      * before it with the assistant's opening, the opening cut where the
      * format's reasoning starts, then the reasoning's opening tag, the
@@ -167,6 +197,11 @@ struct fl_chat_opts {
      * content; a format without reasoning tags takes the content alone) */
     enum fl_chat_continue cont;
 };
+
+/* The thinking mode MiniMax-M3's template is rendered with for o: its
+ * think_mode, else disabled under no_thinking (llama-server's switch,
+ * which that template itself does not read), else adaptive. */
+enum fl_chat_think_mode fl_chat_minimax_m3_mode(const struct fl_chat_opts *o);
 
 /* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
  * fmt has no tool format; -EINVAL when o->cont is set and the last message

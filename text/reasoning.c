@@ -5,6 +5,8 @@
 #include <string.h>
 
 const struct fl_reasoning_tags fl_think_tags = { "<think>", "</think>", "", "" };
+/* MiniMax-M3's: an answer without reasoning starts with a bare </mm:think> */
+const struct fl_reasoning_tags fl_mm_think_tags = { "<mm:think>", "</mm:think>", "", "</mm:think>" };
 const struct fl_reasoning_tags fl_harmony_tags = {
     "<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
     "<|channel|>final<|message|>"

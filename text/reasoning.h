@@ -41,12 +41,13 @@ struct fl_reasoning_split {
  * nothing): <think> ... </think>, or gpt-oss's harmony channels,
  * <|channel|>analysis<|message|> ... <|end|> then
  * <|start|>assistant<|channel|>final<|message|> ANSWER, or at once
- * <|channel|>final<|message|> ANSWER. Text that does not open the answer
+ * <|channel|>final<|message|> ANSWER, or MiniMax-M3's <mm:think> ...
+ * </mm:think> ANSWER, or at once </mm:think> ANSWER. Text that does not open the answer
  * where one is expected (another channel) is all answer, as written. */
 struct fl_reasoning_tags {
     const char *open, *close, *answer, *direct;
 };
-extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags;
+extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags, fl_mm_think_tags;
 
 /* Splits s[0, n) at tags t (s may be NULL when n is 0). */
 void fl_reasoning_split_tags(const struct fl_reasoning_tags *t, const char *s, size_t n,

@@ -10,6 +10,9 @@
 
 #include "base/json.h"
 
+/* The length of MiniMax-M3's namespace token (text/chat.h). */
+#define MM3_NS_LEN (sizeof(FL_MINIMAX_M3_NS) - 1)
+
 /* gpt-oss writes a call as a message to "functions.NAME"; what may open
  * one: the recipient, or a new message's or channel's header. */
 static const char *const gpt_oss_marks[] = { "to=functions.", "<|start|>", "<|channel|>" };
@@ -44,6 +47,7 @@ const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt)
 const char *fl_tool_block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
+           : fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "<tool_call>"
            : fmt == FL_CHAT_DEEPSEEK_V32 ? "<｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁begin｜>"
@@ -74,6 +78,7 @@ static size_t before_marks(const char *text, size_t len, const char *const *mark
 const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "</minimax:tool_call>"
+           : fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "</tool_call>"
            : fmt == FL_CHAT_DEEPSEEK_V32 ? "</｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_end|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁end｜>"
@@ -121,7 +126,7 @@ static int make_call(const char *name, size_t name_len, json_t *args, struct fl_
     if (!fl_tool_name_ok(name, name_len) || !json_is_object(args))
         return -EINVAL;
     out->name = strndup(name, name_len);
-    out->arguments = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    out->arguments = fl_json_line(args); /* compact, a model's 0.1 as 0.1 (not 17 digits) */
     return out->name && out->arguments ? 0 : -ENOMEM;
 }
 
@@ -304,6 +309,134 @@ static int read_function(const char **p, const char *end, struct fl_tool_call *o
     return read_xml_call(fl_tool_xml_tags(FL_CHAT_QWEN35), p, end, out);
 }
 
+/* ---- MiniMax-M3's calls: NS<invoke name="NAME">NS<K>V NS</K>...NS</invoke>,
+ * every tag after the namespace token NS, values nested ---- */
+
+/* Nesting deeper than this is no call (a hostile answer cannot recurse far). */
+enum { M3_MAX_DEPTH = 32 };
+
+/* At *p (blanks first when skip): an opening tag NS<NAME>; *p past it. */
+static bool m3_open(const char **p, const char *end, const char **name, size_t *nn)
+{
+    const char *s = *p;
+    if ((size_t)(end - s) < MM3_NS_LEN + 2 || memcmp(s, FL_MINIMAX_M3_NS, MM3_NS_LEN) ||
+        s[MM3_NS_LEN] != '<' || s[MM3_NS_LEN + 1] == '/')
+        return false;
+    s += MM3_NS_LEN + 1;
+    const char *gt = memchr(s, '>', (size_t)(end - s));
+    if (!gt || gt == s || memchr(s, '<', (size_t)(gt - s)))
+        return false;
+    *name = s, *nn = (size_t)(gt - s);
+    *p = gt + 1;
+    return true;
+}
+
+/* At *p: the closing tag NS</NAME>; *p past it. */
+static bool m3_close(const char **p, const char *end, const char *name, size_t nn)
+{
+    const char *s = *p;
+    if ((size_t)(end - s) < MM3_NS_LEN + nn + 3 || memcmp(s, FL_MINIMAX_M3_NS "</", MM3_NS_LEN + 2) ||
+        memcmp(s + MM3_NS_LEN + 2, name, nn) || s[MM3_NS_LEN + 2 + nn] != '>')
+        return false;
+    *p = s + MM3_NS_LEN + 3 + nn;
+    return true;
+}
+
+static json_t *m3_value(const char **p, const char *end, int depth);
+
+/* One tag and its value (at *q, past its close after) appended to pairs
+ * as [key, value]: 0, or -EINVAL when it is not one. */
+static int m3_member(const char **q, const char *end, int depth, json_t *pairs)
+{
+    const char *k;
+    size_t kn;
+    if (!m3_open(q, end, &k, &kn))
+        return -EINVAL;
+    json_t *x = m3_value(q, end, depth + 1);
+    json_t *pair = x ? json_pack("[s#O]", k, (int)kn, x) : NULL;
+    json_decref(x);
+    if (!pair || !m3_close(q, end, k, kn)) {
+        json_decref(pair);
+        return -EINVAL;
+    }
+    return json_array_append_new(pairs, pair) ? -EINVAL : 0; /* (which takes pair either way) */
+}
+
+/* The tags from *p on (*p after: at the tag that closes them, blanks
+ * skipped): an array when every one is an <item>, else an object (no key
+ * twice); NULL when they are not well-formed tags. */
+static json_t *m3_container(const char **p, const char *end, int depth)
+{
+    json_t *pairs = json_array();
+    const char *q = skip_space(*p, end), *k;
+    size_t kn;
+    for (const char *t = q; pairs && m3_open(&t, end, &k, &kn); t = q = skip_space(q, end))
+        if (m3_member(&q, end, depth, pairs)) {
+            json_decref(pairs);
+            return NULL;
+        }
+    *p = q;
+    size_t i;
+    json_t *pr;
+    bool items = json_array_size(pairs) > 0;
+    json_array_foreach(pairs, i, pr)
+        items = items && !strcmp(json_string_value(json_array_get(pr, 0)), "item");
+    json_t *v = items || !json_array_size(pairs) ? json_array() : json_object();
+    json_array_foreach(pairs, i, pr) {
+        json_t *key = json_array_get(pr, 0), *x = json_incref(json_array_get(pr, 1));
+        if (!v)
+            json_decref(x); /* (both take x, whatever happens) */
+        else if (json_is_array(v) ? json_array_append_new(v, x)
+                                  : put_pair(v, json_string_value(key), json_string_length(key), x)) {
+            json_decref(v);
+            v = NULL;
+        }
+    }
+    json_decref(pairs);
+    return v;
+}
+
+/* A value at *p, up to its closing tag: nested tags, or text read as GLM's
+ * values are (an empty one is ""). */
+static json_t *m3_value(const char **p, const char *end, int depth)
+{
+    const char *q = skip_space(*p, end), *name;
+    size_t nn;
+    if (depth > M3_MAX_DEPTH)
+        return NULL;
+    if (m3_open(&q, end, &name, &nn))
+        return m3_container(p, end, depth);
+    const char *ns = memmem(*p, (size_t)(end - *p), FL_MINIMAX_M3_NS, MM3_NS_LEN);
+    if (!ns || memchr(*p, 0, (size_t)(ns - *p)))
+        return NULL;
+    json_t *v = glm_value(*p, (size_t)(ns - *p));
+    *p = ns;
+    return v;
+}
+
+/* A call: NS<invoke name="NAME"> its arguments' tags NS</invoke>; at *p,
+ * past it after. */
+static int read_m3_invoke(const char **p, const char *end, struct fl_tool_call *out)
+{
+    const char *name;
+    size_t nn;
+    if (!tagged(p, end, FL_MINIMAX_M3_NS "<invoke name=\"", "\">", &name, &nn) ||
+        memchr(name, '"', nn) || memchr(name, '<', nn))
+        return -EINVAL;
+    json_t *args = m3_container(p, end, 1);
+    int rc = json_is_object(args) || json_array_size(args) == 0 ? 0 : -EINVAL;
+    if (!rc && !m3_close(p, end, "invoke", 6))
+        rc = -EINVAL;
+    if (!rc && json_is_array(args)) { /* no arguments */
+        json_decref(args);
+        args = json_object();
+    }
+    if (!rc)
+        rc = make_call(name, nn, args, out);
+    json_decref(args);
+    return rc;
+}
+
 /* Appends a call to a (freed with it whatever happens); -EINVAL when the
  * reader finds none. */
 static int add_call(struct fl_tool_answer *a, int (*read)(const char **, const char *,
@@ -413,8 +546,8 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
 {
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
-    if (fmt != FL_CHAT_MINIMAX_M2 && fmt != FL_CHAT_DEEPSEEK_V32 && !kimi(fmt) && !deepseek(fmt) &&
-        !xml)
+    if (fmt != FL_CHAT_MINIMAX_M2 && fmt != FL_CHAT_MINIMAX_M3 && fmt != FL_CHAT_DEEPSEEK_V32 &&
+        !kimi(fmt) && !deepseek(fmt) && !xml)
         return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
                         &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
@@ -423,6 +556,7 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
         : deepseek(fmt)        ? read_deepseek_call
         : xml                  ? read_function
         : fmt == FL_CHAT_DEEPSEEK_V32 ? read_dsml
+        : fmt == FL_CHAT_MINIMAX_M3   ? read_m3_invoke
                                : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))

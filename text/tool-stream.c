@@ -223,6 +223,46 @@ static bool heal_glm(const char *s, size_t n, struct text *h, bool *open)
     return true;
 }
 
+/* MiniMax-M3's open block: its whole calls, then the open one cut after
+ * its last whole argument (its tags nest: an argument is whole when the
+ * depth of tags comes back to the call's) and closed. Every tag follows
+ * the namespace token, which no value holds. */
+static bool heal_m3(const char *s, size_t n, struct text *h, bool *open)
+{
+    static const char ns[] = FL_MINIMAX_M3_NS, invoke[] = FL_MINIMAX_M3_NS "<invoke name=\"";
+    const size_t nsn = sizeof(ns) - 1;
+    size_t i = skip_ws(s, n, 0), whole = 0, cut = 0;
+    for (bool closed = true; closed && n - i >= sizeof(invoke) - 1 &&
+                             !memcmp(s + i, invoke, sizeof(invoke) - 1);) {
+        int depth = 0;
+        closed = false;
+        for (const char *t = s + i; (t = memmem(t, (size_t)(s + n - t), ns, nsn)); t += nsn) {
+            const size_t at = (size_t)(t - s) + nsn;
+            const char *gt = at < n ? memchr(s + at, '>', n - at) : NULL;
+            if (!gt || s[at] != '<')
+                break; /* a tag still being written, or not one */
+            depth += s[at + 1] == '/' ? -1 : 1;
+            if (depth == 1) /* the call's opening, or an argument's close */
+                cut = (size_t)(gt - s) + 1;
+            if (depth == 0) { /* the call's close */
+                i = skip_ws(s, n, (size_t)(gt - s) + 1);
+                whole = i;
+                cut = 0;
+                closed = true;
+                break;
+            }
+        }
+    }
+    if (!cut) {
+        add(h, s, whole);
+        return whole > 0;
+    }
+    add(h, s, cut);
+    add(h, FL_MINIMAX_M3_NS "</invoke>", sizeof(FL_MINIMAX_M3_NS "</invoke>") - 1);
+    *open = true;
+    return true;
+}
+
 /* The open block's inside healed into h: false when nothing in it is
  * certain yet; *open: its last call is cut (its arguments go on). */
 static bool heal(enum fl_chat_format fmt, const char *s, size_t n, struct text *h, bool *open)
@@ -237,6 +277,7 @@ static bool heal(enum fl_chat_format fmt, const char *s, size_t n, struct text *
     case FL_CHAT_CHATML: return heal_chatml(s, n, h) && (*open = true);
     case FL_CHAT_GLM45:
     case FL_CHAT_GLM47: return heal_glm(s, n, h, open);
+    case FL_CHAT_MINIMAX_M3: return heal_m3(s, n, h, open);
     default: return false;
     }
 }

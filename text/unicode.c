@@ -15,7 +15,9 @@ size_t fl_utf8_whole(const char *s, size_t n)
     if (i == 0)
         return n;
     const unsigned char lead = (unsigned char)s[i - 1];
-    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    /* a byte no character starts with (0xC0, 0xC1, 0xF5..0xFF) is a whole
+     * bad one: nothing that follows completes it */
+    const size_t need = lead >= 0xF5 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 1;
     return need > back + 1 ? i - 1 : n;
 }
 

@@ -19,7 +19,8 @@ uint32_t fl_utf8_decode(const char *s, size_t len, size_t *off);
 
 /* The bytes of s[0, n) that end on a whole character: a token's piece may
  * end inside one (the rest comes with the next); a stream sends, and a
- * reasoning budget forces, only after whole ones. */
+ * reasoning budget forces, only after whole ones. A byte that starts no
+ * character (0xC0, 0xC1, 0xF5..0xFF) is whole, as a decoder replaces it. */
 size_t fl_utf8_whole(const char *s, size_t n);
 
 /* Encodes cp into out (4 bytes of room); code points past U+10FFFF become

@@ -165,8 +165,7 @@ int run_gen_think(struct run_gen *g, enum fl_chat_format fmt, struct fl_err *err
 {
     if (g->o->think_budget < 0 || g->cons)
         return 0;
-    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = g->o->thinking == 0,
-                                     .ds_thinking = g->o->ds_thinking };
+    const struct fl_chat_opts co = run_chat_opts(g->o);
     const bool opened = fl_chat_opens_reasoning(fmt, NULL, 0, &co); /* after the user's turn */
     const int rc = fl_think_budget_init(&g->think, eng_session_tokenizer(g->s),
                                         fl_chat_reasoning_tags(fmt), opened, g->o->think_budget,

@@ -62,13 +62,16 @@ static int usage(FILE *out)
         "  --chat-template NAME  a built-in format (chatml, qwen3.5, qwen3-coder, llama2,\n"
         "                        llama3, mistral-v7, deepseek3, deepseek-v3.1,\n"
         "                        deepseek-v3-0324, deepseek-r1, gpt-oss, glm-4.5, glm-4.7,\n"
-        "                        chatglm4, minimax-m2, ...) instead of\n"
+        "                        chatglm4, minimax-m2, minimax-m3, ...) instead of\n"
         "                        the model's\n"
         "  -rea, --reasoning on|off|auto  off: the model answers without thinking (Qwen3's,\n"
-        "                        Qwen3.5's, GLM's and DeepSeek V3.1's enable_thinking=false);\n"
+        "                        Qwen3.5's, GLM's and DeepSeek V3.1's enable_thinking=false;\n"
+        "                        MiniMax-M3's thinking_mode disabled);\n"
         "                        auto: as the template\n"
         "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off;\n"
-        "                        '{\"clear_thinking\": false}' keeps GLM-4.7's reasoning\n"
+        "                        '{\"clear_thinking\": false}' keeps GLM-4.7's reasoning;\n"
+        "                        '{\"thinking_mode\": \"enabled\"}' MiniMax-M3's (or disabled,\n"
+        "                        adaptive)\n"
         "  --reasoning-effort low|medium|high  gpt-oss's reasoning effort (its system turn)\n"
         "  --reasoning-budget N  in a chat answer, after N tokens of reasoning force\n"
         "                        </think> (0: answer at once; -1, the default: no limit)\n"
@@ -120,8 +123,10 @@ static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
                                         .budget = o->think_budget, .effort = o->reasoning_effort,
                                         .budget_message = o->think_message,
                                         .keep_reasoning = o->keep_reasoning,
-                                        .ds_thinking = o->ds_thinking };
+                                        .ds_thinking = o->ds_thinking,
+                                        .think_mode = o->think_mode };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
+    o->think_mode = r.think_mode;
     o->thinking = r.thinking;
     o->keep_reasoning = r.keep_reasoning;
     o->ds_thinking = r.ds_thinking;
@@ -248,13 +253,19 @@ enum fl_chat_format run_chat_format(struct eng_session *s, const struct run_opts
     return fl_chat_detect_file(eng_session_gguf(s));
 }
 
+struct fl_chat_opts run_chat_opts(const struct run_opts *o)
+{
+    return (struct fl_chat_opts){ .add_assistant = true, .no_thinking = o->thinking == 0,
+                                  .reasoning_effort = o->reasoning_effort,
+                                  .keep_reasoning = o->keep_reasoning == 1,
+                                  .ds_thinking = o->ds_thinking,
+                                  .think_mode = (enum fl_chat_think_mode)o->think_mode };
+}
+
 int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
                     const struct fl_chat_msg *msgs, size_t n, char **out)
 {
-    const struct fl_chat_opts co = { .add_assistant = true, .no_thinking = o->thinking == 0,
-                                     .reasoning_effort = o->reasoning_effort,
-                                     .keep_reasoning = o->keep_reasoning == 1,
-                                     .ds_thinking = o->ds_thinking };
+    const struct fl_chat_opts co = run_chat_opts(o);
     return fl_chat_render(fmt, msgs, n, &co, out);
 }
 

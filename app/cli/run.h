@@ -41,6 +41,7 @@ struct run_opts {
     const char *reasoning_effort; /* --reasoning-effort: gpt-oss's (NULL: medium) */
     int keep_reasoning;           /* --chat-template-kwargs' clear_thinking false: 1 */
     int ds_thinking;              /* ... its thinking (DeepSeek V3.1's): 1, -1; 0 not given */
+    int think_mode;               /* ... its thinking_mode (MiniMax-M3's): enum fl_chat_think_mode */
     int think_budget;             /* --reasoning-budget: -1 none, else the reasoning's tokens
                                    * in a chat answer before </think> is forced */
     const char *think_message;    /* --reasoning-budget-message: forced before it */
@@ -148,7 +149,10 @@ int run_gen_answer(struct run_gen *g, int limit, bool display, enum run_stop *wh
  * and answer (nothing under --log-disable). */
 void run_gen_print_speed(const struct run_gen *g);
 
-/* The conversation rendered as the options ask (-rea off: no thinking). */
+/* How the options ask a conversation to be rendered (-rea off: no
+ * thinking; the kwargs), the assistant's opening at its end. */
+struct fl_chat_opts run_chat_opts(const struct run_opts *o);
+/* The conversation rendered so. */
 int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,
                     const struct fl_chat_msg *msgs, size_t n, char **out);
 
