@@ -74,6 +74,7 @@ int api_chat_opts(const struct api_request *r, bool tools, struct fl_chat_opts *
         .keep_reasoning = r->keep_reasoning == 1,
         .ds_thinking = r->ds_thinking,
         .think_mode = (enum fl_chat_think_mode)r->think_mode,
+        .thinking_effort = r->thinking_effort,
         .cont = cont < 0 ? FL_CHAT_CONTINUE_NONE : (enum fl_chat_continue)cont,
     };
     return cont < 0 ? cont : 0;

@@ -167,6 +167,11 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         if (!r->msgs[i].role)
             return fl_err_set(err, -EINVAL, "%s.role: expected a string", path);
         const bool prefill = i + 1 == r->n_msgs && !strcmp(r->msgs[i].role, "assistant");
+        const bool result = !strcmp(r->msgs[i].role, "tool"); /* as Kimi K3's template reads them */
+        r->msgs[i].name = result && fl_json_str(msg, "tool") ? fl_json_str(msg, "tool")
+                                                             : fl_json_str(msg, "name");
+        r->msgs[i].tool_call_id = fl_json_str(msg, "tool_call_id") ? fl_json_str(msg, "tool_call_id")
+                                                                   : fl_json_str(msg, "id");
         int rc = content_text(msg, path, prefill, &r->msgs[i].content, &r->continued, err);
         if (!rc)
             rc = message_reasoning(msg, path, &r->msgs[i], err);
@@ -495,6 +500,11 @@ static const struct { const char *name; enum api_reasoning_format f; } reasoning
     { "deepseek-legacy", API_REASONING_LEGACY },
 };
 
+bool api_thinking_effort_ok(const char *s)
+{
+    return s && (!strcmp(s, "low") || !strcmp(s, "high") || !strcmp(s, "max"));
+}
+
 int api_reasoning_format_from_name(const char *name)
 {
     for (size_t i = 0; name && i < sizeof(reasoning_names) / sizeof(reasoning_names[0]); i++)
@@ -534,6 +544,11 @@ static int parse_reasoning(const json_t *b, struct api_request *r, struct fl_err
         return api_field_bad(err, "chat_template_kwargs.clear_thinking", "expected a boolean");
     if (clear)
         r->keep_reasoning = json_is_false(clear);
+    const json_t *effort_k3 = json_object_get(kw, "thinking_effort"); /* Kimi K3's (its
+                                                                        * words: at render) */
+    if (effort_k3 && !json_is_string(effort_k3) && !json_is_null(effort_k3))
+        return api_field_bad(err, "chat_template_kwargs.thinking_effort", "expected a string");
+    r->thinking_effort = json_is_null(effort_k3) ? "" : json_string_value(effort_k3);
     const json_t *mode = json_object_get(kw, "thinking_mode"); /* MiniMax-M3's */
     if (mode && (r->think_mode = fl_chat_think_mode_from_name(json_string_value(mode))) < 0)
         return api_field_bad(err, "chat_template_kwargs.thinking_mode",
@@ -580,6 +595,8 @@ void api_request_reasoning_defaults(struct api_request *r, const struct api_reas
         r->ds_thinking = d->ds_thinking;
     if (!r->think_mode)
         r->think_mode = d->think_mode;
+    if (!r->thinking_effort)
+        r->thinking_effort = d->thinking_effort;
     if (d->no_prefill && r->continue_final < 0)
         r->continue_final = FL_CHAT_CONTINUE_NONE;
 }

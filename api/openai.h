@@ -44,6 +44,8 @@ enum api_reasoning_format {
 };
 /* The format of a name, or -1. */
 int api_reasoning_format_from_name(const char *name);
+/* Whether s is a thinking effort Kimi K3's template takes: low, high, max. */
+bool api_thinking_effort_ok(const char *s);
 
 /* What a request about reasoning does not say: a server's or a batch's
  * --reasoning-format, and --reasoning on|off / --chat-template-kwargs
@@ -58,6 +60,7 @@ struct api_reasoning_defaults {
     int keep_reasoning; /* --chat-template-kwargs' clear_thinking false: 1 (-1 / 0: no) */
     int ds_thinking;    /* --chat-template-kwargs' thinking (DeepSeek V3.1's): 1, -1; 0 none */
     int think_mode;     /* ... its thinking_mode (MiniMax-M3's): enum fl_chat_think_mode */
+    const char *thinking_effort; /* ... its thinking_effort (Kimi K3's), or NULL */
 };
 
 /* continue_final_message: true (the last message's content, or its
@@ -140,6 +143,8 @@ struct api_request {
     int ds_thinking;    /* chat_template_kwargs.thinking (DeepSeek V3.1's): 1 true, -1 false, 0 */
     int think_mode;     /* chat_template_kwargs.thinking_mode (MiniMax-M3's): enum
                          * fl_chat_think_mode, 0 when not given */
+    const char *thinking_effort; /* chat_template_kwargs.thinking_effort (Kimi K3's: low,
+                                  * high or max; "" for null: none), or NULL */
     const char *reasoning_effort; /* "reasoning_effort" other than "none", or
                                    * chat_template_kwargs.reasoning_effort (NULL) */
     /* "reasoning_budget_tokens" (or "thinking_budget_tokens"; -1 when not

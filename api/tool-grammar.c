@@ -94,8 +94,36 @@ static void value_rule(struct gbnf *g, const json_t *schema)
  * tags (the rules below). */
 struct tags {
     const char *open, *mid, *close, *mid_json;
-    bool nested;
+    bool nested; /* MiniMax-M3's */
+    bool typed;  /* Kimi K3's: op "argument key=\"K\" type=\"T\"" sp V cl "argument" sp */
 };
+
+/* Kimi K3's pair: the type its value's JSON type is, the value as that
+ * type allows (a string as it is, the rest as JSON). */
+static void typed_pair(struct gbnf *g, const char *key, const json_t *schema)
+{
+    const char *type = json_string_value(json_object_get(schema, "type"));
+    const json_t *e = json_object_get(schema, "enum");
+    const bool str = (type && !strcmp(type, "string")) ||
+                     (json_is_array(e) && json_is_string(json_array_get(e, 0)));
+    add(g, "op \"argument key=\\\"\" ");
+    literal(g, key);
+    add(g, " \"\\\" type=\\\"\" ");
+    if (str || (type && strcmp(type, "string"))) {
+        const char *word = str ? "string"
+                           : !strcmp(type, "integer") || !strcmp(type, "number") ? "number"
+                                                                                 : type;
+        literal(g, word);
+        add(g, " \"\\\"\" sp ");
+        if (type && !strcmp(type, "string") && !json_is_array(e))
+            add(g, "ktext");
+        else
+            value_rule(g, schema);
+    } else {
+        add(g, "(\"string\\\"\" sp ktext | [a-z]+ \"\\\"\" sp value)");
+    }
+    add(g, " cl \"argument\" sp");
+}
 
 /* MiniMax-M3's pair: its value as its type allows, objects and arrays as
  * tags (any keys: a grammar cannot tie a close to its opening's name, a
@@ -123,6 +151,10 @@ static void pair(struct gbnf *g, const struct tags *t, const char *key, const js
 {
     if (t->nested) {
         nested_pair(g, key, schema);
+        return;
+    }
+    if (t->typed) {
+        typed_pair(g, key, schema);
         return;
     }
     add(g, "\"%s\" ", t->open);
@@ -154,6 +186,11 @@ static void args_rule(struct gbnf *g, const struct api_request *req, size_t i,
     const json_t *req_keys = json_object_get(json_object_get(f, "parameters"), "required");
     if ((!json_is_object(p) || !json_object_size(p)) && t->nested) {
         add(g, "xobj");
+        return;
+    }
+    if ((!json_is_object(p) || !json_object_size(p)) && t->typed) {
+        add(g, "(op \"argument key=\\\"\" [^\"]+ \"\\\" type=\\\"\" [a-z]+ \"\\\"\" sp ktext cl "
+               "\"argument\" sp)*");
         return;
     }
     if (!json_is_object(p) || !json_object_size(p)) {
@@ -241,6 +278,21 @@ static void nested_rules(struct gbnf *g, const struct fl_tokenizer *tok)
            "xval ::= (ns \"<\" xkey \">\" xval ns \"</\" xkey \">\")+ | text\n");
 }
 
+/* Kimi K3's markers (tokens of tok's where they are ones), and its string
+ * values: text without "<|" (where the markers are no tokens, a value
+ * could otherwise run on through them). */
+static void k3_rules(struct gbnf *g, const struct fl_tokenizer *tok)
+{
+    add(g, "ktext ::= ([^<] | \"<\" [^|])*\n");
+    add(g, "op ::= ");
+    marker(g, tok, "<|open|>");
+    add(g, "\ncl ::= ");
+    marker(g, tok, "<|close|>");
+    add(g, "\nsp ::= ");
+    marker(g, tok, "<|sep|>");
+    add(g, "\n");
+}
+
 /* "required" in Kimi K2's, DeepSeek's and gpt-oss's formats, after the
  * prompt's opening (Kimi's and gpt-oss's `functions.`, DeepSeek's
  * <｜tool▁call▁begin｜>, V3-0324's and R1's with function<｜tool▁sep｜>): one
@@ -286,7 +338,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
 {
     const bool glm47 = t->fmt == FL_CHAT_GLM47;
     const bool glm = t->fmt == FL_CHAT_GLM45 || glm47, minimax = t->fmt == FL_CHAT_MINIMAX_M2;
-    const bool m3 = t->fmt == FL_CHAT_MINIMAX_M3;
+    const bool m3 = t->fmt == FL_CHAT_MINIMAX_M3, k3 = t->fmt == FL_CHAT_KIMI_K3;
     const bool qwen = t->fmt == FL_CHAT_QWEN35 || t->fmt == FL_CHAT_QWEN3_CODER;
     if (t->mode == API_TOOLS_CALL && req->n_tools &&
         (t->fmt == FL_CHAT_GPT_OSS || t->fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
@@ -294,25 +346,24 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
          t->fmt == FL_CHAT_DEEPSEEK_V3_0324 || t->fmt == FL_CHAT_DEEPSEEK_R1))
         return named_json_call(req, t, tok);
     const bool dsml = t->fmt == FL_CHAT_DEEPSEEK_V32;
-    if ((!glm && !minimax && !qwen && !dsml && !m3) ||
+    if ((!glm && !minimax && !qwen && !dsml && !m3 && !k3) ||
         (t->mode != API_TOOLS_ARGS && t->mode != API_TOOLS_CALL))
         return NULL;
-    static const struct tags glm_tags = { "<arg_key>", "</arg_key>\\n<arg_value>",
-                                          "</arg_value>\\n", NULL, false };
-    static const struct tags mm_tags = { "<parameter name=\\\"", "\\\">", "</parameter>\\n", NULL, false };
-    static const struct tags qwen_tags = { "<parameter=", ">\\n", "\\n</parameter>\\n", NULL, false };
-    static const struct tags glm47_tags = { "<arg_key>", "</arg_key><arg_value>", "</arg_value>",
-                                            NULL, false };
-    static const struct tags dsml_tags = { "<｜DSML｜parameter name=\\\"", "\\\" string=\\\"true\\\">",
-                                           "</｜DSML｜parameter>\\n",
-                                           "\\\" string=\\\"false\\\">", false };
-    static const struct tags m3_tags = { .nested = true };
+    static const struct tags
+        glm_tags = { .open = "<arg_key>", .mid = "</arg_key>\\n<arg_value>", .close = "</arg_value>\\n" },
+        mm_tags = { .open = "<parameter name=\\\"", .mid = "\\\">", .close = "</parameter>\\n" },
+        qwen_tags = { .open = "<parameter=", .mid = ">\\n", .close = "\\n</parameter>\\n" },
+        glm47_tags = { .open = "<arg_key>", .mid = "</arg_key><arg_value>", .close = "</arg_value>" },
+        dsml_tags = { .open = "<｜DSML｜parameter name=\\\"", .mid = "\\\" string=\\\"true\\\">",
+                      .close = "</｜DSML｜parameter>\\n", .mid_json = "\\\" string=\\\"false\\\">" },
+        m3_tags = { .nested = true }, k3_tags = { .typed = true };
     const struct tags *tg = glm47 ? &glm47_tags : glm ? &glm_tags : qwen ? &qwen_tags
-                            : dsml ? &dsml_tags : m3 ? &m3_tags : &mm_tags;
+                            : dsml ? &dsml_tags : m3 ? &m3_tags : k3 ? &k3_tags : &mm_tags;
     const char *end = glm    ? "\"</tool_call>\""
                       : qwen ? "\"</function>\\n</tool_call>\""
                       : dsml ? "\"</｜DSML｜invoke>\\n</｜DSML｜function_calls>\""
                       : m3   ? "ns \"</invoke>\\n\" ns \"</tool_call>\""
+                      : k3   ? "cl \"call\" sp cl \"tools\" sp"
                              : "\"</invoke>\\n</minimax:tool_call>\"";
     struct gbnf g = { 0 };
     if (t->mode == API_TOOLS_ARGS) { /* the prompt opened the named call */
@@ -326,11 +377,13 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
         add(&g, "root ::= (");
         for (size_t i = 0; i < req->n_tools; i++) {
             add(&g, "%s", i ? " | " : "");
-            add(&g, glm || qwen ? "" : dsml ? "\"<｜DSML｜invoke name=\\\"\" "
+            add(&g, glm || qwen || k3 ? "" /* Qwen's prompt: <function=, Kimi K3's: tool=" */
+                                    : dsml ? "\"<｜DSML｜invoke name=\\\"\" "
                                     : m3   ? "ns \"<invoke name=\\\"\" "
                                            : "\"<invoke name=\\\"\" "); /* Qwen's prompt: <function= */
             literal(&g, req->tool_names[i]);
             add(&g, glm47 ? " " : glm ? " \"\\n\" " : qwen ? " \">\\n\" " : m3 ? " \"\\\">\" "
+                    : k3 ? " \"\\\" index=\\\"1\\\"\" sp "
                                                                                   : " \"\\\">\\n\" ");
             args_rule(&g, req, i, tg);
         }
@@ -338,5 +391,7 @@ char *api_tool_grammar(const struct api_request *req, const struct api_tool_read
     }
     if (m3)
         nested_rules(&g, tok);
+    if (k3)
+        k3_rules(&g, tok);
     return finished(&g);
 }

@@ -137,6 +137,7 @@ static int parse_call(json_t *c, const char *path, size_t j, struct fl_chat_tool
     json_t *f = json_object_get(c, "function");
     json_t *a = json_object_get(f, "arguments");
     out->name = fl_json_str(f, "name");
+    out->id = fl_json_str(c, "id");
     if (!json_is_object(c) || !json_is_object(f) || !out->name)
         return fl_err_set(err, -EINVAL, "%s.tool_calls[%zu]: expected {\"type\": \"function\", "
                           "\"function\": {\"name\", \"arguments\"}}", path, j);
@@ -221,6 +222,11 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
     if (fmt == FL_CHAT_MINIMAX_M2)
         return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
                     : snprintf(buf, n, "<minimax:tool_call>\n");
+    if (fmt == FL_CHAT_KIMI_K3) /* the response part closed, the tools part opened */
+        return name ? snprintf(buf, n, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
+                               "tool=\"%s\" index=\"1\"<|sep|>", name)
+                    : snprintf(buf, n, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
+                               "tool=\"");
     if (fmt == FL_CHAT_MINIMAX_M3)
         return name ? snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n" FL_MINIMAX_M3_NS "<invoke name=\"%s\">", name)
                     : snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n");
@@ -272,10 +278,15 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
         free(msgs);
     if (n == -ENOTSUP)
         *why = "tools and tool calls need a chat format with a tool-call format here: chatml "
-               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, minimax-m3, openai-gpt-oss, "
+               "(Qwen3), qwen3.5, qwen3-coder, glm-4.5, glm-4.7, minimax-m2, minimax-m3, kimi-k3, "
+               "openai-gpt-oss, "
                "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3.2, deepseek-v3-0324 or "
                "deepseek-r1; "
                "this model's is another";
+    else if (n < 0 && chat == FL_CHAT_KIMI_K3 && fl_chat_kimi_k3_thinks(&o) && o.thinking_effort &&
+             o.thinking_effort[0] && !api_thinking_effort_ok(o.thinking_effort))
+        *why = "chat_template_kwargs.thinking_effort: Kimi K3's template takes \"low\", \"high\" "
+               "or \"max\" when it thinks";
     else if (n < 0)
         *why = "the messages do not fit the chat format";
     /* an answer held to JSON from its first token: a prompt that opened the
@@ -292,6 +303,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
     const char *close = o.cont == FL_CHAT_CONTINUE_REASONING ? fl_chat_reasoning_close(chat)
                         : chat == FL_CHAT_MINIMAX_M2        ? "</think>\n\n"
                         : chat == FL_CHAT_MINIMAX_M3        ? "</mm:think>"
+                        : chat == FL_CHAT_KIMI_K3 ? "<|close|>think<|sep|><|open|>response<|sep|>"
                         : chat == FL_CHAT_QWEN35 ? "\n</think>\n\n" /* its opening's "<think>\n" */
                                                  : "</think>";
     if ((opened || mm_bare) && (r->json_object || r->json_schema))
@@ -469,6 +481,11 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
         if (open_left)
             strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
                                                              : close);
+        break;
+    case FL_CHAT_KIMI_K3:
+        if (open_left)
+            strcpy(out, args && !has(text, len, "<|close|>call<|sep|>")
+                            ? "<|close|>call<|sep|><|close|>tools<|sep|>" : close);
         break;
     case FL_CHAT_MINIMAX_M3:
         if (open_left)

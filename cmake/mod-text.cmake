@@ -4,7 +4,7 @@
 # reasoning.
 fl_module(text
   SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
-          text/chat-gpt-oss.c text/chat-kimi.c text/chat-deepseek.c text/chat-qwen.c text/chat-glm.c text/chat-minimax.c text/chat-parts.c text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
+          text/chat-gpt-oss.c text/chat-kimi.c text/chat-deepseek.c text/chat-qwen.c text/chat-glm.c text/chat-minimax.c text/chat-kimi-k3.c text/chat-parts.c text/sampler.c text/sampler-order.c text/logprob.c text/json-schema.c text/json-match.c
           text/json-mode.c text/grammar-parse.c text/grammar.c text/constrain.c
           text/tool-calls.c text/tool-stream.c text/reasoning.c text/think-budget.c
   DEPS gguf base LIBS PkgConfig::PCRE2)

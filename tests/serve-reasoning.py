@@ -10,7 +10,9 @@ A reasoning budget of N forces </think> after N tokens (counted from the
 answer's logprobs); streamed deltas joined equal the whole answer's fields;
 "deepseek-legacy" keeps the text in content; bad fields get a 400.
 With FORMAT minimax-m3: the same on a MiniMax-M3 model whose server was
-told thinking_mode "enabled" (its prompt opens <mm:think>).
+told thinking_mode "enabled" (its prompt opens <mm:think>); with kimi-k3,
+on a Kimi K3 model (its prompt opens its think part; the answer is its
+response part, up to a close tag).
 usage: serve-reasoning.py BASE_URL KEY [FORMAT]"""
 import codecs
 import json
@@ -20,8 +22,11 @@ import serve_client
 from serve_client import Server, check
 
 base, key = sys.argv[1], sys.argv[2]
-m3 = sys.argv[3:] == ["minimax-m3"]
-OPEN, CLOSE = ("<mm:think>", "</mm:think>") if m3 else ("<think>\n", "</think>")
+m3, k3 = sys.argv[3:] == ["minimax-m3"], sys.argv[3:] == ["kimi-k3"]
+OPEN, CLOSE = ("<mm:think>", "</mm:think>") if m3 else \
+    ("<|open|>think<|sep|>", "<|close|>think<|sep|>") if k3 else ("<think>\n", "</think>")
+JSON_OPENING = {"m3": "<mm:think></mm:think>", "k3": "<|open|>think<|sep|><|close|>think<|sep|>"
+                "<|open|>response<|sep|>"}.get("m3" if m3 else "k3" if k3 else "", "<think>\n</think>\n\n")
 srv = Server(base, key)
 
 
@@ -35,7 +40,11 @@ def split(raw):
     if CLOSE not in raw:
         return raw.strip(BLANKS), ""
     r, c = raw.split(CLOSE, 1)
-    return r.strip(BLANKS), c.lstrip(BLANKS)
+    c = c.lstrip(BLANKS)
+    if k3:  # its response part: after its opening, up to a close tag
+        c = c[len("<|open|>response<|sep|>"):] if c.startswith("<|open|>response<|sep|>") else c
+        c = c.split("<|close|>", 1)[0]
+    return r.strip(BLANKS), c
 
 
 def ask(**extra):
@@ -66,7 +75,9 @@ for budget in (None, 0, 4):
                 break
             k += 1
         before = b"".join(toks[:k]).decode(errors="replace")
-        check(raw.startswith(before) and raw[len(before):].startswith(CLOSE),
+        after = raw[len(before):]  # (a long close tag may be cut by max_tokens)
+        check(raw.startswith(before) and (after.startswith(CLOSE) or (
+                  CLOSE.startswith(after) and raw_choice["finish_reason"] == "length")),
               "budget %d: the close tag follows the first %d tokens (%d: a character whole) (%r)"
               % (budget, budget, k, raw))
     # the stream's deltas, joined, are the whole answer's parts
@@ -88,7 +99,7 @@ check(legacy["content"] == raw and legacy.get("reasoning_content") == split(raw)
 # an answer held to JSON: the prompt closes the reasoning it opened, the answer is the value
 prompt = srv.post("/apply-template", {"messages": [{"role": "user", "content": "Hi"}],
                                       "response_format": {"type": "json_object"}})["prompt"]
-check(prompt.endswith("]~b]ai\n" + OPEN + ("</mm:think>" if m3 else "</think>\n\n")),
+check(prompt.endswith(JSON_OPENING if k3 else "]~b]ai\n" + JSON_OPENING),
       "JSON mode closes the prompt's reasoning: %r" % prompt[-30:])
 msg = ask(response_format={"type": "json_object"}, max_tokens=40, temperature=0)["message"]
 check(msg["content"].startswith("{") and "reasoning_content" not in msg,

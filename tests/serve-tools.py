@@ -5,7 +5,7 @@ POST /apply-template renders chat requests with tools, assistant tool calls
 and tool results; each prompt must equal what the model family's own chat
 template (tests/data/templates/TEMPLATE.jinja: Qwen3's for chatml, Qwen3.5's
 for qwen3.5, Qwen3-Coder's for qwen3-coder, GLM-4.6's for glm-4.5, GLM-4.7-Flash's for glm-4.7,
-MiniMax-M2's for minimax-m2, MiniMax-M3's for minimax-m3, DeepSeek V3.2's for deepseek-v3.2;
+MiniMax-M2's for minimax-m2, MiniMax-M3's for minimax-m3, Kimi-K3's for kimi-k3, DeepSeek V3.2's for deepseek-v3.2;
 rendered by jinja2 as Hugging
 Face's apply_chat_template does; Kimi K2's Instruct and Thinking ones and
 DeepSeek V3.1's on a model told --chat-template kimi-k2-instruct /
@@ -34,7 +34,8 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
                       sort_keys=sort_keys)
 
 
-env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
+                         extensions=["jinja2.ext.loopcontrols"])  # as Hugging Face's
 env.filters["tojson"] = tojson
 env.filters["from_json"] = json.loads  # DeepSeek V3.2's, for arguments given as text
 
@@ -47,6 +48,7 @@ env.globals["raise_exception"] = raise_exception
 template = env.from_string(open(os.path.join(here, "data", "templates", name + ".jinja")).read())
 NS = "]<]minimax[>["  # MiniMax-M3's namespace token
 m3 = name == "MiniMax-M3"
+k3 = name == "Kimi-K3"
 # the call's opening a named tool_choice leaves at the prompt's end
 kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:0<|tool_call_argument_begin|>"
 fenced = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>%s\n```json\n"
@@ -54,6 +56,8 @@ opening = {"Qwen3": "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
            "GLM-4.6": "\n<think></think>\n<tool_call>%s\n",
            "MiniMax-M2": "</think>\n\n<minimax:tool_call>\n<invoke name=\"%s\">\n",
            "MiniMax-M3": "</mm:think>%s<tool_call>\n%s<invoke name=\"%%s\">" % (NS, NS),
+           "Kimi-K3": "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>"
+                      "<|open|>tools<|sep|><|open|>call tool=\"%s\" index=\"1\"<|sep|>",
            "Kimi-K2-Instruct": kimi, "Kimi-K2-Thinking": "<think></think>" + kimi,
            "DeepSeek-V3.1": "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s<｜tool▁sep｜>",
            "Qwen3.5-4B": "\n</think>\n\n<tool_call>\n<function=%s>\n",
@@ -87,6 +91,9 @@ def render(messages, tools, **kwargs):
     # as its thinking_mode "disabled"
     if m3 and kwargs.get("enable_thinking") is False:
         kwargs = dict(kwargs, thinking_mode="disabled")
+    # nor Kimi K3's: there it is its own "thinking" kwarg
+    if k3 and kwargs.get("enable_thinking") is False and "thinking" not in kwargs:
+        kwargs = dict(kwargs, thinking=False)
     # a last assistant message is continued (llama-server's prefill)
     if messages[-1]["role"] == "assistant":
         return continued(lambda m, **k: render_as_is(m, tools, **k), messages, THINK_TAGS.get(name),
@@ -264,7 +271,8 @@ want = render(messages, [weather, clock], enable_thinking=False) + \
     (opening.replace("<think></think>\n", "") if name == "GLM-4.6" else
      opening.replace("</think>", "") if name in ("DeepSeek-V3.1", "DeepSeek-V3.2", "GLM-4.7-Flash") else
      opening.replace("\n</think>\n\n", "") if name == "Qwen3.5-4B" else
-     opening.replace("</mm:think>", "") if m3 else opening) % "get_time"
+     opening.replace("</mm:think>", "") if m3 else
+     opening.replace("<|close|>think<|sep|><|open|>response<|sep|>", "") if k3 else opening) % "get_time"
 failed += got["prompt"] != want
 print(("ok" if got["prompt"] == want else "FAIL") + ": a named tool_choice without thinking")
 if got["prompt"] != want:
@@ -275,7 +283,7 @@ if got["prompt"] != want:
 # model ended)
 glm = name in ("GLM-4.6", "GLM-4.7-Flash")
 dsml = name == "DeepSeek-V3.2"
-if glm or name == "MiniMax-M2" or xml or dsml or m3:
+if glm or name == "MiniMax-M2" or xml or dsml or m3 or k3:
     first = "]" if m3 else "<"  # what every pair and close starts with
     lt = post("/tokenize", {"content": first})["tokens"][0]
     r = post("/v1/chat/completions", {"messages": messages, "tools": [weather, clock],
@@ -289,16 +297,19 @@ if glm or name == "MiniMax-M2" or xml or dsml or m3:
 # ... and held to the tool's parameters by a grammar (api/tool-grammar.c): whatever the
 # random model writes at temperature 1, a named get_weather call starts with its required
 # city, and "required" with one of the two tools; a cut answer (max_tokens) shows as content
-if glm or name == "MiniMax-M2" or xml or dsml or m3:
+if glm or name == "MiniMax-M2" or xml or dsml or m3 or k3:
     nl = "\n" if name == "GLM-4.6" else ""  # GLM-4.7 writes its pairs without newlines
     named = "<arg_key>city</arg_key>%s<arg_value>" % nl if glm else "<parameter=city>\n" if xml else \
         '<｜DSML｜parameter name="city" string="true">' if dsml else NS + "<city>" if m3 else \
+        '<|open|>argument key="city" type="string"<|sep|>' if k3 else \
         '<parameter name="city">'
     starts = ("get_weather%s<arg_key>city</arg_key>" % nl, "get_time" + nl) if glm else \
         ("get_weather>\n<parameter=city>\n", "get_time>\n") if xml else \
         ('<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">',
          '<｜DSML｜invoke name="get_time">\n') if dsml else \
         (NS + '<invoke name="get_weather">' + NS + "<city>", NS + '<invoke name="get_time">') if m3 else \
+        ('get_weather" index="1"<|sep|><|open|>argument key="city"', 'get_time" index="1"<|sep|>') \
+        if k3 else \
         ('<invoke name="get_weather">\n<parameter name="city">', '<invoke name="get_time">\n')
     for seed in range(3):
         for choice, want in (({"type": "function", "function": {"name": "get_weather"}}, (named,)),
@@ -401,4 +412,37 @@ if m3:
                    status=True)
     failed += code != 400
     print(("ok" if code == 400 else "FAIL") + ": thinking_mode maybe: %d %s" % (code, r))
+# Kimi K3's own kwargs (thinking, thinking_effort), names on messages, results matched to
+# their calls by tool_call_id (written in the calls' order, named by them), by order
+# without ids, and a result with no name to be found (the template raises: 400)
+if k3:
+    call_b = {"id": "b", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+    call_a = dict(call, id="a")
+    loop = [{"role": "system", "name": "ops", "content": "Be brief & \"exact\"."},
+            {"role": "user", "name": "ann", "content": "Weather and time?"},
+            {"role": "assistant", "content": "", "tool_calls": [call_a, call_b]},
+            {"role": "tool", "tool_call_id": "b", "content": "14:05"},
+            {"role": "tool", "tool_call_id": "a", "content": "rain"},
+            {"role": "user", "content": "And later?"},
+            {"role": "assistant", "content": "", "tool_calls": [call_b]},
+            {"role": "tool", "content": "15:00"},
+            {"role": "tool", "name": "get_weather", "content": "sun"}]
+    for kw in ({}, {"thinking": False}, {"thinking_effort": "low"}, {"thinking_effort": "high"},
+               {"thinking": False, "thinking_effort": "medium"}, {"thinking_effort": None}):
+        body = {"messages": loop, "tools": [weather, clock], "chat_template_kwargs": kw}
+        code, got = post("/apply-template", body, status=True)
+        want = render(loop, [weather, clock], **kw)
+        ok = code == 200 and got["prompt"] == want
+        failed += not ok
+        print(("ok" if ok else "FAIL") + ": results by id and order, kwargs %s (%d chars)" % (kw, len(want)))
+        if not ok:
+            print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+    for bad in ({"thinking_effort": "medium"}, {"thinking_effort": 3}):
+        code, r = post("/apply-template", {"messages": loop[:2], "chat_template_kwargs": bad}, status=True)
+        failed += code != 400
+        print(("ok" if code == 400 else "FAIL") + ": %s: %d %s" % (bad, code, r))
+    code, r = post("/apply-template", {"messages": [{"role": "user", "content": "x"},
+                                                    {"role": "tool", "content": "rain"}]}, status=True)
+    failed += code != 400
+    print(("ok" if code == 400 else "FAIL") + ": a result with no name to be found: %d" % code)
 sys.exit(1 if failed else 0)

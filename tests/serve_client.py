@@ -43,6 +43,9 @@ def check(ok, what):
 # template analysis finds the tags (checked against llama-server 34af94c).
 THINK_TAGS = {"Qwen3": ("<think>\n", "\n</think>\n\n"), "MiniMax-M2": ("<think>\n", "\n</think>\n\n"),
               "MiniMax-M3": ("<mm:think>", "</mm:think>"),
+              # (and without thinking its generation prompt is cut where its response opens)
+              "Kimi-K3": ("<|open|>think<|sep|>", "<|close|>think<|sep|><|open|>response<|sep|>",
+                          "<|open|>response<|sep|>"),
               "Qwen3.5-4B": ("<think>\n", "\n</think>\n\n"), "Qwen3-Coder": None,
               "GLM-4.6": ("<think>", "</think>\n"), "GLM-4.7-Flash": ("<think>", "</think>"), "Kimi-K2-Instruct": ("<think>", "</think>"),
               "Kimi-K2-Thinking": ("<think>", "</think>"), "DeepSeek-V3.1": ("<think>", "</think>"),
@@ -69,5 +72,7 @@ def continued(render, messages, tags, **kwargs):
     in_content = not (reasoning and not content)
     if tags:
         at = gen.find(tags[0])
+        if at < 0 and len(tags) > 2:
+            at = gen.find(tags[2])
         gen = (gen if at < 0 else gen[:at]) + tags[0] + reasoning + (tags[1] if in_content else "")
     return a + gen + (content if in_content else "")

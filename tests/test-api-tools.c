@@ -327,6 +327,17 @@ static void test_tool_grammars(void)
           "<a>" FL_MINIMAX_M3_NS "<item>1" FL_MINIMAX_M3_NS "</item>" FL_MINIMAX_M3_NS "</a>"
           FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>", (size_t)-1 },
         { FL_CHAT_MINIMAX_M3, "required", FL_MINIMAX_M3_NS "<invoke name=\"later\">", 27 },
+        /* Kimi K3's: arguments that say their type, the call's and tools part's closes */
+        { FL_CHAT_KIMI_K3, "named", "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris"
+          "<|close|>argument<|sep|><|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>"
+          "argument<|sep|><|open|>argument key=\"unit\" type=\"string\"<|sep|>f<|close|>argument"
+          "<|sep|><|close|>call<|sep|><|close|>tools<|sep|>", (size_t)-1 },
+        { FL_CHAT_KIMI_K3, "named", "<|open|>argument key=\"days\"", 22 },      /* city first */
+        { FL_CHAT_KIMI_K3, "named", "<|open|>argument key=\"city\" type=\"string\"<|sep|>P<|close|>"
+          "argument<|sep|><|open|>argument key=\"days\" type=\"string\"", 107 }, /* a number's */
+        { FL_CHAT_KIMI_K3, "required", "now\" index=\"1\"<|sep|><|close|>call<|sep|><|close|>tools"
+          "<|sep|>", (size_t)-1 },
+        { FL_CHAT_KIMI_K3, "required", "later\"", 0 },
         /* Kimi K2's and gpt-oss's "required": a tool's name, the markers, a JSON object */
         { FL_CHAT_KIMI_K2_INSTRUCT, "required", "now:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
           "<|tool_calls_section_end|>", (size_t)-1 },
@@ -405,7 +416,7 @@ static void test_tool_grammars(void)
     api_tool_reader_init(&r, FL_CHAT_GLM45, &t);
     CHECK(!api_tool_grammar(&r, &t, NULL), "no tools: no grammar");
     api_request_free(&r);
-    printf("tool grammars: GLM-4.5's and MiniMax-M2/M3's forced calls held to the tools' parameters\n");
+    printf("tool grammars: GLM-4.5's, MiniMax-M2/M3's and Kimi K3's forced calls held to the tools' parameters\n");
 }
 
 int main(void)

@@ -173,10 +173,12 @@ static void test_chat_detect(void)
     CHECK(fl_chat_detect("glm-dsa", NULL) == FL_CHAT_GLM47, "glm-dsa -> glm-4.7");
     CHECK(fl_chat_detect("kimi-linear", NULL) == FL_CHAT_KIMI_K2_INSTRUCT,
           "kimi-linear -> kimi-k2-instruct");
-    /* a format not built: no guess (a chat request is refused in one line);
-     * MiniMax-M3's own template and architecture, its format */
+    /* Kimi K3's and MiniMax-M3's own templates and architectures: their own
+     * formats (not K2's or M2's, whose markers theirs share in part) */
     static const struct { const char *arch, *file; enum fl_chat_format want; } own[] = {
-        { "kimi-k3", "tests/data/templates/Kimi-K3.jinja", FL_CHAT_UNKNOWN },
+        { "kimi-k3", "tests/data/templates/Kimi-K3.jinja", FL_CHAT_KIMI_K3 },
+        { NULL, "tests/data/templates/Kimi-K3.jinja", FL_CHAT_KIMI_K3 },
+        { NULL, "tests/data/templates/Kimi-K2-Thinking.jinja", FL_CHAT_KIMI_K2_THINKING },
         { "minimax-m3", "tests/data/templates/MiniMax-M3.jinja", FL_CHAT_MINIMAX_M3 },
         { NULL, "tests/data/templates/MiniMax-M3.jinja", FL_CHAT_MINIMAX_M3 },
         { NULL, "tests/data/templates/MiniMax-M2.jinja", FL_CHAT_MINIMAX_M2 },

@@ -5,7 +5,8 @@
  * (strip, find, split on NUL-terminated copies), on fixed answers and on
  * 200,000 random ones built from the pieces that matter (tags, partial
  * tags, blanks, text), 100,000 in gpt-oss's harmony channels and 100,000 in MiniMax-M3's
- * <mm:think> (whose answers without reasoning open with a bare </mm:think>). A growing answer's split is checked, at every
+ * <mm:think> (whose answers without reasoning open with a bare </mm:think>) and 100,000 in
+ * Kimi K3's tagged parts (the response ending at a close tag outside its tools part). A growing answer's split is checked, at every
  * length, to be a prefix of the finished one at the same place, settled no
  * further than its bytes, and never going back: what a stream sends is
  * exactly what the whole answer says. */
@@ -65,6 +66,18 @@ static void spec(const struct fl_reasoning_tags *tags, const char *text, bool op
     } else if (starts(u, tags->direct)) {
         strcpy(c, u + strlen(tags->direct));
     }
+    /* an answer that is a part of its own ends at the first end tag outside
+     * the block of calls */
+    for (char *p = c; tags->end && (p = strstr(p, tags->end));) {
+        char *be = starts(p, tags->block) ? strstr(p + strlen(tags->block), tags->block_end) : NULL;
+        if (starts(p, tags->block) && !be)
+            break;
+        if (!be) {
+            *p = '\0';
+            break;
+        }
+        p = be + strlen(tags->block_end);
+    }
     free(t);
 }
 
@@ -118,6 +131,17 @@ static void test_fixed(void)
     check_split_tags(mm, "Hi</mm:think>", false, "", "Hi</mm:think>");
     check_split_tags(mm, "<think>x</think>y", false, "", "<think>x</think>y");
     check_split_tags(mm, "plan</mm:think>\nok", true, "plan", "ok");
+    /* Kimi K3's: the response part ends at a close tag, unless the tools part follows */
+    const struct fl_reasoning_tags *k3 = &fl_kimi_k3_tags;
+    check_split_tags(k3, "plan<|close|>think<|sep|><|open|>response<|sep|>Hi<|close|>response<|sep|>"
+                     "<|close|>message<|sep|>", true, "plan", "Hi");
+    check_split_tags(k3, "Hi<|close|>response<|sep|><|close|>message<|sep|>", false, "", "Hi");
+    check_split_tags(k3, "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call<|sep|>"
+                     "<|close|>tools<|sep|><|close|>message<|sep|>", false, "",
+                     "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call<|sep|>"
+                     "<|close|>tools<|sep|>");
+    check_split_tags(k3, "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call", false, "",
+                     "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call");
     struct fl_reasoning_split sp;
     for (int k = 0; k < 4; k++) { /* nothing written yet: a NULL text */
         fl_reasoning_split(NULL, 0, k & 1, k & 2, &sp);
@@ -184,6 +208,11 @@ static void test_random(void)
     static const char *const mm[] = { "<mm:think>", "</mm:think>", "<", "</", "</mm:", "<mm:",
                                       " ", "\n", "a", "b c", "<think>", ">" };
     random_answers(&fl_mm_think_tags, mm, (int)(sizeof(mm) / sizeof(mm[0])), 100000);
+    static const char *const k3[] = { "<|open|>think<|sep|>", "<|close|>think<|sep|>",
+                                      "<|open|>response<|sep|>", "<|close|>response<|sep|>",
+                                      "<|open|>tools<|sep|>", "<|close|>tools<|sep|>", "<|close|>",
+                                      "<|close|>message<|sep|>", "<|", "<|clo", " ", "a", "\n" };
+    random_answers(&fl_kimi_k3_tags, k3, (int)(sizeof(k3) / sizeof(k3[0])), 100000);
 }
 
 /* The reasoning budget: nothing forced before the reasoning opens, while

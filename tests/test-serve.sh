@@ -289,10 +289,20 @@ kill -9 $pid; wait $pid 2>/dev/null; pid=
 model=tests/data/minimax-m3-tiny-F16.gguf
 start -np 2 -c 4096 # (its system turn alone is ~800 of these byte tokens)
 python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" MiniMax-M3 || fail "MiniMax-M3 tool prompts"
+# its nested calls streamed as they grow, through the three APIs
+python3 "$(dirname "$0")/serve-tool-streams.py" "$base" "$key" 16 || fail "MiniMax-M3 tool streams"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 # ... told thinking_mode "enabled": its prompt opens <mm:think> (tests/serve-reasoning.py)
 start -np 2 -c 4096 --chat-template-kwargs '{"thinking_mode": "enabled"}'
 python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" minimax-m3 || fail "MiniMax-M3 reasoning"
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+# Kimi K3's (kimi-k3 model): prompts as its template writes them, results matched by id, its
+# XTML calls streamed; its prompt opens its think part (tests/serve-reasoning.py)
+model=tests/data/kimi-k3-tiny-F16.gguf
+start -np 2 -c 4096
+python3 "$(dirname "$0")/serve-tools.py" "$base" "$key" Kimi-K3 || fail "Kimi K3 tool prompts"
+python3 "$(dirname "$0")/serve-tool-streams.py" "$base" "$key" 16 || fail "Kimi K3 tool streams"
+python3 "$(dirname "$0")/serve-reasoning.py" "$base" "$key" kimi-k3 || fail "Kimi K3 reasoning"
 kill -9 $pid; wait $pid 2>/dev/null; pid=
 # gpt-oss's (gpt-oss model): prompts as its own template writes them (tests/serve-harmony.py)
 model=tests/data/gpt-oss-tiny-MXFP4.gguf

@@ -179,14 +179,54 @@ static void test_minimax_m3(void)
           "minimax-m3: content up to where its block may start");
 }
 
+/* Kimi K3: a tools part after the response part; each call's arguments say
+ * their JSON type (a string taken as it is), or come as one JSON object */
+static void test_kimi_k3(void)
+{
+    const char *t = "Checking.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
+                    "tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" "
+                    "type=\"string\"<|sep|>42<|close|>argument<|sep|><|open|>argument key=\"a&quot;b\" "
+                    "type=\"array\"<|sep|>[1, 2.5]<|close|>argument<|sep|><|open|>argument key=\"o\" "
+                    "type=\"object\"<|sep|>{\"k\": null}<|close|>argument<|sep|><|close|>call<|sep|>"
+                    "<|open|>call tool=\"now\" index=\"2\"<|sep|><|open|>json type=\"object\"<|sep|>"
+                    "{\"tz\": \"UTC\"}<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"
+                    "<|close|>message<|sep|>";
+    struct fl_tool_answer a;
+    parse_as(FL_CHAT_KIMI_K3, t, &a);
+    CHECK(a.n_calls == 2 && !strcmp(a.calls[0].name, "get_weather") &&
+              !strcmp(a.calls[0].arguments, "{\"city\":\"42\",\"a\\\"b\":[1,2.5],\"o\":{\"k\":null}}") &&
+              !strcmp(a.calls[1].name, "now") && !strcmp(a.calls[1].arguments, "{\"tz\":\"UTC\"}"),
+          "kimi-k3: typed arguments, a JSON object: %d %s", a.n_calls,
+          a.n_calls ? a.calls[0].arguments : "");
+    CHECK(!strcmp(a.content, "Checking."), "kimi-k3 content '%s'", a.content);
+    fl_tool_answer_free(&a);
+    static const char *const bad[] = {
+        "<|close|>response<|sep|><|open|>tools<|sep|><|close|>tools<|sep|>",             /* no call */
+        "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>"
+        "<|close|>tools<|sep|>",                                                          /* not closed */
+        "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument "
+        "key=\"a\" type=\"number\"<|sep|>x<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+        "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|open|>argument "
+        "key=\"a\" type=\"string\"<|sep|>1<|close|>argument<|sep|><|open|>argument key=\"a\" "
+        "type=\"string\"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+        "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call index=\"1\"<|sep|><|close|>call<|sep|>"
+        "<|close|>tools<|sep|>",                                                          /* no name */
+        "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>stray"
+        "<|close|>call<|sep|><|close|>tools<|sep|>",
+    };
+    all_content(FL_CHAT_KIMI_K3, bad, sizeof(bad) / sizeof(bad[0]));
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3, "Hi<|close|>resp", 15) == 2,
+          "kimi-k3: content up to where its tools part may start");
+}
+
 /* Calls rendered as MiniMax-M3's template writes them read back as the
  * same arguments (nulls left out, as the template leaves them) */
 static void test_minimax_m3_round_trip(void)
 {
     static const struct fl_chat_tool_call calls[] = {
         { "f", "{\"s\": \"a <b> c\", \"n\": -2.5e-3, \"o\": {\"k\": [1, {\"x\": false}, [\"y\"]], "
-               "\"z\": null}, \"i\": 7}" },
-        { "g", "{}" },
+               "\"z\": null}, \"i\": 7}", NULL },
+        { "g", "{}", NULL },
     };
     const struct fl_chat_msg m[] = { { .role = "user", .content = "q" },
                                      { .role = "assistant", .content = "", .calls = calls, .n_calls = 2 } };
@@ -545,6 +585,11 @@ static void test_partial(void)
          "</city>" NS "<o>" NS "<a>" NS "<item>1" NS "</item>" NS "</a>" NS "<b>x" NS "</b>" NS "</o>" NS
          "<days>3" NS "</days>" NS "</invoke>\n" NS "<invoke name=\"now\">" NS "</invoke>\n" NS
          "</tool_call>");
+    grow(FL_CHAT_KIMI_K3, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" "
+         "index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument"
+         "<|sep|><|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|>"
+         "<|open|>argument key=\"x\" type=\"array\"<|sep|>[1]<|close|>argument<|sep|><|close|>call<|sep|>"
+         "<|open|>call tool=\"now\" index=\"2\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
     grow(FL_CHAT_DEEPSEEK_V32, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
          "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
          "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
@@ -573,7 +618,7 @@ static void test_partial(void)
     grow(FL_CHAT_GPT_OSS, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": "
          "\"Paris\", \"days\": 3, \"x\": [1]}<|call|>");
-    printf("calls read as the answer grows: names, then arguments that only grow (11 formats)\n");
+    printf("calls read as the answer grows: names, then arguments that only grow (12 formats)\n");
 }
 
 int main(void)
@@ -583,6 +628,7 @@ int main(void)
     test_minimax();
     test_minimax_m3();
     test_minimax_m3_round_trip();
+    test_kimi_k3();
     test_dsml();
     test_gpt_oss();
     test_kimi();

@@ -93,6 +93,13 @@ int fl_chat_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
 int fl_chat_minimax_m3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                        const struct fl_chat_opts *o);
 
+/* Kimi K3's own template (chat-kimi-k3.c): 0, or -EINVAL where the
+ * template raises (a thinking effort other than low, high and max; a
+ * result with no name to be found) or a call's arguments are no JSON
+ * object. */
+int fl_chat_kimi_k3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
+                    const struct fl_chat_opts *o);
+
 /* Kimi K2's own templates (chat-kimi.c), Instruct's or Thinking's: 0 or
  * -ENOMEM. */
 int fl_chat_kimi(struct sbuf *b, const struct fl_chat_msg *m, size_t n,

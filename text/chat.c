@@ -45,6 +45,7 @@ static const struct {
     { "glm-4.7", FL_CHAT_GLM47 },
     { "minimax-m2", FL_CHAT_MINIMAX_M2 },
     { "minimax-m3", FL_CHAT_MINIMAX_M3 },
+    { "kimi-k3", FL_CHAT_KIMI_K3 },
 };
 
 enum fl_chat_format fl_chat_format_from_name(const char *name)
@@ -121,6 +122,8 @@ static enum fl_chat_format detect_template(const char *t)
         return FL_CHAT_GLM47;
     if (strstr(t, "[gMASK]<sop>"))
         return strstr(t, "<arg_key>") ? FL_CHAT_GLM45 : FL_CHAT_CHATGLM4;
+    if (strstr(t, "<|open|>") && strstr(t, "<|close|>") && strstr(t, "<|sep|>"))
+        return FL_CHAT_KIMI_K3; /* its tags */
     if (strstr(t, "]<]minimax[>[") && strstr(t, "<tool_call>") && strstr(t, "<invoke name="))
         return FL_CHAT_MINIMAX_M3; /* as llama.cpp tells it from M2's */
     if (strstr(t, "]~b]") && strstr(t, "[e~[") && !strstr(t, "<mm:think>")) /* not M3-like */
@@ -158,7 +161,9 @@ enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl)
         return FL_CHAT_MINIMAX_M3;
     if (strcmp(arch, "kimi-linear") == 0)
         return FL_CHAT_KIMI_K2_INSTRUCT; /* Moonshot's format, as Kimi K2 Instruct writes it
-                                          * (Kimi K3 has a format of its own, not built) */
+                                          * (no Kimi-Linear template was at hand) */
+    if (strcmp(arch, "kimi-k3") == 0)
+        return FL_CHAT_KIMI_K3;
     return FL_CHAT_UNKNOWN;
 }
 
@@ -439,7 +444,7 @@ bool fl_chat_has_tools(enum fl_chat_format fmt)
            fmt == FL_CHAT_GPT_OSS || fmt == FL_CHAT_KIMI_K2_INSTRUCT ||
            fmt == FL_CHAT_KIMI_K2_THINKING || fmt == FL_CHAT_DEEPSEEK_V31 ||
            fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1 ||
-           fmt == FL_CHAT_DEEPSEEK_V32 || fmt == FL_CHAT_MINIMAX_M3;
+           fmt == FL_CHAT_DEEPSEEK_V32 || fmt == FL_CHAT_MINIMAX_M3 || fmt == FL_CHAT_KIMI_K3;
 }
 
 int fl_chat_think_mode_from_name(const char *name)
@@ -459,19 +464,26 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
 }
 
 /* Where a format's answers write their reasoning, as llama-server's
- * template analysis finds the tags (what it continues a message with). */
+ * template analysis finds the tags (what it continues a message with);
+ * cut: where else a generation prompt is cut (Kimi K3's without thinking
+ * opens its response part, which a continued message's reasoning comes
+ * before). */
 struct think_marks {
-    const char *open, *close;
+    const char *open, *close, *cut;
 };
 
 static const struct think_marks *think_marks(enum fl_chat_format fmt)
 {
-    static const struct think_marks qwen = { "<think>\n", "\n</think>\n\n" },
-                                    glm = { "<think>", "</think>\n" },
-                                    bare = { "<think>", "</think>" },
-                                    mm = { "<mm:think>", "</mm:think>" },
+    static const struct think_marks qwen = { "<think>\n", "\n</think>\n\n", NULL },
+                                    glm = { "<think>", "</think>\n", NULL },
+                                    bare = { "<think>", "</think>", NULL },
+                                    mm = { "<mm:think>", "</mm:think>", NULL },
+                                    k3 = { "<|open|>think<|sep|>",
+                                           "<|close|>think<|sep|><|open|>response<|sep|>",
+                                           "<|open|>response<|sep|>" },
                                     harmony = { "<|channel|>analysis<|message|>",
-                                                "<|end|><|start|>assistant<|channel|>final<|message|>" };
+                                                "<|end|><|start|>assistant<|channel|>final<|message|>",
+                                                NULL };
     switch (fmt) {
     case FL_CHAT_CHATML:
     case FL_CHAT_QWEN35:
@@ -485,6 +497,7 @@ static const struct think_marks *think_marks(enum fl_chat_format fmt)
     case FL_CHAT_DEEPSEEK_R1: return &bare;
     case FL_CHAT_GPT_OSS: return &harmony;
     case FL_CHAT_MINIMAX_M3: return &mm;
+    case FL_CHAT_KIMI_K3: return &k3;
     default: return NULL;
     }
 }
@@ -511,6 +524,8 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_GLM47) /* their openings: <think> unless
                                                        * enable_thinking=false */
         return o->add_assistant && !o->no_thinking;
+    if (fmt == FL_CHAT_KIMI_K3) /* its think part, when it thinks */
+        return o->add_assistant && fl_chat_kimi_k3_thinks(o);
     if (fmt == FL_CHAT_MINIMAX_M3) /* thinking_mode "enabled" opens <mm:think> */
         return o->add_assistant && fl_chat_minimax_m3_mode(o) == FL_THINK_MODE_ENABLED;
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;
@@ -518,8 +533,10 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
 
 const struct fl_reasoning_tags *fl_chat_reasoning_tags(enum fl_chat_format fmt)
 {
-    return fmt == FL_CHAT_GPT_OSS ? &fl_harmony_tags : fmt == FL_CHAT_MINIMAX_M3 ? &fl_mm_think_tags
-                                                                                : &fl_think_tags;
+    return fmt == FL_CHAT_GPT_OSS      ? &fl_harmony_tags
+           : fmt == FL_CHAT_MINIMAX_M3 ? &fl_mm_think_tags
+           : fmt == FL_CHAT_KIMI_K3    ? &fl_kimi_k3_tags
+                                       : &fl_think_tags;
 }
 
 static int check_messages(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_t n,
@@ -570,6 +587,8 @@ static int render_continued(enum fl_chat_format fmt, const struct fl_chat_msg *m
     const char *gen = b + common;
     const struct think_marks *t = think_marks(fmt);
     const char *cut = t ? strstr(gen, t->open) : NULL;
+    if (!cut && t && t->cut)
+        cut = strstr(gen, t->cut);
     struct sbuf s = { .p = a, .n = (size_t)na, .cap = (size_t)na + 1 };
     put_n(&s, gen, cut ? (size_t)(cut - gen) : strlen(gen));
     const struct fl_chat_msg *m = &msgs[n - 1];
@@ -629,6 +648,7 @@ int fl_chat_render(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size
     case FL_CHAT_GLM47: rc = fl_chat_glm45(&b, msgs, n, o, true); break;
     case FL_CHAT_MINIMAX_M2: rc = fl_chat_minimax_m2(&b, msgs, n, o); break;
     case FL_CHAT_MINIMAX_M3: rc = fl_chat_minimax_m3(&b, msgs, n, o); break;
+    case FL_CHAT_KIMI_K3: rc = fl_chat_kimi_k3(&b, msgs, n, o); break;
     default: return -EINVAL;
     }
     put(&b, ""); /* an empty conversation is still a string */

@@ -22,6 +22,8 @@
  *   minimax-m2    ]~!b[]~b]system\n...[e~[\n]~b]user\n...[e~[\n ... ]~b]ai\n<think>\n
  *   minimax-m3    ]~!b[]~b]system\n...[e~[\n]~b]developer\n...[e~[\n ... ]~b]ai\n
  *                 (MiniMax-M3's: <mm:think>, its thinking_mode, namespaced tool tags)
+ *   kimi-k3       <|open|>message role="user"<|sep|>...<|close|>message<|sep|><|end_of_msg|>
+ *                 ... <|open|>message role="assistant"<|sep|><|open|>think<|sep|>
  *
  * The result contains special-token texts: tokenize it with parse_special
  * (and add_special, so the file's BOS is added). */
@@ -63,12 +65,14 @@ enum fl_chat_format {
     FL_CHAT_MINIMAX_M2,       /* its default system turn when none is given */
     FL_CHAT_DEEPSEEK_V32,     /* DeepSeek V3.2's own template (DSML calls, <think>) */
     FL_CHAT_MINIMAX_M3,       /* MiniMax-M3's own template (<mm:think>, ]<]minimax[>[ calls) */
+    FL_CHAT_KIMI_K3,          /* Kimi K3's own template (<|open|>TAG<|sep|> parts, XTML calls) */
 };
 
 /* A call an assistant message made (OpenAI's tool_calls[i].function). */
 struct fl_chat_tool_call {
     const char *name;
     const char *arguments; /* JSON text, as the request gave it */
+    const char *id;        /* tool_calls[i].id, or NULL */
 };
 
 struct fl_chat_msg {
@@ -78,6 +82,9 @@ struct fl_chat_msg {
                             * templates then split it from content's <think> */
     const struct fl_chat_tool_call *calls; /* an assistant's tool calls, or NULL */
     size_t n_calls;
+    const char *name;         /* the message's "name" (a tool result's "tool", else its
+                               * "name"), or NULL */
+    const char *tool_call_id; /* a tool result's "tool_call_id" (else its "id"), or NULL */
 };
 
 /* Names as llama.cpp's --chat-template spells them ("chatml", "llama2",
@@ -85,7 +92,7 @@ struct fl_chat_msg {
  * accepted for llama.cpp's built-in gpt-oss; faultline's own names for the
  * models' own templates: "glm-4.5", "minimax-m2", "openai-gpt-oss",
  * "deepseek-v3.1", "deepseek-v3.2", "kimi-k2-instruct", "kimi-k2-thinking", "qwen3.5",
- * "qwen3-coder", "glm-4.7", "minimax-m3". Unknown
+ * "qwen3-coder", "glm-4.7", "minimax-m3", "kimi-k3". Unknown
  * names give FL_CHAT_UNKNOWN. */
 enum fl_chat_format fl_chat_format_from_name(const char *name);
 const char *fl_chat_format_name(enum fl_chat_format fmt);
@@ -94,7 +101,7 @@ const char *fl_chat_format_name(enum fl_chat_format fmt);
  * llama.cpp sniffs them, else the architecture's family default (qwen* ->
  * chatml, qwen35moe -> qwen3.5, llama -> llama2 [INST], deepseek2 -> deepseek3, gpt-oss ->
  * openai-gpt-oss, glm4moe -> glm-4.5, minimax-m2 -> minimax-m2, minimax-m3 ->
- * minimax-m3). FL_CHAT_UNKNOWN
+ * minimax-m3, kimi-k3 -> kimi-k3). FL_CHAT_UNKNOWN
  * when neither says. */
 enum fl_chat_format fl_chat_detect(const char *arch, const char *tmpl);
 
@@ -133,6 +140,13 @@ int fl_chat_apply(enum fl_chat_format fmt, const struct fl_chat_msg *msgs, size_
  *            argument (every tag after that namespace token; objects and
  *            arrays as nested tags, an array's as <item>s; strings bare,
  *            booleans and numbers as JSON, nulls left out);
+ *   kimi-k3  as Kimi K3's: the tools as one JSON list (keys sorted) in a
+ *            tool-declare system message, calls as a <|open|>tools<|sep|>
+ *            part of <|open|>call tool="NAME" index="I"<|sep|> with an
+ *            <|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|>
+ *            per argument (T its JSON type, V a string as it is, else JSON),
+ *            results as tool messages named by the call they answer (by
+ *            tool_call_id, in the calls' order; else in order);
  *   openai-gpt-oss  as gpt-oss's: the functions as a TypeScript namespace in
  *            the developer turn, a call (an answer's first) as
  *            <|start|>assistant to=functions.NAME<|channel|>commentary json
@@ -185,11 +199,9 @@ struct fl_chat_opts {
                                * before enable_thinking: 0 not given, 1 on, -1 off */
     bool keep_reasoning;      /* GLM-4.7's clear_thinking=false: every answer in the history
                                * keeps its reasoning, not only those after the last user turn */
-    enum fl_chat_think_mode think_mode; /* MiniMax-M3's namespace token: its template writes it before every tool
- * tag (]<]minimax[>[<tool_call>, ]<]minimax[>[<invoke name="...">, ...). */
-#define FL_MINIMAX_M3_NS "]<]minimax[>["
-
-/* MiniMax-M3's thinking_mode */
+    enum fl_chat_think_mode think_mode; /* MiniMax-M3's thinking_mode */
+    const char *thinking_effort; /* Kimi K3's thinking_effort: low, high, max (NULL: max;
+                                  * "": none, its note left out) */
     /* the last message continued (as llama-server does it: the messages
      * before it with the assistant's opening, the opening cut where the
      * format's reasoning starts, then the reasoning's opening tag, the
@@ -202,6 +214,11 @@ struct fl_chat_opts {
  * think_mode, else disabled under no_thinking (llama-server's switch,
  * which that template itself does not read), else adaptive. */
 enum fl_chat_think_mode fl_chat_minimax_m3_mode(const struct fl_chat_opts *o);
+
+/* Whether Kimi K3's template thinks for o: its "thinking" kwarg (the one
+ * DeepSeek V3.1 reads too), else not under no_thinking (llama-server's
+ * enable_thinking, which that template does not read), else it does. */
+bool fl_chat_kimi_k3_thinks(const struct fl_chat_opts *o);
 
 /* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
  * fmt has no tool format; -EINVAL when o->cont is set and the last message

@@ -4,12 +4,23 @@
 #include <stdint.h>
 #include <string.h>
 
-const struct fl_reasoning_tags fl_think_tags = { "<think>", "</think>", "", "" };
+const struct fl_reasoning_tags fl_think_tags = { .open = "<think>", .close = "</think>",
+                                                 .answer = "", .direct = "" };
 /* MiniMax-M3's: an answer without reasoning starts with a bare </mm:think> */
-const struct fl_reasoning_tags fl_mm_think_tags = { "<mm:think>", "</mm:think>", "", "</mm:think>" };
+const struct fl_reasoning_tags fl_mm_think_tags = { .open = "<mm:think>", .close = "</mm:think>",
+                                                    .answer = "", .direct = "</mm:think>" };
 const struct fl_reasoning_tags fl_harmony_tags = {
-    "<|channel|>analysis<|message|>", "<|end|>", "<|start|>assistant<|channel|>final<|message|>",
-    "<|channel|>final<|message|>"
+    .open = "<|channel|>analysis<|message|>", .close = "<|end|>",
+    .answer = "<|start|>assistant<|channel|>final<|message|>",
+    .direct = "<|channel|>final<|message|>"
+};
+/* Kimi K3's: the response part ends at the first close tag, unless that
+ * closes it before the tools part */
+const struct fl_reasoning_tags fl_kimi_k3_tags = {
+    .open = "<|open|>think<|sep|>", .close = "<|close|>think<|sep|>",
+    .answer = "<|open|>response<|sep|>", .direct = "<|open|>response<|sep|>",
+    .end = "<|close|>", .block = "<|close|>response<|sep|><|open|>tools<|sep|>",
+    .block_end = "<|close|>tools<|sep|>"
 };
 
 static bool blank(char c)
@@ -42,6 +53,31 @@ static size_t answer_at(const char *opening, const char *s, size_t n, size_t c, 
     return done || memcmp(s + c, opening, n - c) ? c : SIZE_MAX;
 }
 
+/* How much of the answer s[c..n) is its content: up to t->end outside
+ * the block of calls (all of it without an end); a tail that may begin
+ * either is held back unless done. */
+static size_t answer_len(const struct fl_reasoning_tags *t, const char *s, size_t n, size_t c,
+                         bool done)
+{
+    if (!t->end)
+        return n - c;
+    const size_t en = strlen(t->end), bn = strlen(t->block), ben = strlen(t->block_end);
+    for (size_t p = c;;) {
+        const char *e = memmem(s + p, n - p, t->end, en);
+        if (!e)
+            return (done ? n : n - partial_tag(s + p, n - p, t->end)) - c;
+        const size_t at = (size_t)(e - s);
+        if (n - at >= bn && !memcmp(e, t->block, bn)) { /* the calls: through their block */
+            const char *be = memmem(s + at + bn, n - at - bn, t->block_end, ben);
+            if (!be)
+                return n - c;
+            p = (size_t)(be - s) + ben;
+            continue;
+        }
+        return at - c; /* (or where the block may yet open: the text ends inside its tag) */
+    }
+}
+
 /* The reasoning from s[r] on: to the first close tag, the answer after it. */
 static void from(const struct fl_reasoning_tags *t, const char *s, size_t n, size_t r, bool done,
                  struct fl_reasoning_split *out)
@@ -66,7 +102,9 @@ static void from(const struct fl_reasoning_tags *t, const char *s, size_t n, siz
     if (c == SIZE_MAX) /* the answer's opening may be coming */
         return;
     out->c_off = c;
-    out->c_len = n - c;
+    out->c_len = answer_len(t, s, n, c, done);
+    if (t->end && !done) /* what follows the content is not decided before the end */
+        out->settled = c + out->c_len;
 }
 
 void fl_reasoning_split_tags(const struct fl_reasoning_tags *t, const char *s, size_t n,
@@ -93,8 +131,8 @@ void fl_reasoning_split_tags(const struct fl_reasoning_tags *t, const char *s, s
          * when the text starts with it) */
         out->state = FL_REASONING_NONE;
         out->c_off = direct > i ? direct : 0;
-        out->c_len = n - out->c_off;
-        out->settled = n;
+        out->c_len = answer_len(t, s, n, out->c_off, done);
+        out->settled = t->end && !done ? out->c_off + out->c_len : n;
     }
 }
 

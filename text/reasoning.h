@@ -43,11 +43,18 @@ struct fl_reasoning_split {
  * <|start|>assistant<|channel|>final<|message|> ANSWER, or at once
  * <|channel|>final<|message|> ANSWER, or MiniMax-M3's <mm:think> ...
  * </mm:think> ANSWER, or at once </mm:think> ANSWER. Text that does not open the answer
- * where one is expected (another channel) is all answer, as written. */
+ * where one is expected (another channel) is all answer, as written.
+ * Where the answer is a tagged part of its own (Kimi K3's: <|open|>think
+ * <|sep|> ... <|close|>think<|sep|><|open|>response<|sep|> ANSWER
+ * <|close|>response<|sep|> ...), end (when not NULL) ends it, unless end
+ * is where a block of tool calls opens (block ... block_end: the answer
+ * goes on through it, for the calls to be read from it). */
 struct fl_reasoning_tags {
     const char *open, *close, *answer, *direct;
+    const char *end, *block, *block_end;
 };
-extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags, fl_mm_think_tags;
+extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags, fl_mm_think_tags,
+    fl_kimi_k3_tags;
 
 /* Splits s[0, n) at tags t (s may be NULL when n is 0). */
 void fl_reasoning_split_tags(const struct fl_reasoning_tags *t, const char *s, size_t n,

@@ -48,6 +48,7 @@ const char *fl_tool_block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
            : fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "<tool_call>"
+           : fmt == FL_CHAT_KIMI_K3      ? "<|close|>response<|sep|><|open|>tools<|sep|>"
            : fmt == FL_CHAT_DEEPSEEK_V32 ? "<｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁begin｜>"
@@ -79,6 +80,7 @@ const char *fl_tool_calls_block_close(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "</minimax:tool_call>"
            : fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "</tool_call>"
+           : fmt == FL_CHAT_KIMI_K3      ? "<|close|>tools<|sep|>"
            : fmt == FL_CHAT_DEEPSEEK_V32 ? "</｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_end|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁end｜>"
@@ -437,6 +439,98 @@ static int read_m3_invoke(const char **p, const char *end, struct fl_tool_call *
     return rc;
 }
 
+/* ---- Kimi K3's calls: <|open|>call tool="NAME" index="I"<|sep|>, an
+ * <|open|>argument key="K" type="T"<|sep|>V<|close|>argument<|sep|> per
+ * argument (or the object in <|open|>json type="object"<|sep|>...
+ * <|close|>json<|sep|>), <|close|>call<|sep|> ---- */
+
+/* An attribute's value with the template's escapes (&amp; &quot;) undone:
+ * a new JSON string, NULL when it is no UTF-8 text. */
+static json_t *attr_value(const char *s, size_t n)
+{
+    char *u = malloc(n + 1);
+    size_t k = 0;
+    for (size_t i = 0; u && i < n; i++) {
+        if (n - i >= 6 && !memcmp(s + i, "&quot;", 6))
+            u[k++] = '"', i += 5;
+        else if (n - i >= 5 && !memcmp(s + i, "&amp;", 5))
+            u[k++] = '&', i += 4;
+        else
+            u[k++] = s[i];
+    }
+    json_t *v = u && !memchr(u, 0, k) ? json_stringn(u, k) : NULL;
+    free(u);
+    return v;
+}
+
+/* The attribute name="..." in a tag's head h[0..n) (its value escaped), or NULL. */
+static const char *attr(const char *h, size_t n, const char *name, size_t *vn)
+{
+    const size_t an = strlen(name);
+    for (const char *p = h; (p = memmem(p, (size_t)(h + n - p), name, an)); p += an) {
+        if (p == h || p[-1] != ' ' || (size_t)(h + n - p) < an + 2 || p[an] != '=' || p[an + 1] != '"')
+            continue;
+        const char *v = p + an + 2, *q = memchr(v, '"', (size_t)(h + n - v));
+        if (!q)
+            return NULL;
+        *vn = (size_t)(q - v);
+        return v;
+    }
+    return NULL;
+}
+
+/* One argument at *p (past it after) into args: its value a string when
+ * its type says string, else the JSON it holds. */
+static int read_k3_argument(const char **p, const char *end, json_t *args)
+{
+    const char *head, *v;
+    size_t hn, vn, kn, tn;
+    if (!tagged(p, end, "<|open|>argument", "<|sep|>", &head, &hn) ||
+        !tagged(p, end, "", "<|close|>argument<|sep|>", &v, &vn) || memchr(v, 0, vn))
+        return -EINVAL;
+    const char *k = attr(head, hn, "key", &kn), *type = attr(head, hn, "type", &tn);
+    json_t *key = k ? attr_value(k, kn) : NULL;
+    json_t *value = !type                                 ? glm_value(v, vn)
+                    : tn == 6 && !memcmp(type, "string", 6) ? json_stringn(v, vn)
+                                                          : json_loadb(v, vn, JSON_DECODE_ANY, NULL);
+    const int rc = key ? put_pair(args, json_string_value(key), json_string_length(key), value)
+                       : (json_decref(value), -EINVAL);
+    json_decref(key);
+    return rc;
+}
+
+static int read_k3_call(const char **p, const char *end, struct fl_tool_call *out)
+{
+    const char *head, *name;
+    size_t hn, nn;
+    if (!tagged(p, end, "<|open|>call", "<|sep|>", &head, &hn) ||
+        !(name = attr(head, hn, "tool", &nn)))
+        return -EINVAL;
+    json_t *args = json_object();
+    int rc = args ? 0 : -ENOMEM;
+    const char *q = skip_space(*p, end), *js;
+    size_t jn;
+    if (!rc && tagged(&q, end, "<|open|>json type=\"object\"<|sep|>", "<|close|>json<|sep|>", &js,
+                      &jn)) { /* the arguments' object as JSON text */
+        json_decref(args);
+        args = json_loadb(js, jn, JSON_REJECT_DUPLICATES, NULL);
+        rc = json_is_object(args) ? 0 : -EINVAL;
+        q = skip_space(q, end);
+    }
+    while (!rc && (size_t)(end - q) >= 16 && !memcmp(q, "<|open|>argument", 16)) {
+        rc = read_k3_argument(&q, end, args);
+        q = skip_space(q, end);
+    }
+    if (!rc && ((size_t)(end - q) < 20 || memcmp(q, "<|close|>call<|sep|>", 20)))
+        rc = -EINVAL;
+    if (!rc)
+        rc = make_call(name, nn, args, out);
+    if (!rc)
+        *p = q + 20;
+    json_decref(args);
+    return rc;
+}
+
 /* Appends a call to a (freed with it whatever happens); -EINVAL when the
  * reader finds none. */
 static int add_call(struct fl_tool_answer *a, int (*read)(const char **, const char *,
@@ -547,7 +641,7 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
     if (fmt != FL_CHAT_MINIMAX_M2 && fmt != FL_CHAT_MINIMAX_M3 && fmt != FL_CHAT_DEEPSEEK_V32 &&
-        !kimi(fmt) && !deepseek(fmt) && !xml)
+        fmt != FL_CHAT_KIMI_K3 && !kimi(fmt) && !deepseek(fmt) && !xml)
         return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
                         &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
@@ -557,6 +651,7 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
         : xml                  ? read_function
         : fmt == FL_CHAT_DEEPSEEK_V32 ? read_dsml
         : fmt == FL_CHAT_MINIMAX_M3   ? read_m3_invoke
+        : fmt == FL_CHAT_KIMI_K3      ? read_k3_call
                                : read_invoke;
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))
@@ -721,6 +816,10 @@ int fl_tool_calls_parse(enum fl_chat_format fmt, const char *text, size_t len,
     if (rc == 0 && out->n_calls) {
         out->content[out->content_len] = '\0';
         trim(out);
+        static const char *const k3_tail[] = { "<|end_of_msg|>", "<|close|>message<|sep|>" };
+        for (int i = 0; fmt == FL_CHAT_KIMI_K3 && i < 2; i++) /* the message's close */
+            if (ends_with(out->content, out->content + out->content_len, k3_tail[i]))
+                out->content[out->content_len -= strlen(k3_tail[i])] = '\0';
         return 0;
     }
     fl_tool_answer_free(out);

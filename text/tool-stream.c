@@ -263,6 +263,18 @@ static bool heal_m3(const char *s, size_t n, struct text *h, bool *open)
     return true;
 }
 
+/* Kimi K3's open tools part: its calls cut after their last whole
+ * argument and closed, as the XML formats' are (the call's head, its
+ * name's and index's attributes, runs to <|sep|>). */
+static bool heal_k3(const char *s, size_t n, struct text *h, bool *open)
+{
+    static const struct fl_tool_xml_tags k3 = {
+        .call = "<|open|>call", .name_end = "<|sep|>", .call_end = "<|close|>call<|sep|>",
+        .value_end = "<|close|>argument<|sep|>"
+    };
+    return heal_xml(&k3, s, n, h, open);
+}
+
 /* The open block's inside healed into h: false when nothing in it is
  * certain yet; *open: its last call is cut (its arguments go on). */
 static bool heal(enum fl_chat_format fmt, const char *s, size_t n, struct text *h, bool *open)
@@ -278,6 +290,7 @@ static bool heal(enum fl_chat_format fmt, const char *s, size_t n, struct text *
     case FL_CHAT_GLM45:
     case FL_CHAT_GLM47: return heal_glm(s, n, h, open);
     case FL_CHAT_MINIMAX_M3: return heal_m3(s, n, h, open);
+    case FL_CHAT_KIMI_K3: return heal_k3(s, n, h, open);
     default: return false;
     }
 }

@@ -526,8 +526,9 @@ static int on_off_auto(const char *v)
 
 /* --chat-template-kwargs JSON: an object; the built-in templates read its
  * enable_thinking, thinking and clear_thinking (booleans), thinking_mode
- * (MiniMax-M3's word) and reasoning_effort (a word, kept in a buffer of its
- * own: the flags are read once), the rest is for Jinja templates. */
+ * (MiniMax-M3's word), thinking_effort (Kimi K3's) and reasoning_effort (a
+ * word, kept in a buffer of its own: the flags are read once), the rest is
+ * for Jinja templates. */
 static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning_defaults *r)
 {
     static char effort[64];
@@ -535,16 +536,17 @@ static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning
     const json_t *t = json_object_get(o, "enable_thinking");
     const json_t *e = json_object_get(o, "reasoning_effort");
     const json_t *c = json_object_get(o, "clear_thinking"), *ds = json_object_get(o, "thinking");
-    const json_t *m = json_object_get(o, "thinking_mode");
+    const json_t *m = json_object_get(o, "thinking_mode"), *k3 = json_object_get(o, "thinking_effort");
     const int mode = m ? fl_chat_think_mode_from_name(json_string_value(m)) : 0;
     const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) && (!c || json_is_boolean(c)) &&
                     (!ds || json_is_boolean(ds)) && mode >= 0 &&
+                    (!k3 || api_thinking_effort_ok(json_string_value(k3))) &&
                     (!e || (json_is_string(e) && json_string_length(e) < sizeof(effort)));
     if (!ok)
         fprintf(stderr, "faultline %s: --chat-template-kwargs wants a JSON object (its "
                 "\"enable_thinking\", \"thinking\" and \"clear_thinking\" booleans, "
-                "\"reasoning_effort\" a word, \"thinking_mode\" enabled, disabled or adaptive), "
-                "not '%s'\n", cmd, v);
+                "\"reasoning_effort\" a word, \"thinking_mode\" enabled, disabled or adaptive, "
+                "\"thinking_effort\" low, high or max), not '%s'\n", cmd, v);
     if (ok && t)
         r->thinking = json_is_true(t);
     if (ok && c)
@@ -553,6 +555,9 @@ static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning
         r->ds_thinking = json_is_true(ds) ? 1 : -1;
     if (ok && m)
         r->think_mode = mode;
+    if (ok && k3) /* one of three constant words */
+        r->thinking_effort = !strcmp(json_string_value(k3), "low")    ? "low"
+                             : !strcmp(json_string_value(k3), "high") ? "high" : "max";
     if (ok && e)
         r->effort = strcpy(effort, json_string_value(e));
     json_decref(o);

@@ -71,7 +71,8 @@ static int usage(FILE *out)
         "  --chat-template-kwargs JSON  '{\"enable_thinking\": false}' is -rea off;\n"
         "                        '{\"clear_thinking\": false}' keeps GLM-4.7's reasoning;\n"
         "                        '{\"thinking_mode\": \"enabled\"}' MiniMax-M3's (or disabled,\n"
-        "                        adaptive)\n"
+        "                        adaptive); '{\"thinking\": false}' Kimi K3's (DeepSeek V3.1's)\n"
+        "                        and '{\"thinking_effort\": \"low\"}' (high, max)\n"
         "  --reasoning-effort low|medium|high  gpt-oss's reasoning effort (its system turn)\n"
         "  --reasoning-budget N  in a chat answer, after N tokens of reasoning force\n"
         "                        </think> (0: answer at once; -1, the default: no limit)\n"
@@ -124,9 +125,11 @@ static int run_reasoning_arg(int argc, char **argv, int *i, struct run_opts *o)
                                         .budget_message = o->think_message,
                                         .keep_reasoning = o->keep_reasoning,
                                         .ds_thinking = o->ds_thinking,
-                                        .think_mode = o->think_mode };
+                                        .think_mode = o->think_mode,
+                                        .thinking_effort = o->thinking_effort };
     const int taken = eng_arg_reasoning("run", argc, argv, i, &r);
     o->think_mode = r.think_mode;
+    o->thinking_effort = r.thinking_effort;
     o->thinking = r.thinking;
     o->keep_reasoning = r.keep_reasoning;
     o->ds_thinking = r.ds_thinking;
@@ -259,7 +262,8 @@ struct fl_chat_opts run_chat_opts(const struct run_opts *o)
                                   .reasoning_effort = o->reasoning_effort,
                                   .keep_reasoning = o->keep_reasoning == 1,
                                   .ds_thinking = o->ds_thinking,
-                                  .think_mode = (enum fl_chat_think_mode)o->think_mode };
+                                  .think_mode = (enum fl_chat_think_mode)o->think_mode,
+                                  .thinking_effort = o->thinking_effort };
 }
 
 int run_chat_render(const struct run_opts *o, enum fl_chat_format fmt,

@@ -42,6 +42,7 @@ struct run_opts {
     int keep_reasoning;           /* --chat-template-kwargs' clear_thinking false: 1 */
     int ds_thinking;              /* ... its thinking (DeepSeek V3.1's): 1, -1; 0 not given */
     int think_mode;               /* ... its thinking_mode (MiniMax-M3's): enum fl_chat_think_mode */
+    const char *thinking_effort;  /* ... its thinking_effort (Kimi K3's), or NULL */
     int think_budget;             /* --reasoning-budget: -1 none, else the reasoning's tokens
                                    * in a chat answer before </think> is forced */
     const char *think_message;    /* --reasoning-budget-message: forced before it */

@@ -78,7 +78,8 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     free(p);
     static const enum fl_chat_format other[] = { /* the other formats with tools */
         FL_CHAT_QWEN35, FL_CHAT_QWEN3_CODER, FL_CHAT_GLM45, FL_CHAT_GLM47, FL_CHAT_MINIMAX_M2,
-        FL_CHAT_MINIMAX_M3, FL_CHAT_KIMI_K2_INSTRUCT, FL_CHAT_KIMI_K2_THINKING, FL_CHAT_DEEPSEEK_V31,
+        FL_CHAT_MINIMAX_M3, FL_CHAT_KIMI_K3, FL_CHAT_KIMI_K2_INSTRUCT, FL_CHAT_KIMI_K2_THINKING,
+        FL_CHAT_DEEPSEEK_V31,
         FL_CHAT_DEEPSEEK_V3_0324, FL_CHAT_DEEPSEEK_R1,
     };
     for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) { /* rendered, or refused */
@@ -97,9 +98,10 @@ static void tools(const struct api_request *r, const struct api_completion *comp
     fl_schema_free(fs);
     json_decref(forced);
     static const enum fl_chat_format forced_fmt[] = { FL_CHAT_GLM45, FL_CHAT_MINIMAX_M2,
-                                                      FL_CHAT_MINIMAX_M3, FL_CHAT_KIMI_K2_INSTRUCT,
+                                                      FL_CHAT_MINIMAX_M3, FL_CHAT_KIMI_K3,
+                                                      FL_CHAT_KIMI_K2_INSTRUCT,
                                                       FL_CHAT_GPT_OSS };
-    for (int f = 0; f < 5; f++) { /* a forced call's grammar compiles */
+    for (int f = 0; f < 6; f++) { /* a forced call's grammar compiles */
         api_tool_reader_init(r, forced_fmt[f], &t);
         char *gbnf = api_tool_grammar(r, &t, NULL);
         struct fl_grammar *gr = NULL;

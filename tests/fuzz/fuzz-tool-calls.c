@@ -54,6 +54,7 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     }
     const char *open = fmt == FL_CHAT_MINIMAX_M2        ? "<minimax:tool_call>"
                        : fmt == FL_CHAT_MINIMAX_M3       ? FL_MINIMAX_M3_NS "<tool_call>"
+                       : fmt == FL_CHAT_KIMI_K3 ? "<|close|>response<|sep|><|open|>tools<|sep|>"
                        : fmt == FL_CHAT_DEEPSEEK_V32     ? "<｜DSML｜function_calls>"
                        : fmt == FL_CHAT_GPT_OSS         ? "to=functions."
                        : fmt == FL_CHAT_KIMI_K2_THINKING ? "<|tool_calls_section_begin|>"
@@ -97,11 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reasoning(&fl_think_tags, (const char *)data, size, true);
     reasoning(&fl_harmony_tags, (const char *)data, size, false);
     reasoning(&fl_mm_think_tags, (const char *)data, size, false);
+    reasoning(&fl_kimi_k3_tags, (const char *)data, size, true);
+    reasoning(&fl_kimi_k3_tags, (const char *)data, size, false);
     one(FL_CHAT_CHATML, (const char *)data, size);
     one(FL_CHAT_GLM45, (const char *)data, size);
     one(FL_CHAT_GLM47, (const char *)data, size);
     one(FL_CHAT_MINIMAX_M2, (const char *)data, size);
     one(FL_CHAT_MINIMAX_M3, (const char *)data, size);
+    one(FL_CHAT_KIMI_K3, (const char *)data, size);
     one(FL_CHAT_GPT_OSS, (const char *)data, size);
     one(FL_CHAT_KIMI_K2_THINKING, (const char *)data, size);
     one(FL_CHAT_DEEPSEEK_V31, (const char *)data, size);
