@@ -426,7 +426,7 @@ static int read_m3_invoke(const char **p, const char *end, struct fl_tool_call *
         memchr(name, '"', nn) || memchr(name, '<', nn))
         return -EINVAL;
     json_t *args = m3_container(p, end, 1);
-    int rc = json_is_object(args) || json_array_size(args) == 0 ? 0 : -EINVAL;
+    int rc = args && (json_is_object(args) || json_array_size(args) == 0) ? 0 : -EINVAL;
     if (!rc && !m3_close(p, end, "invoke", 6))
         rc = -EINVAL;
     if (!rc && json_is_array(args)) { /* no arguments */

@@ -75,13 +75,14 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
 }
 
 /* The reasoning before the answer (text/reasoning.h): its parts lie in
- * the text, a growing answer's are prefixes of the finished one's at the
- * same place. */
+ * the text (the answer to its end, unless the tags end it: Kimi K3's), a
+ * growing answer's are prefixes of the finished one's at the same place. */
 static void reasoning(const struct fl_reasoning_tags *t, const char *text, size_t size, bool opened)
 {
     struct fl_reasoning_split fin, part;
     fl_reasoning_split_tags(t, text, size, opened, true, &fin);
-    if (fin.r_off + fin.r_len > size || fin.c_off + fin.c_len != size || fin.settled != size)
+    if (fin.r_off + fin.r_len > size || fin.c_off + fin.c_len > size ||
+        (!t->end && fin.c_off + fin.c_len != size) || fin.settled != size)
         abort();
     for (size_t k = size > 64 ? size - 64 : 0; k <= size; k++) {
         fl_reasoning_split_tags(t, text, k, opened, false, &part);
