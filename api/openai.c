@@ -170,8 +170,9 @@ static int parse_messages(json_t *body, struct api_request *r, struct fl_err *er
         const bool result = !strcmp(r->msgs[i].role, "tool"); /* as Kimi K3's template reads them */
         r->msgs[i].name = result && fl_json_str(msg, "tool") ? fl_json_str(msg, "tool")
                                                              : fl_json_str(msg, "name");
-        r->msgs[i].tool_call_id = fl_json_str(msg, "tool_call_id") ? fl_json_str(msg, "tool_call_id")
-                                                                   : fl_json_str(msg, "id");
+        r->msgs[i].tool_call_id = fl_json_str(msg, "tool_call_id");
+        if (!r->msgs[i].tool_call_id)
+            r->msgs[i].tool_call_id = fl_json_str(msg, "id");
         int rc = content_text(msg, path, prefill, &r->msgs[i].content, &r->continued, err);
         if (!rc)
             rc = message_reasoning(msg, path, &r->msgs[i], err);

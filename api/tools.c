@@ -228,7 +228,8 @@ static int call_opening(enum fl_chat_format fmt, const char *name, size_t index,
                     : snprintf(buf, n, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
                                "tool=\"");
     if (fmt == FL_CHAT_MINIMAX_M3)
-        return name ? snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n" FL_MINIMAX_M3_NS "<invoke name=\"%s\">", name)
+        return name ? snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n" FL_MINIMAX_M3_NS
+                               "<invoke name=\"%s\">", name)
                     : snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n");
     if (fmt == FL_CHAT_DEEPSEEK_V32) /* the template's blank line before the block */
         return name ? snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"%s\">\n",
@@ -490,7 +491,8 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
     case FL_CHAT_MINIMAX_M3:
         if (open_left)
             strcpy(out, args && !has(text, len, FL_MINIMAX_M3_NS "</invoke>")
-                            ? FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>" : close);
+                            ? FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>"
+                            : close);
         break;
     case FL_CHAT_DEEPSEEK_V32:
         if (open_left)

@@ -536,7 +536,8 @@ static bool template_kwargs(const char *cmd, const char *v, struct api_reasoning
     const json_t *t = json_object_get(o, "enable_thinking");
     const json_t *e = json_object_get(o, "reasoning_effort");
     const json_t *c = json_object_get(o, "clear_thinking"), *ds = json_object_get(o, "thinking");
-    const json_t *m = json_object_get(o, "thinking_mode"), *k3 = json_object_get(o, "thinking_effort");
+    const json_t *m = json_object_get(o, "thinking_mode");
+    const json_t *k3 = json_object_get(o, "thinking_effort");
     const int mode = m ? fl_chat_think_mode_from_name(json_string_value(m)) : 0;
     const bool ok = json_is_object(o) && (!t || json_is_boolean(t)) && (!c || json_is_boolean(c)) &&
                     (!ds || json_is_boolean(ds)) && mode >= 0 &&
