@@ -62,7 +62,7 @@ static int usage(FILE *out)
         "  --chat-template NAME  a built-in format (chatml, qwen3.5, qwen3-coder, llama2,\n"
         "                        llama3, mistral-v7, deepseek3, deepseek-v3.1,\n"
         "                        deepseek-v3-0324, deepseek-r1, gpt-oss, glm-4.5, glm-4.7,\n"
-        "                        chatglm4, minimax-m2, minimax-m3, ...) instead of\n"
+        "                        chatglm4, minimax-m2, minimax-m3, kimi-k3, ...) instead of\n"
         "                        the model's\n"
         "  -rea, --reasoning on|off|auto  off: the model answers without thinking (Qwen3's,\n"
         "                        Qwen3.5's, GLM's and DeepSeek V3.1's enable_thinking=false;\n"
