@@ -284,7 +284,7 @@ int api_render_chat(enum fl_chat_format chat, const struct api_request *r, char 
                "kimi-k2-instruct / -thinking, deepseek-v3.1, deepseek-v3.2, deepseek-v3-0324 or "
                "deepseek-r1; "
                "this model's is another";
-    else if (n < 0 && chat == FL_CHAT_KIMI_K3 && fl_chat_kimi_k3_thinks(&o) && o.thinking_effort &&
+    else if (n < 0 && chat == FL_CHAT_KIMI_K3 && fl_chat_thinks(&o) && o.thinking_effort &&
              o.thinking_effort[0] && !api_thinking_effort_ok(o.thinking_effort))
         *why = "chat_template_kwargs.thinking_effort: Kimi K3's template takes \"low\", \"high\" "
                "or \"max\" when it thinks";
@@ -463,6 +463,18 @@ static bool has(const char *text, size_t len, const char *s)
     return memmem(text, len, s, strlen(s)) != NULL;
 }
 
+/* The XML-style formats' close of a forced answer the model ended without
+ * closing its block: the call's end (call_end, sep) and the block's, or
+ * the block's alone once the call's is written (or for "required"). */
+static void close_left(char out[96], bool args, const char *text, size_t len, const char *call_end,
+                       const char *sep, const char *close)
+{
+    out[0] = '\0';
+    if (args && !has(text, len, call_end))
+        snprintf(out, 96, "%s%s", call_end, sep);
+    strcat(out, close);
+}
+
 /* What closes a forced answer's block. JSON's object ends the answer: the
  * block is closed here. GLM's, MiniMax's, Qwen's XML, Kimi's and DeepSeek's model closes it (an
  * answer it ended without doing so is closed too; one max_tokens cut is
@@ -479,30 +491,20 @@ static void forced_tail(const struct api_tool_reader *t, const char *text, size_
     case FL_CHAT_GLM45:
     case FL_CHAT_GLM47: strcpy(out, open_left ? close : ""); break;
     case FL_CHAT_MINIMAX_M2:
-        if (open_left)
-            strcpy(out, args && !has(text, len, "</invoke>") ? "</invoke>\n</minimax:tool_call>"
-                                                             : close);
-        break;
-    case FL_CHAT_KIMI_K3:
-        if (open_left)
-            strcpy(out, args && !has(text, len, "<|close|>call<|sep|>")
-                            ? "<|close|>call<|sep|><|close|>tools<|sep|>" : close);
-        break;
     case FL_CHAT_MINIMAX_M3:
-        if (open_left)
-            strcpy(out, args && !has(text, len, FL_MINIMAX_M3_NS "</invoke>")
-                            ? FL_MINIMAX_M3_NS "</invoke>\n" FL_MINIMAX_M3_NS "</tool_call>"
-                            : close);
-        break;
+    case FL_CHAT_KIMI_K3:
     case FL_CHAT_DEEPSEEK_V32:
-        if (open_left)
-            strcpy(out, args && !has(text, len, "</｜DSML｜invoke>")
-                            ? "</｜DSML｜invoke>\n</｜DSML｜function_calls>" : close);
-        break;
     case FL_CHAT_QWEN35:
     case FL_CHAT_QWEN3_CODER:
-        if (open_left)
-            strcpy(out, args && !has(text, len, "</function>") ? "</function>\n</tool_call>" : close);
+        if (open_left) {
+            const bool k3 = t->fmt == FL_CHAT_KIMI_K3;
+            const char *call_end = t->fmt == FL_CHAT_MINIMAX_M2     ? "</invoke>"
+                                   : t->fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "</invoke>"
+                                   : k3                             ? "<|close|>call<|sep|>"
+                                   : t->fmt == FL_CHAT_DEEPSEEK_V32 ? "</｜DSML｜invoke>"
+                                                                    : "</function>";
+            close_left(out, args, text, len, call_end, k3 ? "" : "\n", close);
+        }
         break;
     case FL_CHAT_KIMI_K2_INSTRUCT:
     case FL_CHAT_KIMI_K2_THINKING:

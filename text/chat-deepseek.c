@@ -189,7 +189,7 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
         }
     }
     if (o->add_assistant && fl_chat_deepseek_v31_opens(m, n))
-        put(b, fl_chat_deepseek_v31_thinks(o) ? "<｜Assistant｜><think>"
+        put(b, fl_chat_thinks(o) ? "<｜Assistant｜><think>"
                                                : "<｜Assistant｜><think></think>");
     return 0;
 }
@@ -205,7 +205,7 @@ bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n)
     return false;
 }
 
-bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o)
+bool fl_chat_thinks(const struct fl_chat_opts *o)
 {
     /* the template's `thinking`, else enable_thinking (llama-server passes it, true unless
      * turned off) */
@@ -393,7 +393,7 @@ static int v32_turns(struct sbuf *b, const struct fl_chat_msg *m, size_t n, bool
 int fl_chat_deepseek_v32(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                          const struct fl_chat_opts *o)
 {
-    const bool thinking = fl_chat_deepseek_v31_thinks(o);
+    const bool thinking = fl_chat_thinks(o);
     struct v32_state s;
     int rc = v32_system(b, m, n, o);
     rc = rc ? rc : v32_turns(b, m, n, thinking, &s);

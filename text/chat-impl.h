@@ -112,8 +112,7 @@ int fl_chat_deepseek_v31(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
 /* Whether that template opens an answer after m[0..n) (its last turn in
  * place is a user's). */
 bool fl_chat_deepseek_v31_opens(const struct fl_chat_msg *m, size_t n);
-/* Whether that template's generation prompt opens the reasoning. */
-bool fl_chat_deepseek_v31_thinks(const struct fl_chat_opts *o);
+/* (whether its generation prompt opens the reasoning: chat.h's fl_chat_thinks) */
 
 /* DeepSeek V3.2's own template (chat-deepseek.c): 0, or -EINVAL for a
  * call whose arguments are no JSON object or a tool that is no function. */

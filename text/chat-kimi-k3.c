@@ -274,15 +274,10 @@ static int results_run(struct sbuf *b, const struct fl_chat_msg *m, size_t n, st
     return 0;
 }
 
-bool fl_chat_kimi_k3_thinks(const struct fl_chat_opts *o)
-{
-    return o->ds_thinking ? o->ds_thinking > 0 : !o->no_thinking;
-}
-
 int fl_chat_kimi_k3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
                     const struct fl_chat_opts *o)
 {
-    const bool thinking = fl_chat_kimi_k3_thinks(o);
+    const bool thinking = fl_chat_thinks(o);
     const char *effort = o->thinking_effort ? o->thinking_effort : "max";
     if (thinking && effort[0] && strcmp(effort, "low") && strcmp(effort, "high") &&
         strcmp(effort, "max"))

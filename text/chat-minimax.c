@@ -78,6 +78,37 @@ static int minimax_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool a
     return 0;
 }
 
+/* The turns m[first..n) as both templates write them: an assistant's by
+ * assistant (told whether it comes after the last user turn), results in
+ * a "tool" turn (-EINVAL for one with no call before it: the templates
+ * raise), users' as they are; other roles (a later system message) are
+ * not written. */
+static int turns(struct sbuf *b, const struct fl_chat_msg *m, size_t first, size_t n,
+                 int (*assistant)(struct sbuf *, const struct fl_chat_msg *, bool after_user))
+{
+    size_t last_user = SIZE_MAX;
+    for (size_t i = first; i < n; i++)
+        if (is(m[i].role, "user"))
+            last_user = i;
+    bool called = false; /* the last assistant turn made calls */
+    for (size_t i = first; i < n; i++) {
+        if (is(m[i].role, "assistant")) {
+            if (assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
+                return -EINVAL;
+            called = m[i].n_calls > 0;
+        } else if (is(m[i].role, "tool")) {
+            if (!called)
+                return -EINVAL;
+            chat_put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
+        } else if (is(m[i].role, "user")) {
+            put(b, "]~b]user\n");
+            put(b, m[i].content);
+            put(b, "[e~[\n");
+        }
+    }
+    return 0;
+}
+
 /* MiniMax-M2's Jinja template (MiniMax-M2.jinja in llama.cpp's models): the
  * assistant's role is "ai", a system turn always comes first (the
  * template's default when the conversation has none; a later system turn
@@ -95,26 +126,8 @@ int fl_chat_minimax_m2(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     if (n_tools && minimax_tools(b, tools, n_tools))
         return -EINVAL;
     put(b, "[e~[\n");
-    size_t last_user = SIZE_MAX;
-    for (size_t i = sys; i < n; i++)
-        if (is(m[i].role, "user"))
-            last_user = i;
-    bool called = false; /* the last assistant turn made calls */
-    for (size_t i = sys; i < n; i++) {
-        if (is(m[i].role, "assistant")) {
-            if (minimax_assistant(b, &m[i], last_user == SIZE_MAX || i > last_user))
-                return -EINVAL;
-            called = m[i].n_calls > 0;
-        } else if (is(m[i].role, "tool")) {
-            if (!called)
-                return -EINVAL;
-            chat_put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
-        } else if (is(m[i].role, "user")) {
-            put(b, "]~b]user\n");
-            put(b, m[i].content);
-            put(b, "[e~[\n");
-        }
-    }
+    if (turns(b, m, sys, n, minimax_assistant))
+        return -EINVAL;
     if (o->add_assistant)
         put(b, "]~b]ai\n<think>\n");
     return 0;
@@ -200,10 +213,11 @@ static void strip_nl(const char **s, size_t *n)
 
 /* An assistant turn: its reasoning (reasoning_content, else split from
  * the content at </mm:think> as the template splits it) in <mm:think> on
- * every turn, or the bare </mm:think> a turn without any starts with; the
- * content; the calls. */
-static int m3_assistant(struct sbuf *b, const struct fl_chat_msg *m)
+ * every turn (after_user or not), or the bare </mm:think> a turn without
+ * any starts with; the content; the calls. */
+static int m3_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
 {
+    (void)after_user;
     const char *r = m->reasoning ? m->reasoning : "", *c = m->content;
     size_t rn = strlen(r), cn = strlen(c);
     const char *end = m->reasoning ? NULL : strstr(c, "</mm:think>");
@@ -291,22 +305,8 @@ int fl_chat_minimax_m3(struct sbuf *b, const struct fl_chat_msg *m, size_t n,
     const int first = m3_system(b, m, n, o);
     if (first < 0)
         return first;
-    bool called = false; /* the last assistant turn made calls */
-    for (size_t i = (size_t)first; i < n; i++) {
-        if (is(m[i].role, "assistant")) {
-            if (m3_assistant(b, &m[i]))
-                return -EINVAL;
-            called = m[i].n_calls > 0;
-        } else if (is(m[i].role, "tool")) {
-            if (!called)
-                return -EINVAL;
-            chat_put_result(b, m, n, i, "]~b]tool", "\n<response>", "</response>", "[e~[\n");
-        } else if (is(m[i].role, "user")) {
-            put(b, "]~b]user\n");
-            put(b, m[i].content);
-            put(b, "[e~[\n");
-        } /* a later system or developer message is not written */
-    }
+    if (turns(b, m, (size_t)first, n, m3_assistant))
+        return -EINVAL;
     if (o->add_assistant) {
         const enum fl_chat_think_mode mode = fl_chat_minimax_m3_mode(o);
         put(b, "]~b]ai\n");

@@ -514,10 +514,10 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
     if (o->cont != FL_CHAT_CONTINUE_NONE)
         return o->cont == FL_CHAT_CONTINUE_REASONING && think_marks(fmt);
     if (fmt == FL_CHAT_DEEPSEEK_V31)
-        return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
+        return o->add_assistant && fl_chat_thinks(o) &&
                (!msgs || fl_chat_deepseek_v31_opens(msgs, n));
     if (fmt == FL_CHAT_DEEPSEEK_V32) /* after a user turn or the results */
-        return o->add_assistant && fl_chat_deepseek_v31_thinks(o) &&
+        return o->add_assistant && fl_chat_thinks(o) &&
                (!msgs || fl_chat_deepseek_v32_opens(msgs, n));
     if (fmt == FL_CHAT_DEEPSEEK_R1) /* <think>\n whatever enable_thinking says */
         return o->add_assistant && (!msgs || fl_chat_deepseek_r1_opens(msgs, n));
@@ -525,7 +525,7 @@ bool fl_chat_opens_reasoning(enum fl_chat_format fmt, const struct fl_chat_msg *
                                                        * enable_thinking=false */
         return o->add_assistant && !o->no_thinking;
     if (fmt == FL_CHAT_KIMI_K3) /* its think part, when it thinks */
-        return o->add_assistant && fl_chat_kimi_k3_thinks(o);
+        return o->add_assistant && fl_chat_thinks(o);
     if (fmt == FL_CHAT_MINIMAX_M3) /* thinking_mode "enabled" opens <mm:think> */
         return o->add_assistant && fl_chat_minimax_m3_mode(o) == FL_THINK_MODE_ENABLED;
     return fmt == FL_CHAT_MINIMAX_M2 && o->add_assistant;

@@ -215,10 +215,11 @@ struct fl_chat_opts {
  * which that template itself does not read), else adaptive. */
 enum fl_chat_think_mode fl_chat_minimax_m3_mode(const struct fl_chat_opts *o);
 
-/* Whether Kimi K3's template thinks for o: its "thinking" kwarg (the one
- * DeepSeek V3.1 reads too), else not under no_thinking (llama-server's
- * enable_thinking, which that template does not read), else it does. */
-bool fl_chat_kimi_k3_thinks(const struct fl_chat_opts *o);
+/* Whether the templates that read a "thinking" kwarg (DeepSeek V3.1's and
+ * V3.2's, Kimi K3's) think for o: that kwarg, else not under no_thinking
+ * (llama-server's enable_thinking, which Kimi K3's does not read), else
+ * they do. */
+bool fl_chat_thinks(const struct fl_chat_opts *o);
 
 /* fl_chat_apply with options: -ENOTSUP when tools or calls are given and
  * fmt has no tool format; -EINVAL when o->cont is set and the last message
