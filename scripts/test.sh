@@ -16,7 +16,8 @@ fuzz_seconds=${FL_FUZZ_SECONDS:-25}
 # chromium: the trace report test opens the HTML report headless
 scripts/install-deps.sh chromium
 
-step() { printf '\n=== %s ===\n' "$*"; }
+# each step with the time it starts: where CI's 30 minutes go
+step() { printf '\n=== %s (%s) ===\n' "$*" "$(date +%T)"; }
 
 step "release build (-Werror)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_WERROR=ON >/dev/null
