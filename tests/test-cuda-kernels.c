@@ -574,6 +574,23 @@ static void test_emulator(void)
     CHECK(fl_cuda_download(cu, host, host, sizeof(float), &err) == -EINVAL,
           "a download from host memory ran");
 
+    /* rows by index: the rows inside their buffer copy (the emulator opens
+     * only the pages they span), one that leaves its buffer fails the copy */
+    int32_t rows[2] = { 0, 24 }, *d_rows = dev_alloc(sizeof(rows));
+    for (int i = 0; i < 100; i++)
+        host[i] = (float)i;
+    CHECK(fl_cuda_upload(cu, dx, host, sizeof(float) * 100, &err) == 0, "%s", err.msg);
+    CHECK(fl_cuda_upload(cu, d_rows, rows, sizeof(rows), &err) == 0, "%s", err.msg);
+    CHECK(fl_cuda_copy_rows(cu, d, dx, 4, d_rows, NULL, 2, &err) == 0, "copy_rows: %s", err.msg);
+    CHECK(fl_cuda_download(cu, host, d, sizeof(float) * 8, &err) == 0, "%s", err.msg);
+    CHECK(host[0] == 0.0f && host[3] == 3.0f && host[4] == 96.0f && host[7] == 99.0f,
+          "copy_rows: rows 0 and 24 copied as %g %g %g %g", host[0], host[3], host[4], host[7]);
+    rows[1] = 25; /* floats 100..103: past dx's 100 */
+    CHECK(fl_cuda_upload(cu, d_rows, rows, sizeof(rows), &err) == 0, "%s", err.msg);
+    CHECK(fl_cuda_copy_rows(cu, d, dx, 4, d_rows, NULL, 2, &err) == -EIO,
+          "a row index past its buffer copied");
+    fl_cuda_free(cu, d_rows);
+
     /* an allocation beyond what is free fails, and its error does not
      * resurface at the next launch (the runtime keeps it as last error) */
     struct fl_cuda_info info;

@@ -85,25 +85,37 @@ static cublasStatus_t flemu_gemm_ex(cublasHandle_t h, cublasOperation_t ta, cubl
     if (!supported(ta, tb, alpha, at, bt, beta, ct, compute))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     const uint16_t *A = a, *B = b;
-    float *C = c, *col = malloc(sizeof(float) * (size_t)k);
-    if (!col)
+    const float *f16 = flemu_f16_table();
+    /* B's columns and one row of A converted once, not once per product:
+     * each sum still runs over l in order */
+    float *C = c, *cols = malloc(sizeof(float) * (size_t)k * (size_t)n),
+          *row = malloc(sizeof(float) * (size_t)k);
+    if (!cols || !row) {
+        free(cols);
+        free(row);
         return CUBLAS_STATUS_ALLOC_FAILED;
+    }
     struct flemu_op op;
     flemu_begin(&op, "cublasGemmEx", h->stream);
     flemu_dev(&op, A, sizeof(uint16_t) * ((size_t)(m - 1) * (size_t)lda + (size_t)k), "A");
     flemu_dev(&op, B, sizeof(uint16_t) * ((size_t)(n - 1) * (size_t)ldb + (size_t)k), "B");
     flemu_dev(&op, C, sizeof(float) * ((size_t)(n - 1) * (size_t)ldc + (size_t)m), "C");
-    for (int j = 0; op.err == cudaSuccess && j < n; j++) {
+    for (int j = 0; op.err == cudaSuccess && j < n; j++)
         for (int l = 0; l < k; l++)
-            col[l] = fl_f16_to_f32(B[l + (size_t)j * (size_t)ldb]);
-        for (int i = 0; i < m; i++) {
+            cols[(size_t)j * (size_t)k + l] = f16[B[l + (size_t)j * (size_t)ldb]];
+    for (int i = 0; op.err == cudaSuccess && i < m; i++) {
+        for (int l = 0; l < k; l++)
+            row[l] = f16[A[l + (size_t)i * (size_t)lda]];
+        for (int j = 0; j < n; j++) {
+            const float *col = cols + (size_t)j * (size_t)k;
             float acc = 0.0f;
             for (int l = 0; l < k; l++)
-                acc += fl_f16_to_f32(A[l + (size_t)i * (size_t)lda]) * col[l];
+                acc += row[l] * col[l];
             C[i + (size_t)j * (size_t)ldc] = acc;
         }
     }
-    free(col);
+    free(cols);
+    free(row);
     const cudaError_t e = flemu_end(&op);
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -342,14 +342,10 @@ void *flemu_dev(struct flemu_op *op, const void *p, size_t bytes, const char *ar
     return (void *)p;
 }
 
-struct flemu_span flemu_dev_all(struct flemu_op *op, const void *p, const char *arg)
+struct flemu_span flemu_dev_span(struct flemu_op *op, const void *p, const char *arg)
 {
     const struct flemu_alloc *a = op->err == cudaSuccess ? dev_alloc(op, p, 1, arg) : NULL;
-    if (!a)
-        return (struct flemu_span){ 0, 0 };
-    if (a->kind == FLEMU_DEVICE)
-        open_range(op, a->lo, a->hi);
-    return (struct flemu_span){ a->lo, a->hi };
+    return a ? (struct flemu_span){ a->lo, a->hi } : (struct flemu_span){ 0, 0 };
 }
 
 bool flemu_within(struct flemu_op *op, struct flemu_span s, const void *p, size_t bytes,

@@ -48,10 +48,12 @@ void flemu_begin(struct flemu_op *op, const char *what, cudaStream_t s);
 /* [p, p + bytes) of device or managed memory the op reads or writes:
  * checked, opened for the op; returns p. */
 void *flemu_dev(struct flemu_op *op, const void *p, size_t bytes, const char *arg);
-/* The whole allocation holding p, opened; rows are then checked against it
- * with flemu_within (an index that leaves the buffer is an overrun even if
- * it lands in another allocation). */
-struct flemu_span flemu_dev_all(struct flemu_op *op, const void *p, const char *arg);
+/* The bounds of the device allocation holding p, not opened: rows are
+ * checked against it with flemu_within (an index that leaves the buffer is
+ * an overrun even if it lands in another allocation), then the rows' extent
+ * opened with flemu_dev (opening only what the op touches: mprotect's cost
+ * is per page, and the rest stays a fault for the host). */
+struct flemu_span flemu_dev_span(struct flemu_op *op, const void *p, const char *arg);
 bool flemu_within(struct flemu_op *op, struct flemu_span s, const void *p, size_t bytes,
                   const char *arg);
 /* [p, p + bytes) of host memory (not device memory) the op reads or writes. */
@@ -102,5 +104,10 @@ void flemu_stream_flush(cudaStream_t s);
 bool flemu_is_managed(const void *p, size_t bytes);
 /* Device memory: total (FL_CUDA_EMU_MEM, default 4 GiB) and in use. */
 void flemu_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* Every half's float (fl_f16_to_f32's values, the table built once):
+ * emulated kernels convert every F16 weight on every launch, and one load
+ * is the cheapest exact conversion (the suite runs them under ASan). */
+const float *flemu_f16_table(void);
 
 #endif

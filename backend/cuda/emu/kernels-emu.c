@@ -9,6 +9,7 @@
  * are dequantized by the CPU engine's to_float, which the GPU's decoders
  * match bit for bit (test-cuda-decode). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,19 +31,44 @@ enum { UNIT = 32, NT = 128 }; /* a kernel's 32-value unit; threads per row block
 static float row_dot(const float *w, const float *x, int64_t n_in)
 {
     float lane[32] = { 0 };
-    for (int64_t u = 0; u < n_in / UNIT; u++)
+    for (int64_t u = 0; u < n_in / UNIT; u++) {
+        float acc = lane[u % 32]; /* the lane's sum in a register: the same steps */
         for (int l = 0; l < UNIT; l++)
-            lane[u % 32] += w[u * UNIT + l] * x[u * UNIT + l];
+            acc += w[u * UNIT + l] * x[u * UNIT + l];
+        lane[u % 32] = acc;
+    }
     for (int off = 16; off > 0; off /= 2)
         for (int l = 0; l < off; l++)
             lane[l] += lane[l + off];
     return lane[0];
 }
 
+static float f16_values[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_fill(void)
+{
+    for (uint32_t h = 0; h < 65536; h++)
+        f16_values[h] = fl_f16_to_f32((fl_f16)h);
+}
+
+const float *flemu_f16_table(void)
+{
+    pthread_once(&f16_once, f16_fill);
+    return f16_values;
+}
+
 static void decode(const void *w, uint32_t type, int64_t n_in, int64_t r, float *out)
 {
-    fl_type_traits(type)->to_float((const uint8_t *)w + (size_t)r * fl_row_size(type, n_in), out,
-                                   n_in);
+    const uint8_t *row = (const uint8_t *)w + (size_t)r * fl_row_size(type, n_in);
+    if (type == FL_TYPE_F16) { /* to_float's values, by table */
+        const float *f16 = flemu_f16_table();
+        const fl_f16 *h = (const fl_f16 *)row;
+        for (int64_t i = 0; i < n_in; i++)
+            out[i] = f16[h[i]];
+        return;
+    }
+    fl_type_traits(type)->to_float(row, out, n_in);
 }
 
 static bool known(struct flemu_op *op, uint32_t type)
@@ -308,11 +334,12 @@ static void attend(const float *q, int qpos, int h, const uint16_t *kc, const ui
                    const struct fl_cuda_attn *p, float *o)
 {
     static _Thread_local float qs[2048], acc[1024], e[NT];
+    const float *f16 = flemu_f16_table();
     const int kvh = h / (p->n_head / p->n_head_kv), n_kv = qpos + 1;
     const int lo = p->window > 0 && qpos - p->window + 1 > 0 ? qpos - p->window + 1 : 0;
     const uint16_t *kb = kc + p->k_off + kvh * p->k_stride, *vb = vc + p->v_off + kvh * p->v_stride;
     for (int64_t i = 0; i < p->dk; i++) /* Q rounded to F16, as the CPU */
-        qs[i] = fl_f16_to_f32(fl_f32_to_f16(q[i]));
+        qs[i] = f16[fl_f32_to_f16(q[i])];
     memset(acc, 0, F32(p->dv));
     float M = -INFINITY, S = 0.0f;
     for (int base = lo; base < n_kv; base += NT) {
@@ -322,7 +349,7 @@ static void attend(const float *q, int qpos, int h, const uint16_t *kc, const ui
             const uint16_t *kr = kb + (int64_t)(base + j) * p->k_row;
             float dot = 0.0f;
             for (int64_t i = 0; i < p->dk; i++)
-                dot += qs[i] * fl_f16_to_f32(kr[i]);
+                dot += qs[i] * f16[kr[i]];
             e[j] = p->softcap != 0.0f ? p->softcap * tanhf(dot * (p->scale / p->softcap))
                                       : dot * p->scale;
             bm = fmaxf(bm, e[j]);
@@ -334,7 +361,7 @@ static void attend(const float *q, int qpos, int h, const uint16_t *kc, const ui
         for (int64_t d = 0; d < p->dv; d++) {
             float a = acc[d] * ms;
             for (int j = 0; j < n; j++)
-                a += e[j] * fl_f16_to_f32(vb[(int64_t)(base + j) * p->v_row + d]);
+                a += e[j] * f16[vb[(int64_t)(base + j) * p->v_row + d]];
             acc[d] = a;
         }
         M = m_new;
@@ -373,6 +400,21 @@ cudaError_t flc_launch_attention(cudaStream_t s, const float *q, int64_t q_strid
 
 /* --- MoE gather / scatter / combine ------------------------------------------------ */
 
+/* Row j of a buffer of rows of width floats: rows[j] of them, or j. The
+ * address in unsigned arithmetic: a bad index must reach the check. */
+static const float *row_at(const float *base, const int32_t *rows, int64_t j, int64_t width)
+{
+    const int64_t i = rows ? rows[j] : j;
+    return (const float *)((uintptr_t)base + (uintptr_t)(i * width) * 4u);
+}
+
+static void widen(struct flemu_span *s, const void *p, size_t bytes)
+{
+    const uintptr_t lo = (uintptr_t)p;
+    s->lo = lo < s->lo ? lo : s->lo;
+    s->hi = lo + bytes > s->hi ? lo + bytes : s->hi;
+}
+
 cudaError_t flc_launch_copy_rows(cudaStream_t s, float *dst, const float *src, int64_t width,
                                  const int32_t *src_rows, const int32_t *dst_rows, int64_t n)
 {
@@ -382,18 +424,26 @@ cudaError_t flc_launch_copy_rows(cudaStream_t s, float *dst, const float *src, i
         flemu_dev(&op, src_rows, sizeof(int32_t) * (size_t)n, "src_rows");
     if (dst_rows)
         flemu_dev(&op, dst_rows, sizeof(int32_t) * (size_t)n, "dst_rows");
-    /* rows by index: each must stay inside the buffer its base points into */
-    const struct flemu_span ds = flemu_dev_all(&op, dst, "dst");
-    const struct flemu_span ss = flemu_dev_all(&op, src, "src");
+    /* rows by index: each must stay inside the buffer its base points into;
+     * then the extent the rows span is opened, not the whole buffer */
+    const struct flemu_span ds = flemu_dev_span(&op, dst, "dst");
+    const struct flemu_span ss = flemu_dev_span(&op, src, "src");
+    struct flemu_span sx = { UINTPTR_MAX, 0 }, dx = { UINTPTR_MAX, 0 };
     for (int64_t j = 0; op.err == cudaSuccess && j < n; j++) {
-        const int64_t si = src_rows ? src_rows[j] : j, di = dst_rows ? dst_rows[j] : j;
-        /* unsigned address arithmetic: a bad index must reach the check */
-        const float *from = (const float *)((uintptr_t)src + (uintptr_t)(si * width) * 4u);
-        float *to = (float *)((uintptr_t)dst + (uintptr_t)(di * width) * 4u);
+        const float *from = row_at(src, src_rows, j, width), *to = row_at(dst, dst_rows, j, width);
         if (flemu_within(&op, ss, from, F32(width), "src row") &&
-            flemu_within(&op, ds, to, F32(width), "dst row"))
-            memcpy(to, from, F32(width));
+            flemu_within(&op, ds, to, F32(width), "dst row")) {
+            widen(&sx, from, F32(width));
+            widen(&dx, to, F32(width));
+        }
     }
+    if (n > 0) {
+        flemu_dev(&op, (const void *)sx.lo, sx.hi - sx.lo, "src rows");
+        flemu_dev(&op, (const void *)dx.lo, dx.hi - dx.lo, "dst rows");
+    }
+    for (int64_t j = 0; op.err == cudaSuccess && j < n; j++)
+        memcpy((float *)row_at(dst, dst_rows, j, width), row_at(src, src_rows, j, width),
+               F32(width));
     return flemu_launched(&op);
 }
 
