@@ -68,6 +68,9 @@ void chat_put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size
  * (leading newlines off both). Without </think> all of it is answer. */
 void chat_reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
                        size_t *an);
+/* The same with other tags than <think> and </think> (MiniMax-M3's). */
+void chat_reasoning_tagged(const struct fl_chat_msg *m, const char *open, const char *close,
+                           const char **r, size_t *rn, const char **a, size_t *an);
 /* A call's arguments as a template's `| tojson` writes the object
  * llama-server passes it (Python's json.dumps): -EINVAL when they are no
  * JSON, -ENOMEM; either also sticks in b->err. */

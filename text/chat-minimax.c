@@ -202,15 +202,6 @@ static int m3_calls(struct sbuf *b, const struct fl_chat_msg *m)
     return 0;
 }
 
-/* s[0..n) without the newlines at either end (Python's strip('\n')). */
-static void strip_nl(const char **s, size_t *n)
-{
-    while (*n && **s == '\n')
-        (*s)++, (*n)--;
-    while (*n && (*s)[*n - 1] == '\n')
-        (*n)--;
-}
-
 /* An assistant turn: its reasoning (reasoning_content, else split from
  * the content at </mm:think> as the template splits it) in <mm:think> on
  * every turn (after_user or not), or the bare </mm:think> a turn without
@@ -218,23 +209,12 @@ static void strip_nl(const char **s, size_t *n)
 static int m3_assistant(struct sbuf *b, const struct fl_chat_msg *m, bool after_user)
 {
     (void)after_user;
-    const char *r = m->reasoning ? m->reasoning : "", *c = m->content;
-    size_t rn = strlen(r), cn = strlen(c);
-    const char *end = m->reasoning ? NULL : strstr(c, "</mm:think>");
-    if (end) { /* split(END)[0].strip('\n').split(BEGIN)[-1].strip('\n'); split(END)[-1].strip('\n') */
-        r = c, rn = (size_t)(end - c);
-        strip_nl(&r, &rn);
-        for (const char *p = r; (p = memmem(p, (size_t)(r + rn - p), "<mm:think>", 10));) {
-            rn -= (size_t)(p + 10 - r);
-            r = p + 10;
-            p = r;
-        }
-        strip_nl(&r, &rn);
-        for (const char *p = end; (p = strstr(p, "</mm:think>")); p += 11)
-            end = p;
-        c = end + 11, cn = strlen(c);
-        strip_nl(&c, &cn);
-    }
+    const char *r, *c;
+    size_t rn, cn;
+    chat_reasoning_tagged(m, "<mm:think>", "</mm:think>", &r, &rn, &c, &cn);
+    if (c != m->content) /* split: the answer is stripped of newlines at both ends */
+        while (cn && c[cn - 1] == '\n')
+            cn--;
     put(b, "]~b]ai\n");
     if (rn) {
         put(b, "<mm:think>");

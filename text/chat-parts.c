@@ -48,30 +48,44 @@ void chat_put_result(struct sbuf *b, const struct fl_chat_msg *m, size_t n, size
         put(b, end);
 }
 
-/* An assistant's content as Qwen3's and GLM-4.5's templates split it: the
- * reasoning between <think> and the first </think>, the answer after the
- * last (leading newlines off both). Without </think> all of it is answer. */
-static void chat_think_split(const char *c, const char **r, size_t *rn, const char **a, size_t *an)
+/* An assistant's content as Qwen3's and GLM-4.5's templates split it (and
+ * MiniMax-M3's, with its own tags): the reasoning between open and the
+ * first close, the answer after the last (leading newlines off both).
+ * Without close all of it is answer. */
+static void chat_think_split(const char *c, const char *open_tag, const char *close_tag,
+                             const char **r, size_t *rn, const char **a, size_t *an)
 {
-    const char *first = strstr(c, "</think>"), *last = first;
+    const size_t on = strlen(open_tag), cn = strlen(close_tag);
+    const char *first = strstr(c, close_tag), *last = first;
     *r = "", *rn = 0, *a = c, *an = strlen(c);
     if (!first)
         return;
-    for (const char *p; (p = strstr(last + 8, "</think>"));)
+    for (const char *p; (p = strstr(last + cn, close_tag));)
         last = p;
     size_t n = (size_t)(first - c);
     while (n && c[n - 1] == '\n')
         n--;
     const char *open = c;
-    for (const char *p = c; (p = strstr(p, "<think>")) && p + 7 <= c + n; p += 7)
-        open = p + 7;
+    for (const char *p = c; (p = strstr(p, open_tag)) && p + on <= c + n; p += on)
+        open = p + on;
     while (open < c + n && *open == '\n')
         open++;
     *r = open, *rn = (size_t)(c + n - open);
-    *a = last + 8;
+    *a = last + cn;
     while (**a == '\n')
         (*a)++;
     *an = strlen(*a);
+}
+
+void chat_reasoning_tagged(const struct fl_chat_msg *m, const char *open, const char *close,
+                           const char **r, size_t *rn, const char **a, size_t *an)
+{
+    if (!m->reasoning) {
+        chat_think_split(m->content, open, close, r, rn, a, an);
+        return;
+    }
+    *r = m->reasoning, *rn = strlen(m->reasoning);
+    *a = m->content, *an = strlen(m->content);
 }
 
 /* An assistant message's reasoning and answer: its reasoning_content as
@@ -80,12 +94,7 @@ static void chat_think_split(const char *c, const char **r, size_t *rn, const ch
 void chat_reasoning_of(const struct fl_chat_msg *m, const char **r, size_t *rn, const char **a,
                          size_t *an)
 {
-    if (!m->reasoning) {
-        chat_think_split(m->content, r, rn, a, an);
-        return;
-    }
-    *r = m->reasoning, *rn = strlen(m->reasoning);
-    *a = m->content, *an = strlen(m->content);
+    chat_reasoning_tagged(m, "<think>", "</think>", r, rn, a, an);
 }
 
 /* A call's arguments as the XML-style formats write them (GLM's
