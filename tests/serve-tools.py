@@ -159,17 +159,25 @@ cases = {
         {"role": "assistant", "content": "You are welcome.", "reasoning_content": ""}], [weather]),
 }
 failed = 0
+
+
+def same_prompt(label, body, want, shown=None):
+    """Whether /apply-template renders body as want (the template's own render); says
+    so in a line ending with `shown` (default: the prompt's length), both on a failure."""
+    global failed
+    got = post("/apply-template", body)["prompt"]
+    failed += got != want
+    print(("ok" if got == want else "FAIL") + ": %s (%s)" %
+          (label, "%d chars" % len(got) if shown is None else shown(got)))
+    if got != want:
+        print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+
+
 for case, (messages, tools) in cases.items():
     body = {"messages": messages}
     if tools:
         body["tools"] = tools
-    got = post("/apply-template", body)["prompt"]
-    want = render(messages, tools)
-    if got != want:
-        failed += 1
-        print("FAIL %s:\n--- faultline\n%s\n--- %s's template\n%s" % (case, got, name, want))
-    else:
-        print("ok: %s (%d chars, as %s's template)" % (case, len(got), name))
+    same_prompt("%s, as %s's template" % (case, name), body, render(messages, tools))
 
 # "chat_template_kwargs": {"enable_thinking": false} (or "reasoning_effort":
 # "none") as the template reads enable_thinking=False
@@ -181,11 +189,7 @@ for case in ("tools, a system turn", "reasoning in history and in a tool loop",
         body = dict(messages=messages, **extra)
         if tools:
             body["tools"] = tools
-        got = post("/apply-template", body)["prompt"]
-        failed += got != want
-        print(("ok" if got == want else "FAIL") + ": %s, %s (%d chars)" % (case, list(extra)[0], len(got)))
-        if got != want:
-            print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+        same_prompt("%s, %s" % (case, list(extra)[0]), body, want)
 # a last assistant message continued (llama-server's prefill): in its reasoning when it
 # has no content, explicitly with continue_final_message; two at the end are a 400; a
 # prompt without the generation prompt; and the answer goes on from the prefill: the
@@ -200,15 +204,10 @@ for case, body in (
                                                       "reasoning_content": "R"}],
                                     "continue_final_message": "reasoning_content",
                                     "add_generation_prompt": False})):
-    got = post("/apply-template", body)["prompt"]
     messages = body["messages"]
     if body.get("continue_final_message"):
         messages = messages[:-1] + [dict(messages[-1], content="")]  # its reasoning only
-    want = render(messages, None)
-    failed += got != want
-    print(("ok" if got == want else "FAIL") + ": %s (%d chars)" % (case, len(got)))
-    if got != want:
-        print("--- faultline\n%s\n--- %s's template, continued\n%s" % (got, name, want))
+    same_prompt(case, body, render(messages, None))
 code, r = post("/apply-template", {"messages": [hi, {"role": "assistant", "content": "A"},
                                                 {"role": "assistant", "content": "B"}]}, status=True)
 failed += code != 400
@@ -232,10 +231,8 @@ print(("ok" if ok else "FAIL") + ": a prefilled answer goes on from it: %r" % te
 if name in ("DeepSeek-V3.1", "DeepSeek-V3.2"):
     messages = cases["tools, a system turn"][0]
     for kw in ({"thinking": False}, {"thinking": True, "enable_thinking": False}):
-        got = post("/apply-template", {"messages": messages, "chat_template_kwargs": kw})["prompt"]
-        want = render(messages, None, **kw)
-        failed += got != want
-        print(("ok" if got == want else "FAIL") + ": chat_template_kwargs %s (%r)" % (kw, got[-30:]))
+        same_prompt("chat_template_kwargs %s" % kw, {"messages": messages, "chat_template_kwargs": kw},
+                    render(messages, None, **kw), lambda got: repr(got[-30:]))
 
 # GLM-4.7's "clear_thinking": false keeps every answer's reasoning (its preserved thinking)
 if name == "GLM-4.7-Flash":
@@ -244,12 +241,8 @@ if name == "GLM-4.7-Flash":
         body = {"messages": messages, "chat_template_kwargs": {"clear_thinking": False}}
         if tools:
             body["tools"] = tools
-        got = post("/apply-template", body)["prompt"]
-        want = render(messages, tools, clear_thinking=False)
-        failed += got != want
-        print(("ok" if got == want else "FAIL") + ": %s, clear_thinking false (%d chars)" % (case, len(got)))
-        if got != want:
-            print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+        same_prompt("%s, clear_thinking false" % case, body,
+                    render(messages, tools, clear_thinking=False))
 
 # "tool_choice": "none" still describes the tools (as llama-server does; no call is read
 # back); a named one opens the call
@@ -402,12 +395,8 @@ if m3:
             body = {"messages": messages, "chat_template_kwargs": {"thinking_mode": mode}}
             if tools:
                 body["tools"] = tools
-            got = post("/apply-template", body)["prompt"]
-            want = render(messages, tools, thinking_mode=mode)
-            failed += got != want
-            print(("ok" if got == want else "FAIL") + ": %s, thinking_mode %s (%r)" % (case, mode, got[-24:]))
-            if got != want:
-                print("--- faultline\n%s\n--- %s's template\n%s" % (got, name, want))
+            same_prompt("%s, thinking_mode %s" % (case, mode), body,
+                        render(messages, tools, thinking_mode=mode), lambda got: repr(got[-24:]))
     code, r = post("/apply-template", {"messages": root, "chat_template_kwargs": {"thinking_mode": "maybe"}},
                    status=True)
     failed += code != 400
