@@ -640,10 +640,6 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
 {
     const char *p = s, *end = s + n;
     const bool xml = fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER;
-    if (fmt != FL_CHAT_MINIMAX_M2 && fmt != FL_CHAT_MINIMAX_M3 && fmt != FL_CHAT_DEEPSEEK_V32 &&
-        fmt != FL_CHAT_KIMI_K3 && !kimi(fmt) && !deepseek(fmt) && !xml)
-        return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
-                        &p, end);
     int (*entry)(const char **, const char *, struct fl_tool_call *) =
         kimi(fmt)              ? read_kimi_call
         : deepseek_fenced(fmt) ? read_fenced_call
@@ -652,7 +648,11 @@ int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct 
         : fmt == FL_CHAT_DEEPSEEK_V32 ? read_dsml
         : fmt == FL_CHAT_MINIMAX_M3   ? read_m3_invoke
         : fmt == FL_CHAT_KIMI_K3      ? read_k3_call
-                               : read_invoke;
+        : fmt == FL_CHAT_MINIMAX_M2   ? read_invoke
+                                      : NULL;
+    if (!entry) /* one call per block */
+        return add_call(a, fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47 ? read_one_glm : read_one_json,
+                        &p, end);
     int rc = -EINVAL; /* at least one */
     for (p = skip_space(p, end); p < end; p = skip_space(p, end))
         if ((rc = add_call(a, entry, &p, end)))
