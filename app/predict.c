@@ -296,12 +296,20 @@ void fl_predictor_hidden(struct fl_predictor *pr, int layer, const float *x, int
             continue;
         uint8_t *seen = pr->pend + (size_t)t * (size_t)E; /* dedup against what is pending */
         int32_t *out = pr->staged + (size_t)d * (size_t)E;
-        for (int64_t k = 0; k < n_tok && pr->staged_n[d] < E; k++) {
+        /* Once every expert is pending or staged no token can add one: a
+         * prefill's union covers the layer after a few dozen tokens, and the
+         * rest of its hundreds of router products would only wait the
+         * compute threads. */
+        int covered = 0;
+        for (int e = 0; e < E; e++)
+            covered += seen[e] != 0;
+        for (int64_t k = 0; k < n_tok && covered < E; k++) {
             int n = lookahead_token(pr, layer, t, x + k * pr->n_embd, pr->tmp);
             for (int i = 0; i < n; i++)
                 if (!seen[pr->tmp[i]]) {
                     seen[pr->tmp[i]] = 2; /* staged; becomes pending in route */
                     out[pr->staged_n[d]++] = pr->tmp[i];
+                    covered++;
                 }
         }
     }

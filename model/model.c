@@ -116,10 +116,21 @@ void eng_router_logits(const struct eng_router *r, const float *x, float *logits
     const int64_t d = r->w->ne[0];
     const float *bias = r->bias && r->bias->type == FL_TYPE_F32 ? (const float *)r->bias->data
                                                                 : NULL;
+    enum { LANES = 16 };
     for (int64_t e = 0; e < r->w->ne[1]; e++) {
         const float *w = (const float *)r->w->data + e * d;
+        /* Independent lanes the compiler turns into vector adds: one sum
+         * carried through d dependent adds took ~20 % of a paged prefill's
+         * wall time (the predictor runs it per token between layers). */
+        float lane[LANES] = { 0 };
+        int64_t i = 0;
+        for (; i + LANES <= d; i += LANES)
+            for (int j = 0; j < LANES; j++)
+                lane[j] += w[i + j] * x[i + j];
         double s = 0.0;
-        for (int64_t i = 0; i < d; i++)
+        for (int j = 0; j < LANES; j++)
+            s += lane[j];
+        for (; i < d; i++)
             s += (double)w[i] * x[i];
         logits[e] = bias ? (float)s + bias[e] : (float)s;
     }

@@ -187,8 +187,9 @@ int eng_model_set_router(struct eng_model *m, int il, const struct eng_tensor *w
                          struct fl_err *err);
 /* Layer il's router, NULL when it routes nothing. */
 const struct eng_router *eng_model_router(const struct eng_model *m, int il);
-/* logits[e] = w_e . x (+ bias[e]) for an F32 router, summed in double: a
- * guess's arithmetic (a predictor's), not the pass's. */
+/* logits[e] = w_e . x (+ bias[e]) for an F32 router, in 16 float lanes
+ * then summed in double: a guess's arithmetic (a predictor's), not the
+ * pass's. */
 void eng_router_logits(const struct eng_router *r, const float *x, float *logits);
 
 #endif
