@@ -518,20 +518,24 @@ static void test_quant(const struct fl_cpu_kernels *k)
  * and token the exact bits of AVX2's Q4_K vec_dot on the rows it was
  * repacked from (the float order a paged run uses on the file's bytes, at
  * AVX2 and AVX-512 alike: main checks the two levels agree); also with the
- * extreme row. Only where the CPU has AVX2 (the lowest level that
- * repacks). */
+ * extreme row. So does the file rows' Q4_K tile of AVX2 and AVX-512 on
+ * distinct rows and tokens, up to 40 tokens (its many-token path rebuilds
+ * rows as Q4_K_R8 in chunks of blocks). Only where the CPU has AVX2 (the
+ * lowest level that repacks). */
 static void test_repack_q4_K(enum fl_cpu_level top)
 {
     if (top < FL_CPU_AVX2) {
         printf("  Q4_K_R8: skipped (no AVX2: nothing is repacked)\n");
         return;
     }
-    static const int k_lens[] = { 256, 768, 2304, 3584 };
-    enum { NROW = 16, NTOK = 8 };
+    /* 4352: 17 blocks, past w8_q4_K's 16-block chunk; 40 tokens: several
+     * T8_KC groups and a partial one at both levels */
+    static const int k_lens[] = { 256, 768, 2304, 3584, 4352 };
+    enum { NROW = 16, NTOK = 40 };
     struct fl_cpu_kernels kref;
     fl_cpu_kernels_for(FL_CPU_AVX2, &kref);
     int cases = 0;
-    for (int li = 0; li < 4; li++) {
+    for (int li = 0; li < 5; li++) {
         const int n = k_lens[li];
         const size_t rs = fl_row_size(FL_TYPE_Q4_K, n), rs8 = fl_row_size(FL_TYPE_Q4_K_R8, n);
         CHECK(fl_repack_layout(FL_TYPE_Q4_K, n, NROW) == FL_TYPE_Q4_K_R8 &&
@@ -584,6 +588,22 @@ static void test_repack_q4_K(enum fl_cpu_level top)
                               n, nc, r, c, out[c][r], ref[c][r]);
                 cases++;
             }
+            /* the file rows' tile (paged experts), whose many-token path
+             * rebuilds rows as this layout: the same bits, any rows */
+            for (int nc = 1; lv >= FL_CPU_AVX2 && nc <= NTOK && nc <= k.tile_c[FL_TYPE_Q4_K]; nc++)
+                for (int nr = 3; nr <= 8; nr += 5)
+                    for (int r0 = 0; r0 + nr <= NROW; r0 += nr) {
+                        float out[NTOK][8], *ys[NTOK];
+                        for (int c = 0; c < nc; c++)
+                            ys[c] = out[c];
+                        k.tile[FL_TYPE_Q4_K](n, nr, w + (size_t)r0 * rs, rs, nc, xs, NULL, ys);
+                        for (int c = 0; c < nc; c++)
+                            for (int r = 0; r < nr; r++)
+                                CHECK(memcmp(&out[c][r], &ref[c][r0 + r], 4) == 0,
+                                      "%s Q4_K tile n=%d %dx%d row %d tok %d: %.9g vs %.9g",
+                                      k.name, n, nr, nc, r0 + r, c, out[c][r], ref[c][r0 + r]);
+                        cases++;
+                    }
             float one[NROW];
             float *y1[1] = { one };
             k.tile1[FL_TYPE_Q4_K_R8](n, NROW, w8, rs8, 1, xs, NULL, y1);
@@ -595,7 +615,8 @@ static void test_repack_q4_K(enum fl_cpu_level top)
         free(x);
         free(xa);
     }
-    printf("  Q4_K_R8 (repacked) kernels of every level = AVX2 Q4_K vec_dot bit for bit: %d cases\n",
+    printf("  Q4_K_R8 (repacked) kernels of every level, and Q4_K tiles of many tokens, = AVX2 "
+           "Q4_K vec_dot bit for bit: %d cases\n",
            cases);
 }
 

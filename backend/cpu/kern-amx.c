@@ -164,30 +164,6 @@ FL_INL void expand(const struct fl_block_q4_K_r8 *const g[2], struct q4k_panel *
     _mm512_store_ps(p->dmin, _mm512_cvtph_ps(dm));
 }
 
-/* Block b of 8 file rows (rows[r]: row r's block b) as a Q4_K_R8 block,
- * fl_q4_K_to_r8's bytes: quant dwords transposed, scales unpacked. */
-FL_INL void to_r8(const struct fl_block_q4_K *const rows[8], struct fl_block_q4_K_r8 *o)
-{
-    for (int i = 0; i < 4; i++) {
-        __m256i v[8];
-        for (int r = 0; r < 8; r++)
-            v[r] = _mm256_loadu_si256((const __m256i *)(rows[r]->qs + 32 * i));
-        transpose8(v);
-        for (int j = 0; j < 8; j++)
-            _mm256_store_si256((__m256i *)o->qs[i][j], v[j]);
-    }
-    for (int r = 0; r < 8; r++) {
-        uint8_t sm[16]; /* scales 0..7, mins 0..7 */
-        _mm_storeu_si128((__m128i *)sm, scales_mins_k4(rows[r]->scales));
-        for (int k = 0; k < 8; k++) {
-            o->sc[k][r] = sm[k];
-            o->mn[k / 2][r][k % 2] = sm[8 + k];
-        }
-        o->d[r] = rows[r]->d;
-        o->dmin[r] = rows[r]->dmin;
-    }
-}
-
 /* The distance between x[0..15] when they lie at one positive stride (a
  * tile then loads them where they are), else 0. Compared as addresses:
  * the rows may be in different allocations. */
