@@ -296,10 +296,9 @@ void fl_predictor_hidden(struct fl_predictor *pr, int layer, const float *x, int
             continue;
         uint8_t *seen = pr->pend + (size_t)t * (size_t)E; /* dedup against what is pending */
         int32_t *out = pr->staged + (size_t)d * (size_t)E;
-        /* Once every expert is pending or staged no token can add one: a
-         * prefill's union covers the layer after a few dozen tokens, and the
-         * rest of its hundreds of router products would only wait the
-         * compute threads. */
+        /* Once every expert is pending or staged no token can add one; the
+         * rest of a prefill's hundreds of router products would only keep
+         * the compute threads waiting. */
         int covered = 0;
         for (int e = 0; e < E; e++)
             covered += seen[e] != 0;
