@@ -198,49 +198,57 @@ void api_free_tools(struct api_request *r)
 
 /* --- the prompt ---------------------------------------------------------------------- */
 
-/* A forced call's block up to where the model goes on, as the template
- * writes a call: the name's (name non-NULL) or the bare block's opening. */
+/* A forced call's own opening inside its block, up to where the model
+ * goes on: the name's (name non-NULL) or the bare call's. */
+static int call_head(enum fl_chat_format fmt, const char *name, size_t index, char *buf, size_t n)
+{
+    if (fmt == FL_CHAT_KIMI_K2_INSTRUCT || fmt == FL_CHAT_KIMI_K2_THINKING) /* index: the call's */
+        return name ? snprintf(buf, n, "<|tool_call_begin|>functions.%s:%zu"
+                               "<|tool_call_argument_begin|>", name, index)
+                    : snprintf(buf, n, "<|tool_call_begin|>functions.");
+    if (fmt == FL_CHAT_DEEPSEEK_V31)
+        return snprintf(buf, n, "<｜tool▁call▁begin｜>%s%s", name ? name : "",
+                        name ? "<｜tool▁sep｜>" : "");
+    if (fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1)
+        return snprintf(buf, n, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>%s%s", name ? name : "",
+                        name ? "\n```json\n" : "");
+    if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER)
+        return name ? snprintf(buf, n, "\n<function=%s>\n", name)
+                    : snprintf(buf, n, "\n<function=");
+    if (fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47) /* 4.7 writes no newline after the name */
+        return snprintf(buf, n, "%s%s", name ? name : "", name && fmt == FL_CHAT_GLM45 ? "\n" : "");
+    if (fmt == FL_CHAT_MINIMAX_M2)
+        return name ? snprintf(buf, n, "\n<invoke name=\"%s\">\n", name) : snprintf(buf, n, "\n");
+    if (fmt == FL_CHAT_KIMI_K3) /* index: the call's in its message */
+        return name ? snprintf(buf, n, "<|open|>call tool=\"%s\" index=\"1\"<|sep|>", name)
+                    : snprintf(buf, n, "<|open|>call tool=\"");
+    if (fmt == FL_CHAT_MINIMAX_M3)
+        return name ? snprintf(buf, n, "\n" FL_MINIMAX_M3_NS "<invoke name=\"%s\">", name)
+                    : snprintf(buf, n, "\n");
+    if (fmt == FL_CHAT_DEEPSEEK_V32)
+        return name ? snprintf(buf, n, "\n<｜DSML｜invoke name=\"%s\">\n", name)
+                    : snprintf(buf, n, "\n");
+    return name ? snprintf(buf, n, "\n{\"name\": \"%s\", \"arguments\": ", name)
+                : snprintf(buf, n, "\n");
+}
+
+/* A forced call as the template writes one, up to where the model goes on:
+ * its block's opening (text/tool-calls.h), then the call's. */
 static int call_opening(enum fl_chat_format fmt, const char *name, size_t index, char *buf,
                         size_t n)
 {
-    if (fmt == FL_CHAT_KIMI_K2_INSTRUCT || fmt == FL_CHAT_KIMI_K2_THINKING) /* index: the call's */
-        return name ? snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.%s:"
-                               "%zu<|tool_call_argument_begin|>", name, index)
-                    : snprintf(buf, n, "<|tool_calls_section_begin|><|tool_call_begin|>functions.");
-    if (fmt == FL_CHAT_DEEPSEEK_V31)
-        return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>%s%s", name ? name : "",
-                        name ? "<｜tool▁sep｜>" : "");
-    if (fmt == FL_CHAT_DEEPSEEK_V3_0324 || fmt == FL_CHAT_DEEPSEEK_R1)
-        return snprintf(buf, n, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>%s%s",
-                        name ? name : "", name ? "\n```json\n" : "");
-    if (fmt == FL_CHAT_QWEN35 || fmt == FL_CHAT_QWEN3_CODER)
-        return name ? snprintf(buf, n, "<tool_call>\n<function=%s>\n", name)
-                    : snprintf(buf, n, "<tool_call>\n<function=");
-    if (fmt == FL_CHAT_GLM45 || fmt == FL_CHAT_GLM47) /* 4.7 writes no newline after the name */
-        return snprintf(buf, n, "<tool_call>%s%s", name ? name : "",
-                        name && fmt == FL_CHAT_GLM45 ? "\n" : "");
-    if (fmt == FL_CHAT_MINIMAX_M2)
-        return name ? snprintf(buf, n, "<minimax:tool_call>\n<invoke name=\"%s\">\n", name)
-                    : snprintf(buf, n, "<minimax:tool_call>\n");
-    if (fmt == FL_CHAT_KIMI_K3) /* the response part closed, the tools part opened */
-        return name ? snprintf(buf, n, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
-                               "tool=\"%s\" index=\"1\"<|sep|>", name)
-                    : snprintf(buf, n, "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
-                               "tool=\"");
-    if (fmt == FL_CHAT_MINIMAX_M3)
-        return name ? snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n" FL_MINIMAX_M3_NS
-                               "<invoke name=\"%s\">", name)
-                    : snprintf(buf, n, FL_MINIMAX_M3_NS "<tool_call>\n");
-    if (fmt == FL_CHAT_DEEPSEEK_V32) /* the template's blank line before the block */
-        return name ? snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"%s\">\n",
-                               name)
-                    : snprintf(buf, n, "\n\n<｜DSML｜function_calls>\n");
-    if (fmt == FL_CHAT_GPT_OSS) /* the answer's header, after the prompt's <|start|>assistant */
+    /* gpt-oss's has no block: the answer's header, after the prompt's <|start|>assistant */
+    if (fmt == FL_CHAT_GPT_OSS)
         return name ? snprintf(buf, n, "<|channel|>commentary to=functions.%s <|constrain|>json"
                                "<|message|>", name)
                     : snprintf(buf, n, "<|channel|>commentary to=functions.");
-    return name ? snprintf(buf, n, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name)
-                : snprintf(buf, n, "<tool_call>\n");
+    const char *blank = fmt == FL_CHAT_DEEPSEEK_V32 ? "\n\n" : ""; /* V3.2's line before it */
+    const int b = snprintf(buf, n, "%s%s%s", blank, fl_tool_calls_block_lead(fmt),
+                           fl_tool_calls_block_open(fmt));
+    if (b < 0 || (size_t)b >= n)
+        return b;
+    const int h = call_head(fmt, name, index, buf + b, n - (size_t)b);
+    return h < 0 ? h : b + h;
 }
 
 /* s after the n bytes of *text: the new length, or -ENOMEM. */

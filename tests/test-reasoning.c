@@ -67,16 +67,21 @@ static void spec(const struct fl_reasoning_tags *tags, const char *text, bool op
         strcpy(c, u + strlen(tags->direct));
     }
     /* an answer that is a part of its own ends at the first end tag outside
-     * the block of calls */
-    for (char *p = c; tags->end && (p = strstr(p, tags->end));) {
-        char *be = starts(p, tags->block) ? strstr(p + strlen(tags->block), tags->block_end) : NULL;
-        if (starts(p, tags->block) && !be)
-            break;
-        if (!be) {
-            *p = '\0';
-            break;
+     * the blocks of calls (a block opens bare or right after its lead) */
+    for (char *p = c; tags->end && *p; p++) {
+        const size_t ln = tags->lead ? strlen(tags->lead) : 0;
+        const bool led = ln && starts(p, tags->lead) && starts(p + ln, tags->block);
+        if (!starts(p, tags->block) && !led) {
+            if (starts(p, tags->end)) {
+                *p = '\0';
+                break;
+            }
+            continue;
         }
-        p = be + strlen(tags->block_end);
+        char *be = strstr(p + (led ? ln : 0) + strlen(tags->block), tags->block_end);
+        if (!be)
+            break;
+        p = be + strlen(tags->block_end) - 1;
     }
     free(t);
 }
@@ -142,6 +147,15 @@ static void test_fixed(void)
                      "<|close|>tools<|sep|>");
     check_split_tags(k3, "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call", false, "",
                      "Hi<|close|>response<|sep|><|open|>tools<|sep|>C<|close|>call");
+    /* the tools part with no response part before it, or the response left open */
+    check_split_tags(k3, "plan<|close|>think<|sep|><|open|>tools<|sep|>C<|close|>call<|sep|>"
+                     "<|close|>tools<|sep|><|close|>message<|sep|>", true, "plan",
+                     "<|open|>tools<|sep|>C<|close|>call<|sep|><|close|>tools<|sep|>");
+    check_split_tags(k3, "Hi<|open|>tools<|sep|>C<|close|>call<|sep|><|close|>tools<|sep|>"
+                     "<|close|>message<|sep|>", false, "",
+                     "Hi<|open|>tools<|sep|>C<|close|>call<|sep|><|close|>tools<|sep|>");
+    check_split_tags(k3, "Hi<|close|>response<|sep|><|open|>tool<|close|>message<|sep|>", false, "",
+                     "Hi");
     struct fl_reasoning_split sp;
     for (int k = 0; k < 4; k++) { /* nothing written yet: a NULL text */
         fl_reasoning_split(NULL, 0, k & 1, k & 2, &sp);
@@ -211,7 +225,8 @@ static void test_random(void)
     static const char *const k3[] = { "<|open|>think<|sep|>", "<|close|>think<|sep|>",
                                       "<|open|>response<|sep|>", "<|close|>response<|sep|>",
                                       "<|open|>tools<|sep|>", "<|close|>tools<|sep|>", "<|close|>",
-                                      "<|close|>message<|sep|>", "<|", "<|clo", " ", "a", "\n" };
+                                      "<|close|>message<|sep|>", "<|", "<|clo", "<|open|>to", " ",
+                                      "a", "\n" };
     random_answers(&fl_kimi_k3_tags, k3, (int)(sizeof(k3) / sizeof(k3[0])), 100000);
 }
 

@@ -217,6 +217,27 @@ static void test_kimi_k3(void)
     all_content(FL_CHAT_KIMI_K3, bad, sizeof(bad) / sizeof(bad[0]));
     CHECK(fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3, "Hi<|close|>resp", 15) == 2,
           "kimi-k3: content up to where its tools part may start");
+    /* a tools part without the response part's close before it (a model that
+     * skips the response part, or leaves it open), as llama.cpp reads K3's */
+    static const char *const bare[] = { "", "Checking." };
+    for (int k = 0; k < 2; k++) {
+        char u[512];
+        snprintf(u, sizeof(u), "%s<|open|>tools<|sep|><|open|>call tool=\"now\" index=\"1\"<|sep|>"
+                 "<|open|>argument key=\"tz\" type=\"string\"<|sep|>UTC<|close|>argument<|sep|>"
+                 "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>", bare[k]);
+        parse_as(FL_CHAT_KIMI_K3, u, &a);
+        CHECK(a.n_calls == 1 && !strcmp(a.calls[0].name, "now") &&
+                  !strcmp(a.calls[0].arguments, "{\"tz\":\"UTC\"}") && !strcmp(a.content, bare[k]),
+              "kimi-k3: a tools part with no response close before it (%d): %d calls, '%s'", k,
+              a.n_calls, a.content);
+        fl_tool_answer_free(&a);
+    }
+    CHECK(fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3, "Hi<|open|>to", 12) == 2 &&
+              fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3, "Hi<|open|>tools<|sep|>", 22) == 2 &&
+              fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3,
+                                           "Hi<|close|>response<|sep|><|open|>tools<|sep|>", 46) == 2 &&
+              fl_tool_calls_content_prefix(FL_CHAT_KIMI_K3, "Hi<|open|>told", 14) == 14,
+          "kimi-k3: content up to a tools part with or without the response close before it");
 }
 
 /* Calls rendered as MiniMax-M3's template writes them read back as the
@@ -590,6 +611,11 @@ static void test_partial(void)
          "<|sep|><|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|>"
          "<|open|>argument key=\"x\" type=\"array\"<|sep|>[1]<|close|>argument<|sep|><|close|>call<|sep|>"
          "<|open|>call tool=\"now\" index=\"2\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
+    grow(FL_CHAT_KIMI_K3, "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+         "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|>"
+         "<|open|>argument key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|>"
+         "<|open|>argument key=\"x\" type=\"array\"<|sep|>[1]<|close|>argument<|sep|>"
+         "<|close|>call<|sep|><|close|>tools<|sep|>");
     grow(FL_CHAT_DEEPSEEK_V32, "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
          "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
          "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"

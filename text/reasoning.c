@@ -14,13 +14,13 @@ const struct fl_reasoning_tags fl_harmony_tags = {
     .answer = "<|start|>assistant<|channel|>final<|message|>",
     .direct = "<|channel|>final<|message|>"
 };
-/* Kimi K3's: the response part ends at the first close tag, unless that
- * closes it before the tools part */
+/* Kimi K3's: the response part ends at the first close tag, unless the
+ * tools part opens first or right after the response part's close */
 const struct fl_reasoning_tags fl_kimi_k3_tags = {
     .open = "<|open|>think<|sep|>", .close = "<|close|>think<|sep|>",
     .answer = "<|open|>response<|sep|>", .direct = "<|open|>response<|sep|>",
-    .end = "<|close|>", .block = "<|close|>response<|sep|><|open|>tools<|sep|>",
-    .block_end = "<|close|>tools<|sep|>"
+    .end = "<|close|>", .block = "<|open|>tools<|sep|>", .block_end = "<|close|>tools<|sep|>",
+    .lead = "<|close|>response<|sep|>"
 };
 
 static bool blank(char c)
@@ -53,9 +53,20 @@ static size_t answer_at(const char *opening, const char *s, size_t n, size_t c, 
     return done || memcmp(s + c, opening, n - c) ? c : SIZE_MAX;
 }
 
+/* How long the block's opening at s[0, n) is, its lead included; 0 when
+ * no block opens there. */
+static size_t block_opening(const struct fl_reasoning_tags *t, const char *s, size_t n)
+{
+    const size_t bn = strlen(t->block), ln = t->lead ? strlen(t->lead) : 0;
+    if (n >= bn && !memcmp(s, t->block, bn))
+        return bn;
+    return ln && n >= ln + bn && !memcmp(s, t->lead, ln) && !memcmp(s + ln, t->block, bn) ? ln + bn
+                                                                                          : 0;
+}
+
 /* How much of the answer s[c..n) is its content: up to t->end outside
- * the block of calls (all of it without an end); a tail that may begin
- * either is held back unless done. */
+ * the blocks of calls (all of it without an end); a tail that may begin
+ * the end is held back unless done. */
 static size_t answer_len(const struct fl_reasoning_tags *t, const char *s, size_t n, size_t c,
                          bool done)
 {
@@ -64,17 +75,16 @@ static size_t answer_len(const struct fl_reasoning_tags *t, const char *s, size_
     const size_t en = strlen(t->end), bn = strlen(t->block), ben = strlen(t->block_end);
     for (size_t p = c;;) {
         const char *e = memmem(s + p, n - p, t->end, en);
-        if (!e)
+        const char *b = memmem(s + p, (size_t)((e ? e : s + n) - (s + p)), t->block, bn);
+        if (!e && !b)
             return (done ? n : n - partial_tag(s + p, n - p, t->end)) - c;
-        const size_t at = (size_t)(e - s);
-        if (n - at >= bn && !memcmp(e, t->block, bn)) { /* the calls: through their block */
-            const char *be = memmem(s + at + bn, n - at - bn, t->block_end, ben);
-            if (!be)
-                return n - c;
-            p = (size_t)(be - s) + ben;
-            continue;
-        }
-        return at - c; /* (or where the block may yet open: the text ends inside its tag) */
+        const size_t at = (size_t)((b ? b : e) - s), open = block_opening(t, s + at, n - at);
+        if (!open) /* the end (or where the block may yet open: the text ends inside its lead) */
+            return at - c;
+        const char *be = memmem(s + at + open, n - at - open, t->block_end, ben);
+        if (!be) /* the calls: through their block */
+            return n - c;
+        p = (size_t)(be - s) + ben;
     }
 }
 

@@ -46,12 +46,14 @@ struct fl_reasoning_split {
  * where one is expected (another channel) is all answer, as written.
  * Where the answer is a tagged part of its own (Kimi K3's: <|open|>think
  * <|sep|> ... <|close|>think<|sep|><|open|>response<|sep|> ANSWER
- * <|close|>response<|sep|> ...), end (when not NULL) ends it, unless end
- * is where a block of tool calls opens (block ... block_end: the answer
- * goes on through it, for the calls to be read from it). */
+ * <|close|>response<|sep|> ...), end (when not NULL) ends it, unless a
+ * block of tool calls opens first (block ... block_end: the answer goes on
+ * through it, for the calls to be read from it), or the end is lead and
+ * the block opens right after it (K3's response part closed before its
+ * tools part; a model may also skip the response part or leave it open). */
 struct fl_reasoning_tags {
     const char *open, *close, *answer, *direct;
-    const char *end, *block, *block_end;
+    const char *end, *block, *block_end, *lead;
 };
 extern const struct fl_reasoning_tags fl_think_tags, fl_harmony_tags, fl_mm_think_tags,
     fl_kimi_k3_tags;

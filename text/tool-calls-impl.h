@@ -33,9 +33,6 @@ struct fl_tool_xml_tags {
 /* fmt's, or NULL: its calls are not such XML. */
 const struct fl_tool_xml_tags *fl_tool_xml_tags(enum fl_chat_format fmt);
 
-/* The tag that opens fmt's block of calls (<tool_call>, ...). */
-const char *fl_tool_block_open(enum fl_chat_format fmt);
-
 /* One block's inside s[0..n): its calls appended to a->calls (a's
  * content untouched); -EINVAL when it is not only calls, -ENOMEM. */
 int fl_tool_read_block(enum fl_chat_format fmt, const char *s, size_t n, struct fl_tool_answer *a);

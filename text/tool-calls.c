@@ -43,16 +43,20 @@ const struct fl_tool_entry_tags *fl_tool_entry_tags(enum fl_chat_format fmt)
     return kimi(fmt) ? &kimi_k2 : deepseek_fenced(fmt) ? &ds_fenced : deepseek(fmt) ? &ds : NULL;
 }
 
-/* The block a format's calls come in. */
-const char *fl_tool_block_open(enum fl_chat_format fmt)
+const char *fl_tool_calls_block_open(enum fl_chat_format fmt)
 {
     return fmt == FL_CHAT_MINIMAX_M2     ? "<minimax:tool_call>"
            : fmt == FL_CHAT_MINIMAX_M3   ? FL_MINIMAX_M3_NS "<tool_call>"
-           : fmt == FL_CHAT_KIMI_K3      ? "<|close|>response<|sep|><|open|>tools<|sep|>"
+           : fmt == FL_CHAT_KIMI_K3      ? "<|open|>tools<|sep|>"
            : fmt == FL_CHAT_DEEPSEEK_V32 ? "<｜DSML｜function_calls>"
            : kimi(fmt)                   ? "<|tool_calls_section_begin|>"
            : deepseek(fmt)               ? "<｜tool▁calls▁begin｜>"
                                          : "<tool_call>";
+}
+
+const char *fl_tool_calls_block_lead(enum fl_chat_format fmt)
+{
+    return fmt == FL_CHAT_KIMI_K3 ? "<|close|>response<|sep|>" : "";
 }
 
 /* The bytes before the first of n marks, or before a tail that may begin
@@ -93,8 +97,11 @@ size_t fl_tool_calls_content_prefix(enum fl_chat_format fmt, const char *text, s
         return len;
     if (fmt == FL_CHAT_GPT_OSS)
         return before_marks(text, len, gpt_oss_marks, 3);
-    const char *tag = fl_tool_block_open(fmt);
-    return before_marks(text, len, &tag, 1);
+    const char *open = fl_tool_calls_block_open(fmt), *lead = fl_tool_calls_block_lead(fmt);
+    char led[64]; /* the opening after its lead, which is not content either */
+    snprintf(led, sizeof(led), "%s%s", lead, open);
+    const char *marks[] = { led, open };
+    return before_marks(text, len, marks, lead[0] ? 2 : 1);
 }
 
 /* "arguments": an object, or a string holding one (some models quote it). */
@@ -689,19 +696,25 @@ static void trim(struct fl_tool_answer *a)
     a->content[a->content_len] = '\0';
 }
 
+static bool ends_with(const char *s, const char *end, const char *tag)
+{
+    const size_t n = strlen(tag);
+    return (size_t)(end - s) >= n && !memcmp(end - n, tag, n);
+}
+
 /* The blocks: 0 when every one is a call, -EINVAL when one is not. */
 static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a)
 {
-    const char *p = text, *end = text + len, *otag = fl_tool_block_open(fmt);
-    const char *ctag = fl_tool_calls_block_close(fmt);
+    const char *p = text, *end = text + len, *otag = fl_tool_calls_block_open(fmt);
+    const char *ctag = fl_tool_calls_block_close(fmt), *lead = fl_tool_calls_block_lead(fmt);
     const size_t on = strlen(otag), cn = strlen(ctag);
     for (const char *open; (open = memmem(p, (size_t)(end - p), otag, on));) {
         const char *in = open + on;
         const char *close = memmem(in, (size_t)(end - in), ctag, cn);
         if (!close)
             return -EINVAL;
-        put(a, p, (size_t)(open - p));
+        put(a, p, (size_t)(open - p) - (ends_with(p, open, lead) ? strlen(lead) : 0));
         int rc = fl_tool_read_block(fmt, in, (size_t)(close - in), a);
         if (rc)
             return rc;
@@ -709,12 +722,6 @@ static int read_blocks(enum fl_chat_format fmt, const char *text, size_t len,
     }
     put(a, p, (size_t)(end - p));
     return 0;
-}
-
-static bool ends_with(const char *s, const char *end, const char *tag)
-{
-    const size_t n = strlen(tag);
-    return (size_t)(end - s) >= n && !memcmp(end - n, tag, n);
 }
 
 static bool skip(const char **p, const char *end, const char *s)

@@ -62,6 +62,14 @@ int fl_tool_answer_content(const char *text, size_t len, struct fl_tool_answer *
  * use): 1-64 of [A-Za-z0-9_-.]. The formats write it into the prompt as is. */
 bool fl_tool_name_ok(const char *s, size_t n);
 
+/* The tag that opens fmt's block of calls (<tool_call>, <minimax:tool_call>,
+ * <|tool_calls_section_begin|>, Kimi K3's <|open|>tools<|sep|>, ...), and
+ * what its template writes right before it that is neither content nor a
+ * call ("": nothing; Kimi K3's close of its response part, which a model
+ * may also leave out). */
+const char *fl_tool_calls_block_open(enum fl_chat_format fmt);
+const char *fl_tool_calls_block_lead(enum fl_chat_format fmt);
+
 /* The tag that closes fmt's block of calls (</tool_call>,
  * </minimax:tool_call>, <|tool_calls_section_end|>): a forced call's
  * answer is closed with it when the model ends without writing it. */

@@ -314,7 +314,7 @@ static int read_or_keep(enum fl_chat_format fmt, const char *s, size_t n, struct
 static int read_so_far(enum fl_chat_format fmt, const char *text, size_t len,
                        struct fl_tool_answer *a, bool *open)
 {
-    const char *p = text, *end = text + len, *otag = fl_tool_block_open(fmt);
+    const char *p = text, *end = text + len, *otag = fl_tool_calls_block_open(fmt);
     const char *ctag = fl_tool_calls_block_close(fmt);
     const size_t on = strlen(otag), cn = strlen(ctag);
     for (const char *o; (o = memmem(p, (size_t)(end - p), otag, on));) {

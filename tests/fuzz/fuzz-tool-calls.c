@@ -54,7 +54,7 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     }
     const char *open = fmt == FL_CHAT_MINIMAX_M2        ? "<minimax:tool_call>"
                        : fmt == FL_CHAT_MINIMAX_M3       ? FL_MINIMAX_M3_NS "<tool_call>"
-                       : fmt == FL_CHAT_KIMI_K3 ? "<|close|>response<|sep|><|open|>tools<|sep|>"
+                       : fmt == FL_CHAT_KIMI_K3          ? "<|open|>tools<|sep|>"
                        : fmt == FL_CHAT_DEEPSEEK_V32     ? "<｜DSML｜function_calls>"
                        : fmt == FL_CHAT_GPT_OSS         ? "to=functions."
                        : fmt == FL_CHAT_KIMI_K2_THINKING ? "<|tool_calls_section_begin|>"
@@ -65,8 +65,14 @@ static void one(enum fl_chat_format fmt, const char *text, size_t size)
     const size_t p = fl_tool_calls_content_prefix(fmt, text, size);
     if (p > size || memmem(text, p, open, on))
         abort();
-    if (a.n_calls && fmt != FL_CHAT_GPT_OSS &&
-        p != (size_t)((const char *)memmem(text, size, open, on) - text))
+    /* Kimi K3's tools part after its response part's close: content ends
+     * before that close */
+    const char *lead = fmt == FL_CHAT_KIMI_K3 ? "<|close|>response<|sep|>" : "";
+    const size_t ln = strlen(lead);
+    const char *at = a.n_calls ? memmem(text, size, open, on) : NULL;
+    if (at && (size_t)(at - text) >= ln && !memcmp(at - ln, lead, ln))
+        at -= ln;
+    if (at && fmt != FL_CHAT_GPT_OSS && p != (size_t)(at - text))
         abort(); /* gpt-oss's header may start before its recipient: at or before */
     if (a.n_calls && fmt == FL_CHAT_GPT_OSS && p > (size_t)((const char *)memmem(text, size, open, on) - text))
         abort();
