@@ -16,8 +16,29 @@
 #define SIG_SAMPLES 16
 #define SIG_SAMPLE_BYTES 4096
 
-/* The model file: its size, its header (hyperparameters, vocabulary,
- * tensor table) and samples spread over its data. */
+/* samples[i] of the model's data, at byte `at` of its parts' space, from
+ * the part (file) that holds it; nothing between parts. */
+static int sample_at(const struct gguf_file *f, uint64_t at, uint8_t *buf, ssize_t *n)
+{
+    *n = 0;
+    for (int i = 0; i < gguf_n_parts(f); i++) {
+        const struct gguf_part *part = gguf_part(f, i);
+        if (at < part->base || at >= part->base + part->size)
+            continue;
+        const int fd = open(part->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        *n = pread(fd, buf, SIG_SAMPLE_BYTES, (off_t)(at - part->base));
+        const int rc = *n < 0 ? -errno : 0;
+        close(fd);
+        return rc;
+    }
+    return 0;
+}
+
+/* The model file (all its parts when split): its size, its header
+ * (hyperparameters, vocabulary, tensor table) and samples spread over its
+ * data. */
 static int model_sig(const struct eng_session *s, uint64_t *out, struct fl_err *err)
 {
     const struct gguf_file *f = eng_session_gguf(s);
@@ -31,18 +52,16 @@ static int model_sig(const struct eng_session *s, uint64_t *out, struct fl_err *
     int rc = buf ? 0 : -ENOMEM;
     if (!rc && pread(fd, buf, head, 0) != (ssize_t)head)
         rc = -EIO;
+    close(fd);
     if (!rc)
         h = flps_fnv(h, buf, head);
     for (int i = 0; !rc && i < SIG_SAMPLES && size > data; i++) {
-        const uint64_t at = data + (size - data) / SIG_SAMPLES * (uint64_t)i;
-        const ssize_t n = pread(fd, buf, SIG_SAMPLE_BYTES, (off_t)at);
-        if (n < 0)
-            rc = -errno;
-        else
+        ssize_t n;
+        rc = sample_at(f, data + (size - data) / SIG_SAMPLES * (uint64_t)i, buf, &n);
+        if (!rc)
             h = flps_fnv(h, buf, (size_t)n);
     }
     free(buf);
-    close(fd);
     *out = h;
     return rc ? fl_err_set(err, rc, "%s: cannot read it: %s", gguf_name(f), strerror(-rc)) : 0;
 }

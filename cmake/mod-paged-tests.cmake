@@ -27,3 +27,9 @@ add_dependencies(test-logits-regress faultline)
 if(FAULTLINE_CUDA_EMU)
   target_compile_definitions(test-logits-regress PRIVATE FL_REGRESS_DEVICE=1)
 endif()
+
+# A model split into several files (llama.cpp's gguf-split), opened from its first:
+# the unsplit model's logits resident and paged, and one line for a broken split.
+add_test(NAME test-split-gguf COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-split-gguf.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-split-gguf PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

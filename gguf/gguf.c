@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "gguf/gguf-impl.h"
 #include "gguf/gguf-keys.h"
 #include "gguf/tensor-types.h"
 
@@ -70,29 +71,6 @@ static void arena_free(struct arena_block *b)
 }
 
 /* --- the file object -------------------------------------------------------- */
-
-struct gguf_kv {
-    const char *key;
-    struct gguf_value val;
-    uint64_t offset; /* where the record starts */
-};
-
-/* Open-addressing name -> index table; slots hold index + 1, 0 is empty. */
-struct name_index {
-    uint32_t *slot;
-    uint64_t mask;
-};
-
-struct gguf_file {
-    char *name;
-    uint32_t version;
-    uint64_t file_size, alignment, data_offset, header_size;
-    int64_t n_kv, n_tensors;
-    struct gguf_kv *kv;
-    struct gguf_tensor *tensors;
-    struct name_index kv_index, tensor_index;
-    struct arena_block *arena;
-};
 
 static uint64_t name_hash(const char *s)
 {
@@ -664,6 +642,9 @@ static int parse(struct parser *p, struct gguf_file **out)
         return fl_err_set(p->err, -ENOMEM, "%s: out of memory", p->name);
     }
     f->file_size = p->file_size;
+    f->one = (struct gguf_part){ f->name, 0, p->file_size };
+    f->parts = &f->one;
+    f->n_parts = 1;
     p->f = f;
     int rc = read_preamble(p);
     if (!rc)
@@ -720,6 +701,16 @@ static int file_size_of(int fd, const char *path, uint64_t *size, struct fl_err 
 
 int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err)
 {
+    int rc = gguf_open_part(path, out, err);
+    if (!rc && (rc = gguf_split_join(*out, err))) {
+        gguf_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err)
+{
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -739,6 +730,11 @@ void gguf_close(struct gguf_file *f)
 {
     if (!f)
         return;
+    for (int i = 1; f->shards && i < f->n_parts; i++)
+        gguf_close(f->shards[i]);
+    free(f->shards);
+    if (f->parts != &f->one)
+        free(f->parts);
     arena_free(f->arena);
     free(f->kv_index.slot);
     free(f->tensor_index.slot);
@@ -757,6 +753,37 @@ uint64_t gguf_alignment(const struct gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const struct gguf_file *f) { return f->data_offset; }
 uint64_t gguf_header_size(const struct gguf_file *f) { return f->header_size; }
 int64_t gguf_n_kv(const struct gguf_file *f) { return f->n_kv; }
+int gguf_n_parts(const struct gguf_file *f) { return f->n_parts; }
+
+const struct gguf_part *gguf_part(const struct gguf_file *f, int i)
+{
+    return i >= 0 && i < f->n_parts ? &f->parts[i] : NULL;
+}
+
+uint64_t gguf_parts_bytes(const struct gguf_file *f)
+{
+    uint64_t bytes = 0;
+    for (int i = 0; i < f->n_parts; i++)
+        bytes += f->parts[i].size;
+    return bytes;
+}
+
+int gguf_index_tensors(struct gguf_file *f, const char **dup)
+{
+    free(f->tensor_index.slot);
+    f->tensor_index.slot = NULL;
+    if (index_init(&f->tensor_index, f->n_tensors))
+        return -ENOMEM;
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        uint32_t *slot = index_slot(&f->tensor_index, f->tensors[i].name, tensor_name, f);
+        if (*slot) {
+            *dup = f->tensors[i].name;
+            return -EEXIST;
+        }
+        *slot = (uint32_t)i + 1;
+    }
+    return 0;
+}
 int64_t gguf_n_tensors(const struct gguf_file *f) { return f->n_tensors; }
 
 const char *gguf_kv_key(const struct gguf_file *f, int64_t i)

@@ -69,8 +69,27 @@ struct gguf_tensor {
 struct gguf_file;
 
 /* Opens and validates path. On failure returns -errno (-EINVAL for a
- * malformed file) and err holds "PATH: problem at byte N". */
+ * malformed file) and err holds "PATH: problem at byte N".
+ *
+ * A model split into several files (llama.cpp's gguf-split:
+ * PREFIX-00001-of-0000N.gguf ..., "split.no", "split.count" and
+ * "split.tensors.count" in each, the metadata in the first) is opened from
+ * its first file, as llama.cpp opens it: every part is opened and checked,
+ * and the tensors of all of them are one table whose offsets lie in one
+ * space of bytes, in which part i's file starts at gguf_part(f, i)->base
+ * (GGUF_PART_ALIGN apart, in order; the bytes between parts are in no
+ * file). gguf_file_size is that space's size. An unsplit file is one part
+ * at 0. */
 int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err);
+
+#define GGUF_PART_ALIGN (2ull << 20)
+struct gguf_part {
+    const char *path;
+    uint64_t base, size; /* where the file starts in the space, its bytes */
+};
+int gguf_n_parts(const struct gguf_file *f);
+const struct gguf_part *gguf_part(const struct gguf_file *f, int i);
+uint64_t gguf_parts_bytes(const struct gguf_file *f); /* the bytes of all its files */
 
 /* The same validation over a header already in memory: buf holds the first
  * len bytes of a file of file_size bytes (len may be < file_size; the header
@@ -82,7 +101,7 @@ void gguf_close(struct gguf_file *f);
 
 const char *gguf_name(const struct gguf_file *f);
 uint32_t gguf_version(const struct gguf_file *f);
-uint64_t gguf_file_size(const struct gguf_file *f);
+uint64_t gguf_file_size(const struct gguf_file *f); /* all parts' space (gguf_open) */
 uint64_t gguf_alignment(const struct gguf_file *f);
 uint64_t gguf_data_offset(const struct gguf_file *f); /* start of the data section */
 

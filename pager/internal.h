@@ -61,11 +61,19 @@ struct pg_pending {         /* a fault whose page is not installed yet */
     uint64_t t_ns;
 };
 
+/* One file of the store: its bytes are the region's [base, base + size). */
+struct pg_file {
+    char *path;
+    int fd, dfd;             /* buffered fd; O_DIRECT fd or -1 */
+    uint64_t base, size;
+};
+
 struct pg_read {            /* one range of a unit in flight */
     struct pg_slot *slot;
     uint32_t range;
-    uint64_t off, len, done; /* aligned file window being read into buf */
+    uint64_t off, len, done; /* aligned window of the region being read into buf */
     uint8_t *buf;
+    const struct pg_file *file; /* the file that holds it */
 };
 
 struct pg_slot {            /* a pinned staging buffer for one unit */
@@ -119,8 +127,9 @@ struct pager {
     /* modes */
     bool uffd_mode, direct;
     int uffd, stop_efd;
-    int fd, dfd;               /* buffered fd; O_DIRECT fd or -1 */
-    uint64_t dio_align;        /* file offset and memory alignment for dfd */
+    struct pg_file *files;     /* in order of base; one unless the model is split */
+    int n_files;
+    uint64_t dio_align;        /* file offset and memory alignment for every dfd */
 
     /* residency (under mu) */
     pthread_mutex_t mu;

@@ -35,44 +35,80 @@ static int apply_hook(struct pager *p, uint64_t off, uint64_t len, int res)
     return res;
 }
 
-int pg_io_open(struct pager *p, struct fl_err *err)
+/* Opens one file of the store: its size checked, and O_DIRECT where its
+ * file system has it (*align: what it wants; 0 when it has none). */
+static int open_file(struct pager *p, struct pg_file *f, uint64_t *align, struct fl_err *err)
 {
-    p->fd = open(p->path, O_RDONLY | O_CLOEXEC);
-    if (p->fd < 0)
-        return fl_err_set(err, -errno, "%s: %s", p->path, strerror(errno));
+    f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return fl_err_set(err, -errno, "%s: %s", f->path, strerror(errno));
     struct stat st;
-    if (fstat(p->fd, &st) < 0)
-        return fl_err_set(err, -errno, "%s: %s", p->path, strerror(errno));
-    if ((uint64_t)st.st_size != p->file_size)
+    if (fstat(f->fd, &st) < 0)
+        return fl_err_set(err, -errno, "%s: %s", f->path, strerror(errno));
+    if ((uint64_t)st.st_size != f->size)
         return fl_err_set(err, -EINVAL, "%s: file is %llu bytes, its header was parsed from %llu",
-                          p->path, (unsigned long long)st.st_size,
-                          (unsigned long long)p->file_size);
-    p->dfd = -1;
-    p->dio_align = 0;
+                          f->path, (unsigned long long)st.st_size, (unsigned long long)f->size);
+    *align = 0;
     if (p->cfg.direct == PAGER_DIRECT_OFF)
         return 0;
     struct statx sx;
-    uint64_t align = 4096; /* what O_DIRECT wants where statx cannot say */
-    if (statx(p->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+    uint64_t al = 4096; /* what O_DIRECT wants where statx cannot say */
+    if (statx(f->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
         (sx.stx_mask & STATX_DIOALIGN)) {
         if (sx.stx_dio_offset_align == 0) { /* the file system has no O_DIRECT */
             if (p->cfg.direct == PAGER_DIRECT_ON)
                 return fl_err_set(err, -EINVAL, "%s: file system does not support O_DIRECT",
-                                  p->path);
+                                  f->path);
             return 0;
         }
-        align = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
-                                                               : sx.stx_dio_mem_align;
+        al = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
+                                                            : sx.stx_dio_mem_align;
     }
-    p->dfd = open(p->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (p->dfd < 0) {
+    f->dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (f->dfd < 0) {
         if (p->cfg.direct == PAGER_DIRECT_ON)
-            return fl_err_set(err, -errno, "%s: O_DIRECT: %s", p->path, strerror(errno));
+            return fl_err_set(err, -errno, "%s: O_DIRECT: %s", f->path, strerror(errno));
         return 0;
     }
-    p->dio_align = align < p->page ? p->page : align;
-    p->direct = true;
+    *align = al < p->page ? p->page : al;
     return 0;
+}
+
+/* Every file; O_DIRECT when all of them have it at an alignment their
+ * places in the region keep. */
+int pg_io_open(struct pager *p, struct fl_err *err)
+{
+    uint64_t align = 0;
+    bool direct = p->cfg.direct != PAGER_DIRECT_OFF;
+    for (int i = 0; i < p->n_files; i++) {
+        uint64_t al = 0;
+        int rc = open_file(p, &p->files[i], &al, err);
+        if (rc)
+            return rc;
+        direct = direct && al && p->files[i].base % al == 0;
+        align = al > align ? al : align;
+    }
+    p->dio_align = direct ? align : 0;
+    p->direct = direct;
+    return 0;
+}
+
+/* The file holding the region's byte off, or the last one before it (off
+ * past its end: in the bytes between files, or an aligned window's tail). */
+static const struct pg_file *file_at(const struct pager *p, uint64_t off)
+{
+    int i = 0;
+    while (i + 1 < p->n_files && p->files[i + 1].base <= off)
+        i++;
+    return &p->files[i];
+}
+
+/* How much of the window [off, off + len) the file holds: it ends short at
+ * the file's end. */
+static uint64_t file_holds(const struct pg_file *f, uint64_t off, uint64_t len)
+{
+    const uint64_t end = f->base + f->size;
+    return (off + len < end ? off + len : end) - off;
 }
 
 /* A staging buffer: hugetlb pages when the system has them reserved, else
@@ -149,22 +185,31 @@ void pg_io_close(struct pager *p)
     p->ring_ok = false;
     if (p->io_efd >= 0)
         close(p->io_efd);
-    if (p->dfd >= 0)
-        close(p->dfd);
-    if (p->fd >= 0)
-        close(p->fd);
-    p->io_efd = p->dfd = p->fd = -1;
+    for (int i = 0; p->files && i < p->n_files; i++) {
+        if (p->files[i].dfd >= 0)
+            close(p->files[i].dfd);
+        if (p->files[i].fd >= 0)
+            close(p->files[i].fd);
+        p->files[i].fd = p->files[i].dfd = -1;
+    }
+    p->io_efd = -1;
 }
 
 /* --- synchronous reads (before the threads run, and for the bench) ------- */
 
-struct sync_rd { uint64_t off, len, done; uint8_t *dst; int fd; int retries; };
+struct sync_rd {
+    uint64_t off, len, done;
+    uint8_t *dst;
+    const struct pg_file *file;
+    int fd;
+    int retries;
+};
 
 static void sync_submit(struct pager *p, struct sync_rd *r)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
     io_uring_prep_read(sqe, r->fd, r->dst + r->done, (unsigned)(r->len - r->done),
-                       r->off + r->done);
+                       r->off - r->file->base + r->done);
     io_uring_sqe_set_data(sqe, r);
 }
 
@@ -172,7 +217,7 @@ static void sync_submit(struct pager *p, struct sync_rd *r)
 static int sync_complete(struct pager *p, struct sync_rd *r, int res)
 {
     res = apply_hook(p, r->off + r->done, r->len - r->done, res);
-    uint64_t want = (r->off + r->len < p->file_size ? r->off + r->len : p->file_size) - r->off;
+    const uint64_t want = file_holds(r->file, r->off, r->len);
     if (res == -EINTR || res == -EAGAIN) {
         pg_inc(&p->st.reads_retried, 1);
         if (++r->retries > MAX_RETRIES)
@@ -187,7 +232,7 @@ static int sync_complete(struct pager *p, struct sync_rd *r, int res)
             return 1;
         pg_inc(&p->st.reads_retried, 1);
         if (p->dio_align && r->done % p->dio_align)
-            r->fd = p->fd; /* an unaligned remainder goes through the page cache */
+            r->fd = r->file->fd; /* an unaligned remainder goes through the page cache */
     }
     sync_submit(p, r);
     return 0;
@@ -203,18 +248,26 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
     bool aligned = p->direct && off % p->dio_align == 0 && (uintptr_t)dst % p->dio_align == 0;
     while ((next < end && rc == 0) || inflight > 0) {
         while (next < end && rc == 0 && inflight < SYNC_QD) {
+            const struct pg_file *f = file_at(p, next);
+            if (next >= f->base + f->size) { /* between files: no bytes to read */
+                next = f + 1 < p->files + p->n_files && f[1].base < end ? f[1].base : end;
+                continue;
+            }
             struct sync_rd *r = NULL;
             for (int i = 0; i < SYNC_QD && !r; i++)
                 if (rd[i].done == UINT64_MAX)
                     r = &rd[i];
-            uint64_t n = end - next < SYNC_CHUNK ? end - next : SYNC_CHUNK;
+            uint64_t n = file_holds(f, next, end - next);
+            n = n < SYNC_CHUNK ? n : SYNC_CHUNK;
             if (aligned) /* O_DIRECT lengths are whole blocks; EOF ends it short */
                 n = (n + p->dio_align - 1) / p->dio_align * p->dio_align;
-            *r = (struct sync_rd){ next, n, 0, dst + (next - off), aligned ? p->dfd : p->fd, 0 };
+            *r = (struct sync_rd){ next, n, 0, dst + (next - off), f, aligned ? f->dfd : f->fd, 0 };
             sync_submit(p, r);
             next += n;
             inflight++;
         }
+        if (!inflight)
+            break;
         io_uring_submit(&p->ring);
         struct io_uring_cqe *cqe;
         int w = io_uring_wait_cqe(&p->ring, &cqe);
@@ -231,9 +284,9 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
             inflight--;
             if (c < 0 && rc == 0)
                 rc = fl_err_set(err, c == -ENODATA ? -EIO : c,
-                                "%s: read of %s at offset %llu: %s", p->path,
+                                "%s: read of %s at offset %llu: %s", r->file->path,
                                 pg_name_at(p, r->off + r->done),
-                                (unsigned long long)(r->off + r->done),
+                                (unsigned long long)(r->off - r->file->base + r->done),
                                 c == -ENODATA ? "short read (file truncated?)" : strerror(-c));
             r->done = UINT64_MAX; /* free */
         }
@@ -257,11 +310,13 @@ void pg_io_kick(struct pager *p)
         return; /* the counter is saturated: the thread is awake anyway */
 }
 
-static void read_submit(struct pager *p, struct pg_read *rd, int fd)
+/* Reads what is left of rd: O_DIRECT while it is at a whole block. */
+static void read_submit(struct pager *p, struct pg_read *rd)
 {
+    const int fd = p->direct && rd->done % p->dio_align == 0 ? rd->file->dfd : rd->file->fd;
     struct io_uring_sqe *sqe = io_uring_get_sqe(&p->ring);
     io_uring_prep_read(sqe, fd, rd->buf + rd->done, (unsigned)(rd->len - rd->done),
-                       rd->off + rd->done);
+                       rd->off - rd->file->base + rd->done);
     io_uring_sqe_set_data(sqe, rd);
     const struct pg_range *r = &p->ranges[rd->range];
     const struct pg_unit *u = &p->units[r->unit];
@@ -282,9 +337,9 @@ static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit, bool r
         const struct pg_range *r = &p->ranges[u->first + k];
         struct pg_read *rd = &s->reads[k];
         uint64_t a = r->off / al * al, b = (r->off + r->len + al - 1) / al * al;
-        *rd = (struct pg_read){ s, u->first + k, a, b - a, 0, s->buf + pos };
+        *rd = (struct pg_read){ s, u->first + k, a, b - a, 0, s->buf + pos, file_at(p, r->off) };
         pos += b - a;
-        read_submit(p, rd, p->direct ? p->dfd : p->fd);
+        read_submit(p, rd);
     }
 }
 
@@ -362,9 +417,11 @@ static void slot_finish(struct pager *p, struct pg_slot *s)
     if (s->err < 0) {
         const struct pager_extent *e = s->err_ext >= 0 && s->err_ext < p->n_ext
                                            ? &p->ext[s->err_ext] : NULL;
+        const struct pg_file *f = file_at(p, s->err_off);
         pg_fail(p, s->err == -ENODATA ? -EIO : s->err,
-                "%s: read of tensor %s (layer %d expert %d) at offset %llu: %s", p->path,
-                e && e->name ? e->name : "?", u->layer, u->expert, (unsigned long long)s->err_off,
+                "%s: read of tensor %s (layer %d expert %d) at offset %llu: %s", f->path,
+                e && e->name ? e->name : "?", u->layer, u->expert,
+                (unsigned long long)(s->err_off - f->base),
                 s->err == -ENODATA ? "short read (file truncated?)" : strerror(-s->err));
     }
     pg_load_done_locked(p, s->unit, s->refill, s->err);
@@ -378,11 +435,10 @@ static void read_complete(struct pager *p, struct pg_read *rd, int res)
     struct pg_slot *s = rd->slot;
     const struct pg_range *r = &p->ranges[rd->range];
     res = apply_hook(p, rd->off + rd->done, rd->len - rd->done, res);
-    uint64_t want = (rd->off + rd->len < p->file_size ? rd->off + rd->len : p->file_size) - rd->off;
-    int fd = p->direct && rd->done % p->dio_align == 0 ? p->dfd : p->fd;
+    const uint64_t want = file_holds(rd->file, rd->off, rd->len);
     if (res == -EINTR || res == -EAGAIN) {
         pg_inc(&p->st.reads_retried, 1);
-        read_submit(p, rd, fd);
+        read_submit(p, rd);
         return;
     }
     if (res > 0) {
@@ -391,8 +447,7 @@ static void read_complete(struct pager *p, struct pg_read *rd, int res)
         pg_inc(&p->st.bytes_read, (uint64_t)res);
         if (rd->done < want) { /* short read: ask for the rest */
             pg_inc(&p->st.reads_retried, 1);
-            fd = p->direct && rd->done % p->dio_align == 0 ? p->dfd : p->fd;
-            read_submit(p, rd, fd);
+            read_submit(p, rd);
             return;
         }
         memset(rd->buf + rd->done, 0, rd->len - rd->done); /* past EOF */

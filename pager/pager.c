@@ -101,15 +101,45 @@ static int copy_layout(struct pager *p, const struct pager_layout *l)
     return 0;
 }
 
+/* What copy_layout and copy_files made, and p itself. */
+static void free_tables(struct pager *p)
+{
+    for (int i = 0; p->files && i < p->n_files; i++)
+        free(p->files[i].path);
+    free(p->files);
+    free(p->ext);
+    free(p->path);
+    free(p);
+}
+
+/* The files: the layout's, or the one pager_open names. */
+static int copy_files(struct pager *p, const char *path, const struct pager_layout *l)
+{
+    const struct pager_file one = { path, 0, l->file_size };
+    const struct pager_file *f = l->n_files > 0 ? l->files : &one;
+    p->n_files = l->n_files > 0 ? l->n_files : 1;
+    p->files = calloc((size_t)p->n_files, sizeof(*p->files));
+    if (!p->files)
+        return -ENOMEM;
+    for (int i = 0; i < p->n_files; i++) {
+        p->files[i] = (struct pg_file){ strdup(f[i].path), -1, -1, f[i].base, f[i].size };
+        if (!p->files[i].path)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int pager_open(const char *path, const struct pager_layout *layout,
                const struct pager_config *cfg, struct pager **out, struct fl_err *err)
 {
     *out = NULL;
     struct pager *p = calloc(1, sizeof(*p));
-    if (!p || !(p->path = strdup(path)) || copy_layout(p, layout)) {
+    if (p)
+        p->uffd = p->stop_efd = p->io_efd = -1;
+    if (!p || !(p->path = strdup(path)) || copy_layout(p, layout) ||
+        copy_files(p, path, layout)) {
         if (p)
-            free(p->path);
-        free(p);
+            free_tables(p);
         return fl_err_set(err, -ENOMEM, "%s: out of memory", path);
     }
     if (cfg)
@@ -119,7 +149,6 @@ int pager_open(const char *path, const struct pager_layout *layout,
     if (p->cfg.watchdog_ms == 0)
         p->cfg.watchdog_ms = DEFAULT_WATCHDOG_MS;
     p->page = (uint64_t)sysconf(_SC_PAGESIZE);
-    p->fd = p->dfd = p->uffd = p->stop_efd = p->io_efd = -1;
     int rc = open_steps(p, err);
     if (rc < 0) {
         pager_close(p);
@@ -164,10 +193,8 @@ void pager_close(struct pager *p)
     free(p->units);
     free(p->unit_of);
     free(p->ram_pg);
-    free(p->ext);
     free(p->ext_by_off);
-    free(p->path);
-    free(p);
+    free_tables(p);
 }
 
 const uint8_t *pager_base(const struct pager *p) { return p->base; }

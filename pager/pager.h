@@ -84,6 +84,13 @@ struct pager_extent {
     uint8_t kind;            /* enum pager_kind: statistics and probes */
 };
 
+/* One of several files the bytes are stored in (a model split into parts,
+ * gguf/gguf.h): the file's bytes are the region's [base, base + size). */
+struct pager_file {
+    const char *path;
+    uint64_t base, size;     /* base: a multiple of 2 MiB, the files in order */
+};
+
 /* The file as the pager sees it. Bytes no extent covers (the header) are
  * RAM-tier. The table is copied by pager_open (names are not). */
 struct pager_layout {
@@ -91,6 +98,11 @@ struct pager_layout {
     const struct pager_extent *extents;
     int64_t n_extents;
     int n_used;              /* experts a layer pins at once (per token): the minimum budget */
+    /* the files the bytes are in (copied); n_files 0: the one file
+     * pager_open names, all of the region. Bytes between files are in none:
+     * no extent may cover them, and they read as zeros. */
+    const struct pager_file *files;
+    int n_files;
 };
 
 struct pager_config {

@@ -33,6 +33,25 @@ static struct stack *find_stacks(const struct gguf_file *g, const struct moe_lay
     return st;
 }
 
+/* The files of a split model (gguf_open's parts), each at its place. */
+static int add_files(const struct gguf_file *g, struct pager_layout *out, struct fl_err *err)
+{
+    const int n = gguf_n_parts(g);
+    if (n <= 1)
+        return 0;
+    struct pager_file *f = calloc((size_t)n, sizeof(*f));
+    if (!f) {
+        placement_pager_layout_free(out);
+        return fl_err_set(err, -ENOMEM, "%s: out of memory laying out the pager", gguf_name(g));
+    }
+    for (int i = 0; i < n; i++)
+        f[i] = (struct pager_file){ gguf_part(g, i)->path, gguf_part(g, i)->base,
+                                    gguf_part(g, i)->size };
+    out->files = f;
+    out->n_files = n;
+    return 0;
+}
+
 int placement_pager_layout(const struct gguf_file *g,
                            enum pager_tier (*tier)(void *ctx, int64_t tensor_index), void *ctx,
                            struct pager_layout *out, struct fl_err *err)
@@ -73,11 +92,12 @@ int placement_pager_layout(const struct gguf_file *g,
     out->n_extents = n;
     free(st);
     moe_layout_free(ml);
-    return 0;
+    return add_files(g, out, err);
 }
 
 void placement_pager_layout_free(struct pager_layout *l)
 {
     free((void *)l->extents);
+    free((void *)l->files);
     *l = (struct pager_layout){ 0 };
 }

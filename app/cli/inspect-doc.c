@@ -151,12 +151,23 @@ static json_t *with_member(json_t *d, const char *key, json_t *v)
     return NULL;
 }
 
+/* A split model's files: [{path, size}], in order. */
+static json_t *json_parts(const struct gguf_file *f)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < gguf_n_parts(f); i++)
+        json_array_append_new(a, json_pack("{s:o, s:I}", "path",
+                                           fl_json_string(gguf_part(f, i)->path), "size",
+                                           (json_int_t)gguf_part(f, i)->size));
+    return a;
+}
+
 int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
 {
     json_t *d = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:o}",
                           "file", fl_json_string(gguf_name(m->f)), "version",
                           (json_int_t)gguf_version(m->f), "file_size",
-                          (json_int_t)gguf_file_size(m->f), "header_size",
+                          (json_int_t)gguf_parts_bytes(m->f), "header_size",
                           (json_int_t)gguf_header_size(m->f), "data_offset",
                           (json_int_t)gguf_data_offset(m->f), "alignment",
                           (json_int_t)gguf_alignment(m->f), "architecture",
@@ -165,6 +176,8 @@ int inspect_print_json(FILE *out, const struct inspect_model *m, bool tensors)
                           "n_tensors", (json_int_t)gguf_n_tensors(m->f), "tensor_bytes",
                           (json_int_t)m->tensor_bytes, "bytes_by_type", json_types(m), "moe",
                           json_moe(m->moe));
+    if (gguf_n_parts(m->f) > 1)
+        d = with_member(d, "parts", json_parts(m->f));
     if (m->n_rs_layers)
         d = with_member(d, "linear_attention",
                         json_pack("{s:s, s:i, s:I}", "kind", m->rs_kind, "n_layers",

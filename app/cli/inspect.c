@@ -101,7 +101,11 @@ static void text_header(FILE *out, const struct inspect_model *m)
             ", alignment %" PRIu64 "\n", gguf_version(f), gguf_header_size(f), gguf_data_offset(f),
             gguf_alignment(f));
     fprintf(out, "file size:        ");
-    print_size(out, gguf_file_size(f));
+    print_size(out, gguf_parts_bytes(f));
+    for (int i = 0; gguf_n_parts(f) > 1 && i < gguf_n_parts(f); i++) {
+        fprintf(out, "\n  part %d of %d:    %s, ", i + 1, gguf_n_parts(f), gguf_part(f, i)->path);
+        print_size(out, gguf_part(f, i)->size);
+    }
     fprintf(out, "\narchitecture:     ");
     print_cstr(out, m->arch ? m->arch : "(none)");
     fputc('\n', out);

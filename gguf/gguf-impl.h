@@ -1,0 +1,52 @@
+/* gguf-impl.h: the GGUF reader's insides, shared by gguf.c (one file) and
+ * gguf-split.c (the parts of a split model joined into one table). Not for
+ * use outside gguf/. */
+#ifndef FL_GGUF_IMPL_H
+#define FL_GGUF_IMPL_H
+
+#include "gguf/gguf.h"
+
+struct arena_block;
+
+struct gguf_kv {
+    const char *key;
+    struct gguf_value val;
+    uint64_t offset; /* where the record starts */
+};
+
+/* Open-addressing name -> index table; slots hold index + 1, 0 is empty. */
+struct name_index {
+    uint32_t *slot;
+    uint64_t mask;
+};
+
+struct gguf_file {
+    char *name;
+    uint32_t version;
+    uint64_t file_size, alignment, data_offset, header_size;
+    int64_t n_kv, n_tensors;
+    struct gguf_kv *kv;
+    struct gguf_tensor *tensors;
+    struct name_index kv_index, tensor_index;
+    struct arena_block *arena;
+    /* the files the tensors are in: this one (one), or a split model's
+     * (gguf-split.c: parts allocated, the other parts' files kept in shards
+     * for their tensors' names) */
+    struct gguf_part one, *parts;
+    int n_parts;
+    struct gguf_file **shards;
+};
+
+/* gguf_open without joining a split model's parts: path's own header. */
+int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err);
+
+/* Rebuilds f's tensor name index over f->tensors[0, n_tensors): 0,
+ * -ENOMEM, or -EEXIST with *dup the name that two tensors share. */
+int gguf_index_tensors(struct gguf_file *f, const char **dup);
+
+/* When f (opened from path by gguf_open_part) is the first part of a split
+ * model, opens the other parts and joins their tensors into f's table (see
+ * gguf_open); 0 when it is not split. -errno with err set otherwise. */
+int gguf_split_join(struct gguf_file *f, struct fl_err *err);
+
+#endif
