@@ -26,7 +26,9 @@ if [ ! -f "$model" ]; then
   build/faultline gen --arch qwen3moe --type Q4_K --size 1536M --seed 1 -o "$model"
 fi
 
-size=$(stat -L -c %s "$model")
+# faultline's own count: all the files of a model split into several
+size=$(build/faultline inspect "$model" | awk '/^file size:/ {print $3}')
+[ -n "$size" ] || { echo "demo: $model: faultline inspect cannot read it" >&2; exit 1; }
 # in KiB: a model under 4 MiB still gets a quarter, not 0M
 budget=${RAM_BUDGET:-$((size / 4 / 1024))K}
 echo

@@ -37,7 +37,8 @@ bench_oversize_model() {
       --expert-ff 768 --seed 1 -o "$model.tmp" >&2
     mv "$model.tmp" "$model"
   fi
-  size=$(stat -c %s "$model")
+  # faultline's own counts: all the files of a model split into several
+  size=$("$FL" inspect "$model" | awk '/^file size:/ {print $3}')
   ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
   [ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 }
