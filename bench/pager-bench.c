@@ -245,6 +245,13 @@ static int slices_from_model(struct bench *b, uint64_t max_bytes)
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
+    if (gguf_n_parts(g) > 1) { /* its reads go to one file at the tensors' offsets */
+        fprintf(stderr, "%s: a model split into %d files; pager-bench reads one file\n", b->path,
+                gguf_n_parts(g));
+        moe_layout_free(ml);
+        gguf_close(g);
+        return -1;
+    }
     b->s = calloc(1 << 20, sizeof(*b->s));
     uint64_t total = 0;
     for (int l = 0; l < ml->n_layer && total < max_bytes; l++)
