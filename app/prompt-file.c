@@ -77,6 +77,10 @@ static uint64_t settings_sig(const struct eng_session *s)
     const char *cpu = fl_cpu_features();
     uint64_t h = flps_fnv(FLPS_FNV_START, "faultline prompt state", 22);
     h = flps_fnv(h, v, sizeof(v));
+    int n;
+    const char *const *kvo = eng_session_kv_overrides(s, &n);
+    for (int i = 0; i < n; i++) /* metadata the file does not say (its hyperparameters) */
+        h = flps_fnv(h, kvo[i], strlen(kvo[i]) + 1);
     return flps_fnv(h, cpu, strlen(cpu));
 }
 

@@ -465,6 +465,8 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
     int rc = gguf_open(p->model_path, &s->gguf, err);
+    for (int k = 0; !rc && k < p->n_kv_overrides; k++)
+        rc = gguf_override(s->gguf, p->kv_overrides[k], err);
     if (rc)
         return rc;
     if ((rc = open_region(s, p, err)))
@@ -639,6 +641,12 @@ int eng_session_n_ctx(const struct eng_session *s) { return eng_kv_n_ctx(s->kv);
 int eng_session_n_past(const struct eng_session *s) { return s->n_past; }
 int eng_session_n_threads(const struct eng_session *s) { return s->ctx.n_threads; }
 uint64_t eng_session_file_size(const struct eng_session *s) { return gguf_file_size(s->gguf); }
+
+const char *const *eng_session_kv_overrides(const struct eng_session *s, int *n)
+{
+    *n = s->params.n_kv_overrides;
+    return s->params.kv_overrides;
+}
 int eng_session_n_seq(const struct eng_session *s) { return s->n_seq; }
 int eng_session_n_held(const struct eng_session *s) { return s->n_held; }
 uint64_t eng_session_min_budget(const struct eng_session *s)

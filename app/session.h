@@ -38,6 +38,8 @@ struct eng_batch;
 #define ENG_SESSION_MAX_CTX (1 << 24)
 #define ENG_SESSION_CTX_FLOOR 4096
 
+#define ENG_KV_OVERRIDES_MAX 16 /* --override-kv flags; each may list several */
+
 struct eng_session_params {
     const char *model_path;
     int n_ctx;      /* KV cache positions; 0: the training context, cut to the memory
@@ -75,6 +77,10 @@ struct eng_session_params {
      * cache never is) means F16, llama.cpp's default */
     enum fl_type cache_type_k, cache_type_v;
     bool no_kv_offload;               /* -nkvo: with a GPU, the KV cache stays in RAM */
+    /* --override-kv (llama.cpp's): the file's metadata as these lists say
+     * (gguf_override), in order, before anything reads it */
+    const char *kv_overrides[ENG_KV_OVERRIDES_MAX];
+    int n_kv_overrides;
 };
 
 /* The defaults (the CLI's flags: app/cli/session-flags.h). */
@@ -92,6 +98,8 @@ int eng_session_n_ctx(const struct eng_session *s);
 int eng_session_n_past(const struct eng_session *s);
 int eng_session_n_threads(const struct eng_session *s);
 uint64_t eng_session_file_size(const struct eng_session *s);
+/* The --override-kv lists applied to the file's metadata (*n of them). */
+const char *const *eng_session_kv_overrides(const struct eng_session *s, int *n);
 /* Every tensor's elements (gguf/param-count.h, as llama.cpp counts them). */
 int64_t eng_session_n_params(const struct eng_session *s);
 void eng_session_reset(struct eng_session *s); /* forget sequence 0: n_past = 0 */

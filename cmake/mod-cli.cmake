@@ -62,3 +62,7 @@ add_test(NAME test-prompt-cache-cli COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tes
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-prompt-cache-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# --override-kv (llama.cpp's): metadata overridden; top-2 + expert_used_count=int:4 = top-4.
+add_test(NAME test-override-kv COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-override-kv.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-override-kv PROPERTIES TIMEOUT 120 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

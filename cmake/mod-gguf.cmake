@@ -3,8 +3,9 @@
 # dot products), where each layer's experts lie in the file and how many
 # parameters it holds (llama-bench's size label).
 fl_module(gguf
-  SOURCES gguf/gguf.c gguf/gguf-split.c gguf/gguf-keys.c gguf/gguf-writer.c gguf/tensor-types.c
-          gguf/quant-legacy.c gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c gguf/tensor-names.c gguf/param-count.c
+  SOURCES gguf/gguf.c gguf/gguf-split.c gguf/gguf-override.c gguf/gguf-keys.c gguf/gguf-writer.c
+          gguf/tensor-types.c gguf/quant-legacy.c gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c
+          gguf/tensor-names.c gguf/param-count.c
   DEPS base)
 # Bit-exactness with ggml needs every float operation rounded on its own:
 # a fused multiply-add (allowed by GNU C's default contraction on FMA

@@ -37,6 +37,13 @@ struct gguf_file {
     struct gguf_file **shards;
 };
 
+/* n bytes that live as long as f (16-byte aligned), or NULL. */
+void *gguf_arena(struct gguf_file *f, size_t n);
+
+/* Adds key (copied) with value v (its strings and arrays must outlive f:
+ * gguf_arena). 0 or -ENOMEM. The key must not be in f yet. */
+int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v);
+
 /* gguf_open without joining a split model's parts: path's own header. */
 int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err);
 

@@ -760,6 +760,25 @@ const struct gguf_part *gguf_part(const struct gguf_file *f, int i)
     return i >= 0 && i < f->n_parts ? &f->parts[i] : NULL;
 }
 
+void *gguf_arena(struct gguf_file *f, size_t n) { return arena_alloc(&f->arena, n); }
+
+int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v)
+{
+    char *k = arena_alloc(&f->arena, strlen(key) + 1);
+    struct gguf_kv *kv = k ? realloc(f->kv, (size_t)(f->n_kv + 1) * sizeof(*kv)) : NULL;
+    if (!kv)
+        return -ENOMEM;
+    f->kv = kv;
+    kv[f->n_kv++] = (struct gguf_kv){ strcpy(k, key), *v, 0 };
+    free(f->kv_index.slot);
+    f->kv_index.slot = NULL;
+    if (index_init(&f->kv_index, f->n_kv))
+        return -ENOMEM;
+    for (int64_t i = 0; i < f->n_kv; i++)
+        *index_slot(&f->kv_index, f->kv[i].key, kv_name, f) = (uint32_t)i + 1;
+    return 0;
+}
+
 uint64_t gguf_parts_bytes(const struct gguf_file *f)
 {
     uint64_t bytes = 0;

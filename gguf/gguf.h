@@ -99,6 +99,15 @@ int gguf_parse(const void *buf, size_t len, uint64_t file_size, const char *name
 
 void gguf_close(struct gguf_file *f);
 
+/* llama.cpp's --override-kv: spec is "KEY=TYPE:VALUE[,KEY=TYPE:VALUE...]",
+ * TYPE int, float, bool (true or false) or str (at most 127 bytes, no
+ * comma). Each KEY's value is replaced, or added where the file has none;
+ * a file's value of another kind (an int for a string; int replaces any
+ * integer or a per-layer list of them) is refused, and so is a value the
+ * key table refuses (gguf-keys.h). 0, or -EINVAL (-ENOMEM) with err
+ * "--override-kv ITEM: why"; f may then be partly overridden. */
+int gguf_override(struct gguf_file *f, const char *spec, struct fl_err *err);
+
 const char *gguf_name(const struct gguf_file *f);
 uint32_t gguf_version(const struct gguf_file *f);
 uint64_t gguf_file_size(const struct gguf_file *f); /* all parts' space (gguf_open) */

@@ -158,7 +158,6 @@ static int arg_refused(const char *cmd, const char *a)
         { "--ctx-shift", "a full context ends the generation; there is no context shift" },
         { "-nocb", "continuous batching is how the scheduler runs; it cannot be turned off" },
         { "--no-cont-batching", "continuous batching is how the scheduler runs; it cannot be turned off" },
-        { "--override-kv", "the file's metadata is read as it is; no overrides" },
         { "--rope-scaling", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--rope-freq-base", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--rope-freq-scale", "RoPE and YaRN are taken from the file's metadata; no overrides" },

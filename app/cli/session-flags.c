@@ -95,6 +95,13 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         struct fl_err why;
         if ((rc = eng_kv_type_parse(v, k ? &p->cache_type_k : &p->cache_type_v, &why)))
             return fl_err_set(err, rc, "%s: %s", a, why.msg);
+    } else if (!strcmp(a, "--override-kv")) {
+        if (!v)
+            return fl_err_set(err, -EINVAL, "--override-kv needs KEY=TYPE:VALUE[,...]");
+        if (p->n_kv_overrides == ENG_KV_OVERRIDES_MAX)
+            return fl_err_set(err, -EINVAL, "--override-kv: at most %d flags (each may list "
+                              "several, comma-separated)", ENG_KV_OVERRIDES_MAX);
+        p->kv_overrides[p->n_kv_overrides++] = v;
     } else if (!strcmp(a, "--numa")) {
         if (!v || fl_numa_parse(v, &p->numa))
             return fl_err_set(err, -EINVAL,
@@ -132,6 +139,10 @@ void eng_session_print_usage(FILE *out)
         "                              bytes; with a GPU, attention then runs on the CPU)\n"
         "  -nkvo, --no-kv-offload      with a GPU, keep the KV cache in RAM (attention on the CPU,\n"
         "                              its VRAM left to weights and experts); -kvo: the default\n"
+        "  --override-kv KEY=TYPE:VALUE[,...]  the file's metadata overridden, as llama.cpp's\n"
+        "                              (TYPE int, float, bool or str), e.g. fewer experts per\n"
+        "                              token: qwen3moe.expert_used_count=int:6 (fewer bytes read,\n"
+        "                              other answers)\n"
         "gpu:\n"
         "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
         "                              default), managed memory (unified), or on the CPU (cpu)\n"
