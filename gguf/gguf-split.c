@@ -14,7 +14,7 @@
 
 #include "gguf/gguf-impl.h"
 
-#define SPLIT_MAX 9999 /* five digits in the names, as llama.cpp writes them */
+#define SPLIT_MAX 65535 /* split.count is a u16 in llama.cpp's files */
 
 /* path's prefix when it ends as part `no` (0-based) of n is named: its
  * length, or 0 when the name does not end so. */
