@@ -16,15 +16,18 @@
 #define SIG_SAMPLES 16
 #define SIG_SAMPLE_BYTES 4096
 
-/* samples[i] of the model's data, at byte `at` of its parts' space, from
- * the part (file) that holds it; nothing between parts. */
-static int sample_at(const struct gguf_file *f, uint64_t at, uint8_t *buf, ssize_t *n)
+/* SIG_SAMPLE_BYTES of the model at byte `at` of its parts' space, from the
+ * part (file) that holds it (*n: how many; none between parts). 0, or
+ * -errno with *path the file that failed. */
+static int sample_at(const struct gguf_file *f, uint64_t at, uint8_t *buf, ssize_t *n,
+                     const char **path)
 {
     *n = 0;
     for (int i = 0; i < gguf_n_parts(f); i++) {
         const struct gguf_part *part = gguf_part(f, i);
         if (at < part->base || at >= part->base + part->size)
             continue;
+        *path = part->path;
         const int fd = open(part->path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return -errno;
@@ -37,16 +40,17 @@ static int sample_at(const struct gguf_file *f, uint64_t at, uint8_t *buf, ssize
 }
 
 /* The model file (all its parts when split): its size, its header
- * (hyperparameters, vocabulary, tensor table) and samples spread over its
- * data. */
+ * (hyperparameters, vocabulary, tensor table), the start of every later
+ * part (its tensor table) and samples spread over its data. */
 static int model_sig(const struct eng_session *s, uint64_t *out, struct fl_err *err)
 {
     const struct gguf_file *f = eng_session_gguf(s);
     const uint64_t size = gguf_file_size(f), head = gguf_header_size(f);
     const uint64_t data = gguf_data_offset(f);
-    const int fd = open(gguf_name(f), O_RDONLY | O_CLOEXEC);
+    const char *path = gguf_name(f);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fl_err_set(err, -errno, "%s: %s", gguf_name(f), strerror(errno));
+        return fl_err_set(err, -errno, "%s: %s", path, strerror(errno));
     uint8_t *buf = malloc(head > SIG_SAMPLE_BYTES ? head : SIG_SAMPLE_BYTES);
     uint64_t h = flps_fnv(FLPS_FNV_START, &size, sizeof(size));
     int rc = buf ? 0 : -ENOMEM;
@@ -55,15 +59,18 @@ static int model_sig(const struct eng_session *s, uint64_t *out, struct fl_err *
     close(fd);
     if (!rc)
         h = flps_fnv(h, buf, head);
-    for (int i = 0; !rc && i < SIG_SAMPLES && size > data; i++) {
-        ssize_t n;
-        rc = sample_at(f, data + (size - data) / SIG_SAMPLES * (uint64_t)i, buf, &n);
+    const int parts = gguf_n_parts(f);
+    for (int i = 1 - parts; !rc && i < SIG_SAMPLES && size > data; i++) {
+        ssize_t n; /* i < 0: a later part's start; then the data's samples */
+        const uint64_t at = i < 0 ? gguf_part(f, parts + i)->base
+                                  : data + (size - data) / SIG_SAMPLES * (uint64_t)i;
+        rc = sample_at(f, at, buf, &n, &path);
         if (!rc)
             h = flps_fnv(h, buf, (size_t)n);
     }
     free(buf);
     *out = h;
-    return rc ? fl_err_set(err, rc, "%s: cannot read it: %s", gguf_name(f), strerror(-rc)) : 0;
+    return rc ? fl_err_set(err, rc, "%s: cannot read it: %s", path, strerror(-rc)) : 0;
 }
 
 /* What decides the cache's bits beside the model: the rows' types and

@@ -464,9 +464,8 @@ static int default_ctx(const struct eng_session *s, uint64_t cell, int n_threads
 static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                       struct fl_err *err)
 {
-    int rc = gguf_open(p->model_path, &s->gguf, err);
-    for (int k = 0; !rc && k < p->n_kv_overrides; k++)
-        rc = gguf_override(s->gguf, p->kv_overrides[k], err);
+    int rc = gguf_open_overridden(p->model_path, p->kv_overrides, p->n_kv_overrides, &s->gguf,
+                                  err);
     if (rc)
         return rc;
     if ((rc = open_region(s, p, err)))

@@ -12,6 +12,7 @@ struct gguf_kv {
     const char *key;
     struct gguf_value val;
     uint64_t offset; /* where the record starts */
+    bool overridden; /* by --override-kv (gguf-override.c): a later one is ignored */
 };
 
 /* Open-addressing name -> index table; slots hold index + 1, 0 is empty. */
@@ -44,8 +45,10 @@ void *gguf_arena(struct gguf_file *f, size_t n);
  * gguf_arena). 0 or -ENOMEM. The key must not be in f yet. */
 int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v);
 
-/* gguf_open without joining a split model's parts: path's own header. */
-int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err);
+/* One --override-kv list applied (gguf_open_overridden); the keys are
+ * checked by the caller. 0, or -EINVAL (-ENOMEM) with err. */
+int gguf_override(struct gguf_file *f, const char *spec, struct fl_err *err);
+
 
 /* Rebuilds f's tensor name index over f->tensors[0, n_tensors): 0,
  * -ENOMEM, or -EEXIST with *dup the name that two tensors share. */

@@ -119,6 +119,7 @@ struct parser {
     struct fl_err *err;
     struct gguf_file *f;
     int depth;
+    bool no_keys_check; /* the caller checks the keys (after overriding some) */
 };
 
 /* Bytes between the cursor and the end of the file. */
@@ -656,7 +657,7 @@ static int parse(struct parser *p, struct gguf_file **out)
     if (!rc)
         rc = read_tensors(p);
     if (!rc)
-        rc = gguf_keys_check(f, p->err);
+        rc = p->no_keys_check ? 0 : gguf_keys_check(f, p->err);
     if (rc) {
         gguf_close(f);
         return rc;
@@ -699,10 +700,26 @@ static int file_size_of(int fd, const char *path, uint64_t *size, struct fl_err 
     return fl_err_set(err, -EINVAL, "%s: not a regular file or block device", path);
 }
 
+static int open_part(const char *path, bool no_keys_check, struct gguf_file **out,
+                     struct fl_err *err);
+
 int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err)
 {
-    int rc = gguf_open_part(path, out, err);
-    if (!rc && (rc = gguf_split_join(*out, err))) {
+    return gguf_open_overridden(path, NULL, 0, out, err);
+}
+
+int gguf_open_overridden(const char *path, const char *const *specs, int n,
+                         struct gguf_file **out, struct fl_err *err)
+{
+    int rc = open_part(path, n > 0, out, err);
+    for (int i = 0; !rc && i < n; i++)
+        rc = gguf_override(*out, specs[i], err);
+    struct fl_err why;
+    if (!rc && n > 0 && (rc = gguf_keys_check(*out, &why)))
+        fl_err_set(err, rc, "%s (with --override-kv)", why.msg);
+    if (!rc)
+        rc = gguf_split_join(*out, err);
+    if (rc) {
         gguf_close(*out);
         *out = NULL;
     }
@@ -711,6 +728,12 @@ int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err)
 
 int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err)
 {
+    return open_part(path, false, out, err);
+}
+
+static int open_part(const char *path, bool no_keys_check, struct gguf_file **out,
+                     struct fl_err *err)
+{
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -718,7 +741,8 @@ int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err)
     uint64_t size = 0;
     int rc = file_size_of(fd, path, &size, err);
     if (!rc) {
-        struct parser p = { .file_size = size, .fd = fd, .name = path, .err = err };
+        struct parser p = { .file_size = size, .fd = fd, .name = path, .err = err,
+                            .no_keys_check = no_keys_check };
         rc = parse(&p, out);
         free(p.own);
     }
@@ -769,7 +793,7 @@ int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v
     if (!kv)
         return -ENOMEM;
     f->kv = kv;
-    kv[f->n_kv++] = (struct gguf_kv){ strcpy(k, key), *v, 0 };
+    kv[f->n_kv++] = (struct gguf_kv){ strcpy(k, key), *v, 0, false };
     free(f->kv_index.slot);
     f->kv_index.slot = NULL;
     if (index_init(&f->kv_index, f->n_kv))

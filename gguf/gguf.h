@@ -82,6 +82,10 @@ struct gguf_file;
  * at 0. */
 int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err);
 
+/* gguf_open without joining a split model's parts: path's own header (a
+ * later part of a split model as it is, as gguf-dump shows it). */
+int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err);
+
 #define GGUF_PART_ALIGN (2ull << 20)
 struct gguf_part {
     const char *path;
@@ -99,14 +103,16 @@ int gguf_parse(const void *buf, size_t len, uint64_t file_size, const char *name
 
 void gguf_close(struct gguf_file *f);
 
-/* llama.cpp's --override-kv: spec is "KEY=TYPE:VALUE[,KEY=TYPE:VALUE...]",
+/* gguf_open with llama.cpp's --override-kv applied to the metadata before
+ * it is checked, as llama.cpp's loader applies them (so an override can
+ * mend a key the file holds wrongly): each spec is "KEY=TYPE:VALUE[,...]",
  * TYPE int, float, bool (true or false) or str (at most 127 bytes, no
  * comma). Each KEY's value is replaced, or added where the file has none;
- * a file's value of another kind (an int for a string; int replaces any
- * integer or a per-layer list of them) is refused, and so is a value the
- * key table refuses (gguf-keys.h). 0, or -EINVAL (-ENOMEM) with err
- * "--override-kv ITEM: why"; f may then be partly overridden. */
-int gguf_override(struct gguf_file *f, const char *spec, struct fl_err *err);
+ * the first override of a key wins (llama.cpp keeps the first); the result
+ * must pass the key table (gguf-keys.h). Errors: "--override-kv ITEM: why"
+ * (-EINVAL), or gguf_open's. */
+int gguf_open_overridden(const char *path, const char *const *specs, int n,
+                         struct gguf_file **out, struct fl_err *err);
 
 const char *gguf_name(const struct gguf_file *f);
 uint32_t gguf_version(const struct gguf_file *f);

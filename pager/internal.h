@@ -193,6 +193,9 @@ void pg_io_close(struct pager *p);
 void pg_io_kick(struct pager *p);
 /* Synchronous read of [off, off+len) into dst (used before the threads run). */
 int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, struct fl_err *err);
+/* The file holding the region's byte off, or the last one before it (off
+ * past its end: in the bytes between files, or an aligned window's tail). */
+const struct pg_file *pg_file_at(const struct pager *p, uint64_t off);
 
 /* residency.c */
 int pg_res_init(struct pager *p);

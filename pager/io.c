@@ -93,14 +93,17 @@ int pg_io_open(struct pager *p, struct fl_err *err)
     return 0;
 }
 
-/* The file holding the region's byte off, or the last one before it (off
- * past its end: in the bytes between files, or an aligned window's tail). */
-static const struct pg_file *file_at(const struct pager *p, uint64_t off)
+const struct pg_file *pg_file_at(const struct pager *p, uint64_t off)
 {
-    int i = 0;
-    while (i + 1 < p->n_files && p->files[i + 1].base <= off)
-        i++;
-    return &p->files[i];
+    int lo = 0, hi = p->n_files - 1; /* the last file whose base is <= off */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (p->files[mid].base <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return &p->files[lo];
 }
 
 /* How much of the window [off, off + len) the file holds: it ends short at
@@ -248,7 +251,7 @@ int pg_read_sync(struct pager *p, uint64_t off, uint64_t len, uint8_t *dst, stru
     bool aligned = p->direct && off % p->dio_align == 0 && (uintptr_t)dst % p->dio_align == 0;
     while ((next < end && rc == 0) || inflight > 0) {
         while (next < end && rc == 0 && inflight < SYNC_QD) {
-            const struct pg_file *f = file_at(p, next);
+            const struct pg_file *f = pg_file_at(p, next);
             if (next >= f->base + f->size) { /* between files: no bytes to read */
                 next = f + 1 < p->files + p->n_files && f[1].base < end ? f[1].base : end;
                 continue;
@@ -337,7 +340,7 @@ static void slot_start(struct pager *p, struct pg_slot *s, uint32_t unit, bool r
         const struct pg_range *r = &p->ranges[u->first + k];
         struct pg_read *rd = &s->reads[k];
         uint64_t a = r->off / al * al, b = (r->off + r->len + al - 1) / al * al;
-        *rd = (struct pg_read){ s, u->first + k, a, b - a, 0, s->buf + pos, file_at(p, r->off) };
+        *rd = (struct pg_read){ s, u->first + k, a, b - a, 0, s->buf + pos, pg_file_at(p, r->off) };
         pos += b - a;
         read_submit(p, rd);
     }
@@ -417,7 +420,7 @@ static void slot_finish(struct pager *p, struct pg_slot *s)
     if (s->err < 0) {
         const struct pager_extent *e = s->err_ext >= 0 && s->err_ext < p->n_ext
                                            ? &p->ext[s->err_ext] : NULL;
-        const struct pg_file *f = file_at(p, s->err_off);
+        const struct pg_file *f = pg_file_at(p, s->err_off);
         pg_fail(p, s->err == -ENODATA ? -EIO : s->err,
                 "%s: read of tensor %s (layer %d expert %d) at offset %llu: %s", f->path,
                 e && e->name ? e->name : "?", u->layer, u->expert,

@@ -237,17 +237,35 @@ const char *pg_name_at(const struct pager *p, uint64_t off)
     return "(header)";
 }
 
-/* The table's extents lie in the file; the paged ones' layers and experts
- * size the unit map. */
+/* The files follow one another inside the region. */
+static int files_check(const struct pager *p, struct fl_err *err)
+{
+    for (int i = 0; i < p->n_files; i++) {
+        const struct pg_file *f = &p->files[i];
+        const uint64_t from = i ? f[-1].base + f[-1].size : 0;
+        if (f->base < from || f->size > p->file_size || f->base > p->file_size - f->size)
+            return fl_err_set(err, -EINVAL, "%s: file %d of the layout (%s) overlaps another or "
+                              "lies outside the region", p->path, i + 1, f->path);
+    }
+    return 0;
+}
+
+/* The table's extents lie in the files (each in one); the paged ones'
+ * layers and experts size the unit map. */
 static int layout_check(struct pager *p, struct fl_err *err)
 {
+    int rc = files_check(p, err);
+    if (rc)
+        return rc;
     for (int64_t i = 0; i < p->n_ext; i++) {
         const struct pager_extent *e = &p->ext[i];
-        if (e->off > p->file_size || e->len > p->file_size - e->off)
+        const struct pg_file *f = pg_file_at(p, e->off);
+        if (e->off < f->base || e->len > f->size || e->off - f->base > f->size - e->len)
             return fl_err_set(err, -EINVAL, "%s: %s (bytes %llu..%llu) lies outside the file (%llu "
-                              "bytes)", p->path, e->name ? e->name : "?",
-                              (unsigned long long)e->off, (unsigned long long)(e->off + e->len),
-                              (unsigned long long)p->file_size);
+                              "bytes)", f->path, e->name ? e->name : "?",
+                              (unsigned long long)(e->off - f->base),
+                              (unsigned long long)(e->off - f->base + e->len),
+                              (unsigned long long)f->size);
         if (!paged_slice(e))
             continue;
         if (e->layer + 1 > p->n_layers)

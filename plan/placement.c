@@ -565,7 +565,7 @@ int placement_plan_build(const struct gguf_file *f, const struct placement_optio
     p->ram_available = host->ram_available;
     p->ram_cgroup_limit = host->ram_cgroup_limit;
     p->vram_available = o->vram_budget ? o->vram_budget : host->vram_available;
-    p->file_size = gguf_file_size(f);
+    p->file_size = gguf_parts_bytes(f); /* all the files of a split model */
     uint64_t fit_budget = o->ram_budget ? o->ram_budget : host->ram_available / 10 * 8;
     bool file_fits = p->file_size <= fit_budget;
     for (int64_t i = 0; i < n; i++) {

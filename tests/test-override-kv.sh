@@ -8,9 +8,12 @@
 #   - a key the file lacks is added (tokenizer.ggml.add_bos_token=bool:true:
 #     one prompt token more), a comma list applies each item, and the same
 #     flag works in run's and bench's sessions;
-#   - one line and exit 1: a value of another kind than the file's, a value
-#     the key table refuses, a malformed item, a bool that is neither, a str
-#     over 127 bytes, a count the model cannot hold.
+#   - the first override of a key wins (as llama.cpp's loader keeps it), and
+#     an override mends a key the file holds with the wrong type (the keys
+#     are checked after the overrides, as llama.cpp checks them);
+#   - one line and exit 1: a kind the key table refuses, an empty item, a
+#     value the key table refuses, a malformed item, a bool that is neither,
+#     a str over 127 bytes, a count the model cannot hold.
 # usage: test-override-kv.sh FAULTLINE   (run from the source folder)
 set -u
 cli=$1
@@ -36,6 +39,25 @@ ev "$dir/k2.gguf" k2-as-4.flrf --override-kv qwen3moe.expert_used_count=int:4
 cmp -s "$dir/k2.flrf" "$dir/k4.flrf" && fail "top-2 and top-4 give the same logits: the check cannot fail"
 cmp -s "$dir/k2-as-4.flrf" "$dir/k4.flrf" || fail "expert_used_count=int:4: not the top-4 model's logits"
 echo "ok: --override-kv qwen3moe.expert_used_count=int:4 gives the top-4 model's logits"
+# the first override of a key wins (llama.cpp's loader keeps the first)
+ev "$dir/k2.gguf" k2-first.flrf --override-kv qwen3moe.expert_used_count=int:4 \
+  --override-kv qwen3moe.expert_used_count=int:3
+cmp -s "$dir/k2-first.flrf" "$dir/k4.flrf" || fail "a second override of the key won"
+# an override mends a key the file holds wrongly: expert_used_count stored as an f32
+python3 - "$dir/k2.gguf" "$dir/bad.gguf" <<'PY' || fail "cannot write the mistyped model"
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+key = b"qwen3moe.expert_used_count"
+at = d.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+assert struct.unpack_from("<I", d, at)[0] == 4  # u32
+struct.pack_into("<I", d, at, 6)                # now f32
+open(sys.argv[2], "wb").write(d)
+PY
+"$cli" eval -m "$dir/bad.gguf" -p "$PROMPT" -n 1 --logits-out "$dir/bad.flrf" 2> "$dir/bad.err" &&
+  fail "the mistyped model opened"
+ev "$dir/bad.gguf" mended.flrf --override-kv qwen3moe.expert_used_count=int:4
+cmp -s "$dir/mended.flrf" "$dir/k4.flrf" || fail "the mended model: not the top-4 model's logits"
+echo "ok: the first override of a key wins; an override mends a mistyped key ($(cat "$dir/bad.err"))"
 
 # a key the file lacks, and a comma list
 ev "$dir/k4.gguf" bos.flrf --override-kv "tokenizer.ggml.add_bos_token=bool:true,general.name=str:x"
@@ -60,7 +82,8 @@ refused() { # WHAT WORDS SPEC: eval exits 1 with one line holding WORDS
   grep -q -- "$words" "$dir/err" || { cat "$dir/err"; fail "$what: no '$words' in the message"; }
   echo "ok: $what: $(cat "$dir/err")"
 }
-refused "another kind than the file's" "is a str, not an int" "general.architecture=int:3"
+refused "a kind the key table refuses" "general.architecture" "general.architecture=int:3"
+refused "an empty item" "expected KEY=TYPE:VALUE" "general.name=str:x,,general.name=str:y"
 refused "a value the key table refuses" "expert_used_count" "qwen3moe.expert_used_count=int:-1"
 refused "a malformed item" "expected KEY=TYPE:VALUE" "qwen3moe.expert_used_count"
 refused "an unknown type" "TYPE int, float, bool or str" "qwen3moe.expert_used_count=long:4"

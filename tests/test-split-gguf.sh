@@ -9,7 +9,8 @@
 #     byte for byte: resident (--cpu-moe), experts paged (--disk-moe) in
 #     uffd and explicit mode, and experts and a non-expert tensor paged (-ot);
 #     each paged run really reads from the parts (loads > 0);
-#   - `inspect` names every part, `inspect --json` too;
+#   - `inspect` names every part, `inspect --json` too; a later part alone
+#     shows its own header and tensors;
 #   - one line and exit 1: a later part given, a part missing, a part that
 #     says another index, a truncated part, a tensor in two parts, a first
 #     file not named as one.
@@ -81,6 +82,9 @@ fresh() {
   python3 tests/gguf_split.py --split-max-tensors 8 tests/data/qwen3moe-tiny-Q8_0.gguf "$q/m" > /dev/null
 }
 fresh
+# inspect shows a later part alone (as gguf-dump does), where eval refuses it
+"$cli" inspect "$q/m-00002-of-00004.gguf" > "$dir/part2" 2>&1 && grep -q "^tensors: *8," "$dir/part2" ||
+  { cat "$dir/part2"; fail "inspect of a later part: not its 8 tensors"; }
 refused "the second part given" "$q/m-00002-of-00004.gguf" "open PREFIX-00001-of-00004.gguf"
 rm "$q/m-00003-of-00004.gguf"
 refused "a part missing" "$q/m-00001-of-00004.gguf" "m-00003-of-00004.gguf: No such file"

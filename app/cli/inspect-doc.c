@@ -101,6 +101,8 @@ static json_t *json_moe_layer(int il, const struct moe_layer *ly)
 
 static json_t *json_moe(const struct moe_layout *l)
 {
+    if (!l) /* a later part of a split model */
+        return json_null();
     json_t *layers = json_array();
     for (int il = 0; layers && il < l->n_layer; il++)
         if (json_array_append_new(layers, json_moe_layer(il, &l->layers[il]))) {

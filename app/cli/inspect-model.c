@@ -125,10 +125,17 @@ static void gather_sparse(struct inspect_model *m)
 int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err *err)
 {
     memset(m, 0, sizeof(*m));
-    int rc = gguf_open(path, &m->f, err);
+    /* a split model's first file: all its parts; a later part: that file
+     * alone, as gguf-dump shows it */
+    int64_t no = 0;
+    int rc = gguf_open_part(path, &m->f, err);
+    if (!rc && (gguf_get_int(m->f, "split.no", &no) || no == 0)) {
+        gguf_close(m->f);
+        rc = gguf_open(path, &m->f, err);
+    }
     if (rc)
         return rc;
-    if ((rc = moe_layout_compute(m->f, &m->moe, err))) {
+    if (no == 0 && (rc = moe_layout_compute(m->f, &m->moe, err))) { /* a later part: no layout */
         gguf_close(m->f);
         m->f = NULL;
         return rc;

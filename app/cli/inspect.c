@@ -188,6 +188,11 @@ static void text_moe_layers(FILE *out, const struct moe_layout *l)
 
 static void text_moe(FILE *out, const struct moe_layout *l)
 {
+    if (!l) {
+        fprintf(out, "MoE:              (a later part of a split model: the first holds the "
+                "metadata)\n");
+        return;
+    }
     if (!l->n_moe_layers) {
         fprintf(out, "MoE:              none (dense model, %d layers)\n", l->n_layer);
         return;
