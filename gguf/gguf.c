@@ -803,6 +803,15 @@ int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v
     return 0;
 }
 
+int gguf_tensor_part(const struct gguf_file *f, const struct gguf_tensor *t, uint64_t *off)
+{
+    int i = f->n_parts - 1; /* the parts lie in order: the last whose base is at or below */
+    while (i > 0 && f->parts[i].base > t->offset)
+        i--;
+    *off = t->offset - f->parts[i].base;
+    return i;
+}
+
 uint64_t gguf_parts_bytes(const struct gguf_file *f)
 {
     uint64_t bytes = 0;

@@ -94,6 +94,8 @@ struct gguf_part {
 int gguf_n_parts(const struct gguf_file *f);
 const struct gguf_part *gguf_part(const struct gguf_file *f, int i);
 uint64_t gguf_parts_bytes(const struct gguf_file *f); /* the bytes of all its files */
+/* The part holding t (0-based) and *off, t's offset in that part's file. */
+int gguf_tensor_part(const struct gguf_file *f, const struct gguf_tensor *t, uint64_t *off);
 
 /* The same validation over a header already in memory: buf holds the first
  * len bytes of a file of file_size bytes (len may be < file_size; the header

@@ -9,8 +9,9 @@
 #     byte for byte: resident (--cpu-moe), experts paged (--disk-moe) in
 #     uffd and explicit mode, and experts and a non-expert tensor paged (-ot);
 #     each paged run really reads from the parts (loads > 0);
-#   - `inspect` names every part, `inspect --json` too; a later part alone
-#     shows its own header and tensors;
+#   - `inspect` names every part, `inspect --json` too, and `--tensors`
+#     gives each tensor's part and its offset in that file (the bytes there
+#     are the unsplit file's); a later part alone shows its own header;
 #   - one line and exit 1: a later part given, a part missing, a part that
 #     says another index, a truncated part, a tensor in two parts, a first
 #     file not named as one.
@@ -62,6 +63,24 @@ for spec in "qwen3moe-tiny-Q8_0 400K" "deepseek2-tiny-F16 1M --no-tensor-first-s
   "$cli" inspect --json "$first" |
     python3 -c "import json,sys; d=json.load(sys.stdin); assert len(d['parts']) == $n, d.get('parts')" ||
     fail "inspect --json: not $n parts"
+  # every tensor's part and offset in that file hold the unsplit file's bytes of it
+  "$cli" inspect --tensors --json "$first" > "$dir/split.json" &&
+    "$cli" inspect --tensors --json "tests/data/$name.gguf" > "$dir/whole.json" || fail "inspect --tensors"
+  python3 - "$dir/split.json" "$dir/whole.json" "tests/data/$name.gguf" <<'PY' || fail "$name: inspect --tensors: offsets"
+import json, sys
+s, w = (json.load(open(f)) for f in sys.argv[1:3])
+whole = {t["name"]: t for t in w["tensors"]}
+parts = [p["path"] for p in s["parts"]]
+def read(path, off, n):
+    with open(path, "rb") as f:
+        f.seek(off)
+        return f.read(n)
+for t in s["tensors"]:
+    u = whole[t["name"]]
+    n = min(t["bytes"], 4096)
+    assert read(parts[t["part"] - 1], t["offset"], n) == read(sys.argv[3], u["offset"], n), t["name"]
+assert len(s["tensors"]) == len(w["tensors"])
+PY
   echo "ok: $name in $n files: the same logits resident and paged (${uffd:+uffd and }explicit)"
 done
 

@@ -117,32 +117,6 @@ static json_t *json_moe(const struct moe_layout *l)
                      (json_int_t)l->non_expert_bytes, "layers", layers);
 }
 
-static json_t *json_tensor(const struct gguf_tensor *t)
-{
-    json_t *shape = json_array();
-    for (uint32_t d = 0; shape && d < t->n_dims; d++)
-        if (json_array_append_new(shape, json_integer(t->ne[d]))) {
-            json_decref(shape);
-            return NULL;
-        }
-    return json_pack("{s:o, s:s, s:o, s:I, s:I}", "name", fl_json_string(t->name), "type",
-                     fl_type_name(t->type), "shape", shape, "offset", (json_int_t)t->offset,
-                     "bytes", (json_int_t)t->nbytes);
-}
-
-static json_t *json_tensors(const struct gguf_file *f)
-{
-    json_t *a = json_array();
-    for (int64_t i = 0; a && i < gguf_n_tensors(f); i++)
-        if (json_array_append_new(a, json_tensor(gguf_tensor(f, i)))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-/* d with d[key] = v (v taken either way); NULL, d freed, when d is NULL
- * or the member cannot be set (out of memory). */
 static json_t *with_member(json_t *d, const char *key, json_t *v)
 {
     if (d && fl_json_set(d, key, v) == 0)
@@ -153,6 +127,37 @@ static json_t *with_member(json_t *d, const char *key, json_t *v)
     return NULL;
 }
 
+/* A tensor: its offset in its own file, and which part that is when the
+ * model is split. */
+static json_t *json_tensor(const struct gguf_file *f, const struct gguf_tensor *t)
+{
+    uint64_t off;
+    const int part = gguf_tensor_part(f, t, &off);
+    json_t *shape = json_array();
+    for (uint32_t d = 0; shape && d < t->n_dims; d++)
+        if (json_array_append_new(shape, json_integer(t->ne[d]))) {
+            json_decref(shape);
+            return NULL;
+        }
+    json_t *j = json_pack("{s:o, s:s, s:o, s:I, s:I}", "name", fl_json_string(t->name), "type",
+                          fl_type_name(t->type), "shape", shape, "offset", (json_int_t)off,
+                          "bytes", (json_int_t)t->nbytes);
+    return gguf_n_parts(f) > 1 ? with_member(j, "part", json_integer(part + 1)) : j;
+}
+
+static json_t *json_tensors(const struct gguf_file *f)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; a && i < gguf_n_tensors(f); i++)
+        if (json_array_append_new(a, json_tensor(f, gguf_tensor(f, i)))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* d with d[key] = v (v taken either way); NULL, d freed, when d is NULL
+ * or the member cannot be set (out of memory). */
 /* A split model's files: [{path, size}], in order. */
 static json_t *json_parts(const struct gguf_file *f)
 {

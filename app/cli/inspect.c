@@ -216,15 +216,21 @@ static void text_moe(FILE *out, const struct moe_layout *l)
 
 static void text_tensors(FILE *out, const struct gguf_file *f)
 {
-    fprintf(out, "%-40s %-7s %-22s %12s %12s\n", "name", "type", "shape", "offset", "bytes");
+    const bool split = gguf_n_parts(f) > 1; /* offsets are in each tensor's own file */
+    fprintf(out, "%-40s %-7s %-22s %12s %12s%s\n", "name", "type", "shape", "offset", "bytes",
+            split ? "  part" : "");
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
         const struct gguf_tensor *t = gguf_tensor(f, i);
-        char shape[128];
+        char shape[128], part[16] = "";
         size_t n = strlen(t->name);
+        uint64_t off;
+        const int k = gguf_tensor_part(f, t, &off);
+        if (split)
+            snprintf(part, sizeof(part), "  %4d", k + 1);
         inspect_format_shape(t, shape, sizeof(shape));
         print_str(out, t->name, n, 96);
-        fprintf(out, "%*s %-7s %-22s %12" PRIu64 " %12" PRIu64 "\n", n < 40 ? (int)(40 - n) : 0, "",
-                fl_type_name(t->type), shape, t->offset, t->nbytes);
+        fprintf(out, "%*s %-7s %-22s %12" PRIu64 " %12" PRIu64 "%s\n", n < 40 ? (int)(40 - n) : 0, "",
+                fl_type_name(t->type), shape, off, t->nbytes, part);
     }
 }
 
