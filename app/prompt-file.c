@@ -23,20 +23,18 @@ static int sample_at(const struct gguf_file *f, uint64_t at, uint8_t *buf, ssize
                      const char **path)
 {
     *n = 0;
-    for (int i = 0; i < gguf_n_parts(f); i++) {
-        const struct gguf_part *part = gguf_part(f, i);
-        if (at < part->base || at >= part->base + part->size)
-            continue;
-        *path = part->path;
-        const int fd = open(part->path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        *n = pread(fd, buf, SIG_SAMPLE_BYTES, (off_t)(at - part->base));
-        const int rc = *n < 0 ? -errno : 0;
-        close(fd);
-        return rc;
-    }
-    return 0;
+    uint64_t in_file;
+    const int i = gguf_part_at(f, at, &in_file);
+    if (i < 0)
+        return 0;
+    *path = gguf_part(f, i)->path;
+    const int fd = open(*path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    *n = pread(fd, buf, SIG_SAMPLE_BYTES, (off_t)in_file);
+    const int rc = *n < 0 ? -errno : 0;
+    close(fd);
+    return rc;
 }
 
 /* The model file (all its parts when split): its size, its header

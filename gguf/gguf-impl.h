@@ -54,9 +54,4 @@ int gguf_override(struct gguf_file *f, const char *spec, struct fl_err *err);
  * -ENOMEM, or -EEXIST with *dup the name that two tensors share. */
 int gguf_index_tensors(struct gguf_file *f, const char **dup);
 
-/* When f (opened from path by gguf_open_part) is the first part of a split
- * model, opens the other parts and joins their tensors into f's table (see
- * gguf_open); 0 when it is not split. -errno with err set otherwise. */
-int gguf_split_join(struct gguf_file *f, struct fl_err *err);
-
 #endif

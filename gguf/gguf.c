@@ -786,6 +786,26 @@ const struct gguf_part *gguf_part(const struct gguf_file *f, int i)
 
 void *gguf_arena(struct gguf_file *f, size_t n) { return arena_alloc(&f->arena, n); }
 
+/* ix built anew over the n names names(f, i): 0, -ENOMEM, or -EEXIST with
+ * *dup the name two entries share. */
+static int index_rebuild(struct gguf_file *f, struct name_index *ix, int64_t n,
+                         const char *(*names)(const struct gguf_file *, int64_t), const char **dup)
+{
+    free(ix->slot);
+    ix->slot = NULL;
+    if (index_init(ix, n))
+        return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t *slot = index_slot(ix, names(f, i), names, f);
+        if (*slot) {
+            *dup = names(f, i);
+            return -EEXIST;
+        }
+        *slot = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
 int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v)
 {
     char *k = arena_alloc(&f->arena, strlen(key) + 1);
@@ -794,22 +814,17 @@ int gguf_add_kv(struct gguf_file *f, const char *key, const struct gguf_value *v
         return -ENOMEM;
     f->kv = kv;
     kv[f->n_kv++] = (struct gguf_kv){ strcpy(k, key), *v, 0, false };
-    free(f->kv_index.slot);
-    f->kv_index.slot = NULL;
-    if (index_init(&f->kv_index, f->n_kv))
-        return -ENOMEM;
-    for (int64_t i = 0; i < f->n_kv; i++)
-        *index_slot(&f->kv_index, f->kv[i].key, kv_name, f) = (uint32_t)i + 1;
-    return 0;
+    const char *dup;
+    return index_rebuild(f, &f->kv_index, f->n_kv, kv_name, &dup); /* the key was new */
 }
 
-int gguf_tensor_part(const struct gguf_file *f, const struct gguf_tensor *t, uint64_t *off)
+int gguf_part_at(const struct gguf_file *f, uint64_t at, uint64_t *in_file)
 {
     int i = f->n_parts - 1; /* the parts lie in order: the last whose base is at or below */
-    while (i > 0 && f->parts[i].base > t->offset)
+    while (i > 0 && f->parts[i].base > at)
         i--;
-    *off = t->offset - f->parts[i].base;
-    return i;
+    *in_file = at - f->parts[i].base;
+    return *in_file < f->parts[i].size ? i : -1;
 }
 
 uint64_t gguf_parts_bytes(const struct gguf_file *f)
@@ -822,19 +837,7 @@ uint64_t gguf_parts_bytes(const struct gguf_file *f)
 
 int gguf_index_tensors(struct gguf_file *f, const char **dup)
 {
-    free(f->tensor_index.slot);
-    f->tensor_index.slot = NULL;
-    if (index_init(&f->tensor_index, f->n_tensors))
-        return -ENOMEM;
-    for (int64_t i = 0; i < f->n_tensors; i++) {
-        uint32_t *slot = index_slot(&f->tensor_index, f->tensors[i].name, tensor_name, f);
-        if (*slot) {
-            *dup = f->tensors[i].name;
-            return -EEXIST;
-        }
-        *slot = (uint32_t)i + 1;
-    }
-    return 0;
+    return index_rebuild(f, &f->tensor_index, f->n_tensors, tensor_name, dup);
 }
 int64_t gguf_n_tensors(const struct gguf_file *f) { return f->n_tensors; }
 

@@ -82,9 +82,13 @@ struct gguf_file;
  * at 0. */
 int gguf_open(const char *path, struct gguf_file **out, struct fl_err *err);
 
-/* gguf_open without joining a split model's parts: path's own header (a
- * later part of a split model as it is, as gguf-dump shows it). */
+/* gguf_open in two steps: path's own header (a later part of a split
+ * model as it is, as gguf-dump shows it), then, when f is the first part
+ * of a split model, its other parts opened and joined into f's table (0
+ * and nothing done for an unsplit file; on an error f stays the caller's
+ * to close). */
 int gguf_open_part(const char *path, struct gguf_file **out, struct fl_err *err);
+int gguf_split_join(struct gguf_file *f, struct fl_err *err);
 
 #define GGUF_PART_ALIGN (2ull << 20)
 struct gguf_part {
@@ -94,8 +98,9 @@ struct gguf_part {
 int gguf_n_parts(const struct gguf_file *f);
 const struct gguf_part *gguf_part(const struct gguf_file *f, int i);
 uint64_t gguf_parts_bytes(const struct gguf_file *f); /* the bytes of all its files */
-/* The part holding t (0-based) and *off, t's offset in that part's file. */
-int gguf_tensor_part(const struct gguf_file *f, const struct gguf_tensor *t, uint64_t *off);
+/* The part whose file holds byte `at` of the parts' space (0-based; -1
+ * between parts), and *in_file, at's offset in that file. */
+int gguf_part_at(const struct gguf_file *f, uint64_t at, uint64_t *in_file);
 
 /* The same validation over a header already in memory: buf holds the first
  * len bytes of a file of file_size bytes (len may be < file_size; the header

@@ -38,8 +38,10 @@ bench_oversize_model() {
     mv "$model.tmp" "$model"
   fi
   # faultline's own counts: all the files of a model split into several
-  size=$("$FL" inspect "$model" | awk '/^file size:/ {print $3}')
-  ram_tier=$("$FL" inspect "$model" | awk '/non-expert bytes:/ {print $3}')
+  local info
+  info=$("$FL" inspect "$model") || die "$model: faultline inspect cannot read it"
+  size=$(awk '/^file size:/ {print $3}' <<<"$info")
+  ram_tier=$(awk '/non-expert bytes:/ {print $3}' <<<"$info")
   [ -n "$ram_tier" ] || die "$model: faultline inspect shows no MoE layout"
 }
 

@@ -132,7 +132,7 @@ static json_t *with_member(json_t *d, const char *key, json_t *v)
 static json_t *json_tensor(const struct gguf_file *f, const struct gguf_tensor *t)
 {
     uint64_t off;
-    const int part = gguf_tensor_part(f, t, &off);
+    const int part = gguf_part_at(f, t->offset, &off);
     json_t *shape = json_array();
     for (uint32_t d = 0; shape && d < t->n_dims; d++)
         if (json_array_append_new(shape, json_integer(t->ne[d]))) {

@@ -129,9 +129,10 @@ int inspect_model_load(const char *path, struct inspect_model *m, struct fl_err 
      * alone, as gguf-dump shows it */
     int64_t no = 0;
     int rc = gguf_open_part(path, &m->f, err);
-    if (!rc && (gguf_get_int(m->f, "split.no", &no) || no == 0)) {
+    if (!rc && (gguf_get_int(m->f, "split.no", &no) || no == 0) &&
+        (rc = gguf_split_join(m->f, err))) {
         gguf_close(m->f);
-        rc = gguf_open(path, &m->f, err);
+        m->f = NULL;
     }
     if (rc)
         return rc;

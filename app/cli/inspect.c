@@ -224,7 +224,7 @@ static void text_tensors(FILE *out, const struct gguf_file *f)
         char shape[128], part[16] = "";
         size_t n = strlen(t->name);
         uint64_t off;
-        const int k = gguf_tensor_part(f, t, &off);
+        const int k = gguf_part_at(f, t->offset, &off);
         if (split)
             snprintf(part, sizeof(part), "  %4d", k + 1);
         inspect_format_shape(t, shape, sizeof(shape));
