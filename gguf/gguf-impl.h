@@ -1,6 +1,7 @@
-/* gguf-impl.h: the GGUF reader's insides, shared by gguf.c (one file) and
- * gguf-split.c (the parts of a split model joined into one table). Not for
- * use outside gguf/. */
+/* gguf-impl.h: the GGUF reader's insides, shared by gguf.c (one file),
+ * gguf-split.c (the parts of a split model joined into one table) and
+ * gguf-override.c (--override-kv on the metadata). Not for use outside
+ * gguf/. */
 #ifndef FL_GGUF_IMPL_H
 #define FL_GGUF_IMPL_H
 
