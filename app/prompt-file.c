@@ -86,6 +86,9 @@ static uint64_t settings_sig(const struct eng_session *s)
     const char *const *kvo = eng_session_kv_overrides(s, &n);
     for (int i = 0; i < n; i++) /* metadata the file does not say (its hyperparameters) */
         h = flps_fnv(h, kvo[i], strlen(kvo[i]) + 1);
+    char rope[256]; /* --rope-* / --yarn-*: the keys' rotation; nothing when unset */
+    yarn_context_describe(&eng_session_model(s)->rope_ctx, rope, sizeof(rope));
+    h = flps_fnv(h, rope, strlen(rope));
     return flps_fnv(h, cpu, strlen(cpu));
 }
 

@@ -470,7 +470,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
         return rc;
     if ((rc = open_region(s, p, err)))
         return rc;
-    if ((rc = eng_model_load(s->gguf, s->base, &s->model, err)))
+    if ((rc = eng_model_load(s->gguf, s->base, &p->rope, &s->model, err)))
         return rc;
     if ((rc = fl_tokenizer_load(s->gguf, &s->tok, err)))
         return rc == -ENOENT ? fl_err_set(err, -EINVAL, "%s: the file has no tokenizer", p->model_path)

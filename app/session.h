@@ -81,6 +81,9 @@ struct eng_session_params {
      * (gguf_override), in order, before anything reads it */
     const char *kv_overrides[ENG_KV_OVERRIDES_MAX];
     int n_kv_overrides;
+    /* --rope-scaling, --rope-scale, --rope-freq-base, --rope-freq-scale,
+     * --yarn-*: the rope over the file's (model/yarn.h; zeroed: the file's) */
+    struct yarn_context rope;
 };
 
 /* The defaults (the CLI's flags: app/cli/session-flags.h). */

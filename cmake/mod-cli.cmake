@@ -66,3 +66,7 @@ set_tests_properties(test-prompt-cache-cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOU
 add_test(NAME test-override-kv COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-override-kv.sh
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-override-kv PROPERTIES TIMEOUT 120 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# llama.cpp's --rope-* / --yarn-* flags and a file's YaRN, against llama.cpp's logits.
+add_test(NAME test-rope-flags COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-rope-flags.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-rope-flags PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

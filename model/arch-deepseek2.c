@@ -144,7 +144,7 @@ static int load_rope(struct eng_model *m, struct ds2 *a, struct fl_err *err)
     if (temp_scale != 0.0f)
         return fl_err_set(err, -EINVAL, "%s: attention temperature scaling is not supported",
                           fname(m));
-    if ((rc = yarn_from_gguf(m->gguf, m->hp.arch, a->d.qk_rope, &yp, &log_mul, err)) < 0)
+    if ((rc = yarn_from_gguf(m->gguf, m->hp.arch, a->d.qk_rope, &m->rope_ctx, &yp, &log_mul, err)) < 0)
         return rc;
     if (yarn_rope_init(&a->rope, &yp) < 0)
         return fl_err_set(err, -EINVAL, "%s: bad rope settings", fname(m));

@@ -106,15 +106,21 @@ static int load_windows(struct eng_model *m, struct oss *a, struct fl_err *err)
     return 0;
 }
 
-/* NEOX rope with YaRN; sliding layers may have their own base (freq_base_swa). */
+/* NEOX rope with YaRN; sliding layers may have their own base (freq_base_swa).
+ * As llama.cpp's, the run's --rope-freq-base and scale reach the full
+ * attention layers only: sliding ones keep the file's base and scale (its
+ * rope_freq_*_train_swa) with the run's YaRN mix and attention factor. */
 static int load_rope(struct eng_model *m, struct oss *a, struct fl_err *err)
 {
-    struct yarn_params yp;
-    int rc = yarn_from_gguf(m->gguf, m->hp.arch, (int)m->hp.n_rot, &yp, NULL, err);
+    struct yarn_params yp, file;
+    int rc = yarn_from_gguf(m->gguf, m->hp.arch, (int)m->hp.n_rot, &m->rope_ctx, &yp, NULL, err);
+    rc = rc ? rc : yarn_from_gguf(m->gguf, m->hp.arch, (int)m->hp.n_rot, NULL, &file, NULL, err);
     if (rc)
         return rc;
     if (yarn_rope_init(&a->rope, &yp) < 0)
         return fl_err_set(err, -EINVAL, "%s: bad rope settings", fname(m));
+    yp.freq_base = file.freq_base;
+    yp.freq_scale = file.freq_scale;
     rc = eng_model_key_float(m, "rope.freq_base_swa", false, &yp.freq_base, err);
     if (rc)
         return rc;

@@ -368,7 +368,7 @@ int eng_llama_family_forward(struct eng_ctx *c, const struct eng_batch *b, struc
     const struct eng_hparams *hp = &c->m->hp;
     const struct llama_data *d = c->m->arch_data;
     /* one rope table for every layer */
-    const float *cs = eng_rope_table(c, b, (int)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale);
+    const float *cs = eng_rope_table(c, b, &hp->rope);
     const struct eng_prenorm p = {
         .arch = d, .pass = cs, .n_layer = d->n_trunk, .norms = llama_norms,
         .attention = llama_attention, .ffn = llama_ffn,

@@ -483,7 +483,7 @@ static int q35_forward(struct eng_ctx *c, const struct eng_batch *b, struct fl_e
 {
     const struct eng_hparams *hp = &c->m->hp;
     const struct q35_data *d = c->m->arch_data;
-    const float *cs = eng_rope_table(c, b, (int)hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale);
+    const float *cs = eng_rope_table(c, b, &hp->rope);
     const struct eng_prenorm p = {
         .arch = d, .pass = cs, .n_layer = d->n_trunk, .norms = q35_norms,
         .attention = q35_attention, .ffn = q35_ffn,

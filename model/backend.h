@@ -532,10 +532,9 @@ void eng_ffn_act(struct eng_ctx *c, const float *x, int64_t n_tok, const struct 
 void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float *q, float *k,
                     const float *v, const float *cs, float *out);
 
-/* The (cos, sin) table of the batch's positions for eng_rope, n_rot/2 pairs
- * per token, uploaded: theta_i = pos * freq_scale * base^(-2i/n_rot)
- * (powers accumulated by repeated float multiplication, as ggml). */
-const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b, int n_rot,
-                            float freq_base, float freq_scale);
+/* The (cos, sin) table of the batch's positions for eng_rope, n_dims/2
+ * pairs per token (yarn_rope_table), uploaded. */
+const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b,
+                            const struct yarn_rope *rope);
 
 #endif

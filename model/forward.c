@@ -5,7 +5,6 @@
 
 #include "model/backend.h"
 #include "model/kv-cache.h"
-#include "model/rope.h"
 
 /* Checks the spans against the batch, the context and each other. */
 static int check_spans(const struct eng_ctx *c, const struct eng_batch *b, struct fl_err *err)
@@ -134,27 +133,11 @@ void eng_gqa_attend(struct eng_ctx *c, int il, const struct eng_batch *b, float 
     eng_attention(c, il, b, q, nq, &at, out, nq);
 }
 
-void eng_rope_cache(float *cs, int n_rot, float freq_base, float freq_scale, const int32_t *pos,
-                    int n_pos)
+const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b,
+                            const struct yarn_rope *rope)
 {
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
-    for (int p = 0; p < n_pos; p++) {
-        float theta = (float)pos[p];
-        float *c = cs + (int64_t)p * n_rot;
-        for (int i0 = 0; i0 < n_rot; i0 += 2) {
-            const float th = freq_scale * theta;
-            c[i0] = cosf(th);
-            c[i0 + 1] = sinf(th);
-            theta *= theta_scale;
-        }
-    }
-}
-
-const float *eng_rope_table(struct eng_ctx *c, const struct eng_batch *b, int n_rot,
-                            float freq_base, float freq_scale)
-{
-    const int64_t n = (int64_t)b->n_tok * (n_rot > 0 ? n_rot : 1);
+    const int64_t n = (int64_t)b->n_tok * (rope->p.n_dims > 0 ? rope->p.n_dims : 1);
     float *cs = eng_scratch_f32(c, n);
-    eng_rope_cache(cs, n_rot, freq_base, freq_scale, b->pos, b->n_tok);
+    yarn_rope_table(rope, cs, b->pos, b->n_tok);
     return eng_upload(c, cs, n);
 }

@@ -263,15 +263,15 @@ static int load_attention_hparams(struct eng_model *m, struct fl_err *err)
     if (hp->n_rot < 0 || hp->n_rot > hp->n_embd_head_k || hp->n_rot % 2)
         return fl_err_set(err, -EINVAL, "%s: rope.dimension_count %lld does not fit head dim %lld",
                           gguf_name(m->gguf), (long long)hp->n_rot, (long long)hp->n_embd_head_k);
-    hp->rope_freq_base = 10000.0f;
-    hp->rope_freq_scale = 1.0f;
-    float factor = 0.0f;
-    rc = eng_model_key_float(m, "rope.freq_base", false, &hp->rope_freq_base, err);
-    rc = rc ? rc : eng_model_key_float(m, "rope.scaling.factor", false, &factor, err);
-    if (factor > 0.0f)
-        hp->rope_freq_scale = 1.0f / factor;
-    rc = rc ? rc : eng_model_key_float(m, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps, err);
-    return rc;
+    if (hp->n_rot > 0) {
+        struct yarn_params yp;
+        rc = yarn_from_gguf(m->gguf, hp->arch, (int)hp->n_rot, &m->rope_ctx, &yp, NULL, err);
+        if (rc)
+            return rc;
+        if (yarn_rope_init(&hp->rope, &yp) < 0)
+            return fl_err_set(err, -EINVAL, "%s: bad rope settings", gguf_name(m->gguf));
+    }
+    return eng_model_key_float(m, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps, err);
 }
 
 static int load_expert_hparams(struct eng_model *m, struct fl_err *err)
@@ -338,8 +338,8 @@ int eng_model_default_kv_dims(struct eng_model *m, struct fl_err *err)
     return 0;
 }
 
-int eng_model_load(const struct gguf_file *g, const uint8_t *base, struct eng_model **out,
-                   struct fl_err *err)
+int eng_model_load(const struct gguf_file *g, const uint8_t *base,
+                   const struct yarn_context *rope, struct eng_model **out, struct fl_err *err)
 {
     const char *arch_name = NULL;
     if (gguf_get_str(g, "general.architecture", &arch_name) < 0)
@@ -355,6 +355,8 @@ int eng_model_load(const struct gguf_file *g, const uint8_t *base, struct eng_mo
     m->base = base;
     m->arch = arch;
     m->hp.arch = arch_name;
+    if (rope)
+        m->rope_ctx = *rope;
     int rc = build_table(m, err);
     if (!rc)
         rc = arch->load(m, err);

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "model/yarn.h"
 
 struct eng_tensor {
     const char *name;         /* points into the gguf_file */
@@ -57,7 +58,10 @@ struct eng_hparams {
     int64_t n_embd_head_k, n_embd_head_v;
     int64_t n_rot;
     enum eng_rope_mode rope_mode;
-    float rope_freq_base, rope_freq_scale;
+    /* the rope of the first n_rot dims of every head, the file's settings
+     * under the run's (eng_model.rope_ctx); n_dims 0 where n_rot is 0. An
+     * arch with its own rope (MLA, sliding layers) keeps its own. */
+    struct yarn_rope rope;
     float rms_eps;
     int64_t n_ff;            /* dense FFN width; 0 when the arch has none */
     int64_t n_expert, n_expert_used, n_ff_exp;
@@ -102,6 +106,7 @@ struct eng_model {
     const uint8_t *base;
     const struct eng_arch *arch;
     struct eng_hparams hp;
+    struct yarn_context rope_ctx; /* the run's rope settings (zeroed: the file's) */
     int64_t n_tensors;
     struct eng_tensor *tensors;   /* sorted by name */
     /* Per layer: floats of one K row and one V row in the KV cache (all KV
@@ -129,9 +134,10 @@ struct eng_model {
 /* Builds the model over `base` (offset in memory = offset in file): tensor
  * table, hparams and per-arch setup. The gguf_file must outlive the model.
  * Errors: -EINVAL with "FILE: ..." in err (unknown arch, missing key or
- * tensor, wrong shape). */
+ * tensor, wrong shape). rope (may be NULL: the file's) is the run's rope
+ * settings, llama.cpp's --rope-* and --yarn-* flags. */
 int eng_model_load(const struct gguf_file *g, const uint8_t *base,
-                   struct eng_model **out, struct fl_err *err);
+                   const struct yarn_context *rope, struct eng_model **out, struct fl_err *err);
 void eng_model_free(struct eng_model *m);
 
 /* eng_model_repack (backend/cpu/cpu-backend.h) rebuilds RAM-tier weights in

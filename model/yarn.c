@@ -115,7 +115,22 @@ static int opt_float(const struct gguf_file *f, const char *arch, const char *su
     return 0;
 }
 
-static int scaling_type(const struct gguf_file *f, const char *arch, int *yarn, int *none,
+int yarn_scaling_parse(const char *s, enum yarn_scaling *out)
+{
+    static const char *const names[] = { [YARN_SCALING_NONE] = "none",
+                                         [YARN_SCALING_LINEAR] = "linear",
+                                         [YARN_SCALING_YARN] = "yarn" };
+    for (int i = YARN_SCALING_NONE; i <= YARN_SCALING_YARN; i++)
+        if (!strcmp(s, names[i])) {
+            *out = (enum yarn_scaling)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* The file's rope.scaling.type; llama.cpp's longrope without rope factor
+ * tensors (none of faultline's architectures has them) scales linearly. */
+static int scaling_type(const struct gguf_file *f, const char *arch, enum yarn_scaling *out,
                         struct fl_err *err)
 {
     char key[160];
@@ -124,56 +139,110 @@ static int scaling_type(const struct gguf_file *f, const char *arch, int *yarn, 
     int rc = gguf_get_str(f, key, &s);
     if (rc < 0 && rc != -ENOENT)
         return fl_err_set(err, rc, "%s: metadata key %s is not a string", gguf_name(f), key);
-    *yarn = !strcmp(s, "yarn");
-    *none = !strcmp(s, "none");
-    if (!*yarn && !*none && strcmp(s, "linear"))
+    if (!strcmp(s, "longrope"))
+        s = "linear";
+    if (yarn_scaling_parse(s, out) < 0)
         return fl_err_set(err, -EINVAL, "%s: %s = '%s' is not supported (none, linear, yarn)",
                           gguf_name(f), key, s);
     return 0;
 }
 
-int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
-                   struct yarn_params *out, float *log_mul_out, struct fl_err *err)
+/* What the file says (llama.cpp's hparams). */
+struct rope_file {
+    float base, factor, rope_attn, log_mul, ctx_train, ctx_orig;
+    enum yarn_scaling scaling;
+};
+
+static int read_file_rope(const struct gguf_file *f, const char *arch, struct rope_file *r,
+                          struct fl_err *err)
 {
-    float base = 10000.0f, factor = 0.0f, rope_attn = 1.0f, log_mul = 0.0f;
-    float ctx_train = 0.0f, ctx_orig = 0.0f;
-    int yarn = 0, none = 0, rc;
-    bool ds2 = !strcmp(arch, "deepseek2");
+    *r = (struct rope_file){ .base = 10000.0f, .rope_attn = 1.0f };
+    int rc;
+    if ((rc = opt_float(f, arch, "rope.freq_base", &r->base, err)) < 0 ||
+        (rc = opt_float(f, arch, "rope.scaling.factor", &r->factor, err)) < 0 ||
+        (rc = opt_float(f, arch, "rope.scaling.attn_factor", &r->rope_attn, err)) < 0 ||
+        (rc = opt_float(f, arch, "rope.scaling.yarn_log_multiplier", &r->log_mul, err)) < 0 ||
+        (rc = opt_float(f, arch, "context_length", &r->ctx_train, err)) < 0 ||
+        (rc = opt_float(f, arch, "rope.scaling.original_context_length", &r->ctx_orig, err)) < 0 ||
+        (rc = scaling_type(f, arch, &r->scaling, err)) < 0)
+        return rc;
+    if (r->factor == 0.0f) /* the older key name */
+        if ((rc = opt_float(f, arch, "rope.scale_linear", &r->factor, err)) < 0)
+            return rc;
     /* llama.cpp's deepseek32 cancels the converter's 0.1 as deepseek2 does
      * (without deepseek2's mscale case); glm-dsa never reads the key */
-    bool cancel_tenth = ds2 || !strcmp(arch, "deepseek32"), ignore_log_mul = !strcmp(arch, "glm-dsa");
-
-    if ((rc = opt_float(f, arch, "rope.freq_base", &base, err)) < 0 ||
-        (rc = opt_float(f, arch, "rope.scaling.factor", &factor, err)) < 0 ||
-        (rc = opt_float(f, arch, "rope.scaling.attn_factor", &rope_attn, err)) < 0 ||
-        (rc = opt_float(f, arch, "rope.scaling.yarn_log_multiplier", &log_mul, err)) < 0 ||
-        (rc = opt_float(f, arch, "context_length", &ctx_train, err)) < 0 ||
-        (rc = opt_float(f, arch, "rope.scaling.original_context_length", &ctx_orig, err)) < 0 ||
-        (rc = scaling_type(f, arch, &yarn, &none, err)) < 0)
-        return rc;
-    if (factor == 0.0f) /* the older key name */
-        if ((rc = opt_float(f, arch, "rope.scale_linear", &factor, err)) < 0)
-            return rc;
-    if (cancel_tenth && log_mul != 0.0f)
-        log_mul /= 0.1f;
-    if (ignore_log_mul)
-        log_mul = 0.0f;
-    if (ctx_orig == 0.0f)
-        ctx_orig = ctx_train;
-    if (!(base > 0) || factor < 0 || n_dims <= 0 || n_dims % 2)
-        return fl_err_set(err, -EINVAL, "%s: bad rope settings (freq_base %g, factor %g, dims %d)",
-                          gguf_name(f), base, factor, n_dims);
-
-    out->n_dims = n_dims;
-    out->n_ctx_orig = (int)ctx_orig;
-    out->freq_base = base;
-    out->freq_scale = (none || factor == 0.0f) ? 1.0f : 1.0f / factor;
-    out->ext_factor = yarn ? 1.0f : 0.0f;
-    out->beta_fast = 32.0f; /* llama.cpp's defaults; it reads no key for them */
-    out->beta_slow = 1.0f;
-    out->attn_factor = yarn_context_attn_factor(1.0f / out->freq_scale, out->ext_factor, log_mul,
-                                                rope_attn, ds2);
-    if (log_mul_out)
-        *log_mul_out = log_mul;
+    if ((!strcmp(arch, "deepseek2") || !strcmp(arch, "deepseek32")) && r->log_mul != 0.0f)
+        r->log_mul /= 0.1f;
+    if (!strcmp(arch, "glm-dsa"))
+        r->log_mul = 0.0f;
+    if (r->ctx_orig == 0.0f)
+        r->ctx_orig = r->ctx_train;
+    if (!(r->base > 0) || r->factor < 0)
+        return fl_err_set(err, -EINVAL, "%s: bad rope settings (freq_base %g, factor %g)",
+                          gguf_name(f), r->base, r->factor);
     return 0;
+}
+
+static bool given(const struct yarn_context *ctx, unsigned bit)
+{
+    return ctx && (ctx->set & bit);
+}
+
+int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
+                   const struct yarn_context *ctx, struct yarn_params *out, float *log_mul_out,
+                   struct fl_err *err)
+{
+    struct rope_file r;
+    int rc = read_file_rope(f, arch, &r, err);
+    if (rc)
+        return rc;
+    if (n_dims <= 0 || n_dims % 2)
+        return fl_err_set(err, -EINVAL, "%s: bad rope dimension count %d", gguf_name(f), n_dims);
+    /* llama_context's order: the run's values over the file's, then the
+     * scaling type decides the scale and the extrapolation mix */
+    enum yarn_scaling type = ctx && ctx->scaling != YARN_SCALING_FILE ? ctx->scaling : r.scaling;
+    out->n_dims = n_dims;
+    out->n_ctx_orig = given(ctx, YARN_SET_ORIG_CTX) ? ctx->n_ctx_orig : (int)r.ctx_orig;
+    out->freq_base = given(ctx, YARN_SET_FREQ_BASE) ? ctx->freq_base : r.base;
+    out->freq_scale = given(ctx, YARN_SET_FREQ_SCALE) ? ctx->freq_scale
+                      : r.factor == 0.0f              ? 1.0f
+                                                      : 1.0f / r.factor;
+    if (type == YARN_SCALING_NONE)
+        out->freq_scale = 1.0f;
+    out->ext_factor = given(ctx, YARN_SET_EXT_FACTOR) ? ctx->ext_factor
+                      : type == YARN_SCALING_YARN      ? 1.0f
+                                                       : 0.0f;
+    out->beta_fast = given(ctx, YARN_SET_BETA_FAST) ? ctx->beta_fast : 32.0f;
+    out->beta_slow = given(ctx, YARN_SET_BETA_SLOW) ? ctx->beta_slow : 1.0f;
+    out->attn_factor = yarn_context_attn_factor(1.0f / out->freq_scale, out->ext_factor, r.log_mul,
+                                                r.rope_attn, !strcmp(arch, "deepseek2"));
+    if (out->ext_factor == 0.0f && given(ctx, YARN_SET_ATTN_FACTOR))
+        out->attn_factor *= ctx->attn_factor;
+    if (!(out->freq_scale > 0) || !(out->freq_base > 0) || out->n_ctx_orig <= 0)
+        return fl_err_set(err, -EINVAL, "%s: bad rope settings (freq_base %g, freq_scale %g, "
+                          "original context %d)", gguf_name(f), out->freq_base, out->freq_scale,
+                          out->n_ctx_orig);
+    if (log_mul_out)
+        *log_mul_out = r.log_mul;
+    return 0;
+}
+
+void yarn_context_describe(const struct yarn_context *ctx, char *buf, size_t cap)
+{
+    static const char *const type[] = { "", "none", "linear", "yarn" };
+    snprintf(buf, cap, "%s%s", ctx->scaling ? "scaling=" : "", type[ctx->scaling]);
+    const struct { unsigned bit; const char *name; double v; } f[] = {
+        { YARN_SET_FREQ_BASE, "freq_base", ctx->freq_base },
+        { YARN_SET_FREQ_SCALE, "freq_scale", ctx->freq_scale },
+        { YARN_SET_ORIG_CTX, "orig_ctx", ctx->n_ctx_orig },
+        { YARN_SET_EXT_FACTOR, "ext_factor", ctx->ext_factor },
+        { YARN_SET_ATTN_FACTOR, "attn_factor", ctx->attn_factor },
+        { YARN_SET_BETA_FAST, "beta_fast", ctx->beta_fast },
+        { YARN_SET_BETA_SLOW, "beta_slow", ctx->beta_slow },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        size_t n = strlen(buf);
+        if ((ctx->set & f[i].bit) && n < cap)
+            snprintf(buf + n, cap - n, "%s%s=%.9g", n ? " " : "", f[i].name, f[i].v);
+    }
 }

@@ -17,6 +17,7 @@
 #define FL_YARN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -70,19 +71,61 @@ void yarn_rope_table(const struct yarn_rope *r, float *cs, const int32_t *pos, i
 float yarn_context_attn_factor(float factor, float ext_factor, float log_mul, float rope_attn,
                                bool deepseek2);
 
-/* Rope settings of an architecture from GGUF metadata, as llama.cpp's
- * hparams + context creation derive them:
+/* llama.cpp's rope scaling types (rope.scaling.type, --rope-scaling). */
+enum yarn_scaling {
+    YARN_SCALING_FILE = 0, /* as the file says (llama.cpp's UNSPECIFIED) */
+    YARN_SCALING_NONE,
+    YARN_SCALING_LINEAR,
+    YARN_SCALING_YARN,
+};
+
+/* A run's rope settings over the file's, as llama.cpp's context parameters
+ * (--rope-scaling, --rope-scale / --rope-freq-scale, --rope-freq-base,
+ * --yarn-orig-ctx, --yarn-ext-factor, --yarn-attn-factor, --yarn-beta-fast,
+ * --yarn-beta-slow). Zeroed: everything from the file. A field counts only
+ * when its YARN_SET_* bit is in `set`. */
+enum {
+    YARN_SET_FREQ_BASE = 1 << 0,
+    YARN_SET_FREQ_SCALE = 1 << 1,
+    YARN_SET_ORIG_CTX = 1 << 2,
+    YARN_SET_EXT_FACTOR = 1 << 3,
+    YARN_SET_ATTN_FACTOR = 1 << 4,
+    YARN_SET_BETA_FAST = 1 << 5,
+    YARN_SET_BETA_SLOW = 1 << 6,
+};
+struct yarn_context {
+    enum yarn_scaling scaling;
+    unsigned set;
+    float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
+    int n_ctx_orig;
+};
+
+/* Rope settings of an architecture from GGUF metadata and the run's
+ * settings, as llama.cpp's hparams + context creation derive them:
  *   <arch>.rope.freq_base (10000 when absent), .rope.scaling.type
- *   (none|linear|yarn; linear when absent), .rope.scaling.factor,
+ *   (none|linear|yarn|longrope; linear when absent), .rope.scaling.factor,
  *   .rope.scaling.original_context_length (default <arch>.context_length),
- *   .rope.scaling.attn_factor, .rope.scaling.yarn_log_multiplier.
+ *   .rope.scaling.attn_factor, .rope.scaling.yarn_log_multiplier;
+ * then ctx (may be NULL: the file's alone) over them: scaling `none` sets
+ * freq_scale to 1, ext_factor defaults to 1 for yarn and 0 otherwise, and
+ * YaRN's attention factor is derived from the resulting scale unless
+ * ext_factor is 0 (a given --yarn-attn-factor then counts; with YaRN
+ * llama.cpp overwrites it, and so does this).
  * n_dims is the rotated dimension count the caller settled. log_mul_out
  * (may be NULL) receives the yarn_log_multiplier as llama.cpp holds it
  * (after the deepseek2 and deepseek32 /0.1 fix; 0 for glm-dsa, which does
  * not read it) for kq-scale computations.
  * Returns 0, or -EINVAL/-ENOENT with a one-line message. */
 int yarn_from_gguf(const struct gguf_file *f, const char *arch, int n_dims,
-                   struct yarn_params *out, float *log_mul_out, struct fl_err *err);
+                   const struct yarn_context *ctx, struct yarn_params *out, float *log_mul_out,
+                   struct fl_err *err);
+
+/* Parses a --rope-scaling value (none, linear, yarn); -EINVAL otherwise. */
+int yarn_scaling_parse(const char *s, enum yarn_scaling *out);
+
+/* A one-line description of what ctx sets, for a prompt state's signature
+ * ("" when nothing is set). */
+void yarn_context_describe(const struct yarn_context *ctx, char *buf, size_t cap);
 
 /* deepseek2's attention scale: llama.cpp pre-scales kq by mscale^2 with
  * mscale = attn_factor_org * (1 + 0.1 * log_mul * ln(1/freq_scale)), where

@@ -79,7 +79,7 @@ struct run {
 static int run_open(struct run *r, struct gguf_file *g, const uint8_t *base, struct fl_err *err)
 {
     memset(r, 0, sizeof(*r));
-    int rc = eng_model_load(g, base, &r->m, err);
+    int rc = eng_model_load(g, base, NULL, &r->m, err);
     if (rc)
         return rc;
     r->cap.cap = 128;
@@ -223,7 +223,7 @@ static void check_broken(const struct blob *file, const char *name, const char *
     int rc = gguf_parse(b.data, b.size, b.size, name, &g, &err);
     CHECK(rc == 0, "%s: %s", name, err.msg);
     if (rc == 0) {
-        rc = eng_model_load(g, b.data, &m, &err);
+        rc = eng_model_load(g, b.data, NULL, &m, &err);
         CHECK(rc < 0 && strstr(err.msg, expect) && !strchr(err.msg, '\n'),
               "%s without %s: rc %d, message '%s'", name, what, rc, err.msg);
         printf("%s without %s: %s\n", name, what, err.msg);

@@ -133,7 +133,7 @@ static void test_gguf(const char *path, const char *arch, int n_dims, float base
     }
     struct yarn_params p;
     float lm = -1;
-    int rc = yarn_from_gguf(f, arch, n_dims, &p, &lm, &err);
+    int rc = yarn_from_gguf(f, arch, n_dims, NULL, &p, &lm, &err);
     CHECK(rc == 0, "%s: %s", path, err.msg);
     if (rc == 0) {
         CHECK(p.freq_base == base && fabsf(p.freq_scale - scale) < 1e-9f && p.ext_factor == ext &&
@@ -144,7 +144,7 @@ static void test_gguf(const char *path, const char *arch, int n_dims, float base
               p.attn_factor, attn);
         CHECK(fabsf(lm - log_mul) < 1e-6f, "%s: log_mul %g want %g", path, lm, log_mul);
     }
-    CHECK(yarn_from_gguf(f, arch, 15, &p, NULL, &err) < 0, "%s: odd dims accepted", path);
+    CHECK(yarn_from_gguf(f, arch, 15, NULL, &p, NULL, &err) < 0, "%s: odd dims accepted", path);
     gguf_close(f);
     printf("%s: rope settings ok\n", path);
 }

@@ -15,7 +15,7 @@
 #include "backend/cpu/threadpool.h"
 #include "model/kv-cache.h"
 #include "model/moe-route.h"
-#include "model/rope.h"
+#include "model/yarn.h"
 #include "tests/check.h"
 
 static bool near(double a, double b, double tol)
@@ -47,18 +47,29 @@ static void test_rmsnorm_softmax(void)
     printf("rmsnorm, layernorm, softmax, swiglu: checked\n");
 }
 
+/* A rope table with no scaling (yarn_rope_cache at scale 1, no YaRN mix). */
+static void rope_cache(float *cs, int n_dims, float base, int32_t pos)
+{
+    struct yarn_rope r;
+    const struct yarn_params p = { .n_dims = n_dims, .n_ctx_orig = 4096, .freq_base = base,
+                                   .freq_scale = 1.0f, .attn_factor = 1.0f, .beta_fast = 32.0f,
+                                   .beta_slow = 1.0f };
+    CHECK(yarn_rope_init(&r, &p) == 0, "rope init");
+    yarn_rope_cache(&r, pos, cs);
+}
+
 static void test_rope(void)
 {
     float cs[4];
     /* position 1, base 10000, 4 rotated dims: pair 0 angle 1, pair 1 angle 10000^-0.5 */
-    eng_rope_cache(cs, 4, 10000.0f, 1.0f, (const int32_t[]){ 1 }, 1);
+    rope_cache(cs, 4, 10000.0f, 1);
     float x[4] = { 1, 1, 0, 0 };
     cpu_rope(x, 1, 4, 4, ENG_ROPE_NEOX, cs);
     CHECK(near(x[0], cos(1.0), 1e-6) && near(x[2], sin(1.0), 1e-6) && near(x[1], cos(0.01), 1e-6) &&
               near(x[3], sin(0.01), 1e-5),
           "neox rope gave %g %g %g %g", x[0], x[1], x[2], x[3]);
     float y[6] = { 1, 0, 0, 1, 7, 8 }; /* 2 rotated pairs + 2 dims left alone */
-    eng_rope_cache(cs, 4, 10000.0f, 1.0f, (const int32_t[]){ 1 }, 1);
+    rope_cache(cs, 4, 10000.0f, 1);
     cpu_rope(y, 1, 6, 4, ENG_ROPE_NORM, cs);
     CHECK(near(y[0], cos(1.0), 1e-6) && near(y[1], sin(1.0), 1e-6) && near(y[2], -sin(0.01), 1e-5) &&
               near(y[3], cos(0.01), 1e-6) && y[4] == 7 && y[5] == 8,

@@ -201,7 +201,7 @@ static void test_lookahead(const char *model)
     int64_t dim = r1 ? r1->ne[0] : 0;
     int n_exp = r1 ? (int)r1->ne[1] : 0, k = 2;
     struct eng_model *m = NULL;
-    CHECK(eng_model_load(g, base, &m, &err) == 0, "%s: %s", model, err.msg);
+    CHECK(eng_model_load(g, base, NULL, &m, &err) == 0, "%s: %s", model, err.msg);
     struct fl_predictor *pr = r1 && m ? make("lookahead:1", m, 2, n_exp, k) : NULL;
     CHECK(pr || !r1, "lookahead:1 not created");
     float *x = malloc(sizeof(float) * (size_t)dim * 2), *xs = malloc(sizeof(float) * (size_t)dim);

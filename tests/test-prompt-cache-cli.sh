@@ -10,7 +10,7 @@
 #     later one reads it: the turns' answers the same as without a file; a
 #     file of another model is refused before the first turn is read;
 #   - refusals, exit 1 in one line before the prompt is shown, FILE
-#     unchanged: another -b, another model; the model itself as FILE (never
+#     unchanged: another -b, other --rope-* flags, another model; the model itself as FILE (never
 #     overwritten); a folder that does not exist (before any work).
 # usage: test-prompt-cache-cli.sh FAULTLINE   (exit 77: no python3)
 set -u
@@ -94,6 +94,8 @@ echo "a conversation keeps and reads its first turn"
 cp "$file" "$dir/before"
 refuse "another -b" "other settings" -m tests/data/deepseek2-tiny-F16.gguf -b 32 -p "$doc" \
   --prompt-cache "$file"
+refuse "other rope settings" "other settings" -m tests/data/deepseek2-tiny-F16.gguf -b 64 \
+  -p "$doc" --prompt-cache "$file" --rope-scale 2
 refuse "another model" "another model file" -m "$model" -b 64 -p "$doc" --prompt-cache "$file"
 cmp -s "$file" "$dir/before" || fail "a refused run changed the file"
 cp "$model" "$dir/model.gguf"

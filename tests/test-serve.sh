@@ -259,7 +259,7 @@ for f in -cb --metrics --cache-reuse --threads-http -kvu -cram -ctxcp -sps --swa
   grep -q "faultline serve: $f: " "$dir/server.err" || fail "no note for $f: $(cat "$dir/server.err")"
 done
 kill -9 $pid; wait $pid 2>/dev/null; pid=
-for bad in "--rope-freq-base 1e6" "-ngld 99" "--pooling rank" "-nocb" "--chat-template-file README.md" \
+for bad in "--rope-scaling longrope" "-ngld 99" "--pooling rank" "-nocb" "--chat-template-file README.md" \
            "--api-key-file $dir/none" "--slot-save-path $dir/none" "--special" "-ctk bf16"; do
   # shellcheck disable=SC2086
   "$cli" serve -m $model --port 0 $bad 2>"$dir/err"

@@ -158,10 +158,6 @@ static int arg_refused(const char *cmd, const char *a)
         { "--ctx-shift", "a full context ends the generation; there is no context shift" },
         { "-nocb", "continuous batching is how the scheduler runs; it cannot be turned off" },
         { "--no-cont-batching", "continuous batching is how the scheduler runs; it cannot be turned off" },
-        { "--rope-scaling", "RoPE and YaRN are taken from the file's metadata; no overrides" },
-        { "--rope-freq-base", "RoPE and YaRN are taken from the file's metadata; no overrides" },
-        { "--rope-freq-scale", "RoPE and YaRN are taken from the file's metadata; no overrides" },
-        { "--yarn-orig-ctx", "RoPE and YaRN are taken from the file's metadata; no overrides" },
         { "--draft", DRAFT_REMOVED_WHY },
         { "--draft-n", DRAFT_REMOVED_WHY },
         { "--draft-max", DRAFT_REMOVED_WHY },
@@ -389,11 +385,22 @@ int eng_args_finish(const char *cmd, const struct eng_common_args *t)
     return 0;
 }
 
-void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp, int n_ctx_train)
+void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp,
+                        const struct eng_model *m)
 {
-    if (sp->n_ctx > 0 && n_ctx_train > 0 && sp->n_ctx > n_ctx_train)
-        fprintf(stderr, "faultline %s: warning: the model was trained on only %d context "
-                "tokens (%d asked with -c)\n", cmd, n_ctx_train, sp->n_ctx);
+    const int64_t trained = m->hp.n_ctx_train;
+    const struct yarn_params *r = &m->hp.rope.p;
+    /* the run's rope flags stretch the original context 1/freq_scale
+     * times (Qwen3's --rope-scale 4 --yarn-orig-ctx 32768: 131072) */
+    const bool stretched = (sp->rope.set || sp->rope.scaling) && r->n_dims > 0 &&
+                           r->freq_scale < 1.0f && sp->n_ctx <= r->n_ctx_orig / r->freq_scale;
+    if ((sp->rope.set || sp->rope.scaling) && r->n_dims > 0 && sp->placement.verbose)
+        fprintf(stderr, "faultline %s: rope: base %g, scale %g, %s (original context %d)\n", cmd,
+                r->freq_base, r->freq_scale, r->ext_factor != 0.0f ? "YaRN" : "no YaRN",
+                r->n_ctx_orig);
+    if (sp->n_ctx > 0 && trained > 0 && sp->n_ctx > trained && !stretched)
+        fprintf(stderr, "faultline %s: warning: the model was trained on only %lld context "
+                "tokens (%d asked with -c)\n", cmd, (long long)trained, sp->n_ctx);
 }
 
 size_t eng_process_escapes(char *s)

@@ -70,8 +70,12 @@ int eng_arg_last(const char *cmd, int argc, char **argv, int *i, const struct en
 int eng_args_finish(const char *cmd, const struct eng_common_args *t);
 
 /* After the model is open: warns when -c exceeds its training context
- * (as llama.cpp does; the run goes on). */
-void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp, int n_ctx_train);
+ * (as llama.cpp does; the run goes on), unless the run's rope flags scale
+ * the positions to reach it; with --verbose, says the rope those flags
+ * gave. */
+struct eng_model;
+void eng_args_check_ctx(const char *cmd, const struct eng_session_params *sp,
+                        const struct eng_model *m);
 
 /* The sampler flags (--temp/--temperature --top-k --top-p --min-p
  * --repeat-penalty --repeat-last-n --presence-penalty --frequency-penalty

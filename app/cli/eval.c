@@ -195,7 +195,7 @@ static int eval_main(const struct eval_opts *o, struct fl_err *err)
     if (!rc)
         rc = eng_session_open(&sp, &s, err);
     if (!rc)
-        eng_args_check_ctx("eval", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
+        eng_args_check_ctx("eval", &o->sp, eng_session_model(s));
     if (!rc && (n = eng_tokenize_prompt(eng_session_tokenizer(s), text, len, false, &ids)) < 0)
         rc = n;
     else if (!rc && n == 0)

@@ -409,7 +409,7 @@ static int run_main(struct run_opts *o, struct fl_err *err)
     sp.interrupted = cli_interrupted;
     int status = 0, rc = eng_session_open(&sp, &s, err);
     if (!rc)
-        eng_args_check_ctx("run", &o->sp, (int)eng_session_model(s)->hp.n_ctx_train);
+        eng_args_check_ctx("run", &o->sp, eng_session_model(s));
     if (!rc && conversing(s, o)) {
         rc = run_chat(s, o, err);
         status = rc > 0 ? rc : 0;

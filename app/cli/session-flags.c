@@ -2,6 +2,9 @@
 #include "app/cli/session-flags.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,64 @@ static int parse_pager_mode(const char *v, int *out)
     return -EINVAL;
 }
 
+static int rope_number(const char *a, const char *v, float *out, struct fl_err *err)
+{
+    char *end = NULL;
+    float x = v ? strtof(v, &end) : 0.0f;
+    if (!v || end == v || *end || !isfinite(x))
+        return fl_err_set(err, -EINVAL, "%s: expected a number, got '%s'", a, v ? v : "");
+    *out = x;
+    return 0;
+}
+
+/* llama.cpp's rope flags (common/arg.cpp), with its "unset" values: 0 for
+ * the base, the scale and the original context, negative for the YaRN
+ * factors and betas. 1: taken, 0: not a rope flag, < 0: bad value. */
+static int parse_rope_flag(struct yarn_context *r, const char *a, const char *v,
+                           struct fl_err *err)
+{
+    static const struct { const char *flag; unsigned bit; size_t off; } yarn[] = {
+        { "--yarn-ext-factor", YARN_SET_EXT_FACTOR, offsetof(struct yarn_context, ext_factor) },
+        { "--yarn-attn-factor", YARN_SET_ATTN_FACTOR, offsetof(struct yarn_context, attn_factor) },
+        { "--yarn-beta-fast", YARN_SET_BETA_FAST, offsetof(struct yarn_context, beta_fast) },
+        { "--yarn-beta-slow", YARN_SET_BETA_SLOW, offsetof(struct yarn_context, beta_slow) },
+    };
+    float x = 0.0f;
+    if (!strcmp(a, "--rope-scaling")) {
+        if (!v || yarn_scaling_parse(v, &r->scaling) < 0)
+            return fl_err_set(err, -EINVAL, "--rope-scaling: expected none, linear or yarn, got "
+                              "'%s'", v ? v : "");
+        return 1;
+    }
+    for (size_t k = 0; k < sizeof(yarn) / sizeof(yarn[0]); k++)
+        if (!strcmp(a, yarn[k].flag)) {
+            if (rope_number(a, v, &x, err))
+                return -EINVAL;
+            *(float *)((char *)r + yarn[k].off) = x;
+            r->set = x < 0 ? r->set & ~yarn[k].bit : r->set | yarn[k].bit;
+            return 1;
+        }
+    const bool scale = !strcmp(a, "--rope-scale"), fscale = !strcmp(a, "--rope-freq-scale");
+    const bool base = !strcmp(a, "--rope-freq-base"), orig = !strcmp(a, "--yarn-orig-ctx");
+    if (!scale && !fscale && !base && !orig)
+        return 0;
+    if (rope_number(a, v, &x, err))
+        return -EINVAL;
+    if (x < 0 || (scale && x == 0) || (orig && (x != floorf(x) || x > INT32_MAX)))
+        return fl_err_set(err, -EINVAL, "%s: expected a %s, got '%s'", a,
+                          orig ? "context length (0: the model's)"
+                          : scale ? "factor above 0" : "number of 0 (the model's) or more", v);
+    const unsigned bit = base ? YARN_SET_FREQ_BASE : orig ? YARN_SET_ORIG_CTX : YARN_SET_FREQ_SCALE;
+    r->set = x == 0 ? r->set & ~bit : r->set | bit;
+    if (base)
+        r->freq_base = x;
+    else if (orig)
+        r->n_ctx_orig = (int)x;
+    else
+        r->freq_scale = scale ? 1.0f / x : x;
+    return 1;
+}
+
 int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, int *i,
                            struct fl_err *err)
 {
@@ -34,6 +95,11 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
     int rc = placement_parse_flag(&p->placement, argc, argv, i, err);
     if (rc)
         return rc;
+    if ((rc = parse_rope_flag(&p->rope, a, v, err)) != 0) {
+        if (rc > 0)
+            (*i)++;
+        return rc;
+    }
     if (!strcmp(a, "--stats")) {
         p->stats = true;
         return 1;
@@ -143,6 +209,16 @@ void eng_session_print_usage(FILE *out)
         "                              (TYPE int, float, bool or str), e.g. fewer experts per\n"
         "                              token: qwen3moe.expert_used_count=int:6 (fewer bytes read,\n"
         "                              other answers)\n"
+        "rope (llama.cpp's; default: the file's):\n"
+        "  --rope-scaling none|linear|yarn   how positions beyond the trained context scale\n"
+        "  --rope-scale N              context expanded N times (--rope-freq-scale 1/N)\n"
+        "  --rope-freq-base N          RoPE base frequency (NTK-aware scaling)\n"
+        "  --rope-freq-scale N         position scale\n"
+        "  --yarn-orig-ctx N           YaRN: the context the model was trained on\n"
+        "  --yarn-ext-factor N, --yarn-attn-factor N, --yarn-beta-fast N, --yarn-beta-slow N\n"
+        "                              YaRN's mix, magnitude and correction dims (negative:\n"
+        "                              the default), e.g. Qwen3 at 128K: --rope-scaling yarn\n"
+        "                              --rope-scale 4 --yarn-orig-ctx 32768 -c 131072\n"
         "gpu:\n"
         "  --gpu-experts copy|unified|cpu  host experts on the GPU through a VRAM cache (copy,\n"
         "                              default), managed memory (unified), or on the CPU (cpu)\n"

@@ -1,6 +1,6 @@
 /* cpu-ops.h: the CPU's row ops, with llama.cpp's CPU arithmetic where it
  * decides results: sums of squares in double, RoPE angles built by repeated
- * float multiplication (model/rope.h), F16 rounding of the KV cache. */
+ * float multiplication (model/yarn.h), F16 rounding of the KV cache. */
 #ifndef FL_CPU_OPS_H
 #define FL_CPU_OPS_H
 
