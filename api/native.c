@@ -9,14 +9,15 @@
 #include <string.h>
 
 #include "api/request-fields.h"
+#include "api/sampler-fields.h"
 #include "text/tokenizer.h"
 #include "text/unicode.h"
 
 /* --- the request ------------------------------------------------------------------ */
 
 /* "samplers": names (an array) or letters (a string); llama-server's
- * clients send its whole default chain, so those faultline lacks are left
- * out (refuse_off_only in openai.c refused any they turn on). */
+ * clients send its whole default chain, so those faultline lacks (infill,
+ * adaptive_p) are left out. */
 static int parse_samplers(const json_t *b, struct api_request *r, struct fl_err *err)
 {
     const json_t *v = json_object_get(b, "samplers");
@@ -114,7 +115,7 @@ json_t *api_native_settings_json(const struct api_native_settings *s)
     for (int i = 0; i < chain.n_order; i++)
         json_array_append_new(samplers, json_string(fl_sampler_type_name(chain.order[i])));
     json_t *o = json_pack("{s:I, s:o, s:i, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:i, s:i, s:i, "
-                          "s:o, s:o, s:b, s:b, s:i, s:i, s:o, s:b}",
+                          "s:o, s:o, s:b, s:b, s:i, s:o, s:b}",
                           "seed", (json_int_t)p->seed, "temperature", fl_json_f32(p->temperature),
                           "top_k", p->top_k, "top_p", fl_json_f32(p->top_p), "min_p",
                           fl_json_f32(p->min_p), "typical_p", fl_json_f32(p->typical_p),
@@ -124,10 +125,12 @@ json_t *api_native_settings_json(const struct api_native_settings *s)
                           fl_json_f32(p->frequency_penalty), "n_predict", s->n_predict,
                           "max_tokens", s->n_predict, "min_keep", p->min_keep, "stop", stop,
                           "samplers", samplers, "ignore_eos", s->ignore_eos, "stream", s->stream,
-                          "n_probs", s->n_probs, "mirostat", 0, "grammar",
+                          "n_probs", s->n_probs, "grammar",
                           s->grammar ? fl_json_stringn(s->grammar, s->grammar_len)
                                      : json_string(""),
                           "cache_prompt", s->cache_prompt);
+    if (o)
+        api_sampler_fields_report(p, o);
     if (o && s->model)
         fl_json_set(o, "model", json_string(s->model));
     if (o && s->n_ctx > 0)

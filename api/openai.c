@@ -10,6 +10,7 @@
 #include "api/request-fields.h"
 #include "api/request-chat.h"
 #include "api/request-tools.h"
+#include "api/sampler-fields.h"
 #include "text/grammar.h"
 #include "text/json-schema.h"
 #include "text/tokenizer.h"
@@ -319,7 +320,7 @@ static int parse_sampling(const json_t *b, struct api_request *r, struct fl_err 
     GET(api_field_integer(b, "min_keep", 0, INT32_MAX, &i, err), has_min_keep,
         s->min_keep = (int32_t)i)
 #undef GET
-    return 0;
+    return api_sampler_fields_parse(b, s, &r->has_samplers, err);
 }
 
 
@@ -675,25 +676,6 @@ static int parse_response_format(const json_t *b, struct api_request *r, struct 
     return parse_grammar(b, r, err);
 }
 
-/* Samplers and options of llama-server's that faultline lacks: a request
- * that turns one on is refused (its defaults, which leave them off, pass:
- * clients send whole settings). */
-static int refuse_off_only(const json_t *b, struct fl_err *err)
-{
-    static const char *const keys[] = { "dry_multiplier", "xtc_probability", "top_n_sigma",
-                                        "mirostat", "dynatemp_range" };
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        double v = 0;
-        const int rc = api_field_number(b, keys[i], -1e300, 1e300, &v, err);
-        if (rc < 0)
-            return rc;
-        if (rc == 1 && v > 0)
-            return fl_err_set(err, -EINVAL, "%s: %g asks for what faultline does not implement "
-                              "(0 or leave it out)", keys[i], v);
-    }
-    return 0;
-}
-
 /* OpenAI's completions "suffix": the text after the gap the answer fills
  * (the model's fill-in-the-middle prompt, api/native.h); the prompt is the
  * text before it. Not with echo (the answer is no continuation), nor on
@@ -735,7 +717,7 @@ static int refuse_unsupported(const json_t *b, struct fl_err *err)
         return rc;
     if (best_of != 1)
         return api_field_bad(err, "best_of", "only one completion per request is generated");
-    return refuse_off_only(b, err);
+    return 0;
 }
 
 static int parse_request(json_t *body, enum api_kind kind, bool native, struct api_request *out,
@@ -892,6 +874,7 @@ void api_request_sampling(const struct api_request *r, const struct fl_sampler_p
         out->n_order = s->n_order;
         memcpy(out->order, s->order, sizeof(out->order));
     }
+    api_sampler_fields_apply(s, r->has_samplers, out);
 }
 
 /* A mixed prompt's tokens: ids as they are, strings tokenized (BOS, where

@@ -98,6 +98,7 @@ struct api_request {
     bool has_temperature, has_top_k, has_top_p, has_min_p, has_seed;
     bool has_repeat, has_presence, has_frequency, has_last_n, has_typical, has_min_keep;
     bool has_order;           /* "samplers" (llama-server's): sampling.order */
+    uint32_t has_samplers;    /* llama-server's DRY, XTC, ... fields given (api/sampler-fields.h) */
     bool ignore_eos;
     bool no_cache_prompt;     /* "cache_prompt": false (llama-server's): no prompt cache */
     int n_indent;             /* llama-server's: a line after the first newline indented less

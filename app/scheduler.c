@@ -183,7 +183,8 @@ void eng_sched_free(struct eng_sched *q)
 
 /* --- submit and cancel -------------------------------------------------------- */
 
-static int copy_request(struct sched_req *r, const struct eng_req *in, int n_vocab)
+static int copy_request(struct sched_req *r, const struct eng_req *in, int n_vocab,
+                        const struct fl_tokenizer *tok)
 {
     if (in->n_prompt > 0 && !(r->prompt = malloc(sizeof(int32_t) * (size_t)in->n_prompt)))
         return -ENOMEM;
@@ -195,7 +196,10 @@ static int copy_request(struct sched_req *r, const struct eng_req *in, int n_voc
         size_t n = strlen(r->stop[r->n_stop++]);
         r->stop_max = n > r->stop_max ? n : r->stop_max;
     }
-    int rc = fl_sampler_new(&in->sampling, n_vocab, &r->smp);
+    int rc = fl_sampler_new(&in->sampling, n_vocab, tok, &r->smp);
+    /* the breakers' strings are the caller's: the sampler holds their tokens */
+    memset(r->sp.dry_breakers, 0, sizeof(r->sp.dry_breakers));
+    r->sp.n_dry_breakers = 0;
     if (!rc && in->n_logit_bias > 0) /* the sampler keeps its own copy */
         rc = fl_sampler_set_bias(r->smp, in->logit_bias, in->n_logit_bias);
     return rc;
@@ -256,7 +260,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .think_limit = in->think_limit && !in->json_object &&
                                             !in->json_schema && !in->grammar,
                              .lender = -1, .cut = -1 };
-    int rc = copy_request(r, in, q->n_vocab);
+    int rc = copy_request(r, in, q->n_vocab, q->tok);
     if (!rc && r->embed)
         rc = embed_init(q, r);
     if (!rc && r->think_limit)

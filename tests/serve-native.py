@@ -117,16 +117,37 @@ check(z["content"] == "" and z["tokens_predicted"] == 0 and z["stop_type"] == "l
 greedy = native({"prompt": prompt, "n_predict": 12, "temperature": 0, "ignore_eos": True})
 k1 = native({"prompt": prompt, "n_predict": 12, "temperature": 1.5, "top_k": 1, "seed": 9,
              "ignore_eos": True, "samplers": ["dry", "top_k", "xtc", "temperature"]})
-check(k1["content"] == greedy["content"] and k1["generation_settings"]["samplers"] == ["top_k", "temperature"],
-      "samplers [dry, top_k, xtc, temperature] with top_k 1: greedy's text; dry and xtc (off) left out")
+check(k1["content"] == greedy["content"] and
+      k1["generation_settings"]["samplers"] == ["dry", "top_k", "xtc", "temperature"],
+      "samplers [dry, top_k, xtc, temperature] with top_k 1: greedy's text (dry and xtc off)")
+# DRY on a greedy answer: another text, the same one twice, its settings reported
+long_greedy = native({"prompt": prompt, "n_predict": 48, "temperature": 0, "ignore_eos": True})
+dry = {"prompt": prompt, "n_predict": 48, "temperature": 0, "ignore_eos": True,
+       "dry_multiplier": 2.0, "dry_allowed_length": 1, "dry_sequence_breakers": ["\n", "###"]}
+d1, d2 = native(dry), native(dry)
+gs = d1["generation_settings"]
+check(d1["content"] != long_greedy["content"] and d1["content"] == d2["content"] and
+      gs["dry_multiplier"] == 2.0 and gs["dry_allowed_length"] == 1 and gs["dry_base"] == 1.75 and
+      gs["dry_sequence_breakers"] == ["\n", "###"],
+      f"DRY: another greedy text, twice the same, settings reported ({gs.get('dry_sequence_breakers')})")
+for extra in [{"mirostat": 2, "mirostat_tau": 3}, {"mirostat": 1},
+              {"xtc_probability": 0.5, "xtc_threshold": 0.05}, {"top_n_sigma": 1.0},
+              {"dynatemp_range": 0.5, "dynatemp_exponent": 1.5}]:
+    body = dict({"prompt": prompt, "n_predict": 16, "temperature": 1.0, "seed": 11,
+                 "ignore_eos": True}, **extra)
+    a, b = native(body), native(body)
+    check(a["content"] == b["content"] and a["tokens_predicted"] == 16 and
+          all(a["generation_settings"][k] == v for k, v in extra.items()),
+          f"{extra}: seeded, the same text twice, settings reported")
 k2 = native({"prompt": prompt, "n_predict": 12, "temperature": 1.5, "top_k": 1, "seed": 9,
              "ignore_eos": True, "samplers": "t"})
 check(k2["generation_settings"]["samplers"] == ["temperature"], "samplers as letters")
 
 # --- refusals ---------------------------------------------------------------------------
-for bad, what in [({"dry_multiplier": 0.8}, "dry_multiplier"), ({"mirostat": 2}, "mirostat"),
-                  ({"xtc_probability": 0.5}, "xtc_probability"), ({"n_probs": 50}, "n_probs"),
-                  ({"samplers": "dx"}, "samplers"), ({"samplers": ["nope"]}, "samplers"),
+for bad, what in [({"dry_multiplier": -1}, "dry_multiplier"), ({"mirostat": 3}, "mirostat"),
+                  ({"xtc_probability": 1.5}, "xtc_probability"), ({"n_probs": 50}, "n_probs"),
+                  ({"dry_sequence_breakers": []}, "dry_sequence_breakers"),
+                  ({"samplers": "ia"}, "samplers"), ({"samplers": ["nope"]}, "samplers"),
                   ({"post_sampling_probs": True}, "post_sampling_probs"), ({"echo": True}, "echo"),
                   ({"prompt": [1, {"a": 1}]}, "prompt")]:
     code, out = srv.post("/completion", dict({"prompt": "x"}, **bad), status=True)

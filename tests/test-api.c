@@ -716,10 +716,32 @@ static void test_native(void)
                         "\"xtc_probability\":0,\"top_n_sigma\":-1,\"min_keep\":2}");
     CHECK(api_request_parse_native(b, &r, &err) == 0 && r.native && r.n_probs == 4 &&
               r.logprobs && r.top_logprobs == 4 && r.return_tokens && r.has_order &&
-              r.sampling.n_order == 2 && r.sampling.order[0] == FL_SAMPLER_MIN_P &&
+              r.sampling.n_order == 3 && r.sampling.order[0] == FL_SAMPLER_DRY &&
+              r.sampling.order[1] == FL_SAMPLER_MIN_P &&
               api_request_max_tokens(&r, -1, 100) == 0 && r.has_min_keep &&
               r.sampling.min_keep == 2,
           "native fields: %s", err.msg);
+    json_decref(b);
+    api_request_free(&r);
+    /* llama-server's DRY, XTC, top-n-sigma, dynamic temperature and mirostat
+     * fields over the server's settings; a dry_base below 1 keeps the server's */
+    b = body_of("{\"prompt\":\"hi\",\"dry_multiplier\":0.8,\"dry_base\":0.5,"
+                "\"dry_allowed_length\":3,\"dry_penalty_last_n\":128,"
+                "\"dry_sequence_breakers\":[\"\\n\",\"###\"],\"top_n_sigma\":1.5,"
+                "\"xtc_probability\":0.25,\"xtc_threshold\":0.2,\"dynatemp_range\":0.5,"
+                "\"dynatemp_exponent\":2,\"mirostat\":2,\"mirostat_tau\":4,\"mirostat_eta\":0.2}");
+    struct fl_sampler_params d, s;
+    fl_sampler_defaults(&d, 1);
+    d.dry_base = 1.5f;
+    CHECK(api_request_parse_native(b, &r, &err) == 0, "sampler fields: %s", err.msg);
+    api_request_sampling(&r, &d, &s);
+    CHECK(s.dry_multiplier == 0.8f && s.dry_base == 1.5f && s.dry_allowed_length == 3 &&
+              s.dry_penalty_last_n == 128 && s.n_dry_breakers == 2 &&
+              !strcmp(s.dry_breakers[0], "\n") && !strcmp(s.dry_breakers[1], "###") &&
+              s.top_n_sigma == 1.5f && s.xtc_probability == 0.25f && s.xtc_threshold == 0.2f &&
+              s.dynatemp_range == 0.5f && s.dynatemp_exponent == 2.0f && s.mirostat == 2 &&
+              s.mirostat_tau == 4.0f && s.mirostat_eta == 0.2f && s.top_k == d.top_k,
+          "sampler fields applied");
     json_decref(b);
     api_request_free(&r);
     b = body_of("{\"prompt\":\"hi\"}"); /* no n_probs: logprobs on all the same (the ids) */
@@ -730,9 +752,13 @@ static void test_native(void)
     api_request_free(&r);
     static const struct { const char *body, *want; } no[] = {
         { "{\"prompt\":\"a\",\"n_probs\":21}", "n_probs" },
-        { "{\"prompt\":\"a\",\"dry_multiplier\":1}", "dry_multiplier" },
-        { "{\"prompt\":\"a\",\"mirostat\":1}", "mirostat" },
-        { "{\"prompt\":\"a\",\"samplers\":[\"xtc\"]}", "samplers" },
+        { "{\"prompt\":\"a\",\"dry_multiplier\":-1}", "dry_multiplier" },
+        { "{\"prompt\":\"a\",\"mirostat\":3}", "mirostat" },
+        { "{\"prompt\":\"a\",\"xtc_probability\":1.5}", "xtc_probability" },
+        { "{\"prompt\":\"a\",\"dry_sequence_breakers\":[]}", "dry_sequence_breakers" },
+        { "{\"prompt\":\"a\",\"dry_sequence_breakers\":[\"\\n\", 3]}", "dry_sequence_breakers[1]" },
+        { "{\"prompt\":\"a\",\"dry_allowed_length\":\"2\"}", "dry_allowed_length" },
+        { "{\"prompt\":\"a\",\"samplers\":[\"infill\"]}", "samplers" },
         { "{\"prompt\":\"a\",\"samplers\":[1]}", "samplers" },
         { "{\"prompt\":\"a\",\"samplers\":\"kq\"}", "samplers" },
         { "{\"prompt\":\"a\",\"echo\":true}", "echo" },

@@ -163,6 +163,13 @@ ok -m "$model" -p hi -n 2 --cache-type-k f16 --cache-type-v f16 --no-conversatio
 ok -m "$model" -p hi -n 2 --presence-penalty 0.5 --frequency-penalty 0.5 --repeat-last-n 32 \
    --repeat-penalty 1.1 --repeat-last-n -1
 ok -m "$model" -p hi -n 2 --mirostat 0 --dry-multiplier 0 --xtc-probability 0 --top-nsigma -1
+ok -m "$model" -p hi -n 8 --dry-multiplier 0.8 --dry-base 1.75 --dry-allowed-length 2 \
+   --dry-penalty-last-n 64 --dry-sequence-breaker '\n' --dry-sequence-breaker ':' \
+   --xtc-probability 0.5 --xtc-threshold 0.1 --top-n-sigma 1.5 --dynatemp-range 0.5 --dynatemp-exp 1
+ok -m "$model" -p hi -n 8 --mirostat 2 --mirostat-lr 0.1 --mirostat-ent 5
+ok -m "$model" -p hi -n 8 --mirostat 1 -s 3
+ok -m "$model" -p hi -n 4 --samplers "penalties;dry;top_n_sigma;top_k;xtc;temperature"
+ok -m "$model" -p hi -n 4 --sampling-seq edskypmxt
 ok -m "$model" -p hi -n 2 --seed -1
 ok -m "$model" -p hi -n 2 --typical 0.9 --samplers "penalties;top_k;typ_p;top_p;min_p;temperature"
 ok -m "$model" -p hi -n 2 --sampling-seq kypmt --min-keep 1
@@ -170,7 +177,24 @@ ok -m "$model" -p hi -n 2 --chat -sys "Be brief." --chat-template chatml
 ok -m "$model" -p hi -n 2 -st
 ok -m "$model" --jinja --single-turn -sys "You are a helpful assistant" -p Hello -n 2
 ok -m tests/data/mixtral-tiny-Q4_K_M.gguf --ignore-eos -n 3 -no-cnv
-echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, noted llama.cpp switches, -sp, --verbose-prompt, penalties, typical, --samplers"
+echo "accepted: long forms, -fa, -ub/-b/-tb, --ignore-eos, -r, --no-display-prompt, -e, -s, -v, --log-disable, -no-cnv, --mlock, --no-mmap, -ctk/-ctv f16 and q8_0, noted llama.cpp switches, -sp, --verbose-prompt, penalties, typical, DRY, XTC, top-n-sigma, dynamic temperature, mirostat, --samplers"
+
+# DRY, greedy: the text llama-completion wrote with the same flags (tests/data/sampler)
+n=0
+while read -r i m flags; do
+  case $i in '#'*) continue ;; esac
+  # shellcheck disable=SC2086
+  "$cli" run -m "tests/data/$m.gguf" -p "The capital of France is" -n 32 --temp 0 -t 2 -no-cnv \
+    $flags </dev/null >"$dir/out" 2>"$dir/err" || fail "DRY $i: exit $?: $(cat "$dir/err")"
+  cmp -s "$dir/out" "tests/data/sampler/completion-$i.txt" ||
+    fail "DRY $i ($m $flags): '$(cat "$dir/out")' where llama.cpp wrote '$(cat "tests/data/sampler/completion-$i.txt")'"
+  n=$((n + 1))
+done <tests/data/sampler/completions
+[ $n -ge 8 ] || fail "only $n DRY completions"
+"$cli" run -m tests/data/qwen3moe-tiny-F16.gguf -p "The capital of France is" -n 32 --temp 0 -t 2 \
+  -no-cnv </dev/null >"$dir/out" 2>/dev/null
+! cmp -s "$dir/out" tests/data/sampler/completion-1.txt || fail "DRY changed nothing in completion 1"
+echo "DRY: $n greedy completions as llama-completion's, byte for byte"
 
 # --- refused, status 2 (command-line mistakes) or 1 (runtime) ---------------
 refused() {
@@ -187,13 +211,16 @@ for f in --check-tensors "--log-file $dir/log"; do
   refused 2 run -m "$model" -p hi $f
 done
 refused 2 run -m "$model" -p hi -ctv q4_K
-refused 2 run -m "$model" -p hi --mirostat 2
-refused 2 run -m "$model" -p hi --dry-multiplier 0.8
-refused 2 run -m "$model" -p hi --xtc-probability 0.5
+refused 2 run -m "$model" -p hi --mirostat 3
+refused 2 run -m "$model" -p hi --dry-penalty-last-n -1
+refused 2 run -m "$model" -p hi --dry-allowed-length x
+refused 2 run -m "$model" -p hi --dry-sequence-breaker ""
+refused 2 run -m "$model" -p hi --xtc-probability 1.5
 refused 2 run -m "$model" -p hi -fa sometimes
-refused 2 run -m "$model" -p hi --samplers "top_k;dry;temperature"
+refused 2 run -m "$model" -p hi --samplers "top_k;infill;temperature"
+refused 2 run -m "$model" -p hi --samplers "top_k;mirostat"
 refused 2 run -m "$model" -p hi --samplers "top_k;bogus"
-refused 2 run -m "$model" -p hi --sampling-seq kdx
+refused 2 run -m "$model" -p hi --sampling-seq kia
 refused 2 run -m "$model" -p hi -ot 'exps[=ram'
 refused 2 run -m "$model" -p hi -ot 'exps=moon'
 refused 2 eval -m "$model" -p hi --logits-out "$dir/x" -ot 'exps[=ram'
@@ -223,7 +250,7 @@ refused 1 run -m "$model" -p hi -n 1 --logit-bias 99999+1
 grep -q "Exit status" <<EOF || fail "--help does not document the exit status"
 $("$cli" run --help)
 EOF
-echo "refused with a line: other cache types, mirostat/DRY/XTC, bad -fa/-ot/options (2); missing files (1)"
+echo "refused with a line: other cache types, bad sampler values and orders, bad -fa/-ot/options (2); missing files (1)"
 
 # --- behaviour ----------------------------------------------------------------
 # -l: token 300 lifted by 100 is every greedy pick; a later -l banning it wins

@@ -25,7 +25,7 @@ static struct fl_sampler_params plain(void)
 static struct fl_sampler *make(const struct fl_sampler_params *p, int32_t n_vocab)
 {
     struct fl_sampler *s = NULL;
-    int rc = fl_sampler_new(p, n_vocab, &s);
+    int rc = fl_sampler_new(p, n_vocab, NULL, &s);
     CHECK(rc == 0 && s, "fl_sampler_new: %d", rc);
     return s;
 }
@@ -576,10 +576,15 @@ static void test_parse(void)
           "letters kyt: %s", err.msg);
 
     expect_refused("top_k;foo", false, "unknown sampler 'foo'");
-    expect_refused("dry", false, "sampler 'dry' is not implemented");
-    expect_refused("top_k;top_n_sigma", false, "sampler 'top_n_sigma' is not implemented");
-    expect_refused("XTC", false, "sampler 'XTC' is not implemented");
-    expect_refused("mirostat", false, "sampler 'mirostat' is not implemented");
+    p = ordered("DRY;top-n-sigma;topnsigma;xtc;top_n_sigma");
+    CHECK(p.n_order == 5 && p.order[0] == FL_SAMPLER_DRY && p.order[1] == FL_SAMPLER_TOP_N_SIGMA &&
+              p.order[2] == FL_SAMPLER_TOP_N_SIGMA && p.order[3] == FL_SAMPLER_XTC,
+          "dry, top_n_sigma, xtc names");
+    CHECK(fl_sampler_parse_seq("dsx", &p, &err) == 0 && p.n_order == 3 &&
+              p.order[0] == FL_SAMPLER_DRY && p.order[1] == FL_SAMPLER_TOP_N_SIGMA &&
+              p.order[2] == FL_SAMPLER_XTC,
+          "letters dsx: %s", err.msg);
+    expect_refused("mirostat", false, "--mirostat 1 or 2 replaces the chain");
     expect_refused("infill", false, "sampler 'infill' is not implemented");
     expect_refused("adaptive-p", false, "sampler 'adaptive-p' is not implemented");
     expect_refused("top_k;;min_p", false, "sampler 2 of the order is empty");
@@ -592,54 +597,65 @@ static void test_parse(void)
                    false, "more than 16 samplers");
     expect_refused("kq", true, "unknown sampler letter 'q'");
     expect_refused("K", true, "unknown sampler letter 'K'");
-    expect_refused("ekd", true, "sampler 'd' (dry) is not implemented");
-    expect_refused("x", true, "sampler 'x' (xtc) is not implemented");
-    expect_refused("s", true, "sampler 's' (top_n_sigma) is not implemented");
+    expect_refused("eki", true, "sampler 'i' (infill) is not implemented");
+    expect_refused("a", true, "sampler 'a' (adaptive_p) is not implemented");
     expect_refused("", true, "the sampler sequence is empty");
     expect_refused("kkkkkkkkkkkkkkkkk", true, "more than 16 samplers");
     /* a server request's order: samplers faultline lacks are left out */
-    CHECK(fl_sampler_parse_order_lenient("dry;top_k;xtc;temperature", &p, &err) == 0 &&
+    CHECK(fl_sampler_parse_order_lenient("infill;top_k;adaptive_p;temperature", &p, &err) == 0 &&
               p.n_order == 2 && p.order[0] == FL_SAMPLER_TOP_K &&
               p.order[1] == FL_SAMPLER_TEMPERATURE,
           "lenient names: %s", err.msg);
-    CHECK(fl_sampler_parse_seq_lenient("edkypmxt", &p, &err) == 0 && p.n_order == 6 &&
-              p.order[0] == FL_SAMPLER_PENALTIES && p.order[5] == FL_SAMPLER_TEMPERATURE,
+    CHECK(fl_sampler_parse_seq_lenient("edkypmxtia", &p, &err) == 0 && p.n_order == 8 &&
+              p.order[0] == FL_SAMPLER_PENALTIES && p.order[7] == FL_SAMPLER_TEMPERATURE,
           "lenient letters: %s", err.msg);
     p.n_order = 0;
-    CHECK(fl_sampler_parse_order_lenient("dry;xtc", &p, &err) == -EINVAL &&
+    CHECK(fl_sampler_parse_order_lenient("infill;adaptive-p", &p, &err) == -EINVAL &&
               strstr(err.msg, "no sampler faultline runs") && p.n_order == 0,
           "lenient, nothing left: '%s'", err.msg);
     CHECK(fl_sampler_parse_seq_lenient("dq", &p, &err) == -EINVAL &&
               strstr(err.msg, "unknown sampler letter 'q'"),
           "lenient still refuses unknown letters: '%s'", err.msg);
-    printf("  parse: aliases, letters, %d refusals and lenient orders ok\n", 20);
+    printf("  parse: aliases, letters, %d refusals and lenient orders ok\n", 18);
 }
 
 static void test_bad_params(void)
 {
     struct fl_sampler *s = NULL;
     struct fl_sampler_params p = plain();
-    CHECK(fl_sampler_new(&p, 0, &s) == -EINVAL, "n_vocab 0 is -EINVAL");
+    CHECK(fl_sampler_new(&p, 0, NULL, &s) == -EINVAL, "n_vocab 0 is -EINVAL");
     p.repeat_penalty = 0.0f;
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "repeat penalty 0 is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "repeat penalty 0 is -EINVAL");
     p = plain();
     p.temperature = NAN;
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "NaN temperature is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "NaN temperature is -EINVAL");
     p = plain();
     p.typical_p = NAN;
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "NaN typical is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "NaN typical is -EINVAL");
     p = plain();
     p.min_keep = -1;
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "min-keep -1 is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "min-keep -1 is -EINVAL");
     p = plain();
     p.n_order = FL_SAMPLER_MAX_ORDER + 1;
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "an order too long is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "an order too long is -EINVAL");
     p.n_order = 1; /* order[0] is 0: no sampler */
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "a zeroed order entry is -EINVAL");
-    p.order[0] = (enum fl_sampler_type)(FL_SAMPLER_TEMPERATURE + 1);
-    CHECK(fl_sampler_new(&p, 4, &s) == -EINVAL, "an unknown order entry is -EINVAL");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "a zeroed order entry is -EINVAL");
+    p.order[0] = (enum fl_sampler_type)(FL_SAMPLER_XTC + 1);
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "an unknown order entry is -EINVAL");
+    p = plain();
+    p.mirostat = 3;
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "mirostat 3 is -EINVAL");
+    p = plain();
+    p.top_n_sigma = NAN;
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "NaN top-n-sigma is -EINVAL");
     fl_sampler_defaults(&p, 7);
-    CHECK(fl_sampler_new(&p, 4, &s) == 0, "defaults are valid");
+    p.dry_multiplier = 0.8f; /* breakers, but no vocabulary to spell them */
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == -EINVAL, "DRY breakers without a tokenizer");
+    p.n_dry_breakers = 0;
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == 0, "DRY without breakers needs no tokenizer");
+    fl_sampler_free(s);
+    fl_sampler_defaults(&p, 7);
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == 0, "defaults are valid");
     fl_sampler_free(s);
 }
 
@@ -675,7 +691,7 @@ static void test_logit_bias(void)
     fl_sampler_defaults(&p, 1);
     p.temperature = 0;
     struct fl_sampler *s = NULL;
-    CHECK(fl_sampler_new(&p, 4, &s) == 0, "greedy sampler");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == 0, "greedy sampler");
     CHECK(fl_sampler_sample(s, row) == 1, "argmax without a bias");
     const struct fl_logit_bias ban[] = { { 1, -INFINITY } }, lift[] = { { 3, 2.6f } };
     CHECK(fl_sampler_set_bias(s, ban, 1) == 0 && fl_sampler_sample(s, row) == 2, "1 banned: 2");
@@ -690,7 +706,7 @@ static void test_logit_bias(void)
     /* the full chain (temperature 1, top-k 2): the banned token never drawn */
     p.temperature = 1.0f;
     p.top_k = 2;
-    CHECK(fl_sampler_new(&p, 4, &s) == 0, "sampler");
+    CHECK(fl_sampler_new(&p, 4, NULL, &s) == 0, "sampler");
     const struct fl_logit_bias ban2[] = { { 1, -INFINITY }, { 2, -INFINITY } };
     CHECK(fl_sampler_set_bias(s, ban2, 2) == 0, "two bans");
     int seen[4] = { 0 };
@@ -699,6 +715,37 @@ static void test_logit_bias(void)
     CHECK(!seen[1] && !seen[2] && seen[0] && seen[3], "draws only 0 and 3: %d %d %d %d", seen[0],
           seen[1], seen[2], seen[3]);
     fl_sampler_free(s);
+}
+
+/* Mirostat 2's mu follows the drawn token: over p = .1 .2 .3 .4 with tau 1,
+ * mu starts at 2 and keeps surprises (-log2 p) 1.32 and 1.74: ids 3 and 2,
+ * .571 / .429 once renormalised. With eta 5, drawing id 3 (surprise 0.807)
+ * raises mu to 2.965, which then keeps id 1 (2.32) too: 3 candidates;
+ * drawing id 2 (1.222) lowers it to 0.889: only id 3 (at least one). */
+static void test_mirostat_mu(void)
+{
+    int seen[2] = { 0, 0 };
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct fl_sampler_params p = plain();
+        p.mirostat = 2;
+        p.mirostat_tau = 1.0f;
+        p.mirostat_eta = 5.0f;
+        p.seed = seed;
+        struct fl_sampler *s = make(&p, 4);
+        struct fl_candidate c[4];
+        CHECK(fl_sampler_candidates(s, w1234, c, 4) == 2 && c[0].id == 3 && c[1].id == 2,
+              "mirostat 2 at mu 2: ids 3, 2");
+        int32_t id = fl_sampler_sample(s, w1234);
+        int n = fl_sampler_candidates(s, w1234, c, 4);
+        CHECK(id == 3 || id == 2, "drew %d", (int)id);
+        CHECK(n == (id == 3 ? 3 : 1), "after drawing %d: %d candidates", (int)id, n);
+        seen[id == 3]++;
+        fl_sampler_reset(s, seed); /* mu back at 2 tau */
+        CHECK(fl_sampler_candidates(s, w1234, c, 4) == 2, "reset: mu 2 again");
+        fl_sampler_free(s);
+    }
+    CHECK(seen[0] && seen[1], "40 seeds drew both ids (%d, %d)", seen[0], seen[1]);
+    printf("  mirostat 2: mu after each draw ok\n");
 }
 
 int main(void)
@@ -720,5 +767,6 @@ int main(void)
     test_default_order();
     test_parse();
     test_bad_params();
+    test_mirostat_mu();
     return check_summary("test-sampler");
 }

@@ -21,7 +21,7 @@ struct sampler_name {
 /* llama.cpp's canonical names, their kebab-case and no-dash spellings, and
  * its three extra aliases (nucleus, temp, typ). mirostat is no --samplers
  * name in llama.cpp (it replaces the chain, with --mirostat); it is listed
- * so that asking for it says it is missing rather than unknown. */
+ * so that asking for it says so rather than "unknown". */
 static const struct sampler_name names[] = {
     { "penalties", FL_SAMPLER_PENALTIES },
     { "top_k", FL_SAMPLER_TOP_K },       { "top-k", FL_SAMPLER_TOP_K },
@@ -33,10 +33,10 @@ static const struct sampler_name names[] = {
     { "min_p", FL_SAMPLER_MIN_P },       { "min-p", FL_SAMPLER_MIN_P },
     { "minp", FL_SAMPLER_MIN_P },
     { "temperature", FL_SAMPLER_TEMPERATURE }, { "temp", FL_SAMPLER_TEMPERATURE },
-    { "dry", 0 },
-    { "top_n_sigma", 0 },                { "top-n-sigma", 0 },
-    { "topnsigma", 0 },
-    { "xtc", 0 },
+    { "dry", FL_SAMPLER_DRY },
+    { "top_n_sigma", FL_SAMPLER_TOP_N_SIGMA }, { "top-n-sigma", FL_SAMPLER_TOP_N_SIGMA },
+    { "topnsigma", FL_SAMPLER_TOP_N_SIGMA },
+    { "xtc", FL_SAMPLER_XTC },
     { "infill", 0 },
     { "adaptive_p", 0 },                 { "adaptive-p", 0 },
     { "adaptivep", 0 },
@@ -52,13 +52,13 @@ static const struct {
     { 'e', "penalties", FL_SAMPLER_PENALTIES }, { 'k', "top_k", FL_SAMPLER_TOP_K },
     { 'y', "typ_p", FL_SAMPLER_TYPICAL_P },     { 'p', "top_p", FL_SAMPLER_TOP_P },
     { 'm', "min_p", FL_SAMPLER_MIN_P },         { 't', "temperature", FL_SAMPLER_TEMPERATURE },
-    { 'd', "dry", 0 },                          { 's', "top_n_sigma", 0 },
-    { 'x', "xtc", 0 },                          { 'i', "infill", 0 },
+    { 'd', "dry", FL_SAMPLER_DRY },             { 's', "top_n_sigma", FL_SAMPLER_TOP_N_SIGMA },
+    { 'x', "xtc", FL_SAMPLER_XTC },             { 'i', "infill", 0 },
     { 'a', "adaptive_p", 0 },
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-#define KNOWN "penalties, top_k, typ_p, top_p, min_p, temperature"
+#define KNOWN "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature"
 
 const char *fl_sampler_type_name(enum fl_sampler_type t)
 {
@@ -122,6 +122,9 @@ static int parse_name(const char *s, const char *e, int32_t pos, bool skip_missi
                           shown(s, (size_t)(e - s), buf));
     if (!m->type && skip_missing)
         return 0;
+    if (!m->type && !strcmp(m->name, "mirostat"))
+        return fl_err_set(err, -EINVAL, "'mirostat' is no step of the order: --mirostat 1 or 2 "
+                          "replaces the chain, as in llama.cpp");
     if (!m->type)
         return fl_err_set(err, -EINVAL, "sampler '%s' is not implemented in faultline",
                           shown(s, (size_t)(e - s), buf));
@@ -184,7 +187,7 @@ static int parse_seq(const char *seq, bool skip_missing, struct fl_sampler_param
         return fl_err_set(err, -EINVAL, "no sampler sequence given");
     size_t len = strlen(seq);
     if (len == 0)
-        return fl_err_set(err, -EINVAL, "the sampler sequence is empty (letters: ekypmt)");
+        return fl_err_set(err, -EINVAL, "the sampler sequence is empty (letters: edskypmxt)");
     if (len > FL_SAMPLER_MAX_ORDER)
         return fl_err_set(err, -EINVAL, "more than %d samplers in the sequence",
                           FL_SAMPLER_MAX_ORDER);
@@ -197,8 +200,9 @@ static int parse_seq(const char *seq, bool skip_missing, struct fl_sampler_param
             j++;
         if (j == N_OF(letters))
             return fl_err_set(err, -EINVAL,
-                              "unknown sampler letter '%s' (letters: e penalties, k top_k, "
-                              "y typ_p, p top_p, m min_p, t temperature)",
+                              "unknown sampler letter '%s' (letters: e penalties, d dry, "
+                              "s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, "
+                              "t temperature)",
                               shown(seq + i, 1, buf));
         if (!letters[j].type && skip_missing)
             continue;

@@ -442,37 +442,76 @@ static bool arg_sampler_order(const char *cmd, int argc, char **argv, int *i,
     return rc == 0;
 }
 
-/* llama.cpp's samplers faultline does not have: accepted at the value
- * that turns them off, refused with a line otherwise. Their tuning knobs
- * do nothing while the sampler is off and are taken without a word. */
-static int arg_sampler_unsupported(const char *cmd, int argc, char **argv, int *i)
+/* --dry-sequence-breaker STRING: the first one given replaces llama.cpp's
+ * defaults, "none" clears them all; escapes such as \n are processed as
+ * llama.cpp does (its --escape is on by default). */
+static bool arg_dry_breaker(const char *cmd, int argc, char **argv, int *i,
+                            struct fl_sampler_params *s)
 {
-    static const struct { const char *flag; double off; } samplers[] = {
-        { "--mirostat", 0 }, { "--dry-multiplier", 0 }, { "--xtc-probability", 0 },
-        { "--top-nsigma", -1 }, { "--top-n-sigma", -1 },
-    };
-    static const char *const knobs[] = {
-        "--mirostat-lr", "--mirostat-ent", "--dry-base", "--dry-allowed-length",
-        "--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-threshold",
-    };
-    const char *a = argv[*i], *v;
-    for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++)
-        if (!strcmp(a, knobs[k]))
-            return eng_arg_str(cmd, argc, argv, i, &v) ? 1 : -1;
-    for (size_t k = 0; k < sizeof(samplers) / sizeof(samplers[0]); k++) {
-        if (strcmp(a, samplers[k].flag))
-            continue;
-        if (!eng_arg_str(cmd, argc, argv, i, &v))
-            return -1;
-        char *end;
-        double x = strtod(v, &end);
-        if (end != v && !*end && x == samplers[k].off)
-            return 1;
-        fprintf(stderr, "faultline %s: %s %s: this sampler is not implemented (penalties, "
-                "top-k, typical, top-p, min-p and temperature are)\n", cmd, a, v);
-        return -1;
+    const char *v;
+    if (!eng_arg_str(cmd, argc, argv, i, &v))
+        return false;
+    /* breakers that are no earlier flag's value are the defaults */
+    bool given = false;
+    for (int j = 0; j < *i && s->n_dry_breakers > 0; j++)
+        given |= argv[j] == s->dry_breakers[0];
+    if (!given || !strcmp(v, "none"))
+        s->n_dry_breakers = 0;
+    if (!strcmp(v, "none"))
+        return true;
+    if (s->n_dry_breakers == FL_DRY_MAX_BREAKERS) {
+        fprintf(stderr, "faultline %s: --dry-sequence-breaker: at most %d\n", cmd,
+                FL_DRY_MAX_BREAKERS);
+        return false;
     }
-    return 0;
+    eng_process_escapes(argv[*i]);
+    if (!*argv[*i]) {
+        fprintf(stderr, "faultline %s: --dry-sequence-breaker: an empty breaker\n", cmd);
+        return false;
+    }
+    s->dry_breakers[s->n_dry_breakers++] = argv[*i];
+    return true;
+}
+
+/* DRY, top-n-sigma, XTC, dynamic temperature and mirostat (llama.cpp's
+ * flags and ranges). 1 taken, 0 not one of them, -1 a bad value. */
+static int arg_sampler_more(const char *cmd, int argc, char **argv, int *i,
+                            struct fl_sampler_params *s)
+{
+    const char *a = argv[*i];
+    float base;
+    bool ok;
+    if (!strcmp(a, "--dry-multiplier"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1e6, &s->dry_multiplier);
+    else if (!strcmp(a, "--dry-base")) {
+        /* llama.cpp keeps its default for a base below 1 */
+        ok = eng_arg_float(cmd, argc, argv, i, -1e6, 1e6, &base);
+        s->dry_base = ok && base >= 1.0f ? base : s->dry_base;
+    } else if (!strcmp(a, "--dry-allowed-length"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->dry_allowed_length);
+    else if (!strcmp(a, "--dry-penalty-last-n"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 1 << 20, &s->dry_penalty_last_n);
+    else if (!strcmp(a, "--dry-sequence-breaker"))
+        ok = arg_dry_breaker(cmd, argc, argv, i, s);
+    else if (!strcmp(a, "--top-nsigma") || !strcmp(a, "--top-n-sigma"))
+        ok = eng_arg_float(cmd, argc, argv, i, -1e6, 1e6, &s->top_n_sigma);
+    else if (!strcmp(a, "--xtc-probability"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->xtc_probability);
+    else if (!strcmp(a, "--xtc-threshold"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 1, &s->xtc_threshold);
+    else if (!strcmp(a, "--dynatemp-range"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->dynatemp_range);
+    else if (!strcmp(a, "--dynatemp-exp"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->dynatemp_exponent);
+    else if (!strcmp(a, "--mirostat"))
+        ok = eng_arg_int(cmd, argc, argv, i, 0, 2, &s->mirostat);
+    else if (!strcmp(a, "--mirostat-lr"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->mirostat_eta);
+    else if (!strcmp(a, "--mirostat-ent"))
+        ok = eng_arg_float(cmd, argc, argv, i, 0, 100, &s->mirostat_tau);
+    else
+        return 0;
+    return ok ? 1 : -1;
 }
 
 int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_sampler_params *s,
@@ -512,7 +551,7 @@ int eng_arg_sampling(const char *cmd, int argc, char **argv, int *i, struct fl_s
         s->seed = (uint64_t)(seed < 0 ? 0 : seed);
         *seed_given = seed >= 0;
     } else
-        return arg_sampler_unsupported(cmd, argc, argv, i);
+        return arg_sampler_more(cmd, argc, argv, i, s);
     return ok ? 1 : -1;
 }
 

@@ -28,7 +28,7 @@ int run_gen_init(struct run_gen *g, struct eng_session *s, const struct run_opts
     for (int32_t id = 0; id < g->n_vocab && id < fl_n_vocab(tok) && g->n_eog < 64; id++)
         if (fl_token_is_eog(tok, id))
             g->eog[g->n_eog++] = id;
-    int rc = fl_sampler_new(&o->samp, g->n_vocab, &g->smp);
+    int rc = fl_sampler_new(&o->samp, g->n_vocab, tok, &g->smp);
     if (rc)
         return fl_err_set(err, rc, "cannot set up the sampler: %s", strerror(-rc));
     for (int i = 0; i < o->n_bias; i++)

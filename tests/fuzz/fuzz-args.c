@@ -78,7 +78,7 @@ static void fuzz_order(const char *s, bool seq)
         return;
     }
     struct fl_sampler *smp = NULL;
-    if (rc != 0 || p.n_order < 1 || fl_sampler_new(&p, 4, &smp) != 0)
+    if (rc != 0 || p.n_order < 1 || fl_sampler_new(&p, 4, NULL, &smp) != 0)
         die("a parsed sampler order that fl_sampler_new refuses");
     static const float logits[4] = { 0.5f, -1.0f, 2.0f, 0.0f };
     int32_t id = fl_sampler_sample(smp, logits);
