@@ -46,7 +46,7 @@ static int push_breaker(struct fl_dry *d, int32_t head, const int32_t *tail, int
 {
     /* tokens come in ascending id order: a duplicate sits at the end */
     for (int32_t i = d->n_br - 1; i >= 0 && d->br[i].head == head; i--)
-        if (d->br[i].n_tail == n && !memcmp(d->br[i].tail, tail, sizeof(*tail) * (size_t)n))
+        if (d->br[i].n_tail == n && (!n || !memcmp(d->br[i].tail, tail, sizeof(*tail) * (size_t)n)))
             return 0;
     if (d->n_br == d->cap_br) {
         int32_t cap = d->cap_br ? 2 * d->cap_br : 64;
@@ -59,7 +59,8 @@ static int push_breaker(struct fl_dry *d, int32_t head, const int32_t *tail, int
     struct breaker *b = &d->br[d->n_br++];
     b->head = head;
     b->n_tail = n;
-    memcpy(b->tail, tail, sizeof(*tail) * (size_t)n);
+    if (n) /* a lone head's tail is NULL */
+        memcpy(b->tail, tail, sizeof(*tail) * (size_t)n);
     return 0;
 }
 

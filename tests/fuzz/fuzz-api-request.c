@@ -143,6 +143,21 @@ static void native_results(const struct api_request *r, const char *text)
     if (r->n_probs < 0 || r->n_probs > FL_MAX_TOP_LOGPROBS || !r->logprobs ||
         out.n_order < 0 || out.n_order > FL_SAMPLER_MAX_ORDER)
         die("native fields out of range");
+    /* what the parser accepts makes a sampler (no vocabulary here to spell
+     * DRY's breakers) that draws a token */
+    struct fl_sampler_params q = out;
+    q.n_dry_breakers = 0;
+    struct fl_sampler *smp = NULL;
+    static const float logits[8] = { 0.5f, -1.0f, 2.0f, 0.0f, 1.0f, 1.0f, -3.0f, 0.25f };
+    if (fl_sampler_new(&q, 8, NULL, &smp) != 0)
+        die("accepted sampler fields that fl_sampler_new refuses");
+    for (int i = 0; i < 3; i++) {
+        const int32_t id = fl_sampler_sample(smp, logits);
+        if (id < 0 || id > 7)
+            die("accepted sampler fields drew no token");
+        fl_sampler_accept(smp, id);
+    }
+    fl_sampler_free(smp);
     const struct api_native_settings st = { .sampling = &out, .n_predict = r->max_tokens,
                                             .stop = r->stop, .n_stop = r->n_stop,
                                             .grammar = r->grammar, .grammar_len = r->grammar_len };
