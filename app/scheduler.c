@@ -721,8 +721,9 @@ static int build_batch(struct eng_sched *q, int *n_tok, struct fl_err *err)
             eng_session_rs_save(q->s, i, q->rs_snap + (size_t)i * q->rs_floats);
         r->refeed = 0;
         /* with a draft, a row per token: each draft token is checked against the row before it */
-        q->spans[n_span++] = (struct eng_span){ i, r->n_prompt + r->n_gen - 1 - back, back + 1 + nd,
-                                                true, nd > 0, false };
+        q->spans[n_span++] = (struct eng_span){ .seq = i, .pos0 = r->n_prompt + r->n_gen - 1 - back,
+                                                .n_tok = back + 1 + nd, .logits = true,
+                                                .all_rows = nd > 0 };
         n += back + 1 + nd;
     }
     for (int i = 0; i < q->n_seq; i++) {
@@ -735,7 +736,9 @@ static int build_batch(struct eng_sched *q, int *n_tok, struct fl_err *err)
         q->span_req[n_span] = r;
         /* an embedding: every row but with last-token pooling, whose prompt's last */
         const bool all = r->want_plp || (r->embed && r->pool != ENG_POOL_LAST);
-        q->spans[n_span++] = (struct eng_span){ i, r->n_done, chunk, chunk == left, all, r->embed };
+        q->spans[n_span++] = (struct eng_span){ .seq = i, .pos0 = r->n_done, .n_tok = chunk,
+                                                .logits = chunk == left, .all_rows = all,
+                                                .embd = r->embed };
         n += chunk;
     }
     *n_tok = n;

@@ -1,6 +1,6 @@
 # app/cli/: the faultline commands (main.c dispatches; app/cli/commands.h lists them).
 fl_module(cli
-  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/compare.c app/cli/run.c
+  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/perplexity.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
           app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c app/cli/embed.c
@@ -70,3 +70,8 @@ set_tests_properties(test-override-kv PROPERTIES TIMEOUT 120 ENVIRONMENT "CUDA_V
 add_test(NAME test-rope-flags COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-rope-flags.sh
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-rope-flags PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# faultline perplexity against llama-perplexity; batched, paged and alone the same.
+add_test(NAME test-perplexity COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-perplexity.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-perplexity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

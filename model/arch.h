@@ -24,6 +24,8 @@ struct eng_span {
     bool logits;     /* a logits row for its last token */
     bool all_rows;   /* a logits row for each of its tokens (a prompt's log-probabilities) */
     bool embd;       /* the rows above are the final norm's output (embeddings), not logits */
+    int32_t first_row; /* with all_rows: rows for its tokens from this index on only
+                        * (perplexity's second half of a chunk); 0: all */
 };
 
 /* Spans of at most this many tokens give every row the bits of the same

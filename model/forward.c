@@ -60,7 +60,8 @@ int eng_batch_prepare(struct eng_ctx *c, const struct eng_batch *in, struct eng_
             seq[t] = s->seq;
             span[t] = i;
             cell[t] = cells[pos[t]];
-            if (!(b->all_logits || s->all_rows || (s->logits && j == s->n_tok - 1)))
+            if (!(b->all_logits || (s->all_rows && j >= s->first_row) ||
+                  (s->logits && j == s->n_tok - 1)))
                 continue;
             if (s->embd)
                 eout[n_eout++] = t;

@@ -120,20 +120,20 @@ static void test_delta_net(struct fl_pool *pool, bool grouped)
     static double ref[DN_NTOK][DN_NV * DN_D];
     float whole[DN_NTOK * DN_NV * DN_D], split[DN_NTOK * DN_NV * DN_D], mixed[2 * DN_NTOK * DN_NV * DN_D];
     dn_reference(&r.in[0], grouped, ref);
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false } }, 1, whole);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false, 0 } }, 1, whole);
     double worst = 0;
     for (int t = 0; t < DN_NTOK; t++)
         for (int i = 0; i < DN_NV * DN_D; i++)
             worst = fmax(worst, fabs(whole[t * DN_NV * DN_D + i] - ref[t][i]));
     CHECK(worst < 1e-5, "delta rule vs the double reference: max |diff| %g", worst);
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, 3, true, false, false } }, 1, split);
-    run_batch(&r, (const struct eng_span[]){ { 0, 3, DN_NTOK - 3, true, false, false } }, 1, split + 3 * DN_NV * DN_D);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, 3, true, false, false, 0 } }, 1, split);
+    run_batch(&r, (const struct eng_span[]){ { 0, 3, DN_NTOK - 3, true, false, false, 0 } }, 1, split + 3 * DN_NV * DN_D);
     CHECK(!memcmp(whole, split, sizeof(whole)), "3 + 4 tokens over two batches differ");
     /* sequence 1 alone, then both: sequence 0 from the start beside 1's prefix */
     float one[DN_NTOK * DN_NV * DN_D];
-    run_batch(&r, (const struct eng_span[]){ { 1, 0, DN_NTOK, true, false, false } }, 1, one);
-    run_batch(&r, (const struct eng_span[]){ { 1, 0, 2, true, false, false }, { 0, 0, 4, true, false, false } }, 2, mixed);
-    run_batch(&r, (const struct eng_span[]){ { 0, 4, 3, true, false, false }, { 1, 2, 5, true, false, false } }, 2,
+    run_batch(&r, (const struct eng_span[]){ { 1, 0, DN_NTOK, true, false, false, 0 } }, 1, one);
+    run_batch(&r, (const struct eng_span[]){ { 1, 0, 2, true, false, false, 0 }, { 0, 0, 4, true, false, false, 0 } }, 2, mixed);
+    run_batch(&r, (const struct eng_span[]){ { 0, 4, 3, true, false, false, 0 }, { 1, 2, 5, true, false, false, 0 } }, 2,
               mixed + 6 * DN_NV * DN_D);
     const size_t row = sizeof(float) * DN_NV * DN_D;
     CHECK(!memcmp(mixed + 2 * DN_NV * DN_D, whole, 4 * row) && !memcmp(mixed + 6 * DN_NV * DN_D, whole + 4 * DN_NV * DN_D, 3 * row),
@@ -171,7 +171,7 @@ static void test_per_channel(struct fl_pool *pool)
     for (int run = 0; run < 2; run++)
         for (int t0 = 0; t0 < DN_NTOK; t0 = cuts[run][1]) {
             const int n = t0 ? DN_NTOK - t0 : cuts[run][1];
-            const struct eng_span sp = { 0, t0, n, true, false, false };
+            const struct eng_span sp = { 0, t0, n, true, false, false, 0 };
             int32_t tok[DN_NTOK] = { 0 };
             const struct eng_batch in = { .tokens = tok, .n_tok = n, .spans = &sp, .n_spans = 1 };
             struct eng_batch b;
@@ -213,7 +213,7 @@ static void test_conv_offsets(struct fl_pool *pool)
         for (int i = 0; i < DN_W; i++)
             xs[i / HALF][t][i % HALF] = r.in[0].x[t][i];
     for (int run = 0; run < 2; run++) {
-        const struct eng_span sp = { run, 0, DN_NTOK, true, false, false };
+        const struct eng_span sp = { run, 0, DN_NTOK, true, false, false, 0 };
         int32_t tok[DN_NTOK] = { 0 };
         const struct eng_batch in = { .tokens = tok, .n_tok = DN_NTOK, .spans = &sp, .n_spans = 1 };
         struct eng_batch b;
@@ -244,8 +244,8 @@ static void test_state_rules(void)
     struct fl_err err;
     rig_open(&r, NULL);
     float a[DN_NTOK * DN_NV * DN_D], b[DN_NTOK * DN_NV * DN_D];
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false } }, 1, a);
-    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false } }, 1, b);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false, 0 } }, 1, a);
+    run_batch(&r, (const struct eng_span[]){ { 0, 0, DN_NTOK, true, false, false, 0 } }, 1, b);
     CHECK(!memcmp(a, b, sizeof(a)), "a restart at position 0 did not start from zeros");
     CHECK(eng_kv_rs_check(r.c.kv, 0, DN_NTOK, &err) == 0, "continuing at the end refused");
     int rc = eng_kv_rs_check(r.c.kv, 0, 3, &err);

@@ -17,6 +17,7 @@ int cli_tokenize(int argc, char **argv);
 int cli_batch(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_embed(int argc, char **argv);
+int cli_perplexity(int argc, char **argv);
 
 #define FL_CLI_COMMANDS \
     { "version", cli_version, "print the version and the CPU features in use" }, \
@@ -28,6 +29,7 @@ int cli_embed(int argc, char **argv);
     { "batch", cli_batch, "run a file of OpenAI Batch API requests, many at once (resumable)" }, \
     { "serve", cli_serve, "an OpenAI-compatible HTTP server, many clients at once" }, \
     { "embed", cli_embed, "print the embeddings of prompts (llama-embedding's output)" }, \
+    { "perplexity", cli_perplexity, "a model's perplexity on a text (llama-perplexity's measure)" }, \
     { "bench", cli_bench, "measure prompt and generation speed (llama-bench's table)" }, \
     { "tokenize", cli_tokenize, "print a text's token ids and pieces (llama-tokenize's output)" }, \
     { "trace", cli_trace, "per-expert fault, I/O and copy latency with eBPF (docs/trace.md)" },

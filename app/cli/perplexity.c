@@ -1,0 +1,276 @@
+/* perplexity.c: `faultline perplexity` — llama-perplexity's measure of a
+ * model on a text (tools/perplexity in llama.cpp):
+ *
+ *   the text, tokenized with add_special, is cut into chunks of -c tokens
+ *   (the first of each replaced by BOS where the vocabulary adds one); each
+ *   chunk runs from an empty context, and every token of its second half
+ *   but the first is scored by the negative log-likelihood the logits
+ *   before it give it: PPL = exp(mean NLL), +/- from the NLLs' spread.
+ *
+ * As llama.cpp, n_batch / n_ctx chunks run at once, each its own sequence
+ * in one forward call: a paged model's expert reads serve all of them (the
+ * reason this is an overnight job worth a disk tier). Only the scored
+ * half's logits rows are computed and held. The output is llama-perplexity's:
+ * "[1]12.3456,[2]..." on stdout and "Final estimate: PPL = X +/- Y". */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli/commands.h"
+#include "app/cli/engine-args.h"
+#include "app/cli/interrupt.h"
+#include "app/cli/session-flags.h"
+#include "app/session.h"
+#include "base/clock.h"
+#include "model/arch.h"
+#include "text/tokenizer.h"
+
+#define PPL_MAX_SEQ 64 /* chunks at once */
+
+struct ppl_opts {
+    struct eng_session_params sp;
+    const char *prompt, *prompt_file;
+    int n_chunks;  /* --chunks: at most this many; -1 all */
+    int out_type;  /* --ppl-output-type: 0 "[i]ppl,", 1 a table */
+};
+
+/* The run: chunk length, sequences at once, the scored rows. */
+struct ppl_run {
+    struct eng_session *s;
+    const int32_t *tokens;
+    int n_ctx, n_seq, n_batch, first, n_vocab;
+    int32_t bos;
+    float *logits;   /* [n_seq][n_ctx - first][n_vocab] */
+    int32_t *ids;    /* [n_batch] */
+    double nll, nll2;
+    int count;
+};
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: faultline perplexity -m MODEL -f FILE [-c 512] [-b 2048] [--chunks N]\n"
+            "                            [--ppl-output-type 0|1] [-t T] [options]\n"
+            "llama-perplexity's measure: FILE's tokens cut into chunks of -c, each from an\n"
+            "empty context (BOS first where the model adds one), the second half of each\n"
+            "scored by its negative log-likelihood; prints the running perplexity per chunk\n"
+            "and 'Final estimate: PPL = X +/- Y'. -b / -c chunks run at once (one forward\n"
+            "call, their expert reads shared). Needs at least 2 x -c tokens.\n"
+            "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
+    eng_session_print_usage(stderr);
+    return 2;
+}
+
+static int parse(int argc, char **argv, struct ppl_opts *o)
+{
+    *o = (struct ppl_opts){ .n_chunks = -1 };
+    eng_session_params_init(&o->sp);
+    struct eng_compat compat = { 0 };
+    const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true, &compat };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool ok = true;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage() & 0;
+        else if (!strcmp(a, "--chunks"))
+            ok = eng_arg_int("perplexity", argc, argv, &i, -1, 1 << 30, &o->n_chunks);
+        else if (!strcmp(a, "--ppl-output-type"))
+            ok = eng_arg_int("perplexity", argc, argv, &i, 0, 1, &o->out_type);
+        else
+            ok = eng_arg_last("perplexity", argc, argv, &i, &common) > 0;
+        if (!ok)
+            return 2;
+    }
+    if (!o->sp.model_path || (!o->prompt == !o->prompt_file)) {
+        fprintf(stderr, "faultline perplexity: -m and one of -f/-p are required\n");
+        return usage();
+    }
+    eng_args_finish("perplexity", &common);
+    return -1;
+}
+
+/* llama.cpp's sizes: -c is a chunk (512 by default), -b (2048) holds
+ * n_seq = b / c of them, and the KV cache n_seq chunks. */
+static int plan(struct ppl_opts *o, int *n_ctx, int *n_seq)
+{
+    *n_ctx = o->sp.n_ctx > 0 ? o->sp.n_ctx : 512;
+    const int n_batch = o->sp.n_batch > 0 ? o->sp.n_batch : 2048;
+    if (n_batch >= *n_ctx && n_batch % *n_ctx) {
+        fprintf(stderr, "faultline perplexity: -b %d is no multiple of -c %d (llama.cpp's rule: "
+                "whole chunks per batch)\n", n_batch, *n_ctx);
+        return 2;
+    }
+    *n_seq = n_batch / *n_ctx > 1 ? n_batch / *n_ctx : 1;
+    if (*n_seq > PPL_MAX_SEQ) /* a wider batch gains nothing more: the experts are all read */
+        *n_seq = PPL_MAX_SEQ;
+    o->sp.n_seq = *n_seq;
+    o->sp.n_ctx = *n_seq * *n_ctx;
+    o->sp.n_batch = n_batch < o->sp.n_ctx ? n_batch : o->sp.n_ctx;
+    o->sp.no_prompt_cache = true; /* nothing is held between chunks */
+    return 0;
+}
+
+/* NLL of each scored token of one chunk (rows: positions first .. n_ctx-2),
+ * as llama.cpp's log_softmax: the max in float, the sum of exps in double. */
+static void score(struct ppl_run *r, const float *rows, const int32_t *chunk)
+{
+    for (int i = 0; i < r->n_ctx - 1 - r->first; i++) {
+        const float *l = rows + (size_t)i * r->n_vocab;
+        float max = l[0];
+        for (int v = 1; v < r->n_vocab; v++)
+            max = l[v] > max ? l[v] : max;
+        double sum = 0.0;
+        for (int v = 0; v < r->n_vocab; v++)
+            sum += expf(l[v] - max);
+        const double nll = -(l[chunk[r->first + i + 1]] - max - log(sum));
+        r->nll += nll;
+        r->nll2 += nll * nll;
+    }
+    r->count += r->n_ctx - 1 - r->first;
+}
+
+/* Chunks c0 .. c0+n-1, each in its sequence, in forward calls of at most
+ * n_batch tokens (one, unless a chunk is longer than a batch). */
+static int run_chunks(struct ppl_run *r, int c0, int n, struct fl_err *err)
+{
+    struct eng_span spans[PPL_MAX_SEQ];
+    int rows = 0, rc = 0;
+    for (int q = 0; q < n; q++)
+        eng_session_seq_free(r->s, q);
+    for (int pos = 0; !rc && pos < r->n_ctx; pos += r->n_batch) {
+        const int len = r->n_ctx - pos < r->n_batch ? r->n_ctx - pos : r->n_batch;
+        for (int q = 0; q < n; q++) {
+            const int32_t *chunk = r->tokens + (size_t)(c0 + q) * r->n_ctx;
+            memcpy(r->ids + q * len, chunk + pos, sizeof(int32_t) * (size_t)len);
+            if (pos == 0 && r->bos >= 0)
+                r->ids[q * len] = r->bos;
+            spans[q] = (struct eng_span){ .seq = q, .pos0 = pos, .n_tok = len,
+                                          .all_rows = pos + len > r->first,
+                                          .first_row = r->first > pos ? r->first - pos : 0 };
+        }
+        const struct eng_batch b = { .tokens = r->ids, .n_tok = n * len, .spans = spans,
+                                     .n_spans = n,
+                                     .logits = r->logits + (size_t)rows * r->n_vocab };
+        rc = eng_session_forward(r->s, &b, err);
+        rows += pos + len > r->first ? len - (r->first > pos ? r->first - pos : 0) : 0;
+        if (!rc && cli_interrupted())
+            rc = fl_err_set(err, -EINTR, "interrupted");
+    }
+    return rc;
+}
+
+static void print_chunk(const struct ppl_run *r, const struct ppl_opts *o, int chunk)
+{
+    if (o->out_type == 0) {
+        printf("[%d]%.4lf,", chunk + 1, exp(r->nll / r->count));
+    } else {
+        const double av = r->nll / r->count;
+        double av2 = r->nll2 / r->count - av * av;
+        if (av2 > 0)
+            av2 = sqrt(av2 / (r->count - 1));
+        printf("%8d  %.4lf  %4lf  %4lf\n", chunk * r->n_ctx, exp(r->nll / r->count), av, av2);
+    }
+    fflush(stdout);
+}
+
+static int measure(struct ppl_run *r, const struct ppl_opts *o, int n_chunk, struct fl_err *err)
+{
+    int rc = 0;
+    for (int i = 0; !rc && i < n_chunk; i += r->n_seq) {
+        const int n = n_chunk - i < r->n_seq ? n_chunk - i : r->n_seq;
+        const double t0 = fl_clock_s();
+        rc = run_chunks(r, i, n, err);
+        if (!rc && i == 0) {
+            const double t = fl_clock_s() - t0;
+            fprintf(stderr, "perplexity: %.2f seconds per pass - ETA %.2f minutes\n", t,
+                    t * ((n_chunk + r->n_seq - 1) / r->n_seq) / 60.0);
+        }
+        for (int q = 0; !rc && q < n; q++) {
+            const float *rows = r->logits + (size_t)q * (r->n_ctx - r->first) * r->n_vocab;
+            score(r, rows, r->tokens + (size_t)(i + q) * r->n_ctx);
+            print_chunk(r, o, i + q);
+        }
+    }
+    printf("\n");
+    if (rc)
+        return rc;
+    const double nll = r->nll / r->count, ppl = exp(nll);
+    const double var = r->nll2 / r->count - nll * nll;
+    if (!(var > 0))
+        return fl_err_set(err, -EDOM, "the log-probabilities have no spread (negative variance)");
+    printf("Final estimate: PPL = %.4lf +/- %.5lf\n", ppl, sqrt(var / (r->count - 1)) * ppl);
+    fflush(stdout); /* before --stats' lines on stderr */
+    return 0;
+}
+
+static int ppl_main(struct ppl_opts *o, struct fl_err *err)
+{
+    int n_ctx, n_seq, rc = plan(o, &n_ctx, &n_seq);
+    if (rc)
+        return rc;
+    size_t len = 0;
+    char *file_text = NULL;
+    const char *text = eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
+    if (!text)
+        return 1;
+    struct ppl_run r = { .n_ctx = n_ctx, .n_seq = n_seq, .first = n_ctx / 2, .bos = -1 };
+    int32_t *tokens = NULL;
+    cli_interrupt_graceful();
+    o->sp.interrupted = cli_interrupted;
+    rc = eng_session_open(&o->sp, &r.s, err);
+    if (!rc) {
+        eng_args_check_ctx("perplexity", &o->sp, eng_session_model(r.s));
+        const struct fl_tokenizer *tok = eng_session_tokenizer(r.s);
+        r.bos = fl_tokenizer_add_bos(tok) ? fl_token_bos(tok) : -1;
+        r.n_vocab = (int)eng_session_model(r.s)->hp.n_vocab;
+        r.n_batch = eng_session_n_batch(r.s);
+        if (fl_tokenizer_add_eos(tok))
+            rc = fl_err_set(err, -EINVAL, "the vocabulary adds EOS to every text: no perplexity "
+                            "(as llama.cpp)");
+    }
+    int n_tok = rc ? 0 : eng_tokenize_prompt(eng_session_tokenizer(r.s), text, len, false, &tokens);
+    if (!rc && n_tok < 0)
+        rc = n_tok;
+    else if (!rc && n_tok < 2 * n_ctx)
+        rc = fl_err_set(err, -EINVAL, "the text is %d tokens; perplexity with a context of %d "
+                        "needs at least %d", n_tok, n_ctx, 2 * n_ctx);
+    int n_chunk = rc ? 0 : n_tok / n_ctx;
+    if (o->n_chunks >= 0 && o->n_chunks < n_chunk)
+        n_chunk = o->n_chunks;
+    r.tokens = tokens;
+    r.logits = rc ? NULL : malloc(sizeof(float) * (size_t)n_seq * (n_ctx - r.first) * r.n_vocab);
+    r.ids = rc ? NULL : malloc(sizeof(int32_t) * (size_t)r.n_batch);
+    if (!rc && (!r.logits || !r.ids))
+        rc = fl_err_set(err, -ENOMEM, "out of memory for %d x %d logits rows", n_seq,
+                        n_ctx - r.first);
+    if (!rc && n_chunk == 0)
+        rc = fl_err_set(err, -EINVAL, "--chunks 0: nothing to measure");
+    if (!rc) {
+        fprintf(stderr, "perplexity: calculating perplexity over %d chunks, n_ctx=%d, "
+                "batch_size=%d, n_seq=%d\n", n_chunk, n_ctx, r.n_batch, n_seq);
+        rc = measure(&r, o, n_chunk, err);
+    }
+    if (!rc)
+        rc = eng_session_report(r.s, err);
+    free(r.logits);
+    free(r.ids);
+    free(tokens);
+    free(file_text);
+    eng_session_close(r.s);
+    return rc == -EINTR ? cli_interrupt_status(cli_interrupted()) : rc ? 1 : 0;
+}
+
+int cli_perplexity(int argc, char **argv)
+{
+    struct ppl_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    struct fl_err err = { { 0 } };
+    rc = ppl_main(&o, &err);
+    if (rc && err.msg[0])
+        fprintf(stderr, "faultline perplexity: %s\n", err.msg);
+    return rc;
+}
