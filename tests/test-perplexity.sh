@@ -52,12 +52,12 @@ echo "$n cases as llama-perplexity's"
 m=tests/data/qwen3moe-tiny-F16.gguf
 ppl() { "$cli" perplexity -m $m -f "$data/text.txt" -t 2 -c 128 --chunks 12 "$@" 2>"$dir/err"; }
 ppl -b 512 >"$dir/four" || fail "-b 512: $(cat "$dir/err")"
-for args in "-b 128" "-b 64" "-b 512 --disk-moe --ram-budget 300K" "-b 256 --disk-moe --ram-budget 300K --pager explicit"; do
+for args in "-b 128" "-b 64" "-b 512 -ub 128" "-b 512 --disk-moe --ram-budget 300K" "-b 256 --disk-moe --ram-budget 300K --pager explicit"; do
   # shellcheck disable=SC2086
   ppl $args >"$dir/other" || fail "$args: $(cat "$dir/err")"
   cmp -s "$dir/four" "$dir/other" || fail "$args: another output than -b 512's: $(cat "$dir/other")"
 done
-echo "4 chunks per call, 1, half a chunk, experts paged: the same output byte for byte"
+echo "4 chunks per call, 1 (by -b or -ub), half a chunk, experts paged: the same output byte for byte"
 ppl -b 512 --ppl-output-type 1 >"$dir/table" || fail "--ppl-output-type 1: $(cat "$dir/err")"
 [ "$(grep -c '^ *[0-9][0-9]*  [0-9.]*  [0-9.]*  [0-9.]*$' "$dir/table")" = 12 ] &&
   [ "$(grep Final "$dir/table")" = "$(grep Final "$dir/four")" ] ||

@@ -88,11 +88,17 @@ static int parse(int argc, char **argv, struct ppl_opts *o)
         return usage();
     }
     eng_args_finish("perplexity", &common);
+    /* llama.cpp decodes -b tokens (n_seq chunks) as -ub-sized pieces; a paged
+     * model reads its experts per forward call, so without -ub one call
+     * takes all of -b */
+    if (!compat.ubatch)
+        o->sp.n_batch = compat.batch ? compat.batch : 2048;
     return -1;
 }
 
-/* llama.cpp's sizes: -c is a chunk (512 by default), -b (2048) holds
- * n_seq = b / c of them, and the KV cache n_seq chunks. */
+/* llama.cpp's sizes: -c is a chunk (512 by default), a forward call of -b
+ * (2048; with -ub, min(-b, -ub)) holds n_seq = b / c of them, and the KV
+ * cache n_seq chunks. */
 static int plan(struct ppl_opts *o, int *n_ctx, int *n_seq)
 {
     *n_ctx = o->sp.n_ctx > 0 ? o->sp.n_ctx : 512;
