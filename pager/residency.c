@@ -168,6 +168,22 @@ static bool reserve(struct pager *p, uint64_t need)
     return true;
 }
 
+/* A guess (a prediction's prefetch) takes only room no routed expert needs:
+ * it is dropped rather than evict one whose acquire is coming. Otherwise a
+ * step whose layers each route more experts than the budget holds beside
+ * the next layer's guesses (a prefill or a batch of many sequences) evicts
+ * each expert before its use and reads it twice. */
+static bool reserve_guess(struct pager *p, uint64_t need)
+{
+    while (p->charged + need > p->budget) {
+        uint32_t v = pg_policy_victim_locked(p);
+        if (v == PG_NONE || p->units[v].wanted)
+            return false;
+        evict_locked(p, v);
+    }
+    return reserve(p, need);
+}
+
 void pg_res_fit_budget_locked(struct pager *p)
 {
     while (p->charged > p->budget) {
@@ -264,7 +280,8 @@ uint32_t pg_next_load_locked(struct pager *p, bool allow_prefetch, bool *refill)
         n->prefetch = false;
         if (n->state != PG_QUEUED || n->demand)
             continue;
-        if (!reserve(p, n->charge)) { /* advisory: dropped, never waited for */
+        if (!(n->spec ? reserve_guess(p, n->charge) : reserve(p, n->charge))) {
+            /* advisory: dropped, never waited for */
             n->state = PG_ABSENT;
             continue;
         }

@@ -17,6 +17,8 @@
 #      LLAMA_CPP=DIR    llama.cpp's bin folder (llama-perplexity): run it too
 #      CTX=512 BATCH=2048 CHUNKS=16 THREADS=2 CAP_PCT=25 ROUNDS=1
 #      FL=build/faultline KEEP=1 (keep the raw outputs)
+#      FL_ARGS="--prefetch none"  more flags for every faultline run
+#      LL_ARGS="-fa on"           more flags for every llama.cpp run
 # Needs root (cgroups, drop_caches) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +44,13 @@ done
 say "model $model: $((size / 1048576)) MiB; cap $CAP_PCT % = $((size * CAP_PCT / 100 / 1048576)) MiB;" \
     "$CHUNKS chunks of $CTX tokens (text: $n tokens); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-fl=("$FL" perplexity -m "$model" -f "$text" -c "$CTX" -b "$BATCH" --chunks "$CHUNKS" -t "$THREADS")
+read -r -a fl_args <<<"${FL_ARGS:-}"
+read -r -a ll_args <<<"${LL_ARGS:-}"
+fl=("$FL" perplexity -m "$model" -f "$text" -c "$CTX" -b "$BATCH" --chunks "$CHUNKS" -t "$THREADS"
+    "${fl_args[@]}")
 ll=()
 [ -n "${LLAMA_CPP:-}" ] && ll=("$LLAMA_CPP/llama-perplexity" -m "$model" -f "$text" -c "$CTX"
-                               -b "$BATCH" --chunks "$CHUNKS" -t "$THREADS")
+                               -b "$BATCH" --chunks "$CHUNKS" -t "$THREADS" "${ll_args[@]}")
 for r in $(seq 1 "$ROUNDS"); do
   for pct in 0 "$CAP_PCT"; do
     cap_placement "$pct" "$size"
