@@ -7,8 +7,8 @@
  * the context; 0: the prompt alone, its rows left for the prompt cache),
  * "n_probs" (each generated token's log-probability under the model and
  * its n_probs likeliest, in completion_probabilities), "return_tokens",
- * "samplers" (names or letters; samplers faultline lacks are left out of
- * the chain, while a request turning one on is refused), "id_slot"
+ * "samplers" (names or letters; llama.cpp's infill and adaptive_p, which
+ * faultline lacks, are left out of the chain), "id_slot"
  * (accepted; a request takes whichever sequence is free). */
 #ifndef FL_API_NATIVE_H
 #define FL_API_NATIVE_H

@@ -130,12 +130,11 @@ int fl_sampler_parse_order(const char *names, struct fl_sampler_params *p, struc
  * refused as not implemented. */
 int fl_sampler_parse_seq(const char *letters, struct fl_sampler_params *p, struct fl_err *err);
 
-/* The two above, but a name or letter of a sampler faultline lacks is left
- * out of the order instead of refused: for a server request whose
- * parameters leave those samplers no-ops (llama-server's clients send its
- * whole default chain, "dry" and "xtc" included, whatever they ask of
- * them; the caller refuses a request that turns one on). An order left
- * with no sampler is refused (an empty order would mean the default). */
+/* The two above, but a name or letter of a sampler faultline lacks (infill,
+ * adaptive_p, mirostat) is left out of the order instead of refused: for a
+ * server request (llama-server's clients may send an order naming them).
+ * An order left with no sampler is refused (an empty order would mean the
+ * default). */
 int fl_sampler_parse_order_lenient(const char *names, struct fl_sampler_params *p,
                                    struct fl_err *err);
 int fl_sampler_parse_seq_lenient(const char *letters, struct fl_sampler_params *p,
