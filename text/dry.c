@@ -190,18 +190,26 @@ void fl_dry_reset(struct fl_dry *d)
         d->ring_n = d->ring_head = 0;
 }
 
-/* The first breaker of head id (d->n_br when none). */
-static int32_t first_breaker(const struct fl_dry *d, int32_t id)
+/* The first of n entries of `size` bytes from base, sorted by the int32_t
+ * each starts with, whose key is not below key (n when none). */
+static int32_t lower_bound(const void *base, size_t size, int32_t n, int32_t key)
 {
-    int32_t lo = 0, hi = d->n_br;
+    int32_t lo = 0, hi = n;
     while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (d->br[mid].head < id)
+        int32_t mid = lo + (hi - lo) / 2, k;
+        memcpy(&k, (const char *)base + (size_t)mid * size, sizeof(k));
+        if (k < key)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* The first breaker of head id (d->n_br when none). */
+static int32_t first_breaker(const struct fl_dry *d, int32_t id)
+{
+    return lower_bound(d->br, sizeof(*d->br), d->n_br, id);
 }
 
 /* The longest tail of a breaker headed by recent[i] that the i tokens after
@@ -271,15 +279,8 @@ static int32_t repeats(struct fl_dry *d, int32_t n, int32_t limit)
 
 static const struct repeat *repeat_of(const struct fl_dry *d, int32_t m, int32_t id)
 {
-    int32_t lo = 0, hi = m;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (d->rep[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < m && d->rep[lo].id == id ? &d->rep[lo] : NULL;
+    const int32_t i = lower_bound(d->rep, sizeof(*d->rep), m, id);
+    return i < m && d->rep[i].id == id ? &d->rep[i] : NULL;
 }
 
 /* Whether id alone holds a breaker (such a token is never penalised). */

@@ -25,6 +25,7 @@
 #include "app/session.h"
 #include "base/clock.h"
 #include "model/arch.h"
+#include "text/logprob.h"
 #include "text/tokenizer.h"
 
 #define PPL_MAX_SEQ 64 /* chunks at once */
@@ -118,19 +119,13 @@ static int plan(struct ppl_opts *o, int *n_ctx, int *n_seq)
     return 0;
 }
 
-/* NLL of each scored token of one chunk (rows: positions first .. n_ctx-2),
- * as llama.cpp's log_softmax: the max in float, the sum of exps in double. */
+/* NLL of each scored token of one chunk (rows: positions first .. n_ctx-2):
+ * the row's log-sum-exp less the next token's logit. */
 static void score(struct ppl_run *r, const float *rows, const int32_t *chunk)
 {
     for (int i = 0; i < r->n_ctx - 1 - r->first; i++) {
         const float *l = rows + (size_t)i * r->n_vocab;
-        float max = l[0];
-        for (int v = 1; v < r->n_vocab; v++)
-            max = l[v] > max ? l[v] : max;
-        double sum = 0.0;
-        for (int v = 0; v < r->n_vocab; v++)
-            sum += expf(l[v] - max);
-        const double nll = -(l[chunk[r->first + i + 1]] - max - log(sum));
+        const double nll = fl_logsumexp(l, r->n_vocab) - l[chunk[r->first + i + 1]];
         r->nll += nll;
         r->nll2 += nll * nll;
     }
