@@ -1,8 +1,13 @@
 /* fuzz-flref: libFuzzer target for the FLRF (logits) and FLRT (routing)
- * readers, and for the comparisons run on what they accept.
+ * readers and llama-perplexity's base files of log-probabilities
+ * (record/kld-base.h), and for the comparisons run on what they accept.
  *
  * The readers take paths, so the bytes go into memfds read back through
  * /proc/self/fd. The first input byte chooses the layout:
+ *   bit 1 set:   the rest is a base file: opened, every chunk read, each
+ *                row compared with a logits row made of the input's bytes,
+ *                and that logits row encoded and compared with itself
+ *                (a KL-divergence of about zero);
  *   bit 0 set:   the rest is one file, read as both kinds. Whatever is
  *                accepted is compared with itself (must agree completely),
  *                written out and read back (must be the same bytes).
@@ -13,6 +18,7 @@
  *                routing shapes.
  * A broken contract aborts, which libFuzzer reports as a crash. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +27,7 @@
 #include <unistd.h>
 
 #include "record/flref.h"
+#include "record/kld-base.h"
 
 struct memfile {
     int fd;
@@ -156,10 +163,60 @@ static void two_files(const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
     flref_routing_free(&rb);
 }
 
+static void kld_rows(const struct fl_kld_base *b, const uint16_t *rows, float *logits,
+                     uint16_t *own, int32_t chunk)
+{
+    const size_t len = fl_kld_row_len(b->n_vocab);
+    struct fl_kld_sums s = { 0 };
+    float p_diff;
+    for (int32_t i = 0; i < fl_kld_rows_per_chunk(b->n_ctx); i++) {
+        const int32_t tok = b->tokens[(size_t)chunk * b->n_ctx + b->n_ctx / 2 + i + 1];
+        sink += fl_kld_compare_row(logits, b->n_vocab, rows + i * len, tok, &s, &p_diff) > 0;
+    }
+    if (s.count != fl_kld_rows_per_chunk(b->n_ctx) || s.n_same_top > s.count)
+        die("base comparison counts out of range");
+    struct fl_kld_sums self = { 0 };
+    fl_kld_encode_row(logits, b->n_vocab, own);
+    if (fabs(fl_kld_compare_row(logits, b->n_vocab, own, 0, &self, &p_diff)) > 1e-2)
+        die("a logits row differs from its own encoding");
+}
+
+static void kld_base(const uint8_t *data, size_t size)
+{
+    struct fl_kld_base b;
+    struct fl_err err;
+    int rc = fl_kld_base_open(put(0, data, size), &b, &err);
+    check_err(rc, &err);
+    const size_t len = rc ? 0 : fl_kld_row_len(b.n_vocab);
+    uint16_t *rows = rc ? NULL : malloc(sizeof(uint16_t) * len * fl_kld_rows_per_chunk(b.n_ctx));
+    uint16_t *own = rc ? NULL : malloc(sizeof(uint16_t) * len);
+    float *logits = rc ? NULL : malloc(sizeof(float) * (size_t)b.n_vocab);
+    if (!rc && (!rows || !own || !logits))
+        die("out of memory for an accepted base's rows");
+    for (int32_t v = 0; !rc && v < b.n_vocab; v++) /* finite: the input's bytes */
+        logits[v] = (float)(int8_t)data[(size_t)v % size] / 4.0f;
+    for (int32_t c = 0; !rc && c < b.n_chunk; c++) {
+        rc = fl_kld_base_read_chunk(&b, rows, &err);
+        check_err(rc, &err);
+        if (!rc)
+            kld_rows(&b, rows, logits, own, c);
+    }
+    if (!rc && fl_kld_base_read_chunk(&b, rows, &err) != -ERANGE)
+        die("a chunk read past the last");
+    free(rows);
+    free(own);
+    free(logits);
+    fl_kld_base_close(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if (data[0] & 2) {
+        kld_base(data + 1, size - 1);
+        return 0;
+    }
     if (data[0] & 1) {
         one_file(data + 1, size - 1);
         return 0;
