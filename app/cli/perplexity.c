@@ -373,6 +373,7 @@ static int ppl_main(struct ppl_opts *o, struct fl_err *err)
     int rc = o->kld ? open_base(o, &base, err) : 0, n_ctx = 0, n_seq = 0;
     if (!rc && plan(o, &n_ctx, &n_seq)) {
         fl_kld_base_close(&base);
+        free(file_text);
         return 2; /* said */
     }
     const char *inputs[] = { o->sp.model_path, o->prompt_file };
