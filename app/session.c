@@ -5,6 +5,7 @@
 #include "base/out-file.h"
 
 #include "app/calibrate.h"
+#include "app/check-tensors.h"
 #include "record/stats-json.h"
 
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "gguf/tensor-types.h"
 #include "model/kv-cache.h"
 #include "text/tokenizer.h"
+#include "base/clock.h"
 #include "base/units.h"
 #include "pager/pager.h"
 #include "pager/policy.h"
@@ -468,6 +470,16 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                                   err);
     if (rc)
         return rc;
+    if (p->check_tensors) {
+        const double t0 = fl_clock_s();
+        uint64_t bytes;
+        if ((rc = eng_check_tensors(s->gguf, &bytes, err)))
+            return rc;
+        if (p->placement.verbose)
+            fprintf(stderr, "faultline: --check-tensors: %lld tensors, %.2f GiB, no NaN or "
+                    "infinity (%.1f s)\n", (long long)gguf_n_tensors(s->gguf),
+                    bytes / 1073741824.0, fl_clock_s() - t0);
+    }
     if ((rc = open_region(s, p, err)))
         return rc;
     if ((rc = eng_model_load(s->gguf, s->base, &p->rope, &s->model, err)))

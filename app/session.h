@@ -73,6 +73,8 @@ struct eng_session_params {
     int offload_min_batch;            /* --offload-min-batch N; 0: 32 */
     bool gpu_flags;                   /* either was given (said when there is no GPU) */
     bool no_repack;                   /* --no-repack: RAM-tier weights stay as in the file */
+    bool check_tensors;               /* --check-tensors: every tensor's bytes checked at open
+                                       * (app/check-tensors.h) */
     /* -ctk/-ctv: the KV cache's types (model/kv-cache.h); 0 (F32, which a
      * cache never is) means F16, llama.cpp's default */
     enum fl_type cache_type_k, cache_type_v;

@@ -1,7 +1,7 @@
 # app/: the session the CLI drives (placement plan -> pager region -> model,
 # KV cache, tokenizer, threads, GPU), the calibration pass, and the expert
 # predictors between engine and pager.
-fl_module(app SOURCES app/session.c app/scheduler.c app/sched-text.c app/sched-slots.c app/speculate.c app/draft-model.c app/prompt-cache.c app/prompt-file.c app/calibrate.c app/predict.c
+fl_module(app SOURCES app/session.c app/check-tensors.c app/scheduler.c app/sched-text.c app/sched-slots.c app/speculate.c app/draft-model.c app/prompt-cache.c app/prompt-file.c app/calibrate.c app/predict.c
   DEPS model text pager plan cpu cuda record gguf base)
 
 fl_test(test-predict SOURCES tests/test-predict.c MODULES app)

@@ -75,3 +75,8 @@ add_test(NAME test-perplexity COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-perple
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-perplexity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# --check-tensors: broken values and scales refused in one line; untouched models unchanged.
+add_test(NAME test-check-tensors COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-check-tensors.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-check-tensors PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

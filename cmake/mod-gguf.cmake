@@ -4,7 +4,7 @@
 # parameters it holds (llama-bench's size label).
 fl_module(gguf
   SOURCES gguf/gguf.c gguf/gguf-split.c gguf/gguf-override.c gguf/gguf-keys.c gguf/gguf-writer.c
-          gguf/tensor-types.c gguf/quant-legacy.c gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c
+          gguf/tensor-types.c gguf/tensor-check.c gguf/quant-legacy.c gguf/quant-k.c gguf/quant-nl.c gguf/moe-layout.c
           gguf/tensor-names.c gguf/param-count.c
   DEPS base)
 # Bit-exactness with ggml needs every float operation rounded on its own:

@@ -132,6 +132,18 @@ struct fl_type_traits {
     fl_vec_dot_fn vec_dot_ref; /* plain scalar reference of the same kernel */
 };
 
+/* What llama.cpp's --check-tensors finds wrong in a tensor's bytes (ggml's
+ * ggml_validate_row_data): a NaN or an infinity among F32/F16/BF16 values
+ * or in a quantized block's scales (d, and m or dmin where the block has
+ * one; Q8_K's float d), or an MXFP4 block's exponent 0xff. */
+enum fl_bad_data { FL_DATA_OK, FL_DATA_NAN, FL_DATA_INF, FL_DATA_BAD_EXP, FL_DATA_BAD_TYPE };
+
+/* Checks n whole blocks of type at data (values, for F32/F16/BF16); on a
+ * problem, *at is the index of the value or block it is in. An in-memory
+ * layout or an unknown type: FL_DATA_BAD_TYPE. */
+enum fl_bad_data fl_blocks_check(uint32_t type, const void *data, uint64_t n, uint64_t *at);
+const char *fl_bad_data_name(enum fl_bad_data b); /* "NaN", "inf", ... */
+
 /* Traits of a known type, NULL for an id faultline does not know. */
 const struct fl_type_traits *fl_type_traits(uint32_t type);
 

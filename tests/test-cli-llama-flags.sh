@@ -206,7 +206,7 @@ refused() {
   [ "$(wc -l <"$dir/err")" -ge 1 ] || fail "no line for: $*"
 }
 refused 2 run -m "$model" -p hi -ctk bf16
-for f in --check-tensors "--log-file $dir/log"; do
+for f in "--log-file $dir/log" "--lora-init-without-apply"; do
   # shellcheck disable=SC2086
   refused 2 run -m "$model" -p hi $f
 done

@@ -187,8 +187,6 @@ static int arg_refused(const char *cmd, const char *a)
                              "pass -md FILE" },
         { "--spec-default", "ngram-mod is not built: --spec-type ngram-simple (serve, batch, run) "
                             "drafts from the sequence itself" },
-        { "--check-tensors", "tensor data is not scanned for NaN or inf (the GGUF header and every "
-                             "tensor's extent are validated)" },
         { "--log-file", "faultline's lines go to standard error: redirect it (2> FILE)" },
         { "-sp", "special tokens' text is not part of an answer here (`faultline run -sp` "
                  "prints it)" },

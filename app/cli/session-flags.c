@@ -108,6 +108,10 @@ int eng_session_parse_flag(struct eng_session_params *p, int argc, char **argv, 
         p->no_repack = true;
         return 1;
     }
+    if (!strcmp(a, "--check-tensors")) {
+        p->check_tensors = true;
+        return 1;
+    }
     if (!strcmp(a, "-nkvo") || !strcmp(a, "--no-kv-offload") || !strcmp(a, "-kvo") ||
         !strcmp(a, "--kv-offload")) {
         p->no_kv_offload = !strcmp(a, "-nkvo") || !strcmp(a, "--no-kv-offload");
@@ -200,6 +204,8 @@ void eng_session_print_usage(FILE *out)
         "  --verbose                   say where things go\n"
         "  --no-repack                 keep RAM-tier weights in the file's layout (default:\n"
         "                              Q4_K rebuilt for AVX-512 VNNI kernels; same results)\n"
+        "  --check-tensors             read every tensor first and refuse NaN or infinite\n"
+        "                              values or scales (llama.cpp's check)\n"
         "  -ctk, --cache-type-k TYPE   the KV cache's K as f16 (default), q8_0, q4_0, q4_1,\n"
         "  -ctv, --cache-type-v TYPE   q5_0, q5_1 or iq4_nl, as llama.cpp's (q8_0: 53 %% of the\n"
         "                              bytes; with a GPU, attention then runs on the CPU)\n"
