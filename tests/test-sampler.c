@@ -186,6 +186,25 @@ static void test_penalties(void)
     fl_sampler_accept(s, 0);
     CHECK(fl_sampler_sample(s, l) == 2, "after reset, one penalty on 0 -> 2");
     fl_sampler_free(s);
+
+    /* DRY on with a wider window: one history serves both, and the
+     * penalties still see only their last 2 tokens */
+    p.dry_multiplier = 0.8f;
+    p.dry_base = 1.75f;
+    p.dry_allowed_length = 2;
+    p.dry_penalty_last_n = 16;
+    p.frequency_penalty = 0.3f; /* counts matter: 14 zeros in DRY's window would sink id 0 */
+    s = make(&p, 4);
+    for (int i = 0; i < 20; i++)
+        fl_sampler_accept(s, 0);
+    fl_sampler_accept(s, 3);
+    fl_sampler_accept(s, 2);
+    /* window {3, 2}; "... 0 0 3 2" has no earlier "2": DRY penalises nothing */
+    CHECK(fl_sampler_sample(s, l) == 0, "penalty window of 2 beside DRY's 16");
+    fl_sampler_accept(s, 0);
+    /* window {2, 0}: id 0 2 / 4 - 0.3 = 0.2, id 2 1 / 4 - 0.3, id 3 (out of it) 0.5 */
+    CHECK(fl_sampler_sample(s, l) == 3, "penalties on {2, 0} -> 3");
+    fl_sampler_free(s);
 }
 
 static void test_determinism(void)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "text/sampler.h"
+#include "text/token-ring.h"
 #include "text/tokenizer.h"
 
 #define MAX_BREAKER_BYTES 40 /* llama.cpp's MAX_CHAR_LEN */
@@ -35,8 +36,6 @@ struct fl_dry {
     int32_t allowed, last_n;
     struct breaker *br; /* by head, ascending */
     int32_t n_br, cap_br;
-    int32_t *ring;      /* the last last_n accepted tokens */
-    int32_t ring_n, ring_head;
     int32_t *recent;    /* scratch: recent[i], the i-th latest token */
     int32_t *z;         /* scratch: the Z-function of recent */
     struct repeat *rep; /* scratch: continuing tokens, by id once sorted */
@@ -147,11 +146,10 @@ int fl_dry_new(const struct fl_sampler_params *p, const struct fl_tokenizer *tok
     d->allowed = p->dry_allowed_length;
     d->last_n = p->dry_penalty_last_n;
     const size_t n = (size_t)d->last_n;
-    d->ring = malloc(n * sizeof(*d->ring));
     d->recent = malloc(n * sizeof(*d->recent));
     d->z = malloc(n * sizeof(*d->z));
     d->rep = malloc(n * sizeof(*d->rep));
-    int rc = d->ring && d->recent && d->z && d->rep ? 0 : -ENOMEM;
+    int rc = d->recent && d->z && d->rep ? 0 : -ENOMEM;
     if (!rc && p->n_dry_breakers > 0)
         rc = build_breakers(d, p, tok);
     if (rc) {
@@ -167,27 +165,10 @@ void fl_dry_free(struct fl_dry *d)
     if (!d)
         return;
     free(d->br);
-    free(d->ring);
     free(d->recent);
     free(d->z);
     free(d->rep);
     free(d);
-}
-
-void fl_dry_accept(struct fl_dry *d, int32_t id)
-{
-    if (!d)
-        return;
-    d->ring[d->ring_head] = id;
-    d->ring_head = (d->ring_head + 1) % d->last_n;
-    if (d->ring_n < d->last_n)
-        d->ring_n++;
-}
-
-void fl_dry_reset(struct fl_dry *d)
-{
-    if (d)
-        d->ring_n = d->ring_head = 0;
 }
 
 /* The first of n entries of `size` bytes from base, sorted by the int32_t
@@ -292,13 +273,14 @@ static bool lone_breaker(const struct fl_dry *d, int32_t id)
     return false;
 }
 
-void fl_dry_apply(struct fl_dry *d, struct fl_candidate *c, int32_t n_cand)
+void fl_dry_apply(struct fl_dry *d, const struct fl_token_ring *hist, struct fl_candidate *c,
+                  int32_t n_cand)
 {
-    const int32_t n = d->ring_n;
+    const int32_t n = hist->n < d->last_n ? hist->n : d->last_n;
     if (n <= d->allowed)
         return;
     for (int32_t i = 0; i < n; i++)
-        d->recent[i] = d->ring[(d->ring_head - 1 - i + 2 * d->last_n) % d->last_n];
+        d->recent[i] = fl_token_ring_latest(hist, i);
     /* no repeat reaches back past the latest breaker */
     int32_t limit = n;
     for (int32_t i = 0; i < n; i++) {

@@ -19,6 +19,7 @@
 
 struct fl_dry;
 struct fl_candidate;
+struct fl_token_ring;
 struct fl_sampler_params;
 struct fl_tokenizer;
 
@@ -28,11 +29,10 @@ int fl_dry_new(const struct fl_sampler_params *p, const struct fl_tokenizer *tok
                struct fl_dry **out);
 void fl_dry_free(struct fl_dry *d);
 
-/* Records a token (prompt tokens too) and forgets the history. */
-void fl_dry_accept(struct fl_dry *d, int32_t id);
-void fl_dry_reset(struct fl_dry *d);
-
-/* Lowers the logits of the n candidates that would continue a repeat. */
-void fl_dry_apply(struct fl_dry *d, struct fl_candidate *c, int32_t n);
+/* Lowers the logits of the n candidates that would continue a repeat in
+ * the latest dry_penalty_last_n tokens of hist (the sampler's accepted
+ * tokens, prompt tokens too). */
+void fl_dry_apply(struct fl_dry *d, const struct fl_token_ring *hist, struct fl_candidate *c,
+                  int32_t n);
 
 #endif

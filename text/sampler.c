@@ -10,13 +10,13 @@
 #include <string.h>
 
 #include "text/dry.h"
+#include "text/token-ring.h"
 
 struct fl_sampler {
     struct fl_sampler_params p;
     int32_t n_vocab;
-    int32_t *count;        /* occurrences of each id in the history window */
-    int32_t *ring;         /* the last penalty_last_n accepted ids */
-    int32_t ring_n, ring_head;
+    int32_t *count;        /* occurrences of each id in the penalties' window */
+    struct fl_token_ring hist; /* the accepted ids, as many as the widest window */
     struct fl_candidate *cand;
     float *bias;           /* [n_vocab] added to the logits (logit_bias); NULL: none */
     struct typ_rank *rank; /* typical's scratch, when typical is on */
@@ -154,8 +154,7 @@ void fl_sampler_reset(struct fl_sampler *s, uint64_t seed)
     s->p.seed = seed;
     if (s->count)
         memset(s->count, 0, (size_t)s->n_vocab * sizeof(*s->count));
-    s->ring_n = s->ring_head = 0;
-    fl_dry_reset(s->dry);
+    fl_token_ring_clear(&s->hist);
     s->mu = 2.0f * s->p.mirostat_tau;
 }
 
@@ -194,14 +193,13 @@ int fl_sampler_new(const struct fl_sampler_params *p, int32_t n_vocab,
     }
     set_order(s, p);
     s->cand = malloc((size_t)n_vocab * sizeof(*s->cand));
-    if (last_n > 0) {
+    if (last_n > 0)
         s->count = calloc((size_t)n_vocab, sizeof(*s->count));
-        s->ring = malloc((size_t)last_n * sizeof(*s->ring));
-    }
+    const int32_t dry_n = s->dry ? s->p.dry_penalty_last_n : 0;
+    rc = fl_token_ring_init(&s->hist, last_n > dry_n ? last_n : dry_n);
     if (p->typical_p < 1.0f)
         s->rank = malloc((size_t)n_vocab * sizeof(*s->rank));
-    if (!s->cand || (last_n > 0 && (!s->count || !s->ring)) ||
-        (p->typical_p < 1.0f && !s->rank)) {
+    if (rc || !s->cand || (last_n > 0 && !s->count) || (p->typical_p < 1.0f && !s->rank)) {
         fl_sampler_free(s);
         return -ENOMEM;
     }
@@ -215,7 +213,7 @@ void fl_sampler_free(struct fl_sampler *s)
     if (!s)
         return;
     free(s->count);
-    free(s->ring);
+    fl_token_ring_free(&s->hist);
     free(s->cand);
     free(s->bias);
     free(s->rank);
@@ -243,18 +241,12 @@ void fl_sampler_accept(struct fl_sampler *s, int32_t id)
 {
     if (id < 0 || id >= s->n_vocab)
         return;
-    fl_dry_accept(s->dry, id);
-    if (!s->ring)
-        return;
-    int32_t cap = s->p.penalty_last_n;
-    if (s->ring_n == cap) {
-        s->count[s->ring[s->ring_head]]--; /* the oldest leaves the window */
-    } else {
-        s->ring_n++;
-    }
-    s->ring[s->ring_head] = id;
-    s->ring_head = (s->ring_head + 1) % cap;
-    s->count[id]++;
+    const int32_t last_n = s->p.penalty_last_n;
+    if (s->count && s->hist.n >= last_n) /* the oldest leaves the penalties' window */
+        s->count[fl_token_ring_latest(&s->hist, last_n - 1)]--;
+    fl_token_ring_push(&s->hist, id);
+    if (s->count)
+        s->count[id]++;
 }
 
 /* ---- filters ------------------------------------------------------------ */
@@ -572,7 +564,7 @@ static void step_dry(struct fl_sampler *s, struct chain *ch)
 {
     if (!s->dry)
         return;
-    fl_dry_apply(s->dry, s->cand, ch->n);
+    fl_dry_apply(s->dry, &s->hist, s->cand, ch->n);
     int32_t m = 0; /* a penalty that reached -inf removes the candidate */
     for (int32_t i = 0; i < ch->n; i++)
         if (!isnan(s->cand[i].logit) && s->cand[i].logit != -INFINITY)
