@@ -25,6 +25,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/engine-args.h"
+#include "app/cli/hellaswag.h"
 #include "app/cli/interrupt.h"
 #include "app/cli/kl-divergence.h"
 #include "app/cli/session-flags.h"
@@ -44,6 +45,8 @@ struct ppl_opts {
     int out_type;  /* --ppl-output-type: 0 "[i]ppl,", 1 a table */
     const char *base_path; /* --kl-divergence-base: written, or read with --kl-divergence */
     bool kld;
+    bool hellaswag;        /* --hellaswag: -f is HellaSwag's tasks */
+    int hs_tasks;          /* --hellaswag-tasks */
 };
 
 /* The run: chunk length, sequences at once, the scored rows. */
@@ -69,6 +72,8 @@ static int usage(void)
             "                            [--ppl-output-type 0|1] [--kl-divergence-base BASE]\n"
             "                            [-t T] [options]\n"
             "       faultline perplexity -m MODEL --kl-divergence-base BASE --kl-divergence\n"
+            "       faultline perplexity -m MODEL -f hellaswag_val_full.txt --hellaswag\n"
+            "                            [--hellaswag-tasks 400]\n"
             "llama-perplexity's measure: FILE's tokens cut into chunks of -c, each from an\n"
             "empty context (BOS first where the model adds one), the second half of each\n"
             "scored by its negative log-likelihood; prints the running perplexity per chunk\n"
@@ -79,6 +84,8 @@ static int usage(void)
             "runs the text BASE holds (its tokens and -c) through MODEL and prints\n"
             "llama-perplexity's KL-divergence of MODEL from the base model, per chunk and\n"
             "with percentiles (100 tokens or more); BASE may come from either tool.\n"
+            "--hellaswag: FILE is llama.cpp's HellaSwag data (6 lines a task); prints the\n"
+            "running acc_norm over --hellaswag-tasks tasks drawn as llama.cpp draws them.\n"
             "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(stderr);
     return 2;
@@ -86,7 +93,7 @@ static int usage(void)
 
 static int parse(int argc, char **argv, struct ppl_opts *o)
 {
-    *o = (struct ppl_opts){ .n_chunks = -1 };
+    *o = (struct ppl_opts){ .n_chunks = -1, .hs_tasks = 400 };
     eng_session_params_init(&o->sp);
     struct eng_compat compat = { 0 };
     const struct eng_common_args common = { &o->sp, &o->prompt, &o->prompt_file, true, &compat };
@@ -103,10 +110,18 @@ static int parse(int argc, char **argv, struct ppl_opts *o)
             ok = eng_arg_str("perplexity", argc, argv, &i, &o->base_path);
         else if (!strcmp(a, "--kl-divergence"))
             o->kld = true;
+        else if (!strcmp(a, "--hellaswag"))
+            o->hellaswag = true;
+        else if (!strcmp(a, "--hellaswag-tasks"))
+            ok = eng_arg_int("perplexity", argc, argv, &i, 1, 1 << 30, &o->hs_tasks);
         else
             ok = eng_arg_last("perplexity", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
+    }
+    if (o->hellaswag && (o->kld || o->base_path)) {
+        fprintf(stderr, "faultline perplexity: --hellaswag or the KL-divergence: one at a time\n");
+        return 2;
     }
     if (o->kld && !o->base_path) {
         fprintf(stderr, "faultline perplexity: --kl-divergence needs --kl-divergence-base BASE "
@@ -360,6 +375,18 @@ static int ppl_measure(struct ppl_run *r, const struct ppl_opts *o, const struct
     return rc;
 }
 
+static int run_hellaswag(struct ppl_opts *o, const char *text, size_t len, char *file_text,
+                         struct fl_err *err)
+{
+    char *copy = file_text ? file_text : strndup(text, len); /* the lines are cut in place */
+    cli_interrupt_graceful();
+    o->sp.interrupted = cli_interrupted;
+    int rc = copy ? ppl_hellaswag(&o->sp, copy, len, o->hs_tasks, err)
+                  : fl_err_set(err, -ENOMEM, "out of memory");
+    free(copy);
+    return rc == -EINTR ? cli_interrupt_status(cli_interrupted()) : rc ? 1 : 0;
+}
+
 static int ppl_main(struct ppl_opts *o, struct fl_err *err)
 {
     struct fl_kld_base base = { 0 };
@@ -370,6 +397,8 @@ static int ppl_main(struct ppl_opts *o, struct fl_err *err)
     const char *text = o->kld ? "" : eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
     if (!text)
         return 1; /* said */
+    if (o->hellaswag)
+        return run_hellaswag(o, text, len, file_text, err);
     int rc = o->kld ? open_base(o, &base, err) : 0, n_ctx = 0, n_seq = 0;
     if (!rc && plan(o, &n_ctx, &n_seq)) {
         fl_kld_base_close(&base);
