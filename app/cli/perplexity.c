@@ -29,6 +29,7 @@
 #include "app/cli/interrupt.h"
 #include "app/cli/kl-divergence.h"
 #include "app/cli/session-flags.h"
+#include "app/cli/winogrande.h"
 #include "app/session.h"
 #include "base/clock.h"
 #include "base/out-file.h"
@@ -47,6 +48,8 @@ struct ppl_opts {
     bool kld;
     bool hellaswag;        /* --hellaswag: -f is HellaSwag's tasks */
     int hs_tasks;          /* --hellaswag-tasks */
+    bool winogrande;       /* --winogrande: -f is Winogrande's CSV */
+    int wg_tasks;          /* --winogrande-tasks; 0: all */
 };
 
 /* The run: chunk length, sequences at once, the scored rows. */
@@ -74,6 +77,8 @@ static int usage(void)
             "       faultline perplexity -m MODEL --kl-divergence-base BASE --kl-divergence\n"
             "       faultline perplexity -m MODEL -f hellaswag_val_full.txt --hellaswag\n"
             "                            [--hellaswag-tasks 400]\n"
+            "       faultline perplexity -m MODEL -f winogrande-debiased-eval.csv --winogrande\n"
+            "                            [--winogrande-tasks N]\n"
             "llama-perplexity's measure: FILE's tokens cut into chunks of -c, each from an\n"
             "empty context (BOS first where the model adds one), the second half of each\n"
             "scored by its negative log-likelihood; prints the running perplexity per chunk\n"
@@ -86,6 +91,8 @@ static int usage(void)
             "with percentiles (100 tokens or more); BASE may come from either tool.\n"
             "--hellaswag: FILE is llama.cpp's HellaSwag data (6 lines a task); prints the\n"
             "running acc_norm over --hellaswag-tasks tasks drawn as llama.cpp draws them.\n"
+            "--winogrande: FILE is llama.cpp's Winogrande CSV; prints each task's scores and\n"
+            "the final score over all tasks or --winogrande-tasks drawn as llama.cpp does.\n"
             "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(stderr);
     return 2;
@@ -114,13 +121,18 @@ static int parse(int argc, char **argv, struct ppl_opts *o)
             o->hellaswag = true;
         else if (!strcmp(a, "--hellaswag-tasks"))
             ok = eng_arg_int("perplexity", argc, argv, &i, 1, 1 << 30, &o->hs_tasks);
+        else if (!strcmp(a, "--winogrande"))
+            o->winogrande = true;
+        else if (!strcmp(a, "--winogrande-tasks"))
+            ok = eng_arg_int("perplexity", argc, argv, &i, 0, 1 << 30, &o->wg_tasks);
         else
             ok = eng_arg_last("perplexity", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
     }
-    if (o->hellaswag && (o->kld || o->base_path)) {
-        fprintf(stderr, "faultline perplexity: --hellaswag or the KL-divergence: one at a time\n");
+    if (o->hellaswag + o->winogrande + (o->kld || o->base_path) > 1) {
+        fprintf(stderr, "faultline perplexity: --hellaswag, --winogrande or the KL-divergence: "
+                "one at a time\n");
         return 2;
     }
     if (o->kld && !o->base_path) {
@@ -375,14 +387,16 @@ static int ppl_measure(struct ppl_run *r, const struct ppl_opts *o, const struct
     return rc;
 }
 
-static int run_hellaswag(struct ppl_opts *o, const char *text, size_t len, char *file_text,
-                         struct fl_err *err)
+/* --hellaswag or --winogrande: the data file's tasks. */
+static int run_tasks(struct ppl_opts *o, const char *text, size_t len, char *file_text,
+                     struct fl_err *err)
 {
     char *copy = file_text ? file_text : strndup(text, len); /* the lines are cut in place */
     cli_interrupt_graceful();
     o->sp.interrupted = cli_interrupted;
-    int rc = copy ? ppl_hellaswag(&o->sp, copy, len, o->hs_tasks, err)
-                  : fl_err_set(err, -ENOMEM, "out of memory");
+    int rc = !copy ? fl_err_set(err, -ENOMEM, "out of memory")
+             : o->hellaswag ? ppl_hellaswag(&o->sp, copy, len, o->hs_tasks, err)
+                            : ppl_winogrande(&o->sp, copy, len, o->wg_tasks, err);
     free(copy);
     return rc == -EINTR ? cli_interrupt_status(cli_interrupted()) : rc ? 1 : 0;
 }
@@ -397,8 +411,8 @@ static int ppl_main(struct ppl_opts *o, struct fl_err *err)
     const char *text = o->kld ? "" : eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
     if (!text)
         return 1; /* said */
-    if (o->hellaswag)
-        return run_hellaswag(o, text, len, file_text, err);
+    if (o->hellaswag || o->winogrande)
+        return run_tasks(o, text, len, file_text, err);
     int rc = o->kld ? open_base(o, &base, err) : 0, n_ctx = 0, n_seq = 0;
     if (!rc && plan(o, &n_ctx, &n_seq)) {
         fl_kld_base_close(&base);
