@@ -3,7 +3,7 @@
 # and GBNF grammars' token masks, chat templates, the tool calls in an answer and its
 # reasoning.
 fl_module(text
-  SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c
+  SOURCES text/tokenizer.c text/tokenizer-spm.c text/tokenizer-bpe.c text/unicode.c text/chat.c text/eval-tasks.c
           text/chat-gpt-oss.c text/chat-kimi.c text/chat-deepseek.c text/chat-qwen.c text/chat-glm.c text/chat-minimax.c text/chat-kimi-k3.c text/chat-parts.c text/sampler.c text/sampler-order.c text/dry.c text/logprob.c text/json-schema.c text/json-match.c
           text/json-mode.c text/grammar-parse.c text/grammar.c text/constrain.c
           text/tool-calls.c text/tool-stream.c text/reasoning.c text/think-budget.c
@@ -28,3 +28,4 @@ fl_fuzz(json-schema SOURCES tests/fuzz/fuzz-json-schema.c MODULES text)
 fl_fuzz(tool-calls SOURCES tests/fuzz/fuzz-tool-calls.c MODULES text)
 fl_test(test-grammar SOURCES tests/test-grammar.c MODULES text TIMEOUT 300)
 fl_fuzz(grammar SOURCES tests/fuzz/fuzz-grammar.c MODULES text)
+fl_fuzz(eval-tasks SOURCES tests/fuzz/fuzz-eval-tasks.c MODULES text)

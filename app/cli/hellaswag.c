@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "app/cli/choice-tasks.h"
+#include "text/eval-tasks.h"
 #include "text/tokenizer.h"
 
 struct hs_task {
@@ -33,55 +34,21 @@ struct hs_task {
 
 /* ---- the file ----------------------------------------------------------- */
 
-/* The text's lines (as std::getline splits it, after llama.cpp's -f drops
- * one final newline): pointers into text, which is modified. */
-static int split_lines(char *text, size_t len, char ***out)
-{
-    if (len && text[len - 1] == '\n')
-        text[--len] = 0;
-    int n = 0, cap = 0;
-    char **lines = NULL;
-    for (size_t at = 0; len && at <= len;) {
-        char *nl = memchr(text + at, '\n', len - at);
-        const size_t end = nl ? (size_t)(nl - text) : len;
-        if (n == cap) {
-            char **l = realloc(lines, sizeof(*l) * (size_t)(cap = cap ? 2 * cap : 1024));
-            if (!l) {
-                free(lines);
-                return -ENOMEM;
-            }
-            lines = l;
-        }
-        text[end] = 0;
-        lines[n++] = text + at;
-        at = end + 1;
-        if (!nl)
-            break;
-    }
-    *out = lines;
-    return n;
-}
-
-
-/* Task from lines l[0..5]: the four sequences context + " " + ending. */
-static int task_read(const struct fl_tokenizer *tok, char *const *l, int line0, struct hs_task *t,
-                     struct fl_err *err)
+/* The four sequences context + " " + ending. */
+static int task_read(const struct fl_tokenizer *tok, const struct fl_hellaswag_task *f,
+                     struct hs_task *t, struct fl_err *err)
 {
     memset(t, 0, sizeof(*t));
     struct mc_task *m = &t->seqs;
     m->n_seq = 4;
-    char *end;
-    const long gold = strtol(l[1], &end, 10);
-    if (end == l[1] || *end || gold < 0 || gold > 3)
-        return fl_err_set(err, -EINVAL, "line %d: the gold ending's index is '%s', not 0-3",
-                          line0 + 2, l[1]);
-    t->gold = (int)gold;
+    t->gold = f->gold;
+    const int line0 = f->line - 1;
     for (int s = 0; s < 4; s++) {
-        const size_t n = strlen(l[0]) + 1 + strlen(l[2 + s]);
+        const size_t n = strlen(f->context) + 1 + strlen(f->ending[s]);
         char *text = malloc(n + 1);
         if (!text)
             return fl_err_set(err, -ENOMEM, "out of memory");
-        snprintf(text, n + 1, "%s %s", l[0], l[2 + s]);
+        snprintf(text, n + 1, "%s %s", f->context, f->ending[s]);
         m->len[s] = fl_tokenize_alloc(tok, text, n, true, false, &m->tok[s]);
         free(text);
         if (m->len[s] < 0)
@@ -177,11 +144,12 @@ static int score_task(void *arg, int i, const struct mc_task *m, const float *co
 }
 
 /* The selected tasks, tokenized. */
-static int read_tasks(const struct fl_tokenizer *tok, char *const *lines, const int *order, int n,
+static int read_tasks(const struct fl_tokenizer *tok, const struct fl_hellaswag_task *f,
+                      const int *order, int n,
                       struct hs_task *t, struct fl_err *err)
 {
     for (int i = 0; i < n; i++) {
-        int rc = task_read(tok, lines + 6 * order[i], 6 * order[i], &t[i], err);
+        int rc = task_read(tok, &f[order[i]], &t[i], err);
         if (rc)
             return rc;
     }
@@ -191,16 +159,11 @@ static int read_tasks(const struct fl_tokenizer *tok, char *const *lines, const 
 int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_tasks,
                   struct fl_err *err)
 {
-    char **lines = NULL;
-    const int n_lines = split_lines(text, len, &lines);
-    if (n_lines < 0)
-        return fl_err_set(err, n_lines, "out of memory");
-    if (n_lines == 0 || n_lines % 6) {
-        free(lines);
-        return fl_err_set(err, -EINVAL, "the file has %d lines, not a multiple of 6 (HellaSwag's "
-                          "context, gold index and four endings a task)", n_lines);
-    }
-    const int n_file = n_lines / 6, n = n_tasks < n_file ? n_tasks : n_file;
+    struct fl_hellaswag_task *file = NULL;
+    const int n_file = fl_hellaswag_parse(text, len, &file, err);
+    if (n_file < 0)
+        return n_file;
+    const int n = n_tasks < n_file ? n_tasks : n_file;
     fprintf(stderr, "hellaswag: loaded %d tasks, selecting %d at random (llama.cpp's draw)\n",
             n_file, n);
     struct mc_run *r = NULL;
@@ -212,7 +175,7 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
     if (!rc)
         rc = mc_open(sp, 4, &r, err);
     if (!rc)
-        rc = read_tasks(mc_tokenizer(r), lines, order, n, t, err);
+        rc = read_tasks(mc_tokenizer(r), file, order, n, t, err);
     for (int i = 0; !rc && i < n; i++)
         m[i] = t[i].seqs;
     struct hs_score sc = { .tasks = t };
@@ -230,6 +193,6 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
     free(t);
     free(m);
     free(order);
-    free(lines);
+    free(file);
     return rc;
 }

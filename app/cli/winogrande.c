@@ -5,7 +5,7 @@
  * when there are several), printed per task and as a final score with its
  * standard error, as llama.cpp prints them.
  *
- * The data file is llama.cpp's CSV (winogrande-debiased-eval.csv: index,
+ * The data file is llama.cpp's CSV (text/eval-tasks.h: index,
  * sentence with one '_', choice 1, choice 2, answer 1 or 2; a quoted
  * sentence may hold commas). llama.cpp's reading is kept so that scores
  * compare: a line it cannot read is skipped (a header, say), and the last
@@ -26,14 +26,10 @@
 #include <string.h>
 
 #include "app/cli/choice-tasks.h"
+#include "text/eval-tasks.h"
 #include "text/tokenizer.h"
 
 #define MIN_TRAILING 3 /* llama.cpp's k_min_trailing_ctx */
-
-struct wg_line {
-    const char *first, *second, *choice[2]; /* pointers into the text, cut in place */
-    int answer;
-};
 
 struct wg_task {
     struct mc_task seqs; /* first + choice + second */
@@ -41,73 +37,6 @@ struct wg_task {
     int common;          /* tokens the two sequences start with */
     int base[2];         /* tokens of first + choice alone */
 };
-
-/* A CSV line as llama.cpp reads it: the first four commas outside quotes;
- * a quoted sentence loses its quotes; one '_' splits it. 0, or -1 to skip. */
-static int parse_line(char *line, struct wg_line *w)
-{
-    char *comma[4];
-    int n = 0;
-    bool quoted = false;
-    for (char *c = line; *c && n < 4; c++) {
-        if (quoted)
-            quoted = *c != '"';
-        else if (*c == ',')
-            comma[n++] = c;
-        else if (*c == '"')
-            quoted = true;
-    }
-    if (n != 4)
-        return -1;
-    char *sentence = comma[0] + 1, *send = comma[1];
-    if (*sentence == '"') /* llama.cpp drops the quote and the byte before the comma */
-        sentence++, send--;
-    if (send < sentence)
-        return -1;
-    *send = 0;
-    char *blank = strchr(sentence, '_');
-    if (!blank)
-        return -1;
-    *blank = 0;
-    *comma[2] = *comma[3] = 0;
-    char *end;
-    const long answer = strtol(comma[3] + 1, &end, 10);
-    if (end == comma[3] + 1 || answer < 1 || answer > 2)
-        return -1;
-    *w = (struct wg_line){ .first = sentence, .second = blank + 1,
-                           .choice = { comma[1] + 1, comma[2] + 1 }, .answer = (int)answer };
-    return 0;
-}
-
-/* The file's tasks in order (llama.cpp's getline loop: the text's last
- * line, with no newline after it, is not read). Returns the count, -ENOMEM;
- * *skipped: lines that are not tasks, *first_skip the first's number. */
-static int read_lines(char *text, size_t len, struct wg_line **out, int *skipped, int *first_skip)
-{
-    if (len && text[len - 1] == '\n') /* as llama.cpp's -f */
-        text[--len] = 0;
-    int n = 0, cap = 0, line_no = 0;
-    struct wg_line *w = NULL;
-    *skipped = 0;
-    for (char *at = text, *nl; (nl = memchr(at, '\n', len - (size_t)(at - text))); at = nl + 1) {
-        *nl = 0;
-        line_no++;
-        if (n == cap) {
-            struct wg_line *g = realloc(w, sizeof(*g) * (size_t)(cap = cap ? 2 * cap : 256));
-            if (!g) {
-                free(w);
-                return -ENOMEM;
-            }
-            w = g;
-        }
-        if (parse_line(at, &w[n]) == 0)
-            n++;
-        else if ((*skipped)++ == 0)
-            *first_skip = line_no;
-    }
-    *out = w;
-    return n;
-}
 
 /* llama.cpp's --winogrande-tasks draw: a float-scaled mt19937 draw into the
  * slots left, the drawn one filled from the end. */
@@ -148,8 +77,8 @@ static int tokenize3(const struct fl_tokenizer *tok, const char *a, const char *
     return len;
 }
 
-static int task_read(const struct fl_tokenizer *tok, const struct wg_line *w, struct wg_task *t,
-                     int line, struct fl_err *err)
+static int task_read(const struct fl_tokenizer *tok, const struct fl_winogrande_task *w,
+                     struct wg_task *t, struct fl_err *err)
 {
     memset(t, 0, sizeof(*t));
     struct mc_task *m = &t->seqs;
@@ -161,10 +90,10 @@ static int task_read(const struct fl_tokenizer *tok, const struct wg_line *w, st
         t->base[s] = m->len[s] < 0 ? m->len[s] : tokenize3(tok, w->first, w->choice[s], "", &base);
         free(base);
         if (m->len[s] < 0 || t->base[s] < 0)
-            return fl_err_set(err, m->len[s] < 0 ? m->len[s] : t->base[s], "task %d: cannot "
-                              "tokenize it", line);
+            return fl_err_set(err, m->len[s] < 0 ? m->len[s] : t->base[s], "line %d: cannot "
+                              "tokenize it", w->line);
         if (m->len[s] < 2)
-            return fl_err_set(err, -EINVAL, "task %d: a sentence of %d token", line, m->len[s]);
+            return fl_err_set(err, -EINVAL, "line %d: a sentence of %d token", w->line, m->len[s]);
     }
     const int shortest = m->len[0] < m->len[1] ? m->len[0] : m->len[1];
     while (t->common < shortest && m->tok[0][t->common] == m->tok[1][t->common])
@@ -253,11 +182,12 @@ static void print_final(int correct, int done)
     printf("Final Winogrande score(%d tasks): %.4lf +/- %.4lf\n", done, 100 * p, sigma);
 }
 
-static int read_tasks(const struct fl_tokenizer *tok, const struct wg_line *w, const int *order,
-                      int n, struct wg_task *t, struct mc_task *m, struct fl_err *err)
+static int read_tasks(const struct fl_tokenizer *tok, const struct fl_winogrande_task *w,
+                      const int *order, int n, struct wg_task *t, struct mc_task *m,
+                      struct fl_err *err)
 {
     for (int i = 0; i < n; i++) {
-        int rc = task_read(tok, &w[order ? order[i] : i], &t[i], (order ? order[i] : i) + 1, err);
+        int rc = task_read(tok, &w[order ? order[i] : i], &t[i], err);
         if (rc)
             return rc;
         m[i] = t[i].seqs;
@@ -268,9 +198,9 @@ static int read_tasks(const struct fl_tokenizer *tok, const struct wg_line *w, c
 int ppl_winogrande(struct eng_session_params *sp, char *text, size_t len, int n_tasks,
                    struct fl_err *err)
 {
-    struct wg_line *w = NULL;
+    struct fl_winogrande_task *w = NULL;
     int skipped = 0, first_skip = 0;
-    const int n_file = read_lines(text, len, &w, &skipped, &first_skip);
+    const int n_file = fl_winogrande_parse(text, len, &w, &skipped, &first_skip);
     if (n_file < 0)
         return fl_err_set(err, n_file, "out of memory");
     if (skipped)
