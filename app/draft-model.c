@@ -97,6 +97,7 @@ static int open_session(struct eng_drafter *d, struct eng_session *target,
     sp.gpu_experts = ENG_GPU_EXPERTS_NONE;
     sp.cache_type_k = d->p.cache_type_k;
     sp.cache_type_v = d->p.cache_type_v;
+    sp.check_tensors = eng_session_checked_tensors(target);
     struct fl_err e = { 0 };
     int rc = eng_session_open(&sp, &d->s, &e);
     if (rc)

@@ -75,6 +75,7 @@ struct eng_sched {
     int n_embd;
     struct eng_pcache *pc;    /* prompts' prefixes kept for later requests */
     struct fl_mask_vocab *jv; /* JSON mode's pieces, made at its first request */
+    struct fl_dry_breakers *dry; /* the last DRY breakers a request named, for the next ones */
     float *masked;            /* [n_vocab]: a row masked to JSON */
     struct eng_spec_params spec; /* speculative decoding (app/speculate.h) */
     int spec_max;             /* the most draft tokens a sequence feeds a step (0: none) */

@@ -12,6 +12,7 @@
 #include "model/arch.h"
 #include "model/kv-cache.h"
 #include "text/constrain.h"
+#include "text/dry.h"
 #include "text/grammar.h"
 #include "text/json-mode.h"
 #include "text/json-schema.h"
@@ -163,6 +164,7 @@ void eng_sched_free(struct eng_sched *q)
     for (int i = 0; i < q->n_queue; i++)
         req_free(q->queue[i]);
     eng_pcache_free(q->pc);
+    fl_dry_breakers_unref(q->dry);
     free(q->queue);
     free(q->slot);
     free(q->tokens);
@@ -183,8 +185,24 @@ void eng_sched_free(struct eng_sched *q)
 
 /* --- submit and cancel -------------------------------------------------------- */
 
-static int copy_request(struct sched_req *r, const struct eng_req *in, int n_vocab,
-                        const struct fl_tokenizer *tok)
+/* DRY's breakers for a request: the last request's when it named the same
+ * strings (building them walks the whole vocabulary, 2-8 ms that would
+ * stall every sequence's step), else built and kept for the next. */
+static int dry_breakers(struct eng_sched *q, const struct fl_sampler_params *p)
+{
+    if (p->dry_multiplier == 0.0f || p->n_dry_breakers <= 0 ||
+        fl_dry_breakers_match(q->dry, q->tok, p->dry_breakers, p->n_dry_breakers))
+        return 0;
+    struct fl_dry_breakers *b;
+    int rc = fl_dry_breakers_new(p->dry_breakers, p->n_dry_breakers, q->tok, &b);
+    if (rc)
+        return rc == -EINVAL ? 0 : rc; /* fl_sampler_new says what is wrong */
+    fl_dry_breakers_unref(q->dry); /* samplers made with it hold their own references */
+    q->dry = b;
+    return 0;
+}
+
+static int copy_request(struct eng_sched *q, struct sched_req *r, const struct eng_req *in)
 {
     if (in->n_prompt > 0 && !(r->prompt = malloc(sizeof(int32_t) * (size_t)in->n_prompt)))
         return -ENOMEM;
@@ -196,10 +214,15 @@ static int copy_request(struct sched_req *r, const struct eng_req *in, int n_voc
         size_t n = strlen(r->stop[r->n_stop++]);
         r->stop_max = n > r->stop_max ? n : r->stop_max;
     }
-    int rc = fl_sampler_new(&in->sampling, n_vocab, tok, &r->smp);
+    struct fl_sampler_params sp = in->sampling;
+    int rc = dry_breakers(q, &sp);
+    sp.dry_table = q->dry;
+    if (!rc)
+        rc = fl_sampler_new(&sp, q->n_vocab, q->tok, &r->smp);
     /* the breakers' strings are the caller's: the sampler holds their tokens */
     memset(r->sp.dry_breakers, 0, sizeof(r->sp.dry_breakers));
     r->sp.n_dry_breakers = 0;
+    r->sp.dry_table = NULL;
     if (!rc && in->n_logit_bias > 0) /* the sampler keeps its own copy */
         rc = fl_sampler_set_bias(r->smp, in->logit_bias, in->n_logit_bias);
     return rc;
@@ -260,7 +283,7 @@ int eng_sched_submit(struct eng_sched *q, const struct eng_req *in, struct fl_er
                              .think_limit = in->think_limit && !in->json_object &&
                                             !in->json_schema && !in->grammar,
                              .lender = -1, .cut = -1 };
-    int rc = copy_request(r, in, q->n_vocab, q->tok);
+    int rc = copy_request(q, r, in);
     if (!rc && r->embed)
         rc = embed_init(q, r);
     if (!rc && r->think_limit)

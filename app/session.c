@@ -36,6 +36,7 @@
 
 struct eng_session {
     struct gguf_file *gguf;
+    bool checked_tensors;        /* --check-tensors was asked (a draft model is checked too) */
     const uint8_t *base;         /* the pager's region */
     struct pager *pager;
     struct placement_plan *plan;
@@ -489,6 +490,7 @@ static int open_parts(struct eng_session *s, const struct eng_session_params *p,
                              : rc;
     if (fl_tokenizer_warning(s->tok))
         fprintf(stderr, "faultline: %s\n", fl_tokenizer_warning(s->tok));
+    s->checked_tensors = p->check_tensors;
     s->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     /* held prefixes: a few beyond the running sequences' own, so that
      * several conversations stay cached; they only hold cells no request
@@ -665,6 +667,7 @@ uint64_t eng_session_min_budget(const struct eng_session *s)
     return placement_min_budget(s->plan);
 }
 int eng_session_n_batch(const struct eng_session *s) { return s->n_batch; }
+bool eng_session_checked_tensors(const struct eng_session *s) { return s->checked_tensors; }
 
 size_t eng_session_scratch_high_water(const struct eng_session *s)
 {

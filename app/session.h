@@ -130,6 +130,9 @@ int eng_session_fit_beside(struct eng_session *s, uint64_t bytes, struct fl_err 
 /* The smallest --ram-budget this placement allows (0: nothing on disk). */
 uint64_t eng_session_min_budget(const struct eng_session *s);
 int eng_session_n_batch(const struct eng_session *s);
+/* Whether the session was opened with --check-tensors (a draft model
+ * opened beside it is checked too). */
+bool eng_session_checked_tensors(const struct eng_session *s);
 /* The most bytes the forward pass's host scratch had live so far, and the
  * bytes its arena spans (at open, the bound the memory check counted;
  * more only if a pass needed more). */

@@ -9,6 +9,7 @@
 #     llama.cpp, which checks only when asked);
 #   - a model split in three (tests/gguf_split.py) with the NaN in its last
 #     part: the line names that part's file;
+#   - a draft model (-md) with a broken value is refused too;
 #   - the untouched models pass the check and give the same logits.
 # usage: test-check-tensors.sh FAULTLINE   (from the source folder; 77: no python3)
 set -u
@@ -78,6 +79,14 @@ eval1 "$first" "$dir/out.flrf" --check-tensors
 [ $? = 1 ] && grep -q "^faultline eval: $last: tensor '$t' has invalid data: NaN at value 0" "$dir/err" ||
   fail "split: $(cat "$dir/err")"
 echo "a split model: the broken tensor's own part named ($(basename "$last"))"
+
+brk tests/data/qwen3moe-tiny-F16.gguf blk.1.ffn_down_exps.weight 14 ff7f "$dir/bad-draft.gguf"
+"$cli" run -m tests/data/qwen3moe-tiny-Q8_0.gguf -md "$dir/bad-draft.gguf" -p "The quick brown fox" -n 4 -t 2 \
+  --check-tensors >/dev/null 2>"$dir/err"
+rc=$?
+[ $rc = 1 ] && grep -q "draft model: $dir/bad-draft.gguf: tensor 'blk.1.ffn_down_exps.weight' has invalid data" "$dir/err" ||
+  fail "a broken draft model: exit $rc: $(cat "$dir/err")"
+echo "a broken draft model (-md) refused under --check-tensors"
 
 for model in qwen3moe-tiny-F16 mixtral-tiny-Q4_K_M gpt-oss-tiny-MXFP4; do
   eval1 "tests/data/$model.gguf" "$dir/plain.flrf" || fail "$model: $(cat "$dir/err")"

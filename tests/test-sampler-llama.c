@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "text/dry.h"
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 #include "tests/check.h"
@@ -138,14 +139,26 @@ static int params_of(const struct ref_case *c, struct fl_sampler_params *p)
 
 static struct fl_candidate cand[MAX_N];
 
+/* DRY's breakers for a case: none (built by the sampler), a table built
+ * before for the same strings (the server's way; let go of right after the
+ * sampler takes it, which must keep its own reference), or one for other
+ * strings (not used). */
+enum table_mode { TABLE_NONE, TABLE_SHARED, TABLE_OTHER };
+
 /* Whether the survivors are llama.cpp's, logits bit for bit (mirostat:
  * how many). */
-static bool run_case(const struct ref_case *c, const struct fl_tokenizer *tok)
+static bool run_case(const struct ref_case *c, const struct fl_tokenizer *tok, enum table_mode mode)
 {
     struct fl_sampler_params p;
     CHECK(params_of(c, &p) == 0, "%s: bad params '%s'", c->name, c->params);
     struct fl_sampler *s = NULL;
+    static const char *const other[] = { "zzz" };
+    if (mode != TABLE_NONE)
+        CHECK(fl_dry_breakers_new(mode == TABLE_SHARED ? p.dry_breakers : other,
+                                  mode == TABLE_SHARED ? p.n_dry_breakers : 1, tok,
+                                  &p.dry_table) == 0, "%s: fl_dry_breakers_new", c->name);
     int rc = fl_sampler_new(&p, c->n, p.dry_multiplier != 0.0f ? tok : NULL, &s);
+    fl_dry_breakers_unref(p.dry_table);
     CHECK(rc == 0, "%s: fl_sampler_new: %d", c->name, rc);
     if (rc)
         return false;
@@ -183,10 +196,14 @@ int main(void)
     if (!f || !tok)
         return 1;
     static struct ref_case c;
-    int rc, n = 0, ok = 0, kinds[5] = { 0 };
+    int rc, n = 0, ok = 0, kinds[5] = { 0 }, tabled = 0, n_tabled = 0;
     while ((rc = read_case(f, &c)) == 1) {
         n++;
-        ok += run_case(&c, tok);
+        ok += run_case(&c, tok, TABLE_NONE);
+        if (c.name[0] == 'd' && c.name[1] == 'r') {
+            tabled += run_case(&c, tok, TABLE_SHARED) && run_case(&c, tok, TABLE_OTHER);
+            n_tabled++;
+        }
         kinds[c.name[0] == 'd' ? (c.name[1] == 'r' ? 0 : 3) : c.name[0] == 's' ? 1
               : c.name[0] == 'x' ? 2 : 4]++;
     }
@@ -197,6 +214,9 @@ int main(void)
     printf("%d of %d cases as llama.cpp's samplers (dry %d, top-n-sigma %d, xtc %d, "
            "dynamic temperature %d, mirostat %d)\n", ok, n, kinds[0], kinds[1], kinds[2],
            kinds[3], kinds[4]);
+    CHECK(tabled == n_tabled, "%d of %d DRY cases with a shared breaker table", tabled, n_tabled);
+    printf("%d of %d DRY cases the same with a breaker table built before (and with one of other "
+           "strings)\n", tabled, n_tabled);
     fclose(f);
     fl_tokenizer_free(tok);
     gguf_close(g);

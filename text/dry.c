@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +32,29 @@ struct repeat {
     int32_t id, len;
 };
 
+/* The breakers of some strings over one vocabulary, by head ascending;
+ * shared by the samplers that name the same strings (reference-counted). */
+struct fl_dry_breakers {
+    atomic_int refs;
+    const struct fl_tokenizer *tok;
+    char **strings; /* a copy, for fl_dry_breakers_match */
+    int32_t n_strings;
+    struct breaker *br;
+    int32_t n_br, cap_br;
+};
+
 struct fl_dry {
     float multiplier, base;
     int32_t allowed, last_n;
-    struct breaker *br; /* by head, ascending */
-    int32_t n_br, cap_br;
+    struct fl_dry_breakers *brk; /* NULL: no breakers */
+    const struct breaker *br;    /* brk's */
+    int32_t n_br;
     int32_t *recent;    /* scratch: recent[i], the i-th latest token */
     int32_t *z;         /* scratch: the Z-function of recent */
     struct repeat *rep; /* scratch: continuing tokens, by id once sorted */
 };
 
-static int push_breaker(struct fl_dry *d, int32_t head, const int32_t *tail, int32_t n)
+static int push_breaker(struct fl_dry_breakers *d, int32_t head, const int32_t *tail, int32_t n)
 {
     /* tokens come in ascending id order: a duplicate sits at the end */
     for (int32_t i = d->n_br - 1; i >= 0 && d->br[i].head == head; i--)
@@ -65,7 +78,7 @@ static int push_breaker(struct fl_dry *d, int32_t head, const int32_t *tail, int
 
 /* Token id spelled w[0..wn): a breaker head when it holds s whole, or ends
  * in a start of s (the tail: the tokens of the rest of s). */
-static int breakers_of(struct fl_dry *d, const struct fl_tokenizer *tok, int32_t id,
+static int breakers_of(struct fl_dry_breakers *d, const struct fl_tokenizer *tok, int32_t id,
                        const char *w, size_t wn, const char *s, size_t sn)
 {
     if (memmem(w, wn, s, sn))
@@ -90,8 +103,7 @@ static int breakers_of(struct fl_dry *d, const struct fl_tokenizer *tok, int32_t
     return 0;
 }
 
-static int build_breakers(struct fl_dry *d, const struct fl_sampler_params *p,
-                          const struct fl_tokenizer *tok)
+static int build_breakers(struct fl_dry_breakers *d, const struct fl_tokenizer *tok)
 {
     size_t cap = 256;
     char *w = malloc(cap);
@@ -113,8 +125,8 @@ static int build_breakers(struct fl_dry *d, const struct fl_sampler_params *p,
             rc = n;
             break;
         }
-        for (int32_t b = 0; !rc && b < p->n_dry_breakers; b++) {
-            const char *s = p->dry_breakers[b];
+        for (int32_t b = 0; !rc && b < d->n_strings; b++) {
+            const char *s = d->strings[b];
             size_t sn = strlen(s);
             if (sn) /* llama.cpp skips an empty breaker */
                 rc = breakers_of(d, tok, id, w, (size_t)n, s,
@@ -123,6 +135,62 @@ static int build_breakers(struct fl_dry *d, const struct fl_sampler_params *p,
     }
     free(w);
     return rc;
+}
+
+int fl_dry_breakers_new(const char *const *strings, int32_t n, const struct fl_tokenizer *tok,
+                        struct fl_dry_breakers **out)
+{
+    *out = NULL;
+    if (n < 1 || n > FL_DRY_MAX_BREAKERS || !tok)
+        return -EINVAL;
+    struct fl_dry_breakers *d = calloc(1, sizeof(*d));
+    if (!d || !(d->strings = calloc((size_t)n, sizeof(char *)))) {
+        free(d);
+        return -ENOMEM;
+    }
+    atomic_init(&d->refs, 1);
+    d->tok = tok;
+    d->n_strings = n;
+    int rc = 0;
+    for (int32_t i = 0; !rc && i < n; i++)
+        rc = !strings[i] ? -EINVAL : !(d->strings[i] = strdup(strings[i])) ? -ENOMEM : 0;
+    if (!rc)
+        rc = build_breakers(d, tok);
+    if (rc) {
+        fl_dry_breakers_unref(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+struct fl_dry_breakers *fl_dry_breakers_ref(struct fl_dry_breakers *b)
+{
+    if (b)
+        atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+void fl_dry_breakers_unref(struct fl_dry_breakers *b)
+{
+    if (!b || atomic_fetch_sub(&b->refs, 1) > 1)
+        return;
+    for (int32_t i = 0; i < b->n_strings; i++)
+        free(b->strings[i]);
+    free(b->strings);
+    free(b->br);
+    free(b);
+}
+
+bool fl_dry_breakers_match(const struct fl_dry_breakers *b, const struct fl_tokenizer *tok,
+                           const char *const *strings, int32_t n)
+{
+    if (!b || b->tok != tok || b->n_strings != n)
+        return false;
+    for (int32_t i = 0; i < n; i++)
+        if (!strings[i] || strcmp(strings[i], b->strings[i]))
+            return false;
+    return true;
 }
 
 int fl_dry_new(const struct fl_sampler_params *p, const struct fl_tokenizer *tok,
@@ -150,8 +218,16 @@ int fl_dry_new(const struct fl_sampler_params *p, const struct fl_tokenizer *tok
     d->z = malloc(n * sizeof(*d->z));
     d->rep = malloc(n * sizeof(*d->rep));
     int rc = d->recent && d->z && d->rep ? 0 : -ENOMEM;
-    if (!rc && p->n_dry_breakers > 0)
-        rc = build_breakers(d, p, tok);
+    if (!rc && p->n_dry_breakers > 0) {
+        if (fl_dry_breakers_match(p->dry_table, tok, p->dry_breakers, p->n_dry_breakers))
+            d->brk = fl_dry_breakers_ref(p->dry_table);
+        else
+            rc = fl_dry_breakers_new(p->dry_breakers, p->n_dry_breakers, tok, &d->brk);
+        if (!rc) {
+            d->br = d->brk->br;
+            d->n_br = d->brk->n_br;
+        }
+    }
     if (rc) {
         fl_dry_free(d);
         return rc;
@@ -164,7 +240,7 @@ void fl_dry_free(struct fl_dry *d)
 {
     if (!d)
         return;
-    free(d->br);
+    fl_dry_breakers_unref(d->brk);
     free(d->recent);
     free(d->z);
     free(d->rep);

@@ -15,6 +15,7 @@
 #ifndef FL_DRY_H
 #define FL_DRY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fl_dry;
@@ -22,6 +23,21 @@ struct fl_candidate;
 struct fl_token_ring;
 struct fl_sampler_params;
 struct fl_tokenizer;
+
+/* The breakers of some strings as a vocabulary spells them: built from the
+ * whole vocabulary (2-8 ms on 32k-150k tokens), so a server builds them
+ * once and hands them to every request that names the same strings
+ * (fl_sampler_params.dry_table). Reference-counted: a sampler keeps its
+ * own reference; the tokenizer must outlive them. -EINVAL for 0 or more
+ * than FL_DRY_MAX_BREAKERS strings or no tokenizer, -ENOMEM. */
+struct fl_dry_breakers;
+int fl_dry_breakers_new(const char *const *strings, int32_t n, const struct fl_tokenizer *tok,
+                        struct fl_dry_breakers **out);
+struct fl_dry_breakers *fl_dry_breakers_ref(struct fl_dry_breakers *b);
+void fl_dry_breakers_unref(struct fl_dry_breakers *b);
+/* Whether b was built from these strings (in this order) over tok. */
+bool fl_dry_breakers_match(const struct fl_dry_breakers *b, const struct fl_tokenizer *tok,
+                           const char *const *strings, int32_t n);
 
 /* NULL in *out (and 0) when p leaves DRY off. tok may be NULL when p has no
  * breakers; -EINVAL otherwise, or for a negative allowed length; -ENOMEM. */

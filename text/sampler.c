@@ -185,8 +185,10 @@ int fl_sampler_new(const struct fl_sampler_params *p, int32_t n_vocab,
     if (p->dry_penalty_last_n > FL_SAMPLER_MAX_WINDOW)
         s->p.dry_penalty_last_n = FL_SAMPLER_MAX_WINDOW;
     int rc = p->mirostat ? 0 : fl_dry_new(&s->p, tok, &s->dry);
-    /* the strings are the caller's: the sampler keeps the tokens they make */
+    /* the strings are the caller's: the sampler keeps the tokens they make
+     * (its DRY step holds its own reference to a shared table) */
     memset(s->p.dry_breakers, 0, sizeof(s->p.dry_breakers));
+    s->p.dry_table = NULL;
     if (rc) {
         free(s);
         return rc;

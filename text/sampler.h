@@ -27,6 +27,7 @@
 
 struct fl_sampler;
 struct fl_err;
+struct fl_dry_breakers;
 
 /* The samplers faultline implements, by llama.cpp's names. 0 is no sampler,
  * so a zeroed order entry is caught by fl_sampler_new. */
@@ -83,6 +84,9 @@ struct fl_sampler_params {
     int32_t dry_allowed_length, dry_penalty_last_n;
     const char *dry_breakers[FL_DRY_MAX_BREAKERS];
     int32_t n_dry_breakers;
+    /* Breakers built before (text/dry.h), used instead of building them
+     * when they are these strings over this tokenizer; NULL: build. */
+    struct fl_dry_breakers *dry_table;
     float top_n_sigma;       /* keeps logits within n std devs of the best; <= 0: off */
     float xtc_probability;   /* XTC: the chance per step of removing every candidate */
     float xtc_threshold;     /* at or above this probability but the least likely one;
