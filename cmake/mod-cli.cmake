@@ -1,6 +1,6 @@
 # app/cli/: the faultline commands (main.c dispatches; app/cli/commands.h lists them).
 fl_module(cli
-  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/perplexity.c app/cli/kl-divergence.c app/cli/choice-tasks.c app/cli/hellaswag.c app/cli/winogrande.c app/cli/compare.c app/cli/run.c
+  SOURCES app/cli/version.c app/cli/engine-args.c app/cli/session-flags.c app/cli/eval.c app/cli/perplexity.c app/cli/kl-divergence.c app/cli/choice-tasks.c app/cli/hellaswag.c app/cli/winogrande.c app/cli/multiple-choice.c app/cli/compare.c app/cli/run.c
           app/cli/bench.c app/cli/bench-args.c app/cli/bench-output.c app/cli/gen.c app/cli/tokenize.c
           app/cli/inspect.c app/cli/inspect-model.c
           app/cli/inspect-doc.c app/cli/batch.c app/cli/batch-files.c app/cli/serve.c app/cli/embed.c
@@ -88,4 +88,9 @@ set_tests_properties(test-hellaswag PROPERTIES TIMEOUT 300 ENVIRONMENT "CUDA_VIS
 add_test(NAME test-winogrande COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-winogrande.sh
   $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test-winogrande PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+  ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+# perplexity --multiple-choice against llama-perplexity's lines on seven models.
+add_test(NAME test-multiple-choice COMMAND sh ${PROJECT_SOURCE_DIR}/tests/test-multiple-choice.sh
+  $<TARGET_FILE:faultline> WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test-multiple-choice PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "CUDA_VISIBLE_DEVICES=")

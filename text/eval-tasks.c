@@ -134,3 +134,101 @@ int fl_winogrande_parse(char *text, size_t len, struct fl_winogrande_task **out,
     *out = w;
     return n;
 }
+
+/* ---- --multiple-choice's binary file ------------------------------------ */
+
+static bool rd_u32(const uint8_t *buf, size_t len, uint64_t *at, uint32_t *v)
+{
+    if (*at > len || len - *at < 4)
+        return false;
+    memcpy(v, buf + *at, 4);
+    *at += 4;
+    return true;
+}
+
+static bool rd_str(const uint8_t *buf, size_t len, uint64_t *at, char **s)
+{
+    uint32_t n;
+    if (!rd_u32(buf, len, at, &n) || len - *at < n || !(*s = malloc((size_t)n + 1)))
+        return false;
+    memcpy(*s, buf + *at, n);
+    (*s)[n] = 0;
+    *at += n;
+    return true;
+}
+
+int fl_mc_header(const uint8_t *buf, size_t len, uint32_t **pos, struct fl_err *err)
+{
+    uint64_t at = 0;
+    uint32_t n;
+    *pos = NULL;
+    if (!rd_u32(buf, len, &at, &n) || n == 0)
+        return fl_err_set(err, -EINVAL, "no tasks (a multiple-choice file starts with their count)");
+    if ((uint64_t)n > (len - 4) / 4 || n > (1u << 30))
+        return fl_err_set(err, -EINVAL, "%u tasks, but the file is %zu bytes", n, len);
+    if (!(*pos = malloc(sizeof(uint32_t) * n)))
+        return fl_err_set(err, -ENOMEM, "out of memory");
+    memcpy(*pos, buf + 4, sizeof(uint32_t) * n);
+    return (int)n;
+}
+
+/* One answer set: count, strings, labels. */
+static int read_answers(const uint8_t *buf, size_t len, uint64_t *at, struct fl_mc_task *t,
+                        bool keep)
+{
+    uint32_t n;
+    if (!rd_u32(buf, len, at, &n))
+        return -EINVAL;
+    if (n > FL_MC_MAX_ANSWERS)
+        return -E2BIG;
+    char **a = calloc(n ? n : 1, sizeof(char *));
+    int32_t *l = malloc(sizeof(int32_t) * (n ? n : 1));
+    bool ok = a && l;
+    for (uint32_t i = 0; ok && i < n; i++)
+        ok = rd_str(buf, len, at, &a[i]);
+    ok = ok && *at <= len && (len - *at) / 4 >= n;
+    if (ok) {
+        memcpy(l, buf + *at, sizeof(int32_t) * n);
+        *at += 4 * (uint64_t)n;
+    }
+    if (ok && keep) {
+        t->n_answers = (int)n;
+        t->answer = a;
+        t->label = l;
+        return 0;
+    }
+    for (uint32_t i = 0; a && i < n; i++)
+        free(a[i]);
+    free(a);
+    free(l);
+    return ok ? 0 : -EINVAL;
+}
+
+int fl_mc_task_at(const uint8_t *buf, size_t len, uint64_t at, struct fl_mc_task *t,
+                  struct fl_err *err)
+{
+    memset(t, 0, sizeof(*t));
+    const uint64_t start = at;
+    int rc = rd_str(buf, len, &at, &t->question) ? 0 : -EINVAL;
+    if (!rc)
+        rc = read_answers(buf, len, &at, t, true);
+    if (!rc)
+        rc = read_answers(buf, len, &at, t, false); /* mc2: read past, as llama.cpp */
+    if (rc)
+        fl_mc_task_free(t);
+    if (rc == -E2BIG)
+        return fl_err_set(err, -EINVAL, "the task at byte %llu has more than %d answers",
+                          (unsigned long long)start, FL_MC_MAX_ANSWERS);
+    return rc ? fl_err_set(err, -EINVAL, "the task at byte %llu runs past the end of the file",
+                           (unsigned long long)start) : 0;
+}
+
+void fl_mc_task_free(struct fl_mc_task *t)
+{
+    for (int i = 0; t->answer && i < t->n_answers; i++)
+        free(t->answer[i]);
+    free(t->answer);
+    free(t->label);
+    free(t->question);
+    memset(t, 0, sizeof(*t));
+}

@@ -16,6 +16,7 @@
 #define FL_EVAL_TASKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 
@@ -41,5 +42,30 @@ struct fl_winogrande_task {
  * not tasks, *first_skip the first one's number. Free *out. */
 int fl_winogrande_parse(char *text, size_t len, struct fl_winogrande_task **out, int *skipped,
                         int *first_skip);
+
+/* llama-perplexity's --multiple-choice file (ikawrakow's ARC, MMLU,
+ * TruthfulQA and HellaSwag sets for llama.cpp), little-endian:
+ *   uint32 n_task; uint32 pos[n_task] (each task's byte offset);
+ *   a task: string question, then two answer sets (mc1, single correct;
+ *   mc2, unused): uint32 n (<= 100), n strings, int32 labels[n];
+ *   a string: uint32 length, its bytes. */
+#define FL_MC_MAX_ANSWERS 100
+
+struct fl_mc_task {
+    char *question;
+    int n_answers;
+    char **answer;  /* [n_answers] NUL-terminated copies */
+    int32_t *label; /* [n_answers] 1: a correct answer */
+};
+
+/* The task count and positions: n_task, or -EINVAL ("no tasks", a header
+ * past the end) with err set; *pos (malloc'ed) the offsets. */
+int fl_mc_header(const uint8_t *buf, size_t len, uint32_t **pos, struct fl_err *err);
+/* The task at byte offset `at` (llama.cpp reads it there, whatever comes
+ * before): 0, or -EINVAL when it runs past the end or holds more than
+ * FL_MC_MAX_ANSWERS answers, -ENOMEM. Free with fl_mc_task_free. */
+int fl_mc_task_at(const uint8_t *buf, size_t len, uint64_t at, struct fl_mc_task *t,
+                  struct fl_err *err);
+void fl_mc_task_free(struct fl_mc_task *t);
 
 #endif

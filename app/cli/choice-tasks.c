@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,15 +14,16 @@
 #include "model/arch.h"
 #include "model/kv-cache.h"
 
-#define MC_MAX_TASKS 32 /* tasks in one forward call */
+#define MC_MAX_TASKS 32 /* tasks in one round of calls */
+#define MC_SEQS 128     /* their sequences (llama-perplexity's 4 x 32) */
 #define MC_MAX_ROWS 512 /* logits rows of one call (more when one task needs them) */
 
 struct mc_run {
     struct eng_session *s;
-    int n_vocab, n_batch, max_rows, seq_per_task;
+    int n_vocab, n_batch, max_rows;
     int32_t *ids;   /* [n_batch] */
     float *rows;    /* [max_rows][n_vocab] */
-    struct eng_span spans[MC_MAX_SEQ * MC_MAX_TASKS];
+    struct eng_span spans[MC_SEQS];
 };
 
 void mc_task_share(struct mc_task *t)
@@ -131,14 +133,15 @@ float mc_logprob(const float *row, int n_vocab, int32_t tok)
  * by the others, then the rest of every sequence with its rows. */
 static int run_tasks(struct mc_run *r, const struct mc_task *t, int n, struct fl_err *err)
 {
-    const int per = r->seq_per_task;
-    int n_tok = 0, n_span = 0, rc = 0;
+    int n_tok = 0, n_span = 0, rc = 0, seq0[MC_MAX_TASKS];
     for (int q = 0; q < eng_session_n_seq(r->s); q++)
         eng_session_seq_free(r->s, q);
+    for (int k = 0, next = 0; k < n; next += t[k++].n_seq)
+        seq0[k] = next; /* each task's first sequence */
     for (int k = 0; k < n; k++)
         if (t[k].shared > 0) {
             memcpy(r->ids + n_tok, t[k].tok[0], sizeof(int32_t) * (size_t)t[k].shared);
-            r->spans[n_span++] = (struct eng_span){ .seq = per * k, .n_tok = t[k].shared };
+            r->spans[n_span++] = (struct eng_span){ .seq = seq0[k], .n_tok = t[k].shared };
             n_tok += t[k].shared;
         }
     if (n_span) {
@@ -148,13 +151,13 @@ static int run_tasks(struct mc_run *r, const struct mc_task *t, int n, struct fl
     }
     for (int k = 0; !rc && k < n; k++)
         for (int s = 1; !rc && s < t[k].n_seq && t[k].shared > 0; s++)
-            rc = eng_session_seq_share(r->s, per * k + s, per * k, t[k].shared, err);
+            rc = eng_session_seq_share(r->s, seq0[k] + s, seq0[k], t[k].shared, err);
     n_tok = n_span = 0;
     for (int k = 0; !rc && k < n; k++)
         for (int s = 0; s < t[k].n_seq; s++) {
             const int len = t[k].len[s] - t[k].shared;
             memcpy(r->ids + n_tok, t[k].tok[s] + t[k].shared, sizeof(int32_t) * (size_t)len);
-            r->spans[n_span++] = (struct eng_span){ .seq = per * k + s, .pos0 = t[k].shared,
+            r->spans[n_span++] = (struct eng_span){ .seq = seq0[k] + s, .pos0 = t[k].shared,
                                                     .n_tok = len, .all_rows = true,
                                                     .first_row = t[k].row0 - t[k].shared };
             n_tok += len;
@@ -170,28 +173,27 @@ static int run_tasks(struct mc_run *r, const struct mc_task *t, int n, struct fl
 /* The tasks from `first` that go into one round of calls. */
 static int group_end(const struct mc_run *r, const struct mc_task *t, int first, int n_tasks)
 {
-    int end = first, shared = 0, rest = 0, rows = 0;
-    while (end < n_tasks && end - first < MC_MAX_TASKS &&
+    int end = first, shared = 0, rest = 0, rows = 0, seqs = 0;
+    while (end < n_tasks && end - first < MC_MAX_TASKS && seqs + t[end].n_seq <= MC_SEQS &&
            shared + t[end].shared <= r->n_batch &&
            rest + task_rest(&t[end]) <= r->n_batch &&
            rows + mc_task_rows(&t[end]) <= r->max_rows) {
         shared += t[end].shared;
         rest += task_rest(&t[end]);
         rows += mc_task_rows(&t[end]);
+        seqs += t[end].n_seq;
         end++;
     }
     return end;
 }
 
-int mc_open(struct eng_session_params *sp, int seq_per_task, struct mc_run **out,
-            struct fl_err *err)
+int mc_open(struct eng_session_params *sp, struct mc_run **out, struct fl_err *err)
 {
     struct mc_run *r = calloc(1, sizeof(*r));
     if (!r)
         return fl_err_set(err, -ENOMEM, "out of memory");
     const int n_batch = sp->n_batch > 0 ? sp->n_batch : 2048;
-    r->seq_per_task = seq_per_task;
-    sp->n_seq = seq_per_task * MC_MAX_TASKS;
+    sp->n_seq = MC_SEQS;
     /* a round: two calls of up to n_batch tokens, a partial block a sequence */
     sp->n_ctx = 2 * n_batch + ENG_KV_BLOCK * sp->n_seq;
     sp->n_batch = n_batch;
@@ -230,10 +232,12 @@ static int check_sizes(struct mc_run *r, const struct mc_task *t, int n, struct 
     return r->rows ? 0 : fl_err_set(err, -ENOMEM, "out of memory for %d logits rows", r->max_rows);
 }
 
-int mc_score(struct mc_run *r, const struct mc_task *t, int n, mc_score_fn score, void *arg,
-             struct fl_err *err)
+int mc_score(struct mc_run *r, const struct mc_task *t, int n, const char *header,
+             mc_score_fn score, void *arg, struct fl_err *err)
 {
     int rc = check_sizes(r, t, n, err);
+    if (!rc && header)
+        fputs(header, stdout);
     for (int i = 0; !rc && i < n;) {
         const int end = group_end(r, t, i, n);
         rc = run_tasks(r, t + i, end - i, err);

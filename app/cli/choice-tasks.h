@@ -13,7 +13,7 @@
 
 #include "app/session.h"
 
-#define MC_MAX_SEQ 4 /* sequences of a task */
+#define MC_MAX_SEQ 100 /* sequences of a task (text/eval-tasks.h's FL_MC_MAX_ANSWERS) */
 
 struct mc_task {
     int n_seq;
@@ -38,18 +38,17 @@ int mc_task_tokens(const struct mc_task *t);
 typedef int (*mc_score_fn)(void *arg, int i, const struct mc_task *t, const float *const *rows,
                            int n_vocab);
 
-/* Opens a session on sp (its sequences and context set here for tasks of
- * up to seq_per_task sequences), checks that every task fits a forward
- * call of -b, and scores them in order. 0, a negative errno with err set
+/* Opens a session on sp (its sequences and context set here); then checks
+ * that every task fits a forward call of -b, prints header (NULL: none) on
+ * stdout, and scores the tasks in order. 0, a negative errno with err set
  * (-EINTR after Ctrl-C, -E2BIG for a task larger than -b), or score's
  * status. The session's tokenizer is needed before the tasks exist: open
  * with mc_open, then run with mc_score. */
 struct mc_run;
-int mc_open(struct eng_session_params *sp, int seq_per_task, struct mc_run **out,
-            struct fl_err *err);
+int mc_open(struct eng_session_params *sp, struct mc_run **out, struct fl_err *err);
 const struct fl_tokenizer *mc_tokenizer(const struct mc_run *r);
-int mc_score(struct mc_run *r, const struct mc_task *t, int n, mc_score_fn score, void *arg,
-             struct fl_err *err);
+int mc_score(struct mc_run *r, const struct mc_task *t, int n, const char *header,
+             mc_score_fn score, void *arg, struct fl_err *err);
 /* Closes the session after eng_session_report when ok. */
 int mc_close(struct mc_run *r, bool ok, struct fl_err *err);
 

@@ -173,15 +173,15 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
     int rc = t && m && !select_tasks(n_file, n, &order) ? 0
                                                         : fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)
-        rc = mc_open(sp, 4, &r, err);
+        rc = mc_open(sp, &r, err);
     if (!rc)
         rc = read_tasks(mc_tokenizer(r), file, order, n, t, err);
     for (int i = 0; !rc && i < n; i++)
         m[i] = t[i].seqs;
     struct hs_score sc = { .tasks = t };
     if (!rc) {
-        printf("\ntask\tacc_norm\t95%% confidence interval\n");
-        rc = mc_score(r, m, n, score_task, &sc, err);
+        rc = mc_score(r, m, n, "\ntask\tacc_norm\t95% confidence interval\n", score_task, &sc,
+                      err);
         printf("\n");
     }
     if (r) {

@@ -28,6 +28,7 @@
 #include "app/cli/hellaswag.h"
 #include "app/cli/interrupt.h"
 #include "app/cli/kl-divergence.h"
+#include "app/cli/multiple-choice.h"
 #include "app/cli/session-flags.h"
 #include "app/cli/winogrande.h"
 #include "app/session.h"
@@ -50,6 +51,8 @@ struct ppl_opts {
     int hs_tasks;          /* --hellaswag-tasks */
     bool winogrande;       /* --winogrande: -f is Winogrande's CSV */
     int wg_tasks;          /* --winogrande-tasks; 0: all */
+    bool mc;               /* --multiple-choice: -f is its binary file */
+    int mc_tasks;          /* --multiple-choice-tasks; 0: all */
 };
 
 /* The run: chunk length, sequences at once, the scored rows. */
@@ -79,6 +82,8 @@ static int usage(void)
             "                            [--hellaswag-tasks 400]\n"
             "       faultline perplexity -m MODEL -f winogrande-debiased-eval.csv --winogrande\n"
             "                            [--winogrande-tasks N]\n"
+            "       faultline perplexity -m MODEL -f mmlu-validation.bin --multiple-choice\n"
+            "                            [--multiple-choice-tasks N]\n"
             "llama-perplexity's measure: FILE's tokens cut into chunks of -c, each from an\n"
             "empty context (BOS first where the model adds one), the second half of each\n"
             "scored by its negative log-likelihood; prints the running perplexity per chunk\n"
@@ -93,6 +98,8 @@ static int usage(void)
             "running acc_norm over --hellaswag-tasks tasks drawn as llama.cpp draws them.\n"
             "--winogrande: FILE is llama.cpp's Winogrande CSV; prints each task's scores and\n"
             "the final score over all tasks or --winogrande-tasks drawn as llama.cpp does.\n"
+            "--multiple-choice: FILE is llama.cpp's binary multiple-choice set (ARC, MMLU,\n"
+            "TruthfulQA); prints the running accuracy, the final one and random chance.\n"
             "Exit status: 0 done, 1 runtime error, 2 command-line mistake, 130 after Ctrl-C.\n");
     eng_session_print_usage(stderr);
     return 2;
@@ -125,14 +132,18 @@ static int parse(int argc, char **argv, struct ppl_opts *o)
             o->winogrande = true;
         else if (!strcmp(a, "--winogrande-tasks"))
             ok = eng_arg_int("perplexity", argc, argv, &i, 0, 1 << 30, &o->wg_tasks);
+        else if (!strcmp(a, "--multiple-choice"))
+            o->mc = true;
+        else if (!strcmp(a, "--multiple-choice-tasks"))
+            ok = eng_arg_int("perplexity", argc, argv, &i, 0, 1 << 30, &o->mc_tasks);
         else
             ok = eng_arg_last("perplexity", argc, argv, &i, &common) > 0;
         if (!ok)
             return 2;
     }
-    if (o->hellaswag + o->winogrande + (o->kld || o->base_path) > 1) {
-        fprintf(stderr, "faultline perplexity: --hellaswag, --winogrande or the KL-divergence: "
-                "one at a time\n");
+    if (o->hellaswag + o->winogrande + o->mc + (o->kld || o->base_path) > 1) {
+        fprintf(stderr, "faultline perplexity: --hellaswag, --winogrande, --multiple-choice or the "
+                "KL-divergence: one at a time\n");
         return 2;
     }
     if (o->kld && !o->base_path) {
@@ -387,7 +398,7 @@ static int ppl_measure(struct ppl_run *r, const struct ppl_opts *o, const struct
     return rc;
 }
 
-/* --hellaswag or --winogrande: the data file's tasks. */
+/* --hellaswag, --winogrande or --multiple-choice: the data file's tasks. */
 static int run_tasks(struct ppl_opts *o, const char *text, size_t len, char *file_text,
                      struct fl_err *err)
 {
@@ -396,7 +407,9 @@ static int run_tasks(struct ppl_opts *o, const char *text, size_t len, char *fil
     o->sp.interrupted = cli_interrupted;
     int rc = !copy ? fl_err_set(err, -ENOMEM, "out of memory")
              : o->hellaswag ? ppl_hellaswag(&o->sp, copy, len, o->hs_tasks, err)
-                            : ppl_winogrande(&o->sp, copy, len, o->wg_tasks, err);
+             : o->winogrande ? ppl_winogrande(&o->sp, copy, len, o->wg_tasks, err)
+                             : ppl_multiple_choice(&o->sp, (const uint8_t *)copy, len, o->mc_tasks,
+                                                   err);
     free(copy);
     return rc == -EINTR ? cli_interrupt_status(cli_interrupted()) : rc ? 1 : 0;
 }
@@ -411,7 +424,7 @@ static int ppl_main(struct ppl_opts *o, struct fl_err *err)
     const char *text = o->kld ? "" : eng_prompt_text(o->prompt, o->prompt_file, &file_text, &len);
     if (!text)
         return 1; /* said */
-    if (o->hellaswag || o->winogrande)
+    if (o->hellaswag || o->winogrande || o->mc)
         return run_tasks(o, text, len, file_text, err);
     int rc = o->kld ? open_base(o, &base, err) : 0, n_ctx = 0, n_seq = 0;
     if (!rc && plan(o, &n_ctx, &n_seq)) {

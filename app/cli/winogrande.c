@@ -222,12 +222,12 @@ int ppl_winogrande(struct eng_session_params *sp, char *text, size_t len, int n_
     int rc = t && m && (n == n_file || !select_tasks(n_file, n, &order))
                  ? 0 : fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)
-        rc = mc_open(sp, 2, &r, err);
+        rc = mc_open(sp, &r, err);
     if (!rc)
         rc = read_tasks(mc_tokenizer(r), w, order, n, t, m, err);
     struct wg_score sc = { .tasks = t };
     if (!rc)
-        rc = mc_score(r, m, n, score_task, &sc, err);
+        rc = mc_score(r, m, n, NULL, score_task, &sc, err);
     if (!rc)
         print_final(sc.correct, n);
     if (r) {

@@ -1,8 +1,10 @@
-/* fuzz-eval-tasks: libFuzzer target for the HellaSwag and Winogrande data
- * file readers (text/eval-tasks.h), both fed every input. Whatever they
- * accept must hold together: gold indexes 0-3 and answers 1-2, every string
- * inside the text and without a newline, lines in file order. A broken
- * contract aborts, which libFuzzer reports as a crash. */
+/* fuzz-eval-tasks: libFuzzer target for the HellaSwag, Winogrande and
+ * multiple-choice data file readers (text/eval-tasks.h), all fed every
+ * input. Whatever they accept must hold together: gold indexes 0-3 and
+ * answers 1-2, every string inside the text and without a newline, lines
+ * in file order; a multiple-choice task read at each recorded offset has
+ * 0-100 answers, each a string of its own. A broken contract aborts, which
+ * libFuzzer reports as a crash. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,5 +73,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(w);
     free(buf);
+
+    uint32_t *pos = NULL;
+    const int nm = fl_mc_header(data, size, &pos, &err);
+    if (nm == 0 || (nm < 0 && (!err.msg[0] || strchr(err.msg, '\n'))))
+        die("a multiple-choice header without tasks or a one-line refusal");
+    for (int i = 0; i < nm && i < 64; i++) {
+        struct fl_mc_task t;
+        if (fl_mc_task_at(data, size, pos[i], &t, &err) == 0) {
+            if (!t.question || t.n_answers < 0 || t.n_answers > FL_MC_MAX_ANSWERS)
+                die("a multiple-choice task out of range");
+            for (int a = 0; a < t.n_answers; a++)
+                if (!t.answer[a] || strlen(t.answer[a]) > size)
+                    die("an answer longer than the file");
+        }
+        fl_mc_task_free(&t);
+    }
+    free(pos);
     return 0;
 }
