@@ -1,7 +1,8 @@
 /* choice-tasks.h: what llama-perplexity's multiple-choice scores share
- * (HellaSwag: hellaswag.c; Winogrande: winogrande.c): tasks of a few
- * sequences that start with the same tokens, run several tasks to a
- * forward call, the common start run once and its whole KV blocks read by
+ * (HellaSwag: hellaswag.c; Winogrande: winogrande.c; --multiple-choice:
+ * multiple-choice.c): tasks of a few sequences that start with the same
+ * tokens, several tasks to a round of two forward calls (at most 32 tasks
+ * and 128 sequences), the common start run once and its whole KV blocks read by
  * the task's other sequences (eng_session_seq_share; a recurrent model's
  * state copied), and the logits rows of each sequence from a given position
  * on handed to the scorer. Also llama.cpp's random draw (std::mt19937 and
