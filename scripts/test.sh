@@ -3,15 +3,15 @@
 # (warnings are errors), runs ctest, then the same tests under ASan+UBSan (with
 # the GPU tests on the emulated CUDA device), then the libFuzzer targets for a
 # bounded time. Exit status 0 only when all pass.
-#   FL_FUZZ_SECONDS   seconds per fuzz target (default 25: the thirteen targets
-#                     take about 6 minutes; the whole suite took 27 minutes on
-#                     2 cores of an AVX-512 host, 2026-12-07, of CI's 30)
+#   FL_FUZZ_SECONDS   seconds per fuzz target (default 20: the thirteen targets
+#                     take about 5 minutes; the whole suite took 27-28 minutes on
+#                     2 cores of an AVX-512 host, 2026-12-08, of CI's 30)
 #   FL_JOBS           parallel build/test jobs (default: nproc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=${FL_JOBS:-$(nproc)}
-fuzz_seconds=${FL_FUZZ_SECONDS:-25}
+fuzz_seconds=${FL_FUZZ_SECONDS:-20}
 
 # chromium: the trace report test opens the HTML report headless
 scripts/install-deps.sh chromium
