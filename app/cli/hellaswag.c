@@ -182,7 +182,8 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
     if (!rc) {
         rc = mc_score(r, m, n, "\ntask\tacc_norm\t95% confidence interval\n", score_task, &sc,
                       err);
-        printf("\n");
+        if (!rc)
+            printf("\n");
     }
     if (r) {
         const int closed = mc_close(r, !rc, err);
