@@ -13,6 +13,7 @@
 #include "app/cli/interrupt.h"
 #include "model/arch.h"
 #include "model/kv-cache.h"
+#include "text/tokenizer.h"
 
 #define MC_MAX_TASKS 32 /* tasks in one round of calls */
 #define MC_SEQS 128     /* their sequences (llama-perplexity's 4 x 32) */
@@ -26,7 +27,20 @@ struct mc_run {
     struct eng_span spans[MC_SEQS];
 };
 
-void mc_task_share(struct mc_task *t)
+int mc_tokenize(const struct fl_tokenizer *tok, const char *a, const char *b, const char *c,
+                int32_t **out)
+{
+    const size_t n = strlen(a) + strlen(b) + strlen(c);
+    char *text = malloc(n + 1);
+    if (!text)
+        return -ENOMEM;
+    snprintf(text, n + 1, "%s%s%s", a, b, c);
+    const int len = fl_tokenize_alloc(tok, text, n, true, false, out);
+    free(text);
+    return len;
+}
+
+int mc_common_start(const struct mc_task *t)
 {
     int shortest = t->len[0], common = 0;
     for (int s = 1; s < t->n_seq; s++)
@@ -34,14 +48,35 @@ void mc_task_share(struct mc_task *t)
     for (bool same = true; same && common < shortest; common += same)
         for (int s = 1; s < t->n_seq; s++)
             same = same && t->tok[s][common] == t->tok[0][common];
+    return common;
+}
+
+void mc_task_share(struct mc_task *t, int common)
+{
     const int upto = common < t->row0 ? common : t->row0;
     t->shared = upto / ENG_KV_BLOCK * ENG_KV_BLOCK;
 }
 
-void mc_task_free(struct mc_task *t)
+int mc_task_score_after_start(struct mc_task *t)
 {
-    for (int s = 0; s < t->n_seq; s++)
-        free(t->tok[s]);
+    int shortest = t->len[0];
+    for (int s = 1; s < t->n_seq; s++)
+        shortest = t->len[s] < shortest ? t->len[s] : shortest;
+    const int common = mc_common_start(t);
+    const int first = common < shortest ? common : shortest - 1;
+    if (first < 1)
+        return -1;
+    t->row0 = first - 1; /* the common start's last token predicts each one's first */
+    mc_task_share(t, common);
+    return first;
+}
+
+void mc_tasks_free(struct mc_task *t, int n)
+{
+    for (int i = 0; t && i < n; i++)
+        for (int s = 0; s < t[i].n_seq; s++)
+            free(t[i].tok[s]);
+    free(t);
 }
 
 int mc_task_rows(const struct mc_task *t)
@@ -66,9 +101,14 @@ int mc_task_tokens(const struct mc_task *t)
     return task_rest(t) > t->shared ? task_rest(t) : t->shared;
 }
 
-/* ---- llama.cpp's draw and log-probabilities ----------------------------- */
+/* ---- llama.cpp's draws and log-probabilities ---------------------------- */
 
-void mc_mt_seed(struct mc_mt19937 *m, uint32_t seed)
+struct mt19937 {
+    uint32_t s[624];
+    int i;
+};
+
+static void mt_seed(struct mt19937 *m, uint32_t seed)
 {
     m->s[0] = seed;
     for (int i = 1; i < 624; i++)
@@ -76,7 +116,7 @@ void mc_mt_seed(struct mc_mt19937 *m, uint32_t seed)
     m->i = 624;
 }
 
-uint32_t mc_mt_next(struct mc_mt19937 *m)
+static uint32_t mt_next(struct mt19937 *m)
 {
     if (m->i == 624) {
         for (int k = 0; k < 624; k++) {
@@ -92,18 +132,70 @@ uint32_t mc_mt_next(struct mc_mt19937 *m)
     return y ^ (y >> 18);
 }
 
-uint32_t mc_mt_below(struct mc_mt19937 *m, uint32_t n)
+/* libstdc++'s uniform_int_distribution<size_t>(0, n - 1), n <= 2^32. */
+static uint32_t mt_below(struct mt19937 *m, uint32_t n)
 {
-    uint64_t product = (uint64_t)mc_mt_next(m) * n;
+    uint64_t product = (uint64_t)mt_next(m) * n;
     uint32_t low = (uint32_t)product;
     if (low < n) {
         const uint32_t threshold = (uint32_t)-n % n;
         while (low < threshold) {
-            product = (uint64_t)mc_mt_next(m) * n;
+            product = (uint64_t)mt_next(m) * n;
             low = (uint32_t)product;
         }
     }
     return (uint32_t)(product >> 32);
+}
+
+/* The task indexes 0 .. n_file-1, and room for n drawn. */
+static int draw_start(int n_file, int n, int **left, int **order)
+{
+    *left = malloc(sizeof(int) * (size_t)n_file);
+    *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!*left || !*order) {
+        free(*left);
+        free(*order);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n_file; i++)
+        (*left)[i] = i;
+    return 0;
+}
+
+int mc_draw_uniform(int n_file, int n, int **order)
+{
+    int *left, *o;
+    if (draw_start(n_file, n, &left, &o))
+        return -ENOMEM;
+    struct mt19937 m;
+    mt_seed(&m, 1);
+    for (int i = 0, n_left = n_file; i < n; i++, n_left--) {
+        const uint32_t k = mt_below(&m, (uint32_t)n_left);
+        o[i] = left[k];
+        memmove(left + k, left + k + 1, sizeof(int) * (size_t)(n_left - 1 - (int)k));
+    }
+    free(left);
+    *order = o;
+    return 0;
+}
+
+int mc_draw_scaled(int n_file, int n, int **order)
+{
+    int *aux, *o;
+    if (draw_start(n_file, n, &aux, &o))
+        return -ENOMEM;
+    struct mt19937 m;
+    mt_seed(&m, 1);
+    const float scale = 1 / (1.f + (float)UINT32_MAX);
+    for (int i = 0, left = n_file; i < n; i++, left--) {
+        int j = (int)(scale * (float)mt_next(&m) * (float)left);
+        j = j < left ? j : left - 1; /* a draw that rounds to 2^32 in float */
+        o[i] = aux[j];
+        aux[j] = aux[left - 1];
+    }
+    free(aux);
+    *order = o;
+    return 0;
 }
 
 double mc_logprob_softmax(const float *row, int n_vocab, int32_t tok)
@@ -205,10 +297,8 @@ int mc_open(struct eng_session_params *sp, struct mc_run **out, struct fl_err *e
         if (!(r->ids = malloc(sizeof(int32_t) * (size_t)r->n_batch)))
             rc = fl_err_set(err, -ENOMEM, "out of memory");
     }
-    if (rc) {
-        mc_close(r, false, NULL);
-        return rc;
-    }
+    if (rc)
+        return mc_close(r, rc, NULL);
     *out = r;
     return 0;
 }
@@ -256,9 +346,12 @@ int mc_score(struct mc_run *r, const struct mc_task *t, int n, const char *heade
     return rc;
 }
 
-int mc_close(struct mc_run *r, bool ok, struct fl_err *err)
+int mc_close(struct mc_run *r, int rc, struct fl_err *err)
 {
-    int rc = ok && r->s ? eng_session_report(r->s, err) : 0;
+    if (!r)
+        return rc;
+    if (!rc && r->s)
+        rc = eng_session_report(r->s, err);
     eng_session_close(r->s);
     free(r->ids);
     free(r->rows);

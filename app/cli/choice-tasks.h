@@ -24,10 +24,24 @@ struct mc_task {
     int shared; /* positions run once (whole KV blocks, at most row0 and the common start) */
 };
 
-/* Sets t->shared from the sequences' common start and t->row0 (which must
- * be below every sequence's length). */
-void mc_task_share(struct mc_task *t);
-void mc_task_free(struct mc_task *t);
+/* The tokens of a + b + c as llama-perplexity tokenizes a task's text
+ * (special tokens added, none parsed): their count or -errno; *out
+ * malloc'ed. */
+struct fl_tokenizer;
+int mc_tokenize(const struct fl_tokenizer *tok, const char *a, const char *b, const char *c,
+                int32_t **out);
+/* How many tokens every sequence of t starts with. */
+int mc_common_start(const struct mc_task *t);
+/* Sets t->shared from common (mc_common_start) and t->row0 (which must be
+ * below every sequence's length). */
+void mc_task_share(struct mc_task *t, int common);
+/* For tasks scored from the first token past their common start (HellaSwag's
+ * endings, multiple choice's answers): that position, cut so that every
+ * sequence scores at least one token, with row0 the token before it and
+ * shared set; -1 when it would be 0 (no token of common start). */
+int mc_task_score_after_start(struct mc_task *t);
+/* Frees the sequences of n tasks and the array. */
+void mc_tasks_free(struct mc_task *t, int n);
 
 /* Logits rows the task's sequences get, and tokens the larger of its two
  * calls takes (the shared start; the rest of every sequence). */
@@ -50,19 +64,18 @@ int mc_open(struct eng_session_params *sp, struct mc_run **out, struct fl_err *e
 const struct fl_tokenizer *mc_tokenizer(const struct mc_run *r);
 int mc_score(struct mc_run *r, const struct mc_task *t, int n, const char *header,
              mc_score_fn score, void *arg, struct fl_err *err);
-/* Closes the session after eng_session_report when ok. */
-int mc_close(struct mc_run *r, bool ok, struct fl_err *err);
+/* Closes the session (r may be NULL); when rc is 0, after
+ * eng_session_report. Returns rc, else the report's status. */
+int mc_close(struct mc_run *r, int rc, struct fl_err *err);
 
-/* llama.cpp's draw: std::mt19937 seeded as given, and libstdc++'s
- * uniform_int_distribution<size_t>(0, n - 1) over it (Lemire's
- * multiply-and-reject), n <= 2^32. */
-struct mc_mt19937 {
-    uint32_t s[624];
-    int i;
-};
-void mc_mt_seed(struct mc_mt19937 *m, uint32_t seed);
-uint32_t mc_mt_next(struct mc_mt19937 *m);
-uint32_t mc_mt_below(struct mc_mt19937 *m, uint32_t n);
+/* llama-perplexity's two draws of n of n_file tasks, each over std::mt19937
+ * seeded 1: *order (malloc'ed) the file's task index of each drawn task, in
+ * the order drawn; -ENOMEM. HellaSwag's takes libstdc++'s
+ * uniform_int_distribution (Lemire's multiply-and-reject) over the tasks
+ * left, each drawn one taken out; Winogrande's and multiple choice's scale
+ * a draw by 2^-32 in float and fill the drawn slot from the end. */
+int mc_draw_uniform(int n_file, int n, int **order);
+int mc_draw_scaled(int n_file, int n, int **order);
 
 /* log p(tok) of a logits row as llama-perplexity's compute_logprobs (a
  * float sum) and as its softmax (float probabilities over a double sum). */

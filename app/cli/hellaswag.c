@@ -26,73 +26,28 @@
 #include "text/eval-tasks.h"
 #include "text/tokenizer.h"
 
+/* Beside its sequences (context + " " + each ending: struct mc_task). */
 struct hs_task {
-    struct mc_task seqs; /* context + " " + each ending */
     int gold;
-    int prefix;          /* tokens the four sequences start with */
+    int prefix; /* tokens the four sequences start with (and score from) */
 };
 
 /* ---- the file ----------------------------------------------------------- */
 
 /* The four sequences context + " " + ending. */
 static int task_read(const struct fl_tokenizer *tok, const struct fl_hellaswag_task *f,
-                     struct hs_task *t, struct fl_err *err)
+                     struct hs_task *t, struct mc_task *m, struct fl_err *err)
 {
-    memset(t, 0, sizeof(*t));
-    struct mc_task *m = &t->seqs;
     m->n_seq = 4;
     t->gold = f->gold;
-    const int line0 = f->line - 1;
     for (int s = 0; s < 4; s++) {
-        const size_t n = strlen(f->context) + 1 + strlen(f->ending[s]);
-        char *text = malloc(n + 1);
-        if (!text)
-            return fl_err_set(err, -ENOMEM, "out of memory");
-        snprintf(text, n + 1, "%s %s", f->context, f->ending[s]);
-        m->len[s] = fl_tokenize_alloc(tok, text, n, true, false, &m->tok[s]);
-        free(text);
+        m->len[s] = mc_tokenize(tok, f->context, " ", f->ending[s], &m->tok[s]);
         if (m->len[s] < 0)
-            return fl_err_set(err, m->len[s], "line %d: cannot tokenize the task", line0 + 1);
+            return fl_err_set(err, m->len[s], "line %d: cannot tokenize the task", f->line);
     }
-    int shortest = m->len[0];
-    for (int s = 1; s < 4; s++)
-        shortest = m->len[s] < shortest ? m->len[s] : shortest;
-    while (t->prefix < shortest && m->tok[0][t->prefix] == m->tok[1][t->prefix] &&
-           m->tok[0][t->prefix] == m->tok[2][t->prefix] &&
-           m->tok[0][t->prefix] == m->tok[3][t->prefix])
-        t->prefix++;
-    /* every ending scores at least one token after a token of context */
-    if (t->prefix >= shortest)
-        t->prefix = shortest - 1;
-    if (t->prefix < 1)
+    if ((t->prefix = mc_task_score_after_start(m)) < 0)
         return fl_err_set(err, -EINVAL, "line %d: a task whose endings have no token after "
-                          "its context", line0 + 1);
-    m->row0 = t->prefix - 1; /* the context's last token predicts each ending's first */
-    mc_task_share(m);
-    return 0;
-}
-
-/* llama.cpp's selection: n tasks drawn at random, each taken out of the
- * ones left. order[i]: the file's task index of the i-th task. */
-static int select_tasks(int n_file, int n, int **order)
-{
-    int *left = malloc(sizeof(int) * (size_t)n_file), *o = malloc(sizeof(int) * (size_t)n);
-    if (!left || !o) {
-        free(left);
-        free(o);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < n_file; i++)
-        left[i] = i;
-    struct mc_mt19937 m;
-    mc_mt_seed(&m, 1);
-    for (int i = 0, n_left = n_file; i < n; i++, n_left--) {
-        const uint32_t k = mc_mt_below(&m, (uint32_t)n_left);
-        o[i] = left[k];
-        memmove(left + k, left + k + 1, sizeof(int) * (size_t)(n_left - 1 - (int)k));
-    }
-    free(left);
-    *order = o;
+                          "its context", f->line);
     return 0;
 }
 
@@ -100,9 +55,9 @@ static int select_tasks(int n_file, int n, int **order)
 
 /* Mean log-probability of each ending; rows[s]: sequence s's rows from
  * the context's last token on. Returns the best ending. */
-static int task_choice(const struct hs_task *t, const float *const *rows, int n_vocab)
+static int task_choice(const struct hs_task *t, const struct mc_task *m, const float *const *rows,
+                       int n_vocab)
 {
-    const struct mc_task *m = &t->seqs;
     int best = 0;
     double best_lp = 0;
     for (int s = 0; s < 4; s++) {
@@ -137,19 +92,18 @@ static int score_task(void *arg, int i, const struct mc_task *m, const float *co
                       int n_vocab)
 {
     struct hs_score *sc = arg;
-    (void)m;
-    sc->correct += task_choice(&sc->tasks[i], rows, n_vocab) == sc->tasks[i].gold;
+    sc->correct += task_choice(&sc->tasks[i], m, rows, n_vocab) == sc->tasks[i].gold;
     print_task(i, sc->correct);
     return 0;
 }
 
 /* The selected tasks, tokenized. */
 static int read_tasks(const struct fl_tokenizer *tok, const struct fl_hellaswag_task *f,
-                      const int *order, int n,
-                      struct hs_task *t, struct fl_err *err)
+                      const int *order, int n, struct hs_task *t, struct mc_task *m,
+                      struct fl_err *err)
 {
     for (int i = 0; i < n; i++) {
-        int rc = task_read(tok, &f[order[i]], &t[i], err);
+        int rc = task_read(tok, &f[order[i]], &t[i], &m[i], err);
         if (rc)
             return rc;
     }
@@ -170,14 +124,12 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
     int *order = NULL;
     struct hs_task *t = calloc((size_t)n, sizeof(*t));
     struct mc_task *m = calloc((size_t)n, sizeof(*m));
-    int rc = t && m && !select_tasks(n_file, n, &order) ? 0
-                                                        : fl_err_set(err, -ENOMEM, "out of memory");
+    int rc = t && m && !mc_draw_uniform(n_file, n, &order) ? 0
+                                                           : fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)
         rc = mc_open(sp, &r, err);
     if (!rc)
-        rc = read_tasks(mc_tokenizer(r), file, order, n, t, err);
-    for (int i = 0; !rc && i < n; i++)
-        m[i] = t[i].seqs;
+        rc = read_tasks(mc_tokenizer(r), file, order, n, t, m, err);
     struct hs_score sc = { .tasks = t };
     if (!rc) {
         rc = mc_score(r, m, n, "\ntask\tacc_norm\t95% confidence interval\n", score_task, &sc,
@@ -185,14 +137,9 @@ int ppl_hellaswag(struct eng_session_params *sp, char *text, size_t len, int n_t
         if (!rc)
             printf("\n");
     }
-    if (r) {
-        const int closed = mc_close(r, !rc, err);
-        rc = rc ? rc : closed;
-    }
-    for (int i = 0; t && i < n; i++)
-        mc_task_free(&t[i].seqs);
+    rc = mc_close(r, rc, err);
+    mc_tasks_free(m, n);
     free(t);
-    free(m);
     free(order);
     free(file);
     return rc;

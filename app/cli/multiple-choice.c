@@ -22,70 +22,28 @@
 #include "text/eval-tasks.h"
 #include "text/tokenizer.h"
 
+/* Beside its sequences (question + " " + each answer: struct mc_task). */
 struct mc_choice_task {
-    struct mc_task seqs; /* question + " " + each answer */
-    int prefix;          /* tokens every answer's sequence starts with */
-    int32_t *label;      /* the file's, 1 for a correct answer */
+    int prefix;     /* tokens every answer's sequence starts with (and scores from) */
+    int32_t *label; /* the file's, 1 for a correct answer */
 };
 
-/* llama.cpp's --multiple-choice-tasks draw (its Winogrande's). */
-static int select_tasks(int n_file, int n, int **order)
-{
-    int *aux = malloc(sizeof(int) * (size_t)n_file), *o = malloc(sizeof(int) * (size_t)n);
-    if (!aux || !o) {
-        free(aux);
-        free(o);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < n_file; i++)
-        aux[i] = i;
-    struct mc_mt19937 m;
-    mc_mt_seed(&m, 1);
-    const float scale = 1 / (1.f + (float)UINT32_MAX);
-    for (int i = 0, left = n_file; i < n; i++, left--) {
-        int j = (int)(scale * (float)mc_mt_next(&m) * (float)left);
-        j = j < left ? j : left - 1; /* a draw that rounds to 2^32 in float */
-        o[i] = aux[j];
-        aux[j] = aux[left - 1];
-    }
-    free(aux);
-    *order = o;
-    return 0;
-}
-
 static int task_read(const struct fl_tokenizer *tok, struct fl_mc_task *f, int i,
-                     struct mc_choice_task *t, struct fl_err *err)
+                     struct mc_choice_task *t, struct mc_task *m, struct fl_err *err)
 {
-    memset(t, 0, sizeof(*t));
-    struct mc_task *m = &t->seqs;
     if (!f->question[0] || f->n_answers < 1)
         return fl_err_set(err, -EINVAL, "task %d: an empty question or no answers", i + 1);
     m->n_seq = f->n_answers;
-    int shortest = 0;
     for (int s = 0; s < f->n_answers; s++) {
         if (!f->answer[s][0])
             return fl_err_set(err, -EINVAL, "task %d: answer %d is empty", i + 1, s + 1);
-        const size_t n = strlen(f->question) + 1 + strlen(f->answer[s]);
-        char *text = malloc(n + 1);
-        if (!text)
-            return fl_err_set(err, -ENOMEM, "out of memory");
-        snprintf(text, n + 1, "%s %s", f->question, f->answer[s]);
-        m->len[s] = fl_tokenize_alloc(tok, text, n, true, false, &m->tok[s]);
-        free(text);
+        m->len[s] = mc_tokenize(tok, f->question, " ", f->answer[s], &m->tok[s]);
         if (m->len[s] < 0)
             return fl_err_set(err, m->len[s], "task %d: cannot tokenize it", i + 1);
-        shortest = s == 0 || m->len[s] < shortest ? m->len[s] : shortest;
     }
-    for (bool same = true; same && t->prefix < shortest; t->prefix += same)
-        for (int s = 1; s < m->n_seq; s++)
-            same = same && m->tok[s][t->prefix] == m->tok[0][t->prefix];
-    if (t->prefix >= shortest) /* every answer scores at least one token */
-        t->prefix = shortest - 1;
-    if (t->prefix < 1)
+    if ((t->prefix = mc_task_score_after_start(m)) < 0)
         return fl_err_set(err, -EINVAL, "task %d: answers with no token after a token of its "
                           "question", i + 1);
-    m->row0 = t->prefix - 1;
-    mc_task_share(m);
     t->label = f->label; /* taken: the file's task is freed without it */
     f->label = NULL;
     return 0;
@@ -93,9 +51,9 @@ static int task_read(const struct fl_tokenizer *tok, struct fl_mc_task *f, int i
 
 /* The answer with the highest mean log-probability, summed in float as
  * llama.cpp sums it. */
-static int task_choice(const struct mc_choice_task *t, const float *const *rows, int n_vocab)
+static int task_choice(const struct mc_choice_task *t, const struct mc_task *m,
+                       const float *const *rows, int n_vocab)
 {
-    const struct mc_task *m = &t->seqs;
     int best = 0;
     float best_lp = 0;
     for (int s = 0; s < m->n_seq; s++) {
@@ -119,7 +77,7 @@ static int score_task(void *arg, int i, const struct mc_task *m, const float *co
                       int n_vocab)
 {
     struct mc_tally *y = arg;
-    y->correct += y->tasks[i].label[task_choice(&y->tasks[i], rows, n_vocab)] == 1;
+    y->correct += y->tasks[i].label[task_choice(&y->tasks[i], m, rows, n_vocab)] == 1;
     y->answers += m->n_seq;
     printf("%d\t%.8lf\n", i + 1, 100. * y->correct / (i + 1));
     fflush(stdout);
@@ -147,11 +105,10 @@ static int read_tasks(const struct fl_tokenizer *tok, const uint8_t *buf, size_t
         struct fl_mc_task f;
         int rc = fl_mc_task_at(buf, len, pos[order ? order[i] : i], &f, err);
         if (!rc)
-            rc = task_read(tok, &f, i, &t[i], err);
+            rc = task_read(tok, &f, i, &t[i], &m[i], err);
         fl_mc_task_free(&f);
         if (rc)
             return rc;
-        m[i] = t[i].seqs;
     }
     return 0;
 }
@@ -171,7 +128,7 @@ int ppl_multiple_choice(struct eng_session_params *sp, const uint8_t *buf, size_
     int *order = NULL;
     struct mc_choice_task *t = calloc((size_t)n, sizeof(*t));
     struct mc_task *m = calloc((size_t)n, sizeof(*m));
-    int rc = t && m && (!subset || !select_tasks(n_file, n, &order))
+    int rc = t && m && (!subset || !mc_draw_scaled(n_file, n, &order))
                  ? 0 : fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)
         rc = mc_open(sp, &r, err);
@@ -182,16 +139,11 @@ int ppl_multiple_choice(struct eng_session_params *sp, const uint8_t *buf, size_
         rc = mc_score(r, m, n, "\ntask\tacc_norm\n", score_task, &y, err);
     if (!rc)
         print_final(&y, n);
-    if (r) {
-        const int closed = mc_close(r, !rc, err);
-        rc = rc ? rc : closed;
-    }
-    for (int i = 0; t && i < n; i++) {
-        mc_task_free(&t[i].seqs);
+    rc = mc_close(r, rc, err);
+    mc_tasks_free(m, n);
+    for (int i = 0; t && i < n; i++)
         free(t[i].label);
-    }
     free(t);
-    free(m);
     free(order);
     free(pos);
     return rc;

@@ -31,63 +31,22 @@
 
 #define MIN_TRAILING 3 /* llama.cpp's k_min_trailing_ctx */
 
+/* Beside its sequences (first + choice + second: struct mc_task). */
 struct wg_task {
-    struct mc_task seqs; /* first + choice + second */
     int answer;
-    int common;          /* tokens the two sequences start with */
-    int base[2];         /* tokens of first + choice alone */
+    int common;  /* tokens the two sequences start with */
+    int base[2]; /* tokens of first + choice alone */
 };
 
-/* llama.cpp's --winogrande-tasks draw: a float-scaled mt19937 draw into the
- * slots left, the drawn one filled from the end. */
-static int select_tasks(int n_file, int n, int **order)
-{
-    int *aux = malloc(sizeof(int) * (size_t)n_file), *o = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    if (!aux || !o) {
-        free(aux);
-        free(o);
-        return -ENOMEM;
-    }
-    for (int i = 0; i < n_file; i++)
-        aux[i] = i;
-    struct mc_mt19937 m;
-    mc_mt_seed(&m, 1);
-    const float scale = 1 / (1.f + (float)UINT32_MAX);
-    for (int i = 0, left = n_file; i < n; i++, left--) {
-        int j = (int)(scale * (float)mc_mt_next(&m) * (float)left);
-        j = j < left ? j : left - 1; /* a draw that rounds to 2^32 in float */
-        o[i] = aux[j];
-        aux[j] = aux[left - 1];
-    }
-    free(aux);
-    *order = o;
-    return 0;
-}
-
-static int tokenize3(const struct fl_tokenizer *tok, const char *a, const char *b, const char *c,
-                     int32_t **out)
-{
-    const size_t n = strlen(a) + strlen(b) + strlen(c);
-    char *text = malloc(n + 1);
-    if (!text)
-        return -ENOMEM;
-    snprintf(text, n + 1, "%s%s%s", a, b, c);
-    const int len = fl_tokenize_alloc(tok, text, n, true, false, out);
-    free(text);
-    return len;
-}
-
 static int task_read(const struct fl_tokenizer *tok, const struct fl_winogrande_task *w,
-                     struct wg_task *t, struct fl_err *err)
+                     struct wg_task *t, struct mc_task *m, struct fl_err *err)
 {
-    memset(t, 0, sizeof(*t));
-    struct mc_task *m = &t->seqs;
     m->n_seq = 2;
     t->answer = w->answer;
     for (int s = 0; s < 2; s++) {
         int32_t *base = NULL;
-        m->len[s] = tokenize3(tok, w->first, w->choice[s], w->second, &m->tok[s]);
-        t->base[s] = m->len[s] < 0 ? m->len[s] : tokenize3(tok, w->first, w->choice[s], "", &base);
+        m->len[s] = mc_tokenize(tok, w->first, w->choice[s], w->second, &m->tok[s]);
+        t->base[s] = m->len[s] < 0 ? m->len[s] : mc_tokenize(tok, w->first, w->choice[s], "", &base);
         free(base);
         if (m->len[s] < 0 || t->base[s] < 0)
             return fl_err_set(err, m->len[s] < 0 ? m->len[s] : t->base[s], "line %d: cannot "
@@ -95,26 +54,23 @@ static int task_read(const struct fl_tokenizer *tok, const struct fl_winogrande_
         if (m->len[s] < 2)
             return fl_err_set(err, -EINVAL, "line %d: a sentence of %d token", w->line, m->len[s]);
     }
-    const int shortest = m->len[0] < m->len[1] ? m->len[0] : m->len[1];
-    while (t->common < shortest && m->tok[0][t->common] == m->tok[1][t->common])
-        t->common++;
+    t->common = mc_common_start(m);
     /* every row llama.cpp reads: the common start's last, each choice's
      * base on, the first sequence's last */
     int row0 = t->common - 1;
     for (int s = 0; s < 2; s++)
         row0 = t->base[s] - 1 < row0 ? t->base[s] - 1 : row0;
     m->row0 = row0 < 0 ? 0 : row0;
-    mc_task_share(m);
+    mc_task_share(m, t->common);
     return 0;
 }
 
 /* The row llama.cpp's batch holds at `index` of a task's logits: 0 the
  * common start's last token, then the first sequence's tokens from the
  * common start on, then the second's. NULL outside them. */
-static const float *llama_row(const struct wg_task *t, const float *const *rows, int n_vocab,
-                              long index)
+static const float *llama_row(const struct wg_task *t, const struct mc_task *m,
+                              const float *const *rows, int n_vocab, long index)
 {
-    const struct mc_task *m = &t->seqs;
     const long n0 = m->len[0] - t->common, n1 = m->len[1] - t->common;
     int s = 0;
     long pos = t->common - 1 + index;
@@ -130,17 +86,16 @@ static const float *llama_row(const struct wg_task *t, const float *const *rows,
 /* One choice's score: the mean log-probability of its sequence's tokens
  * after base (the last one left out when there are several), summed in
  * float from the rows llama.cpp reads. */
-static float choice_score(const struct wg_task *t, int s, bool skip_choice,
-                          const float *const *rows, int n_vocab)
+static float choice_score(const struct wg_task *t, const struct mc_task *m, int s,
+                          bool skip_choice, const float *const *rows, int n_vocab)
 {
-    const struct mc_task *m = &t->seqs;
     const int base = skip_choice ? t->base[s] : t->common;
     const int last = m->len[s] - base > 1 ? 1 : 0;
     /* the first row's index in llama.cpp's batch (see llama_row) */
     long index = s == 0 ? base - t->common : (m->len[0] - t->common) + (base - t->common);
     float score = 0;
     for (int j = base - 1; j < m->len[s] - 1 - last; j++, index++) {
-        const float *row = llama_row(t, rows, n_vocab, index);
+        const float *row = llama_row(t, m, rows, n_vocab, index);
         if (!row && j >= m->row0) /* an index llama.cpp would read out of its task: the right row */
             row = rows[s] + (size_t)(j - m->row0) * n_vocab;
         if (row)
@@ -160,8 +115,8 @@ static int score_task(void *arg, int i, const struct mc_task *m, const float *co
     struct wg_score *sc = arg;
     const struct wg_task *t = &sc->tasks[i];
     const bool skip = m->len[0] - t->common > MIN_TRAILING && m->len[1] - t->common > MIN_TRAILING;
-    const float s1 = choice_score(t, 0, skip, rows, n_vocab);
-    const float s2 = choice_score(t, 1, skip, rows, n_vocab);
+    const float s1 = choice_score(t, m, 0, skip, rows, n_vocab);
+    const float s2 = choice_score(t, m, 1, skip, rows, n_vocab);
     const int result = s1 > s2 ? 1 : 2;
     sc->correct += result == t->answer;
     printf("%d\t%.4lf\t%10.6f  %10.6f  %d  %d\n", i + 1, 100.0 * sc->correct / (i + 1), s1, s2,
@@ -187,10 +142,9 @@ static int read_tasks(const struct fl_tokenizer *tok, const struct fl_winogrande
                       struct fl_err *err)
 {
     for (int i = 0; i < n; i++) {
-        int rc = task_read(tok, &w[order ? order[i] : i], &t[i], err);
+        int rc = task_read(tok, &w[order ? order[i] : i], &t[i], &m[i], err);
         if (rc)
             return rc;
-        m[i] = t[i].seqs;
     }
     return 0;
 }
@@ -219,7 +173,7 @@ int ppl_winogrande(struct eng_session_params *sp, char *text, size_t len, int n_
     int *order = NULL;
     struct wg_task *t = calloc((size_t)n, sizeof(*t));
     struct mc_task *m = calloc((size_t)n, sizeof(*m));
-    int rc = t && m && (n == n_file || !select_tasks(n_file, n, &order))
+    int rc = t && m && (n == n_file || !mc_draw_scaled(n_file, n, &order))
                  ? 0 : fl_err_set(err, -ENOMEM, "out of memory");
     if (!rc)
         rc = mc_open(sp, &r, err);
@@ -230,14 +184,9 @@ int ppl_winogrande(struct eng_session_params *sp, char *text, size_t len, int n_
         rc = mc_score(r, m, n, NULL, score_task, &sc, err);
     if (!rc)
         print_final(sc.correct, n);
-    if (r) {
-        const int closed = mc_close(r, !rc, err);
-        rc = rc ? rc : closed;
-    }
-    for (int i = 0; t && i < n; i++)
-        mc_task_free(&t[i].seqs);
+    rc = mc_close(r, rc, err);
+    mc_tasks_free(m, n);
     free(t);
-    free(m);
     free(order);
     free(w);
     return rc;
